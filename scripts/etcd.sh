@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs a single-member etcd from Debian's package as a plain background process on 127.0.0.1.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/_common.sh"
+
+[ $# -eq 2 ] || usage
+action=$1; dir=$(mkdir -p "$2" && cd "$2" && pwd)
+
+healthy() {
+    ETCDCTL_API=3 etcdctl --endpoints "http://127.0.0.1:$1" --command-timeout=2s endpoint health
+}
+
+start() {
+    local client_port peer_port
+    client_port=$(state_port "$dir" etcd-client)
+    peer_port=$(state_port "$dir" etcd-peer)
+    nohup etcd --name replog-test --data-dir "$dir/data" \
+        --listen-client-urls "http://127.0.0.1:$client_port" \
+        --advertise-client-urls "http://127.0.0.1:$client_port" \
+        --listen-peer-urls "http://127.0.0.1:$peer_port" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+        --initial-cluster "replog-test=http://127.0.0.1:$peer_port" \
+        --logger zap --log-outputs "$dir/etcd.log" \
+        > "$dir/stdout.log" 2>&1 < /dev/null &
+    echo $! > "$dir/pid"
+    if ! wait_until 60 healthy "$client_port"; then
+        echo "etcd did not report healthy on 127.0.0.1:$client_port; see $dir/etcd.log" >&2
+        tail -20 "$dir/etcd.log" >&2 || true
+        stop_pid "$dir"
+        exit 1
+    fi
+    echo "127.0.0.1:$client_port"
+}
+
+case "$action" in
+    start) start ;;
+    stop) stop_pid "$dir" ;;
+    restart) stop_pid "$dir"; start ;;
+    *) usage ;;
+esac

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs Debian's ZooKeeper and etcd for the test suite, if they are missing.
+# A policy-rc.d that refuses every start keeps apt from launching them as system services:
+# tests run their own instances on free 127.0.0.1 ports (scripts/zookeeper.sh, scripts/etcd.sh).
+set -euo pipefail
+
+needed=()
+[ -f /usr/share/java/zookeeper.jar ] || needed+=(zookeeper)
+command -v etcd >/dev/null 2>&1 || needed+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || needed+=(etcd-client)
+command -v java >/dev/null 2>&1 || needed+=(default-jre-headless)
+[ ${#needed[@]} -eq 0 ] && exit 0
+
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | "${sudo_cmd[@]}" tee "$policy" >/dev/null
+    "${sudo_cmd[@]}" chmod +x "$policy"
+    trap '"${sudo_cmd[@]}" rm -f "$policy"' EXIT
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q
+"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${needed[@]}"

@@ -1,0 +1,368 @@
+"""The coordination store interface every backend implements.
+
+The store is ZooKeeper-shaped: a tree of nodes addressed by absolute paths, each with bytes of
+data and a version that changes on every write. Nodes are persistent or ephemeral (tied to the
+client's session), names may get a sequence suffix, writes may be compare-and-set on a
+version, and several writes may be applied all-or-nothing in a transaction.
+
+Watches are async iterators. A watch yields the node's state at the moment it was opened and
+then every later state, in order; a consumer that falls more than `WATCH_BACKLOG_MAX` states
+behind sees the oldest ones dropped (coalesced towards the latest), never reordered. Because
+the first state comes from the same atomic read that arms the watch, a change made between a
+caller's read and its watch cannot be missed.
+
+Versions are opaque integers: pass them back to `set`/`delete`/`check`, compare them for
+equality, never do arithmetic on them (ZooKeeper counts per node, etcd uses the global
+revision).
+
+Concurrency: all methods are coroutines for one asyncio event loop; a Store is not shared
+between loops or threads.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import collections
+import dataclasses
+import enum
+from typing import AsyncIterator, Awaitable, Callable, Generic, TypeVar
+
+SEQUENCE_DIGITS = 10
+WATCH_BACKLOG_MAX = 256
+SESSION_TIMEOUT_MS_DEFAULT = 18_000
+
+
+class StoreError(Exception):
+    """Base of every coordination-store error; backends raise only these."""
+
+    def __init__(self, message: str, path: str | None = None):
+        super().__init__(message)
+        self.path = path
+
+
+class NodeExists(StoreError):
+    def __init__(self, path: str):
+        super().__init__(f"node already exists: {path}", path)
+
+
+class NoNode(StoreError):
+    def __init__(self, path: str):
+        super().__init__(f"no such node: {path}", path)
+
+
+class BadVersion(StoreError):
+    def __init__(self, path: str, expected: int | None = None):
+        detail = f" (expected version {expected})" if expected is not None else ""
+        super().__init__(f"version mismatch on {path}{detail}", path)
+
+
+class NotEmpty(StoreError):
+    def __init__(self, path: str):
+        super().__init__(f"node has children: {path}", path)
+
+
+class SessionLost(StoreError):
+    def __init__(self, detail: str = "the coordination session expired"):
+        super().__init__(detail)
+
+
+class CoordinationUnavailable(StoreError):
+    def __init__(self, detail: str, path: str | None = None):
+        super().__init__(f"coordination store unavailable: {detail}" + (f" ({path})" if path else ""), path)
+
+
+class SessionState(enum.Enum):
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"  # connection lost; the session may still be alive on the server
+    LOST = "lost"  # the session is gone, with its ephemeral nodes; a new one follows
+
+
+@dataclasses.dataclass(frozen=True)
+class DataEvent:
+    """A node's state as a data watch sees it; `data is None` means the node does not exist."""
+
+    data: bytes | None
+    version: int | None
+
+    @property
+    def exists(self) -> bool:
+        return self.data is not None
+
+
+# Transaction operations. A transaction is a list of these, applied all-or-nothing.
+@dataclasses.dataclass(frozen=True)
+class CheckOp:
+    path: str
+    version: int
+
+
+@dataclasses.dataclass(frozen=True)
+class CreateOp:
+    path: str
+    data: bytes = b""
+    ephemeral: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class SetOp:
+    path: str
+    data: bytes
+    version: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class DeleteOp:
+    path: str
+    version: int | None = None
+
+
+TxnOp = CheckOp | CreateOp | SetOp | DeleteOp
+
+
+class Transaction:
+    """Collects operations; `commit()` applies all of them or none and raises the first failure.
+
+    `commit()` returns one result per operation: the path for a create, the new version for a
+    set, None for a check or a delete.
+    """
+
+    def __init__(self, apply: Callable[[list[TxnOp]], Awaitable[list[object]]]):
+        self._apply = apply
+        self.ops: list[TxnOp] = []
+
+    def check(self, path: str, version: int) -> Transaction:
+        self.ops.append(CheckOp(validate_path(path), version))
+        return self
+
+    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False) -> Transaction:
+        self.ops.append(CreateOp(validate_path(path), bytes(data), ephemeral))
+        return self
+
+    def set(self, path: str, data: bytes, version: int | None = None) -> Transaction:
+        self.ops.append(SetOp(validate_path(path), bytes(data), version))
+        return self
+
+    def delete(self, path: str, version: int | None = None) -> Transaction:
+        self.ops.append(DeleteOp(validate_path(path), version))
+        return self
+
+    async def commit(self) -> list[object]:
+        if not self.ops:
+            return []
+        return await self._apply(list(self.ops))
+
+
+T = TypeVar("T")
+_NOTHING = object()
+
+
+class Watch(Generic[T], AsyncIterator[T]):
+    """An async iterator over successive states, fed by a backend through `offer`.
+
+    Consecutive equal states are delivered once. Use as `async with await store.watch_data(p) as w`
+    or call `close()`; closing stops the backend's work for this watch.
+    """
+
+    def __init__(self, on_close: Callable[[], Awaitable[None]] | None = None):
+        self._pending: collections.deque[T] = collections.deque(maxlen=WATCH_BACKLOG_MAX)
+        self._last_offered: object = _NOTHING
+        self._wakeup = asyncio.Event()
+        self._closed = False
+        self._on_close = on_close
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def offer(self, state: T) -> None:
+        """Queue a state for the consumer. Must be called on the event loop's thread."""
+        if self._closed or state == self._last_offered:
+            return
+        self._last_offered = state
+        self._pending.append(state)
+        self._wakeup.set()
+
+    def __aiter__(self) -> Watch[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        while not self._pending:
+            if self._closed:
+                raise StopAsyncIteration
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        return self._pending.popleft()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._wakeup.set()
+        if self._on_close is not None:
+            await self._on_close()
+
+    async def __aenter__(self) -> Watch[T]:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+class SessionEvents:
+    """Fans session-state changes out to every open `session_events()` watch."""
+
+    def __init__(self) -> None:
+        self.state = SessionState.SUSPENDED
+        self._watches: set[Watch[SessionState]] = set()
+
+    def open(self) -> Watch[SessionState]:
+        watch: Watch[SessionState] = Watch()
+        watch._on_close = self._forget(watch)
+        watch.offer(self.state)
+        self._watches.add(watch)
+        return watch
+
+    def _forget(self, watch: Watch[SessionState]) -> Callable[[], Awaitable[None]]:
+        async def forget() -> None:
+            self._watches.discard(watch)
+
+        return forget
+
+    def publish(self, state: SessionState) -> None:
+        self.state = state
+        for watch in self._watches:
+            watch.offer(state)
+
+
+def validate_path(path: str, *, sequential: bool = False) -> str:
+    """Paths are absolute, '/'-separated, with no empty, '.' or '..' components.
+
+    A sequential create may end in '/': its node is then named by the sequence number alone,
+    as the seed's `/brokers/state/[broker_id]/[seq]` nodes are.
+    """
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise ValueError(f"coordination path must be absolute: {path!r}")
+    if path == "/":
+        return path
+    parts = path[1:].removesuffix("/").split("/") if sequential else path[1:].split("/")
+    if any(part in ("", ".", "..") for part in parts) or "\x00" in path:
+        raise ValueError(f"invalid coordination path: {path!r}")
+    return path
+
+
+def parent_of(path: str) -> str:
+    head = path.rsplit("/", 1)[0]
+    return head or "/"
+
+
+def join(parent: str, name: str) -> str:
+    return f"/{name}" if parent == "/" else f"{parent}/{name}"
+
+
+def ancestors(path: str) -> list[str]:
+    """Proper ancestors of `path` below the root, outermost first."""
+    parts = path.strip("/").split("/")
+    return ["/" + "/".join(parts[:depth]) for depth in range(1, len(parts))]
+
+
+def sequential_path(path: str, sequence: int) -> str:
+    return f"{path}{sequence:0{SEQUENCE_DIGITS}d}"
+
+
+class Store(abc.ABC):
+    """A client of one coordination store, with one session at a time."""
+
+    backend: str
+
+    def __init__(self, session_timeout_ms: int = SESSION_TIMEOUT_MS_DEFAULT):
+        self.session_timeout_ms = session_timeout_ms
+        self._session = SessionEvents()
+
+    # lifecycle
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Connect and open a session; returns once the session is CONNECTED."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """End the session (its ephemeral nodes vanish at once) and release resources."""
+
+    async def __aenter__(self) -> Store:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def session_state(self) -> SessionState:
+        return self._session.state
+
+    def session_events(self) -> Watch[SessionState]:
+        """Current session state, then every change: CONNECTED, SUSPENDED, LOST."""
+        return self._session.open()
+
+    @abc.abstractmethod
+    async def expire_session(self) -> None:
+        """End the current session as the server would after a timeout, then open a new one.
+
+        Its ephemeral nodes vanish and LOST is published before CONNECTED. Tests use this to
+        simulate a broker whose session expired while it was paused.
+        """
+
+    @abc.abstractmethod
+    async def server_version(self) -> str | None:
+        """The server's version string, if the backend can tell."""
+
+    # operations
+    @abc.abstractmethod
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        make_parents: bool = False,
+    ) -> str:
+        """Create a node and return its path (with the sequence suffix when `sequential`).
+
+        Raises NodeExists, or NoNode when the parent is missing and `make_parents` is false.
+        Parents made by `make_parents` are persistent and empty.
+        """
+
+    @abc.abstractmethod
+    async def get(self, path: str) -> tuple[bytes, int]:
+        """(data, version); raises NoNode."""
+
+    @abc.abstractmethod
+    async def set(self, path: str, data: bytes, version: int | None = None) -> int:
+        """Replace the data, compare-and-set when `version` is given; returns the new version."""
+
+    @abc.abstractmethod
+    async def delete(self, path: str, version: int | None = None, recursive: bool = False) -> None:
+        """Delete a node; NotEmpty if it has children unless `recursive`; BadVersion on mismatch."""
+
+    @abc.abstractmethod
+    async def exists(self, path: str) -> int | None:
+        """The node's version, or None when it does not exist."""
+
+    @abc.abstractmethod
+    async def children(self, path: str) -> list[str]:
+        """Names (not paths) of the direct children, sorted; raises NoNode."""
+
+    def transaction(self) -> Transaction:
+        return Transaction(self._commit)
+
+    @abc.abstractmethod
+    async def _commit(self, ops: list[TxnOp]) -> list[object]:
+        """Apply `ops` atomically; raise the first failing operation's error."""
+
+    @abc.abstractmethod
+    async def watch_data(self, path: str) -> Watch[DataEvent]:
+        """Watch one node: its state now, then after every create, set and delete."""
+
+    @abc.abstractmethod
+    async def watch_children(self, path: str) -> Watch[tuple[str, ...]]:
+        """Watch a node's sorted child names: now, then after every change (empty if absent)."""

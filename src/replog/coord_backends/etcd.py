@@ -1,0 +1,502 @@
+"""The etcd v3 backend, on aetcd (the maintained asyncio fork of python-etcd3).
+
+Mapping of the ZooKeeper-shaped interface onto etcd's flat, revisioned key space:
+
+- A node `/a/b` is the key `<prefix>/a/b`. Parents are not implicit: creating `/a/b` requires
+  the key `<prefix>/a` to exist, as ZooKeeper requires. Children of `/a` are the keys in
+  `[<prefix>/a/, <prefix>/a0)` without a further '/'.
+- Version = the key's mod_revision (a global revision, so a recreated node never reuses one).
+- Session = a lease with TTL = the session timeout, refreshed by a keepalive task every third of
+  it. Ephemeral nodes are put with the lease. Unreachable etcd -> SUSPENDED; no successful
+  refresh for a whole TTL, or etcd saying the lease is gone -> LOST, and a new lease is granted
+  (after revoking the old one, whose keys may otherwise linger) -> CONNECTED.
+- Sequential names come from a counter key per parent, `<prefix>\\x01seq<parent>`, incremented
+  in the same transaction as the create; it lies outside every children range.
+- Every write is an optimistic transaction: one read-only transaction fetches every key the
+  operations depend on at revision R; the operations are checked against that snapshot (giving
+  exact NoNode / NodeExists / BadVersion / NotEmpty errors as of R); the write transaction then
+  asserts that none of those keys changed after R. If one did, the whole attempt is repeated,
+  at most `TXN_ATTEMPTS_MAX` times.
+- Watches read the current state at revision R and watch from R+1, so nothing is missed; after
+  a stream error (etcd restarted) they resume from the last revision seen, and after a
+  compaction they re-read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import math
+import time
+
+import aetcd
+from aetcd import exceptions as etcd_errors
+from aetcd import rpc
+
+from .base import (
+    BadVersion,
+    CheckOp,
+    CoordinationUnavailable,
+    CreateOp,
+    DataEvent,
+    DeleteOp,
+    NodeExists,
+    NoNode,
+    NotEmpty,
+    SESSION_TIMEOUT_MS_DEFAULT,
+    SessionLost,
+    SessionState,
+    SetOp,
+    Store,
+    StoreError,
+    TxnOp,
+    Watch,
+    ancestors,
+    parent_of,
+    sequential_path,
+    validate_path,
+)
+
+logger = logging.getLogger(__name__)
+
+TXN_ATTEMPTS_MAX = 32
+RECONNECT_DELAY_MAX_S = 1.0
+LEASE_TTL_MIN_S = 2  # etcd raises shorter TTLs to its own minimum (about 2 s) anyway
+_CHANNEL_OPTIONS = {
+    # gRPC's default reconnect backoff grows to 120 s; a coordination client must come back fast.
+    "grpc.initial_reconnect_backoff_ms": 100,
+    "grpc.min_reconnect_backoff_ms": 100,
+    "grpc.max_reconnect_backoff_ms": 1000,
+}
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    """The first key after every key that starts with `prefix` (`prefix` ends in '/')."""
+    return prefix[:-1] + bytes([prefix[-1] + 1])
+
+
+def translate_error(error: BaseException, path: str | None = None) -> BaseException:
+    if isinstance(error, StoreError):
+        return error
+    if isinstance(error, rpc.AioRpcError):
+        details = error.details() or ""
+        if "lease not found" in details:
+            return SessionLost(f"etcd lease expired during an operation on {path}")
+        return CoordinationUnavailable(f"etcd {error.code().name}: {details}", path)
+    if isinstance(error, (etcd_errors.ClientError, OSError, TimeoutError)):
+        return CoordinationUnavailable(f"etcd: {type(error).__name__} {error}", path)
+    return error
+
+
+def _compare(key: bytes, target: str, result: str, **value) -> rpc.Compare:
+    return rpc.Compare(key=key, target=getattr(rpc.Compare, target), result=getattr(rpc.Compare, result), **value)
+
+
+@dataclasses.dataclass
+class _Snapshot:
+    """Keys read at one revision: mod_revision per key (0 = absent), child names per parent."""
+
+    revision: int
+    mod_revisions: dict[bytes, int]
+    values: dict[bytes, bytes]
+    children: dict[bytes, set[str]]
+
+
+class EtcdStore(Store):
+    backend = "etcd"
+
+    def __init__(self, host: str, port: int, prefix: str = "", session_timeout_ms: int = SESSION_TIMEOUT_MS_DEFAULT):
+        super().__init__(session_timeout_ms)
+        self.host, self.port = host, port
+        self._prefix = "" if prefix in ("", "/") else validate_path(prefix)
+        self._client: aetcd.Client | None = None
+        self._lease_id: int | None = None
+        self._lease_ttl_s = max(LEASE_TTL_MIN_S, math.ceil(session_timeout_ms / 1000))
+        self._keepalive: asyncio.Task | None = None
+        self._watchers: set[_EtcdWatcher] = set()
+
+    # keys
+    def _key(self, path: str) -> bytes:
+        return (self._prefix + path).encode()
+
+    def _children_prefix(self, path: str) -> bytes:
+        return (self._prefix + ("" if path == "/" else path) + "/").encode()
+
+    def _counter_key(self, parent: str) -> bytes:
+        return (self._prefix + "\x01seq" + parent).encode()
+
+    @property
+    def _op_timeout_s(self) -> float:
+        return self.session_timeout_ms / 1000
+
+    # lifecycle and session
+    async def start(self) -> None:
+        if self._client is not None:
+            return
+        client = aetcd.Client(host=self.host, port=self.port, timeout=self._op_timeout_s, options=_CHANNEL_OPTIONS)
+        try:
+            await client.connect()
+            self._client = client
+            await self._grant_lease()
+        except Exception as error:
+            self._client = None
+            await client.close()
+            raise CoordinationUnavailable(f"cannot reach etcd at {self.host}:{self.port}: {translate_error(error)}") from None
+        self._session.publish(SessionState.CONNECTED)
+        self._keepalive = asyncio.create_task(self._keep_session_alive())
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is None:
+            return
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            await asyncio.gather(self._keepalive, return_exceptions=True)
+        for watcher in list(self._watchers):
+            await watcher.watch.close()
+        if self._lease_id is not None:
+            try:
+                await client.revoke_lease(self._lease_id)
+            except Exception as error:  # the lease then expires by itself after its TTL
+                logger.warning("etcd lease revoke on close failed lease=%x error=%s", self._lease_id, error)
+        await client.close()
+        self._session.publish(SessionState.LOST)
+
+    async def _grant_lease(self) -> None:
+        lease = await self._etcd().lease(self._lease_ttl_s)
+        self._lease_id = lease.id
+        logger.info("etcd session lease=%x ttl_s=%d", lease.id, lease.ttl)
+
+    async def _keep_session_alive(self) -> None:
+        """Refresh the lease every third of its TTL; report SUSPENDED, LOST and CONNECTED."""
+        last_refresh = time.monotonic()
+        session_lost = False
+        while True:
+            await asyncio.sleep(self._lease_ttl_s / 3)
+            try:
+                if session_lost:
+                    await self._replace_lease()
+                    session_lost = False
+                else:
+                    reply = await self._etcd().refresh_lease(self._lease_id)
+                    if reply is None or reply.TTL <= 0:
+                        self._session.publish(SessionState.LOST)
+                        await self._replace_lease()
+                last_refresh = time.monotonic()
+                if self._session.state != SessionState.CONNECTED:
+                    self._session.publish(SessionState.CONNECTED)
+            except Exception as error:
+                if not isinstance(translate_error(error), StoreError):
+                    raise
+                if not session_lost and time.monotonic() - last_refresh > self._lease_ttl_s:
+                    session_lost = True
+                    self._session.publish(SessionState.LOST)
+                elif not session_lost and self._session.state == SessionState.CONNECTED:
+                    self._session.publish(SessionState.SUSPENDED)
+
+    async def _replace_lease(self) -> None:
+        old = self._lease_id
+        if old is not None:
+            try:
+                await self._etcd().revoke_lease(old)
+            except etcd_errors.ClientError:
+                pass  # already expired; that is what we wanted
+        await self._grant_lease()
+
+    async def expire_session(self) -> None:
+        await self._etcd().revoke_lease(self._lease_id)
+        self._session.publish(SessionState.LOST)
+        await self._grant_lease()
+        self._session.publish(SessionState.CONNECTED)
+
+    async def server_version(self) -> str | None:
+        client = self._etcd()
+        status = await client.maintenancestub.Status(rpc.StatusRequest(), timeout=self._op_timeout_s)
+        return status.version
+
+    def _etcd(self) -> aetcd.Client:
+        if self._client is None:
+            raise CoordinationUnavailable("the etcd client is closed")
+        return self._client
+
+    # reads
+    async def _rpc(self, call, request, path: str | None):
+        try:
+            return await call(request, timeout=self._op_timeout_s)
+        except Exception as error:
+            raise translate_error(error, path) from None
+
+    async def _read(self, keys: set[bytes], children_of: set[bytes]) -> _Snapshot:
+        """Read `keys` and the direct children under each of `children_of`, at one revision."""
+        keys_list, parents_list = sorted(keys), sorted(children_of)
+        ops = [rpc.RequestOp(request_range=rpc.RangeRequest(key=key)) for key in keys_list]
+        ops += [
+            rpc.RequestOp(request_range=rpc.RangeRequest(key=prefix, range_end=_prefix_end(prefix), keys_only=True))
+            for prefix in parents_list
+        ]
+        reply = await self._rpc(self._etcd().kvstub.Txn, rpc.TxnRequest(success=ops), None)
+        snapshot = _Snapshot(reply.header.revision, {}, {}, {})
+        for key, response in zip(keys_list, reply.responses[: len(keys_list)]):
+            kvs = response.response_range.kvs
+            snapshot.mod_revisions[key] = kvs[0].mod_revision if kvs else 0
+            if kvs:
+                snapshot.values[key] = kvs[0].value
+        for prefix, response in zip(parents_list, reply.responses[len(keys_list):]):
+            names = (kv.key[len(prefix):].decode() for kv in response.response_range.kvs)
+            snapshot.children[prefix] = {name for name in names if "/" not in name}
+        return snapshot
+
+    async def get(self, path: str) -> tuple[bytes, int]:
+        if validate_path(path) == "/":
+            return b"", 0
+        key = self._key(path)
+        snapshot = await self._read({key}, set())
+        if not snapshot.mod_revisions[key]:
+            raise NoNode(path)
+        return snapshot.values[key], snapshot.mod_revisions[key]
+
+    async def exists(self, path: str) -> int | None:
+        try:
+            return (await self.get(path))[1]
+        except NoNode:
+            return None
+
+    async def children(self, path: str) -> list[str]:
+        validate_path(path)
+        key, prefix = self._key(path), self._children_prefix(path)
+        snapshot = await self._read(set() if path == "/" else {key}, {prefix})
+        if path != "/" and not snapshot.mod_revisions[key]:
+            raise NoNode(path)
+        return sorted(snapshot.children[prefix])
+
+    # writes
+    async def create(self, path, data=b"", *, ephemeral=False, sequential=False, make_parents=False) -> str:
+        validate_path(path, sequential=sequential)
+        if path == "/":
+            raise NodeExists(path)
+        (created,) = await self._write([CreateOp(path, bytes(data), ephemeral)], sequential=sequential, make_parents=make_parents)
+        return created
+
+    async def set(self, path: str, data: bytes, version: int | None = None) -> int:
+        (new_version,) = await self._write([SetOp(validate_path(path), bytes(data), version)])
+        return new_version
+
+    async def delete(self, path: str, version: int | None = None, recursive: bool = False) -> None:
+        if validate_path(path) == "/":
+            raise ValueError("the root node cannot be deleted")
+        await self._write([DeleteOp(path, version)], recursive=recursive)
+
+    async def _commit(self, ops: list[TxnOp]) -> list[object]:
+        return await self._write(ops)
+
+    async def _write(self, ops: list[TxnOp], *, sequential=False, make_parents=False, recursive=False) -> list[object]:
+        for _attempt in range(TXN_ATTEMPTS_MAX):
+            plan = _WritePlan(self, ops, sequential=sequential, make_parents=make_parents, recursive=recursive)
+            snapshot = await self._read(plan.keys_to_read(), plan.children_to_read())
+            compares, requests, results = plan.build(snapshot)
+            reply = await self._rpc(
+                self._etcd().kvstub.Txn, rpc.TxnRequest(compare=compares, success=requests), ops[0].path
+            )
+            if reply.succeeded:
+                return [reply.header.revision if result is _NEW_VERSION else result for result in results]
+        raise CoordinationUnavailable(f"etcd: gave up after {TXN_ATTEMPTS_MAX} conflicting attempts", ops[0].path)
+
+    # watches
+    async def watch_data(self, path: str) -> Watch[DataEvent]:
+        key = self._key(validate_path(path))
+        return await _EtcdWatcher(self, key, None).start()
+
+    async def watch_children(self, path: str) -> Watch[tuple[str, ...]]:
+        prefix = self._children_prefix(validate_path(path))
+        return await _EtcdWatcher(self, prefix, _prefix_end(prefix)).start()
+
+
+_NEW_VERSION = object()  # placeholder result: the write transaction's revision
+
+
+class _WritePlan:
+    """Checks operations against a snapshot and turns them into one guarded etcd transaction."""
+
+    def __init__(self, store: EtcdStore, ops: list[TxnOp], *, sequential: bool, make_parents: bool, recursive: bool):
+        self.store, self.ops = store, ops
+        self.sequential, self.make_parents, self.recursive = sequential, make_parents, recursive
+
+    def keys_to_read(self) -> set[bytes]:
+        keys: set[bytes] = set()
+        for op in self.ops:
+            keys.add(self.store._key(op.path))
+            if isinstance(op, CreateOp):
+                parent = parent_of(op.path)
+                lineage = ancestors(op.path) if self.make_parents else ([] if parent == "/" else [parent])
+                keys.update(self.store._key(path) for path in lineage)
+                if self.sequential:
+                    keys.add(self.store._counter_key(parent))
+        return keys
+
+    def children_to_read(self) -> set[bytes]:
+        if self.recursive:
+            return set()
+        return {self.store._children_prefix(op.path) for op in self.ops if isinstance(op, DeleteOp)}
+
+    def build(self, snapshot: _Snapshot) -> tuple[list, list, list]:
+        """Compares, requests and per-op results, or the error the operations meet at the snapshot."""
+        store = self.store
+        exists: dict[str, bool] = {}  # path -> exists, as changed by earlier ops of this transaction
+        added_children: dict[str, set[str]] = {}
+        removed_children: dict[str, set[str]] = {}
+
+        def present(path: str) -> bool:
+            if path == "/":
+                return True
+            return exists.get(path, bool(snapshot.mod_revisions.get(store._key(path))))
+
+        def record(path: str, now_exists: bool) -> None:
+            exists[path] = now_exists
+            name = path.rsplit("/", 1)[1]
+            (added_children if now_exists else removed_children).setdefault(parent_of(path), set()).add(name)
+            (removed_children if now_exists else added_children).get(parent_of(path), set()).discard(name)
+
+        requests: list[rpc.RequestOp] = []
+        results: list[object] = []
+        counters: dict[str, int] = {}
+        for op in self.ops:
+            key = store._key(op.path)
+            if isinstance(op, CheckOp):
+                self._check_version(op.path, op.version, present(op.path), snapshot.mod_revisions.get(key, 0))
+                results.append(None)
+            elif isinstance(op, CreateOp):
+                path = op.path
+                if self.make_parents:
+                    for ancestor in ancestors(path):
+                        if not present(ancestor):
+                            requests.append(rpc.RequestOp(request_put=rpc.PutRequest(key=store._key(ancestor))))
+                            record(ancestor, True)
+                parent = parent_of(path)
+                if not present(parent):
+                    raise NoNode(parent)
+                if self.sequential:
+                    counter_key = store._counter_key(parent)
+                    sequence = counters.get(parent, int(snapshot.values.get(counter_key, b"0")))
+                    counters[parent] = sequence + 1
+                    requests.append(rpc.RequestOp(request_put=rpc.PutRequest(key=counter_key, value=str(sequence + 1).encode())))
+                    path = sequential_path(path, sequence)
+                    key = store._key(path)
+                    snapshot.mod_revisions.setdefault(key, 0)  # unread: guard it as absent in the compares
+                if present(path):
+                    raise NodeExists(path)
+                lease = store._lease_id if op.ephemeral else 0
+                requests.append(rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=op.data, lease=lease)))
+                record(path, True)
+                results.append(path)
+            elif isinstance(op, SetOp):
+                self._check_version(op.path, op.version, present(op.path), snapshot.mod_revisions.get(key, 0))
+                requests.append(rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=op.data, ignore_lease=True)))
+                results.append(_NEW_VERSION)
+            elif isinstance(op, DeleteOp):
+                self._check_version(op.path, op.version, present(op.path), snapshot.mod_revisions.get(key, 0))
+                prefix = store._children_prefix(op.path)
+                if self.recursive:
+                    requests.append(rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=prefix, range_end=_prefix_end(prefix))))
+                else:
+                    remaining = (snapshot.children.get(prefix, set()) | added_children.get(op.path, set())) - removed_children.get(op.path, set())
+                    if remaining:
+                        raise NotEmpty(op.path)
+                requests.append(rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=key)))
+                record(op.path, False)
+                results.append(None)
+        compares = [_compare(key, "MOD", "EQUAL", mod_revision=revision) for key, revision in snapshot.mod_revisions.items()]
+        # No child appeared under a node being deleted since the snapshot.
+        compares += [
+            _compare(prefix, "MOD", "LESS", mod_revision=snapshot.revision + 1, range_end=_prefix_end(prefix))
+            for prefix in snapshot.children
+        ]
+        return compares, requests, results
+
+    @staticmethod
+    def _check_version(path: str, version: int | None, is_present: bool, mod_revision: int) -> None:
+        if not is_present:
+            raise NoNode(path)
+        if version is not None and mod_revision != version:
+            raise BadVersion(path, version)
+
+
+class _EtcdWatcher:
+    """One replog watch on etcd: read at revision R, watch from R+1, resume after stream errors."""
+
+    def __init__(self, store: EtcdStore, key: bytes, range_end: bytes | None):
+        self._store = store
+        self._key, self._range_end = key, range_end
+        self._children: set[str] = set()
+        self._task: asyncio.Task | None = None
+        self._stream = None
+        self.watch: Watch = Watch(self._stop)
+
+    @property
+    def _is_children(self) -> bool:
+        return self._range_end is not None
+
+    async def start(self) -> Watch:
+        revision = await self._resync()
+        self._store._watchers.add(self)
+        self._task = asyncio.create_task(self._run(revision))
+        return self.watch
+
+    async def _resync(self) -> int:
+        """Offer the current state; return the revision it was read at."""
+        store = self._store
+        if self._is_children:
+            snapshot = await store._read(set(), {self._key})
+            self._children = set(snapshot.children[self._key])
+            self.watch.offer(tuple(sorted(self._children)))
+        else:
+            snapshot = await store._read({self._key}, set())
+            revision = snapshot.mod_revisions[self._key]
+            self.watch.offer(DataEvent(snapshot.values[self._key], revision) if revision else DataEvent(None, None))
+        return snapshot.revision
+
+    async def _run(self, revision: int) -> None:
+        delay_s = 0.05
+        needs_resync = False
+        while not self.watch.closed:
+            try:
+                if needs_resync:
+                    revision = await self._resync()
+                    needs_resync = False
+                self._stream = await self._store._etcd().watch(self._key, range_end=self._range_end, start_revision=revision + 1)
+                async for event in self._stream:
+                    revision = max(revision, event.kv.mod_revision)
+                    self._apply(event)
+                    delay_s = 0.05
+            except etcd_errors.RevisionCompactedError:
+                needs_resync = True
+            except Exception as error:
+                if not isinstance(translate_error(error), StoreError):
+                    raise
+                await asyncio.sleep(delay_s)  # etcd unreachable: back off, then resume from `revision`
+                delay_s = min(delay_s * 2, RECONNECT_DELAY_MAX_S)
+
+    def _apply(self, event) -> None:
+        deleted = event.kind == "DELETE"
+        if not self._is_children:
+            self.watch.offer(DataEvent(None, None) if deleted else DataEvent(event.kv.value, event.kv.mod_revision))
+            return
+        name = event.kv.key[len(self._key):].decode()
+        if "/" in name:
+            return
+        if deleted:
+            self._children.discard(name)
+        else:
+            self._children.add(name)
+        self.watch.offer(tuple(sorted(self._children)))
+
+    async def _stop(self) -> None:
+        self._store._watchers.discard(self)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._stream is not None:
+            try:
+                await self._stream.cancel()
+            except Exception:  # the stream may already be dead with the connection
+                pass

@@ -1,0 +1,191 @@
+"""Every coordination path replog uses, and the typed values stored at them.
+
+The layout is the seed's (replication design V2), kept verbatim so an operator can read it with
+`zkCli` or `etcdctl`; the store's chroot (ZooKeeper) or key prefix (etcd) puts it under one
+configurable root:
+
+    /brokers/ids/[broker_id]                            BrokerRegistration   (ephemeral)
+    /brokers/topics/[topic]/[partition]/replicas        ReplicaAssignment    (first = preferred)
+    /brokers/topics/[topic]/[partition]/leader          LeaderRecord         (ephemeral)
+    /brokers/topics/[topic]/[partition]/ISR             IsrRecord
+    /brokers/topics/[topic]/[partition]/leader_epoch    EpochCounter         (only grows)
+    /brokers/partitions_reassigned/[topic]/[partition]  ReplicaAssignment    (removed when done)
+    /brokers/state/[broker_id]/[seq]                    StateChangeRequest   (persistent queue)
+    /config/topics/[topic]                              TopicConfig
+    /cluster/id                                         ClusterId
+
+Encoding: every value is one JSON object, UTF-8, compact, keys sorted, with an integer
+"version" field naming its format (currently 1 for all). Field names are the dataclass field
+names below; tuples are JSON arrays. A reader rejects a format version it does not know with
+InvalidNodeValue, naming the type and the version, rather than guessing.
+
+Nothing outside this module spells a path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from typing import ClassVar, Self
+
+from .base import StoreError
+
+
+class InvalidNodeValue(StoreError):
+    """A node's bytes are not a value this version of replog can read."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeValue:
+    FORMAT_VERSION: ClassVar[int] = 1
+
+    def encode(self) -> bytes:
+        body = {"version": self.FORMAT_VERSION, **dataclasses.asdict(self)}
+        return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Self:
+        name = cls.__name__
+        try:
+            body = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise InvalidNodeValue(f"{name}: not JSON ({error})") from None
+        if not isinstance(body, dict):
+            raise InvalidNodeValue(f"{name}: expected a JSON object, got {type(body).__name__}")
+        version = body.pop("version", None)
+        if version != cls.FORMAT_VERSION:
+            raise InvalidNodeValue(f"{name}: format version {version!r} is not {cls.FORMAT_VERSION}")
+        hints = typing.get_type_hints(cls)
+        values = {}
+        for field in dataclasses.fields(cls):
+            if field.name not in body:
+                if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+                    raise InvalidNodeValue(f"{name}: missing field {field.name!r}")
+                continue
+            value = body[field.name]
+            values[field.name] = tuple(value) if _is_tuple_type(hints[field.name]) and isinstance(value, list) else value
+        try:
+            return cls(**values)
+        except (TypeError, ValueError) as error:
+            raise InvalidNodeValue(f"{name}: {error}") from None
+
+
+def _is_tuple_type(hint: object) -> bool:
+    return typing.get_origin(hint) is tuple or hint is tuple or (
+        isinstance(hint, types.UnionType) and any(_is_tuple_type(arg) for arg in typing.get_args(hint))
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerRegistration(NodeValue):
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicaAssignment(NodeValue):
+    replicas: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class LeaderRecord(NodeValue):
+    leader: int
+    leader_epoch: int
+
+
+@dataclasses.dataclass(frozen=True)
+class IsrRecord(NodeValue):
+    isr: tuple[int, ...]
+    leader_epoch: int
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochCounter(NodeValue):
+    epoch: int
+
+
+@dataclasses.dataclass(frozen=True)
+class StateChangeRequest(NodeValue):
+    KINDS: ClassVar[frozenset[str]] = frozenset({"start-replica", "close-replica"})
+
+    kind: str
+    topic: str
+    partition: int
+    from_broker: int
+    leader_epoch: int
+
+    def __post_init__(self) -> None:
+        if self.kind not in self.KINDS:
+            raise ValueError(f"unknown state change {self.kind!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicConfig(NodeValue):
+    configs: dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterId(NodeValue):
+    cluster_id: str
+
+
+# paths
+BROKERS = "/brokers"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+PARTITIONS_REASSIGNED = "/brokers/partitions_reassigned"
+STATE_QUEUES = "/brokers/state"
+TOPIC_CONFIGS = "/config/topics"
+CLUSTER_ID = "/cluster/id"
+
+
+def broker(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{int(broker_id)}"
+
+
+def topic(name: str) -> str:
+    return f"{TOPICS}/{name}"
+
+
+def partition(topic_name: str, partition_id: int) -> str:
+    return f"{TOPICS}/{topic_name}/{int(partition_id)}"
+
+
+def replicas(topic_name: str, partition_id: int) -> str:
+    return f"{partition(topic_name, partition_id)}/replicas"
+
+
+def leader(topic_name: str, partition_id: int) -> str:
+    return f"{partition(topic_name, partition_id)}/leader"
+
+
+def isr(topic_name: str, partition_id: int) -> str:
+    return f"{partition(topic_name, partition_id)}/ISR"
+
+
+def leader_epoch(topic_name: str, partition_id: int) -> str:
+    return f"{partition(topic_name, partition_id)}/leader_epoch"
+
+
+def reassigned_topic(topic_name: str) -> str:
+    return f"{PARTITIONS_REASSIGNED}/{topic_name}"
+
+
+def reassigned_partition(topic_name: str, partition_id: int) -> str:
+    return f"{PARTITIONS_REASSIGNED}/{topic_name}/{int(partition_id)}"
+
+
+def state_queue(broker_id: int) -> str:
+    return f"{STATE_QUEUES}/{int(broker_id)}"
+
+
+def state_change_prefix(broker_id: int) -> str:
+    """Pass to a sequential create: requests are named by their sequence number alone."""
+    return f"{state_queue(broker_id)}/"
+
+
+def topic_config(name: str) -> str:
+    return f"{TOPIC_CONFIGS}/{name}"
