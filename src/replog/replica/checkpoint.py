@@ -1,0 +1,177 @@
+"""Checkpoint files: small text files replaced atomically, in Kafka's format.
+
+    line 1   version (0)
+    line 2   number of entries
+    then     one entry a line, fields separated by one space
+
+Files written here:
+    replication-offset-checkpoint      `topic partition offset`: high watermark per partition
+    recovery-point-offset-checkpoint   `topic partition offset`: offset below which a log is
+                                       known flushed (one per partition directory here)
+    leader-epoch-checkpoint            `epoch start_offset`: the leader-epoch cache (KIP-101)
+
+A write goes to `<name>.tmp`, is fsynced, renamed over the file, and the directory is fsynced, so
+a reader sees the old file or the new one, never a mix. Reading is tolerant: a missing file is
+empty; a file with another version, a wrong count or a malformed line is logged and treated as
+empty (every caller has a safe answer for "nothing known": recover from the start, learn the high
+watermark again from the leader).
+
+Concurrency: one writer per file (the owning partition or the replica manager); not thread-safe.
+"""
+
+import bisect
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_VERSION = 0
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+TMP_SUFFIX = ".tmp"
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_checkpoint(path: Path, entries: list[str]) -> None:
+    """Replace `path` atomically and durably with the version, count and entry lines."""
+    content = f"{CHECKPOINT_VERSION}\n{len(entries)}\n" + "".join(f"{line}\n" for line in entries)
+    tmp_path = path.with_name(path.name + TMP_SUFFIX)
+    fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, content.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp_path, path)
+    fsync_directory(path.parent)
+
+
+def read_checkpoint(path: Path, fields_per_entry: int) -> list[list[str]]:
+    """The entries of a checkpoint file as split lines; [] if missing or unreadable."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as error:
+        logger.warning("unreadable checkpoint path=%s error=%s", path, error)
+        return []
+    lines = [line for line in lines if line.strip()]
+    try:
+        version = int(lines[0])
+        count = int(lines[1])
+    except (IndexError, ValueError):
+        logger.warning("malformed checkpoint header path=%s", path)
+        return []
+    entries = [line.split() for line in lines[2:]]
+    if version != CHECKPOINT_VERSION or count != len(entries) or any(len(e) != fields_per_entry for e in entries):
+        logger.warning("malformed checkpoint path=%s version=%s count=%s lines=%d", path, version, count, len(entries))
+        return []
+    return entries
+
+
+class OffsetCheckpoint:
+    """A file of `topic partition offset` lines: high watermarks or recovery points."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        write_checkpoint(self.path, [f"{topic} {partition} {offset}" for (topic, partition), offset in offsets.items()])
+
+    def read(self) -> dict[tuple[str, int], int]:
+        try:
+            return {(topic, int(partition)): int(offset) for topic, partition, offset in read_checkpoint(self.path, 3)}
+        except ValueError:
+            logger.warning("malformed offset in checkpoint path=%s", self.path)
+            return {}
+
+
+class EpochEntry(NamedTuple):
+    epoch: int
+    start_offset: int
+
+
+class LeaderEpochCache:
+    """Leader epoch -> first offset written in it (KIP-101), persisted on every change.
+
+    Epochs and start offsets both strictly increase along the list. Followers ask the leader for
+    `end_offset_for(epoch)` of their latest epoch and truncate there instead of at their high
+    watermark, which is what keeps a new leader from diverging from its followers.
+    """
+
+    def __init__(self, path: Path):
+        self._checkpoint_path = path
+        try:
+            self.entries = [EpochEntry(int(e), int(o)) for e, o in read_checkpoint(path, 2)]
+        except ValueError:
+            logger.warning("malformed leader epoch checkpoint path=%s", path)
+            self.entries = []
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1].epoch if self.entries else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that `epoch` starts at `start_offset`; entries that contradict it (an epoch
+        >= it, or a start offset >= it) are dropped, as in Kafka's LeaderEpochFileCache."""
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"epoch {epoch} and start offset {start_offset} must be >= 0")
+        if self.entries and self.entries[-1].epoch == epoch and start_offset >= self.entries[-1].start_offset:
+            return
+        kept = len(self.entries)
+        while kept and (self.entries[kept - 1].epoch >= epoch or self.entries[kept - 1].start_offset >= start_offset):
+            kept -= 1  # bounded by the number of entries
+        self.entries[kept:] = [EpochEntry(epoch, start_offset)]
+        self._persist()
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) for an OffsetForLeaderEpoch request.
+
+        The end offset of `epoch` is the start offset of the first higher epoch (or the log end
+        offset for the latest epoch); the epoch answered is the largest known one <= `epoch`.
+        Unknown or undefined epochs answer (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET).
+        """
+        if epoch == UNDEFINED_EPOCH or not self.entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if epoch == self.entries[-1].epoch:
+            return epoch, log_end_offset
+        epochs = [entry.epoch for entry in self.entries]
+        higher = bisect.bisect_right(epochs, epoch)
+        if higher == len(epochs):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if higher == 0:
+            return epoch, self.entries[0].start_offset
+        return self.entries[higher - 1].epoch, self.entries[higher].start_offset
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Forget epochs starting at or after `end_offset` (the log was truncated there)."""
+        kept = bisect.bisect_left([entry.start_offset for entry in self.entries], end_offset)
+        if kept < len(self.entries):
+            del self.entries[kept:]
+            self._persist()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Forget epochs wholly before `start_offset`; the epoch in force there now starts there."""
+        in_force = bisect.bisect_right([entry.start_offset for entry in self.entries], start_offset) - 1
+        if in_force < 0 or self.entries[in_force].start_offset == start_offset and in_force == 0:
+            return
+        self.entries[: in_force + 1] = [EpochEntry(self.entries[in_force].epoch, start_offset)]
+        self._persist()
+
+    def clear(self) -> None:
+        if self.entries:
+            self.entries = []
+            self._persist()
+
+    def _persist(self) -> None:
+        write_checkpoint(self._checkpoint_path, [f"{entry.epoch} {entry.start_offset}" for entry in self.entries])

@@ -1,0 +1,48 @@
+"""Errors raised by a partition's storage, each carrying the Kafka error code it answers with.
+
+The broker maps an exception to a response by `error_code` alone, so every failure a client can
+cause or observe on the log path has exactly one class here.
+"""
+
+from typing import ClassVar
+
+
+class ReplicaError(Exception):
+    """Base class: a failure with a Kafka protocol error code."""
+
+    error_code: ClassVar[int] = -1  # UNKNOWN_SERVER_ERROR
+
+
+class OffsetOutOfRangeError(ReplicaError):
+    """The requested offset is below the log start offset or above the log end offset."""
+
+    error_code = 1  # OFFSET_OUT_OF_RANGE
+
+
+class CorruptRecordError(ReplicaError):
+    """Bytes that are not a whole, intact record batch: bad length, torn tail, CRC mismatch."""
+
+    error_code = 2  # CORRUPT_MESSAGE
+
+
+class RecordTooLargeError(ReplicaError):
+    """One batch is larger than max.message.bytes."""
+
+    error_code = 10  # MESSAGE_TOO_LARGE
+
+
+class RecordListTooLargeError(ReplicaError):
+    """One append is larger than a whole segment (segment.bytes), so it could never be stored."""
+
+    error_code = 18  # RECORD_LIST_TOO_LARGE
+
+
+class InvalidRecordError(ReplicaError):
+    """A well-formed batch the broker refuses.
+
+    Also used for message format v0/v1 (magic 0 or 1): Kafka 4 rejects those in
+    ProduceRequest.validateRecords with InvalidRecordException, which answers INVALID_RECORD (87),
+    not UNSUPPORTED_FOR_MESSAGE_FORMAT (43); we answer as Kafka 4 does.
+    """
+
+    error_code = 87  # INVALID_RECORD

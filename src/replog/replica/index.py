@@ -1,0 +1,131 @@
+"""The sparse offset index and time index of one segment.
+
+On disk, big-endian, Kafka's entry layouts:
+
+    <base>.index      8 bytes an entry:  int32 offset - base, int32 position in the .log
+    <base>.timeindex  12 bytes an entry: int64 timestamp,     int32 offset - base
+
+Entries are taken together, every index.interval.bytes of log, at the start of a batch:
+
+    offset index (offset, position): the batch whose base offset is `offset` starts at `position`.
+    time index (timestamp, offset): every batch of the segment before `offset` has a max timestamp
+        <= `timestamp` (the running maximum, so timestamps never decrease).
+
+The lists in memory are the truth while the segment is open; the file is written behind them (on
+flush, roll and close), as Kafka's mmap'd index is. An index is only ever derived from the .log,
+so a lost or damaged index file costs a rebuild, never data: the segment checks what it loads and
+rebuilds what does not fit (see segment.py).
+
+Concurrency: owned by one segment and used from one thread; no locking.
+"""
+
+import bisect
+import os
+import struct
+from pathlib import Path
+from typing import ClassVar
+
+
+class SparseIndex:
+    """Sorted (key, value) entries mirrored to a file of fixed-size records."""
+
+    ENTRY: ClassVar[struct.Struct]
+
+    def __init__(self, path: Path, base_offset: int):
+        self.path = path
+        self.base_offset = base_offset
+        self.keys: list[int] = []
+        self.values: list[int] = []
+        self._persisted_count = 0
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def _encode(self, key: int, value: int) -> bytes:
+        raise NotImplementedError
+
+    def _decode(self, first: int, second: int) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def append(self, key: int, value: int) -> None:
+        self.keys.append(key)
+        self.values.append(value)
+
+    def load(self) -> None:
+        """Read every whole entry of the file; a missing file is an empty index."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            raw = b""
+        whole_bytes = len(raw) - len(raw) % self.ENTRY.size
+        self.keys = []
+        self.values = []
+        for first, second in self.ENTRY.iter_unpack(memoryview(raw)[:whole_bytes]):
+            key, value = self._decode(first, second)
+            self.keys.append(key)
+            self.values.append(value)
+        self._persisted_count = len(self.keys) if whole_bytes == len(raw) else 0
+
+    def truncate_to_count(self, count: int) -> None:
+        """Keep the first `count` entries, in memory and in the file."""
+        del self.keys[count:]
+        del self.values[count:]
+        if self._persisted_count > count:
+            self._persisted_count = count
+            os.truncate(self.path, count * self.ENTRY.size)
+
+    def persist(self, fsync: bool) -> None:
+        """Write the entries the file lacks; with fsync, make the whole file durable."""
+        pending = len(self.keys) - self._persisted_count
+        if pending == 0 and not fsync:
+            return
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            if self._persisted_count == 0:
+                os.ftruncate(fd, 0)
+            encoded = b"".join(
+                self._encode(self.keys[i], self.values[i]) for i in range(self._persisted_count, len(self.keys))
+            )
+            os.pwrite(fd, encoded, self._persisted_count * self.ENTRY.size)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._persisted_count = len(self.keys)
+
+    def delete(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+class OffsetIndex(SparseIndex):
+    """offset -> position of the batch starting at that offset."""
+
+    ENTRY = struct.Struct(">ii")
+
+    def _encode(self, key: int, value: int) -> bytes:
+        return self.ENTRY.pack(key - self.base_offset, value)
+
+    def _decode(self, first: int, second: int) -> tuple[int, int]:
+        return first + self.base_offset, second
+
+    def floor(self, offset: int) -> tuple[int, int] | None:
+        """The entry with the largest offset <= `offset`, if any."""
+        i = bisect.bisect_right(self.keys, offset) - 1
+        return (self.keys[i], self.values[i]) if i >= 0 else None
+
+
+class TimeIndex(SparseIndex):
+    """running max timestamp -> offset before which no batch exceeds it."""
+
+    ENTRY = struct.Struct(">qi")
+
+    def _encode(self, key: int, value: int) -> bytes:
+        return self.ENTRY.pack(key, value - self.base_offset)
+
+    def _decode(self, first: int, second: int) -> tuple[int, int]:
+        return first, second + self.base_offset
+
+    def last_entry_older_than(self, timestamp: int) -> int:
+        """Index of the last entry whose timestamp is < `timestamp` (-1 if none): every batch
+        before that entry's offset is older than `timestamp`, so a search may start there."""
+        return bisect.bisect_left(self.keys, timestamp) - 1

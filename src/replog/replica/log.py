@@ -1,0 +1,442 @@
+"""A partition's log: an ordered list of segments in one directory, plus its checkpoints.
+
+Directory `<topic>-<partition>/`:
+
+    <20-digit base offset>.log / .index / .timeindex   segments (segment.py, index.py)
+    recovery-point-offset-checkpoint                   offset below which data is flushed
+    leader-epoch-checkpoint                            leader-epoch cache (checkpoint.py)
+    .clean-shutdown                                    present only between close() and reopen
+
+Only the last ("active") segment is appended to; a new one is rolled when the next append would
+pass segment.bytes, when the timestamps of the batches span segment.ms, or when an offset would
+no longer fit the indexes' 32-bit relative offsets. Retention deletes whole segments from the
+front, never the active one.
+
+Durability: as in Kafka, the default leaves flushing to the OS (replication is the durability);
+flush.messages / flush.ms force fsyncs. The recovery point is the offset up to which the log is
+known flushed. Opening after a clean shutdown trusts the files and only rescans each segment's
+index tail; opening without the marker re-validates every batch from the segment holding the
+recovery point on and cuts the first torn, corrupt or out-of-order batch and all after it.
+
+Concurrency: a Log is owned by one thread (the partition's event loop); it does not lock. File
+slices returned by `read` stay valid until the next truncation, retention, close or delete.
+Time comes from the injected `clock` (milliseconds), never from a global clock.
+"""
+
+import bisect
+import dataclasses
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from replog.replica.checkpoint import TMP_SUFFIX, LeaderEpochCache, OffsetCheckpoint, fsync_directory
+from replog.replica.errors import InvalidRecordError, OffsetOutOfRangeError, RecordListTooLargeError
+from replog.replica.records import (
+    BatchHeader,
+    assign_offsets,
+    check_client_counts,
+    validate_batches,
+)
+from replog.replica.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    FileSlice,
+    Segment,
+    SegmentCut,
+)
+
+logger = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
+_NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE: "no limit" for the flush settings
+_MAX_RELATIVE_OFFSET = 2**31 - 1  # index entries store offset - base_offset as int32
+_SEGMENT_NAME_DIGITS = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class LogConfig:
+    """Per-log settings; Kafka's topic config names in python spelling, Kafka's defaults.
+
+    segment.bytes, segment.ms, index.interval.bytes, flush.messages, flush.ms, retention.ms
+    (-1: keep forever), retention.bytes (-1: no size limit), max.message.bytes.
+    """
+
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    index_interval_bytes: int = 4096
+    flush_messages: int = _NEVER
+    flush_ms: int = _NEVER
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    max_message_bytes: int = 1024 * 1024 + 12
+
+    def __post_init__(self) -> None:
+        minimums = {"segment_bytes": 14, "segment_ms": 1, "index_interval_bytes": 0, "flush_messages": 1,
+                    "flush_ms": 0, "retention_ms": -1, "retention_bytes": -1, "max_message_bytes": 0}
+        for name, minimum in minimums.items():
+            if getattr(self, name) < minimum:
+                raise ValueError(f"{name} must be >= {minimum}, got {getattr(self, name)}")
+
+
+def _parse_log_directory_name(name: str) -> tuple[str, int]:
+    topic, _, partition = name.rpartition("-")
+    if not topic or not partition.isdigit():
+        raise ValueError(f"log directory {name!r} is not named <topic>-<partition>")
+    return topic, int(partition)
+
+
+class Log:
+    """The segmented log of one partition replica. See the module docstring."""
+
+    def __init__(self, directory: Path, config: LogConfig, clock: Callable[[], int]):
+        self.directory = Path(directory)
+        self.topic, self.partition = _parse_log_directory_name(self.directory.name)
+        self.config = config
+        self._clock = clock
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._recovery_checkpoint = OffsetCheckpoint(self.directory / RECOVERY_POINT_FILE)
+        self.leader_epoch_cache = LeaderEpochCache(self.directory / LEADER_EPOCH_FILE)
+        self._segments: list[Segment] = []
+        self._segment_bases: list[int] = []
+        self.recovery_point = 0
+        self._unflushed_records = 0
+        self._last_flush_ms = clock()
+        self._open()
+
+    # -- opening -------------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        marker = self.directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        if clean:
+            # Gone before the first append, so that a crash from now on is seen as unclean.
+            marker.unlink()
+            fsync_directory(self.directory)
+        self._remove_stray_files()
+        recovery_point = self._recovery_checkpoint.read().get((self.topic, self.partition), 0)
+        bases = sorted(int(p.stem) for p in self.directory.glob("*" + LOG_SUFFIX) if _is_segment_stem(p.stem))
+        now_ms = self._clock()
+        segments = [Segment(self.directory, base, self.config.index_interval_bytes, now_ms) for base in bases]
+        if not segments:
+            segments = [Segment(self.directory, 0, self.config.index_interval_bytes, now_ms)]
+        # After a crash, every segment from the one holding the recovery point on is suspect.
+        rescan_from = _NEVER
+        if not clean:
+            holding = bisect.bisect_right(self._bases_of(segments), recovery_point) - 1
+            rescan_from = segments[max(holding, 0)].base_offset
+        min_offset = segments[0].base_offset
+        for i, segment in enumerate(segments):
+            if segment.base_offset < rescan_from:
+                cut = segment.load()
+            else:
+                cut = segment.recover(min_offset)
+            self._segments.append(segment)
+            self._segment_bases.append(segment.base_offset)
+            if cut is not None:
+                self._log_cut(segment, cut)
+                self._delete_after_cut(segments[i + 1:])
+                break
+            min_offset = segment.next_offset
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        if clean:
+            self.recovery_point = self.log_end_offset
+        else:
+            # What was rescanned may still sit only in the page cache; make it durable before
+            # calling it recovered.
+            self.recovery_point = min(recovery_point, self.log_end_offset)
+            self.flush()
+        logger.info("opened log topic=%s partition=%d clean=%s log_start_offset=%d log_end_offset=%d segments=%d",
+                    self.topic, self.partition, clean, self.log_start_offset, self.log_end_offset,
+                    len(self._segments))
+
+    @staticmethod
+    def _bases_of(segments: list[Segment]) -> list[int]:
+        return [segment.base_offset for segment in segments]
+
+    def _remove_stray_files(self) -> None:
+        """Delete checkpoint temp files and index files whose `.log` is gone."""
+        for path in self.directory.iterdir():
+            orphan_index = path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and not path.with_suffix(LOG_SUFFIX).exists()
+            if orphan_index or path.name.endswith(TMP_SUFFIX):
+                path.unlink()
+
+    def _log_cut(self, segment: Segment, cut: SegmentCut) -> None:
+        logger.warning(
+            "truncated invalid log tail topic=%s partition=%d segment=%d offset=%d position=%d bytes_cut=%d reason=%r",
+            self.topic, self.partition, segment.base_offset, cut.offset, cut.position, cut.bytes_cut, cut.reason,
+        )
+
+    def _delete_after_cut(self, segments: list[Segment]) -> None:
+        for segment in segments:
+            logger.warning("deleted segment after invalid batch topic=%s partition=%d segment=%d bytes=%d",
+                           self.topic, self.partition, segment.base_offset, segment.size_bytes)
+            segment.delete()
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size_bytes for segment in self._segments)
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        return tuple(self._segments)
+
+    # -- appends -------------------------------------------------------------------------------
+
+    def append(self, batches: bytearray | memoryview, leader_epoch: int) -> tuple[int, int]:
+        """Append a producer's batches as leader: validate, assign offsets and `leader_epoch` in
+        place in `batches` (which must be writable), write. Returns (first, last) offset."""
+        headers = validate_batches(batches, self.config.max_message_bytes)
+        check_client_counts(headers)
+        first_offset = self.log_end_offset
+        headers = assign_offsets(batches, headers, first_offset, leader_epoch)
+        self._write(batches, headers)
+        if leader_epoch != self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        return first_offset, headers[-1].last_offset
+
+    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> tuple[int, int]:
+        """Append batches copied from the leader, keeping their offsets and epochs.
+
+        Offsets must increase from the log end offset on (gaps allowed, as compaction leaves
+        them). Returns (first, last) offset.
+        """
+        headers = validate_batches(batches, _NEVER)
+        expected = self.log_end_offset
+        for header in headers:
+            if header.base_offset < expected:
+                raise InvalidRecordError(f"batch offset {header.base_offset} is below expected offset {expected}")
+            expected = header.next_offset
+        self._write(batches, headers)
+        for header in headers:
+            if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        return headers[0].base_offset, headers[-1].last_offset
+
+    def _write(self, batches, headers: list[BatchHeader]) -> None:
+        size_bytes = len(batches)
+        if size_bytes > self.config.segment_bytes:
+            raise RecordListTooLargeError(f"append of {size_bytes} bytes exceeds segment.bytes {self.config.segment_bytes}")
+        now_ms = self._clock()
+        if self._should_roll(size_bytes, headers, now_ms):
+            self._roll(headers[0].base_offset, now_ms)
+        self._segments[-1].append(batches, headers)
+        self._unflushed_records += sum(header.record_count for header in headers)
+        if self._unflushed_records >= self.config.flush_messages or now_ms - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+
+    def _should_roll(self, size_bytes: int, headers: list[BatchHeader], now_ms: int) -> bool:
+        active = self._segments[-1]
+        if active.is_empty:
+            return False
+        # As Kafka: time since the first batch by the batches' own timestamps, else wall time.
+        max_timestamp = max(header.max_timestamp for header in headers)
+        if active.first_batch_timestamp >= 0:
+            waited_ms = max_timestamp - active.first_batch_timestamp
+        else:
+            waited_ms = now_ms - active.created_ms
+        return (
+            active.size_bytes + size_bytes > self.config.segment_bytes
+            or waited_ms > self.config.segment_ms
+            or headers[-1].last_offset - active.base_offset > _MAX_RELATIVE_OFFSET
+        )
+
+    def roll(self) -> None:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        if not self._segments[-1].is_empty:
+            self._roll(self.log_end_offset, self._clock())
+
+    def _roll(self, base_offset: int, now_ms: int) -> None:
+        self._segments[-1].persist_indexes()
+        segment = Segment(self.directory, base_offset, self.config.index_interval_bytes, now_ms)
+        self._segments.append(segment)
+        self._segment_bases.append(base_offset)
+        fsync_directory(self.directory)
+        logger.info("rolled segment topic=%s partition=%d segment=%d", self.topic, self.partition, base_offset)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> list[FileSlice]:
+        """File slices holding the log from the batch containing `offset` on.
+
+        Kafka semantics: the first slice starts at a batch boundary; about `max_bytes` are
+        returned, but always the whole first batch even if it is larger, and the last batch may
+        be cut (clients drop a partial trailing batch). Nothing from the batch containing
+        `max_offset` on is returned (the high watermark for consumers). Empty at the log end.
+        """
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}] "
+                f"of {self.topic}-{self.partition}"
+            )
+        start = self._locate(offset)
+        end = self._locate(max_offset) if max_offset is not None and max_offset < self.log_end_offset else None
+        if start is None or (end is not None and end <= start):
+            return []
+        first_segment, position = start
+        remaining_bytes = max(max_bytes, self._segments[first_segment].batch_size_at(position))
+        slices = []
+        for i in range(first_segment, len(self._segments)):  # bounded by the number of segments
+            segment = self._segments[i]
+            is_last = end is not None and i == end[0]
+            end_position = end[1] if is_last else segment.size_bytes
+            size_bytes = min(remaining_bytes, end_position - position)
+            if size_bytes > 0:
+                slices.append(FileSlice(segment.fd, position, size_bytes))
+                remaining_bytes -= size_bytes
+            if remaining_bytes <= 0 or is_last:
+                break
+            position = 0
+        return slices
+
+    def _locate(self, offset: int) -> tuple[int, int] | None:
+        """(segment index, position) of the first batch whose last offset is >= `offset`."""
+        first = max(bisect.bisect_right(self._segment_bases, offset) - 1, 0)
+        for i in range(first, len(self._segments)):  # bounded by the number of segments
+            position = self._segments[i].find_position(offset)
+            if position is not None:
+                return i, position
+        return None
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(base offset, max timestamp) of the first batch whose max timestamp is >= `timestamp`.
+
+        Batch granularity: records are never decoded, so the answer is the batch holding the
+        first such record, not the record itself; a consumer seeking there sees that record.
+        """
+        for segment in self._segments:  # bounded by the number of segments
+            if segment.max_timestamp >= timestamp:
+                header = segment.find_timestamp(timestamp)
+                if header is not None:
+                    return header.base_offset, header.max_timestamp
+        return None
+
+    # -- durability ----------------------------------------------------------------------------
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding data below `offset` (default: the log end offset) and
+        advance the recovery point to it."""
+        offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        if offset > self.recovery_point:
+            for i, segment in enumerate(self._segments):
+                next_base = self._segment_bases[i + 1] if i + 1 < len(self._segments) else None
+                if (next_base is None or next_base > self.recovery_point) and segment.base_offset < offset:
+                    segment.flush()
+        self._last_flush_ms = self._clock()
+        self._unflushed_records = 0
+        if offset != self.recovery_point:
+            self.recovery_point = offset
+            self._write_recovery_point()
+
+    def flush_if_due(self) -> None:
+        """Flush if flush.ms has passed since the last flush: called periodically by the owner."""
+        if self._clock() - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+
+    def _write_recovery_point(self) -> None:
+        self._recovery_checkpoint.write({(self.topic, self.partition): self.recovery_point})
+
+    # -- truncation and retention --------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch whose last offset is >= `offset` (a follower diverged there)."""
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:  # bounded
+            self._segment_bases.pop()
+            self._segments.pop().delete()
+        bytes_removed = self._segments[-1].truncate_to(offset)
+        self._after_truncation()
+        logger.info("truncated log topic=%s partition=%d offset=%d log_end_offset=%d bytes_removed=%d",
+                    self.topic, self.partition, offset, self.log_end_offset, bytes_removed)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything and start an empty log at `offset` (a follower far behind)."""
+        for segment in self._segments:
+            segment.delete()
+        self._segments = [Segment(self.directory, offset, self.config.index_interval_bytes, self._clock())]
+        self._segment_bases = [offset]
+        self.leader_epoch_cache.clear()
+        self._after_truncation()
+        logger.info("truncated log fully topic=%s partition=%d log_start_offset=%d",
+                    self.topic, self.partition, offset)
+
+    def _after_truncation(self) -> None:
+        fsync_directory(self.directory)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        # The checkpoint must never claim flushed data past the end: recovery would skip
+        # whatever is written there next.
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._write_recovery_point()
+
+    def delete_retained_segments(self, high_watermark: int | None = None) -> int:
+        """Delete whole segments from the front that retention.ms or retention.bytes expire.
+
+        Never the active segment, and never one holding data at or above `high_watermark`
+        (replicas may still need it). Returns the number of segments deleted.
+        """
+        upper_offset = self.log_end_offset if high_watermark is None else min(high_watermark, self.log_end_offset)
+        now_ms = self._clock()
+        excess_bytes = self.size_bytes - self.config.retention_bytes
+        deleted = 0
+        while len(self._segments) > 1 and self._segment_bases[1] <= upper_offset:  # bounded
+            segment = self._segments[0]
+            expired_by_time = (
+                self.config.retention_ms >= 0 and now_ms - segment.retention_timestamp_ms() > self.config.retention_ms
+            )
+            expired_by_size = self.config.retention_bytes >= 0 and excess_bytes >= segment.size_bytes
+            if not (expired_by_time or expired_by_size):
+                break
+            excess_bytes -= segment.size_bytes
+            self._segments.pop(0).delete()
+            self._segment_bases.pop(0)
+            deleted += 1
+            logger.info("deleted segment by retention topic=%s partition=%d segment=%d bytes=%d by_time=%s",
+                        self.topic, self.partition, segment.base_offset, segment.size_bytes, expired_by_time)
+        if deleted:
+            fsync_directory(self.directory)
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        return deleted
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush everything, release files and mark the shutdown clean."""
+        self.flush()
+        for segment in self._segments:
+            segment.close()
+        (self.directory / CLEAN_SHUTDOWN_FILE).touch()
+        fsync_directory(self.directory)
+
+    def close_handles(self) -> None:
+        """Release file descriptors without flushing or marking clean: used when the log
+        directory has failed, and by tests to simulate a killed process."""
+        for segment in self._segments:
+            segment.close_handle()
+
+    def delete(self) -> None:
+        """Remove the log and its directory."""
+        for segment in self._segments:
+            segment.close_handle()
+        shutil.rmtree(self.directory)
+
+
+def _is_segment_stem(stem: str) -> bool:
+    return len(stem) == _SEGMENT_NAME_DIGITS and stem.isdigit()

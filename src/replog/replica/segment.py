@@ -1,0 +1,313 @@
+"""One segment of a partition's log: a `.log` file of whole v2 batches and its two indexes.
+
+Files, named by the segment's base offset in 20 digits (the offset of its first possible batch):
+
+    00000000000000000000.log        record batches back to back, offsets increasing, no gaps
+                                    between batches in the file (offset gaps are allowed: a
+                                    compacted leader may leave them and followers copy them)
+    00000000000000000000.index      sparse offset index (index.py)
+    00000000000000000000.timeindex  sparse time index (index.py)
+
+Appends go to the end with one os.pwrite of the caller's buffer; nothing else is written on that
+path, the indexes grow in memory and are written behind (roll, flush, close). Everything a segment
+knows about itself (next offset, max timestamp, index tail) is either kept up to date by append or
+re-derived from the `.log` by a scan that validates each batch (`load`, `recover`, truncation),
+and a scan cuts the file at the first batch that is torn, corrupt or out of order.
+
+Concurrency: one thread (the partition's event loop) owns a segment. A FileSlice handed out by
+`slice` stays valid until the next truncation, deletion or close of this segment.
+"""
+
+import bisect
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from replog.replica.errors import ReplicaError
+from replog.replica.index import OffsetIndex, TimeIndex
+from replog.replica.records import (
+    HEADER_SIZE_BYTES,
+    LOG_OVERHEAD_BYTES,
+    NO_TIMESTAMP,
+    BatchHeader,
+    parse_header,
+    verify_batch,
+)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+_SCAN_CHUNK_BYTES = 1 << 20  # a recovery scan reads this much per syscall
+_LOOKUP_CHUNK_BYTES = 16 << 10  # a lookup reads headers for about one index interval at once
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class FileSlice(NamedTuple):
+    """`size_bytes` bytes of an open file from `position`: what a fetch sends with sendfile."""
+
+    fd: int
+    position: int
+    size_bytes: int
+
+    def read(self) -> bytes:
+        """Copy the bytes out, for callers that cannot send from a file descriptor."""
+        return os.pread(self.fd, self.size_bytes, self.position)
+
+
+class SegmentCut(NamedTuple):
+    """What a scan removed: the bytes from `position` on, where the batch at `offset` was bad."""
+
+    position: int
+    offset: int
+    bytes_cut: int
+    reason: str
+
+
+class _ChunkReader:
+    """Reads a file forward in large chunks so that a scan costs one syscall per chunk."""
+
+    def __init__(self, fd: int, end_position: int, chunk_bytes: int):
+        self._fd = fd
+        self._end_position = end_position
+        self._chunk_bytes = chunk_bytes
+        self._chunk = b""
+        self._chunk_position = 0
+
+    def window(self, position: int, size_bytes: int) -> tuple[bytes, int]:
+        """A buffer holding [position, position + size_bytes) as far as the file has it, and
+        the index of `position` in that buffer."""
+        chunk_end = self._chunk_position + len(self._chunk)
+        if position < self._chunk_position or position + size_bytes > chunk_end:
+            length = min(max(size_bytes, self._chunk_bytes), self._end_position - position)
+            self._chunk = os.pread(self._fd, length, position)
+            self._chunk_position = position
+        return self._chunk, position - self._chunk_position
+
+
+class Segment:
+    """A `.log` file plus its offset and time index; see the module docstring for the layout."""
+
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, created_ms: int):
+        self.base_offset = base_offset
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self.offset_index = OffsetIndex(directory / segment_file_name(base_offset, INDEX_SUFFIX), base_offset)
+        self.time_index = TimeIndex(directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset)
+        self.created_ms = created_ms
+        self.size_bytes = os.fstat(self.fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        # Max timestamp of the first batch: segment.ms counts from it, as in Kafka, so that the
+        # roll schedule survives restarts.
+        self.first_batch_timestamp = NO_TIMESTAMP
+        self._index_interval_bytes = index_interval_bytes
+        self._bytes_since_index_entry = 0
+
+    # -- append path -------------------------------------------------------------------------
+
+    def append(self, buf, headers: list[BatchHeader]) -> None:
+        """Write validated batches (positions relative to `buf`) at the end of the file."""
+        position = self.size_bytes
+        written = os.pwrite(self.fd, buf, position)
+        if written != len(buf):
+            # A short write to a regular file means the disk is full: take the partial batch back
+            # so that the file still ends on a batch boundary.
+            os.ftruncate(self.fd, position)
+            raise OSError(f"short write to {self.log_path}: {written} of {len(buf)} bytes")
+        for header in headers:
+            self._track_batch(header, position + header.position)
+        self.size_bytes = position + written
+
+    def _track_batch(self, header: BatchHeader, position: int) -> None:
+        if self._bytes_since_index_entry > self._index_interval_bytes:
+            self.offset_index.append(header.base_offset, position)
+            self.time_index.append(self.max_timestamp, header.base_offset)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += header.size_bytes
+        if position == 0:
+            self.first_batch_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+        self.next_offset = header.next_offset
+
+    def retention_timestamp_ms(self) -> int:
+        """The max timestamp of the batches; if none carries one, the file's modification time,
+        as Kafka does."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
+    @property
+    def is_empty(self) -> bool:
+        return self.size_bytes == 0
+
+    # -- opening and recovery ------------------------------------------------------------------
+
+    def load(self) -> SegmentCut | None:
+        """Open a segment whose bytes are trusted (flushed, or cleanly shut down).
+
+        Loads the index files, drops them if they contradict themselves or the file, and rescans
+        only the tail after the last index entry (at most about one index interval), which both
+        re-derives the segment's state and extends a short index.
+        """
+        self.offset_index.load()
+        self.time_index.load()
+        if not self._indexes_consistent():
+            self._drop_indexes()
+        return self._rescan_tail(self.base_offset)
+
+    def recover(self, min_offset: int) -> SegmentCut | None:
+        """Re-validate every batch (CRC, lengths, offsets >= `min_offset` and increasing) and
+        rebuild both indexes from the file; cut the first bad batch and everything after it."""
+        self._drop_indexes()
+        return self._rescan_tail(min_offset)
+
+    def _indexes_consistent(self) -> bool:
+        offsets = self.offset_index.keys
+        positions = self.offset_index.values
+        timestamps = self.time_index.keys
+        return (
+            self.time_index.values == offsets
+            and all(a < b for a, b in zip(offsets, offsets[1:]))
+            and all(a < b for a, b in zip(positions, positions[1:]))
+            and all(a <= b for a, b in zip(timestamps, timestamps[1:]))
+            and (not offsets or (offsets[0] >= self.base_offset and 0 < positions[0] and positions[-1] < self.size_bytes))
+        )
+
+    def _drop_indexes(self) -> None:
+        self.offset_index.truncate_to_count(0)
+        self.time_index.truncate_to_count(0)
+
+    def _rescan_tail(self, min_offset: int) -> SegmentCut | None:
+        """Re-derive state from the last index entry on (or from the start), validating."""
+        count = len(self.offset_index)
+        if count and self._base_offset_at(self.offset_index.values[-1]) != self.offset_index.keys[-1]:
+            self._drop_indexes()
+            count = 0
+        if count:
+            # Drop the last entry and scan from its batch, which re-creates the entry; the time
+            # entry holds the max timestamp of everything before that batch.
+            offset = self.offset_index.keys[-1]
+            position = self.offset_index.values[-1]
+            self.max_timestamp = self.time_index.keys[-1]
+            self.offset_index.truncate_to_count(count - 1)
+            self.time_index.truncate_to_count(count - 1)
+            self.first_batch_timestamp = self._header_at(0).max_timestamp
+            self._bytes_since_index_entry = self._index_interval_bytes + 1
+            self.next_offset = offset
+        else:
+            position = 0
+            self.max_timestamp = NO_TIMESTAMP
+            self.first_batch_timestamp = NO_TIMESTAMP
+            self._bytes_since_index_entry = 0
+            self.next_offset = max(self.base_offset, min_offset)
+        return self._scan(position)
+
+    def _scan(self, position: int) -> SegmentCut | None:
+        reader = _ChunkReader(self.fd, self.size_bytes, _SCAN_CHUNK_BYTES)
+        while position < self.size_bytes:  # bounded: each pass advances >= 61 bytes or returns
+            try:
+                chunk, at = reader.window(position, HEADER_SIZE_BYTES)
+                header = parse_header(chunk, at)
+                chunk, at = reader.window(position, header.size_bytes)
+                verify_batch(chunk, header._replace(position=at))
+                if header.base_offset < self.next_offset:
+                    raise ReplicaError(f"base offset {header.base_offset} is below next offset {self.next_offset}")
+            except ReplicaError as error:
+                return self._cut(position, str(error))
+            self._track_batch(header, position)
+            position += header.size_bytes
+        return None
+
+    def _cut(self, position: int, reason: str) -> SegmentCut:
+        bytes_cut = self.size_bytes - position
+        os.ftruncate(self.fd, position)
+        # The cut must be on disk before new batches are written over the same range.
+        os.fsync(self.fd)
+        self.size_bytes = position
+        return SegmentCut(position, self.next_offset, bytes_cut, reason)
+
+    def _header_at(self, position: int) -> BatchHeader:
+        return parse_header(os.pread(self.fd, HEADER_SIZE_BYTES, position), 0)
+
+    def _base_offset_at(self, position: int) -> int:
+        return int.from_bytes(os.pread(self.fd, 8, position), "big", signed=True)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def _headers_from(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from `position` to the end; no CRC (appended data
+        was validated on the way in)."""
+        reader = _ChunkReader(self.fd, self.size_bytes, _LOOKUP_CHUNK_BYTES)
+        while position < self.size_bytes:  # bounded: each pass advances >= 61 bytes
+            chunk, at = reader.window(position, HEADER_SIZE_BYTES)
+            header = parse_header(chunk, at)
+            yield position, header
+            position += header.size_bytes
+
+    def find_position(self, offset: int) -> int | None:
+        """Position of the first batch whose last offset is >= `offset`, if any."""
+        entry = self.offset_index.floor(offset)
+        for position, header in self._headers_from(entry[1] if entry else 0):
+            if header.last_offset >= offset:
+                return position
+        return None
+
+    def find_timestamp(self, timestamp: int) -> BatchHeader | None:
+        """The first batch whose max timestamp is >= `timestamp`, if any."""
+        i = self.time_index.last_entry_older_than(timestamp)
+        start = self.offset_index.values[i] if i >= 0 else 0
+        for _, header in self._headers_from(start):
+            if header.max_timestamp >= timestamp:
+                return header
+        return None
+
+    def batch_size_at(self, position: int) -> int:
+        return self._header_at(position).size_bytes
+
+    # -- truncation and lifecycle --------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= `offset`; return the bytes removed."""
+        position = self.find_position(offset)
+        if position is None:
+            return 0
+        kept_entries = bisect.bisect_left(self.offset_index.values, position)
+        self.offset_index.truncate_to_count(kept_entries)
+        self.time_index.truncate_to_count(kept_entries)
+        bytes_removed = self.size_bytes - position
+        os.ftruncate(self.fd, position)
+        os.fsync(self.fd)
+        self.size_bytes = position
+        cut = self._rescan_tail(self.base_offset)
+        assert cut is None, f"data before a truncation point failed validation: {cut}"
+        return bytes_removed
+
+    def persist_indexes(self) -> None:
+        """Write index entries not yet in their files (no fsync): done when a segment rolls."""
+        self.offset_index.persist(fsync=False)
+        self.time_index.persist(fsync=False)
+
+    def flush(self) -> None:
+        """Make the `.log` durable, then its indexes, so an index never runs ahead of its log."""
+        os.fsync(self.fd)
+        self.offset_index.persist(fsync=True)
+        self.time_index.persist(fsync=True)
+
+    def close(self) -> None:
+        self.persist_indexes()
+        os.close(self.fd)
+
+    def close_handle(self) -> None:
+        """Release the file descriptor and write nothing, as a killed process would."""
+        os.close(self.fd)
+
+    def delete(self) -> None:
+        os.close(self.fd)
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.delete()
+        self.time_index.delete()

@@ -1,0 +1,26 @@
+"""Shared helpers for log tests: a manual clock and a log opened in a temporary directory."""
+
+from pathlib import Path
+
+from replog.replica.log import Log, LogConfig
+
+
+class ManualClock:
+    """Milliseconds that move only when a test says so."""
+
+    def __init__(self, now_ms: int = 1_000_000):
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, delta_ms: int) -> None:
+        self.now_ms += delta_ms
+
+
+def open_log(directory: Path, clock: ManualClock | None = None, **config) -> Log:
+    return Log(directory, LogConfig(**config), clock or ManualClock())
+
+
+def read_all(log: Log, offset: int, max_bytes: int = 1 << 30, max_offset: int | None = None) -> bytes:
+    return b"".join(piece.read() for piece in log.read(offset, max_bytes, max_offset))
