@@ -41,6 +41,7 @@ from replog.replica.records import (
 from replog.replica.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    MAX_RELATIVE_OFFSET,
     TIME_INDEX_SUFFIX,
     FileSlice,
     Segment,
@@ -53,7 +54,6 @@ CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 _NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE: "no limit" for the flush settings
-_MAX_RELATIVE_OFFSET = 2**31 - 1  # index entries store offset - base_offset as int32
 _SEGMENT_NAME_DIGITS = 20
 
 
@@ -252,7 +252,7 @@ class Log:
         return (
             active.size_bytes + size_bytes > self.config.segment_bytes
             or waited_ms > self.config.segment_ms
-            or headers[-1].last_offset - active.base_offset > _MAX_RELATIVE_OFFSET
+            or headers[-1].last_offset - active.base_offset > MAX_RELATIVE_OFFSET
         )
 
     def roll(self) -> None:

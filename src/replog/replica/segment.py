@@ -38,6 +38,7 @@ from replog.replica.records import (
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+MAX_RELATIVE_OFFSET = 2**31 - 1  # index entries store offset - base offset as int32
 _SCAN_CHUNK_BYTES = 1 << 20  # a recovery scan reads this much per syscall
 _LOOKUP_CHUNK_BYTES = 16 << 10  # a lookup reads headers for about one index interval at once
 
@@ -217,6 +218,9 @@ class Segment:
                 verify_batch(chunk, header._replace(position=at))
                 if header.base_offset < self.next_offset:
                     raise ReplicaError(f"base offset {header.base_offset} is below next offset {self.next_offset}")
+                # The base offset is outside the CRC: range is all that can be checked of it.
+                if header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+                    raise ReplicaError(f"offset {header.last_offset} is out of range of segment {self.base_offset}")
             except ReplicaError as error:
                 return self._cut(position, str(error))
             self._track_batch(header, position)
