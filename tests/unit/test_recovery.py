@@ -146,6 +146,7 @@ def test_flushed_segments_are_not_rescanned_after_a_crash(log_dir):
     for _ in range(12):
         log.append(build_batch(record_count=2, payload_bytes=BATCH_BYTES - 61), leader_epoch=0)
     log.flush(10)  # the first segment is durable
+    log.checkpoint_recovery_point()
     log.close_handles()
     # damage the flushed segment where only a full rescan would look
     with open(segment_path(log_dir, 0), "r+b") as f:

@@ -150,6 +150,7 @@ class Log:
             # calling it recovered.
             self.recovery_point = min(recovery_point, self.log_end_offset)
             self.flush()
+            self._write_recovery_point()
         logger.info("opened log topic=%s partition=%d clean=%s log_start_offset=%d log_end_offset=%d segments=%d",
                     self.topic, self.partition, clean, self.log_start_offset, self.log_end_offset,
                     len(self._segments))
@@ -329,23 +330,28 @@ class Log:
 
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding data below `offset` (default: the log end offset) and
-        advance the recovery point to it."""
+        advance the recovery point to it (in memory; see checkpoint_recovery_point)."""
         offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         if offset > self.recovery_point:
             for i, segment in enumerate(self._segments):
                 next_base = self._segment_bases[i + 1] if i + 1 < len(self._segments) else None
                 if (next_base is None or next_base > self.recovery_point) and segment.base_offset < offset:
-                    segment.flush()
+                    # The active segment is rescanned after any crash, so its indexes need no fsync.
+                    segment.flush(sync_indexes=next_base is not None)
         self._last_flush_ms = self._clock()
         self._unflushed_records = 0
-        if offset != self.recovery_point:
-            self.recovery_point = offset
-            self._write_recovery_point()
+        self.recovery_point = max(self.recovery_point, offset)
 
     def flush_if_due(self) -> None:
         """Flush if flush.ms has passed since the last flush: called periodically by the owner."""
         if self._clock() - self._last_flush_ms >= self.config.flush_ms:
             self.flush()
+
+    def checkpoint_recovery_point(self) -> None:
+        """Persist the recovery point. As Kafka (log.flush.offset.checkpoint.interval.ms), not on
+        every flush but on a schedule of the owner's, at close and at truncation: a stale
+        checkpoint only makes recovery rescan more, it never skips unflushed data."""
+        self._write_recovery_point()
 
     def _write_recovery_point(self) -> None:
         self._recovery_checkpoint.write({(self.topic, self.partition): self.recovery_point})
@@ -420,6 +426,7 @@ class Log:
     def close(self) -> None:
         """Flush everything, release files and mark the shutdown clean."""
         self.flush()
+        self._write_recovery_point()
         for segment in self._segments:
             segment.close()
         (self.directory / CLEAN_SHUTDOWN_FILE).touch()

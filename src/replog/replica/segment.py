@@ -296,11 +296,12 @@ class Segment:
         self.offset_index.persist(fsync=False)
         self.time_index.persist(fsync=False)
 
-    def flush(self) -> None:
-        """Make the `.log` durable, then its indexes, so an index never runs ahead of its log."""
+    def flush(self, sync_indexes: bool) -> None:
+        """Make the `.log` durable, then (if asked) its indexes, so that an index never runs
+        ahead of its log."""
         os.fsync(self.fd)
-        self.offset_index.persist(fsync=True)
-        self.time_index.persist(fsync=True)
+        self.offset_index.persist(fsync=sync_indexes)
+        self.time_index.persist(fsync=sync_indexes)
 
     def close(self) -> None:
         self.persist_indexes()
