@@ -236,18 +236,18 @@ class Log:
         if self._should_roll(size_bytes, headers, now_ms):
             self._roll(headers[0].base_offset, now_ms)
         self._segments[-1].append(batches, headers)
-        self._unflushed_records += sum(header.record_count for header in headers)
+        for header in headers:
+            self._unflushed_records += header.record_count
         if self._unflushed_records >= self.config.flush_messages or now_ms - self._last_flush_ms >= self.config.flush_ms:
             self.flush()
 
     def _should_roll(self, size_bytes: int, headers: list[BatchHeader], now_ms: int) -> bool:
         active = self._segments[-1]
-        if active.is_empty:
+        if active.size_bytes == 0:
             return False
         # As Kafka: time since the first batch by the batches' own timestamps, else wall time.
-        max_timestamp = max(header.max_timestamp for header in headers)
         if active.first_batch_timestamp >= 0:
-            waited_ms = max_timestamp - active.first_batch_timestamp
+            waited_ms = max(header.max_timestamp for header in headers) - active.first_batch_timestamp
         else:
             waited_ms = now_ms - active.created_ms
         return (

@@ -62,6 +62,7 @@ class BatchHeader(NamedTuple):
     last_offset_delta: int
     max_timestamp: int
     record_count: int
+    crc: int
 
     @property
     def last_offset(self) -> int:
@@ -98,7 +99,7 @@ def parse_header(buf, position: int) -> BatchHeader:
         raise CorruptRecordError(f"batch length {batch_length} at position {position} is shorter than a header")
     if available < HEADER_SIZE_BYTES:
         raise CorruptRecordError(f"header at position {position} is cut after {available} bytes")
-    (base_offset, _, epoch, _, _, attributes, last_offset_delta, _, max_timestamp,
+    (base_offset, _, epoch, _, crc, attributes, last_offset_delta, _, max_timestamp,
      _, _, _, record_count) = HEADER.unpack_from(buf, position)
     if last_offset_delta < 0 or record_count < 0:
         raise CorruptRecordError(
@@ -107,7 +108,7 @@ def parse_header(buf, position: int) -> BatchHeader:
     if attributes & _CODEC_MASK > _MAX_CODEC:
         raise InvalidRecordError(f"batch at position {position} has unknown codec {attributes & _CODEC_MASK}")
     return BatchHeader(position, batch_length + LOG_OVERHEAD_BYTES, base_offset, epoch, attributes,
-                       last_offset_delta, max_timestamp, record_count)
+                       last_offset_delta, max_timestamp, record_count, crc)
 
 
 def verify_batch(buf, header: BatchHeader) -> None:
@@ -117,12 +118,11 @@ def verify_batch(buf, header: BatchHeader) -> None:
         raise CorruptRecordError(
             f"batch at position {header.position} needs {header.size_bytes} bytes, {len(buf) - header.position} remain"
         )
-    (stored_crc,) = struct.unpack_from(">I", buf, header.position + _MAGIC_POSITION + 1)
     with memoryview(buf) as view:
         computed_crc = crc32c.crc32c(view[header.position + _CRC_START:end])
-    if computed_crc != stored_crc:
+    if computed_crc != header.crc:
         raise CorruptRecordError(
-            f"batch at position {header.position}: CRC32C {computed_crc:#010x} != stored {stored_crc:#010x}"
+            f"batch at position {header.position}: CRC32C {computed_crc:#010x} != stored {header.crc:#010x}"
         )
 
 
@@ -166,7 +166,8 @@ def assign_offsets(buf, headers: list[BatchHeader], first_offset: int, leader_ep
     for header in headers:
         _BASE_OFFSET.pack_into(buf, header.position, offset)
         _LEADER_EPOCH.pack_into(buf, header.position + _LEADER_EPOCH_POSITION, leader_epoch)
-        assigned.append(header._replace(base_offset=offset, partition_leader_epoch=leader_epoch))
+        assigned.append(BatchHeader(header.position, header.size_bytes, offset, leader_epoch, header.attributes,
+                                    header.last_offset_delta, header.max_timestamp, header.record_count, header.crc))
         offset += header.last_offset_delta + 1
     return assigned
 
