@@ -351,26 +351,34 @@ class _WritePlan:
                 return True
             return exists.get(path, bool(snapshot.mod_revisions.get(store._key(path))))
 
+        def current_version(path: str) -> int | None:
+            """The version a check compares with; None once this transaction rewrote the node,
+            since its new version (the transaction's revision) cannot be known in advance."""
+            return None if path in exists else snapshot.mod_revisions.get(store._key(path), 0)
+
         def record(path: str, now_exists: bool) -> None:
             exists[path] = now_exists
             name = path.rsplit("/", 1)[1]
             (added_children if now_exists else removed_children).setdefault(parent_of(path), set()).add(name)
             (removed_children if now_exists else added_children).get(parent_of(path), set()).discard(name)
 
-        requests: list[rpc.RequestOp] = []
+        # etcd refuses a transaction that writes one key twice, which ZooKeeper allows; so only
+        # each key's last write is sent (dicts keep first-insertion order).
+        final_writes: dict[bytes, rpc.RequestOp] = {}
+        created_leases: dict[bytes, int] = {}  # keys created by this transaction -> their lease
         results: list[object] = []
         counters: dict[str, int] = {}
         for op in self.ops:
             key = store._key(op.path)
             if isinstance(op, CheckOp):
-                self._check_version(op.path, op.version, present(op.path), snapshot.mod_revisions.get(key, 0))
+                self._check_version(op.path, op.version, present(op.path), current_version(op.path))
                 results.append(None)
             elif isinstance(op, CreateOp):
                 path = op.path
                 if self.make_parents:
                     for ancestor in ancestors(path):
                         if not present(ancestor):
-                            requests.append(rpc.RequestOp(request_put=rpc.PutRequest(key=store._key(ancestor))))
+                            final_writes[store._key(ancestor)] = rpc.RequestOp(request_put=rpc.PutRequest(key=store._key(ancestor)))
                             record(ancestor, True)
                 parent = parent_of(path)
                 if not present(parent):
@@ -379,30 +387,41 @@ class _WritePlan:
                     counter_key = store._counter_key(parent)
                     sequence = counters.get(parent, int(snapshot.values.get(counter_key, b"0")))
                     counters[parent] = sequence + 1
-                    requests.append(rpc.RequestOp(request_put=rpc.PutRequest(key=counter_key, value=str(sequence + 1).encode())))
+                    final_writes[counter_key] = rpc.RequestOp(request_put=rpc.PutRequest(key=counter_key, value=str(sequence + 1).encode()))
                     path = sequential_path(path, sequence)
                     key = store._key(path)
                     snapshot.mod_revisions.setdefault(key, 0)  # unread: guard it as absent in the compares
                 if present(path):
                     raise NodeExists(path)
                 lease = store._lease_id if op.ephemeral else 0
-                requests.append(rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=op.data, lease=lease)))
+                created_leases[key] = lease
+                final_writes[key] = rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=op.data, lease=lease))
                 record(path, True)
                 results.append(path)
             elif isinstance(op, SetOp):
-                self._check_version(op.path, op.version, present(op.path), snapshot.mod_revisions.get(key, 0))
-                requests.append(rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=op.data, ignore_lease=True)))
+                self._check_version(op.path, op.version, present(op.path), current_version(op.path))
+                # A set keeps the node's lease: an ephemeral node stays ephemeral.
+                put = (
+                    rpc.PutRequest(key=key, value=op.data, lease=created_leases[key])
+                    if key in created_leases
+                    else rpc.PutRequest(key=key, value=op.data, ignore_lease=True)
+                )
+                final_writes[key] = rpc.RequestOp(request_put=put)
+                exists[op.path] = True
                 results.append(_NEW_VERSION)
             elif isinstance(op, DeleteOp):
-                self._check_version(op.path, op.version, present(op.path), snapshot.mod_revisions.get(key, 0))
+                self._check_version(op.path, op.version, present(op.path), current_version(op.path))
                 prefix = store._children_prefix(op.path)
                 if self.recursive:
-                    requests.append(rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=prefix, range_end=_prefix_end(prefix))))
+                    final_writes[prefix] = rpc.RequestOp(
+                        request_delete_range=rpc.DeleteRangeRequest(key=prefix, range_end=_prefix_end(prefix))
+                    )
                 else:
                     remaining = (snapshot.children.get(prefix, set()) | added_children.get(op.path, set())) - removed_children.get(op.path, set())
                     if remaining:
                         raise NotEmpty(op.path)
-                requests.append(rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=key)))
+                final_writes[key] = rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=key))
+                created_leases.pop(key, None)
                 record(op.path, False)
                 results.append(None)
         compares = [_compare(key, "MOD", "EQUAL", mod_revision=revision) for key, revision in snapshot.mod_revisions.items()]
@@ -411,10 +430,10 @@ class _WritePlan:
             _compare(prefix, "MOD", "LESS", mod_revision=snapshot.revision + 1, range_end=_prefix_end(prefix))
             for prefix in snapshot.children
         ]
-        return compares, requests, results
+        return compares, list(final_writes.values()), results
 
     @staticmethod
-    def _check_version(path: str, version: int | None, is_present: bool, mod_revision: int) -> None:
+    def _check_version(path: str, version: int | None, is_present: bool, mod_revision: int | None) -> None:
         if not is_present:
             raise NoNode(path)
         if version is not None and mod_revision != version:

@@ -42,6 +42,7 @@ from .base import (
     TxnOp,
     Watch,
     join,
+    parent_of,
     validate_path,
 )
 
@@ -55,12 +56,16 @@ _KAZOO_STATES = {
 RECONNECT_DELAY_MAX_S = 1.0
 
 
-def translate_error(error: BaseException, path: str | None) -> BaseException:
-    """kazoo's exception -> replog's, naming the path the operation was about."""
+def translate_error(error: BaseException, path: str | None, missing_path: str | None = None) -> BaseException:
+    """kazoo's exception -> replog's, naming the path the operation was about.
+
+    `missing_path` is what NoNode names when it differs from `path`: for a create, ZooKeeper's
+    NoNode means the parent is missing.
+    """
     if isinstance(error, kz.NodeExistsError):
         return NodeExists(path or "?")
     if isinstance(error, kz.NoNodeError):
-        return NoNode(path or "?")
+        return NoNode(missing_path or path or "?")
     if isinstance(error, kz.BadVersionError):
         return BadVersion(path or "?")
     if isinstance(error, kz.NotEmptyError):
@@ -193,7 +198,7 @@ class ZooKeeperStore(Store):
     def _relative(self, full_path: str) -> str:
         return full_path[len(self._root):] or "/"
 
-    async def _call(self, async_result, path: str | None):
+    async def _call(self, async_result, path: str | None, missing_path: str | None = None):
         """Await a kazoo IAsyncResult on the loop, translating its error."""
         loop = self._loop
         future = loop.create_future()
@@ -204,7 +209,7 @@ class ZooKeeperStore(Store):
             if result.successful():
                 future.set_result(result.value)
             else:
-                future.set_exception(translate_error(result.exception, path))
+                future.set_exception(translate_error(result.exception, path, missing_path))
 
         async_result.rawlink(lambda result: loop.call_soon_threadsafe(settle, result))
         try:
@@ -221,7 +226,7 @@ class ZooKeeperStore(Store):
         request = self._kazoo().create_async(
             self._full(path), bytes(data), ephemeral=ephemeral, sequence=sequential, makepath=make_parents
         )
-        return self._relative(await self._call(request, path))
+        return self._relative(await self._call(request, path, missing_path=parent_of(path)))
 
     async def get(self, path: str) -> tuple[bytes, int]:
         data, stat = await self._call(self._kazoo().get_async(self._full(validate_path(path))), path)
@@ -235,12 +240,11 @@ class ZooKeeperStore(Store):
     async def delete(self, path: str, version: int | None = None, recursive: bool = False) -> None:
         validate_path(path)
         if recursive:
-            if version is not None:
-                current = await self.exists(path)
-                if current is None:
-                    raise NoNode(path)
-                if current != version:
-                    raise BadVersion(path, version)
+            current = await self.exists(path)
+            if current is None:
+                raise NoNode(path)
+            if version is not None and current != version:
+                raise BadVersion(path, version)
             await self._delete_subtree(path)
             return
         await self._call(self._kazoo().delete_async(self._full(path), -1 if version is None else version), path)
@@ -281,7 +285,8 @@ class ZooKeeperStore(Store):
         results = await self._call(txn.commit_async(), None)
         for op, result in zip(ops, results):
             if isinstance(result, Exception) and not isinstance(result, (kz.RolledBackError, kz.RuntimeInconsistency)):
-                raise translate_error(result, op.path)
+                missing = parent_of(op.path) if isinstance(op, CreateOp) else None
+                raise translate_error(result, op.path, missing)
         if any(isinstance(result, Exception) for result in results):
             raise CoordinationUnavailable("ZooKeeper rolled the transaction back without naming a cause")
         return [

@@ -1,0 +1,402 @@
+"""The Store contract, run unchanged against the embedded store, ZooKeeper and etcd."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from replog.coord_backends import (
+    BadVersion,
+    DataEvent,
+    NodeExists,
+    NoNode,
+    NotEmpty,
+    SessionState,
+    open_store,
+)
+from tests.backends.conftest import SESSION_TIMEOUT_MS, store_url
+from tests.polling import eventually, first_matching, next_within
+
+HOLDER = os.path.join(os.path.dirname(__file__), "hold_ephemeral.py")
+
+
+# --- operations -------------------------------------------------------------------------------
+
+
+async def test_create_get_set_exists_children(store):
+    assert await store.create("/a", b"one") == "/a"
+    data, version = await store.get("/a")
+    assert data == b"one"
+    assert await store.exists("/a") == version
+    new_version = await store.set("/a", b"two")
+    assert new_version != version
+    assert await store.get("/a") == (b"two", new_version)
+    await store.create("/a/c", b"")
+    await store.create("/a/b", b"")
+    await store.create("/a/b/deep", b"")
+    assert await store.children("/a") == ["b", "c"]
+    assert await store.exists("/missing") is None
+    assert "a" in await store.children("/")
+
+
+async def test_binary_data_round_trips(store):
+    payload = bytes(range(256)) * 4
+    await store.create("/bin", payload)
+    assert (await store.get("/bin"))[0] == payload
+
+
+async def test_create_errors_name_the_path(store):
+    await store.create("/dup", b"")
+    with pytest.raises(NodeExists, match="/dup"):
+        await store.create("/dup", b"")
+    with pytest.raises(NoNode, match="/no/parent"):
+        await store.create("/no/parent/child", b"")
+    assert await store.exists("/no") is None
+
+
+async def test_make_parents_creates_the_missing_ancestors(store):
+    await store.create("/x", b"kept")
+    assert await store.create("/x/y/z", b"leaf", make_parents=True) == "/x/y/z"
+    assert await store.get("/x/y/z") == (b"leaf", await store.exists("/x/y/z"))
+    assert (await store.get("/x"))[0] == b"kept"
+    assert await store.children("/x/y") == ["z"]
+
+
+async def test_read_errors(store):
+    with pytest.raises(NoNode, match="/nothing"):
+        await store.get("/nothing")
+    with pytest.raises(NoNode, match="/nothing"):
+        await store.set("/nothing", b"")
+    with pytest.raises(NoNode, match="/nothing"):
+        await store.children("/nothing")
+    with pytest.raises(NoNode, match="/nothing"):
+        await store.delete("/nothing")
+
+
+async def test_compare_and_set(store):
+    await store.create("/cas", b"0")
+    _, version = await store.get("/cas")
+    newer = await store.set("/cas", b"1", version=version)
+    with pytest.raises(BadVersion, match="/cas"):
+        await store.set("/cas", b"stale", version=version)
+    assert await store.get("/cas") == (b"1", newer)
+
+
+async def test_delete_rules(store):
+    await store.create("/d", b"")
+    await store.create("/d/child", b"")
+    with pytest.raises(NotEmpty, match="/d"):
+        await store.delete("/d")
+    _, version = await store.get("/d/child")
+    await store.set("/d/child", b"moved on")
+    with pytest.raises(BadVersion, match="/d/child"):
+        await store.delete("/d/child", version=version)
+    await store.delete("/d/child", version=await store.exists("/d/child"))
+    await store.delete("/d")
+    assert await store.exists("/d") is None
+
+
+async def test_recursive_delete_removes_the_subtree_only(store):
+    for path in ["/r/a/1", "/r/a/2", "/r/b", "/rr"]:
+        await store.create(path, b"", make_parents=True)
+    with pytest.raises(BadVersion):
+        await store.delete("/r", version=12345, recursive=True)
+    await store.delete("/r", recursive=True)
+    assert await store.exists("/r") is None
+    assert await store.exists("/r/a/1") is None
+    assert await store.exists("/rr") is not None
+
+
+async def test_invalid_paths_are_rejected(store):
+    for bad in ["relative", "/trailing/", "/double//slash", "/dot/../up"]:
+        with pytest.raises(ValueError):
+            await store.create(bad, b"")
+
+
+# --- races and ordering ----------------------------------------------------------------------
+
+
+async def test_compare_and_set_race_has_exactly_one_winner(connect):
+    first, second = await connect(), await connect()
+    await first.create("/race", b"start")
+    for round_number in range(10):
+        _, version = await first.get("/race")
+        outcomes = await asyncio.gather(
+            first.set("/race", f"first-{round_number}".encode(), version=version),
+            second.set("/race", f"second-{round_number}".encode(), version=version),
+            return_exceptions=True,
+        )
+        winners = [outcome for outcome in outcomes if isinstance(outcome, int)]
+        losers = [outcome for outcome in outcomes if isinstance(outcome, BadVersion)]
+        assert len(winners) == 1 and len(losers) == 1, outcomes
+
+
+async def test_create_race_has_exactly_one_winner(connect):
+    clients = [await connect() for _ in range(3)]
+    for round_number in range(5):
+        outcomes = await asyncio.gather(
+            *(client.create(f"/leader-{round_number}", b"", ephemeral=True) for client in clients),
+            return_exceptions=True,
+        )
+        assert sum(isinstance(outcome, str) for outcome in outcomes) == 1, outcomes
+        assert sum(isinstance(outcome, NodeExists) for outcome in outcomes) == 2, outcomes
+
+
+async def test_sequential_nodes_are_ordered(store):
+    await store.create("/queue", b"")
+    created = [await store.create("/queue/", str(i).encode(), sequential=True) for i in range(15)]
+    names = [path.rsplit("/", 1)[1] for path in created]
+    assert names == sorted(names) and len(set(names)) == 15
+    assert all(name.isdigit() and len(name) == 10 for name in names)
+    assert await store.children("/queue") == names
+    prefixed = await store.create("/queue/req-", b"", sequential=True)
+    assert prefixed.startswith("/queue/req-") and prefixed[-10:] > names[-1]
+
+
+async def test_concurrent_sequential_creates_never_collide(connect):
+    first, second = await connect(), await connect()
+    await first.create("/q", b"")
+    created = await asyncio.gather(
+        *(client.create("/q/", b"", sequential=True) for _ in range(10) for client in (first, second))
+    )
+    assert len(set(created)) == 20
+    assert await first.children("/q") == sorted(path.rsplit("/", 1)[1] for path in created)
+
+
+# --- transactions ----------------------------------------------------------------------------
+
+
+async def test_transaction_applies_everything(store):
+    await store.create("/t", b"")
+    await store.create("/t/old", b"x")
+    _, version = await store.get("/t/old")
+    results = await (
+        store.transaction()
+        .check("/t/old", version)
+        .create("/t/new", b"n")
+        .create("/t/new/child", b"c")
+        .set("/t/old", b"y", version=version)
+        .commit()
+    )
+    assert results[0] is None and results[1] == "/t/new" and results[2] == "/t/new/child"
+    assert await store.get("/t/old") == (b"y", results[3])
+    results = await store.transaction().delete("/t/new/child").delete("/t/new").commit()
+    assert results == [None, None]
+    assert await store.children("/t") == ["old"]
+
+
+@pytest.mark.parametrize(
+    "failing_step, error",
+    [("check", BadVersion), ("create", NodeExists), ("set", NoNode), ("delete", NotEmpty)],
+)
+async def test_transaction_is_all_or_nothing(store, failing_step, error):
+    await store.create("/t", b"")
+    await store.create("/t/existing", b"before")
+    await store.create("/t/parent", b"")
+    await store.create("/t/parent/kid", b"")
+    _, version = await store.get("/t/existing")
+    txn = store.transaction().create("/t/fresh", b"").set("/t/existing", b"after", version=version)
+    failing = {
+        "check": lambda: txn.check("/t/existing", version + 1000),
+        "create": lambda: txn.create("/t/existing", b""),
+        "set": lambda: txn.set("/t/absent", b""),
+        "delete": lambda: txn.delete("/t/parent"),
+    }
+    failing[failing_step]()
+    with pytest.raises(error):
+        await txn.commit()
+    assert await store.exists("/t/fresh") is None
+    assert await store.get("/t/existing") == (b"before", version)
+    assert await store.children("/t") == ["existing", "parent"]
+
+
+async def test_ephemeral_create_in_transaction(connect):
+    owner, observer = await connect(), await connect()
+    await owner.transaction().create("/eph-txn", b"", ephemeral=True).commit()
+    assert await observer.exists("/eph-txn") is not None
+    await owner.close()
+    assert await observer.exists("/eph-txn") is None
+
+
+# --- watches ---------------------------------------------------------------------------------
+
+
+async def test_data_watch_starts_with_the_current_state(store):
+    await store.create("/w", b"now")
+    async with await store.watch_data("/w") as watch:
+        first = await next_within(watch)
+        assert first == DataEvent(b"now", await store.exists("/w"))
+
+
+async def test_data_watch_sees_rapid_updates_in_order(connect):
+    writer, watcher = await connect(), await connect()
+    await writer.create("/w", b"-1")
+    async with await watcher.watch_data("/w") as watch:
+        assert (await next_within(watch)).data == b"-1"
+        for i in range(100):
+            await writer.set("/w", str(i).encode())
+        seen: list[int] = []
+        while not seen or seen[-1] != 99:
+            event = await next_within(watch)
+            seen.append(int(event.data))
+        # Every update in order, or some coalesced away: never reordered, always ending at the last.
+        assert seen == sorted(set(seen)), seen
+
+
+async def test_data_watch_sees_creation_and_deletion(connect):
+    writer, watcher = await connect(), await connect()
+    async with await watcher.watch_data("/later") as watch:
+        assert await next_within(watch) == DataEvent(None, None)
+        await writer.create("/later", b"born")
+        assert (await next_within(watch)).data == b"born"
+        await writer.delete("/later")
+        assert await next_within(watch) == DataEvent(None, None)
+
+
+async def test_children_watch_sees_creations_and_deletions(connect):
+    writer, watcher = await connect(), await connect()
+    await writer.create("/parent", b"")
+    async with await watcher.watch_children("/parent") as watch:
+        assert await next_within(watch) == ()
+        await writer.create("/parent/a", b"")
+        assert await first_matching(watch, lambda names: names == ("a",))
+        await writer.create("/parent/b", b"", ephemeral=True)
+        assert await first_matching(watch, lambda names: names == ("a", "b"))
+        await writer.create("/parent/a/grandchild", b"")
+        await writer.set("/parent/a", b"data changes are not child changes")
+        await writer.delete("/parent/a/grandchild")
+        await writer.delete("/parent/a")
+        assert await first_matching(watch, lambda names: "a" not in names) == ("b",)
+
+
+async def test_children_watch_on_missing_parent(connect):
+    writer, watcher = await connect(), await connect()
+    async with await watcher.watch_children("/notyet") as watch:
+        assert await next_within(watch) == ()
+        await writer.create("/notyet", b"")
+        await writer.create("/notyet/kid", b"")
+        assert await first_matching(watch, lambda names: names == ("kid",))
+
+
+async def test_closed_watch_ends_iteration(store):
+    watch = await store.watch_data("/whatever")
+    await next_within(watch)
+    await watch.close()
+    with pytest.raises(StopAsyncIteration):
+        await next_within(watch)
+
+
+# --- sessions and ephemeral nodes ------------------------------------------------------------
+
+
+async def test_ephemeral_node_vanishes_at_once_on_clean_close(connect):
+    owner, observer = await connect(), await connect()
+    await owner.create("/brokers", b"")
+    await owner.create("/brokers/1", b"host:port", ephemeral=True)
+    assert await observer.exists("/brokers/1") is not None
+    await owner.close()
+    assert await observer.exists("/brokers/1") is None
+
+
+async def test_expired_session_drops_ephemerals_and_reports_lost_then_connected(connect):
+    owner, observer = await connect(), await connect()
+    await owner.create("/mine", b"", ephemeral=True)
+    await owner.create("/persistent", b"")
+    events = owner.session_events()
+    assert await next_within(events) == SessionState.CONNECTED
+    await owner.expire_session()
+    assert await first_matching(events, lambda state: state == SessionState.LOST)
+    assert await first_matching(events, lambda state: state == SessionState.CONNECTED)
+    await events.close()
+    assert await observer.exists("/mine") is None
+    assert await observer.exists("/persistent") is not None
+    await owner.create("/mine", b"again", ephemeral=True)
+    assert (await observer.get("/mine"))[0] == b"again"
+
+
+async def test_watches_survive_session_expiry(connect):
+    owner, writer = await connect(), await connect()
+    await writer.create("/kept", b"0")
+    async with await owner.watch_data("/kept") as watch:
+        await next_within(watch)
+        await owner.expire_session()
+        await writer.set("/kept", b"after expiry")
+        assert await first_matching(watch, lambda event: event.data == b"after expiry")
+
+
+async def test_ephemeral_node_vanishes_when_owner_process_is_killed(backend, url, connect):
+    if backend == "memory":
+        pytest.skip("the embedded store lives inside its one process; no other process holds a session in it")
+    observer = await connect()
+    holder = subprocess.Popen(
+        [sys.executable, HOLDER, url, "/held", str(SESSION_TIMEOUT_MS)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready = await asyncio.wait_for(asyncio.to_thread(holder.stdout.readline), 30)
+        assert ready.strip() == "ready"
+        assert await observer.exists("/held") is not None
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=10)
+
+        async def gone() -> bool:
+            return await observer.exists("/held") is None
+
+        await eventually(gone, SESSION_TIMEOUT_MS / 1000 * 5, "the killed process's ephemeral node to expire")
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+
+
+# --- server restarts -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["zk", "etcd"])
+async def test_client_reconnects_and_watches_keep_delivering_after_server_restart(kind, request, tmp_path):
+    server = request.getfixturevalue("private_zookeeper_server" if kind == "zk" else "private_etcd_server")
+    url = store_url(kind, server.address, tmp_path)
+    # A session longer than the restart, so the client resumes it rather than losing it.
+    watcher = open_store(url, session_timeout_ms=20_000)
+    writer = open_store(url, session_timeout_ms=20_000)
+    await watcher.start()
+    await writer.start()
+    try:
+        await writer.create("/survivor", b"before")
+        await writer.create("/dir", b"")
+        data_watch = await watcher.watch_data("/survivor")
+        child_watch = await watcher.watch_children("/dir")
+        states = watcher.session_events()
+        assert (await next_within(data_watch)).data == b"before"
+        assert await next_within(child_watch) == ()
+
+        await asyncio.to_thread(server.stop)
+        assert await first_matching(states, lambda state: state == SessionState.SUSPENDED, timeout_s=30)
+        await asyncio.to_thread(server.start)
+        assert await first_matching(states, lambda state: state == SessionState.CONNECTED, timeout_s=60)
+
+        async def write_succeeds() -> bool:
+            try:
+                await writer.set("/survivor", b"after")
+                await writer.create("/dir/new", b"")
+                return True
+            except NodeExists:
+                return True
+            except Exception:
+                return False
+
+        await eventually(write_succeeds, 60, "writes to succeed after the restart")
+        assert await first_matching(data_watch, lambda event: event.data == b"after", timeout_s=60)
+        assert await first_matching(child_watch, lambda names: names == ("new",), timeout_s=60)
+        await data_watch.close()
+        await child_watch.close()
+        await states.close()
+    finally:
+        await watcher.close()
+        await writer.close()

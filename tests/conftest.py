@@ -1,0 +1,76 @@
+"""Fixtures shared by every test folder: real ZooKeeper and etcd servers on 127.0.0.1.
+
+Each server is started once per test run by scripts/ (installed from Debian by the README's
+test command) and stopped at the end; tests that restart a server get a private one.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import uuid
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "scripts"
+
+
+class ServerProcess:
+    """A ZooKeeper or etcd server run by its script; `address` is host:port on 127.0.0.1."""
+
+    def __init__(self, kind: str, state_dir: pathlib.Path):
+        self.script = SCRIPTS / f"{kind}.sh"
+        self.state_dir = state_dir
+        self.address = ""
+
+    def _run(self, action: str) -> str:
+        done = subprocess.run(
+            ["bash", str(self.script), action, str(self.state_dir)], capture_output=True, text=True, timeout=120
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{self.script.name} {action} failed: {done.stderr.strip()}")
+        return done.stdout.strip()
+
+    def start(self) -> None:
+        self.address = self._run("start")
+
+    def stop(self) -> None:
+        self._run("stop")
+
+    def restart(self) -> None:
+        self.address = self._run("restart")
+
+
+def _server(kind: str, tmp_path_factory: pytest.TempPathFactory):
+    server = ServerProcess(kind, tmp_path_factory.mktemp(kind))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server(tmp_path_factory):
+    yield from _server("zookeeper", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def etcd_server(tmp_path_factory):
+    yield from _server("etcd", tmp_path_factory)
+
+
+@pytest.fixture
+def private_zookeeper_server(tmp_path_factory):
+    yield from _server("zookeeper", tmp_path_factory)
+
+
+@pytest.fixture
+def private_etcd_server(tmp_path_factory):
+    yield from _server("etcd", tmp_path_factory)
+
+
+def unique_root() -> str:
+    """A fresh chroot/prefix so that tests sharing one server never see each other's nodes."""
+    return f"/test-{uuid.uuid4().hex[:12]}"
