@@ -142,7 +142,8 @@ class EtcdStore(Store):
         except Exception as error:
             self._client = None
             await client.close()
-            raise CoordinationUnavailable(f"cannot reach etcd at {self.host}:{self.port}: {translate_error(error)}") from None
+            details = error.details() if isinstance(error, rpc.AioRpcError) else str(error)
+            raise CoordinationUnavailable(f"cannot reach etcd at {self.host}:{self.port}: {details}") from None
         self._session.publish(SessionState.CONNECTED)
         self._keepalive = asyncio.create_task(self._keep_session_alive())
 

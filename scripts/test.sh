@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The test command: on a fresh Debian machine with only Python, installs everything the tests
+# need (Debian's ZooKeeper and etcd, the package with its test extra in ./.venv) and runs them.
+# Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-servers.sh
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[test]'
+exec .venv/bin/python -m pytest -p no:cacheprovider "$@"

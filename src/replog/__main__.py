@@ -1,0 +1,3 @@
+from replog.cli import main
+
+main()
