@@ -400,3 +400,35 @@ async def test_client_reconnects_and_watches_keep_delivering_after_server_restar
     finally:
         await watcher.close()
         await writer.close()
+
+
+async def test_etcd_outage_longer_than_the_session_reports_lost_and_recovers(private_etcd_server, tmp_path):
+    # ZooKeeper decides expiry on the server and restores sessions after a restart, so only the
+    # etcd client has to conclude LOST by itself, from its lease going unrefreshed for a TTL.
+    url = store_url("etcd", private_etcd_server.address, tmp_path)
+    owner, observer = open_store(url, session_timeout_ms=SESSION_TIMEOUT_MS), open_store(url)
+    await owner.start()
+    await observer.start()
+    try:
+        await owner.create("/registered", b"", ephemeral=True)
+        states = owner.session_events()
+        assert await next_within(states) == SessionState.CONNECTED
+
+        await asyncio.to_thread(private_etcd_server.stop)
+        assert await first_matching(states, lambda state: state == SessionState.LOST, timeout_s=30)
+        await asyncio.to_thread(private_etcd_server.start)
+        assert await first_matching(states, lambda state: state == SessionState.CONNECTED, timeout_s=60)
+        await states.close()
+
+        async def old_registration_gone() -> bool:
+            try:
+                return await observer.exists("/registered") is None
+            except Exception:
+                return False
+
+        await eventually(old_registration_gone, 30, "the lost session's ephemeral node to go")
+        await owner.create("/registered", b"again", ephemeral=True)
+        assert (await observer.get("/registered"))[0] == b"again"
+    finally:
+        await owner.close()
+        await observer.close()
