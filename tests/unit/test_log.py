@@ -15,7 +15,7 @@ def log_dir(tmp_path):
 
 
 def offsets_in(data: bytes) -> list[tuple[int, int]]:
-    return [(h.base_offset, h.last_offset) for h in validate_batches(data, 1 << 30)]
+    return [(h.base_offset, h.last_offset) for h in validate_batches(data, 1 << 30).headers]
 
 
 def test_append_assigns_consecutive_offsets_and_returns_range(log_dir):

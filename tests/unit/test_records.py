@@ -1,110 +1,193 @@
+import shutil
 import struct
+import sysconfig
+from pathlib import Path
 
+import crc32c
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from replog.replica.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
-from replog.replica.records import (
-    assign_offsets,
-    check_client_counts,
-    complete_batches_size,
-    validate_batches,
-    verify_batch,
-)
+from replog.replica.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError, ReplicaError
+from replog.replica.records import COMPILED, PURE_PYTHON, complete_batches_size, verify_batch
 from replica_batches import build_batch
 
 NO_LIMIT = 1 << 30
+needs_compiled = pytest.mark.skipif(COMPILED is None, reason="the _fastbatch extension is not built")
 
 
-def test_validate_returns_header_fields_of_concatenated_batches():
-    buf = build_batch(record_count=3, payload_bytes=10, max_timestamp=42, attributes=4) + build_batch(payload_bytes=20)
-    first, second = validate_batches(buf, NO_LIMIT)
+def test_compiled_fast_path_is_loaded_where_it_could_be_built():
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    python_h = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if shutil.which(compiler) is None or not python_h.exists():
+        pytest.skip("no C compiler or Python headers: the pure-Python path is the one expected")
+    assert COMPILED is not None, "a C toolchain is here but replog.replica._fastbatch was not built"
+
+
+def test_validate_returns_header_fields_of_concatenated_batches(codec):
+    buf = build_batch(record_count=3, payload_bytes=10, max_timestamp=42, attributes=4, base_offset=7, leader_epoch=2)
+    buf += build_batch(payload_bytes=20, base_offset=10, max_timestamp=41)
+    run = codec.validate_batches(buf, NO_LIMIT)
+    first, second = run.headers
     assert (first.position, first.size_bytes, first.record_count, first.last_offset_delta) == (0, 71, 3, 2)
-    assert (first.max_timestamp, first.compression_codec) == (42, 4)
-    assert (second.position, second.size_bytes) == (71, 81)
+    assert (first.base_offset, first.partition_leader_epoch, first.max_timestamp, first.compression_codec) == (7, 2, 42, 4)
+    assert (second.position, second.size_bytes, second.base_offset) == (71, 81, 10)
+    assert first.crc == struct.unpack_from(">I", buf, 17)[0]
+    assert (run.last_offset, run.max_timestamp, run.record_count) == (10, 42, 4)
 
 
-def test_assign_offsets_rewrites_offset_and_epoch_in_place_keeping_crc_valid():
+def test_validate_accepts_read_only_buffers_and_memoryview_slices(codec):
+    buf = build_batch(payload_bytes=5)
+    assert codec.validate_batches(bytes(buf), NO_LIMIT).record_count == 1
+    padded = b"xx" + bytes(buf)
+    (header,) = codec.validate_batches(memoryview(padded)[2:], NO_LIMIT).headers
+    verify_batch(memoryview(buf), header)
+
+
+def test_batches_without_timestamps_have_no_max_timestamp(codec):
+    assert codec.validate_batches(build_batch(max_timestamp=-1), NO_LIMIT).max_timestamp == -1
+
+
+def test_assign_batches_rewrites_offset_and_epoch_in_place_keeping_crc_valid(codec):
     buf = build_batch(record_count=3) + build_batch(record_count=2)
-    headers = assign_offsets(buf, validate_batches(buf, NO_LIMIT), first_offset=100, leader_epoch=7)
-    assert [(h.base_offset, h.last_offset) for h in headers] == [(100, 102), (103, 104)]
-    reparsed = validate_batches(buf, NO_LIMIT)  # raises if a CRC broke
-    assert [(h.base_offset, h.partition_leader_epoch) for h in reparsed] == [(100, 7), (103, 7)]
+    run = codec.assign_batches(buf, NO_LIMIT, 100, 7)
+    assert [(h.base_offset, h.last_offset, h.partition_leader_epoch) for h in run.headers] == [(100, 102, 7), (103, 104, 7)]
+    assert (run.last_offset, run.record_count) == (104, 5)
+    reparsed = codec.validate_batches(buf, NO_LIMIT)  # raises if a CRC broke
+    assert [(h.base_offset, h.partition_leader_epoch) for h in reparsed.headers] == [(100, 7), (103, 7)]
+
+
+def test_refused_assign_leaves_the_buffer_as_it_came(codec):
+    buf = build_batch(record_count=3) + build_batch(record_count=2, last_offset_delta=0)
+    original = bytes(buf)
+    with pytest.raises(InvalidRecordError):
+        codec.assign_batches(buf, NO_LIMIT, 100, 7)
+    assert buf == original
+
+
+def test_assign_refuses_offsets_past_the_largest(codec):
+    with pytest.raises(InvalidRecordError):
+        codec.assign_batches(build_batch(record_count=2), NO_LIMIT, 2**63 - 2, 0)
+    assert codec.assign_batches(build_batch(record_count=2), NO_LIMIT, 2**63 - 3, 0).last_offset == 2**63 - 2
+
+
+@pytest.mark.parametrize("first_offset, leader_epoch", [(-1, 0), (0, 2**31), (0, -(2**31) - 1)])
+def test_assign_refuses_arguments_out_of_range(codec, first_offset, leader_epoch):
+    with pytest.raises(ValueError):
+        codec.assign_batches(build_batch(), NO_LIMIT, first_offset, leader_epoch)
 
 
 @pytest.mark.parametrize("cut_bytes", [1, 30, 70])
-def test_torn_batch_is_corrupt(cut_bytes):
+def test_torn_batch_is_corrupt(codec, cut_bytes):
     buf = build_batch(payload_bytes=20)
     with pytest.raises(CorruptRecordError) as error:
-        validate_batches(buf[:-cut_bytes], NO_LIMIT)
+        codec.validate_batches(buf[:-cut_bytes], NO_LIMIT)
     assert error.value.error_code == 2
 
 
 @pytest.mark.parametrize("position", [17, 21, 30, 60, 70])
-def test_flipped_byte_inside_crc_range_or_crc_is_corrupt(position):
+def test_flipped_byte_inside_crc_range_or_crc_is_corrupt(codec, position):
     buf = build_batch(payload_bytes=20)
     buf[position] ^= 0x01
     with pytest.raises(CorruptRecordError):
-        validate_batches(buf, NO_LIMIT)
+        codec.validate_batches(buf, NO_LIMIT)
 
 
-def test_trailing_garbage_after_a_valid_batch_is_corrupt():
+def test_trailing_garbage_after_a_valid_batch_is_corrupt(codec):
     with pytest.raises(CorruptRecordError):
-        validate_batches(build_batch() + b"\x00" * 11, NO_LIMIT)
+        codec.validate_batches(build_batch() + b"\x00" * 11, NO_LIMIT)
 
 
-def test_zero_filled_buffer_is_corrupt():
+def test_zero_filled_buffer_is_corrupt(codec):
     with pytest.raises(CorruptRecordError):
-        validate_batches(bytearray(200), NO_LIMIT)
+        codec.validate_batches(bytearray(200), NO_LIMIT)
 
 
 @pytest.mark.parametrize("magic", [0, 1])
-def test_legacy_message_formats_are_invalid_record(magic):
+def test_legacy_message_formats_are_invalid_record(codec, magic):
     buf = build_batch()
     buf[16] = magic
     with pytest.raises(InvalidRecordError) as error:
-        validate_batches(buf, NO_LIMIT)
+        codec.validate_batches(buf, NO_LIMIT)
     assert error.value.error_code == 87
 
 
-def test_legacy_v0_message_shorter_than_a_v2_header_is_invalid_record():
+def test_legacy_v0_message_shorter_than_a_v2_header_is_invalid_record(codec):
     # offset, size 14, crc, magic 0, attributes, key -1, value -1
     message = struct.pack(">qiIbbii", 0, 14, 0, 0, 0, -1, -1)
     with pytest.raises(InvalidRecordError):
-        validate_batches(bytearray(message), NO_LIMIT)
+        codec.validate_batches(bytearray(message), NO_LIMIT)
 
 
-def test_unknown_compression_codec_is_invalid_record():
+def test_unknown_compression_codec_is_invalid_record(codec):
     with pytest.raises(InvalidRecordError):
-        validate_batches(build_batch(attributes=7), NO_LIMIT)
+        codec.validate_batches(build_batch(attributes=7), NO_LIMIT)
 
 
-def test_batch_over_max_message_bytes_is_too_large():
+def test_batch_over_max_message_bytes_is_too_large(codec):
     buf = build_batch(payload_bytes=100)
     with pytest.raises(RecordTooLargeError) as error:
-        validate_batches(buf, len(buf) - 1)
+        codec.validate_batches(buf, len(buf) - 1)
     assert error.value.error_code == 10
-    validate_batches(buf, len(buf))
+    codec.validate_batches(buf, len(buf))
 
 
-def test_empty_request_is_invalid_record():
+def test_empty_request_is_invalid_record(codec):
     with pytest.raises(InvalidRecordError):
-        validate_batches(bytearray(), NO_LIMIT)
+        codec.validate_batches(bytearray(), NO_LIMIT)
 
 
 @pytest.mark.parametrize("record_count, last_offset_delta", [(0, 0), (2, 0), (1, 3)])
-def test_client_batches_must_count_their_offsets(record_count, last_offset_delta):
-    headers = validate_batches(build_batch(record_count=record_count, last_offset_delta=last_offset_delta), NO_LIMIT)
+def test_client_batches_must_count_their_offsets(codec, record_count, last_offset_delta):
+    buf = build_batch(record_count=record_count, last_offset_delta=last_offset_delta)
+    codec.validate_batches(buf, NO_LIMIT)  # a follower copies such batches as they are
     with pytest.raises(InvalidRecordError):
-        check_client_counts(headers)
-
-
-def test_verify_batch_accepts_memoryview_slices():
-    buf = build_batch(payload_bytes=5)
-    (header,) = validate_batches(memoryview(buf), NO_LIMIT)
-    verify_batch(memoryview(buf), header)
+        codec.assign_batches(buf, NO_LIMIT, 0, 0)
 
 
 def test_complete_batches_size_stops_before_a_partial_batch():
     whole = build_batch() + build_batch(payload_bytes=40)
     assert complete_batches_size(whole + build_batch()[:30]) == len(whole)
     assert complete_batches_size(whole[:5]) == 0
+
+
+def _outcome(scan, buf, *args):
+    try:
+        return scan(buf, *args), bytes(buf)
+    except ReplicaError as error:
+        return type(error), str(error)
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(
+    payloads=st.lists(st.binary(max_size=300), min_size=1, max_size=4),
+    damage=st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=1, max_value=255)), max_size=3),
+    cut_bytes=st.integers(min_value=0, max_value=80),
+    max_batch_bytes=st.integers(min_value=0, max_value=400),
+    first_offset=st.integers(min_value=0, max_value=2**63 - 1),
+)
+def test_compiled_and_pure_python_agree_on_any_buffer(payloads, damage, cut_bytes, max_batch_bytes, first_offset):
+    buf = bytearray()
+    for i, payload in enumerate(payloads):
+        buf += build_batch(record_count=1 + i % 3, payload_bytes=len(payload), max_timestamp=i * 1000 - 1)
+        buf[len(buf) - len(payload):] = payload
+    for position, flip in damage:  # may hit lengths, magic, counts, CRC or records
+        buf[position % len(buf)] ^= flip
+    buf = buf[:max(len(buf) - cut_bytes, 0)]
+    assert _outcome(COMPILED.validate_batches, bytes(buf), max_batch_bytes) == _outcome(
+        PURE_PYTHON.validate_batches, bytes(buf), max_batch_bytes)
+    assert _outcome(COMPILED.assign_batches, bytearray(buf), max_batch_bytes, first_offset, 5) == _outcome(
+        PURE_PYTHON.assign_batches, bytearray(buf), max_batch_bytes, first_offset, 5)
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=20000), start=st.integers(min_value=0, max_value=15))
+def test_compiled_crc32c_agrees_with_the_crc32c_package(data, start):
+    # Unaligned starts and lengths around the interleaved block sizes take every path of the
+    # hardware loop; the stored CRC of a batch is checked against exactly this function.
+    from replog.replica import _fastbatch
+
+    view = memoryview(data)[min(start, len(data)):]
+    assert _fastbatch.crc32c(view) == crc32c.crc32c(view)

@@ -32,12 +32,7 @@ from pathlib import Path
 
 from replog.replica.checkpoint import TMP_SUFFIX, LeaderEpochCache, OffsetCheckpoint, fsync_directory
 from replog.replica.errors import InvalidRecordError, OffsetOutOfRangeError, RecordListTooLargeError
-from replog.replica.records import (
-    BatchHeader,
-    assign_offsets,
-    check_client_counts,
-    validate_batches,
-)
+from replog.replica.records import BatchRun, assign_batches, validate_batches
 from replog.replica.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -201,14 +196,12 @@ class Log:
     def append(self, batches: bytearray | memoryview, leader_epoch: int) -> tuple[int, int]:
         """Append a producer's batches as leader: validate, assign offsets and `leader_epoch` in
         place in `batches` (which must be writable), write. Returns (first, last) offset."""
-        headers = validate_batches(batches, self.config.max_message_bytes)
-        check_client_counts(headers)
-        first_offset = self.log_end_offset
-        headers = assign_offsets(batches, headers, first_offset, leader_epoch)
-        self._write(batches, headers)
+        first_offset = self._segments[-1].next_offset
+        run = assign_batches(batches, self.config.max_message_bytes, first_offset, leader_epoch)
+        self._write(batches, run)
         if leader_epoch != self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
-        return first_offset, headers[-1].last_offset
+        return first_offset, run.last_offset
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> tuple[int, int]:
         """Append batches copied from the leader, keeping their offsets and epochs.
@@ -216,44 +209,44 @@ class Log:
         Offsets must increase from the log end offset on (gaps allowed, as compaction leaves
         them). Returns (first, last) offset.
         """
-        headers = validate_batches(batches, _NEVER)
+        run = validate_batches(batches, _NEVER)
         expected = self.log_end_offset
-        for header in headers:
+        for header in run.headers:
             if header.base_offset < expected:
                 raise InvalidRecordError(f"batch offset {header.base_offset} is below expected offset {expected}")
             expected = header.next_offset
-        self._write(batches, headers)
-        for header in headers:
+        self._write(batches, run)
+        for header in run.headers:
             if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-        return headers[0].base_offset, headers[-1].last_offset
+        return run.headers[0].base_offset, run.last_offset
 
-    def _write(self, batches, headers: list[BatchHeader]) -> None:
+    def _write(self, batches, run: BatchRun) -> None:
         size_bytes = len(batches)
-        if size_bytes > self.config.segment_bytes:
-            raise RecordListTooLargeError(f"append of {size_bytes} bytes exceeds segment.bytes {self.config.segment_bytes}")
+        config = self.config
+        if size_bytes > config.segment_bytes:
+            raise RecordListTooLargeError(f"append of {size_bytes} bytes exceeds segment.bytes {config.segment_bytes}")
         now_ms = self._clock()
-        if self._should_roll(size_bytes, headers, now_ms):
-            self._roll(headers[0].base_offset, now_ms)
-        self._segments[-1].append(batches, headers)
-        for header in headers:
-            self._unflushed_records += header.record_count
-        if self._unflushed_records >= self.config.flush_messages or now_ms - self._last_flush_ms >= self.config.flush_ms:
+        active = self._segments[-1]
+        if active.size_bytes and self._should_roll(active, size_bytes, run, now_ms):
+            self._roll(run.headers[0].base_offset, now_ms)
+            active = self._segments[-1]
+        active.append(batches, run)
+        self._unflushed_records += run.record_count
+        if self._unflushed_records >= config.flush_messages or now_ms - self._last_flush_ms >= config.flush_ms:
             self.flush()
 
-    def _should_roll(self, size_bytes: int, headers: list[BatchHeader], now_ms: int) -> bool:
-        active = self._segments[-1]
-        if active.size_bytes == 0:
-            return False
+    def _should_roll(self, active: Segment, size_bytes: int, run: BatchRun, now_ms: int) -> bool:
+        """Whether `run` must start a new segment instead of joining the non-empty `active`."""
         # As Kafka: time since the first batch by the batches' own timestamps, else wall time.
         if active.first_batch_timestamp >= 0:
-            waited_ms = max(header.max_timestamp for header in headers) - active.first_batch_timestamp
+            waited_ms = run.max_timestamp - active.first_batch_timestamp
         else:
             waited_ms = now_ms - active.created_ms
         return (
             active.size_bytes + size_bytes > self.config.segment_bytes
             or waited_ms > self.config.segment_ms
-            or headers[-1].last_offset - active.base_offset > MAX_RELATIVE_OFFSET
+            or run.last_offset - active.base_offset > MAX_RELATIVE_OFFSET
         )
 
     def roll(self) -> None:

@@ -31,6 +31,7 @@ from replog.replica.records import (
     LOG_OVERHEAD_BYTES,
     NO_TIMESTAMP,
     BatchHeader,
+    BatchRun,
     parse_header,
     verify_batch,
 )
@@ -110,7 +111,7 @@ class Segment:
 
     # -- append path -------------------------------------------------------------------------
 
-    def append(self, buf, headers: list[BatchHeader]) -> None:
+    def append(self, buf, run: BatchRun) -> None:
         """Write validated batches (positions relative to `buf`) at the end of the file."""
         position = self.size_bytes
         written = os.pwrite(self.fd, buf, position)
@@ -119,21 +120,27 @@ class Segment:
             # so that the file still ends on a batch boundary.
             os.ftruncate(self.fd, position)
             raise OSError(f"short write to {self.log_path}: {written} of {len(buf)} bytes")
-        for header in headers:
-            self._track_batch(header, position + header.position)
+        self._track_batches(run.headers, position, run.last_offset + 1)
         self.size_bytes = position + written
 
-    def _track_batch(self, header: BatchHeader, position: int) -> None:
-        if self._bytes_since_index_entry > self._index_interval_bytes:
-            self.offset_index.append(header.base_offset, position)
-            self.time_index.append(self.max_timestamp, header.base_offset)
-            self._bytes_since_index_entry = 0
-        self._bytes_since_index_entry += header.size_bytes
-        if position == 0:
-            self.first_batch_timestamp = header.max_timestamp
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp = header.max_timestamp
-        self.next_offset = header.next_offset
+    def _track_batches(self, headers: list[BatchHeader], buffer_position: int, next_offset: int) -> None:
+        """Take index entries and the segment's state from batches now in the file, whose
+        positions are relative to a buffer that starts at `buffer_position` in the file."""
+        bytes_since_entry = self._bytes_since_index_entry
+        max_timestamp = self.max_timestamp
+        for header in headers:
+            if bytes_since_entry > self._index_interval_bytes:
+                self.offset_index.append(header.base_offset, buffer_position + header.position)
+                self.time_index.append(max_timestamp, header.base_offset)
+                bytes_since_entry = 0
+            bytes_since_entry += header.size_bytes
+            if header.max_timestamp > max_timestamp:
+                max_timestamp = header.max_timestamp
+        if buffer_position == -headers[0].position:
+            self.first_batch_timestamp = headers[0].max_timestamp
+        self._bytes_since_index_entry = bytes_since_entry
+        self.max_timestamp = max_timestamp
+        self.next_offset = next_offset
 
     def retention_timestamp_ms(self) -> int:
         """The max timestamp of the batches; if none carries one, the file's modification time,
@@ -215,7 +222,7 @@ class Segment:
                 chunk, at = reader.window(position, HEADER_SIZE_BYTES)
                 header = parse_header(chunk, at)
                 chunk, at = reader.window(position, header.size_bytes)
-                verify_batch(chunk, header._replace(position=at))
+                verify_batch(chunk, header)
                 if header.base_offset < self.next_offset:
                     raise ReplicaError(f"base offset {header.base_offset} is below next offset {self.next_offset}")
                 # The base offset is outside the CRC: range is all that can be checked of it.
@@ -223,7 +230,7 @@ class Segment:
                     raise ReplicaError(f"offset {header.last_offset} is out of range of segment {self.base_offset}")
             except ReplicaError as error:
                 return self._cut(position, str(error))
-            self._track_batch(header, position)
+            self._track_batches((header,), position - at, header.next_offset)
             position += header.size_bytes
         return None
 

@@ -1,0 +1,18 @@
+"""Build of the optional compiled fast path; everything else about the package is pyproject.toml.
+
+`optional=True`: without a working C compiler the build warns and installs the pure-Python
+package, which replog.replica.records falls back to.
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "replog.replica._fastbatch",
+            sources=["src/replog/replica/_fastbatch.c"],
+            extra_compile_args=["-O3"],
+            optional=True,
+        )
+    ]
+)
