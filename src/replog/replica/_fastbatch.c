@@ -23,7 +23,10 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_SSE42_CRC 1
-#include <nmmintrin.h>
+#include <immintrin.h>
+#if (defined(__clang__) && __clang_major__ >= 8) || (!defined(__clang__) && __GNUC__ >= 8)
+#define HAVE_VPCLMULQDQ_CRC 1 /* compilers that know the AVX-512 carry-less multiply */
+#endif
 #endif
 
 /* -- layout (see records.py) ------------------------------------------------------------------ */
@@ -110,15 +113,15 @@ static uint32_t multiply_mod_poly(uint32_t a, uint32_t b) {
     return product;
 }
 
-/* x^(8 * n) modulo the polynomial: the operator that feeds n zero bytes through a CRC register. */
-static uint32_t zero_bytes_operator(size_t n) {
+/* x^bits modulo the polynomial. */
+static uint32_t x_power(uint64_t bits) {
     uint32_t result = (uint32_t)1 << 31; /* x^0 */
-    uint32_t square = (uint32_t)1 << 23; /* x^8: one byte */
-    while (n) {
-        if (n & 1)
+    uint32_t square = (uint32_t)1 << 30; /* x^1 */
+    while (bits) {
+        if (bits & 1)
             result = multiply_mod_poly(square, result);
         square = multiply_mod_poly(square, square);
-        n >>= 1;
+        bits >>= 1;
     }
     return result;
 }
@@ -146,7 +149,7 @@ static void init_software_tables(void) {
 static uint32_t shift_long[4][256], shift_short[4][256];
 
 static void init_shift_table(uint32_t table[4][256], size_t block_bytes) {
-    uint32_t op = zero_bytes_operator(block_bytes);
+    uint32_t op = x_power(8 * (uint64_t)block_bytes); /* feeds block_bytes zero bytes */
     for (int k = 0; k < 4; k++)
         for (uint32_t n = 0; n < 256; n++)
             table[k][n] = multiply_mod_poly(op, n << (8 * k));
@@ -197,6 +200,74 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, con
 }
 #endif
 
+#ifdef HAVE_VPCLMULQDQ_CRC
+/* Folding: the bytes seen so far are kept as a 128-bit remainder-equivalent per lane, and each
+ * step multiplies a lane by x^(8 * distance) modulo the polynomial (two carry-less multiplies of
+ * its 64-bit halves by precomputed constants) and adds the next block. Four 512-bit registers
+ * give sixteen independent lanes over 256 bytes a step, about three times what the crc32
+ * instruction streams do. The last 128 bits are then reduced by the crc32 instruction itself.
+ *
+ * Bit-reflected operands: a carry-less product of two reflected values is the reflected product
+ * times x, and a 32-bit constant in the low half of a 64-bit operand stands for itself times x^32;
+ * hence the 33 taken off the exponents below. */
+typedef struct {
+    uint64_t high_half; /* multiplies the earlier (low) 64 bits of a lane */
+    uint64_t low_half;  /* multiplies the later (high) 64 bits */
+} FoldConstants;
+
+static FoldConstants fold_256, fold_64, fold_16;
+
+static FoldConstants fold_constants(unsigned distance_bytes) {
+    FoldConstants k = {x_power(8 * (uint64_t)distance_bytes + 64 - 33), x_power(8 * (uint64_t)distance_bytes - 33)};
+    return k;
+}
+
+#define VPCLMUL_TARGET __attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul,sse4.2")))
+
+VPCLMUL_TARGET static __m512i fold_512(__m512i lanes, __m512i k, __m512i next) {
+    return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(lanes, k, 0x00), _mm512_clmulepi64_epi128(lanes, k, 0x11),
+                                     next, 0x96); /* three-way xor */
+}
+
+VPCLMUL_TARGET static __m128i fold_128(__m128i lane, __m128i k, __m128i next) {
+    return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(lane, k, 0x00), _mm_clmulepi64_si128(lane, k, 0x11)), next);
+}
+
+VPCLMUL_TARGET static uint32_t crc32c_vpclmulqdq(uint32_t crc, const unsigned char *p, size_t n) {
+    if (n < 256)
+        return crc32c_sse42(crc, p, n);
+    /* An initial register value is the same as that value added to the first 32 bits. */
+    __m512i x0 = _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_castsi128_si512(_mm_cvtsi32_si128((int)~crc)));
+    __m512i x1 = _mm512_loadu_si512(p + 64), x2 = _mm512_loadu_si512(p + 128), x3 = _mm512_loadu_si512(p + 192);
+    p += 256;
+    n -= 256;
+    __m512i k = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)fold_256.low_half, (long long)fold_256.high_half));
+    while (n >= 256) {
+        x0 = fold_512(x0, k, _mm512_loadu_si512(p));
+        x1 = fold_512(x1, k, _mm512_loadu_si512(p + 64));
+        x2 = fold_512(x2, k, _mm512_loadu_si512(p + 128));
+        x3 = fold_512(x3, k, _mm512_loadu_si512(p + 192));
+        p += 256;
+        n -= 256;
+    }
+    k = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)fold_64.low_half, (long long)fold_64.high_half));
+    x0 = fold_512(x0, k, x1);
+    x0 = fold_512(x0, k, x2);
+    x0 = fold_512(x0, k, x3);
+    for (; n >= 64; p += 64, n -= 64)
+        x0 = fold_512(x0, k, _mm512_loadu_si512(p));
+    __m128i k16 = _mm_set_epi64x((long long)fold_16.low_half, (long long)fold_16.high_half);
+    __m128i lane = fold_128(_mm512_extracti32x4_epi32(x0, 0), k16, _mm512_extracti32x4_epi32(x0, 1));
+    lane = fold_128(lane, k16, _mm512_extracti32x4_epi32(x0, 2));
+    lane = fold_128(lane, k16, _mm512_extracti32x4_epi32(x0, 3));
+    for (; n >= 16; p += 16, n -= 16)
+        lane = fold_128(lane, k16, _mm_loadu_si128((const __m128i *)p));
+    uint64_t state = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(lane));
+    state = _mm_crc32_u64(state, (uint64_t)_mm_extract_epi64(lane, 1));
+    return crc32c_sse42(~(uint32_t)state, p, n); /* the tail, from the register value reached */
+}
+#endif
+
 static uint32_t (*crc32c_update)(uint32_t, const unsigned char *, size_t) = crc32c_software;
 
 static const char *crc32c_select(void) {
@@ -207,6 +278,16 @@ static const char *crc32c_select(void) {
         init_shift_table(shift_long, LONG_BLOCK);
         init_shift_table(shift_short, SHORT_BLOCK);
         crc32c_update = crc32c_sse42;
+#ifdef HAVE_VPCLMULQDQ_CRC
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+            __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul")) {
+            fold_256 = fold_constants(256);
+            fold_64 = fold_constants(64);
+            fold_16 = fold_constants(16);
+            crc32c_update = crc32c_vpclmulqdq;
+            return "vpclmulqdq";
+        }
+#endif
         return "sse4.2";
     }
 #endif
