@@ -269,29 +269,37 @@ VPCLMUL_TARGET static uint32_t crc32c_vpclmulqdq(uint32_t crc, const unsigned ch
 #endif
 
 static uint32_t (*crc32c_update)(uint32_t, const unsigned char *, size_t) = crc32c_software;
+static const char *crc32c_names[3];
+static uint32_t (*crc32c_functions[3])(uint32_t, const unsigned char *, size_t);
+static int crc32c_count;
 
-static const char *crc32c_select(void) {
+static void crc32c_offer(const char *name, uint32_t (*update)(uint32_t, const unsigned char *, size_t)) {
+    crc32c_names[crc32c_count] = name;
+    crc32c_functions[crc32c_count++] = update;
+    crc32c_update = update;
+}
+
+/* Registers every implementation this CPU can run, fastest last, and selects the last. */
+static void crc32c_select(void) {
     init_software_tables();
+    crc32c_offer("software", crc32c_software);
 #ifdef HAVE_SSE42_CRC
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("sse4.2")) {
-        init_shift_table(shift_long, LONG_BLOCK);
-        init_shift_table(shift_short, SHORT_BLOCK);
-        crc32c_update = crc32c_sse42;
+    if (!__builtin_cpu_supports("sse4.2"))
+        return;
+    init_shift_table(shift_long, LONG_BLOCK);
+    init_shift_table(shift_short, SHORT_BLOCK);
+    crc32c_offer("sse4.2", crc32c_sse42);
 #ifdef HAVE_VPCLMULQDQ_CRC
-        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-            __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul")) {
-            fold_256 = fold_constants(256);
-            fold_64 = fold_constants(64);
-            fold_16 = fold_constants(16);
-            crc32c_update = crc32c_vpclmulqdq;
-            return "vpclmulqdq";
-        }
-#endif
-        return "sse4.2";
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul")) {
+        fold_256 = fold_constants(256);
+        fold_64 = fold_constants(64);
+        fold_16 = fold_constants(16);
+        crc32c_offer("vpclmulqdq", crc32c_vpclmulqdq);
     }
 #endif
-    return "software";
+#endif
 }
 
 /* -- the Python types the results are built from (set by bind) ---------------------------------- */
@@ -548,11 +556,23 @@ static PyObject *assign_batches(PyObject *module, PyObject *const *args, Py_ssiz
     return result;
 }
 
-static PyObject *crc32c(PyObject *module, PyObject *arg) {
+static PyObject *crc32c(PyObject *module, PyObject *args) {
     Py_buffer buffer;
-    if (PyObject_GetBuffer(arg, &buffer, PyBUF_SIMPLE) < 0)
+    const char *name = NULL;
+    uint32_t (*update)(uint32_t, const unsigned char *, size_t) = crc32c_update;
+    if (!PyArg_ParseTuple(args, "y*|s:crc32c", &buffer, &name))
         return NULL;
-    uint32_t crc = crc32c_update(0, buffer.buf, (size_t)buffer.len);
+    if (name != NULL) {
+        update = NULL;
+        for (int i = 0; i < crc32c_count; i++)
+            if (strcmp(name, crc32c_names[i]) == 0)
+                update = crc32c_functions[i];
+        if (update == NULL) {
+            PyBuffer_Release(&buffer);
+            return PyErr_Format(PyExc_ValueError, "no CRC32C implementation %s on this CPU", name);
+        }
+    }
+    uint32_t crc = update(0, buffer.buf, (size_t)buffer.len);
     PyBuffer_Release(&buffer);
     return PyLong_FromUnsignedLong(crc);
 }
@@ -565,7 +585,9 @@ static PyMethodDef methods[] = {
      "validate_batches(buf, max_batch_bytes) -> BatchRun, as records.validate_batches."},
     {"assign_batches", (PyCFunction)(void (*)(void))assign_batches, METH_FASTCALL,
      "assign_batches(buf, max_batch_bytes, first_offset, leader_epoch) -> BatchRun, as records.assign_batches."},
-    {"crc32c", crc32c, METH_O, "crc32c(data) -> int: CRC32C of a bytes-like object."},
+    {"crc32c", crc32c, METH_VARARGS,
+     "crc32c(data, implementation=None) -> int: CRC32C of a bytes-like object, by the selected implementation or "
+     "by the one of CRC32C_IMPLEMENTATIONS named."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -574,10 +596,21 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__fastbatch(void) {
+    crc32c_select();
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)
         return NULL;
-    if (PyModule_AddStringConstant(module, "CRC32C_IMPLEMENTATION", crc32c_select()) < 0) {
+    PyObject *names = PyTuple_New(crc32c_count);
+    for (int i = 0; names != NULL && i < crc32c_count; i++) {
+        PyObject *name = PyUnicode_FromString(crc32c_names[i]);
+        if (name == NULL)
+            Py_CLEAR(names);
+        else
+            PyTuple_SET_ITEM(names, i, name);
+    }
+    /* PyModule_AddObject steals the reference only on success. */
+    if (names == NULL || PyModule_AddObject(module, "CRC32C_IMPLEMENTATIONS", names) < 0) {
+        Py_XDECREF(names);
         Py_DECREF(module);
         return NULL;
     }

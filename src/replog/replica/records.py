@@ -224,7 +224,7 @@ def _load_compiled() -> BatchCodec | None:
     except ImportError:  # not built (no C compiler at install): the pure-Python path serves
         return None
     _fastbatch.bind(BatchHeader, BatchRun, CorruptRecordError, InvalidRecordError, RecordTooLargeError)
-    return BatchCodec(f"c/{_fastbatch.CRC32C_IMPLEMENTATION}", _fastbatch.validate_batches, _fastbatch.assign_batches)
+    return BatchCodec(f"c/{_fastbatch.CRC32C_IMPLEMENTATIONS[-1]}", _fastbatch.validate_batches, _fastbatch.assign_batches)
 
 
 COMPILED = _load_compiled()
