@@ -39,3 +39,24 @@ usage() {
     echo "  stop: stop it (data kept); restart: stop, then start on the same port and data" >&2
     exit 2
 }
+
+# await_ready DIR WHAT LOG CHECK...: wait up to 60 s for CHECK; on failure show LOG, stop, exit 1.
+await_ready() {
+    local dir="$1" what="$2" log="$3"; shift 3
+    if ! wait_until 60 "$@"; then
+        echo "$what did not become ready; see $log" >&2
+        tail -20 "$log" >&2 || true
+        stop_pid "$dir"
+        exit 1
+    fi
+}
+
+# dispatch ACTION DIR: run `start` (a function of the calling script), stop or restart.
+dispatch() {
+    case "$1" in
+        start) start ;;
+        stop) stop_pid "$2" ;;
+        restart) stop_pid "$2"; start ;;
+        *) usage ;;
+    esac
+}

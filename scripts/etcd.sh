@@ -24,18 +24,8 @@ start() {
         --logger zap --log-outputs "$dir/etcd.log" \
         > "$dir/stdout.log" 2>&1 < /dev/null &
     echo $! > "$dir/pid"
-    if ! wait_until 60 healthy "$client_port"; then
-        echo "etcd did not report healthy on 127.0.0.1:$client_port; see $dir/etcd.log" >&2
-        tail -20 "$dir/etcd.log" >&2 || true
-        stop_pid "$dir"
-        exit 1
-    fi
+    await_ready "$dir" "etcd on 127.0.0.1:$client_port (endpoint health)" "$dir/etcd.log" healthy "$client_port"
     echo "127.0.0.1:$client_port"
 }
 
-case "$action" in
-    start) start ;;
-    stop) stop_pid "$dir" ;;
-    restart) stop_pid "$dir"; start ;;
-    *) usage ;;
-esac
+dispatch "$action" "$dir"

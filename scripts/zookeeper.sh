@@ -8,8 +8,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 action=$1; dir=$(mkdir -p "$2" && cd "$2" && pwd)
 
 ruok() {
+    # Bounded: a probe accepted while the server is still starting may never be answered.
     local reply
-    reply=$(exec 3<>"/dev/tcp/127.0.0.1/$1" && printf ruok >&3 && cat <&3)
+    reply=$(timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf ruok >&3 && cat <&3' _ "$1")
     [ "$reply" = imok ]
 }
 
@@ -44,18 +45,8 @@ LOG
         org.apache.zookeeper.server.ZooKeeperServerMain "$dir/conf/zoo.cfg" \
         > "$dir/stdout.log" 2>&1 < /dev/null &
     echo $! > "$dir/pid"
-    if ! wait_until 60 ruok "$port"; then
-        echo "zookeeper did not answer ruok on 127.0.0.1:$port; see $dir/stdout.log and $dir/zookeeper.log" >&2
-        tail -20 "$dir/stdout.log" >&2 || true
-        stop_pid "$dir"
-        exit 1
-    fi
+    await_ready "$dir" "zookeeper on 127.0.0.1:$port (ruok)" "$dir/stdout.log" ruok "$port"
     echo "127.0.0.1:$port"
 }
 
-case "$action" in
-    start) start ;;
-    stop) stop_pid "$dir" ;;
-    restart) stop_pid "$dir"; start ;;
-    *) usage ;;
-esac
+dispatch "$action" "$dir"
