@@ -1,0 +1,129 @@
+"""Kafka request decoding and response encoding (via kio), and the versions replog speaks.
+
+Sans-IO: bytes in, typed entities out, and back. A request frame (without its 4-byte size) is
+`api_key i16, api_version i16, correlation_id i32, client_id string, [tagged fields], body`;
+the request header version (1 or 2) and response header version (0 or 1) follow from whether
+the API version is "flexible", which kio's schemas know. ApiVersions always answers with
+response header v0, so that a client can read the answer to a version it guessed wrong.
+
+Version ranges start at the Kafka 4 floor and are contiguous, crossing from non-flexible to
+flexible versions, so librdkafka, kcat, kafka-python and aiokafka (non-flexible only) all find
+a common version. Maxima stop before the versions that replace topic names by topic ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import io
+import struct
+from functools import cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+_REQUEST_PREFIX = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    FIND_COORDINATOR = 10
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
+
+
+# api key -> (min version, max version) that replog implements.
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {}
+
+
+def supports(api_key: int, versions: tuple[int, int]) -> None:
+    """Handlers declare the versions they implement when they register."""
+    SUPPORTED_VERSIONS[int(api_key)] = versions
+
+
+class FrameError(Exception):
+    """The frame cannot be answered: the connection is closed (as Kafka closes it)."""
+
+
+class UnsupportedVersion(Exception):
+    """A known API at a version replog does not speak; carries what is needed to answer."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int):
+        super().__init__(f"api {api_key} version {api_version} is not supported")
+        self.api_key, self.api_version, self.correlation_id = api_key, api_version, correlation_id
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+
+
+@cache
+def _request_codec(api_key: int, api_version: int):
+    schema = load_request_schema(api_key, api_version)
+    header_schema = schema.__header_schema__
+    return entity_reader(header_schema), entity_reader(schema)
+
+
+@cache
+def _response_codec(api_key: int, api_version: int):
+    schema = load_response_schema(api_key, api_version)
+    return schema, schema.__header_schema__, entity_writer(schema.__header_schema__), entity_writer(schema)
+
+
+def peek(frame: memoryview | bytes) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) of a frame; FrameError if it is too short."""
+    if len(frame) < _REQUEST_PREFIX.size:
+        raise FrameError(f"frame of {len(frame)} bytes is shorter than a request header")
+    return _REQUEST_PREFIX.unpack_from(frame)
+
+
+def decode_request(frame: memoryview | bytes) -> Request:
+    """Decode one request frame; trailing bytes after the body are ignored, as Kafka does."""
+    api_key, api_version, correlation_id = peek(frame)
+    versions = SUPPORTED_VERSIONS.get(api_key)
+    if versions is None:
+        raise FrameError(f"unknown or unsupported api key {api_key}")
+    if not versions[0] <= api_version <= versions[1]:
+        raise UnsupportedVersion(api_key, api_version, correlation_id)
+    read_header, read_body = _request_codec(api_key, api_version)
+    if isinstance(frame, memoryview):
+        frame = frame.toreadonly()  # kio's native reader refuses writable buffers
+    try:
+        header, header_size = read_header(frame, 0)
+        body, _ = read_body(frame, header_size)
+    except Exception as error:  # kio raises several types for truncated or garbled input
+        raise FrameError(f"malformed api {api_key} v{api_version} request: {type(error).__name__}: {error}") from None
+    return Request(api_key, api_version, correlation_id, header.client_id, body)
+
+
+def response_schema(api_key: int, api_version: int) -> type:
+    return _response_codec(api_key, api_version)[0]
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
+    """The whole response frame, size prefix included."""
+    _, header_schema, write_header, write_body = _response_codec(api_key, api_version)
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    write_header(out, header_schema(correlation_id=correlation_id))
+    write_body(out, body)
+    frame = out.getbuffer()
+    _SIZE.pack_into(frame, 0, len(frame) - _SIZE.size)
+    del frame
+    return out.getvalue()

@@ -1,0 +1,59 @@
+"""The Kafka protocol server: accepts connections and routes each request to its handler.
+
+Handlers live in `handlers/`, one module per API family; each is a plain coroutine
+`handler(services, request) -> response body | None` that can be tested without sockets. The
+server owns only the sockets: `start`, then `stop` (stop accepting, let each connection finish
+the requests it already sent, close).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from . import codec
+from .framing import KafkaConnection
+from .handlers import HANDLERS
+from .handlers.api_versions import unsupported_version_answer
+
+logger = logging.getLogger(__name__)
+
+IN_FLIGHT_PER_CONNECTION_MAX = 64
+
+
+class KafkaServer:
+    def __init__(self, services: Any, host: str, port: int, *, max_request_bytes: int):
+        self._services = services
+        self.host, self.port = host, port
+        self._max_request_bytes = max_request_bytes
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[KafkaConnection] = set()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._connection, self.host, self.port, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    def _connection(self) -> KafkaConnection:
+        return KafkaConnection(
+            self._dispatch,
+            unsupported_version_answer,
+            max_request_bytes=self._max_request_bytes,
+            in_flight_max=IN_FLIGHT_PER_CONNECTION_MAX,
+            connections=self._connections,
+        )
+
+    async def _dispatch(self, request: codec.Request) -> bytes | None:
+        body = await HANDLERS[request.api_key](self._services, request)
+        if body is None:
+            return None
+        return codec.encode_response(request.api_key, request.api_version, request.correlation_id, body)
+
+    async def stop(self, drain_timeout_s: float = 10.0) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        await asyncio.gather(*(connection.drain_and_close(drain_timeout_s) for connection in list(self._connections)))
+        await self._server.wait_closed()
+        self._server = None
