@@ -14,13 +14,17 @@ a common version. Maxima stop before the versions that replace topic names by to
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 import io
 import struct
+import types
+import typing
 from functools import cache
-from typing import Any
+from typing import Any, Callable
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 _REQUEST_PREFIX = struct.Struct(">hhi")
@@ -127,3 +131,53 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
     _SIZE.pack_into(frame, 0, len(frame) - _SIZE.size)
     del frame
     return out.getvalue()
+
+
+def _milliseconds(value: Any) -> Any:
+    return datetime.timedelta(milliseconds=value) if isinstance(value, int) else value
+
+
+def _error_code(value: Any) -> Any:
+    return ErrorCode(value) if isinstance(value, int) and not isinstance(value, ErrorCode) else value
+
+
+@cache
+def _build_plan(schema: type) -> tuple[tuple[str, type | None, bool, Callable | None], ...]:
+    """Per field: (name, nested entity class or None, whether the value is a tuple of them,
+    converter from the plain value a handler holds: ints for error codes and milliseconds)."""
+    hints = typing.get_type_hints(schema)
+    plan = []
+    for field in dataclasses.fields(schema):
+        hint = hints[field.name]
+        is_tuple = typing.get_origin(hint) is tuple
+        candidates = typing.get_args(hint) if is_tuple or typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        nested = next((arg for arg in candidates if dataclasses.is_dataclass(arg)), None)
+        kafka_type = field.metadata.get("kafka_type", "")
+        convert = _error_code if kafka_type == "error_code" else _milliseconds if kafka_type.startswith("timedelta") else None
+        plan.append((field.name, nested, is_tuple, convert))
+    return tuple(plan)
+
+
+def build(schema: type, values: dict) -> Any:
+    """An entity of `schema` from plain data: nested entities from dicts (or lists of dicts),
+    keys the schema's version lacks ignored, absent keys left to the schema's defaults.
+
+    Lets a handler describe one response for every version it supports.
+    """
+    kwargs = {}
+    for name, nested, is_tuple, convert in _build_plan(schema):
+        if name not in values:
+            continue
+        value = values[name]
+        if convert is not None:
+            value = convert(value)
+        elif nested is not None and value is not None:
+            value = tuple(build(nested, item) for item in value) if is_tuple else build(nested, value)
+        elif is_tuple and value is not None:
+            value = tuple(value)
+        kwargs[name] = value
+    return schema(**kwargs)
+
+
+def build_response(request: Request, values: dict) -> Any:
+    return build(response_schema(request.api_key, request.api_version), values)

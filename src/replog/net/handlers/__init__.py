@@ -26,4 +26,4 @@ def handles(api_key: int, versions: tuple[int, int]) -> Callable[[Handler], Hand
 
 
 # Importing the modules registers their handlers.
-from . import api_versions  # noqa: E402,F401
+from . import api_versions, metadata  # noqa: E402,F401

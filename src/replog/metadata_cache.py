@@ -1,0 +1,161 @@
+"""This broker's view of the cluster, kept current by coordination-store watches.
+
+Metadata requests are frequent (every client, on every error), so they are answered from
+memory: live brokers from `/brokers/ids`, and per partition its replicas, leader, leader epoch
+and ISR from `/brokers/topics/...`. One task per watched node applies each change it sees;
+the view may lag the store by one notification, exactly as Kafka's metadata cache lags its
+controller, and clients recover the same way (they retry on NOT_LEADER_OR_FOLLOWER).
+
+Watches: /brokers/ids (children), /brokers/topics (children), per topic its partitions
+(children), per partition its replicas, leader and ISR (data).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from typing import Awaitable, Callable
+
+from replog.coord_backends import DataEvent, Store, Watch
+from replog.coord_backends import paths
+from replog.coord_backends.paths import BrokerRegistration, InvalidNodeValue, IsrRecord, LeaderRecord, ReplicaAssignment
+
+logger = logging.getLogger(__name__)
+
+NO_LEADER = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionView:
+    replicas: tuple[int, ...] = ()
+    leader: int = NO_LEADER
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+
+
+class MetadataCache:
+    def __init__(self, store: Store):
+        self._store = store
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.topics: dict[str, dict[int, PartitionView]] = {}
+        self._followers: dict[str, list[asyncio.Task]] = {}  # watched path prefix -> its tasks
+        self._changed = asyncio.Event()
+        self.on_topics_changed: Callable[[set[str], set[str]], Awaitable[None]] | None = None
+
+    async def start(self) -> None:
+        await self._follow("/brokers", await self._store.watch_children(paths.BROKER_IDS), self._apply_broker_ids)
+        await self._follow("/topics", await self._store.watch_children(paths.TOPICS), self._apply_topic_names)
+
+    async def close(self) -> None:
+        for tasks in self._followers.values():
+            for task in tasks:
+                task.cancel()
+        await asyncio.gather(*(task for tasks in self._followers.values() for task in tasks), return_exceptions=True)
+        self._followers.clear()
+
+    async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until `condition()` holds after some change to the view, or time runs out."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not condition():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except TimeoutError:
+                return condition()
+        return True
+
+    # following watches
+    async def _follow(self, key: str, watch: Watch, apply: Callable[[object], Awaitable[None]]) -> None:
+        """Apply the watch's current state now, then every later state in a task."""
+        await apply(await anext(watch))
+        self._changed.set()
+
+        async def run() -> None:
+            async with watch:
+                async for state in watch:
+                    try:
+                        await apply(state)
+                    except Exception:
+                        logger.exception("metadata update failed key=%s", key)
+                    self._changed.set()
+
+        self._followers.setdefault(key, []).append(asyncio.create_task(run()))
+
+    async def _forget(self, key_prefix: str) -> None:
+        doomed = [key for key in self._followers if key == key_prefix or key.startswith(key_prefix + "/")]
+        tasks = [task for key in doomed for task in self._followers.pop(key)]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _apply_broker_ids(self, names: tuple[str, ...]) -> None:
+        brokers = {}
+        for name in names:
+            try:
+                data, _ = await self._store.get(paths.broker(int(name)))
+                brokers[int(name)] = BrokerRegistration.decode(data)
+            except Exception as error:  # gone meanwhile, or not ours: the next event settles it
+                logger.debug("skipping broker registration name=%s error=%s", name, error)
+        self.brokers = brokers
+
+    async def _apply_topic_names(self, names: tuple[str, ...]) -> None:
+        added, removed = set(names) - set(self.topics), set(self.topics) - set(names)
+        for topic in removed:
+            await self._forget(f"/topics/{topic}")
+            self.topics.pop(topic, None)
+        for topic in added:
+            self.topics[topic] = {}
+            await self._follow(f"/topics/{topic}", await self._store.watch_children(paths.topic(topic)), self._partitions_applier(topic))
+        if (added or removed) and self.on_topics_changed is not None:
+            await self.on_topics_changed(added, removed)
+
+    def _partitions_applier(self, topic: str) -> Callable[[tuple[str, ...]], Awaitable[None]]:
+        async def apply(names: tuple[str, ...]) -> None:
+            partitions = self.topics.get(topic)
+            if partitions is None:
+                return
+            for name in names:
+                partition = int(name)
+                if partition in partitions:
+                    continue
+                partitions[partition] = PartitionView()
+                key = f"/topics/{topic}/{partition}"
+                for path, field, decode in (
+                    (paths.replicas(topic, partition), "replicas", lambda raw: {"replicas": ReplicaAssignment.decode(raw).replicas}),
+                    (paths.leader(topic, partition), "leader", _leader_fields),
+                    (paths.isr(topic, partition), "isr", lambda raw: {"isr": IsrRecord.decode(raw).isr}),
+                ):
+                    await self._follow(key, await self._store.watch_data(path), self._partition_field_applier(topic, partition, field, decode))
+
+        return apply
+
+    def _partition_field_applier(self, topic: str, partition: int, field: str, decode: Callable[[bytes], dict]):
+        async def apply(event: DataEvent) -> None:
+            partitions = self.topics.get(topic)
+            if partitions is None or partition not in partitions:
+                return
+            try:
+                values = decode(event.data) if event.exists else _ABSENT[field]
+            except InvalidNodeValue as error:
+                logger.warning("unreadable partition metadata topic=%s partition=%d field=%s error=%s", topic, partition, field, error)
+                return
+            partitions[partition] = dataclasses.replace(partitions[partition], **values)
+
+        return apply
+
+
+def _leader_fields(raw: bytes) -> dict:
+    record = LeaderRecord.decode(raw)
+    return {"leader": record.leader, "leader_epoch": record.leader_epoch}
+
+
+_ABSENT = {
+    "replicas": {"replicas": ()},
+    "leader": {"leader": NO_LEADER},
+    "isr": {"isr": ()},
+}

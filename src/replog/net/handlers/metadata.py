@@ -1,0 +1,70 @@
+"""Metadata: brokers, topics and partitions, answered from the broker's metadata cache."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from ..codec import ApiKey, Request, build_response
+from . import handles
+
+
+def _requested_topics(request: Request) -> list[str] | None:
+    """Names asked for, or None for every topic (v0 says "all" with an empty list)."""
+    topics = request.body.topics
+    if topics is None or (request.api_version == 0 and not topics):
+        return None
+    return [topic.name for topic in topics]
+
+
+def partition_entries(services, topic: str) -> list[dict]:
+    live = services.metadata.brokers
+    entries = []
+    for partition, view in sorted(services.metadata.topics.get(topic, {}).items()):
+        entries.append(
+            {
+                "error_code": ErrorCode.none if view.leader in live else ErrorCode.leader_not_available,
+                "partition_index": partition,
+                "leader_id": view.leader if view.leader in live else -1,
+                "leader_epoch": view.leader_epoch,
+                "replica_nodes": view.replicas,
+                "isr_nodes": view.isr,
+                "offline_replicas": tuple(replica for replica in view.replicas if replica not in live),
+            }
+        )
+    return entries
+
+
+@handles(ApiKey.METADATA, (0, 12))
+async def metadata(services, request: Request):
+    names = _requested_topics(request)
+    allow_auto_create = getattr(request.body, "allow_auto_topic_creation", True)
+    topics = []
+    for name in sorted(services.metadata.topics) if names is None else names:
+        error = ErrorCode.none
+        if name not in services.metadata.topics:
+            error = await services.topic_missing(name, allow_auto_create)
+        topics.append(
+            {
+                "error_code": error,
+                "name": name,
+                "topic_id": None,
+                "is_internal": False,
+                "partitions": partition_entries(services, name) if error == ErrorCode.none else [],
+            }
+        )
+    brokers = [
+        {"node_id": broker_id, "host": registration.host, "port": registration.port, "rack": registration.rack}
+        for broker_id, registration in sorted(services.metadata.brokers.items())
+    ]
+    return build_response(
+        request,
+        {
+            "throttle_time": 0,
+            "brokers": brokers,
+            "cluster_id": services.cluster_id,
+            # The V2 design has no controller: every broker acts on the store itself, so any
+            # broker can take the admin requests clients send to "the controller".
+            "controller_id": services.broker_id,
+            "topics": topics,
+        },
+    )

@@ -1,0 +1,54 @@
+"""The broker's metadata cache follows the store on every backend."""
+
+from __future__ import annotations
+
+from replog.coord_backends import paths
+from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment
+from replog.metadata_cache import NO_LEADER, MetadataCache, PartitionView
+
+WAIT_S = 10
+
+
+async def test_cache_follows_brokers_topics_leaders_and_isr(connect):
+    admin, broker_side = await connect(), await connect()
+    await admin.create(paths.BROKER_IDS, b"", make_parents=True)
+    await admin.create(paths.TOPICS, b"", make_parents=True)
+    await admin.create(paths.replicas("orders", 0), ReplicaAssignment((1, 2)).encode(), make_parents=True)
+    cache = MetadataCache(broker_side)
+    await cache.start()
+    try:
+        assert cache.topics == {"orders": {0: PartitionView(replicas=(1, 2))}}
+        assert cache.brokers == {}
+
+        await admin.create(paths.broker(1), BrokerRegistration("127.0.0.1", 9092, "r1").encode(), ephemeral=True)
+        assert await cache.wait_for(lambda: 1 in cache.brokers, WAIT_S)
+        assert cache.brokers[1].rack == "r1"
+
+        await admin.create(paths.leader("orders", 0), LeaderRecord(leader=1, leader_epoch=4).encode(), ephemeral=True)
+        await admin.create(paths.isr("orders", 0), IsrRecord(isr=(1, 2), leader_epoch=4).encode())
+        expected = PartitionView(replicas=(1, 2), leader=1, leader_epoch=4, isr=(1, 2))
+        assert await cache.wait_for(lambda: cache.topics["orders"][0] == expected, WAIT_S)
+
+        await admin.create(paths.replicas("orders", 1), ReplicaAssignment((2, 1)).encode(), make_parents=True)
+        await admin.create(paths.replicas("events", 0), ReplicaAssignment((1,)).encode(), make_parents=True)
+        assert await cache.wait_for(lambda: 1 in cache.topics["orders"] and "events" in cache.topics, WAIT_S)
+
+        await admin.delete(paths.leader("orders", 0))
+        assert await cache.wait_for(lambda: cache.topics["orders"][0].leader == NO_LEADER, WAIT_S)
+
+        await admin.delete(paths.topic("orders"), recursive=True)
+        assert await cache.wait_for(lambda: "orders" not in cache.topics, WAIT_S)
+        assert "events" in cache.topics
+    finally:
+        await cache.close()
+
+
+async def test_wait_for_gives_up_at_its_deadline(store):
+    await store.create(paths.BROKER_IDS, b"", make_parents=True)
+    await store.create(paths.TOPICS, b"", make_parents=True)
+    cache = MetadataCache(store)
+    await cache.start()
+    try:
+        assert await cache.wait_for(lambda: "never" in cache.topics, 0.2) is False
+    finally:
+        await cache.close()
