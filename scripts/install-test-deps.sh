@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs Debian's ZooKeeper and etcd for the test suite, if they are missing.
+# Installs what the test suite needs from Debian, if missing: ZooKeeper, etcd, and kcat (a
+# real Kafka client the client tests drive).
 # A policy-rc.d that refuses every start keeps apt from launching them as system services:
 # tests run their own instances on free 127.0.0.1 ports (scripts/zookeeper.sh, scripts/etcd.sh).
 set -euo pipefail
@@ -9,6 +10,7 @@ needed=()
 command -v etcd >/dev/null 2>&1 || needed+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || needed+=(etcd-client)
 command -v java >/dev/null 2>&1 || needed+=(default-jre-headless)
+command -v kcat >/dev/null 2>&1 || needed+=(kcat)
 [ ${#needed[@]} -eq 0 ] && exit 0
 
 sudo_cmd=()
