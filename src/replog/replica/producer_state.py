@@ -1,0 +1,355 @@
+"""Idempotent producer state of one partition: Kafka's ProducerStateManager without transactions.
+
+For every producer id seen in the log it keeps the producer epoch and the last
+BATCHES_KEPT_PER_PRODUCER batches appended for it (first and last sequence, first and last
+offset). Before a leader appends, `check` compares a request's batch headers with that state:
+
+    producer id -1                          not idempotent: no checks, no state
+    same epoch, same sequence range as a    duplicate (a retry after a lost response): not
+      kept batch                            appended again, acknowledged with its first offsets
+    producer unknown (no kept batch)        accepted with any sequence: its batches may have
+                                            been removed by retention (as Kafka)
+    epoch older than the kept one           INVALID_PRODUCER_EPOCH (47)
+    epoch newer than the kept one           accepted only from sequence 0, else OUT_OF_ORDER (45)
+    same epoch                              accepted only at the next sequence, else OUT_OF_ORDER
+    producer id set, base sequence < 0      INVALID_RECORD (87), as Kafka's LogValidator
+
+Sequences are int32 and wrap from 2**31 - 1 to 0, as Kafka's do. Only the 61-byte batch headers
+are read, never records.
+
+Persistence: the state is derived from the log's batch headers. `take_snapshot` writes it at
+clean shutdown to `<log end offset, 20 digits>.snapshot` in the log directory (Kafka's name);
+`load` trusts a snapshot only if it ends exactly at the log end offset, deletes it at once
+(so that a later crash never trusts it against a changed log) and otherwise rebuilds by scanning
+every batch header from the log start. After the log is truncated, call `rebuild`: the kept
+window of 5 batches cannot be rolled back in memory, because the batches before it are gone.
+
+Transactional and control batches get no special handling: the broker offers no transaction
+coordinator, so no client can produce them legitimately; control batches are skipped.
+
+Concurrency: owned by the partition's event loop, like its Log; no locking.
+"""
+
+import collections
+import dataclasses
+import logging
+import os
+import struct
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+from replog.replica.checkpoint import fsync_directory, read_checkpoint, write_checkpoint
+from replog.replica.errors import InvalidRecordError, ReplicaError
+from replog.replica.log import Log
+from replog.replica.records import HEADER_SIZE_BYTES, LOG_OVERHEAD_BYTES
+
+logger = logging.getLogger(__name__)
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+# Kafka's NUM_BATCHES_TO_RETAIN: a client keeps at most 5 requests in flight per partition with
+# idempotence on, so any retry it can send is one of the last 5 batches.
+BATCHES_KEPT_PER_PRODUCER = 5
+SNAPSHOT_SUFFIX = ".snapshot"
+_MAX_SEQUENCE = 2**31 - 1
+_CONTROL_BATCH_BIT = 0x20
+_SNAPSHOT_FIELDS = 7
+# A rebuild reads headers through windows of this size: one syscall covers many small batches,
+# and a large batch costs one header-sized read rather than a read of its records.
+_SCAN_WINDOW_BYTES = 64 << 10
+# The header fields producer state needs: base offset, batch length, attributes, last offset
+# delta, max timestamp, producer id, producer epoch, base sequence.
+_PRODUCER_HEADER = struct.Struct(">qi9xhi8xqqhi4x")
+assert _PRODUCER_HEADER.size == HEADER_SIZE_BYTES
+
+
+class OutOfOrderSequenceError(ReplicaError):
+    """A batch's first sequence does not follow the producer's last one (or a new epoch's is not 0)."""
+
+    error_code = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(ReplicaError):
+    """A batch comes from an epoch older than the producer's current one (a fenced producer)."""
+
+    error_code = 47  # INVALID_PRODUCER_EPOCH
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """`sequence + increment` in Kafka's int32 sequence space, which wraps to 0 after 2**31 - 1."""
+    if sequence > _MAX_SEQUENCE - increment:
+        return increment - (_MAX_SEQUENCE - sequence) - 1
+    return sequence + increment
+
+
+class ProducerBatch(NamedTuple):
+    """The producer fields of one batch header, and where its offsets start."""
+
+    base_offset: int  # as stored in the header: the real offset in the log, 0-based in a request
+    last_offset_delta: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+    @property
+    def last_sequence(self) -> int:
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
+
+
+class BatchMetadata(NamedTuple):
+    """One appended batch of a producer: what a retry of it is recognised and answered by."""
+
+    first_sequence: int
+    last_sequence: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclasses.dataclass
+class ProducerEntry:
+    """A producer's epoch, its last kept batches (oldest first), and its last batch timestamp
+    (the batch's max timestamp, as Kafka: expiry counts from it)."""
+
+    epoch: int
+    batches: collections.deque
+    last_timestamp_ms: int
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_sequence
+
+    def find_duplicate(self, batch: ProducerBatch) -> BatchMetadata | None:
+        if batch.producer_epoch != self.epoch:
+            return None
+        for kept in self.batches:  # bounded by BATCHES_KEPT_PER_PRODUCER
+            if kept.first_sequence == batch.base_sequence and kept.last_sequence == batch.last_sequence:
+                return kept
+        return None
+
+
+class ProducerCheck(NamedTuple):
+    """What `check` found: a duplicate (its original offsets) or the idempotent batches to record
+    once the log has appended the request. `batches` carry offsets relative to the request."""
+
+    duplicate: BatchMetadata | None
+    batches: list[ProducerBatch]
+
+
+_NOTHING_TO_RECORD = ProducerCheck(None, [])
+
+
+def _parse_producer_header(buf, position: int) -> tuple[int, ProducerBatch | None]:
+    """(size in bytes, producer fields) of the batch at `position`; size 0 if the header cannot be
+    read (the log's own validation reports that batch); fields None for a control batch."""
+    (base_offset, batch_length, attributes, last_offset_delta, max_timestamp, producer_id,
+     producer_epoch, base_sequence) = _PRODUCER_HEADER.unpack_from(buf, position)
+    if batch_length < HEADER_SIZE_BYTES - LOG_OVERHEAD_BYTES or last_offset_delta < 0:
+        return 0, None
+    if attributes & _CONTROL_BATCH_BIT:
+        return batch_length + LOG_OVERHEAD_BYTES, None
+    batch = ProducerBatch(base_offset, last_offset_delta, max_timestamp, producer_id, producer_epoch, base_sequence)
+    return batch_length + LOG_OVERHEAD_BYTES, batch
+
+
+def iter_producer_batches(buf) -> Iterator[ProducerBatch]:
+    """The producer fields of each batch in `buf` (whole batches), control batches skipped."""
+    position = 0
+    end = len(buf)
+    while end - position >= HEADER_SIZE_BYTES:  # bounded: each step advances >= 61 bytes
+        size_bytes, batch = _parse_producer_header(buf, position)
+        if not size_bytes:
+            return
+        if batch is not None:
+            yield batch
+        position += size_bytes
+
+
+def _check_sequence(epoch: int, last_sequence: int, batch: ProducerBatch) -> None:
+    """Raise unless `batch` may follow a producer now at (`epoch`, `last_sequence`)."""
+    if batch.base_sequence < 0:
+        raise InvalidRecordError(f"producer {batch.producer_id} sent base sequence {batch.base_sequence}")
+    if epoch == NO_PRODUCER_EPOCH:
+        return
+    if batch.producer_epoch < epoch:
+        raise InvalidProducerEpochError(
+            f"producer {batch.producer_id} epoch {batch.producer_epoch} is older than its current epoch {epoch}"
+        )
+    if batch.producer_epoch > epoch:
+        if batch.base_sequence != 0:
+            raise OutOfOrderSequenceError(
+                f"producer {batch.producer_id} new epoch {batch.producer_epoch} starts at sequence "
+                f"{batch.base_sequence}, not 0"
+            )
+        return
+    expected = increment_sequence(last_sequence, 1)
+    if batch.base_sequence != expected:
+        raise OutOfOrderSequenceError(
+            f"producer {batch.producer_id} epoch {epoch} sent sequence {batch.base_sequence}, expected {expected}"
+        )
+
+
+class ProducerStateManager:
+    """Producer id -> ProducerEntry for one partition's log. See the module docstring."""
+
+    def __init__(self, directory: Path, topic: str, partition: int):
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self._producers: dict[int, ProducerEntry] = {}
+
+    @property
+    def producers(self) -> Mapping[int, ProducerEntry]:
+        return self._producers
+
+    # -- the append path -----------------------------------------------------------------------
+
+    def check(self, batches) -> ProducerCheck:
+        """Judge a producer's request before the log appends it; raises the Kafka errors of the
+        module docstring. A duplicate anywhere makes the whole request a duplicate, as in Kafka
+        (clients send one batch per partition per request)."""
+        to_record = []
+        # Epoch and last sequence each producer reaches through the earlier batches of this
+        # request, so that several batches of one producer in one request chain correctly.
+        reached: dict[int, tuple[int, int]] = {}
+        relative_offset = 0
+        for batch in iter_producer_batches(batches):  # bounded by the batches in the request
+            next_relative_offset = relative_offset + batch.last_offset_delta + 1
+            if batch.producer_id != NO_PRODUCER_ID:
+                entry = self._producers.get(batch.producer_id)
+                duplicate = entry.find_duplicate(batch) if entry is not None else None
+                if duplicate is not None:
+                    return ProducerCheck(duplicate, [])
+                default = (entry.epoch, entry.last_sequence) if entry is not None else (NO_PRODUCER_EPOCH, NO_SEQUENCE)
+                epoch, last_sequence = reached.get(batch.producer_id, default)
+                _check_sequence(epoch, last_sequence, batch)
+                reached[batch.producer_id] = (batch.producer_epoch, batch.last_sequence)
+                to_record.append(batch._replace(base_offset=relative_offset))
+            relative_offset = next_relative_offset
+        return ProducerCheck(None, to_record) if to_record else _NOTHING_TO_RECORD
+
+    def record_append(self, check: ProducerCheck, first_offset: int) -> None:
+        """Record the batches `check` accepted, now that the log appended them from `first_offset`."""
+        for batch in check.batches:  # bounded by the batches in the request
+            self._record(batch._replace(base_offset=first_offset + batch.base_offset))
+
+    def record_replicated(self, batches) -> None:
+        """Record batches copied from a leader (offsets as in their headers), without checks."""
+        for batch in iter_producer_batches(batches):  # bounded by the batches in the buffer
+            if batch.producer_id != NO_PRODUCER_ID:
+                self._record(batch)
+
+    def _record(self, batch: ProducerBatch) -> None:
+        metadata = BatchMetadata(batch.base_sequence, batch.last_sequence, batch.base_offset,
+                                 batch.base_offset + batch.last_offset_delta)
+        entry = self._producers.get(batch.producer_id)
+        if entry is None or entry.epoch != batch.producer_epoch:
+            # A new epoch starts a new sequence space: the old epoch's batches can no longer
+            # be retried (Kafka clears them too).
+            entry = ProducerEntry(batch.producer_epoch, collections.deque(maxlen=BATCHES_KEPT_PER_PRODUCER),
+                                  batch.max_timestamp)
+            self._producers[batch.producer_id] = entry
+        entry.batches.append(metadata)
+        entry.last_timestamp_ms = batch.max_timestamp
+
+    # -- keeping the state consistent with the log ---------------------------------------------
+
+    def truncate_head(self, log_start_offset: int) -> None:
+        """Forget producers whose last batch is below `log_start_offset` (retention removed it), so
+        that the state equals what a rebuild from the log would find."""
+        gone = [pid for pid, entry in self._producers.items() if entry.batches[-1].last_offset < log_start_offset]
+        for producer_id in gone:  # bounded by the number of producers
+            del self._producers[producer_id]
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers silent for `expiration_ms` (producer.id.expiration.ms); returns how many.
+
+        This is what bounds the number of producers kept."""
+        expired = [pid for pid, entry in self._producers.items() if now_ms - entry.last_timestamp_ms >= expiration_ms]
+        for producer_id in expired:  # bounded by the number of producers
+            del self._producers[producer_id]
+        if expired:
+            logger.info("expired producer ids topic=%s partition=%d count=%d",
+                        self.topic, self.partition, len(expired))
+        return len(expired)
+
+    def load(self, log: Log) -> None:
+        """Build the state at open: from the clean-shutdown snapshot if it matches, else by scan."""
+        snapshots = sorted(self.directory.glob("*" + SNAPSHOT_SUFFIX))
+        snapshot_offsets = [int(path.stem) for path in snapshots if path.stem.isdigit()]
+        loaded = False
+        if snapshot_offsets and snapshot_offsets[-1] == log.log_end_offset:
+            loaded = self._read_snapshot(snapshots[-1])
+        for path in snapshots:  # bounded: one per clean shutdown, all removed here
+            path.unlink()
+        if snapshots:
+            fsync_directory(self.directory)
+        if loaded:
+            logger.info("loaded producer state from snapshot topic=%s partition=%d offset=%d producers=%d",
+                        self.topic, self.partition, log.log_end_offset, len(self._producers))
+        else:
+            self.rebuild(log)
+
+    def rebuild(self, log: Log) -> None:
+        """Forget everything and rescan every batch header of `log` (after open or truncation)."""
+        self._producers = {}
+        batches_scanned = 0
+        for batch in _scan_log(log):  # bounded by the batches in the log
+            batches_scanned += 1
+            if batch.producer_id != NO_PRODUCER_ID:
+                self._record(batch)
+        logger.info("rebuilt producer state from log topic=%s partition=%d batches=%d producers=%d",
+                    self.topic, self.partition, batches_scanned, len(self._producers))
+
+    def take_snapshot(self, log_end_offset: int) -> None:
+        """Write the state as of `log_end_offset`, which must be the log's end: at clean shutdown."""
+        lines = [
+            f"{pid} {entry.epoch} {entry.last_timestamp_ms} {b.first_sequence} {b.last_sequence} "
+            f"{b.first_offset} {b.last_offset}"
+            for pid, entry in self._producers.items()
+            for b in entry.batches
+        ]
+        write_checkpoint(self.directory / f"{log_end_offset:020d}{SNAPSHOT_SUFFIX}", lines)
+
+    def _read_snapshot(self, path: Path) -> bool:
+        entries = read_checkpoint(path, _SNAPSHOT_FIELDS)
+        try:
+            rows = [[int(field) for field in entry] for entry in entries]
+        except ValueError:
+            logger.warning("malformed producer snapshot path=%s", path)
+            return False
+        # read_checkpoint answers [] for a damaged file as for an empty state; only the latter
+        # may be trusted.
+        if not rows and path.read_text().split() != ["0", "0"]:
+            return False
+        producers: dict[int, ProducerEntry] = {}
+        for pid, epoch, timestamp_ms, first_sequence, last_sequence, first_offset, last_offset in rows:
+            entry = producers.setdefault(
+                pid, ProducerEntry(epoch, collections.deque(maxlen=BATCHES_KEPT_PER_PRODUCER), timestamp_ms)
+            )
+            entry.batches.append(BatchMetadata(first_sequence, last_sequence, first_offset, last_offset))
+        self._producers = producers
+        return True
+
+
+def _scan_log(log: Log) -> Iterator[ProducerBatch]:
+    """Every batch header of `log` from its start, reading headers only (not records)."""
+    if log.log_end_offset == log.log_start_offset:
+        return
+    for piece in log.read(log.log_start_offset, log.size_bytes):  # bounded by the segments
+        window = b""
+        window_position = 0
+        position = piece.position
+        end_position = piece.position + piece.size_bytes
+        while end_position - position >= HEADER_SIZE_BYTES:  # bounded: each step advances >= 61 bytes
+            if position + HEADER_SIZE_BYTES > window_position + len(window):
+                window_position = position
+                window = os.pread(piece.fd, min(_SCAN_WINDOW_BYTES, end_position - position), position)
+            size_bytes, batch = _parse_producer_header(window, position - window_position)
+            if not size_bytes:
+                raise InvalidRecordError(f"unreadable batch header at position {position} of {log.directory}")
+            if batch is not None:
+                yield batch
+            position += size_bytes

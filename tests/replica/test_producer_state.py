@@ -1,0 +1,293 @@
+"""Idempotent producer state: duplicates, gaps, epochs, sequence wrap, restart and truncation."""
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from replog.replica.errors import InvalidRecordError
+from replog.replica.log import Log, LogConfig
+from replog.replica.producer_state import (
+    BATCHES_KEPT_PER_PRODUCER,
+    SNAPSHOT_SUFFIX,
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+    ProducerStateManager,
+    increment_sequence,
+)
+from tests.replica.batches import producer_batch
+from tests.unit.log_fixtures import ManualClock
+
+MAX_SEQUENCE = 2**31 - 1
+PID = 4000
+
+
+def open_state(directory: Path) -> tuple[Log, ProducerStateManager]:
+    log = Log(directory, LogConfig(segment_bytes=300), ManualClock())
+    state = ProducerStateManager(directory, log.topic, log.partition)
+    state.load(log)
+    return log, state
+
+
+def append(log: Log, state: ProducerStateManager, batches: bytearray) -> tuple[int, bool]:
+    """(first offset, whether it was a duplicate): what the partition does around the log."""
+    check = state.check(batches)
+    if check.duplicate is not None:
+        return check.duplicate.first_offset, True
+    first_offset, _ = log.append(batches, leader_epoch=0)
+    state.record_append(check, first_offset)
+    return first_offset, False
+
+
+def batch(base_sequence: int, records: int = 1, epoch: int = 0, pid: int = PID, timestamp_ms: int = 0) -> bytearray:
+    return producer_batch(records, pid, epoch, base_sequence, max_timestamp=timestamp_ms)
+
+
+@pytest.fixture
+def opened(tmp_path):
+    return open_state(tmp_path / "orders-0")
+
+
+def test_retry_of_any_of_the_last_five_batches_is_a_duplicate_with_its_original_offsets(opened):
+    log, state = opened
+    firsts = [append(log, state, batch(seq * 2, records=2))[0] for seq in range(7)]
+    end_offset = log.log_end_offset
+    for kept in range(7 - BATCHES_KEPT_PER_PRODUCER, 7):
+        assert append(log, state, batch(kept * 2, records=2)) == (firsts[kept], True)
+    assert log.log_end_offset == end_offset
+    with pytest.raises(OutOfOrderSequenceError):  # older than the window: no longer recognisable
+        state.check(batch(0, records=2))
+
+
+def test_a_sequence_gap_or_overlap_is_out_of_order(opened):
+    log, state = opened
+    append(log, state, batch(0, records=3))
+    for wrong in (batch(4), batch(2, records=2), batch(1, records=2)):
+        with pytest.raises(OutOfOrderSequenceError):
+            state.check(wrong)
+    assert append(log, state, batch(3)) == (3, False)
+
+
+def test_an_unknown_producer_may_start_at_any_sequence(opened):
+    # As Kafka: retention may have removed all of a live producer's batches.
+    log, state = opened
+    assert append(log, state, batch(1234)) == (0, False)
+    assert state.producers[PID].last_sequence == 1234
+
+
+def test_older_epoch_is_fenced_and_a_new_epoch_starts_at_zero(opened):
+    log, state = opened
+    append(log, state, batch(0, epoch=3))
+    with pytest.raises(InvalidProducerEpochError):
+        state.check(batch(1, epoch=2))
+    with pytest.raises(OutOfOrderSequenceError):
+        state.check(batch(1, epoch=4))
+    append(log, state, batch(0, epoch=4))
+    with pytest.raises(InvalidProducerEpochError):  # the old epoch's batch is no longer a duplicate
+        state.check(batch(0, epoch=3))
+    assert state.producers[PID].epoch == 4
+
+
+def test_sequences_wrap_after_int32_max(opened):
+    log, state = opened
+    append(log, state, batch(MAX_SEQUENCE - 1))
+    append(log, state, batch(MAX_SEQUENCE, records=3))  # MAX, 0, 1
+    assert state.producers[PID].last_sequence == 1
+    with pytest.raises(OutOfOrderSequenceError):
+        state.check(batch(MAX_SEQUENCE + 1 - 2**31 + 5))
+    assert append(log, state, batch(2)) == (4, False)
+    assert append(log, state, batch(MAX_SEQUENCE, records=3)) == (1, True)
+    assert increment_sequence(MAX_SEQUENCE, 1) == 0
+
+
+def test_non_idempotent_batches_are_not_checked_or_kept(opened):
+    log, state = opened
+    append(log, state, producer_batch(2))
+    assert append(log, state, producer_batch(2)) == (2, False)
+    assert state.producers == {}
+
+
+def test_idempotent_batch_without_a_sequence_is_invalid(opened):
+    _, state = opened
+    with pytest.raises(InvalidRecordError):
+        state.check(batch(-1))
+
+
+def test_batches_of_one_producer_in_one_request_chain(opened):
+    log, state = opened
+    assert append(log, state, batch(0, records=2) + producer_batch(1) + batch(2)) == (0, False)
+    assert [b.first_offset for b in state.producers[PID].batches] == [0, 3]
+    with pytest.raises(OutOfOrderSequenceError):
+        state.check(batch(3) + batch(5))
+
+
+def test_clean_restart_loads_the_snapshot_and_removes_it(tmp_path):
+    log, state = open_state(tmp_path / "orders-0")
+    append(log, state, batch(0, records=2, timestamp_ms=77))
+    append(log, state, batch(0, pid=PID + 1, epoch=2))
+    before = dict(state.producers)
+    state.take_snapshot(log.log_end_offset)
+    log.close()
+    snapshot = tmp_path / "orders-0" / f"{log.log_end_offset:020d}{SNAPSHOT_SUFFIX}"
+    assert snapshot.exists()
+
+    log, state = open_state(tmp_path / "orders-0")
+    assert state.producers == before
+    assert not snapshot.exists()
+    assert append(log, state, batch(0, records=2)) == (0, True)
+
+
+def test_crash_restart_rebuilds_from_the_log_headers(tmp_path):
+    log, state = open_state(tmp_path / "orders-0")
+    for seq in range(0, 40, 4):  # several segments
+        append(log, state, batch(seq, records=4, timestamp_ms=seq))
+    before = dict(state.producers)
+    log.close_handles()
+
+    log, state = open_state(tmp_path / "orders-0")
+    assert len(log.segments) > 1
+    assert state.producers == before
+
+
+def test_snapshot_not_at_the_log_end_is_ignored(tmp_path):
+    log, state = open_state(tmp_path / "orders-0")
+    append(log, state, batch(0))
+    state.take_snapshot(log.log_end_offset)
+    append(log, state, batch(1))  # the log moves on past the snapshot, then the broker crashes
+    log.close_handles()
+
+    log, state = open_state(tmp_path / "orders-0")
+    assert state.producers[PID].last_sequence == 1
+    assert list((tmp_path / "orders-0").glob("*" + SNAPSHOT_SUFFIX)) == []
+
+
+def test_damaged_snapshot_falls_back_to_a_rebuild(tmp_path):
+    log, state = open_state(tmp_path / "orders-0")
+    append(log, state, batch(0))
+    state.take_snapshot(log.log_end_offset)
+    log.close()
+    snapshot = next((tmp_path / "orders-0").glob("*" + SNAPSHOT_SUFFIX))
+    snapshot.write_text("0\n3\ngarbage\n")
+
+    _, state = open_state(tmp_path / "orders-0")
+    assert state.producers[PID].last_sequence == 0
+
+
+def test_rebuild_after_truncation_rolls_the_state_back(opened):
+    log, state = opened
+    append(log, state, batch(0, records=2))
+    append(log, state, batch(2, records=2))
+    log.truncate_to(2)
+    state.rebuild(log)
+    assert state.producers[PID].last_sequence == 1
+    assert append(log, state, batch(2, records=2)) == (2, False)  # appended again, not a duplicate
+
+
+def test_truncation_of_all_a_producers_batches_forgets_it(opened):
+    log, state = opened
+    append(log, state, batch(5))
+    log.truncate_to(0)
+    state.rebuild(log)
+    assert state.producers == {}
+
+
+def test_truncate_head_forgets_producers_wholly_below_the_log_start(opened):
+    log, state = opened
+    append(log, state, batch(0, pid=1))
+    append(log, state, batch(0, pid=2))
+    state.truncate_head(1)
+    assert list(state.producers) == [2]
+
+
+def test_silent_producers_expire(opened):
+    log, state = opened
+    append(log, state, batch(0, pid=1, timestamp_ms=1_000))
+    append(log, state, batch(0, pid=2, timestamp_ms=5_000))
+    assert state.remove_expired(now_ms=10_000, expiration_ms=6_000) == 1
+    assert list(state.producers) == [2]
+
+
+# -- model test ------------------------------------------------------------------------------
+
+class SequenceModel:
+    """Kafka's rules written plainly: the whole history per producer, modular arithmetic."""
+
+    def __init__(self):
+        self.epochs: dict[int, int] = {}
+        self.history: dict[int, list[tuple[int, int, int]]] = {}  # (first seq, last seq, first offset)
+
+    def expect(self, pid: int, epoch: int, base_sequence: int, records: int) -> tuple[str, int | None]:
+        last_sequence = (base_sequence + records - 1) % 2**31
+        history = self.history.get(pid, [])
+        if pid in self.epochs and epoch == self.epochs[pid]:
+            for first, last, offset in history[-BATCHES_KEPT_PER_PRODUCER:]:
+                if (first, last) == (base_sequence, last_sequence):
+                    return "duplicate", offset
+        if pid not in self.epochs:
+            return "append", None
+        if epoch < self.epochs[pid]:
+            return "fenced", None
+        if epoch > self.epochs[pid]:
+            return ("append", None) if base_sequence == 0 else ("out_of_order", None)
+        return ("append", None) if base_sequence == (history[-1][1] + 1) % 2**31 else ("out_of_order", None)
+
+    def appended(self, pid: int, epoch: int, base_sequence: int, records: int, first_offset: int) -> None:
+        if self.epochs.get(pid) != epoch:
+            self.history[pid] = []
+        self.epochs[pid] = epoch
+        self.history[pid].append((base_sequence, (base_sequence + records - 1) % 2**31, first_offset))
+
+
+def next_sequences(model: SequenceModel, pid: int) -> list[int]:
+    """Sequences worth trying for `pid`: the next, a retry, a gap, zero, and near the wrap."""
+    history = model.history.get(pid)
+    if not history:
+        return [0, MAX_SEQUENCE - 1]
+    last = history[-1][1]
+    retry = history[max(len(history) - BATCHES_KEPT_PER_PRODUCER - 1, 0)][0]
+    return [(last + 1) % 2**31, retry, history[-1][0], (last + 3) % 2**31, 0]
+
+
+operations = st.lists(
+    st.tuples(st.sampled_from([1, 2]), st.integers(0, 2), st.integers(0, 4), st.integers(1, 3),
+              st.sampled_from(["append", "append", "append", "clean_restart", "crash_restart"])),
+    min_size=1, max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(operations)
+def test_producer_state_matches_the_model_and_survives_restarts(steps):
+    outcomes = {OutOfOrderSequenceError: "out_of_order", InvalidProducerEpochError: "fenced"}
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp) / "orders-0"
+        log, state = open_state(directory)
+        model = SequenceModel()
+        for pid, epoch, sequence_choice, records, action in steps:
+            if action == "clean_restart":
+                state.take_snapshot(log.log_end_offset)
+                log.close()
+            elif action == "crash_restart":
+                log.close_handles()
+            if action != "append":
+                before = dict(state.producers)
+                log, state = open_state(directory)
+                assert state.producers == before
+                continue
+            options = next_sequences(model, pid)
+            base_sequence = options[sequence_choice % len(options)]
+            expected, expected_offset = model.expect(pid, epoch, base_sequence, records)
+            event(expected)
+            try:
+                first_offset, duplicate = append(log, state, batch(base_sequence, records, epoch, pid))
+            except (OutOfOrderSequenceError, InvalidProducerEpochError) as error:
+                assert outcomes[type(error)] == expected
+                continue
+            if duplicate:
+                assert (expected, expected_offset) == ("duplicate", first_offset)
+            else:
+                assert expected == "append"
+                model.appended(pid, epoch, base_sequence, records, first_offset)
+        log.close()
