@@ -1,0 +1,550 @@
+"""One partition replica hosted on this broker: the seed's Partition and Replica.
+
+Every rule about the in-sync replica set (ISR) and the high watermark (HW) lives here, as in
+Kafka's Partition.scala; the replica manager only routes requests to partitions.
+
+State kept (the seed's "Key data structures"):
+    assigned_replicas (AR)  broker ids, first = preferred leader
+    isr (ISR)               in-sync replicas, always holding the leader; changed by `update_isr`
+    catch_up_replicas (CUR) AR - ISR
+    leader_epoch            fences requests from older leaders and their clients
+    log_end_offset (LEO)    of the local log; followers' LEOs are what they last fetched from
+    high_watermark (HW)     min LEO over the ISR; never moves backwards on the leader; consumers
+                            never see data at or above it
+
+States (explicit): LEADER -> CLOSED. This broker leads every partition it hosts until
+replication (becomeFollower) adds FOLLOWER.
+
+The commit queue is the seed's commitQ: one entry (last offset, future) per acks=-1 append
+waiting for the HW to pass its last offset, in offset order because appends are. Every HW
+advance resolves the entries it passed, with NOT_ENOUGH_REPLICAS_AFTER_APPEND instead of success
+if the ISR had meanwhile shrunk below min.insync.replicas (Kafka's DelayedProduce rule). The seed's
+commit thread is thus not a loop but the HW advance itself; issue 5's ISR maintenance (shrinking
+lagging followers after replica.lag.time.max.ms, expanding caught-up ones through the store's
+compare-and-set) calls `update_isr`.
+
+Long polls: a ReadWaiter is registered with any number of partitions and woken by the first
+whose readable end passes its fetch offset (HW for consumers, LEO for followers).
+
+Concurrency: owned by one event loop; methods never block on anything but the local disk.
+"""
+
+import asyncio
+import bisect
+import collections
+import dataclasses
+import enum
+import logging
+from collections.abc import Collection
+from typing import NamedTuple
+
+from replog.replica.checkpoint import UNDEFINED_EPOCH
+from replog.replica.errors import ReplicaError
+from replog.replica.log import Log
+from replog.replica.producer_state import ProducerStateManager
+from replog.replica.segment import FileSlice
+
+logger = logging.getLogger(__name__)
+
+NO_LEADER_EPOCH = -1  # a request that does not say which leader epoch it expects
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+UNKNOWN_OFFSET = -1
+NO_TIMESTAMP = -1
+# An acks=-1 request holds a slot until committed or timed out. Requests in flight are bounded
+# by connections x in-flight requests each, so this is only reached when the HW is stuck; then
+# refusing (before appending, so that a retry duplicates nothing) beats growing without end.
+COMMIT_QUEUE_CAPACITY = 10_000
+# Long-polling fetches waiting on one partition; beyond this a fetch is answered at once.
+WATCHES_PER_PARTITION_MAX = 10_000
+
+
+class ErrorCode(enum.IntEnum):
+    """Kafka error codes a partition answers with, besides those of its log (errors.py)."""
+
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 76
+
+
+class ReplicaState(enum.Enum):
+    LEADER = "leader"
+    CLOSED = "closed"
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionConfig:
+    """Topic settings the partition enforces (the log's are LogConfig), Kafka's names and defaults.
+
+    min.insync.replicas; message.timestamp.type: only CreateTime, because LogAppendTime needs the
+    broker to rewrite each batch's max timestamp and timestamp-type attribute, which lie inside
+    the CRC, and Log.append offers no such rewrite. producer.id.expiration.ms.
+    """
+
+    min_insync_replicas: int = 1
+    message_timestamp_type: str = "CreateTime"
+    producer_id_expiration_ms: int = 24 * 3600 * 1000
+
+    def __post_init__(self) -> None:
+        if self.min_insync_replicas < 1:
+            raise ValueError(f"min.insync.replicas must be >= 1, got {self.min_insync_replicas}")
+        if self.message_timestamp_type != "CreateTime":
+            raise ValueError(
+                f"message.timestamp.type={self.message_timestamp_type} is not supported: only CreateTime "
+                "(LogAppendTime needs the log to rewrite batch timestamps and CRCs on append)"
+            )
+        if self.producer_id_expiration_ms < 1:
+            raise ValueError(f"producer.id.expiration.ms must be >= 1, got {self.producer_id_expiration_ms}")
+
+
+class AppendResult(NamedTuple):
+    error_code: int
+    base_offset: int
+    log_append_time_ms: int  # always -1: CreateTime only (see PartitionConfig)
+    log_start_offset: int
+
+
+class FetchResult(NamedTuple):
+    error_code: int
+    high_watermark: int
+    log_start_offset: int
+    last_stable_offset: int  # = HW: without transactions nothing is unstable below it
+    slices: list[FileSlice]  # zero-copy views of the log files, valid until the next truncation
+
+
+class ListOffsetsResult(NamedTuple):
+    error_code: int
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+class EpochEndOffset(NamedTuple):
+    error_code: int
+    leader_epoch: int
+    end_offset: int
+
+
+class ReadWaiter:
+    """One long-polling fetch: registered with its partitions, woken by the first with data.
+
+    Use as a context manager so that it leaves every partition it watched, whatever happens.
+    """
+
+    def __init__(self) -> None:
+        self._woken = asyncio.Event()
+        self._watched: list[Partition] = []
+
+    def watch(self, partition: "Partition", fetch_offset: int, for_follower: bool = False) -> None:
+        """Be woken once `partition` has data from `fetch_offset` on (for a consumer: below the HW;
+        for a follower: below the LEO), at once if it already has or is closed."""
+        self._watched.append(partition)
+        partition.add_watch(self, fetch_offset, for_follower)
+
+    def wake(self) -> None:
+        self._woken.set()
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Whether some watched partition became readable (or closed) within `timeout_s`."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._woken.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def __enter__(self) -> "ReadWaiter":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for partition in self._watched:  # bounded by the partitions of one fetch
+            partition.remove_watch(self)
+        self._watched.clear()
+
+
+class _Follower:
+    """What the leader knows of a remote replica: its LEO as of its last fetch."""
+
+    __slots__ = ("broker_id", "log_end_offset", "last_fetch_ms")
+
+    def __init__(self, broker_id: int):
+        self.broker_id = broker_id
+        self.log_end_offset = UNKNOWN_OFFSET  # unknown until it fetches: holds the HW back
+        self.last_fetch_ms = NO_TIMESTAMP
+
+
+class _PendingCommit(NamedTuple):
+    last_offset: int
+    done: asyncio.Future
+
+
+class Partition:
+    """A partition replica led by this broker. See the module docstring."""
+
+    def __init__(self, log: Log, local_broker_id: int, leader_epoch: int, assigned_replicas: Collection[int],
+                 isr: Collection[int], high_watermark: int, config: PartitionConfig):
+        self.log = log
+        self.topic = log.topic
+        self.partition_id = log.partition
+        self.local_broker_id = local_broker_id
+        self.config = config
+        self.state = ReplicaState.LEADER
+        self.leader_epoch = NO_LEADER_EPOCH
+        self.assigned_replicas: tuple[int, ...] = ()
+        self.isr: frozenset[int] = frozenset()
+        self._followers: dict[int, _Follower] = {}
+        # Within the log always: a checkpointed HW may be ahead of a log that lost its tail after
+        # a crash, or behind a log start that retention moved after the checkpoint.
+        self.high_watermark = max(min(high_watermark, log.log_end_offset), log.log_start_offset)
+        self._commit_queue: collections.deque[_PendingCommit] = collections.deque()
+        self._consumer_watches: dict[ReadWaiter, int] = {}
+        self._follower_watches: dict[ReadWaiter, int] = {}
+        self.producer_state = ProducerStateManager(log.directory, self.topic, self.partition_id)
+        self.producer_state.load(log)
+        self.become_leader(leader_epoch, assigned_replicas, isr)
+
+    # -- state transitions ---------------------------------------------------------------------
+
+    def become_leader(self, leader_epoch: int, assigned_replicas: Collection[int], isr: Collection[int]) -> None:
+        """Lead at `leader_epoch` (the seed's becomeLeader): from start-up, or again at a newer
+        epoch with a new assignment. Followers' positions are forgotten until they fetch again."""
+        self._require(ReplicaState.LEADER)
+        if leader_epoch < self.leader_epoch:
+            raise ValueError(f"leader epoch {leader_epoch} is older than the current {self.leader_epoch}")
+        assigned_replicas = tuple(assigned_replicas)
+        if self.local_broker_id not in assigned_replicas or len(set(assigned_replicas)) != len(assigned_replicas):
+            raise ValueError(f"broker {self.local_broker_id} must be in assigned replicas {assigned_replicas} once")
+        self.assigned_replicas = assigned_replicas
+        self.leader_epoch = leader_epoch
+        if leader_epoch > self.log.leader_epoch_cache.latest_epoch:
+            # As Kafka's makeLeader: the epoch starts at the LEO even before its first append, so
+            # that a follower asking for this epoch's end offset (KIP-101) gets an answer.
+            self.log.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
+        self._followers = {broker: _Follower(broker) for broker in assigned_replicas if broker != self.local_broker_id}
+        logger.info("became leader topic=%s partition=%d broker=%d epoch=%d assigned_replicas=%s hw=%d leo=%d",
+                    self.topic, self.partition_id, self.local_broker_id, leader_epoch, list(assigned_replicas),
+                    self.high_watermark, self.log_end_offset)
+        self.update_isr(isr)
+
+    def update_isr(self, isr: Collection[int]) -> None:
+        """Take a new ISR (already written to the store by the caller, once replication exists).
+
+        It must be a subset of AR holding the leader. A shrink may let the HW advance, and
+        completes waiting acks=-1 appends it passes with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR
+        is now below min.insync.replicas."""
+        self._require(ReplicaState.LEADER)
+        isr = frozenset(isr)
+        if self.local_broker_id not in isr or not isr <= set(self.assigned_replicas):
+            raise ValueError(f"ISR {sorted(isr)} must hold the leader {self.local_broker_id} and lie within "
+                             f"assigned replicas {list(self.assigned_replicas)}")
+        if isr != self.isr:
+            logger.info("changed ISR topic=%s partition=%d broker=%d epoch=%d isr=%s previous_isr=%s",
+                        self.topic, self.partition_id, self.local_broker_id, self.leader_epoch, sorted(isr),
+                        sorted(self.isr))
+            self.isr = isr
+        self._maybe_advance_high_watermark()
+
+    def close(self) -> None:
+        """Stop serving (the seed's closeReplica): write the producer snapshot, close the log,
+        answer waiting acks=-1 appends with NOT_LEADER_OR_FOLLOWER and wake every long poll."""
+        self._require(ReplicaState.LEADER)
+        self.state = ReplicaState.CLOSED
+        self._fail_pending_commits()
+        self.producer_state.take_snapshot(self.log.log_end_offset)
+        self.log.close()
+        self._wake_all_watches()
+        logger.info("closed replica topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d",
+                    self.topic, self.partition_id, self.local_broker_id, self.leader_epoch,
+                    self.high_watermark, self.log_end_offset)
+
+    def delete(self) -> None:
+        """Stop serving and remove the log's data (the replica moved away or its topic was deleted)."""
+        self._require(ReplicaState.LEADER)
+        self.state = ReplicaState.CLOSED
+        self._fail_pending_commits()
+        self.log.delete()
+        self._wake_all_watches()
+        logger.info("deleted replica topic=%s partition=%d broker=%d epoch=%d",
+                    self.topic, self.partition_id, self.local_broker_id, self.leader_epoch)
+
+    def _require(self, state: ReplicaState) -> None:
+        if self.state is not state:
+            raise RuntimeError(f"{self.topic}-{self.partition_id} is {self.state.value}, not {state.value}")
+
+    # -- views ---------------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def catch_up_replicas(self) -> frozenset[int]:
+        return frozenset(self.assigned_replicas) - self.isr
+
+    def follower_log_end_offset(self, replica_id: int) -> int:
+        return self._followers[replica_id].log_end_offset
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """Fencing: a request that expects another leader epoch than ours is refused."""
+        if current_leader_epoch == NO_LEADER_EPOCH or current_leader_epoch == self.leader_epoch:
+            return ErrorCode.NONE
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+
+    # -- produce -------------------------------------------------------------------------------
+
+    async def append_as_leader(self, batches: bytearray, acks: int, timeout_ms: int) -> AppendResult:
+        """Append a producer's batches (the seed's produceRequestHandler) and answer per `acks`:
+        0 and 1 after the local append, -1 once the HW passes the last offset appended (or the
+        original offsets of a duplicate), REQUEST_TIMED_OUT after `timeout_ms`."""
+        error = self._refusal_before_append(acks)
+        if error is not ErrorCode.NONE:
+            return self._append_error(error)
+        try:
+            check = self.producer_state.check(batches)
+            if check.duplicate is not None:
+                first_offset, last_offset = check.duplicate.first_offset, check.duplicate.last_offset
+            else:
+                first_offset, last_offset = self.log.append(batches, self.leader_epoch)
+                self.producer_state.record_append(check, first_offset)
+                self._after_local_append()
+        except ReplicaError as failure:
+            logger.debug("refused append topic=%s partition=%d error=%d reason=%s",
+                         self.topic, self.partition_id, failure.error_code, failure)
+            return self._append_error(failure.error_code)
+        if acks != -1:
+            return AppendResult(ErrorCode.NONE, first_offset, NO_TIMESTAMP, self.log_start_offset)
+        error = await self._wait_for_commit(last_offset, timeout_ms)
+        return AppendResult(error, first_offset if error is ErrorCode.NONE else UNKNOWN_OFFSET, NO_TIMESTAMP,
+                            self.log_start_offset)
+
+    def _refusal_before_append(self, acks: int) -> ErrorCode:
+        if self.state is not ReplicaState.LEADER:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if acks not in (-1, 0, 1):
+            return ErrorCode.INVALID_REQUIRED_ACKS
+        if acks != -1:
+            return ErrorCode.NONE
+        if len(self.isr) < self.config.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        self._drop_abandoned_commits()
+        if len(self._commit_queue) >= COMMIT_QUEUE_CAPACITY:
+            logger.warning("commit queue full topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d",
+                           self.topic, self.partition_id, self.local_broker_id, self.leader_epoch,
+                           self.high_watermark, self.log_end_offset)
+            return ErrorCode.REQUEST_TIMED_OUT
+        return ErrorCode.NONE
+
+    def _append_error(self, error_code: int) -> AppendResult:
+        return AppendResult(error_code, UNKNOWN_OFFSET, NO_TIMESTAMP, self.log_start_offset)
+
+    def _after_local_append(self) -> None:
+        for waiter in self._woken_watches(self._follower_watches, self.log_end_offset):
+            waiter.wake()
+        self._maybe_advance_high_watermark()
+
+    async def _wait_for_commit(self, last_offset: int, timeout_ms: int) -> ErrorCode:
+        if self.high_watermark > last_offset:
+            return self._commit_outcome()
+        done = asyncio.get_running_loop().create_future()
+        self._commit_queue.append(_PendingCommit(last_offset, done))
+        try:
+            async with asyncio.timeout(timeout_ms / 1000):
+                return await done
+        except TimeoutError:
+            return ErrorCode.REQUEST_TIMED_OUT
+
+    def _commit_outcome(self) -> ErrorCode:
+        # Kafka's DelayedProduce: committed, but with fewer in-sync copies than the producer
+        # asked for, so the producer must not count it as acknowledged by min.insync replicas.
+        if len(self.isr) < self.config.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NONE
+
+    def _drop_abandoned_commits(self) -> None:
+        """Remove entries whose requester stopped waiting (timed out, disconnected) from the front;
+        the oldest time out first, so this is where they gather."""
+        queue = self._commit_queue
+        while queue and queue[0].done.done():  # bounded by COMMIT_QUEUE_CAPACITY
+            queue.popleft()
+
+    def _fail_pending_commits(self) -> None:
+        while self._commit_queue:  # bounded by COMMIT_QUEUE_CAPACITY
+            pending = self._commit_queue.popleft()
+            if not pending.done.done():
+                pending.done.set_result(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    # -- the high watermark --------------------------------------------------------------------
+
+    def _maybe_advance_high_watermark(self) -> None:
+        """HW = min LEO over the ISR, never lower than before; completes what it passes."""
+        new_high_watermark = self.log_end_offset
+        for broker in self.isr:  # bounded by the replication factor
+            if broker != self.local_broker_id:
+                new_high_watermark = min(new_high_watermark, self._followers[broker].log_end_offset)
+        if new_high_watermark <= self.high_watermark:
+            return
+        logger.debug("advanced high watermark topic=%s partition=%d epoch=%d hw=%d previous_hw=%d",
+                     self.topic, self.partition_id, self.leader_epoch, new_high_watermark, self.high_watermark)
+        self.high_watermark = new_high_watermark
+        queue = self._commit_queue
+        outcome = self._commit_outcome()
+        while queue and queue[0].last_offset < new_high_watermark:  # bounded by COMMIT_QUEUE_CAPACITY
+            pending = queue.popleft()
+            if not pending.done.done():
+                pending.done.set_result(outcome)
+        for waiter in self._woken_watches(self._consumer_watches, new_high_watermark):
+            waiter.wake()
+
+    # -- fetch ---------------------------------------------------------------------------------
+
+    def read_for_consumer(self, fetch_offset: int, max_bytes: int,
+                          current_leader_epoch: int = NO_LEADER_EPOCH) -> FetchResult:
+        """Committed data only: batches below the HW from the one holding `fetch_offset` on.
+
+        As Kafka, an offset between the HW and the LEO answers empty, not OFFSET_OUT_OF_RANGE: a
+        new leader's HW may briefly lag what consumers already read from the old one, and an
+        out-of-range answer would make them reset their position."""
+        error = self._refusal_before_read(fetch_offset, current_leader_epoch)
+        if error is not ErrorCode.NONE:
+            return self._fetch_error(error)
+        if fetch_offset >= self.high_watermark:
+            return self._fetch_result([])
+        return self._fetch_result(self.log.read(fetch_offset, max_bytes, max_offset=self.high_watermark))
+
+    def read_for_follower(self, replica_id: int, fetch_offset: int, max_bytes: int, now_ms: int,
+                          current_leader_epoch: int = NO_LEADER_EPOCH) -> FetchResult:
+        """Everything up to the LEO, for follower `replica_id`, whose LEO `fetch_offset` is taken
+        to be (the seed's replicaFetch)."""
+        error = self._refusal_before_read(fetch_offset, current_leader_epoch)
+        if error is ErrorCode.NONE:
+            error = self.record_follower_fetch(replica_id, fetch_offset, now_ms, current_leader_epoch)
+        if error is not ErrorCode.NONE:
+            return self._fetch_error(error)
+        return self._fetch_result(self.log.read(fetch_offset, max_bytes))
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
+                              current_leader_epoch: int = NO_LEADER_EPOCH) -> ErrorCode:
+        """Note that follower `replica_id` has the log up to `fetch_offset`; may advance the HW."""
+        follower = self._followers.get(replica_id)
+        if follower is None:
+            # As Kafka: a fetch that names our epoch comes from a replica we do not know yet
+            # (a reassignment in progress), so it may retry; without an epoch it must refresh.
+            known_epoch = current_leader_epoch != NO_LEADER_EPOCH
+            return ErrorCode.UNKNOWN_LEADER_EPOCH if known_epoch else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if not self.log_start_offset <= fetch_offset <= self.log_end_offset:
+            return ErrorCode.OFFSET_OUT_OF_RANGE
+        follower.log_end_offset = fetch_offset
+        follower.last_fetch_ms = now_ms
+        self._maybe_advance_high_watermark()
+        return ErrorCode.NONE
+
+    def _refusal_before_read(self, fetch_offset: int, current_leader_epoch: int) -> ErrorCode:
+        if self.state is not ReplicaState.LEADER:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        error = self.check_leader_epoch(current_leader_epoch)
+        if error is not ErrorCode.NONE:
+            return error
+        if not self.log_start_offset <= fetch_offset <= self.log_end_offset:
+            return ErrorCode.OFFSET_OUT_OF_RANGE
+        return ErrorCode.NONE
+
+    def _fetch_result(self, slices: list[FileSlice]) -> FetchResult:
+        return FetchResult(ErrorCode.NONE, self.high_watermark, self.log_start_offset, self.high_watermark, slices)
+
+    def _fetch_error(self, error: ErrorCode) -> FetchResult:
+        return FetchResult(error, self.high_watermark, self.log_start_offset, self.high_watermark, [])
+
+    # -- long polls ----------------------------------------------------------------------------
+
+    def add_watch(self, waiter: ReadWaiter, fetch_offset: int, for_follower: bool) -> None:
+        """Called by ReadWaiter.watch, which guarantees the matching remove_watch."""
+        readable_end = self.log_end_offset if for_follower else self.high_watermark
+        watches = self._follower_watches if for_follower else self._consumer_watches
+        closed = self.state is not ReplicaState.LEADER
+        if closed or fetch_offset < readable_end or len(watches) >= WATCHES_PER_PARTITION_MAX:
+            waiter.wake()
+        else:
+            watches[waiter] = fetch_offset
+
+    def remove_watch(self, waiter: ReadWaiter) -> None:
+        self._consumer_watches.pop(waiter, None)
+        self._follower_watches.pop(waiter, None)
+
+    async def wait_for_readable(self, fetch_offset: int, timeout_s: float, for_follower: bool = False) -> bool:
+        """Whether data from `fetch_offset` on became readable within `timeout_s` (one partition)."""
+        with ReadWaiter() as waiter:
+            waiter.watch(self, fetch_offset, for_follower)
+            return await waiter.wait(timeout_s)
+
+    @staticmethod
+    def _woken_watches(watches: dict[ReadWaiter, int], readable_end: int) -> list[ReadWaiter]:
+        woken = [waiter for waiter, fetch_offset in watches.items() if fetch_offset < readable_end]
+        for waiter in woken:  # bounded by WATCHES_PER_PARTITION_MAX
+            del watches[waiter]
+        return woken
+
+    def _wake_all_watches(self) -> None:
+        for waiter in [*self._consumer_watches, *self._follower_watches]:  # bounded by 2 x WATCHES_PER_PARTITION_MAX
+            waiter.wake()
+        self._consumer_watches.clear()
+        self._follower_watches.clear()
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    def list_offsets(self, timestamp: int, current_leader_epoch: int = NO_LEADER_EPOCH) -> ListOffsetsResult:
+        """ListOffsets for consumers: earliest (-2) is the log start, latest (-1) the HW, otherwise
+        the first batch below the HW whose max timestamp is >= `timestamp` (batch granularity)."""
+        error = ErrorCode.NOT_LEADER_OR_FOLLOWER if self.state is not ReplicaState.LEADER else (
+            self.check_leader_epoch(current_leader_epoch))
+        if error is not ErrorCode.NONE:
+            return ListOffsetsResult(error, NO_TIMESTAMP, UNKNOWN_OFFSET, UNDEFINED_EPOCH)
+        if timestamp == EARLIEST_TIMESTAMP:
+            offset, found_timestamp = self.log_start_offset, NO_TIMESTAMP
+        elif timestamp == LATEST_TIMESTAMP:
+            offset, found_timestamp = self.high_watermark, NO_TIMESTAMP
+        else:
+            found = self.log.offset_for_timestamp(timestamp)
+            if found is None or found[0] >= self.high_watermark:
+                return ListOffsetsResult(ErrorCode.NONE, NO_TIMESTAMP, UNKNOWN_OFFSET, UNDEFINED_EPOCH)
+            offset, found_timestamp = found
+        return ListOffsetsResult(ErrorCode.NONE, found_timestamp, offset, self._epoch_at(offset))
+
+    def _epoch_at(self, offset: int) -> int:
+        """The leader epoch in force at `offset` (latest epoch for the log end), per the epoch cache."""
+        entries = self.log.leader_epoch_cache.entries
+        holding = bisect.bisect_right([entry.start_offset for entry in entries], offset) - 1
+        return entries[holding].epoch if holding >= 0 else UNDEFINED_EPOCH
+
+    def end_offset_for_epoch(self, leader_epoch: int, current_leader_epoch: int = NO_LEADER_EPOCH) -> EpochEndOffset:
+        """OffsetForLeaderEpoch (KIP-101): the largest epoch <= `leader_epoch` this log knows and
+        the offset where it ended (the LEO for the latest epoch); -1, -1 if none."""
+        error = ErrorCode.NOT_LEADER_OR_FOLLOWER if self.state is not ReplicaState.LEADER else (
+            self.check_leader_epoch(current_leader_epoch))
+        if error is not ErrorCode.NONE:
+            return EpochEndOffset(error, UNDEFINED_EPOCH, UNKNOWN_OFFSET)
+        epoch, end_offset = self.log.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+        return EpochEndOffset(ErrorCode.NONE, epoch, end_offset)
+
+    # -- housekeeping (called by the replica manager's periodic tasks) -------------------------
+
+    def delete_retained_segments(self) -> int:
+        """Apply retention below the HW and forget producers whose batches it removed."""
+        deleted = self.log.delete_retained_segments(high_watermark=self.high_watermark)
+        if deleted:
+            self.producer_state.truncate_head(self.log_start_offset)
+        return deleted
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        return self.producer_state.remove_expired(now_ms, self.config.producer_id_expiration_ms)
