@@ -1,0 +1,197 @@
+"""ReplicaManager: the partitions this broker hosts, their data directory and periodic chores.
+
+It routes; every ISR and high-watermark rule is in Partition (as Kafka's ReplicaManager leaves
+them to Partition.scala). Layout of the data directory:
+
+    <data_dir>/<topic>-<partition>/        one Log each (log.py), plus its producer snapshot
+    <data_dir>/replication-offset-checkpoint  HW of every hosted partition (Kafka's file)
+
+Periodic tasks, each with its Kafka setting's interval (ManagerConfig):
+    replica.high.watermark.checkpoint.interval.ms   write the HW checkpoint
+    log.flush.offset.checkpoint.interval.ms         persist each log's recovery point
+    log.flush.scheduler.interval.ms                 flush logs whose flush.ms has passed
+    log.retention.check.interval.ms                 delete segments retention expired
+    producer.id.expiration.check.interval.ms        forget silent producer ids
+A failing chore is logged and retried at its next interval: a full or failing disk must not stop
+the broker from serving what it can.
+
+Concurrency: owned by one event loop. Time for logic comes from the injected `clock` (ms); the
+task intervals are the event loop's.
+"""
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable, Collection
+from pathlib import Path
+
+from replog.replica.checkpoint import OffsetCheckpoint
+from replog.replica.errors import ReplicaError
+from replog.replica.log import Log, LogConfig
+from replog.replica.partition import Partition, PartitionConfig
+
+logger = logging.getLogger(__name__)
+
+HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
+NEVER_MS = 2**63 - 1  # Kafka's Long.MAX_VALUE interval: the chore is off
+
+
+class UnknownTopicOrPartitionError(ReplicaError):
+    """This broker hosts no replica of the requested partition."""
+
+    error_code = 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
+@dataclasses.dataclass(frozen=True)
+class ManagerConfig:
+    """Broker settings of the replica manager: Kafka's names, defaults and units."""
+
+    data_dir: Path
+    broker_id: int
+    high_watermark_checkpoint_interval_ms: int = 5_000
+    recovery_point_checkpoint_interval_ms: int = 60_000
+    flush_scheduler_interval_ms: int = NEVER_MS  # Kafka's default: appends alone check flush.ms
+    retention_check_interval_ms: int = 300_000
+    producer_id_expiration_check_interval_ms: int = 600_000
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            if field.name.endswith("_interval_ms") and getattr(self, field.name) < 1:
+                raise ValueError(f"{field.name} must be >= 1, got {getattr(self, field.name)}")
+        if self.broker_id < 0:
+            raise ValueError(f"broker id must be >= 0, got {self.broker_id}")
+
+
+class ReplicaManager:
+    """The replicas hosted by one broker. See the module docstring."""
+
+    def __init__(self, config: ManagerConfig, clock: Callable[[], int]):
+        self.config = config
+        self.broker_id = config.broker_id
+        self.data_dir = Path(config.data_dir)
+        self._clock = clock
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._high_watermark_checkpoint = OffsetCheckpoint(self.data_dir / HIGH_WATERMARK_CHECKPOINT_FILE)
+        # Read once: a partition started later takes its HW from here (the seed's brokerStartup).
+        self._checkpointed_high_watermarks = self._high_watermark_checkpoint.read()
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._tasks: list[asyncio.Task] = []
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the periodic tasks (needs a running event loop)."""
+        if self._tasks:
+            raise RuntimeError("replica manager already started")
+        config = self.config
+        chores = [
+            (config.high_watermark_checkpoint_interval_ms, self.checkpoint_high_watermarks),
+            (config.recovery_point_checkpoint_interval_ms, self._checkpoint_recovery_points),
+            (config.flush_scheduler_interval_ms, self._flush_due_logs),
+            (config.retention_check_interval_ms, self.delete_retained_segments),
+            (config.producer_id_expiration_check_interval_ms, self._remove_expired_producers),
+        ]
+        self._tasks = [asyncio.create_task(self._every(interval_ms, chore), name=chore.__name__)
+                       for interval_ms, chore in chores if interval_ms != NEVER_MS]
+
+    async def shutdown(self) -> None:
+        """Stop the tasks, close every log cleanly and write the HW checkpoint last, so that it
+        holds each partition's final HW."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        for partition in self._partitions.values():  # bounded by the hosted partitions
+            try:
+                partition.close()
+            except (OSError, ReplicaError):
+                # One failed disk must not keep the other logs from closing cleanly.
+                logger.exception("closing replica failed topic=%s partition=%d broker=%d epoch=%d",
+                                 partition.topic, partition.partition_id, self.broker_id, partition.leader_epoch)
+        self.checkpoint_high_watermarks()
+        self._partitions.clear()
+        logger.info("replica manager shut down broker=%d", self.broker_id)
+
+    # -- the seed's startReplica / closeReplica --------------------------------------------------
+
+    def start_replica(self, topic: str, partition: int, log_config: LogConfig, assigned_replicas: Collection[int],
+                      leader_epoch: int, isr: Collection[int] | None = None,
+                      partition_config: PartitionConfig = PartitionConfig()) -> Partition:
+        """Open (recovering if need be) or create the replica's log and lead it at `leader_epoch`.
+
+        ISR defaults to all assigned replicas, as for a new topic in Kafka. Starting a replica
+        that is already hosted leads it again at the given epoch and assignment."""
+        key = (topic, partition)
+        isr = tuple(assigned_replicas) if isr is None else isr
+        existing = self._partitions.get(key)
+        if existing is not None:
+            existing.become_leader(leader_epoch, assigned_replicas, isr)
+            return existing
+        if self.broker_id not in assigned_replicas:
+            raise ValueError(f"broker {self.broker_id} is not among the replicas {list(assigned_replicas)} "
+                             f"of {topic}-{partition}")
+        log = Log(self.data_dir / f"{topic}-{partition}", log_config, self._clock)
+        checkpointed_high_watermark = self._checkpointed_high_watermarks.get(key, 0)
+        started = Partition(log, self.broker_id, leader_epoch, assigned_replicas, isr, checkpointed_high_watermark,
+                            partition_config)
+        self._partitions[key] = started
+        logger.info("started replica topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d checkpointed_hw=%d",
+                    topic, partition, self.broker_id, leader_epoch, started.high_watermark,
+                    started.log_end_offset, checkpointed_high_watermark)
+        return started
+
+    def close_replica(self, topic: str, partition: int, delete: bool = False) -> None:
+        """Stop hosting the replica; with `delete`, remove its data too (the seed's closeReplica)."""
+        closing = self.get_partition(topic, partition)
+        del self._partitions[(topic, partition)]
+        if delete:
+            closing.delete()
+            # Forgotten now, or a replica recreated later would start from a stale HW.
+            self._checkpointed_high_watermarks.pop((topic, partition), None)
+        else:
+            closing.close()
+            self._checkpointed_high_watermarks[(topic, partition)] = closing.high_watermark
+
+    def get_partition(self, topic: str, partition: int) -> Partition:
+        found = self._partitions.get((topic, partition))
+        if found is None:
+            raise UnknownTopicOrPartitionError(f"broker {self.broker_id} hosts no replica of {topic}-{partition}")
+        return found
+
+    @property
+    def partitions(self) -> tuple[Partition, ...]:
+        return tuple(self._partitions.values())
+
+    # -- periodic chores -------------------------------------------------------------------------
+
+    async def _every(self, interval_ms: int, chore: Callable[[], object]) -> None:
+        while True:  # ends when shutdown cancels the task
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                chore()
+            except (OSError, ReplicaError):
+                logger.exception("periodic chore failed chore=%s broker=%d", chore.__name__, self.broker_id)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write the HW of every hosted partition, and keep the entries of closed (not deleted)
+        replicas so that they come back with their HW if started again."""
+        for partition in self._partitions.values():  # bounded by the hosted partitions
+            self._checkpointed_high_watermarks[(partition.topic, partition.partition_id)] = partition.high_watermark
+        self._high_watermark_checkpoint.write(self._checkpointed_high_watermarks)
+
+    def delete_retained_segments(self) -> int:
+        """Apply retention to every hosted partition; returns the segments deleted."""
+        return sum(partition.delete_retained_segments() for partition in self._partitions.values())
+
+    def _checkpoint_recovery_points(self) -> None:
+        for partition in self._partitions.values():  # bounded by the hosted partitions
+            partition.log.checkpoint_recovery_point()
+
+    def _flush_due_logs(self) -> None:
+        for partition in self._partitions.values():  # bounded by the hosted partitions
+            partition.log.flush_if_due()
+
+    def _remove_expired_producers(self) -> None:
+        now_ms = self._clock()
+        for partition in self._partitions.values():  # bounded by the hosted partitions
+            partition.remove_expired_producers(now_ms)

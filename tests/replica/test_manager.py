@@ -1,0 +1,143 @@
+"""ReplicaManager: start/close replicas, restarts keep data and HW, periodic chores."""
+
+import pytest
+
+from replog.replica.checkpoint import OffsetCheckpoint
+from replog.replica.log import LogConfig
+from replog.replica.manager import (
+    HIGH_WATERMARK_CHECKPOINT_FILE,
+    ManagerConfig,
+    ReplicaManager,
+    UnknownTopicOrPartitionError,
+)
+from replog.replica.producer_state import SNAPSHOT_SUFFIX
+from tests.polling import eventually
+from tests.replica.batches import producer_batch
+from tests.unit.log_fixtures import ManualClock
+
+BROKER, FOLLOWER = 1, 2
+WAIT_S = 5
+
+
+def make_manager(data_dir, clock=None, **intervals) -> ReplicaManager:
+    return ReplicaManager(ManagerConfig(data_dir=data_dir, broker_id=BROKER, **intervals), clock or ManualClock())
+
+
+def read_all(partition) -> bytes:
+    return b"".join(piece.read() for piece in partition.read_for_consumer(0, 1 << 30).slices)
+
+
+async def test_restart_keeps_data_high_watermark_and_producer_state(tmp_path):
+    manager = make_manager(tmp_path)
+    partition = manager.start_replica("orders", 0, LogConfig(), (BROKER, FOLLOWER), leader_epoch=3)
+    await partition.append_as_leader(producer_batch(4, producer_id=7, producer_epoch=0, base_sequence=0), 1, 1000)
+    await partition.append_as_leader(producer_batch(2), acks=1, timeout_ms=1000)
+    partition.record_follower_fetch(FOLLOWER, 4, now_ms=1)
+    committed = read_all(partition)
+    await manager.shutdown()
+    assert OffsetCheckpoint(tmp_path / HIGH_WATERMARK_CHECKPOINT_FILE).read() == {("orders", 0): 4}
+
+    manager = make_manager(tmp_path)
+    partition = manager.start_replica("orders", 0, LogConfig(), (BROKER, FOLLOWER), leader_epoch=3)
+    assert (partition.high_watermark, partition.log_end_offset) == (4, 6)
+    assert read_all(partition) == committed
+    retry = await partition.append_as_leader(producer_batch(4, producer_id=7, producer_epoch=0, base_sequence=0), 1, 10)
+    assert (retry.error_code, retry.base_offset, partition.log_end_offset) == (0, 0, 6)
+    await manager.shutdown()
+
+
+async def test_checkpointed_high_watermark_is_capped_by_the_log_end(tmp_path):
+    OffsetCheckpoint(tmp_path / HIGH_WATERMARK_CHECKPOINT_FILE).write({("orders", 0): 99})
+    manager = make_manager(tmp_path)
+    partition = manager.start_replica("orders", 0, LogConfig(), (BROKER, FOLLOWER), leader_epoch=0)
+    assert partition.high_watermark == 0
+    await manager.shutdown()
+
+
+async def test_unknown_partition_is_an_error_with_kafkas_code(tmp_path):
+    manager = make_manager(tmp_path)
+    manager.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
+    with pytest.raises(UnknownTopicOrPartitionError) as raised:
+        manager.get_partition("orders", 1)
+    assert raised.value.error_code == 3
+    with pytest.raises(UnknownTopicOrPartitionError):
+        manager.close_replica("payments", 0)
+    await manager.shutdown()
+
+
+async def test_close_keeps_the_data_and_close_with_delete_removes_it(tmp_path):
+    manager = make_manager(tmp_path)
+    for partition_id in (0, 1):
+        started = manager.start_replica("orders", partition_id, LogConfig(), (BROKER,), leader_epoch=0)
+        await started.append_as_leader(producer_batch(3), acks=1, timeout_ms=1000)
+    manager.close_replica("orders", 0)
+    manager.close_replica("orders", 1, delete=True)
+    assert (tmp_path / "orders-0").is_dir()
+    assert not (tmp_path / "orders-1").exists()
+    with pytest.raises(UnknownTopicOrPartitionError):
+        manager.get_partition("orders", 0)
+    manager.checkpoint_high_watermarks()
+    assert OffsetCheckpoint(tmp_path / HIGH_WATERMARK_CHECKPOINT_FILE).read() == {("orders", 0): 3}
+
+    reopened = manager.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=1)
+    recreated = manager.start_replica("orders", 1, LogConfig(), (BROKER,), leader_epoch=1)
+    assert (reopened.log_end_offset, recreated.log_end_offset) == (3, 0)
+    await manager.shutdown()
+
+
+async def test_starting_a_hosted_replica_again_takes_the_new_epoch(tmp_path):
+    manager = make_manager(tmp_path)
+    first = manager.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
+    again = manager.start_replica("orders", 0, LogConfig(), (BROKER, FOLLOWER), leader_epoch=2, isr=(BROKER,))
+    assert again is first
+    assert (again.leader_epoch, again.assigned_replicas, again.isr) == (2, (BROKER, FOLLOWER), {BROKER})
+    with pytest.raises(ValueError):
+        manager.start_replica("orders", 7, LogConfig(), (FOLLOWER,), leader_epoch=0)
+    await manager.shutdown()
+
+
+async def test_shutdown_leaves_clean_logs_and_producer_snapshots(tmp_path):
+    manager = make_manager(tmp_path)
+    manager.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
+    await manager.shutdown()
+    assert (tmp_path / "orders-0" / ".clean-shutdown").exists()
+    assert list((tmp_path / "orders-0").glob("*" + SNAPSHOT_SUFFIX))
+    assert manager.partitions == ()
+
+
+async def test_periodic_task_checkpoints_high_watermarks(tmp_path):
+    manager = make_manager(tmp_path, high_watermark_checkpoint_interval_ms=10)
+    manager.start()
+    partition = manager.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
+    await partition.append_as_leader(producer_batch(5), acks=1, timeout_ms=1000)
+    checkpoint = OffsetCheckpoint(tmp_path / HIGH_WATERMARK_CHECKPOINT_FILE)
+
+    async def checkpointed() -> bool:
+        return checkpoint.read() == {("orders", 0): 5}
+
+    await eventually(checkpointed, WAIT_S, "the HW checkpoint task to write HW 5")
+    await manager.shutdown()
+
+
+async def test_periodic_retention_deletes_expired_segments_below_the_high_watermark(tmp_path):
+    clock = ManualClock()
+    manager = make_manager(tmp_path, clock, retention_check_interval_ms=10)
+    config = LogConfig(segment_bytes=200, retention_ms=1000)
+    partition = manager.start_replica("orders", 0, config, (BROKER,), leader_epoch=0)
+    for _ in range(4):
+        await partition.append_as_leader(producer_batch(1, payload_bytes=100), acks=1, timeout_ms=1000)
+    assert partition.log_start_offset == 0
+    clock.advance(5000)
+    manager.start()
+
+    async def retained() -> bool:
+        return partition.log_start_offset == 3  # every segment but the active one
+
+    await eventually(retained, WAIT_S, "the retention task to delete expired segments")
+    assert partition.list_offsets(-2).offset == 3
+    await manager.shutdown()
+
+
+def test_intervals_must_be_positive(tmp_path):
+    with pytest.raises(ValueError, match="retention_check_interval_ms"):
+        ManagerConfig(data_dir=tmp_path, broker_id=1, retention_check_interval_ms=0)
