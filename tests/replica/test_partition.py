@@ -30,7 +30,7 @@ def make_partition(directory, assigned=(LEADER,), isr=None, min_insync_replicas=
                    high_watermark=0, name="orders-0") -> Partition:
     log = Log(directory / name, LogConfig(), ManualClock())
     return Partition(log, LEADER, leader_epoch, assigned, assigned if isr is None else isr, high_watermark,
-                     PartitionConfig(min_insync_replicas=min_insync_replicas))
+                     PartitionConfig(min_insync_replicas=min_insync_replicas), now_ms=0)
 
 
 def close_unless_closed(partition: Partition) -> None:
@@ -139,7 +139,7 @@ async def test_high_watermark_never_moves_backwards(tmp_path):
     assert partition.high_watermark == 8
     partition.update_isr({LEADER, FOLLOWER, OTHER})  # a lagging replica re-admitted
     assert partition.high_watermark == 8
-    partition.become_leader(1, (LEADER, FOLLOWER, OTHER), (LEADER, FOLLOWER, OTHER))  # follower LEOs unknown
+    partition.become_leader(1, (LEADER, FOLLOWER, OTHER), (LEADER, FOLLOWER, OTHER), now_ms=3)  # LEOs unknown
     assert partition.high_watermark == 8
     partition.close()
 
@@ -284,15 +284,15 @@ async def test_list_offsets_answers_committed_offsets_only(replicated):
 
 async def test_end_offset_for_epoch_follows_kip_101(single):
     await single.append_as_leader(records(3), acks=1, timeout_ms=1000)
-    single.become_leader(2, (LEADER,), (LEADER,))
+    single.become_leader(2, (LEADER,), (LEADER,), now_ms=0)
     await single.append_as_leader(records(2), acks=1, timeout_ms=1000)
-    single.become_leader(4, (LEADER,), (LEADER,))
+    single.become_leader(4, (LEADER,), (LEADER,), now_ms=0)
     assert single.end_offset_for_epoch(0) == (0, 0, 3)
     assert single.end_offset_for_epoch(1) == (0, 0, 3)  # largest epoch <= 1 is 0
     assert single.end_offset_for_epoch(2) == (0, 2, 5)
     assert single.end_offset_for_epoch(4) == (0, 4, 5)  # the current epoch, before any append in it
     with pytest.raises(ValueError):
-        single.become_leader(3, (LEADER,), (LEADER,))
+        single.become_leader(3, (LEADER,), (LEADER,), now_ms=0)
 
 
 def test_isr_must_hold_the_leader_within_the_assignment(tmp_path):
@@ -307,3 +307,20 @@ def test_isr_must_hold_the_leader_within_the_assignment(tmp_path):
 def test_log_append_time_is_rejected_as_a_topic_setting():
     with pytest.raises(ValueError, match="LogAppendTime"):
         PartitionConfig(message_timestamp_type="LogAppendTime")
+
+
+async def test_followers_are_out_of_sync_once_not_caught_up_for_the_lag_time(tmp_path):
+    partition = make_partition(tmp_path, assigned=(LEADER, FOLLOWER, OTHER))
+    lag_ms = 100
+    assert partition.out_of_sync_replicas(now_ms=lag_ms, replica_lag_time_max_ms=lag_ms) == set()
+    await partition.append_as_leader(records(4), acks=1, timeout_ms=1000)
+    partition.record_follower_fetch(FOLLOWER, 4, now_ms=50)  # caught up at 50
+    partition.record_follower_fetch(OTHER, 2, now_ms=50)  # behind
+    assert partition.out_of_sync_replicas(now_ms=101, replica_lag_time_max_ms=lag_ms) == {OTHER}
+    await partition.append_as_leader(records(2), acks=1, timeout_ms=1000)
+    partition.record_follower_fetch(OTHER, 4, now_ms=120)  # has what the leader had at its fetch at 50
+    partition.record_follower_fetch(FOLLOWER, 5, now_ms=160)  # behind the LEO of 6 since 50
+    assert partition.out_of_sync_replicas(now_ms=151, replica_lag_time_max_ms=lag_ms) == {FOLLOWER, OTHER}
+    partition.update_isr({LEADER, FOLLOWER})
+    assert partition.out_of_sync_replicas(now_ms=400, replica_lag_time_max_ms=lag_ms) == {FOLLOWER}
+    partition.close()

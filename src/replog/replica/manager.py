@@ -125,7 +125,7 @@ class ReplicaManager:
         isr = tuple(assigned_replicas) if isr is None else isr
         existing = self._partitions.get(key)
         if existing is not None:
-            existing.become_leader(leader_epoch, assigned_replicas, isr)
+            existing.become_leader(leader_epoch, assigned_replicas, isr, self._clock())
             return existing
         if self.broker_id not in assigned_replicas:
             raise ValueError(f"broker {self.broker_id} is not among the replicas {list(assigned_replicas)} "
@@ -133,7 +133,7 @@ class ReplicaManager:
         log = Log(self.data_dir / f"{topic}-{partition}", log_config, self._clock)
         checkpointed_high_watermark = self._checkpointed_high_watermarks.get(key, 0)
         started = Partition(log, self.broker_id, leader_epoch, assigned_replicas, isr, checkpointed_high_watermark,
-                            partition_config)
+                            partition_config, self._clock())
         self._partitions[key] = started
         logger.info("started replica topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d checkpointed_hw=%d",
                     topic, partition, self.broker_id, leader_epoch, started.high_watermark,

@@ -169,14 +169,28 @@ class ReadWaiter:
 
 
 class _Follower:
-    """What the leader knows of a remote replica: its LEO as of its last fetch."""
+    """What the leader knows of a remote replica: its LEO as of its last fetch, and when it was
+    last caught up with the leader's LEO (Kafka's lastCaughtUpTimeMs, the seed's KeepInSyncTime)."""
 
-    __slots__ = ("broker_id", "log_end_offset", "last_fetch_ms")
+    __slots__ = ("broker_id", "log_end_offset", "last_caught_up_ms", "last_fetch_ms", "leader_end_at_last_fetch")
 
-    def __init__(self, broker_id: int):
+    def __init__(self, broker_id: int, now_ms: int):
         self.broker_id = broker_id
         self.log_end_offset = UNKNOWN_OFFSET  # unknown until it fetches: holds the HW back
-        self.last_fetch_ms = NO_TIMESTAMP
+        # A new follower gets a full lag period before it counts as out of sync, as in Kafka.
+        self.last_caught_up_ms = now_ms
+        self.last_fetch_ms = now_ms
+        self.leader_end_at_last_fetch = UNKNOWN_OFFSET
+
+    def record_fetch(self, fetch_offset: int, leader_end_offset: int, now_ms: int) -> None:
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, now_ms)
+        elif fetch_offset >= self.leader_end_at_last_fetch >= 0:
+            # It has now what the leader had at its previous fetch: caught up as of then.
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.log_end_offset = fetch_offset
+        self.last_fetch_ms = now_ms
+        self.leader_end_at_last_fetch = leader_end_offset
 
 
 class _PendingCommit(NamedTuple):
@@ -188,7 +202,7 @@ class Partition:
     """A partition replica led by this broker. See the module docstring."""
 
     def __init__(self, log: Log, local_broker_id: int, leader_epoch: int, assigned_replicas: Collection[int],
-                 isr: Collection[int], high_watermark: int, config: PartitionConfig):
+                 isr: Collection[int], high_watermark: int, config: PartitionConfig, now_ms: int):
         self.log = log
         self.topic = log.topic
         self.partition_id = log.partition
@@ -207,11 +221,12 @@ class Partition:
         self._follower_watches: dict[ReadWaiter, int] = {}
         self.producer_state = ProducerStateManager(log.directory, self.topic, self.partition_id)
         self.producer_state.load(log)
-        self.become_leader(leader_epoch, assigned_replicas, isr)
+        self.become_leader(leader_epoch, assigned_replicas, isr, now_ms)
 
     # -- state transitions ---------------------------------------------------------------------
 
-    def become_leader(self, leader_epoch: int, assigned_replicas: Collection[int], isr: Collection[int]) -> None:
+    def become_leader(self, leader_epoch: int, assigned_replicas: Collection[int], isr: Collection[int],
+                      now_ms: int) -> None:
         """Lead at `leader_epoch` (the seed's becomeLeader): from start-up, or again at a newer
         epoch with a new assignment. Followers' positions are forgotten until they fetch again."""
         self._require(ReplicaState.LEADER)
@@ -226,7 +241,8 @@ class Partition:
             # As Kafka's makeLeader: the epoch starts at the LEO even before its first append, so
             # that a follower asking for this epoch's end offset (KIP-101) gets an answer.
             self.log.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
-        self._followers = {broker: _Follower(broker) for broker in assigned_replicas if broker != self.local_broker_id}
+        self._followers = {broker: _Follower(broker, now_ms)
+                           for broker in assigned_replicas if broker != self.local_broker_id}
         logger.info("became leader topic=%s partition=%d broker=%d epoch=%d assigned_replicas=%s hw=%d leo=%d",
                     self.topic, self.partition_id, self.local_broker_id, leader_epoch, list(assigned_replicas),
                     self.high_watermark, self.log_end_offset)
@@ -293,6 +309,15 @@ class Partition:
 
     def follower_log_end_offset(self, replica_id: int) -> int:
         return self._followers[replica_id].log_end_offset
+
+    def out_of_sync_replicas(self, now_ms: int, replica_lag_time_max_ms: int) -> frozenset[int]:
+        """ISR followers not caught up with the leader's LEO within `replica_lag_time_max_ms`
+        (replica.lag.time.max.ms): what the ISR maintenance of replication will shrink away."""
+        return frozenset(
+            broker for broker in self.isr  # bounded by the replication factor
+            if broker != self.local_broker_id
+            and now_ms - self._followers[broker].last_caught_up_ms > replica_lag_time_max_ms
+        )
 
     def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
         """Fencing: a request that expects another leader epoch than ours is refused."""
@@ -445,8 +470,7 @@ class Partition:
             return ErrorCode.UNKNOWN_LEADER_EPOCH if known_epoch else ErrorCode.NOT_LEADER_OR_FOLLOWER
         if not self.log_start_offset <= fetch_offset <= self.log_end_offset:
             return ErrorCode.OFFSET_OUT_OF_RANGE
-        follower.log_end_offset = fetch_offset
-        follower.last_fetch_ms = now_ms
+        follower.record_fetch(fetch_offset, self.log_end_offset, now_ms)
         self._maybe_advance_high_watermark()
         return ErrorCode.NONE
 
