@@ -1,10 +1,22 @@
-"""Settings are parsed and validated in one place, with errors naming the setting."""
+"""Settings are parsed and validated in one place, with errors naming the setting and its source."""
 
 from __future__ import annotations
 
 import pytest
 
-from replog.config import ConfigError, defaults, parse_setting
+from replog.config import (
+    TOPIC_SETTINGS,
+    ConfigError,
+    HostPort,
+    defaults,
+    effective_topic_config,
+    format_value,
+    load_broker_config,
+    log_config,
+    parse_setting,
+    validate_topic_configs,
+)
+from replog.replica import LogConfig
 
 
 def test_defaults():
@@ -24,9 +36,194 @@ def test_values_are_parsed():
         ("coord.session.timeout.ms", "soon", "coord.session.timeout.ms"),
         ("coord.session.timeout.ms", "10", "at least 1000"),
         ("coord.url", "ftp://x", "accepted forms"),
+        ("listeners", "SSL://host:9093", "only PLAINTEXT"),
+        ("listeners", "a:1,b:2", "exactly one listener"),
+        ("listeners", "host", "host:port"),
+        ("advertised.listeners", "host:0", "port from 1"),
+        ("log.segment.bytes", str(2**31), "at most 2147483647"),
+        ("log.segment.bytes", "13", "at least 14"),
+        ("auto.create.topics.enable", "yes", "true or false"),
+        ("log.message.timestamp.type", "createtime", "CreateTime, LogAppendTime"),
+        ("log.cleanup.policy", "delete,compact", "no log cleaner"),
+        ("log.dirs", " , ", "at least one directory"),
     ],
 )
 def test_bad_values_name_the_setting(name, text, complaint):
     with pytest.raises(ConfigError, match=name.replace(".", r"\.")) as caught:
         parse_setting(name, text)
     assert complaint in str(caught.value)
+
+
+# --- broker settings ---------------------------------------------------------------------------
+
+
+def test_broker_defaults_are_kafkas():
+    config = load_broker_config(None, {})
+    assert config["broker.id"] == 0
+    assert config["listeners"] == HostPort("127.0.0.1", 9092)
+    assert config["advertised.listeners"] == config["listeners"]
+    assert config["broker.rack"] is None
+    assert config["log.dirs"] == ("./replog-data",)
+    assert config["auto.create.topics.enable"] is False
+    assert config["message.max.bytes"] == 1_048_588
+    assert config["log.retention.ms"] == 7 * 24 * 3600 * 1000
+    assert config["replica.lag.time.max.ms"] == 30_000
+    assert config["unclean.leader.election.enable"] is False
+    assert config.sources["broker.id"] == "default"
+
+
+@pytest.mark.parametrize(
+    "name, text, value",
+    [
+        ("listeners", "PLAINTEXT://0.0.0.0:0", HostPort("0.0.0.0", 0)),
+        ("listeners", "[::1]:9093", HostPort("::1", 9093)),
+        ("log.dirs", "/data/a, /data/b", ("/data/a", "/data/b")),
+        ("auto.leader.rebalance.enable", "FALSE", False),
+        ("log.retention.ms", "-1", -1),
+        ("log.flush.interval.messages", str(2**63 - 1), 2**63 - 1),
+    ],
+)
+def test_broker_values_are_parsed(name, text, value):
+    assert parse_setting(name, text) == value
+
+
+def test_a_topic_name_in_broker_config_points_at_the_broker_synonym():
+    with pytest.raises(ConfigError, match="retention.ms is a topic setting, its broker default is log.retention.ms"):
+        parse_setting("retention.ms", "1")
+
+
+# --- layering: defaults < TOML file < --set ----------------------------------------------------
+
+
+def write_toml(tmp_path, text: str) -> str:
+    path = tmp_path / "broker.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_file_overrides_defaults_and_set_overrides_file(tmp_path):
+    toml_path = write_toml(
+        tmp_path,
+        """
+        "broker.id" = 3
+        listeners = "PLAINTEXT://10.0.0.3:9092"
+        log.retention.ms = 3600000
+        log.dirs = ["/d1", "/d2"]
+        auto.create.topics.enable = true
+        [log.flush.interval]
+        ms = 1000
+        """,
+    )
+    config = load_broker_config(toml_path, {"log.retention.ms": "60000", "broker.rack": "r2"})
+
+    assert config["broker.id"] == 3
+    assert config["listeners"] == config["advertised.listeners"] == HostPort("10.0.0.3", 9092)
+    assert config["log.retention.ms"] == 60_000
+    assert config["log.dirs"] == ("/d1", "/d2")
+    assert config["auto.create.topics.enable"] is True
+    assert config["log.flush.interval.ms"] == 1000
+    assert config["broker.rack"] == "r2"
+    assert config["num.partitions"] == 1
+    assert config.sources["broker.id"] == f"file {toml_path}"
+    assert config.sources["log.retention.ms"] == "--set"
+    assert config.sources["num.partitions"] == "default"
+
+
+def test_advertised_listeners_can_differ_from_listeners():
+    config = load_broker_config(None, {"listeners": "0.0.0.0:9092", "advertised.listeners": "broker1.example:9092"})
+    assert config["advertised.listeners"] == HostPort("broker1.example", 9092)
+
+
+@pytest.mark.parametrize(
+    "toml_text, overrides, complaints",
+    [
+        ('log.retention.hours = 168', {}, ["unknown setting 'log.retention.hours'", "from file"]),
+        ('"num.partitions" = 0', {}, ["num.partitions", "at least 1", "from file"]),
+        ('"broker.id" = 1', {"broker.id": "-1"}, ["broker.id", "from --set"]),
+        ('"broker.id" = 1', {"segment.bytes": "5"}, ["segment.bytes", "log.segment.bytes", "from --set"]),
+        ("broker.id = ", {}, ["is not valid TOML"]),
+    ],
+)
+def test_layering_errors_name_the_key_and_source(tmp_path, toml_text, overrides, complaints):
+    toml_path = write_toml(tmp_path, toml_text)
+    with pytest.raises(ConfigError) as caught:
+        load_broker_config(toml_path, overrides)
+    for complaint in complaints:
+        assert complaint in str(caught.value)
+
+
+def test_missing_file_is_named(tmp_path):
+    missing = str(tmp_path / "absent.toml")
+    with pytest.raises(ConfigError, match=f"cannot read config file {missing}"):
+        load_broker_config(missing, {})
+
+
+def test_broker_config_is_frozen():
+    config = load_broker_config(None, {})
+    with pytest.raises(TypeError):
+        config.parsed["broker.id"] = 5  # type: ignore[index]
+
+
+# --- topic settings ----------------------------------------------------------------------------
+
+
+def test_topic_defaults_follow_kafkas_broker_synonyms():
+    config = load_broker_config(None, {"log.retention.ms": "5000", "message.max.bytes": "777", "log.roll.ms": "9"})
+    topic_defaults = config.topic_defaults()
+    assert topic_defaults["retention.ms"] == 5000
+    assert topic_defaults["max.message.bytes"] == 777
+    assert topic_defaults["segment.ms"] == 9
+    assert set(topic_defaults) == set(TOPIC_SETTINGS)
+
+
+def test_effective_topic_config_prefers_the_topics_overrides():
+    broker_config = load_broker_config(None, {"log.retention.ms": "5000"})
+    settings = effective_topic_config(broker_config, {"retention.bytes": "1024", "message.timestamp.type": "LogAppendTime"})
+    assert settings["retention.bytes"] == 1024
+    assert settings["retention.ms"] == 5000
+    assert settings["message.timestamp.type"] == "LogAppendTime"
+    assert settings.sources["retention.bytes"] == "topic"
+    assert settings.sources["retention.ms"] == "--set"
+
+
+def test_log_config_carries_every_log_setting():
+    broker_config = load_broker_config(None, {"log.segment.bytes": "4096", "log.flush.interval.ms": "100"})
+    settings = effective_topic_config(
+        broker_config, {"retention.ms": "-1", "index.interval.bytes": "0", "max.message.bytes": "2048"}
+    )
+    assert log_config(settings) == LogConfig(
+        segment_bytes=4096, flush_ms=100, retention_ms=-1, index_interval_bytes=0, max_message_bytes=2048
+    )
+    assert log_config(effective_topic_config(load_broker_config(None, {}), {})) == LogConfig()
+
+
+@pytest.mark.parametrize(
+    "configs, complaint",
+    [
+        ({"no.such": "1"}, "unknown topic setting 'no.such'"),
+        ({"log.retention.ms": "1"}, "that is a broker setting"),
+        ({"cleanup.policy": "compact"}, "compact is not supported (replog has no log cleaner)"),
+        ({"min.insync.replicas": "0"}, "min.insync.replicas"),
+        ({"message.timestamp.type": "Now"}, "CreateTime, LogAppendTime"),
+        ({"flush.messages": "0"}, "flush.messages"),
+    ],
+)
+def test_validate_topic_configs_names_the_bad_setting(configs, complaint):
+    with pytest.raises(ConfigError) as caught:
+        validate_topic_configs(configs)
+    assert complaint in str(caught.value)
+
+
+def test_validate_topic_configs_returns_parsed_values():
+    assert validate_topic_configs({"cleanup.policy": "delete", "unclean.leader.election.enable": "true"}) == {
+        "cleanup.policy": ("delete",),
+        "unclean.leader.election.enable": True,
+    }
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [(True, "true"), (("a", "b"), "a,b"), (HostPort("h", 1), "h:1"), (HostPort("::1", 2), "[::1]:2"), (None, None), (5, "5")],
+)
+def test_format_value_writes_kafkas_text(value, text):
+    assert format_value(value) == text

@@ -1,19 +1,37 @@
-"""Broker configuration: every setting's name, type, default and validation, in one place.
+"""Broker and topic configuration: every setting's name, type, default and validation, in one place.
 
 Names are Kafka's where Kafka has the setting (`zookeeper.session.timeout.ms` becomes
 `coord.session.timeout.ms`, since the store may be etcd). A value arrives as text (a TOML
-file, `--set key=value`) and is parsed and checked here, so a bad value fails at start-up with
-a message naming the setting.
+file, `--set key=value`, a CreateTopics/AlterConfigs request) and is parsed and checked here, so
+a bad value fails at start-up, or at the request, with a message naming the setting.
+
+Two registries:
+
+- `SETTINGS`: broker settings. `load_broker_config` layers them: registry defaults < TOML file
+  < `--set` overrides, into a frozen `BrokerConfig`.
+- `TOPIC_SETTINGS`: Kafka's topic-level names. Each takes its parser from, and defaults to, a
+  broker setting (Kafka's synonyms: `retention.ms` <- `log.retention.ms`, `max.message.bytes`
+  <- `message.max.bytes`, ...). A topic stores only its overrides, as text, under
+  `/config/topics/[topic]`; `effective_topic_config` resolves them against the broker's values,
+  and `log_config` maps the result onto the partition log's `LogConfig`.
+
+Kafka settings that exist only in other units (`log.retention.hours`, `log.roll.hours`, ...)
+are not accepted: each quantity has one name here, the milliseconds one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+import tomllib
+import types
+from collections.abc import Iterator, Mapping
+from typing import Any, Callable, NamedTuple
+
+from replog.replica import LogConfig
 
 
 class ConfigError(ValueError):
-    """A setting is unknown or its value is invalid; the message names the setting."""
+    """A setting is unknown or its value is invalid; the message names the setting (and its source)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,16 +40,105 @@ class Setting:
     parse: Callable[[str], Any]
     default: Any
     doc: str
+    # A comma-separated list (Kafka's LIST type): the only kind IncrementalAlterConfigs may
+    # APPEND to or SUBTRACT from.
+    is_list: bool = False
 
 
-def _positive_int(minimum: int) -> Callable[[str], int]:
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1  # Kafka's Long.MAX_VALUE: "never" for the flush settings
+DEFAULT_PORT = 9092
+
+
+class HostPort(NamedTuple):
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+# parsers: text -> value, raising ValueError with the reason (parse_setting adds the name)
+
+
+def _integer(minimum: int, maximum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         value = int(text)
-        if value < minimum:
-            raise ValueError(f"must be at least {minimum}")
+        if not minimum <= value <= maximum:
+            raise ValueError(f"must be at least {minimum}" if value < minimum else f"must be at most {maximum}")
         return value
 
     return parse
+
+
+def _int32(minimum: int) -> Callable[[str], int]:
+    return _integer(minimum, INT_MAX)
+
+
+def _int64(minimum: int) -> Callable[[str], int]:
+    return _integer(minimum, LONG_MAX)
+
+
+def _boolean(text: str) -> bool:
+    # Kafka's ConfigDef accepts exactly these, in any case.
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return lowered == "true"
+
+
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _optional_text(text: str) -> str | None:
+    return text.strip() or None
+
+
+def _paths(text: str) -> tuple[str, ...]:
+    paths = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not paths:
+        raise ValueError("must name at least one directory")
+    return paths
+
+
+def _host_port(text: str, minimum_port: int) -> HostPort:
+    address = text.strip()
+    scheme, separator, rest = address.partition("://")
+    if separator:
+        # Kafka writes listeners as NAME://host:port; replog serves one plaintext listener.
+        if scheme.upper() != "PLAINTEXT":
+            raise ValueError(f"only PLAINTEXT listeners are served, not {scheme}")
+        address = rest
+    if "," in address:
+        raise ValueError("replog serves exactly one listener")
+    host, separator, port = address.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not separator or not host or not port.isdigit() or not minimum_port <= int(port) <= 65535:
+        raise ValueError(f"must be host:port with a port from {minimum_port} to 65535")
+    return HostPort(host, int(port))
+
+
+def _listener(text: str) -> HostPort:
+    return _host_port(text, minimum_port=0)  # port 0: bind any free port (tests)
+
+
+def _advertised_listener(text: str) -> HostPort:
+    return _host_port(text, minimum_port=1)
+
+
+def _cleanup_policy(text: str) -> tuple[str, ...]:
+    policies = tuple(part.strip() for part in text.split(",") if part.strip())
+    if "compact" in policies:
+        raise ValueError("compact is not supported (replog has no log cleaner); use delete")
+    if set(policies) != {"delete"}:
+        raise ValueError("must be delete")
+    return ("delete",)
 
 
 def _coord_url(text: str) -> str:
@@ -41,29 +148,288 @@ def _coord_url(text: str) -> str:
     return text
 
 
+_DAY_MS = 24 * 3600 * 1000
+_LOG_DEFAULTS = LogConfig()  # the partition log's own defaults are Kafka's; do not restate them
+
 SETTINGS: dict[str, Setting] = {
     setting.name: setting
     for setting in [
         Setting("coord.url", _coord_url, "memory://", "coordination store URL (memory://, zk://..., etcd://...)"),
         Setting(
             "coord.session.timeout.ms",
-            _positive_int(1000),
+            _int32(1000),
             18_000,
             "how long the store keeps a silent broker's session (and its ephemeral nodes) alive",
+        ),
+        Setting("broker.id", _int32(0), 0, "this broker's id, unique in the cluster"),
+        Setting("listeners", _listener, HostPort("127.0.0.1", DEFAULT_PORT), "host:port the broker binds"),
+        Setting(
+            "advertised.listeners",
+            _advertised_listener,
+            None,
+            "host:port clients are told to connect to (default: the value of listeners)",
+        ),
+        Setting("broker.rack", _optional_text, None, "rack of this broker, for rack-aware replica assignment"),
+        Setting("log.dirs", _paths, ("./replog-data",), "directories holding partition logs", is_list=True),
+        Setting("num.partitions", _int32(1), 1, "partitions of a topic created without a count"),
+        Setting(
+            "default.replication.factor", _int32(1), 1, "replicas of a topic created without a factor"
+        ),
+        Setting("min.insync.replicas", _int32(1), 1, "ISR size an acks=all produce needs to succeed"),
+        Setting(
+            "auto.create.topics.enable",
+            _boolean,
+            False,
+            "create a topic when a client asks for metadata of an unknown one (off: typos make no topics)",
+        ),
+        Setting("socket.request.max.bytes", _int32(1), 104_857_600, "largest request frame accepted"),
+        Setting(
+            "message.max.bytes", _int32(0), _LOG_DEFAULTS.max_message_bytes, "largest record batch accepted"
+        ),
+        Setting("log.segment.bytes", _int32(14), _LOG_DEFAULTS.segment_bytes, "size at which a segment rolls"),
+        Setting("log.roll.ms", _int64(1), _LOG_DEFAULTS.segment_ms, "age at which a segment rolls"),
+        Setting(
+            "log.retention.ms", _int64(-1), _LOG_DEFAULTS.retention_ms, "age at which segments are deleted (-1: never)"
+        ),
+        Setting(
+            "log.retention.bytes",
+            _int64(-1),
+            _LOG_DEFAULTS.retention_bytes,
+            "partition size above which old segments are deleted (-1: no limit)",
+        ),
+        Setting(
+            "log.index.interval.bytes",
+            _int32(0),
+            _LOG_DEFAULTS.index_interval_bytes,
+            "log bytes between offset index entries",
+        ),
+        Setting(
+            "log.flush.interval.messages",
+            _int64(1),
+            _LOG_DEFAULTS.flush_messages,
+            "records between forced fsyncs (default: never; replication is the durability)",
+        ),
+        Setting(
+            "log.flush.interval.ms", _int64(0), _LOG_DEFAULTS.flush_ms, "time between forced fsyncs (default: never)"
+        ),
+        Setting("log.cleanup.policy", _cleanup_policy, ("delete",), "what happens to old segments", is_list=True),
+        Setting(
+            "log.message.timestamp.type",
+            _one_of("CreateTime", "LogAppendTime"),
+            "CreateTime",
+            "timestamp a record keeps: the producer's (CreateTime) or the broker's append time",
+        ),
+        Setting(
+            "replica.lag.time.max.ms",
+            _int64(1),
+            30_000,
+            "a follower that has not caught up for this long leaves the ISR (the seed's KeepInSyncTime)",
+        ),
+        Setting(
+            "unclean.leader.election.enable",
+            _boolean,
+            False,
+            "let a replica outside the ISR become leader when no ISR member is alive (loses data)",
+        ),
+        Setting(
+            "auto.leader.rebalance.enable",
+            _boolean,
+            True,
+            "move leadership back to preferred replicas (the seed's checkLoadBalancing)",
+        ),
+        Setting(
+            "leader.imbalance.check.interval.seconds",
+            _int64(1),
+            300,
+            "how often leadership balance is checked (the seed's PreferredReplicaTime)",
+        ),
+        Setting(
+            "offsets.retention.minutes",
+            _int32(1),
+            7 * _DAY_MS // 60_000,
+            "how long committed offsets of an empty group are kept",
         ),
     ]
 }
 
+# Kafka's topic-level names and the broker settings they default to (ServerTopicConfigSynonyms).
+TOPIC_SETTING_SYNONYMS: dict[str, str] = {
+    "cleanup.policy": "log.cleanup.policy",
+    "retention.ms": "log.retention.ms",
+    "retention.bytes": "log.retention.bytes",
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "max.message.bytes": "message.max.bytes",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "message.timestamp.type": "log.message.timestamp.type",
+}
 
-def parse_setting(name: str, text: str) -> Any:
-    setting = SETTINGS.get(name)
-    if setting is None:
-        raise ConfigError(f"unknown setting {name!r}")
+TOPIC_SETTINGS: dict[str, Setting] = {
+    name: dataclasses.replace(SETTINGS[broker_name], name=name)
+    for name, broker_name in TOPIC_SETTING_SYNONYMS.items()
+}
+
+
+def _lookup(registry: Mapping[str, Setting], name: str, kind: str) -> Setting:
+    setting = registry.get(name)
+    if setting is not None:
+        return setting
+    if registry is SETTINGS and name in TOPIC_SETTINGS:
+        hint = f"; {name} is a topic setting, its broker default is {TOPIC_SETTING_SYNONYMS[name]}"
+    elif registry is TOPIC_SETTINGS and name in SETTINGS:
+        hint = "; that is a broker setting"
+    else:
+        hint = ""
+    raise ConfigError(f"unknown {kind}setting {name!r}{hint}")
+
+
+def _parse(setting: Setting, text: str, source: str = "") -> Any:
     try:
         return setting.parse(text)
     except ValueError as error:
-        raise ConfigError(f"invalid value {text!r} for {name}: {error}") from None
+        where = f" (from {source})" if source else ""
+        raise ConfigError(f"invalid value {text!r} for {setting.name}{where}: {error}") from None
+
+
+def parse_setting(name: str, text: str) -> Any:
+    """The value of broker setting `name` written as `text`; ConfigError names the setting."""
+    return _parse(_lookup(SETTINGS, name, ""), text)
+
+
+def parse_topic_setting(name: str, text: str) -> Any:
+    return _parse(_lookup(TOPIC_SETTINGS, name, "topic "), text)
+
+
+def format_value(value: Any) -> str | None:
+    """A parsed value as Kafka writes it in DescribeConfigs: lists comma-joined, booleans lower case."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple) and not isinstance(value, HostPort):
+        return ",".join(str(item) for item in value)
+    return str(value)
 
 
 def defaults() -> dict[str, Any]:
     return {name: setting.default for name, setting in SETTINGS.items()}
+
+
+DEFAULT_SOURCE = "default"
+SET_SOURCE = "--set"
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedSettings(Mapping[str, Any]):
+    """Parsed values by Kafka name (`settings["log.retention.ms"]`), and where each came from.
+
+    A source is "default", "file <path>" or "--set" for a broker setting; "topic" or the broker
+    setting's own source for a topic setting.
+    """
+
+    parsed: Mapping[str, Any]
+    sources: Mapping[str, str]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.parsed[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.parsed)
+
+    def __len__(self) -> int:
+        return len(self.parsed)
+
+
+class BrokerConfig(ResolvedSettings):
+    def topic_defaults(self) -> dict[str, Any]:
+        """Topic-level names and the values a topic without overrides gets from this broker."""
+        return {name: self[broker_name] for name, broker_name in TOPIC_SETTING_SYNONYMS.items()}
+
+
+class TopicSettings(ResolvedSettings):
+    pass
+
+
+def _flatten_toml(table: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    # `log.retention.ms = 1` in TOML is a dotted key, i.e. nested tables; `"log.retention.ms" = 1`
+    # and `[log] retention.ms = 1` are the same setting, so all three spellings are accepted.
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            yield from _flatten_toml(value, f"{name}.")
+        else:
+            yield name, value
+
+
+def _toml_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(_toml_text(item) for item in value)
+    return str(value)
+
+
+def _read_toml(toml_path: str) -> dict[str, str]:
+    try:
+        with open(toml_path, "rb") as file:
+            document = tomllib.load(file)
+    except OSError as error:
+        raise ConfigError(f"cannot read config file {toml_path}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config file {toml_path} is not valid TOML: {error}") from None
+    return {name: _toml_text(value) for name, value in _flatten_toml(document)}
+
+
+def load_broker_config(toml_path: str | None = None, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
+    """Registry defaults, then the TOML file's keys, then `--set key=value` overrides.
+
+    Every key must be a broker setting's Kafka name; a ConfigError names the key and where it was
+    written. `advertised.listeners` left unset resolves to `listeners`.
+    """
+    values = defaults()
+    sources = dict.fromkeys(values, DEFAULT_SOURCE)
+    layers = [(f"file {toml_path}", _read_toml(toml_path))] if toml_path is not None else []
+    layers.append((SET_SOURCE, dict(overrides or {})))
+    for source, texts in layers:
+        for name, text in texts.items():
+            try:
+                setting = _lookup(SETTINGS, name, "")
+            except ConfigError as error:
+                raise ConfigError(f"{error} (from {source})") from None
+            values[name] = _parse(setting, text, source)
+            sources[name] = source
+    if values["advertised.listeners"] is None:
+        values["advertised.listeners"] = values["listeners"]
+    return BrokerConfig(types.MappingProxyType(values), types.MappingProxyType(sources))
+
+
+def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, Any]:
+    """Parse a topic's overrides (CreateTopics, AlterConfigs); ConfigError names the first bad one.
+
+    A request handler answers a ConfigError with Kafka's INVALID_CONFIG (40).
+    """
+    return {name: parse_topic_setting(name, text) for name, text in configs.items()}
+
+
+TOPIC_SOURCE = "topic"
+
+
+def effective_topic_config(broker_config: BrokerConfig, topic_overrides: Mapping[str, str]) -> TopicSettings:
+    """Every topic setting: the topic's override where it has one, else the broker's value."""
+    overrides = validate_topic_configs(topic_overrides)
+    values, sources = {}, {}
+    for name, broker_name in TOPIC_SETTING_SYNONYMS.items():
+        if name in overrides:
+            values[name], sources[name] = overrides[name], TOPIC_SOURCE
+        else:
+            values[name], sources[name] = broker_config[broker_name], broker_config.sources[broker_name]
+    return TopicSettings(types.MappingProxyType(values), types.MappingProxyType(sources))
+
+
+def log_config(settings: TopicSettings) -> LogConfig:
+    """The partition log's settings; LogConfig's fields are topic setting names in python spelling."""
+    return LogConfig(**{field.name: settings[field.name.replace("_", ".")] for field in dataclasses.fields(LogConfig)})
