@@ -1,0 +1,58 @@
+"""Admin commands on the coordination store: topic lifecycle and replica assignment."""
+
+from replog.admin.assignment import assign_replicas, check_assignment
+from replog.admin.errors import (
+    AdminError,
+    InvalidConfig,
+    InvalidPartitions,
+    InvalidReplicaAssignment,
+    InvalidReplicationFactor,
+    InvalidTopic,
+    TopicAlreadyExists,
+    UnknownTopicOrPartition,
+)
+from replog.admin.topics import (
+    AlterOp,
+    ConfigEntry,
+    ConfigOperation,
+    ConfigSource,
+    PartitionDescription,
+    TopicDescription,
+    alter_topic_config,
+    create_partitions,
+    create_topic,
+    delete_topic,
+    describe_topic,
+    describe_topic_config,
+    list_topics,
+    live_brokers,
+    validate_topic_name,
+)
+
+__all__ = [
+    "AdminError",
+    "AlterOp",
+    "ConfigEntry",
+    "ConfigOperation",
+    "ConfigSource",
+    "InvalidConfig",
+    "InvalidPartitions",
+    "InvalidReplicaAssignment",
+    "InvalidReplicationFactor",
+    "InvalidTopic",
+    "PartitionDescription",
+    "TopicAlreadyExists",
+    "TopicDescription",
+    "UnknownTopicOrPartition",
+    "alter_topic_config",
+    "assign_replicas",
+    "check_assignment",
+    "create_partitions",
+    "create_topic",
+    "delete_topic",
+    "describe_topic",
+    "describe_topic_config",
+    "list_topics",
+    "live_brokers",
+    "validate_topic_name",
+]

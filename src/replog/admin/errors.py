@@ -1,0 +1,51 @@
+"""The admin commands' errors: one hierarchy, each carrying the Kafka error code a broker answers with.
+
+The CLI prints the message; a request handler (CreateTopics, DeleteTopics, CreatePartitions,
+AlterConfigs) puts `code` and the message in its response. Messages name the topic.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class AdminError(Exception):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class _KafkaError(AdminError):
+    CODE: ClassVar[int]
+
+    def __init__(self, message: str):
+        super().__init__(self.CODE, message)
+
+
+class UnknownTopicOrPartition(_KafkaError):
+    CODE = 3
+
+
+class InvalidTopic(_KafkaError):
+    CODE = 17
+
+
+class TopicAlreadyExists(_KafkaError):
+    CODE = 36
+
+
+class InvalidPartitions(_KafkaError):
+    CODE = 37
+
+
+class InvalidReplicationFactor(_KafkaError):
+    CODE = 38
+
+
+class InvalidReplicaAssignment(_KafkaError):
+    CODE = 39
+
+
+class InvalidConfig(_KafkaError):
+    CODE = 40

@@ -1,0 +1,481 @@
+"""Topic lifecycle on the coordination store: create, delete, add partitions, describe, configure.
+
+These act on the store directly, as the seed's admin commands do, so they work while every
+broker is down; brokers learn of the changes through their watches. Nodes written (paths.py):
+
+    /brokers/topics/[topic]                          empty; its children are the partition ids
+    /brokers/topics/[topic]/[partition]/replicas     ReplicaAssignment, preferred leader first
+    /config/topics/[topic]                           TopicConfig: the topic's overrides, as text
+
+Each command is one store transaction, so a reader never sees half a topic and two admins racing
+on one topic have exactly one winner. Where the seed stages a new partition under
+/brokers/partitions_reassigned and waits for start-replica to be consumed, the transaction is
+the commit point instead: brokers start replicas when they see the partition appear, and the
+leader and ISR nodes are created by the elected leader.
+
+A transaction that conflicts with a concurrent writer (NodeExists, NoNode, BadVersion,
+NotEmpty) is re-planned from a fresh read, at most CONFLICT_ATTEMPTS_MAX times; the fresh read
+usually turns the conflict into the right Kafka error (TOPIC_ALREADY_EXISTS, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TypeVar
+
+from replog.config import (
+    DEFAULT_SOURCE,
+    TOPIC_SETTINGS,
+    TOPIC_SOURCE,
+    BrokerConfig,
+    ConfigError,
+    effective_topic_config,
+    format_value,
+    load_broker_config,
+    validate_topic_configs,
+)
+from replog.coord_backends import BadVersion, NodeExists, NoNode, NotEmpty, Store
+from replog.coord_backends import paths
+from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
+
+from .assignment import BrokerRack, assign_replicas, check_assignment
+from .errors import (
+    AdminError,
+    InvalidConfig,
+    InvalidPartitions,
+    InvalidReplicaAssignment,
+    InvalidTopic,
+    TopicAlreadyExists,
+    UnknownTopicOrPartition,
+)
+
+TOPIC_NAME_LENGTH_MAX = 249  # Kafka's: a partition directory "<topic>-<partition>" must fit in 255 bytes
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+CONFLICT_ATTEMPTS_MAX = 5
+_CONFLICTS = (NodeExists, NoNode, BadVersion, NotEmpty)
+
+T = TypeVar("T")
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's rules (Topic.validate); InvalidTopic (17) says which one is broken."""
+    if not name:
+        raise InvalidTopic("topic name is illegal: it can't be empty")
+    if name in (".", ".."):
+        raise InvalidTopic(f"topic name {name!r} is illegal: it can't be '.' or '..'")
+    if len(name) > TOPIC_NAME_LENGTH_MAX:
+        raise InvalidTopic(f"topic name {name!r} is illegal: it can't be longer than {TOPIC_NAME_LENGTH_MAX} characters")
+    if not _TOPIC_NAME.fullmatch(name):
+        raise InvalidTopic(
+            f"topic name {name!r} is illegal: it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        )
+
+
+def _collision_key(name: str) -> str:
+    # Kafka refuses topics differing only in '.' versus '_': their metric names collide.
+    return name.replace(".", "_")
+
+
+async def _retrying(attempt: Callable[[], Awaitable[T]]) -> T:
+    for _ in range(CONFLICT_ATTEMPTS_MAX - 1):
+        try:
+            return await attempt()
+        except _CONFLICTS:
+            continue
+    return await attempt()
+
+
+async def _children_or_none(store: Store, path: str) -> list[str]:
+    try:
+        return await store.children(path)
+    except NoNode:
+        return []
+
+
+async def _get_or_none(store: Store, path: str) -> tuple[bytes, int] | None:
+    try:
+        return await store.get(path)
+    except NoNode:
+        return None
+
+
+async def _ensure_exists(store: Store, path: str) -> None:
+    if await store.exists(path) is None:
+        try:
+            await store.create(path, make_parents=True)
+        except NodeExists:
+            pass  # another admin or broker made it first
+
+
+async def live_brokers(store: Store) -> list[BrokerRack]:
+    """(broker id, rack) of every registered broker, by id."""
+    brokers = []
+    for child in await _children_or_none(store, paths.BROKER_IDS):
+        registered = await _get_or_none(store, paths.broker(int(child)))
+        if registered is not None:  # None: the broker's session ended since the listing
+            brokers.append((int(child), BrokerRegistration.decode(registered[0]).rack))
+    return sorted(brokers)
+
+
+async def list_topics(store: Store) -> list[str]:
+    return await _children_or_none(store, paths.TOPICS)
+
+
+async def _partition_ids(store: Store, name: str) -> list[int]:
+    validate_topic_name(name)
+    try:
+        return sorted(int(child) for child in await store.children(paths.topic(name)))
+    except NoNode:
+        raise UnknownTopicOrPartition(f"topic {name!r} does not exist") from None
+
+
+def _topic_config_errors(name: str, configs: Mapping[str, str]) -> None:
+    try:
+        validate_topic_configs(configs)
+    except ConfigError as error:
+        raise InvalidConfig(f"topic {name!r}: {error}") from None
+
+
+def _naming_topic(name: str, error: AdminError) -> AdminError:
+    return type(error)(f"topic {name!r}: {error.message}")
+
+
+async def _plan_assignment(
+    store: Store,
+    name: str,
+    partitions: int | None,
+    replication_factor: int | None,
+    replica_assignment: Mapping[int, Sequence[int]] | None,
+) -> dict[int, list[int]]:
+    try:
+        if replica_assignment is None:
+            if partitions is None or replication_factor is None:
+                raise InvalidReplicaAssignment("give a partition count and a replication factor, or a replica assignment")
+            return assign_replicas(await live_brokers(store), partitions, replication_factor)
+        assignment = check_assignment(replica_assignment)
+    except AdminError as error:
+        raise _naming_topic(name, error) from None
+    given_factor = len(assignment[0])
+    if (partitions is not None and partitions != len(assignment)) or (
+        replication_factor is not None and replication_factor != given_factor
+    ):
+        raise InvalidReplicaAssignment(
+            f"topic {name!r}: the replica assignment has {len(assignment)} partitions of {given_factor} replicas,"
+            f" not {partitions} of {replication_factor}"
+        )
+    return assignment
+
+
+async def create_topic(
+    store: Store,
+    name: str,
+    partitions: int | None,
+    replication_factor: int | None,
+    configs: Mapping[str, str] | None = None,
+    *,
+    replica_assignment: Mapping[int, Sequence[int]] | None = None,
+    validate_only: bool = False,
+) -> dict[int, list[int]]:
+    """Create a topic and return its replica assignment; with `validate_only`, only check and plan.
+
+    `partitions` and `replication_factor` may be None when `replica_assignment` gives them
+    (CreateTopics resolves Kafka's -1 to the broker's num.partitions/default.replication.factor
+    before calling). Without an assignment, replicas go to the registered brokers by
+    `assign_replicas`.
+    """
+    validate_topic_name(name)
+    overrides = dict(configs or {})
+    _topic_config_errors(name, overrides)
+    assignment = await _plan_assignment(store, name, partitions, replication_factor, replica_assignment)
+
+    async def attempt() -> dict[int, list[int]]:
+        existing = await list_topics(store)
+        if name in existing:
+            raise TopicAlreadyExists(f"topic {name!r} already exists")
+        colliding = [topic for topic in existing if _collision_key(topic) == _collision_key(name)]
+        if colliding:
+            raise InvalidTopic(f"topic {name!r} collides with existing topic {colliding[0]!r} ('.' and '_' collide)")
+        if validate_only:
+            return assignment
+        await _ensure_exists(store, paths.TOPICS)
+        await _ensure_exists(store, paths.TOPIC_CONFIGS)
+        transaction = store.transaction().create(paths.topic(name))
+        for partition_id, replicas in assignment.items():
+            transaction.create(paths.partition(name, partition_id))
+            transaction.create(paths.replicas(name, partition_id), ReplicaAssignment(tuple(replicas)).encode())
+        config_bytes = TopicConfig(overrides).encode()
+        # A config left behind without its topic (written by an older tool) is overwritten,
+        # as Kafka's createTopic does; the version check keeps a racing creator out.
+        stale_version = await store.exists(paths.topic_config(name))
+        if stale_version is None:
+            transaction.create(paths.topic_config(name), config_bytes)
+        else:
+            transaction.set(paths.topic_config(name), config_bytes, stale_version)
+        await transaction.commit()
+        return assignment
+
+    return await _retrying(attempt)
+
+
+async def _subtree(store: Store, path: str) -> list[str]:
+    """`path` and everything below it, deepest first (the order a transaction can delete them)."""
+    below = []
+    for child in await _children_or_none(store, path):
+        below.extend(await _subtree(store, f"{path}/{child}"))
+    return [*below, path]
+
+
+async def delete_topic(store: Store, name: str) -> None:
+    """Remove the topic's partitions (replicas, leader, ISR, epoch nodes), its config and any
+    pending reassignment, in one transaction.
+
+    What brokers do on seeing it: each broker watches the children of /brokers/topics; when a
+    topic disappears, every broker holding one of its replicas stops the replica (a leader stops
+    its commit task and answers UNKNOWN_TOPIC_OR_PARTITION) and deletes its log (the seed's
+    closeReplica). A broker that was down at the time finds, at start-up, logs for topics the
+    store no longer has and deletes them. (Issue 5's state-change queues will carry an explicit
+    close-replica instead.)
+    """
+
+    async def attempt() -> None:
+        if await store.exists(paths.topic(name)) is None:
+            raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
+        doomed = await _subtree(store, paths.topic(name))
+        for optional in (paths.reassigned_topic(name), paths.topic_config(name)):
+            if await store.exists(optional) is not None:
+                doomed += await _subtree(store, optional)
+        transaction = store.transaction()
+        for path in doomed:
+            transaction.delete(path)
+        await transaction.commit()
+
+    validate_topic_name(name)
+    await _retrying(attempt)
+
+
+async def create_partitions(
+    store: Store, name: str, new_total: int, assignment: Mapping[int, Sequence[int]] | None = None
+) -> dict[int, list[int]]:
+    """Grow the topic to `new_total` partitions; returns the new partitions' replicas.
+
+    `assignment`, when given, names the new partitions only (ids existing count .. new_total-1),
+    each with as many replicas as partition 0 has. Without it, Kafka's rule: continue the
+    round-robin from partition 0's leader over the registered brokers.
+    """
+
+    async def attempt() -> dict[int, list[int]]:
+        existing = await _partition_ids(store, name)
+        if new_total <= len(existing):
+            raise InvalidPartitions(
+                f"topic {name!r} has {len(existing)} partitions; the new count {new_total} must be larger"
+            )
+        first_replicas = await _replicas_of(store, name, 0)
+        added = await _plan_new_partitions(store, name, len(existing), new_total, first_replicas, assignment)
+        # No check on the topic node is needed: were the topic deleted meanwhile, creating a
+        # partition under it fails with NoNode, and the re-read reports the topic unknown.
+        transaction = store.transaction()
+        for partition_id, replicas in added.items():
+            transaction.create(paths.partition(name, partition_id))
+            transaction.create(paths.replicas(name, partition_id), ReplicaAssignment(tuple(replicas)).encode())
+        await transaction.commit()
+        return added
+
+    return await _retrying(attempt)
+
+
+async def _plan_new_partitions(
+    store: Store,
+    name: str,
+    existing_count: int,
+    new_total: int,
+    first_replicas: list[int],
+    assignment: Mapping[int, Sequence[int]] | None,
+) -> dict[int, list[int]]:
+    try:
+        if assignment is None:
+            brokers = await live_brokers(store)
+            start_index = next((index for index, (broker, _) in enumerate(brokers) if broker >= first_replicas[0]), 0)
+            return assign_replicas(
+                brokers, new_total - existing_count, len(first_replicas), start_index=start_index,
+                first_partition_id=existing_count,
+            )
+        added = check_assignment(assignment, first_partition_id=existing_count)
+    except AdminError as error:
+        raise _naming_topic(name, error) from None
+    if max(added) != new_total - 1 or len(added[existing_count]) != len(first_replicas):
+        raise InvalidReplicaAssignment(
+            f"topic {name!r}: the assignment must give partitions {existing_count}..{new_total - 1}"
+            f" {len(first_replicas)} replicas each, as partition 0 has"
+        )
+    return added
+
+
+async def _replicas_of(store: Store, name: str, partition_id: int) -> list[int]:
+    data, _ = await store.get(paths.replicas(name, partition_id))
+    return list(ReplicaAssignment.decode(data).replicas)
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionDescription:
+    partition: int
+    replicas: tuple[int, ...]
+    leader: int | None  # None: no leader right now (election pending, or every replica down)
+    leader_epoch: int | None  # the current leader's, else the last one the ISR record names
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]  # assigned to brokers that are not registered
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    partitions: tuple[PartitionDescription, ...]
+
+
+async def describe_topic(store: Store, name: str) -> TopicDescription:
+    live = {broker for broker, _ in await live_brokers(store)}
+    described = []
+    for partition_id in await _partition_ids(store, name):
+        replicas = tuple(await _replicas_of(store, name, partition_id))
+        leader_node = await _get_or_none(store, paths.leader(name, partition_id))
+        isr_node = await _get_or_none(store, paths.isr(name, partition_id))
+        leader = LeaderRecord.decode(leader_node[0]) if leader_node else None
+        isr = IsrRecord.decode(isr_node[0]) if isr_node else None
+        described.append(
+            PartitionDescription(
+                partition=partition_id,
+                replicas=replicas,
+                leader=leader.leader if leader else None,
+                leader_epoch=leader.leader_epoch if leader else (isr.leader_epoch if isr else None),
+                isr=isr.isr if isr else (),
+                offline_replicas=tuple(replica for replica in replicas if replica not in live),
+            )
+        )
+    return TopicDescription(name, tuple(described))
+
+
+class ConfigSource(enum.IntEnum):
+    """Kafka's DescribeConfigs config_source values (the ones a topic's entries can have)."""
+
+    DYNAMIC_TOPIC_CONFIG = 1
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == ConfigSource.DEFAULT_CONFIG
+
+
+async def _topic_overrides(store: Store, name: str) -> tuple[dict[str, str], int | None]:
+    """The topic's stored overrides and the config node's version (None: no node yet)."""
+    await _partition_ids(store, name)  # raises UnknownTopicOrPartition
+    stored = await _get_or_none(store, paths.topic_config(name))
+    if stored is None:
+        return {}, None
+    return dict(TopicConfig.decode(stored[0]).configs), stored[1]
+
+
+async def describe_topic_config(
+    store: Store, name: str, broker_config: BrokerConfig | None = None
+) -> list[ConfigEntry]:
+    """Every topic setting with its effective value and where it comes from, by name.
+
+    Without `broker_config` (an admin command run away from any broker), broker-level values
+    are the registry defaults.
+    """
+    overrides, _ = await _topic_overrides(store, name)
+    settings = effective_topic_config(broker_config or load_broker_config(), overrides)
+    sources = {TOPIC_SOURCE: ConfigSource.DYNAMIC_TOPIC_CONFIG, DEFAULT_SOURCE: ConfigSource.DEFAULT_CONFIG}
+    return [
+        ConfigEntry(setting, format_value(value), sources.get(settings.sources[setting], ConfigSource.STATIC_BROKER_CONFIG))
+        for setting, value in sorted(settings.items())
+    ]
+
+
+class AlterOp(enum.IntEnum):
+    """IncrementalAlterConfigs' config_operation values."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigOperation:
+    name: str
+    op: AlterOp
+    value: str | None = None
+
+
+def _apply_operation(
+    topic: str, overrides: dict[str, str], operation: ConfigOperation, broker_config: BrokerConfig
+) -> None:
+    setting = TOPIC_SETTINGS.get(operation.name)
+    if setting is None:
+        raise InvalidConfig(f"topic {topic!r}: unknown topic setting {operation.name!r}")
+    if operation.op == AlterOp.DELETE:
+        overrides.pop(operation.name, None)
+        return
+    if operation.value is None:
+        raise InvalidConfig(f"topic {topic!r}: {operation.op.name} {operation.name} needs a value")
+    if operation.op == AlterOp.SET:
+        overrides[operation.name] = operation.value
+        return
+    if not setting.is_list:
+        raise InvalidConfig(
+            f"topic {topic!r}: {operation.op.name} applies only to list settings, and {operation.name} is not one"
+        )
+    # As Kafka does, APPEND and SUBTRACT start from the override, else the broker's value.
+    current = overrides.get(operation.name) or format_value(broker_config.topic_defaults()[operation.name]) or ""
+    items = [item for item in current.split(",") if item]
+    given = [item.strip() for item in operation.value.split(",") if item.strip()]
+    if operation.op == AlterOp.APPEND:
+        items += [item for item in given if item not in items]
+    else:
+        items = [item for item in items if item not in given]
+    overrides[operation.name] = ",".join(items)
+
+
+async def alter_topic_config(
+    store: Store,
+    name: str,
+    operations: Sequence[ConfigOperation],
+    *,
+    broker_config: BrokerConfig | None = None,
+    validate_only: bool = False,
+) -> dict[str, str]:
+    """Apply IncrementalAlterConfigs operations to the topic's overrides; returns the new overrides.
+
+    All or nothing: the operations are applied in order to a copy, the result is validated as a
+    whole (INVALID_CONFIG names the first bad setting), then written compare-and-set.
+    """
+    names = [operation.name for operation in operations]
+    if len(set(names)) != len(names):
+        raise InvalidConfig(f"topic {name!r}: a setting appears more than once in {names}")
+    broker_config = broker_config or load_broker_config()
+
+    async def attempt() -> dict[str, str]:
+        overrides, version = await _topic_overrides(store, name)
+        for operation in operations:
+            _apply_operation(name, overrides, operation, broker_config)
+        _topic_config_errors(name, overrides)
+        if validate_only:
+            return overrides
+        encoded = TopicConfig(overrides).encode()
+        if version is None:
+            await store.create(paths.topic_config(name), encoded, make_parents=True)
+        else:
+            await store.set(paths.topic_config(name), encoded, version)
+        return overrides
+
+    return await _retrying(attempt)

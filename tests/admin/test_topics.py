@@ -1,0 +1,370 @@
+"""Topic lifecycle on the store, over memory, ZooKeeper and etcd: what each command writes,
+what it refuses, and that racing admins cannot leave half a topic."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from replog.admin import (
+    AlterOp,
+    ConfigOperation,
+    ConfigSource,
+    InvalidConfig,
+    InvalidPartitions,
+    InvalidReplicaAssignment,
+    InvalidReplicationFactor,
+    InvalidTopic,
+    TopicAlreadyExists,
+    UnknownTopicOrPartition,
+    alter_topic_config,
+    create_partitions,
+    create_topic,
+    delete_topic,
+    describe_topic,
+    describe_topic_config,
+    list_topics,
+)
+from replog.config import load_broker_config
+from replog.coord_backends import paths
+from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
+
+
+async def stored_replicas(store, topic: str) -> dict[int, list[int]]:
+    return {
+        int(partition): list(ReplicaAssignment.decode((await store.get(paths.replicas(topic, int(partition))))[0]).replicas)
+        for partition in await store.children(paths.topic(topic))
+    }
+
+
+async def stored_overrides(store, topic: str) -> dict[str, str]:
+    return dict(TopicConfig.decode((await store.get(paths.topic_config(topic)))[0]).configs)
+
+
+# --- create -----------------------------------------------------------------------------------
+
+
+async def test_create_writes_assignment_and_config(store, register_brokers):
+    await register_brokers({1: None, 2: None, 3: None})
+    assignment = await create_topic(store, "orders", 6, 2, {"retention.ms": "60000"})
+
+    assert await stored_replicas(store, "orders") == assignment
+    assert sorted(assignment) == list(range(6))
+    assert all(len(set(replicas)) == 2 and set(replicas) <= {1, 2, 3} for replicas in assignment.values())
+    assert sorted(replicas[0] for replicas in assignment.values()) == [1, 1, 2, 2, 3, 3]
+    assert await stored_overrides(store, "orders") == {"retention.ms": "60000"}
+    assert await list_topics(store) == ["orders"]
+
+
+def commit_together(monkeypatch, stores) -> None:
+    """Hold each store's first transaction until every store has one ready, so that all of them
+    planned against the same, pre-race state and commit at once: a real race, every run."""
+    barrier = asyncio.Barrier(len(stores))
+    waited: set[int] = set()
+    for client in stores:
+
+        async def commit_after_barrier(ops, client=client, commit=client._commit):
+            if id(client) not in waited:
+                waited.add(id(client))
+                await asyncio.wait_for(barrier.wait(), timeout=10)
+            return await commit(ops)
+
+        monkeypatch.setattr(client, "_commit", commit_after_barrier)
+
+
+async def test_concurrent_creates_of_one_topic_have_exactly_one_winner(connect, monkeypatch):
+    first, second = await connect(), await connect()
+    commit_together(monkeypatch, [first, second])
+    outcomes = await asyncio.gather(
+        create_topic(first, "race", None, None, {"retention.ms": "1000"}, replica_assignment={0: [1], 1: [1]}),
+        create_topic(second, "race", None, None, {"retention.ms": "2000"}, replica_assignment={0: [2], 1: [2], 2: [2]}),
+        return_exceptions=True,
+    )
+
+    winners = [outcome for outcome in outcomes if isinstance(outcome, dict)]
+    losers = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
+    assert len(winners) == 1 and len(losers) == 1, outcomes
+    assert isinstance(losers[0], TopicAlreadyExists) and losers[0].code == 36
+    # All of the winner's writes and none of the loser's.
+    assert await stored_replicas(first, "race") == winners[0]
+    expected_retention = "1000" if winners[0] == {0: [1], 1: [1]} else "2000"
+    assert await stored_overrides(first, "race") == {"retention.ms": expected_retention}
+
+
+async def test_create_of_an_existing_topic_is_refused(store, register_brokers):
+    await register_brokers({1: None})
+    await create_topic(store, "once", 1, 1)
+    with pytest.raises(TopicAlreadyExists, match="'once'"):
+        await create_topic(store, "once", 2, 1)
+    assert await stored_replicas(store, "once") == {0: [1]}
+
+
+async def test_validate_only_plans_but_writes_nothing(store, register_brokers):
+    await register_brokers({1: None, 2: None})
+    assignment = await create_topic(store, "dry", 4, 2, {"segment.bytes": "1048576"}, validate_only=True)
+
+    assert sorted(assignment) == [0, 1, 2, 3]
+    assert await list_topics(store) == []
+    assert await store.exists(paths.topic_config("dry")) is None
+
+
+@pytest.mark.parametrize(
+    "name, complaint",
+    [
+        ("", "can't be empty"),
+        (".", "'.' or '..'"),
+        ("..", "'.' or '..'"),
+        ("x" * 250, "longer than 249"),
+        ("a/b", "character other than"),
+        ("caf\u00e9", "character other than"),
+        ("with space", "character other than"),
+    ],
+)
+async def test_invalid_topic_names_are_refused(store, register_brokers, name, complaint):
+    await register_brokers({1: None})
+    with pytest.raises(InvalidTopic, match=complaint) as caught:
+        await create_topic(store, name, 1, 1)
+    assert caught.value.code == 17
+    assert await list_topics(store) == []
+
+
+async def test_longest_legal_name_is_accepted(store, register_brokers):
+    await register_brokers({1: None})
+    name = "a-Z_0." * 41 + "xyz"
+    assert len(name) == 249
+    await create_topic(store, name, 1, 1)
+    assert await list_topics(store) == [name]
+
+
+async def test_dot_and_underscore_names_collide(store, register_brokers):
+    await register_brokers({1: None})
+    await create_topic(store, "metrics.cpu", 1, 1)
+    with pytest.raises(InvalidTopic, match="collides with existing topic 'metrics.cpu'"):
+        await create_topic(store, "metrics_cpu", 1, 1)
+
+
+@pytest.mark.parametrize(
+    "replication_factor, complaint",
+    [(4, "replication factor 4 is larger than the 3 available brokers"), (0, "at least 1")],
+)
+async def test_impossible_replication_factors_are_refused(store, register_brokers, replication_factor, complaint):
+    await register_brokers({1: None, 2: None, 3: None})
+    with pytest.raises(InvalidReplicationFactor, match=complaint) as caught:
+        await create_topic(store, "t", 3, replication_factor)
+    assert caught.value.code == 38 and "'t'" in caught.value.message
+    assert await list_topics(store) == []
+
+
+async def test_without_registered_brokers_only_an_explicit_assignment_works(store):
+    with pytest.raises(InvalidReplicationFactor, match="no broker is registered"):
+        await create_topic(store, "offline", 1, 1)
+    await create_topic(store, "offline", None, None, replica_assignment={0: [5, 6], 1: [6, 5]})
+    assert await stored_replicas(store, "offline") == {0: [5, 6], 1: [6, 5]}
+
+
+@pytest.mark.parametrize(
+    "assignment, partitions, complaint",
+    [
+        ({0: [1, 1]}, None, "distinct"),
+        ({0: [1], 2: [1]}, None, "partitions 0..1"),
+        ({0: [1, 2], 1: [1]}, None, "same, non-zero number"),
+        ({0: [1]}, 3, "1 partitions of 1 replicas, not 3"),
+    ],
+)
+async def test_bad_explicit_assignments_are_refused(store, assignment, partitions, complaint):
+    with pytest.raises(InvalidReplicaAssignment, match=complaint) as caught:
+        await create_topic(store, "t", partitions, None, replica_assignment=assignment)
+    assert caught.value.code == 39
+    assert await list_topics(store) == []
+
+
+async def test_mixed_rack_information_is_refused(store, register_brokers):
+    await register_brokers({1: "r1", 2: None})
+    with pytest.raises(InvalidReplicaAssignment, match=r"brokers \[2\] have none"):
+        await create_topic(store, "t", 1, 2)
+
+
+async def test_racks_are_spread_over(store, register_brokers):
+    await register_brokers({1: "r1", 2: "r1", 3: "r2", 4: "r2"})
+    assignment = await create_topic(store, "racked", 8, 2)
+    rack = {1: "r1", 2: "r1", 3: "r2", 4: "r2"}
+    assert all({rack[broker] for broker in replicas} == {"r1", "r2"} for replicas in assignment.values())
+
+
+@pytest.mark.parametrize(
+    "configs, complaint",
+    [
+        ({"retention.hours": "1"}, "unknown topic setting 'retention.hours'"),
+        ({"log.retention.ms": "1"}, "broker setting"),
+        ({"segment.bytes": "lots"}, "segment.bytes"),
+        ({"cleanup.policy": "compact"}, "no log cleaner"),
+    ],
+)
+async def test_invalid_topic_configs_are_refused(store, register_brokers, configs, complaint):
+    await register_brokers({1: None})
+    with pytest.raises(InvalidConfig, match=complaint) as caught:
+        await create_topic(store, "t", 1, 1, configs)
+    assert caught.value.code == 40
+    assert await list_topics(store) == []
+
+
+# --- delete -----------------------------------------------------------------------------------
+
+
+async def test_delete_removes_partitions_leader_state_config_and_reassignment(connect, register_brokers):
+    admin, broker = await connect(), await connect()
+    await register_brokers({1: None, 2: None}, on=broker)
+    await create_topic(admin, "doomed", 2, 2, {"retention.ms": "1"})
+    # What a running cluster adds under a topic: a leader (ephemeral, another session's), an ISR,
+    # an epoch counter, and a pending reassignment.
+    await broker.create(paths.leader("doomed", 0), LeaderRecord(1, 3).encode(), ephemeral=True)
+    await broker.create(paths.isr("doomed", 0), IsrRecord((1, 2), 3).encode())
+    await broker.create(paths.reassigned_partition("doomed", 1), ReplicaAssignment((2,)).encode(), make_parents=True)
+    await create_topic(admin, "kept", 1, 1)
+
+    await delete_topic(admin, "doomed")
+
+    assert await list_topics(admin) == ["kept"]
+    for path in (paths.topic("doomed"), paths.topic_config("doomed"), paths.reassigned_topic("doomed")):
+        assert await admin.exists(path) is None, path
+    assert await stored_replicas(admin, "kept")
+
+
+async def test_delete_of_an_unknown_topic_is_refused(store):
+    with pytest.raises(UnknownTopicOrPartition, match="'ghost'") as caught:
+        await delete_topic(store, "ghost")
+    assert caught.value.code == 3
+
+
+async def test_a_deleted_topic_can_be_created_afresh(store, register_brokers):
+    await register_brokers({1: None})
+    await create_topic(store, "phoenix", 3, 1, {"retention.ms": "5"})
+    await delete_topic(store, "phoenix")
+    await create_topic(store, "phoenix", 1, 1)
+    assert list(await stored_replicas(store, "phoenix")) == [0]
+    assert await stored_overrides(store, "phoenix") == {}
+
+
+# --- partitions -------------------------------------------------------------------------------
+
+
+async def test_create_partitions_adds_only_new_partitions(store, register_brokers):
+    await register_brokers({1: None, 2: None, 3: None})
+    before = await create_topic(store, "grow", None, None, replica_assignment={0: [2, 3], 1: [3, 1]})
+
+    added = await create_partitions(store, "grow", 5)
+
+    assert sorted(added) == [2, 3, 4]
+    assert await stored_replicas(store, "grow") == {**before, **added}
+    assert all(len(set(replicas)) == 2 for replicas in added.values())
+    # Kafka continues the leaders' round-robin from partition 0's leader.
+    assert [added[partition][0] for partition in (2, 3, 4)] == [1, 2, 3]
+
+
+async def test_create_partitions_with_an_explicit_assignment(store):
+    await create_topic(store, "grow", None, None, replica_assignment={0: [1, 2]})
+    assert await create_partitions(store, "grow", 3, {1: [2, 1], 2: [1, 3]}) == {1: [2, 1], 2: [1, 3]}
+    assert await stored_replicas(store, "grow") == {0: [1, 2], 1: [2, 1], 2: [1, 3]}
+    with pytest.raises(InvalidReplicaAssignment, match="2 replicas each"):
+        await create_partitions(store, "grow", 4, {3: [1]})
+
+
+@pytest.mark.parametrize("new_total", [1, 2])
+async def test_create_partitions_must_increase_the_count(store, new_total):
+    await create_topic(store, "fixed", None, None, replica_assignment={0: [1], 1: [1]})
+    with pytest.raises(InvalidPartitions, match="has 2 partitions") as caught:
+        await create_partitions(store, "fixed", new_total, {})
+    assert caught.value.code == 37
+    assert sorted(await stored_replicas(store, "fixed")) == [0, 1]
+
+
+async def test_create_partitions_of_an_unknown_topic_is_refused(store):
+    with pytest.raises(UnknownTopicOrPartition):
+        await create_partitions(store, "ghost", 3)
+
+
+# --- describe ---------------------------------------------------------------------------------
+
+
+async def test_describe_reports_leader_epoch_isr_and_offline_replicas(store, register_brokers):
+    await register_brokers({1: None, 2: None})
+    await create_topic(store, "seen", None, None, replica_assignment={0: [1, 2], 1: [2, 3]})
+    await store.create(paths.leader("seen", 0), LeaderRecord(1, 4).encode(), ephemeral=True)
+    await store.create(paths.isr("seen", 0), IsrRecord((1, 2), 4).encode())
+    await store.create(paths.isr("seen", 1), IsrRecord((2,), 7).encode())  # its leader is gone
+
+    description = await describe_topic(store, "seen")
+
+    first, second = description.partitions
+    assert (first.partition, first.replicas, first.leader, first.leader_epoch, first.isr) == (0, (1, 2), 1, 4, (1, 2))
+    assert first.offline_replicas == ()
+    assert (second.leader, second.leader_epoch, second.isr, second.offline_replicas) == (None, 7, (2,), (3,))
+    with pytest.raises(UnknownTopicOrPartition):
+        await describe_topic(store, "ghost")
+
+
+# --- configs ----------------------------------------------------------------------------------
+
+
+def entries_by_name(entries):
+    return {entry.name: entry for entry in entries}
+
+
+async def test_alter_configs_round_trip(store):
+    await create_topic(store, "tuned", None, None, {"retention.ms": "1000"}, replica_assignment={0: [1]})
+    broker_config = load_broker_config(None, {"log.segment.bytes": "1048576"})
+
+    new = await alter_topic_config(
+        store,
+        "tuned",
+        [ConfigOperation("retention.ms", AlterOp.DELETE), ConfigOperation("max.message.bytes", AlterOp.SET, "2000")],
+    )
+    assert new == await stored_overrides(store, "tuned") == {"max.message.bytes": "2000"}
+
+    entries = entries_by_name(await describe_topic_config(store, "tuned", broker_config))
+    assert (entries["max.message.bytes"].value, entries["max.message.bytes"].source) == (
+        "2000", ConfigSource.DYNAMIC_TOPIC_CONFIG
+    )
+    assert (entries["segment.bytes"].value, entries["segment.bytes"].source) == ("1048576", ConfigSource.STATIC_BROKER_CONFIG)
+    assert (entries["retention.ms"].value, entries["retention.ms"].is_default) == ("604800000", True)
+    assert entries["cleanup.policy"].value == "delete"
+
+
+@pytest.mark.parametrize(
+    "operation, complaint",
+    [
+        (ConfigOperation("retention.ms", AlterOp.APPEND, "5"), "APPEND applies only to list settings"),
+        (ConfigOperation("retention.ms", AlterOp.SUBTRACT, "5"), "SUBTRACT applies only to list settings"),
+        (ConfigOperation("cleanup.policy", AlterOp.APPEND, "compact"), "no log cleaner"),
+        (ConfigOperation("cleanup.policy", AlterOp.SUBTRACT, "delete"), "must be delete"),
+        (ConfigOperation("no.such.setting", AlterOp.SET, "1"), "unknown topic setting 'no.such.setting'"),
+        (ConfigOperation("retention.ms", AlterOp.SET, "-2"), "at least -1"),
+        (ConfigOperation("retention.ms", AlterOp.SET, None), "needs a value"),
+    ],
+)
+async def test_bad_alterations_change_nothing(store, operation, complaint):
+    await create_topic(store, "tuned", None, None, {"retention.ms": "1000"}, replica_assignment={0: [1]})
+    later_valid = ConfigOperation("flush.ms", AlterOp.SET, "10")
+    with pytest.raises(InvalidConfig, match=complaint) as caught:
+        await alter_topic_config(store, "tuned", [later_valid, operation])
+    assert caught.value.code == 40 and "'tuned'" in caught.value.message
+    assert await stored_overrides(store, "tuned") == {"retention.ms": "1000"}
+
+
+async def test_append_to_a_list_setting_keeps_known_items_once(store):
+    await create_topic(store, "listy", None, None, replica_assignment={0: [1]})
+    operation = ConfigOperation("cleanup.policy", AlterOp.APPEND, "delete")
+    assert await alter_topic_config(store, "listy", [operation]) == {"cleanup.policy": "delete"}
+
+
+async def test_validate_only_alteration_writes_nothing(store):
+    await create_topic(store, "tuned", None, None, replica_assignment={0: [1]})
+    operation = ConfigOperation("retention.ms", AlterOp.SET, "5")
+    assert await alter_topic_config(store, "tuned", [operation], validate_only=True) == {"retention.ms": "5"}
+    assert await stored_overrides(store, "tuned") == {}
+
+
+async def test_alter_configs_of_an_unknown_topic_is_refused(store):
+    with pytest.raises(UnknownTopicOrPartition):
+        await alter_topic_config(store, "ghost", [ConfigOperation("retention.ms", AlterOp.SET, "5")])
