@@ -474,10 +474,13 @@ class Partition:
         self._maybe_advance_high_watermark()
         return ErrorCode.NONE
 
-    def _refusal_before_read(self, fetch_offset: int, current_leader_epoch: int) -> ErrorCode:
+    def _refusal(self, current_leader_epoch: int) -> ErrorCode:
         if self.state is not ReplicaState.LEADER:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        error = self.check_leader_epoch(current_leader_epoch)
+        return self.check_leader_epoch(current_leader_epoch)
+
+    def _refusal_before_read(self, fetch_offset: int, current_leader_epoch: int) -> ErrorCode:
+        error = self._refusal(current_leader_epoch)
         if error is not ErrorCode.NONE:
             return error
         if not self.log_start_offset <= fetch_offset <= self.log_end_offset:
@@ -530,8 +533,7 @@ class Partition:
     def list_offsets(self, timestamp: int, current_leader_epoch: int = NO_LEADER_EPOCH) -> ListOffsetsResult:
         """ListOffsets for consumers: earliest (-2) is the log start, latest (-1) the HW, otherwise
         the first batch below the HW whose max timestamp is >= `timestamp` (batch granularity)."""
-        error = ErrorCode.NOT_LEADER_OR_FOLLOWER if self.state is not ReplicaState.LEADER else (
-            self.check_leader_epoch(current_leader_epoch))
+        error = self._refusal(current_leader_epoch)
         if error is not ErrorCode.NONE:
             return ListOffsetsResult(error, NO_TIMESTAMP, UNKNOWN_OFFSET, UNDEFINED_EPOCH)
         if timestamp == EARLIEST_TIMESTAMP:
@@ -554,8 +556,7 @@ class Partition:
     def end_offset_for_epoch(self, leader_epoch: int, current_leader_epoch: int = NO_LEADER_EPOCH) -> EpochEndOffset:
         """OffsetForLeaderEpoch (KIP-101): the largest epoch <= `leader_epoch` this log knows and
         the offset where it ended (the LEO for the latest epoch); -1, -1 if none."""
-        error = ErrorCode.NOT_LEADER_OR_FOLLOWER if self.state is not ReplicaState.LEADER else (
-            self.check_leader_epoch(current_leader_epoch))
+        error = self._refusal(current_leader_epoch)
         if error is not ErrorCode.NONE:
             return EpochEndOffset(error, UNDEFINED_EPOCH, UNKNOWN_OFFSET)
         epoch, end_offset = self.log.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
