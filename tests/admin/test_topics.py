@@ -92,6 +92,12 @@ async def test_concurrent_creates_of_one_topic_have_exactly_one_winner(connect, 
     assert await stored_overrides(first, "race") == {"retention.ms": expected_retention}
 
 
+async def test_a_config_left_without_its_topic_is_replaced(store):
+    await store.create(paths.topic_config("reborn"), TopicConfig({"retention.ms": "1"}).encode(), make_parents=True)
+    await create_topic(store, "reborn", None, None, {"flush.ms": "5"}, replica_assignment={0: [1]})
+    assert await stored_overrides(store, "reborn") == {"flush.ms": "5"}
+
+
 async def test_create_of_an_existing_topic_is_refused(store, register_brokers):
     await register_brokers({1: None})
     await create_topic(store, "once", 1, 1)
@@ -262,6 +268,23 @@ async def test_create_partitions_adds_only_new_partitions(store, register_broker
     assert [added[partition][0] for partition in (2, 3, 4)] == [1, 2, 3]
 
 
+async def test_concurrent_growths_of_one_topic_have_exactly_one_winner(connect, monkeypatch):
+    first, second = await connect(), await connect()
+    await create_topic(first, "grow", None, None, replica_assignment={0: [1]})
+    commit_together(monkeypatch, [first, second])
+    outcomes = await asyncio.gather(
+        create_partitions(first, "grow", 3, {1: [1], 2: [1]}),
+        create_partitions(second, "grow", 3, {1: [2], 2: [2]}),
+        return_exceptions=True,
+    )
+
+    winners = [outcome for outcome in outcomes if isinstance(outcome, dict)]
+    losers = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
+    assert len(winners) == 1 and len(losers) == 1, outcomes
+    assert isinstance(losers[0], InvalidPartitions) and "has 3 partitions" in losers[0].message
+    assert await stored_replicas(first, "grow") == {0: [1], **winners[0]}
+
+
 async def test_create_partitions_with_an_explicit_assignment(store):
     await create_topic(store, "grow", None, None, replica_assignment={0: [1, 2]})
     assert await create_partitions(store, "grow", 3, {1: [2, 1], 2: [1, 3]}) == {1: [2, 1], 2: [1, 3]}
@@ -274,7 +297,7 @@ async def test_create_partitions_with_an_explicit_assignment(store):
 async def test_create_partitions_must_increase_the_count(store, new_total):
     await create_topic(store, "fixed", None, None, replica_assignment={0: [1], 1: [1]})
     with pytest.raises(InvalidPartitions, match="has 2 partitions") as caught:
-        await create_partitions(store, "fixed", new_total, {})
+        await create_partitions(store, "fixed", new_total)
     assert caught.value.code == 37
     assert sorted(await stored_replicas(store, "fixed")) == [0, 1]
 

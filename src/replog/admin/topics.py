@@ -37,7 +37,7 @@ from replog.config import (
     load_broker_config,
     validate_topic_configs,
 )
-from replog.coord_backends import BadVersion, NodeExists, NoNode, NotEmpty, Store
+from replog.coord_backends import BadVersion, NodeExists, NoNode, NotEmpty, Store, Transaction
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
 
@@ -169,6 +169,13 @@ async def _plan_assignment(
     return assignment
 
 
+def _add_partitions(transaction: Transaction, name: str, assignment: Mapping[int, Sequence[int]]) -> Transaction:
+    for partition_id, replicas in assignment.items():
+        transaction.create(paths.partition(name, partition_id))
+        transaction.create(paths.replicas(name, partition_id), ReplicaAssignment(tuple(replicas)).encode())
+    return transaction
+
+
 async def create_topic(
     store: Store,
     name: str,
@@ -202,10 +209,7 @@ async def create_topic(
             return assignment
         await _ensure_exists(store, paths.TOPICS)
         await _ensure_exists(store, paths.TOPIC_CONFIGS)
-        transaction = store.transaction().create(paths.topic(name))
-        for partition_id, replicas in assignment.items():
-            transaction.create(paths.partition(name, partition_id))
-            transaction.create(paths.replicas(name, partition_id), ReplicaAssignment(tuple(replicas)).encode())
+        transaction = _add_partitions(store.transaction().create(paths.topic(name)), name, assignment)
         config_bytes = TopicConfig(overrides).encode()
         # A config left behind without its topic (written by an older tool) is overwritten,
         # as Kafka's createTopic does; the version check keeps a racing creator out.
@@ -272,15 +276,11 @@ async def create_partitions(
             raise InvalidPartitions(
                 f"topic {name!r} has {len(existing)} partitions; the new count {new_total} must be larger"
             )
-        first_replicas = await _replicas_of(store, name, 0)
+        first_replicas = await _stored_replicas(store, name, 0)
         added = await _plan_new_partitions(store, name, len(existing), new_total, first_replicas, assignment)
         # No check on the topic node is needed: were the topic deleted meanwhile, creating a
         # partition under it fails with NoNode, and the re-read reports the topic unknown.
-        transaction = store.transaction()
-        for partition_id, replicas in added.items():
-            transaction.create(paths.partition(name, partition_id))
-            transaction.create(paths.replicas(name, partition_id), ReplicaAssignment(tuple(replicas)).encode())
-        await transaction.commit()
+        await _add_partitions(store.transaction(), name, added).commit()
         return added
 
     return await _retrying(attempt)
@@ -313,7 +313,7 @@ async def _plan_new_partitions(
     return added
 
 
-async def _replicas_of(store: Store, name: str, partition_id: int) -> list[int]:
+async def _stored_replicas(store: Store, name: str, partition_id: int) -> list[int]:
     data, _ = await store.get(paths.replicas(name, partition_id))
     return list(ReplicaAssignment.decode(data).replicas)
 
@@ -338,7 +338,7 @@ async def describe_topic(store: Store, name: str) -> TopicDescription:
     live = {broker for broker, _ in await live_brokers(store)}
     described = []
     for partition_id in await _partition_ids(store, name):
-        replicas = tuple(await _replicas_of(store, name, partition_id))
+        replicas = tuple(await _stored_replicas(store, name, partition_id))
         leader_node = await _get_or_none(store, paths.leader(name, partition_id))
         isr_node = await _get_or_none(store, paths.isr(name, partition_id))
         leader = LeaderRecord.decode(leader_node[0]) if leader_node else None
