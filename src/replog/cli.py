@@ -11,7 +11,7 @@ import uuid
 import click
 
 from replog import __version__
-from replog.config import SETTINGS
+from replog.config import SETTINGS, ConfigError, load_broker_config
 from replog.coord_backends import BadStoreUrl, Store, StoreError, open_store
 
 USAGE_ERROR_STATUS = 2
@@ -88,3 +88,81 @@ async def _round_trip(store: Store) -> dict:
         return timings
     finally:
         await store.close()
+
+
+@main.group()
+def broker() -> None:
+    """Run a broker."""
+
+
+# Named flags and the setting each one stands for; they win over --set and the file.
+BROKER_FLAGS = {
+    "broker_id": "broker.id",
+    "listen": "listeners",
+    "advertised": "advertised.listeners",
+    "rack": "broker.rack",
+    "data_dir": "log.dirs",
+    "coord_url": "coord.url",
+}
+
+
+def _parse_assignments(assignments: tuple[str, ...]) -> dict[str, str]:
+    parsed = {}
+    for assignment in assignments:
+        name, sep, value = assignment.partition("=")
+        if not sep or not name.strip():
+            fail(f"--set takes key=value, got {assignment!r}", USAGE_ERROR_STATUS)
+        parsed[name.strip()] = value
+    return parsed
+
+
+@broker.command("start")
+@click.option("--broker-id", type=str, help="this broker's id (broker.id) [default: 0]")
+@click.option("--listen", type=str, help="host:port to bind (listeners) [default: 127.0.0.1:9092]")
+@click.option("--advertised", type=str, help="host:port clients are told (advertised.listeners) [default: --listen]")
+@click.option("--rack", type=str, help="rack name, for rack-aware assignment (broker.rack)")
+@click.option("--data-dir", type=str, help="where partition logs live (log.dirs) [default: ./replog-data]")
+@click.option("--coord", "coord_url", type=str, help="coordination store URL (coord.url) [default: memory://]")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="TOML file of settings (Kafka's names)")
+@click.option("--set", "assignments", multiple=True, metavar="KEY=VALUE", help="any broker or topic-default setting; repeatable")
+def broker_start(config_file: str | None, assignments: tuple[str, ...], **flags: str | None) -> None:
+    """Start a broker: with no options, broker 0 on 127.0.0.1:9092, embedded store, ./replog-data."""
+    overrides = _parse_assignments(assignments)
+    overrides.update({BROKER_FLAGS[flag]: value for flag, value in flags.items() if value is not None})
+    try:
+        config = load_broker_config(config_file, overrides)
+    except (ConfigError, OSError) as error:
+        fail(str(error), USAGE_ERROR_STATUS)
+    try:
+        _run(_serve(config))
+    except StoreError as error:
+        fail(f"{config['coord.url']}: {error}", FAILURE_STATUS)
+    except OSError as error:
+        fail(f"cannot listen on {config['listeners']}: {error}", FAILURE_STATUS)
+
+
+def _run(main_coroutine) -> None:
+    import uvloop
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main_coroutine)
+
+
+async def _serve(config) -> None:
+    import signal
+
+    from replog.broker import Broker
+
+    node = Broker(config)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    await node.start()
+    click.echo(
+        f"replog broker {node.broker_id} listening on {config['listeners'].host}:{node.server.port}, "
+        f"data in {node.data_dir}, coordination {config['coord.url']}",
+    )
+    await stopping.wait()
+    click.echo(f"replog broker {node.broker_id} shutting down")
+    await node.stop()

@@ -39,13 +39,15 @@ class MetadataCache:
         self._store = store
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, dict[int, PartitionView]] = {}
-        self._followers: dict[str, list[asyncio.Task]] = {}  # watched path prefix -> its tasks
+        self._followers: dict[str, list[asyncio.Task]] = {}  # "brokers" | "topics" | "topic:<t>" | "topic:<t>:<p>"
         self._changed = asyncio.Event()
-        self.on_topics_changed: Callable[[set[str], set[str]], Awaitable[None]] | None = None
+        # The broker's hooks: start replicas of new partitions, close those of deleted topics.
+        self.on_partitions_added: Callable[[str, list[int]], Awaitable[None]] | None = None
+        self.on_topic_removed: Callable[[str], Awaitable[None]] | None = None
 
     async def start(self) -> None:
-        await self._follow("/brokers", await self._store.watch_children(paths.BROKER_IDS), self._apply_broker_ids)
-        await self._follow("/topics", await self._store.watch_children(paths.TOPICS), self._apply_topic_names)
+        await self._follow("brokers", await self._store.watch_children(paths.BROKER_IDS), self._apply_broker_ids)
+        await self._follow("topics", await self._store.watch_children(paths.TOPICS), self._apply_topic_names)
 
     async def close(self) -> None:
         for tasks in self._followers.values():
@@ -87,7 +89,7 @@ class MetadataCache:
         self._followers.setdefault(key, []).append(asyncio.create_task(run()))
 
     async def _forget(self, key_prefix: str) -> None:
-        doomed = [key for key in self._followers if key == key_prefix or key.startswith(key_prefix + "/")]
+        doomed = [key for key in self._followers if key == key_prefix or key.startswith(key_prefix + ":")]
         tasks = [task for key in doomed for task in self._followers.pop(key)]
         for task in tasks:
             task.cancel()
@@ -106,31 +108,35 @@ class MetadataCache:
     async def _apply_topic_names(self, names: tuple[str, ...]) -> None:
         added, removed = set(names) - set(self.topics), set(self.topics) - set(names)
         for topic in removed:
-            await self._forget(f"/topics/{topic}")
+            await self._forget(f"topic:{topic}")
             self.topics.pop(topic, None)
+            if self.on_topic_removed is not None:
+                await self.on_topic_removed(topic)
         for topic in added:
             self.topics[topic] = {}
-            await self._follow(f"/topics/{topic}", await self._store.watch_children(paths.topic(topic)), self._partitions_applier(topic))
-        if (added or removed) and self.on_topics_changed is not None:
-            await self.on_topics_changed(added, removed)
+            await self._follow(f"topic:{topic}", await self._store.watch_children(paths.topic(topic)), self._partitions_applier(topic))
 
     def _partitions_applier(self, topic: str) -> Callable[[tuple[str, ...]], Awaitable[None]]:
         async def apply(names: tuple[str, ...]) -> None:
             partitions = self.topics.get(topic)
             if partitions is None:
                 return
+            added = []
             for name in names:
                 partition = int(name)
                 if partition in partitions:
                     continue
+                added.append(partition)
                 partitions[partition] = PartitionView()
-                key = f"/topics/{topic}/{partition}"
+                key = f"topic:{topic}:{partition}"
                 for path, field, decode in (
                     (paths.replicas(topic, partition), "replicas", lambda raw: {"replicas": ReplicaAssignment.decode(raw).replicas}),
                     (paths.leader(topic, partition), "leader", _leader_fields),
                     (paths.isr(topic, partition), "isr", lambda raw: {"isr": IsrRecord.decode(raw).isr}),
                 ):
                     await self._follow(key, await self._store.watch_data(path), self._partition_field_applier(topic, partition, field, decode))
+            if added and self.on_partitions_added is not None:
+                await self.on_partitions_added(topic, added)
 
         return apply
 

@@ -13,6 +13,7 @@ configurable root:
     /brokers/state/[broker_id]/[seq]                    StateChangeRequest   (persistent queue)
     /config/topics/[topic]                              TopicConfig
     /cluster/id                                         ClusterId
+    /latest_producer_id_block                           ProducerIdBlock      (Kafka's own path)
 
 Encoding: every value is one JSON object, UTF-8, compact, keys sorted, with an integer
 "version" field naming its format (currently 1 for all). Field names are the dataclass field
@@ -132,6 +133,15 @@ class ClusterId(NodeValue):
     cluster_id: str
 
 
+@dataclasses.dataclass(frozen=True)
+class ProducerIdBlock(NodeValue):
+    """The last block of producer ids handed out: [block_start, block_end], to `broker`."""
+
+    broker: int
+    block_start: int
+    block_end: int
+
+
 # paths
 BROKERS = "/brokers"
 BROKER_IDS = "/brokers/ids"
@@ -140,6 +150,7 @@ PARTITIONS_REASSIGNED = "/brokers/partitions_reassigned"
 STATE_QUEUES = "/brokers/state"
 TOPIC_CONFIGS = "/config/topics"
 CLUSTER_ID = "/cluster/id"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 
 def broker(broker_id: int) -> str:

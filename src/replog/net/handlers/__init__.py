@@ -26,4 +26,4 @@ def handles(api_key: int, versions: tuple[int, int]) -> Callable[[Handler], Hand
 
 
 # Importing the modules registers their handlers.
-from . import api_versions, metadata  # noqa: E402,F401
+from . import admin, api_versions, fetch, metadata, offsets, produce, producer_ids  # noqa: E402,F401

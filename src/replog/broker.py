@@ -1,0 +1,179 @@
+"""One broker: wires the coordination store, the replica manager, the metadata cache and the
+Kafka server, and runs the seed's brokerStartup.
+
+brokerStartup, in the seed's order: make sure this broker's paths exist (its state-change
+queue included), follow the topics in the store, start every replica assigned here and elect
+its leader, start serving, and only then register `/brokers/ids/[id]`, so that no client or
+peer is sent here before the replicas are open.
+
+Shutdown (SIGTERM): stop accepting and finish the requests already received, close every log
+cleanly (flush, checkpoints, clean-shutdown markers), then end the store session, which
+removes the registration and the leader nodes this broker held.
+
+The broker is also the `services` object the request handlers receive: they reach the
+replicas, the metadata cache and a few broker-level decisions through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import pathlib
+import time
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+from replog import admin
+from replog.admin.errors import AdminError
+from replog.config import BrokerConfig, effective_topic_config, log_config
+from replog.coord_backends import NodeExists, NoNode, SessionState, open_store
+from replog.coord_backends import paths
+from replog.coord_backends.paths import BrokerRegistration, ClusterId, ReplicaAssignment, TopicConfig
+from replog.metadata_cache import MetadataCache
+from replog.net.server import KafkaServer
+from replog.producer_ids import ProducerIdAllocator
+from replog.replica.election import leader_election
+from replog.replica.manager import ManagerConfig, ReplicaManager
+from replog.replica.partition import PartitionConfig
+
+logger = logging.getLogger(__name__)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.broker_id: int = config["broker.id"]
+        self.data_dir = pathlib.Path(config["log.dirs"][0]).resolve()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.store = open_store(
+            config["coord.url"], data_dir=str(self.data_dir), session_timeout_ms=config["coord.session.timeout.ms"]
+        )
+        self.replicas = ReplicaManager(ManagerConfig(data_dir=self.data_dir, broker_id=self.broker_id), wall_clock_ms)
+        self.metadata = MetadataCache(self.store)
+        self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
+        listener = config["listeners"]
+        self.server = KafkaServer(self, listener.host, listener.port, max_request_bytes=config["socket.request.max.bytes"])
+        self.cluster_id: str | None = None
+        self._session_follower: asyncio.Task | None = None
+
+    # lifecycle
+    async def start(self) -> None:
+        await self.store.start()
+        await self._ensure_paths()
+        self.replicas.start()
+        self.metadata.on_partitions_added = self._start_replicas
+        self.metadata.on_topic_removed = self._close_topic
+        await self.metadata.start()
+        await self.server.start()
+        await self._register()
+        self._session_follower = asyncio.create_task(self._follow_session())
+        logger.info("broker started broker=%d port=%d data_dir=%s", self.broker_id, self.server.port, self.data_dir)
+
+    async def stop(self) -> None:
+        if self._session_follower is not None:
+            self._session_follower.cancel()
+            await asyncio.gather(self._session_follower, return_exceptions=True)
+        await self.server.stop()
+        await self.metadata.close()
+        await self.replicas.shutdown()
+        await self.store.close()
+        logger.info("broker stopped broker=%d", self.broker_id)
+
+    async def _ensure_paths(self) -> None:
+        for path in (paths.BROKER_IDS, paths.TOPICS, paths.state_queue(self.broker_id), paths.TOPIC_CONFIGS):
+            if await self.store.exists(path) is None:
+                try:
+                    await self.store.create(path, b"", make_parents=True)
+                except NodeExists:
+                    pass
+        try:
+            await self.store.create(paths.CLUSTER_ID, ClusterId(uuid.uuid4().hex[:22]).encode(), make_parents=True)
+        except NodeExists:
+            pass
+        self.cluster_id = ClusterId.decode((await self.store.get(paths.CLUSTER_ID))[0]).cluster_id
+
+    async def _register(self) -> None:
+        advertised = self.config["advertised.listeners"]
+        port = advertised.port or self.server.port  # port 0 means "whatever was bound"
+        registration = BrokerRegistration(advertised.host, port, self.config["broker.rack"])
+        await self.store.create(paths.broker(self.broker_id), registration.encode(), ephemeral=True)
+
+    async def _follow_session(self) -> None:
+        """After a lost session the store has dropped this broker's ephemeral nodes: register and
+        lead again once a new session is up."""
+        async with self.store.session_events() as states:
+            lost = False
+            async for state in states:
+                if state == SessionState.LOST:
+                    lost = True
+                    logger.warning("coordination session lost broker=%d", self.broker_id)
+                elif state == SessionState.CONNECTED and lost:
+                    lost = False
+                    for topic, partitions in list(self.metadata.topics.items()):
+                        await self._start_replicas(topic, list(partitions))
+                    await self._register()
+
+    # replicas of the topics in the store
+    async def _start_replicas(self, topic: str, partition_ids: list[int]) -> None:
+        try:
+            overrides = TopicConfig.decode((await self.store.get(paths.topic_config(topic)))[0]).configs
+        except NoNode:
+            overrides = {}
+        settings = effective_topic_config(self.config, overrides)
+        for partition in partition_ids:
+            try:
+                assigned = ReplicaAssignment.decode((await self.store.get(paths.replicas(topic, partition)))[0]).replicas
+            except NoNode:
+                continue  # deleted meanwhile
+            if self.broker_id not in assigned:
+                continue
+            isr = await leader_election(self.store, topic, partition, self.broker_id)
+            if isr is None:
+                continue  # becomeFollower comes with replication (issue 5)
+            self.replicas.start_replica(
+                topic,
+                partition,
+                log_config(settings),
+                assigned,
+                isr.leader_epoch,
+                isr.isr,
+                PartitionConfig(
+                    min_insync_replicas=settings["min.insync.replicas"],
+                    message_timestamp_type=settings["message.timestamp.type"],
+                ),
+            )
+
+    async def _close_topic(self, topic: str) -> None:
+        for partition in [hosted for hosted in self.replicas.partitions if hosted.topic == topic]:
+            self.replicas.close_replica(topic, partition.partition_id, delete=True)
+
+    # services for the request handlers
+    def now_ms(self) -> int:
+        return wall_clock_ms()
+
+    def unknown_partition_error(self, topic: str) -> int:
+        """A partition this broker does not host: unknown, or led elsewhere."""
+        return ErrorCode.not_leader_or_follower if topic in self.metadata.topics else ErrorCode.unknown_topic_or_partition
+
+    async def topic_missing(self, name: str, allow_auto_create: bool) -> int:
+        """The error a Metadata answer gives for a topic absent from the cache; auto-creates it
+        when `auto.create.topics.enable` and the client both allow."""
+        try:
+            admin.validate_topic_name(name)
+        except AdminError as error:
+            return error.code
+        if not (allow_auto_create and self.config["auto.create.topics.enable"]):
+            return ErrorCode.unknown_topic_or_partition
+        try:
+            await admin.create_topic(self.store, name, self.config["num.partitions"], self.config["default.replication.factor"])
+        except AdminError as error:
+            if error.code != ErrorCode.topic_already_exists:
+                return error.code
+        return ErrorCode.leader_not_available
+
+

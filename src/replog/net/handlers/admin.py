@@ -1,0 +1,166 @@
+"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
+IncrementalAlterConfigs.
+
+Each acts on the coordination store through replog.admin, as the seed's admin commands do, so
+any broker can take them (Metadata names the answering broker as "controller"). Create and
+grow wait, up to the request's timeout, until this broker's metadata shows a leader for every
+new partition, so a client can produce straight after; if the wait runs out the topic still
+exists and the answer is success, as Kafka's is once the controller has accepted the change.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from replog import admin
+from replog.admin import AdminError, AlterOp, ConfigOperation
+from replog.config import format_value
+
+from ..codec import ApiKey, Request, build_response
+from . import handles
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+DEFAULT_COUNT = -1  # "use the broker's default" in CreateTopics
+
+
+def _timeout_s(request: Request) -> float:
+    return max(0.0, request.body.timeout.total_seconds())
+
+
+async def _wait_for_leaders(services, topic: str, partition_count: int, timeout_s: float) -> None:
+    def all_led() -> bool:
+        partitions = services.metadata.topics.get(topic, {})
+        return len(partitions) >= partition_count and all(view.leader >= 0 for view in partitions.values())
+
+    await services.metadata.wait_for(all_led, timeout_s)
+
+
+def _failure(error: AdminError) -> dict:
+    return {"error_code": error.code, "error_message": str(error)}
+
+
+@handles(ApiKey.CREATE_TOPICS, (2, 7))
+async def create_topics(services, request: Request):
+    body = request.body
+    validate_only = getattr(body, "validate_only", False)
+    results = []
+    for topic in body.topics:
+        partitions = None if topic.num_partitions == DEFAULT_COUNT else topic.num_partitions
+        replication = None if topic.replication_factor == DEFAULT_COUNT else topic.replication_factor
+        assignment = {entry.partition_index: list(entry.broker_ids) for entry in topic.assignments} or None
+        if assignment is None:
+            partitions = services.config["num.partitions"] if partitions is None else partitions
+            replication = services.config["default.replication.factor"] if replication is None else replication
+        result = {"name": topic.name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None,
+                  "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1, "configs": None}
+        try:
+            planned = await admin.create_topic(
+                services.store, topic.name, partitions, replication, {config.name: config.value for config in topic.configs},
+                replica_assignment=assignment, validate_only=validate_only,
+            )
+        except AdminError as error:
+            results.append(result | _failure(error))
+            continue
+        result |= {"num_partitions": len(planned), "replication_factor": len(next(iter(planned.values())))}
+        if not validate_only:
+            await _wait_for_leaders(services, topic.name, len(planned), _timeout_s(request))
+        results.append(result)
+    return build_response(request, {"throttle_time": 0, "topics": results})
+
+
+@handles(ApiKey.DELETE_TOPICS, (1, 6))
+async def delete_topics(services, request: Request):
+    body = request.body
+    names = [state.name for state in body.topics] if hasattr(body, "topics") else list(body.topic_names)
+    results = []
+    for name in names:
+        result = {"name": name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None}
+        try:
+            await admin.delete_topic(services.store, name)
+        except AdminError as error:
+            result |= _failure(error)
+        results.append(result)
+    for name in names:
+        await services.metadata.wait_for(lambda name=name: name not in services.metadata.topics, _timeout_s(request))
+    return build_response(request, {"throttle_time": 0, "responses": results})
+
+
+@handles(ApiKey.CREATE_PARTITIONS, (0, 3))
+async def create_partitions(services, request: Request):
+    body = request.body
+    results = []
+    for topic in body.topics:
+        assignment = None
+        if topic.assignments is not None:
+            first_new = topic.count - len(topic.assignments)
+            assignment = {first_new + i: list(entry.broker_ids) for i, entry in enumerate(topic.assignments)}
+        result = {"name": topic.name, "error_code": ErrorCode.none, "error_message": None}
+        try:
+            if body.validate_only:
+                await admin.describe_topic(services.store, topic.name)  # existence only; growth is checked on apply
+            else:
+                await admin.create_partitions(services.store, topic.name, topic.count, assignment)
+                await _wait_for_leaders(services, topic.name, topic.count, _timeout_s(request))
+        except AdminError as error:
+            result |= _failure(error)
+        results.append(result)
+    return build_response(request, {"throttle_time": 0, "results": results})
+
+
+@handles(ApiKey.DESCRIBE_CONFIGS, (1, 4))
+async def describe_configs(services, request: Request):
+    results = []
+    for resource in request.body.resources:
+        result = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
+                  "resource_name": resource.resource_name, "configs": ()}
+        wanted = set(resource.configuration_keys) if resource.configuration_keys is not None else None
+        try:
+            entries = await _config_entries(services, resource.resource_type, resource.resource_name)
+        except AdminError as error:
+            results.append(result | _failure(error))
+            continue
+        result["configs"] = [
+            {"name": name, "value": value, "read_only": read_only, "config_source": source, "is_default": source == 5,
+             "is_sensitive": False, "synonyms": (), "config_type": 0, "documentation": None}
+            for name, value, source, read_only in entries
+            if wanted is None or name in wanted
+        ]
+        results.append(result)
+    return build_response(request, {"throttle_time": 0, "results": results})
+
+
+async def _config_entries(services, resource_type: int, name: str) -> list[tuple[str, str | None, int, bool]]:
+    """(name, value, Kafka config_source, read_only) for a topic's or this broker's settings."""
+    if resource_type == RESOURCE_TOPIC:
+        entries = await admin.describe_topic_config(services.store, name, services.config)
+        return [(entry.name, entry.value, int(entry.source), False) for entry in entries]
+    if resource_type == RESOURCE_BROKER and name in ("", str(services.broker_id)):
+        # Broker settings are static: set at start-up, read-only here.
+        return [(setting, format_value(value), 4, True) for setting, value in sorted(services.config.items())]
+    raise AdminError(ErrorCode.invalid_request, f"cannot describe resource type {resource_type} named {name!r}")
+
+
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1))
+async def incremental_alter_configs(services, request: Request):
+    body = request.body
+    results = []
+    for resource in body.resources:
+        result = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
+                  "resource_name": resource.resource_name}
+        try:
+            if resource.resource_type != RESOURCE_TOPIC:
+                raise AdminError(ErrorCode.invalid_request, "only topic configs can be altered; broker settings are static")
+            operations = []
+            for config in resource.configs:
+                try:
+                    operations.append(ConfigOperation(config.name, AlterOp(config.config_operation), config.value))
+                except ValueError:
+                    raise AdminError(ErrorCode.invalid_request, f"unknown config operation {config.config_operation}") from None
+            await admin.alter_topic_config(
+                services.store, resource.resource_name, operations, broker_config=services.config, validate_only=body.validate_only
+            )
+        except AdminError as error:
+            result |= _failure(error)
+        results.append(result)
+    return build_response(request, {"throttle_time": 0, "responses": results})

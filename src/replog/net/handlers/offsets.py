@@ -1,0 +1,59 @@
+"""ListOffsets (earliest, latest, by timestamp) and OffsetForLeaderEpoch (KIP-101)."""
+
+from __future__ import annotations
+
+from replog.replica.manager import UnknownTopicOrPartitionError
+
+from ..codec import ApiKey, Request, build_response
+from . import handles
+
+NO_EPOCH = -1
+
+
+def _partition_or_error(services, topic: str, partition_index: int):
+    try:
+        return services.replicas.get_partition(topic, partition_index), None
+    except UnknownTopicOrPartitionError:
+        return None, services.unknown_partition_error(topic)
+
+
+@handles(ApiKey.LIST_OFFSETS, (1, 8))
+async def list_offsets(services, request: Request):
+    topics = []
+    for topic in request.body.topics:
+        answers = []
+        for asked in topic.partitions:
+            partition, error = _partition_or_error(services, topic.name, asked.partition_index)
+            if partition is None:
+                answers.append({"partition_index": asked.partition_index, "error_code": error, "timestamp": -1, "offset": -1, "leader_epoch": -1})
+                continue
+            found = partition.list_offsets(asked.timestamp, getattr(asked, "current_leader_epoch", NO_EPOCH))
+            answers.append(
+                {
+                    "partition_index": asked.partition_index,
+                    "error_code": found.error_code,
+                    "timestamp": found.timestamp,
+                    "offset": found.offset,
+                    "leader_epoch": found.leader_epoch,
+                }
+            )
+        topics.append({"name": topic.name, "partitions": answers})
+    return build_response(request, {"throttle_time": 0, "topics": topics})
+
+
+@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, (2, 4))
+async def offset_for_leader_epoch(services, request: Request):
+    topics = []
+    for topic in request.body.topics:
+        answers = []
+        for asked in topic.partitions:
+            partition, error = _partition_or_error(services, topic.topic, asked.partition)
+            if partition is None:
+                answers.append({"error_code": error, "partition": asked.partition, "leader_epoch": -1, "end_offset": -1})
+                continue
+            found = partition.end_offset_for_epoch(asked.leader_epoch, asked.current_leader_epoch)
+            answers.append(
+                {"error_code": found.error_code, "partition": asked.partition, "leader_epoch": found.leader_epoch, "end_offset": found.end_offset}
+            )
+        topics.append({"topic": topic.topic, "partitions": answers})
+    return build_response(request, {"throttle_time": 0, "topics": topics})

@@ -1,0 +1,26 @@
+"""InitProducerId: an id and epoch for an idempotent producer.
+
+Transactions are not implemented: a request naming a transactional id is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a fatal error the client reports at once rather than
+retrying forever.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from ..codec import ApiKey, Request, build_response
+from . import handles
+
+FIRST_EPOCH = 0
+
+
+@handles(ApiKey.INIT_PRODUCER_ID, (0, 4))
+async def init_producer_id(services, request: Request):
+    if request.body.transactional_id is not None:
+        return build_response(
+            request,
+            {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed, "producer_id": -1, "producer_epoch": -1},
+        )
+    producer_id = await services.producer_ids.next_id()
+    return build_response(request, {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": producer_id, "producer_epoch": FIRST_EPOCH})

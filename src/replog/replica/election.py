@@ -1,0 +1,74 @@
+"""leaderElection (replication design V2): who leads a partition, at which epoch.
+
+A replica in the assigned set (AR) and in the ISR, or any assigned replica while the ISR is
+empty, races to create the ephemeral leader node carrying its broker id and a new epoch; the
+store lets exactly one create succeed. A replica outside a non-empty ISR never races (unclean
+election is off by default), so an acknowledged write cannot be lost to a stale replica.
+
+Epochs come from a per-partition counter node incremented by compare-and-set, so they only
+grow, even across lost races and store sessions.
+
+Not yet here (replication, issue 5): the non-preferred replica's PreferredReplicaTime wait,
+becomeFollower, and re-election when the leader node vanishes.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from replog.coord_backends import BadVersion, NodeExists, NoNode, Store
+from replog.coord_backends import paths
+from replog.coord_backends.paths import EpochCounter, IsrRecord, LeaderRecord, ReplicaAssignment
+
+logger = logging.getLogger(__name__)
+
+EPOCH_CAS_ATTEMPTS_MAX = 64
+
+
+async def next_leader_epoch(store: Store, topic: str, partition: int) -> int:
+    path = paths.leader_epoch(topic, partition)
+    for _ in range(EPOCH_CAS_ATTEMPTS_MAX):
+        try:
+            data, version = await store.get(path)
+        except NoNode:
+            try:
+                await store.create(path, EpochCounter(0).encode())
+                return 0
+            except NodeExists:
+                continue
+        epoch = EpochCounter.decode(data).epoch + 1
+        try:
+            await store.set(path, EpochCounter(epoch).encode(), version)
+            return epoch
+        except BadVersion:
+            continue
+    raise RuntimeError(f"leader epoch of {topic}-{partition}: {EPOCH_CAS_ATTEMPTS_MAX} conflicting updates in a row")
+
+
+async def leader_election(store: Store, topic: str, partition: int, broker_id: int) -> IsrRecord | None:
+    """Try to become leader; the ISR record written on success, None if this broker may not
+    lead or lost the race."""
+    assigned = ReplicaAssignment.decode((await store.get(paths.replicas(topic, partition)))[0]).replicas
+    try:
+        isr_data, isr_version = await store.get(paths.isr(topic, partition))
+        isr = IsrRecord.decode(isr_data).isr
+    except NoNode:
+        isr, isr_version = (), None
+    if broker_id not in assigned or (isr and broker_id not in isr):
+        logger.info("not eligible to lead topic=%s partition=%d broker=%d assigned=%s isr=%s", topic, partition, broker_id, assigned, isr)
+        return None
+    epoch = await next_leader_epoch(store, topic, partition)
+    # A new partition starts with every assigned replica in sync: all of them are empty.
+    new_isr = IsrRecord(isr or assigned, epoch)
+    txn = store.transaction().create(paths.leader(topic, partition), LeaderRecord(broker_id, epoch).encode(), ephemeral=True)
+    if isr_version is None:
+        txn.create(paths.isr(topic, partition), new_isr.encode())
+    else:
+        txn.set(paths.isr(topic, partition), new_isr.encode(), isr_version)
+    try:
+        await txn.commit()
+    except (NodeExists, BadVersion):
+        logger.info("lost leader election topic=%s partition=%d broker=%d epoch=%d", topic, partition, broker_id, epoch)
+        return None
+    logger.info("became leader topic=%s partition=%d broker=%d epoch=%d isr=%s", topic, partition, broker_id, epoch, new_isr.isr)
+    return new_isr
