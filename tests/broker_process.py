@@ -1,0 +1,75 @@
+"""A real `replog broker start` process for tests: start, stop (SIGTERM), kill (SIGKILL),
+restart on the same port and data directory."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+START_LINE = re.compile(r"listening on (?P<host>[\d.]+):(?P<port>\d+)")
+START_TIMEOUT_S = 60
+STOP_TIMEOUT_S = 60
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: pathlib.Path, *, coord_url: str = "memory://", extra_args: tuple[str, ...] = ()):
+        self.data_dir = data_dir
+        self.coord_url = coord_url
+        self.extra_args = extra_args
+        self.port = 0
+        self.process: subprocess.Popen | None = None
+        self.output: list[str] = []
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        command = [
+            sys.executable, "-m", "replog", "broker", "start",
+            "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir), "--coord", self.coord_url,
+            *self.extra_args,
+        ]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ | {"PYTHONUNBUFFERED": "1"})
+        started = threading.Event()
+
+        def pump(stream) -> None:
+            for line in stream:  # bounded by the process's life
+                self.output.append(line)
+                match = START_LINE.search(line)
+                if match and not started.is_set():
+                    self.port = int(match["port"])
+                    started.set()
+
+        threading.Thread(target=pump, args=(self.process.stdout,), daemon=True).start()
+        if not started.wait(START_TIMEOUT_S):
+            self.kill()
+            raise RuntimeError("broker did not start:\n" + "".join(self.output[-40:]))
+
+    def stop(self) -> int:
+        """SIGTERM and wait: a clean shutdown. Returns the exit status."""
+        return self._signal(signal.SIGTERM)
+
+    def kill(self) -> int:
+        return self._signal(signal.SIGKILL)
+
+    def _signal(self, signum: int) -> int:
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+        try:
+            status = self.process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            status = self.process.wait(timeout=STOP_TIMEOUT_S)
+        self.process = None
+        return status
+
+    def restart(self) -> None:
+        self.start()
