@@ -15,7 +15,7 @@ def log_dir(tmp_path):
 
 
 def offsets_in(data: bytes) -> list[tuple[int, int]]:
-    return [(h.base_offset, h.last_offset) for h in validate_batches(data, 1 << 30).headers]
+    return [(h.base_offset, h.last_offset) for h in validate_batches(data, 1 << 30)]
 
 
 def test_append_assigns_consecutive_offsets_and_returns_range(log_dir):
@@ -116,6 +116,33 @@ def test_index_entries_every_interval_bytes(log_dir):
     log.close()
     assert (log_dir / "00000000000000000000.index").stat().st_size == 4 * 8
     assert (log_dir / "00000000000000000000.timeindex").stat().st_size == 4 * 12
+
+
+def test_an_append_of_several_batches_indexes_them_as_one_by_one_appends_do(tmp_path):
+    together = open_log(tmp_path / "together-0", index_interval_bytes=300)
+    one_by_one = open_log(tmp_path / "one_by_one-0", index_interval_bytes=300)
+    batches = [build_batch(payload_bytes=139, max_timestamp=ts) for ts in (10, 30, 20, 50, 40)]
+    together.append(batches[0], leader_epoch=0)
+    together.append(bytearray(b"".join(batches[1:])), leader_epoch=0)
+    for batch in batches:
+        one_by_one.append(batch, leader_epoch=0)
+    for log in (together, one_by_one):
+        segment = log.segments[0]
+        assert (segment.offset_index.keys, segment.offset_index.values) == ([2, 4], [400, 800])
+        assert segment.time_index.keys == [30, 50]
+        assert (segment.next_offset, segment.max_timestamp, segment.first_batch_timestamp) == (5, 50, 10)
+
+
+def test_a_flush_fsyncs_the_active_segment_but_writes_its_indexes_only_at_roll(log_dir):
+    log = open_log(log_dir, index_interval_bytes=0, flush_messages=1)
+    for _ in range(3):
+        log.append(build_batch(payload_bytes=139), leader_epoch=0)
+    assert log.recovery_point == 3
+    index_path = log_dir / "00000000000000000000.index"
+    # recovery rebuilds an active segment's indexes after any crash, so a flush leaves them be
+    assert not index_path.exists() or index_path.stat().st_size == 0
+    log.roll()
+    assert index_path.stat().st_size == 2 * 8
 
 
 def test_offset_for_timestamp_finds_first_batch_not_older(log_dir):

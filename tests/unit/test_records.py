@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replog.replica.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError, ReplicaError
-from replog.replica.records import COMPILED, PURE_PYTHON, complete_batches_size, verify_batch
+from replog.replica.records import COMPILED, PURE_PYTHON, batch_headers, complete_batches_size, run_of, verify_batch
 from replica_batches import build_batch
 
 NO_LIMIT = 1 << 30
@@ -27,34 +27,38 @@ def test_compiled_fast_path_is_loaded_where_it_could_be_built():
 def test_validate_returns_header_fields_of_concatenated_batches(codec):
     buf = build_batch(record_count=3, payload_bytes=10, max_timestamp=42, attributes=4, base_offset=7, leader_epoch=2)
     buf += build_batch(payload_bytes=20, base_offset=10, max_timestamp=41)
-    run = codec.validate_batches(buf, NO_LIMIT)
-    first, second = run.headers
+    first, second = codec.validate_batches(buf, NO_LIMIT)
     assert (first.position, first.size_bytes, first.record_count, first.last_offset_delta) == (0, 71, 3, 2)
     assert (first.base_offset, first.partition_leader_epoch, first.max_timestamp, first.compression_codec) == (7, 2, 42, 4)
     assert (second.position, second.size_bytes, second.base_offset) == (71, 81, 10)
     assert first.crc == struct.unpack_from(">I", buf, 17)[0]
-    assert (run.last_offset, run.max_timestamp, run.record_count) == (10, 42, 4)
+    assert run_of([first, second]) == (2, 10, 42, 4)
 
 
 def test_validate_accepts_read_only_buffers_and_memoryview_slices(codec):
     buf = build_batch(payload_bytes=5)
-    assert codec.validate_batches(bytes(buf), NO_LIMIT).record_count == 1
+    assert codec.validate_batches(bytes(buf), NO_LIMIT)[0].record_count == 1
     padded = b"xx" + bytes(buf)
-    (header,) = codec.validate_batches(memoryview(padded)[2:], NO_LIMIT).headers
+    (header,) = codec.validate_batches(memoryview(padded)[2:], NO_LIMIT)
     verify_batch(memoryview(buf), header)
 
 
 def test_batches_without_timestamps_have_no_max_timestamp(codec):
-    assert codec.validate_batches(build_batch(max_timestamp=-1), NO_LIMIT).max_timestamp == -1
+    buf = build_batch(max_timestamp=-1)
+    assert codec.validate_batches(buf, NO_LIMIT)[0].max_timestamp == -1
+    assert codec.assign_batches(buf, NO_LIMIT, 0, 0).max_timestamp == -1
 
 
 def test_assign_batches_rewrites_offset_and_epoch_in_place_keeping_crc_valid(codec):
-    buf = build_batch(record_count=3) + build_batch(record_count=2)
-    run = codec.assign_batches(buf, NO_LIMIT, 100, 7)
-    assert [(h.base_offset, h.last_offset, h.partition_leader_epoch) for h in run.headers] == [(100, 102, 7), (103, 104, 7)]
-    assert (run.last_offset, run.record_count) == (104, 5)
+    buf = build_batch(record_count=3, max_timestamp=50) + build_batch(record_count=2, max_timestamp=20)
+    assert codec.assign_batches(buf, NO_LIMIT, 100, 7) == (2, 104, 50, 5)
     reparsed = codec.validate_batches(buf, NO_LIMIT)  # raises if a CRC broke
-    assert [(h.base_offset, h.partition_leader_epoch) for h in reparsed.headers] == [(100, 7), (103, 7)]
+    assert [(h.base_offset, h.last_offset, h.partition_leader_epoch) for h in reparsed] == [(100, 102, 7), (103, 104, 7)]
+
+
+def test_batch_headers_of_a_validated_buffer_are_the_validated_headers(codec):
+    buf = build_batch(record_count=3, max_timestamp=5) + build_batch(payload_bytes=40) + build_batch(record_count=2)
+    assert batch_headers(buf) == codec.validate_batches(buf, NO_LIMIT)
 
 
 def test_refused_assign_leaves_the_buffer_as_it_came(codec):

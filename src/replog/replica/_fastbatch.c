@@ -7,8 +7,10 @@
  * construction, offset rewrite) cost as much as the write syscall itself; here it is one call.
  *
  * Results are built as instances of the Python types records.py hands over once through
- * bind(): BatchHeader (one per batch) and BatchRun (headers plus what the log needs of all of
- * them). Both are tuple subclasses, so an instance is allocated and filled like a tuple.
+ * bind(): validate_batches returns a list of BatchHeader (one per batch), assign_batches one
+ * BatchRun (what the log needs of all the batches together, no per-batch objects: the common
+ * produce holds one batch, and its facts are the run's). Both types are tuple subclasses, so an
+ * instance is allocated and filled like a tuple.
  *
  * CRC32C: SSE4.2 `crc32` instruction over three interleaved streams when the CPU has it
  * (checked at import), else a slicing-by-8 table. Buffers are caller-owned and held through the
@@ -446,8 +448,9 @@ static PyObject *new_header(Py_ssize_t position, const Header *h) {
     return new_record(batch_header_type, items, BATCH_HEADER_FIELDS);
 }
 
-/* Validate every batch of `buffer`; if `assign`, also enforce the producer count rule and, once
- * all batches passed, write base offsets from `first_offset` on and `leader_epoch` in place. */
+/* Validate every batch of `buffer` and return their headers; if `assign`, instead enforce the
+ * producer count rule too and, once all batches passed, write base offsets from `first_offset`
+ * on and `leader_epoch` in place and return the BatchRun. */
 static PyObject *scan(Py_buffer *buffer, long long max_batch_bytes, int assign, long long first_offset,
                       int leader_epoch) {
     if (batch_header_type == NULL) {
@@ -460,10 +463,11 @@ static PyObject *scan(Py_buffer *buffer, long long max_batch_bytes, int assign, 
         fail(invalid_record_error, "no record batch in the request");
         return NULL;
     }
-    PyObject *headers = PyList_New(0);
-    if (headers == NULL)
+    PyObject *headers = NULL;
+    if (!assign && (headers = PyList_New(0)) == NULL)
         return NULL;
     int64_t next_offset = first_offset, last_offset = 0, max_timestamp = NO_TIMESTAMP, record_count = 0;
+    Py_ssize_t batch_count = 0;
     Header h;
     for (Py_ssize_t position = 0; position < length; position += (Py_ssize_t)h.size_bytes) { /* >= 61 bytes a step */
         if (read_batch(buf, length, position, max_batch_bytes, &h) < 0)
@@ -486,28 +490,31 @@ static PyObject *scan(Py_buffer *buffer, long long max_batch_bytes, int assign, 
         if (h.max_timestamp > max_timestamp)
             max_timestamp = h.max_timestamp;
         record_count += h.record_count;
-        PyObject *header = new_header(position, &h);
-        if (header == NULL || PyList_Append(headers, header) < 0) {
-            Py_XDECREF(header);
-            goto error;
-        }
-        Py_DECREF(header);
-    }
-    if (assign) {
-        unsigned char *out = buffer->buf;
-        int64_t offset = first_offset;
-        for (Py_ssize_t position = 0; position < length;) { /* lengths were checked above */
-            write_i64(out + position, offset);
-            write_u32(out + position + LEADER_EPOCH_POSITION, (uint32_t)leader_epoch);
-            offset += (int64_t)read_i32(out + position + LAST_OFFSET_DELTA_POSITION) + 1;
-            position += (Py_ssize_t)read_i32(out + position + 8) + LOG_OVERHEAD_BYTES;
+        batch_count++;
+        if (!assign) {
+            PyObject *header = new_header(position, &h);
+            if (header == NULL || PyList_Append(headers, header) < 0) {
+                Py_XDECREF(header);
+                goto error;
+            }
+            Py_DECREF(header);
         }
     }
-    PyObject *items[BATCH_RUN_FIELDS] = {headers, PyLong_FromLongLong(last_offset), PyLong_FromLongLong(max_timestamp),
-                                         PyLong_FromLongLong(record_count)};
+    if (!assign)
+        return headers;
+    unsigned char *out = buffer->buf;
+    int64_t offset = first_offset;
+    for (Py_ssize_t position = 0; position < length;) { /* lengths were checked above */
+        write_i64(out + position, offset);
+        write_u32(out + position + LEADER_EPOCH_POSITION, (uint32_t)leader_epoch);
+        offset += (int64_t)read_i32(out + position + LAST_OFFSET_DELTA_POSITION) + 1;
+        position += (Py_ssize_t)read_i32(out + position + 8) + LOG_OVERHEAD_BYTES;
+    }
+    PyObject *items[BATCH_RUN_FIELDS] = {PyLong_FromSsize_t(batch_count), PyLong_FromLongLong(last_offset),
+                                         PyLong_FromLongLong(max_timestamp), PyLong_FromLongLong(record_count)};
     return new_record(batch_run_type, items, BATCH_RUN_FIELDS);
 error:
-    Py_DECREF(headers);
+    Py_XDECREF(headers);
     return NULL;
 }
 
@@ -582,7 +589,7 @@ static PyMethodDef methods[] = {
      "bind(BatchHeader, BatchRun, CorruptRecordError, InvalidRecordError, RecordTooLargeError): the types results "
      "and errors are made of."},
     {"validate_batches", (PyCFunction)(void (*)(void))validate_batches, METH_FASTCALL,
-     "validate_batches(buf, max_batch_bytes) -> BatchRun, as records.validate_batches."},
+     "validate_batches(buf, max_batch_bytes) -> list[BatchHeader], as records.validate_batches."},
     {"assign_batches", (PyCFunction)(void (*)(void))assign_batches, METH_FASTCALL,
      "assign_batches(buf, max_batch_bytes, first_offset, leader_epoch) -> BatchRun, as records.assign_batches."},
     {"crc32c", crc32c, METH_VARARGS,

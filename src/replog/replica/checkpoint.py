@@ -116,10 +116,12 @@ class LeaderEpochCache:
         except ValueError:
             logger.warning("malformed leader epoch checkpoint path=%s", path)
             self.entries = []
+        self._refresh_latest_epoch()
 
-    @property
-    def latest_epoch(self) -> int:
-        return self.entries[-1].epoch if self.entries else UNDEFINED_EPOCH
+    def _refresh_latest_epoch(self) -> None:
+        # An attribute kept beside the entries, not a property, because every leader append
+        # compares with it.
+        self.latest_epoch: int = self.entries[-1].epoch if self.entries else UNDEFINED_EPOCH
 
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that `epoch` starts at `start_offset`; entries that contradict it (an epoch
@@ -132,7 +134,7 @@ class LeaderEpochCache:
         while kept and (self.entries[kept - 1].epoch >= epoch or self.entries[kept - 1].start_offset >= start_offset):
             kept -= 1  # bounded by the number of entries
         self.entries[kept:] = [EpochEntry(epoch, start_offset)]
-        self._persist()
+        self._changed()
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) for an OffsetForLeaderEpoch request.
@@ -158,7 +160,7 @@ class LeaderEpochCache:
         kept = bisect.bisect_left([entry.start_offset for entry in self.entries], end_offset)
         if kept < len(self.entries):
             del self.entries[kept:]
-            self._persist()
+            self._changed()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Forget epochs wholly before `start_offset`; the epoch in force there now starts there."""
@@ -166,12 +168,14 @@ class LeaderEpochCache:
         if in_force < 0 or self.entries[in_force].start_offset == start_offset and in_force == 0:
             return
         self.entries[: in_force + 1] = [EpochEntry(self.entries[in_force].epoch, start_offset)]
-        self._persist()
+        self._changed()
 
     def clear(self) -> None:
         if self.entries:
             self.entries = []
-            self._persist()
+            self._changed()
 
-    def _persist(self) -> None:
+    def _changed(self) -> None:
+        """Every change of the entries ends here."""
+        self._refresh_latest_epoch()
         write_checkpoint(self._checkpoint_path, [f"{entry.epoch} {entry.start_offset}" for entry in self.entries])

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from replog.replica.checkpoint import TMP_SUFFIX, LeaderEpochCache, OffsetCheckpoint, fsync_directory
 from replog.replica.errors import InvalidRecordError, OffsetOutOfRangeError, RecordListTooLargeError
-from replog.replica.records import BatchRun, assign_batches, validate_batches
+from replog.replica.records import BatchHeader, assign_batches, batch_headers, run_of, validate_batches
 from replog.replica.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -196,12 +196,21 @@ class Log:
     def append(self, batches: bytearray | memoryview, leader_epoch: int) -> tuple[int, int]:
         """Append a producer's batches as leader: validate, assign offsets and `leader_epoch` in
         place in `batches` (which must be writable), write. Returns (first, last) offset."""
-        first_offset = self._segments[-1].next_offset
-        run = assign_batches(batches, self.config.max_message_bytes, first_offset, leader_epoch)
-        self._write(batches, run)
+        active = self._segments[-1]
+        first_offset = active.next_offset
+        batch_count, last_offset, max_timestamp, record_count = assign_batches(
+            batches, self.config.max_message_bytes, first_offset, leader_epoch)
+        now_ms = self._clock()
+        if batch_count == 1 and not self._should_roll(active, len(batches), last_offset, max_timestamp, now_ms):
+            # The common produce (one batch per partition) into the active segment: its facts
+            # are the run's, so no header objects are built.
+            active.append_batch(batches, first_offset, last_offset + 1, max_timestamp)
+        else:
+            self._write(batches, batch_headers(batches), last_offset, max_timestamp, now_ms)
+        self._count_unflushed(record_count, now_ms)
         if leader_epoch != self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
-        return first_offset, run.last_offset
+        return first_offset, last_offset
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> tuple[int, int]:
         """Append batches copied from the leader, keeping their offsets and epochs.
@@ -209,44 +218,52 @@ class Log:
         Offsets must increase from the log end offset on (gaps allowed, as compaction leaves
         them). Returns (first, last) offset.
         """
-        run = validate_batches(batches, _NEVER)
+        headers = validate_batches(batches, _NEVER)
         expected = self.log_end_offset
-        for header in run.headers:
+        for header in headers:
             if header.base_offset < expected:
                 raise InvalidRecordError(f"batch offset {header.base_offset} is below expected offset {expected}")
             expected = header.next_offset
-        self._write(batches, run)
-        for header in run.headers:
+        _, last_offset, max_timestamp, record_count = run_of(headers)
+        now_ms = self._clock()
+        self._write(batches, headers, last_offset, max_timestamp, now_ms)
+        self._count_unflushed(record_count, now_ms)
+        for header in headers:
             if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-        return run.headers[0].base_offset, run.last_offset
+        return headers[0].base_offset, last_offset
 
-    def _write(self, batches, run: BatchRun) -> None:
+    def _write(self, batches, headers: list[BatchHeader], last_offset: int, max_timestamp: int, now_ms: int) -> None:
+        """Write validated batches to the active segment, rolling first if they must start a new one."""
         size_bytes = len(batches)
-        config = self.config
-        if size_bytes > config.segment_bytes:
-            raise RecordListTooLargeError(f"append of {size_bytes} bytes exceeds segment.bytes {config.segment_bytes}")
-        now_ms = self._clock()
+        if size_bytes > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"append of {size_bytes} bytes exceeds segment.bytes {self.config.segment_bytes}")
         active = self._segments[-1]
-        if active.size_bytes and self._should_roll(active, size_bytes, run, now_ms):
-            self._roll(run.headers[0].base_offset, now_ms)
+        if active.size_bytes and self._should_roll(active, size_bytes, last_offset, max_timestamp, now_ms):
+            self._roll(headers[0].base_offset, now_ms)
             active = self._segments[-1]
-        active.append(batches, run)
-        self._unflushed_records += run.record_count
-        if self._unflushed_records >= config.flush_messages or now_ms - self._last_flush_ms >= config.flush_ms:
+        active.append(batches, headers)
+
+    def _count_unflushed(self, record_count: int, now_ms: int) -> None:
+        """Apply flush.messages and flush.ms after an append of `record_count` records."""
+        self._unflushed_records += record_count
+        if self._unflushed_records >= self.config.flush_messages or now_ms - self._last_flush_ms >= self.config.flush_ms:
             self.flush()
 
-    def _should_roll(self, active: Segment, size_bytes: int, run: BatchRun, now_ms: int) -> bool:
-        """Whether `run` must start a new segment instead of joining the non-empty `active`."""
+    def _should_roll(self, active: Segment, size_bytes: int, last_offset: int, max_timestamp: int,
+                     now_ms: int) -> bool:
+        """Whether batches up to `last_offset` must start a new segment instead of joining
+        `active` (an empty active segment is never rolled: the caller checks)."""
         # As Kafka: time since the first batch by the batches' own timestamps, else wall time.
         if active.first_batch_timestamp >= 0:
-            waited_ms = run.max_timestamp - active.first_batch_timestamp
+            waited_ms = max_timestamp - active.first_batch_timestamp
         else:
             waited_ms = now_ms - active.created_ms
         return (
             active.size_bytes + size_bytes > self.config.segment_bytes
             or waited_ms > self.config.segment_ms
-            or run.last_offset - active.base_offset > MAX_RELATIVE_OFFSET
+            or last_offset - active.base_offset > MAX_RELATIVE_OFFSET
         )
 
     def roll(self) -> None:
@@ -329,8 +346,8 @@ class Log:
             for i, segment in enumerate(self._segments):
                 next_base = self._segment_bases[i + 1] if i + 1 < len(self._segments) else None
                 if (next_base is None or next_base > self.recovery_point) and segment.base_offset < offset:
-                    # The active segment is rescanned after any crash, so its indexes need no fsync.
-                    segment.flush(sync_indexes=next_base is not None)
+                    # The active segment is rescanned after any crash: its indexes need not be on disk.
+                    segment.flush(with_indexes=next_base is not None)
         self._last_flush_ms = self._clock()
         self._unflushed_records = 0
         self.recovery_point = max(self.recovery_point, offset)

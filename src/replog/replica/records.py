@@ -137,34 +137,60 @@ def verify_batch(buf, header: BatchHeader) -> None:
 
 
 class BatchRun(NamedTuple):
-    """The batches of one append: each one's header, and what the log needs of all of them."""
+    """What the log needs of all the batches of one append together.
 
-    headers: list[BatchHeader]
+    No per-batch headers: a producer's append holds one batch (one per partition per request)
+    whose facts these are, and building header objects cost the leader's append path more than
+    its bookkeeping; the few appends of several batches get them from `batch_headers`.
+    """
+
+    batch_count: int
     last_offset: int
     max_timestamp: int  # NO_TIMESTAMP if no batch carries one
     record_count: int
 
 
-def _validate_batches_py(buf, max_batch_bytes: int) -> BatchRun:
+def run_of(headers: list[BatchHeader]) -> BatchRun:
+    """The BatchRun of batches whose headers are `headers` (at least one)."""
+    max_timestamp = NO_TIMESTAMP
+    record_count = 0
+    for header in headers:
+        if header.max_timestamp > max_timestamp:
+            max_timestamp = header.max_timestamp
+        record_count += header.record_count
+    return BatchRun(len(headers), headers[-1].last_offset, max_timestamp, record_count)
+
+
+def batch_headers(buf) -> list[BatchHeader]:
+    """Headers of a buffer of batches that already passed validation; reads headers only."""
+    headers = []
+    position = 0
+    while position < len(buf):  # bounded: every batch is at least HEADER_SIZE_BYTES long
+        header = parse_header(buf, position)
+        headers.append(header)
+        position += header.size_bytes
+    return headers
+
+
+def _validate_batches_py(buf, max_batch_bytes: int) -> list[BatchHeader]:
     return _scan(buf, max_batch_bytes, None, 0)
 
 
 def _assign_batches_py(buf, max_batch_bytes: int, first_offset: int, leader_epoch: int) -> BatchRun:
     if first_offset < 0 or not _MIN_INT32 <= leader_epoch <= _MAX_INT32:
         raise ValueError(f"first offset {first_offset} or leader epoch {leader_epoch} out of range")
-    return _scan(buf, max_batch_bytes, first_offset, leader_epoch)
+    return run_of(_scan(buf, max_batch_bytes, first_offset, leader_epoch))
 
 
-def _scan(buf, max_batch_bytes: int, first_offset: int | None, leader_epoch: int) -> BatchRun:
-    """validate_batches, and with a `first_offset` the rest of assign_batches."""
+def _scan(buf, max_batch_bytes: int, first_offset: int | None, leader_epoch: int) -> list[BatchHeader]:
+    """validate_batches, and with a `first_offset` the rest of assign_batches (headers as
+    assigned)."""
     if not buf:
         raise InvalidRecordError("no record batch in the request")
     headers = []
     position = 0
     end = len(buf)
     next_offset = first_offset
-    max_timestamp = NO_TIMESTAMP
-    record_count = 0
     while position < end:  # bounded: every batch is at least HEADER_SIZE_BYTES long
         header = parse_header(buf, position)
         if header.size_bytes > max_batch_bytes:
@@ -183,29 +209,26 @@ def _scan(buf, max_batch_bytes: int, first_offset: int | None, leader_epoch: int
             header = header._replace(base_offset=next_offset, partition_leader_epoch=leader_epoch)
             next_offset += header.last_offset_delta + 1
         headers.append(header)
-        if header.max_timestamp > max_timestamp:
-            max_timestamp = header.max_timestamp
-        record_count += header.record_count
         position += header.size_bytes
     if first_offset is not None:
         # Only once every batch passed, so that a refused request leaves its buffer as it came.
         for header in headers:
             _BASE_OFFSET.pack_into(buf, header.position, header.base_offset)
             _LEADER_EPOCH.pack_into(buf, header.position + _LEADER_EPOCH_POSITION, leader_epoch)
-    return BatchRun(headers, headers[-1].last_offset, max_timestamp, record_count)
+    return headers
 
 
 class BatchCodec(NamedTuple):
     """One implementation of the append-path scans: the pure-Python one or the compiled one.
 
-    validate_batches(buf, max_batch_bytes) -> BatchRun
+    validate_batches(buf, max_batch_bytes) -> list[BatchHeader]
         `buf` must consist of whole v2 batches only; each must pass parse_header, be at most
         `max_batch_bytes` long and match its CRC32C. Headers are returned as stored.
     assign_batches(buf, max_batch_bytes, first_offset, leader_epoch) -> BatchRun
         As a leader appends a producer's batches: validate_batches, plus each batch must hold
         exactly last_offset_delta + 1 records; then, once all passed, base offsets from
         `first_offset` on and `leader_epoch` are written into `buf` (writable) in place. Both lie
-        before the CRC'd range, so the CRCs stay valid. Headers are returned as assigned.
+        before the CRC'd range, so the CRCs stay valid. Returns run_of the assigned headers.
 
     Both raise the errors of errors.py, in the same order and with the same messages.
     """

@@ -28,10 +28,8 @@ from replog.replica.errors import ReplicaError
 from replog.replica.index import OffsetIndex, TimeIndex
 from replog.replica.records import (
     HEADER_SIZE_BYTES,
-    LOG_OVERHEAD_BYTES,
     NO_TIMESTAMP,
     BatchHeader,
-    BatchRun,
     parse_header,
     verify_batch,
 )
@@ -107,12 +105,24 @@ class Segment:
         # roll schedule survives restarts.
         self.first_batch_timestamp = NO_TIMESTAMP
         self._index_interval_bytes = index_interval_bytes
-        self._bytes_since_index_entry = 0
+        # A batch starting past this file position takes the next index entry: the last entry's
+        # position plus index.interval.bytes, so that the append path compares, never sums.
+        self._index_due_position = index_interval_bytes
 
     # -- append path -------------------------------------------------------------------------
 
-    def append(self, buf, run: BatchRun) -> None:
-        """Write validated batches (positions relative to `buf`) at the end of the file."""
+    def append(self, buf, headers: list[BatchHeader]) -> None:
+        """Write validated batches (`headers`, positions relative to `buf`) at the end of the file."""
+        position = self.size_bytes
+        first = headers[0]
+        self.append_batch(buf, first.base_offset, first.next_offset, first.max_timestamp)
+        for header in headers[1:]:
+            self._track_batch(position + header.position, header.base_offset, header.next_offset, header.max_timestamp)
+
+    def append_batch(self, buf, base_offset: int, next_offset: int, max_timestamp: int) -> None:
+        """Write `buf` at the end of the file in one syscall and track its first batch, whose
+        facts the caller has: the whole append when, as for most produces, `buf` holds one batch
+        (append() tracks the others)."""
         position = self.size_bytes
         written = os.pwrite(self.fd, buf, position)
         if written != len(buf):
@@ -120,26 +130,20 @@ class Segment:
             # so that the file still ends on a batch boundary.
             os.ftruncate(self.fd, position)
             raise OSError(f"short write to {self.log_path}: {written} of {len(buf)} bytes")
-        self._track_batches(run.headers, position, run.last_offset + 1)
         self.size_bytes = position + written
+        self._track_batch(position, base_offset, next_offset, max_timestamp)
 
-    def _track_batches(self, headers: list[BatchHeader], buffer_position: int, next_offset: int) -> None:
-        """Take index entries and the segment's state from batches now in the file, whose
-        positions are relative to a buffer that starts at `buffer_position` in the file."""
-        bytes_since_entry = self._bytes_since_index_entry
-        max_timestamp = self.max_timestamp
-        for header in headers:
-            if bytes_since_entry > self._index_interval_bytes:
-                self.offset_index.append(header.base_offset, buffer_position + header.position)
-                self.time_index.append(max_timestamp, header.base_offset)
-                bytes_since_entry = 0
-            bytes_since_entry += header.size_bytes
-            if header.max_timestamp > max_timestamp:
-                max_timestamp = header.max_timestamp
-        if buffer_position == -headers[0].position:
-            self.first_batch_timestamp = headers[0].max_timestamp
-        self._bytes_since_index_entry = bytes_since_entry
-        self.max_timestamp = max_timestamp
+    def _track_batch(self, position: int, base_offset: int, next_offset: int, max_timestamp: int) -> None:
+        """Take the index entry (if due) and the segment's state from a batch now in the file."""
+        if position > self._index_due_position:
+            # The time entry holds the max timestamp of everything before this batch.
+            self.offset_index.append(base_offset, position)
+            self.time_index.append(self.max_timestamp, base_offset)
+            self._index_due_position = position + self._index_interval_bytes
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+        if position == 0:
+            self.first_batch_timestamp = max_timestamp
         self.next_offset = next_offset
 
     def retention_timestamp_ms(self) -> int:
@@ -205,13 +209,13 @@ class Segment:
             self.offset_index.truncate_to_count(count - 1)
             self.time_index.truncate_to_count(count - 1)
             self.first_batch_timestamp = self._header_at(0).max_timestamp
-            self._bytes_since_index_entry = self._index_interval_bytes + 1
+            self._index_due_position = position - 1  # re-creates the dropped entry
             self.next_offset = offset
         else:
             position = 0
             self.max_timestamp = NO_TIMESTAMP
             self.first_batch_timestamp = NO_TIMESTAMP
-            self._bytes_since_index_entry = 0
+            self._index_due_position = self._index_interval_bytes
             self.next_offset = max(self.base_offset, min_offset)
         return self._scan(position)
 
@@ -230,7 +234,7 @@ class Segment:
                     raise ReplicaError(f"offset {header.last_offset} is out of range of segment {self.base_offset}")
             except ReplicaError as error:
                 return self._cut(position, str(error))
-            self._track_batches((header,), position - at, header.next_offset)
+            self._track_batch(position, header.base_offset, header.next_offset, header.max_timestamp)
             position += header.size_bytes
         return None
 
@@ -303,12 +307,15 @@ class Segment:
         self.offset_index.persist(fsync=False)
         self.time_index.persist(fsync=False)
 
-    def flush(self, sync_indexes: bool) -> None:
+    def flush(self, with_indexes: bool) -> None:
         """Make the `.log` durable, then (if asked) its indexes, so that an index never runs
-        ahead of its log."""
+        ahead of its log. Without them the indexes stay in memory: that is for the active
+        segment, whose indexes recovery rebuilds after any crash and roll or close writes, so
+        that a flush costs its fsync and no index file writes."""
         os.fsync(self.fd)
-        self.offset_index.persist(fsync=sync_indexes)
-        self.time_index.persist(fsync=sync_indexes)
+        if with_indexes:
+            self.offset_index.persist(fsync=True)
+            self.time_index.persist(fsync=True)
 
     def close(self) -> None:
         self.persist_indexes()
