@@ -2,6 +2,7 @@
 
 import pytest
 
+from replog.replica import log as log_module
 from replog.replica.records import COMPILED, PURE_PYTHON
 
 # Every implementation of the append-path scans that this installation has: the same tests hold
@@ -11,4 +12,13 @@ CODECS = [codec for codec in (PURE_PYTHON, COMPILED) if codec is not None]
 
 @pytest.fixture(params=CODECS, ids=lambda codec: codec.name)
 def codec(request):
+    return request.param
+
+
+@pytest.fixture(params=CODECS, ids=lambda codec: f"log-{codec.name}")
+def log_codec(request, monkeypatch):
+    """Every Log of the test appends through this codec, so that the log-level tests cover the
+    pure-Python fallback end to end and not only the compiled default."""
+    monkeypatch.setattr(log_module, "assign_batches", request.param.assign_batches)
+    monkeypatch.setattr(log_module, "validate_batches", request.param.validate_batches)
     return request.param

@@ -8,6 +8,9 @@ from replog.replica.records import validate_batches
 from log_fixtures import ManualClock, open_log, read_all
 from replica_batches import build_batch
 
+# Each test runs once per append-path codec (conftest.CODECS).
+pytestmark = pytest.mark.usefixtures("log_codec")
+
 
 @pytest.fixture
 def log_dir(tmp_path):

@@ -17,6 +17,9 @@ from replog.replica.log import Log, LogConfig
 from log_fixtures import ManualClock, read_all
 from replica_batches import build_batch
 
+# Each test runs once per append-path codec (conftest.CODECS).
+pytestmark = pytest.mark.usefixtures("log_codec")
+
 
 @dataclasses.dataclass
 class ModelBatch:

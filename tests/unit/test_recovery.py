@@ -10,6 +10,9 @@ from replog.replica.log import Log
 from log_fixtures import open_log, read_all
 from replica_batches import build_batch
 
+# Each test runs once per append-path codec (conftest.CODECS).
+pytestmark = pytest.mark.usefixtures("log_codec")
+
 CONFIG = {"segment_bytes": 1000, "index_interval_bytes": 150}
 BATCH_BYTES = 200
 BATCHES_PER_SEGMENT = 5
