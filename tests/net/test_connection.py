@@ -23,8 +23,8 @@ class RecordingTransport:
     def get_extra_info(self, name: str):
         return ("127.0.0.1", 1) if name == "peername" else None
 
-    def write(self, data: bytes) -> None:
-        self.written.append(bytes(data))
+    def writelines(self, parts: list[bytes]) -> None:
+        self.written.append(b"".join(parts))
 
     def is_closing(self) -> bool:
         return self.closed
@@ -61,8 +61,8 @@ def open_connection(dispatch, in_flight_max: int = 64) -> tuple[KafkaConnection,
     return connection, transport
 
 
-def echo(request: codec.Request) -> bytes:
-    return struct.pack(">ii", 4, request.correlation_id)
+def echo(request: codec.Request) -> list[bytes]:
+    return [struct.pack(">ii", 4, request.correlation_id)]
 
 
 async def test_a_slow_request_holds_back_later_responses_but_not_their_processing():

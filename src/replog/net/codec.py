@@ -21,7 +21,7 @@ import struct
 import types
 import typing
 from functools import cache
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -120,17 +120,29 @@ def response_schema(api_key: int, api_version: int) -> type:
     return _response_codec(api_key, api_version)[0]
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
-    """The whole response frame, size prefix included."""
+class EncodedBody(NamedTuple):
+    """A response body a handler encoded itself, as parts written without joining them (the
+    Fetch path, where the parts are log bytes)."""
+
+    parts: list[bytes]
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> list[bytes]:
+    """The whole response frame as parts: size prefix and header first."""
     _, header_schema, write_header, write_body = _response_codec(api_key, api_version)
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
     write_header(out, header_schema(correlation_id=correlation_id))
+    if isinstance(body, EncodedBody):
+        size = out.tell() - _SIZE.size + sum(len(part) for part in body.parts)
+        out.seek(0)
+        out.write(_SIZE.pack(size))
+        return [out.getvalue(), *body.parts]
     write_body(out, body)
     frame = out.getbuffer()
     _SIZE.pack_into(frame, 0, len(frame) - _SIZE.size)
     del frame
-    return out.getvalue()
+    return [out.getvalue()]
 
 
 def _milliseconds(value: Any) -> Any:

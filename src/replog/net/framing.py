@@ -33,10 +33,10 @@ _SIZE = struct.Struct(">i")
 INITIAL_BUFFER_BYTES = 64 * 1024
 WRITE_BUFFER_HIGH_BYTES = 8 * 1024 * 1024
 
-# A handler's answer: the encoded frame, or None when no response is sent (produce acks=0).
-Dispatch = Callable[[codec.Request], Awaitable[bytes | None]]
+# A handler's answer: the encoded frame as parts, or None when no response is sent (acks=0).
+Dispatch = Callable[[codec.Request], Awaitable[list[bytes] | None]]
 # The answer to a known API at an unsupported version, or None to close the connection.
-OnUnsupported = Callable[[codec.UnsupportedVersion], bytes | None]
+OnUnsupported = Callable[[codec.UnsupportedVersion], list[bytes] | None]
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -151,7 +151,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         task.add_done_callback(self._write_finished)
         self._update_reading()
 
-    def _enqueue_ready(self, response: bytes | None) -> None:
+    def _enqueue_ready(self, response: list[bytes] | None) -> None:
         ready = asyncio.get_running_loop().create_future()
         ready.set_result(response)
         self._in_order.append(ready)
@@ -170,7 +170,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             response = finished.result()
             if response is not None and self._transport is not None and not self._transport.is_closing():
-                self._transport.write(response)
+                self._transport.writelines(response)
         self._update_reading()
 
     def _update_reading(self) -> None:

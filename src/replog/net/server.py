@@ -44,7 +44,7 @@ class KafkaServer:
             connections=self._connections,
         )
 
-    async def _dispatch(self, request: codec.Request) -> bytes | None:
+    async def _dispatch(self, request: codec.Request) -> list[bytes] | None:
         body = await HANDLERS[request.api_key](self._services, request)
         if body is None:
             return None

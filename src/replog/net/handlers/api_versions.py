@@ -31,7 +31,7 @@ async def api_versions(services, request: Request):
     return _body(request.api_version, ErrorCode.none)
 
 
-def unsupported_version_answer(unsupported: codec.UnsupportedVersion) -> bytes | None:
+def unsupported_version_answer(unsupported: codec.UnsupportedVersion) -> list[bytes] | None:
     """A v0 body with UNSUPPORTED_VERSION and the list, so a client can retry with a version
     it shares with us; other APIs at unsupported versions get the connection closed."""
     if unsupported.api_key != ApiKey.API_VERSIONS:
