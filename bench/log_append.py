@@ -11,14 +11,18 @@ Serve: 512 MiB of 16 KiB batches sent to a 127.0.0.1 socket: through Log.read (1
 as max.partition.fetch.bytes) and os.sendfile of each slice, the consumer resuming after the last
 whole batch, versus os.sendfile of the whole segment file in 1 MiB steps.
 
-Figures are printed, never asserted. Each case runs twice and the better run is kept. The first
-line names the batch-scan implementation in use (records.CODEC): compiled, or pure Python.
+Figures are printed, never asserted. The two sides of a pair are measured in ROUNDS alternating
+rounds (plain, log, log, plain, plain, log, ...), and each side's median is reported: noise on a
+shared machine (page-cache writeback, a neighbour's burst) then falls on both sides alike instead
+of on whichever ran during it, and one lucky or unlucky run moves neither figure. The first line
+names the batch-scan implementation in use (records.CODEC): compiled, or pure Python.
 """
 
 import argparse
 import os
 import shutil
 import socket
+import statistics
 import tempfile
 import threading
 import time
@@ -35,7 +39,7 @@ APPEND_TOTAL_BYTES = 256 * MIB
 FSYNC_APPEND_TOTAL_BYTES = 32 * MIB
 SERVE_TOTAL_BYTES = 512 * MIB
 FETCH_MAX_BYTES = MIB
-RUNS = 2
+ROUNDS = 5
 
 
 def one_record_batch(size_bytes: int) -> bytearray:
@@ -45,14 +49,22 @@ def one_record_batch(size_bytes: int) -> bytearray:
     return batch
 
 
-def best_mb_per_s(run: Callable[[], int]) -> float:
-    """Runs `run` (which returns the bytes it moved) RUNS times; best MB/s."""
-    best = 0.0
-    for _ in range(RUNS):
-        started = time.perf_counter()
-        moved_bytes = run()
-        best = max(best, moved_bytes / MIB / (time.perf_counter() - started))
-    return best
+def mb_per_s(run: Callable[[], int]) -> float:
+    """Runs `run` (which returns the bytes it moved) once."""
+    started = time.perf_counter()
+    moved_bytes = run()
+    return moved_bytes / MIB / (time.perf_counter() - started)
+
+
+def median_pair_mb_per_s(plain: Callable[[], int], through_log: Callable[[], int]) -> tuple[float, float]:
+    """Median MB/s of each side over ROUNDS rounds; the side that goes first alternates, so that
+    neither always runs on a cache or disk the other just warmed or dirtied."""
+    figures = {plain: [], through_log: []}
+    for round_number in range(ROUNDS):
+        order = (plain, through_log) if round_number % 2 == 0 else (through_log, plain)
+        for run in order:
+            figures[run].append(mb_per_s(run))
+    return statistics.median(figures[plain]), statistics.median(figures[through_log])
 
 
 def plain_append(directory: Path, batch: bytearray, total_bytes: int, fsync_every_bytes: int | None) -> Callable[[], int]:
@@ -171,24 +183,22 @@ def main() -> None:
             batch = one_record_batch(batch_bytes)
             for fsync_every_bytes, total_bytes in ((None, APPEND_TOTAL_BYTES), (MIB, FSYNC_APPEND_TOTAL_BYTES)):
                 label = f"append {batch_bytes // 1024} KiB batches, {'fsync every 1 MiB' if fsync_every_bytes else 'no fsync'}"
-                plain = best_mb_per_s(plain_append(directory, batch, total_bytes, fsync_every_bytes))
-                through_log = best_mb_per_s(log_append(directory, batch, total_bytes, fsync_every_bytes))
-                rows.append((label, plain, through_log))
+                rows.append((label, *median_pair_mb_per_s(plain_append(directory, batch, total_bytes, fsync_every_bytes),
+                                                          log_append(directory, batch, total_bytes, fsync_every_bytes))))
         batch_bytes = 16 * 1024
         log = Log(directory / "serve-0", LogConfig(), lambda: 0)
         batch = one_record_batch(batch_bytes)
         for _ in range(SERVE_TOTAL_BYTES // batch_bytes):
             log.append(batch, 0)
         drain = Drain()
-        plain = best_mb_per_s(plain_serve(drain, log.segments[0].log_path))
-        through_log = best_mb_per_s(log_serve(drain, log, batch_bytes))
-        rows.append(("serve 512 MiB over 127.0.0.1, sendfile, 1 MiB fetches", plain, through_log))
+        rows.append(("serve 512 MiB over 127.0.0.1, sendfile, 1 MiB fetches",
+                     *median_pair_mb_per_s(plain_serve(drain, log.segments[0].log_path), log_serve(drain, log, batch_bytes))))
         drain.close()
         log.delete()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     # Which implementation validated the batches: the compiled one unless the build skipped it.
-    print(f"batch scans: {CODEC.name}")
+    print(f"batch scans: {CODEC.name}; each figure the median of {ROUNDS} rounds, plain and log interleaved")
     print(f"{'case':56} {'plain MB/s':>11} {'log MB/s':>10} {'log/plain':>10}")
     for label, plain, through_log in rows:
         print(f"{label:56} {plain:11.0f} {through_log:10.0f} {through_log / plain:10.0%}")
