@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from kio.index import load_response_schema
+from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
 from replog.net.codec import ApiKey, SUPPORTED_VERSIONS
@@ -40,3 +40,14 @@ def test_encoding_matches_kio_for_every_version(version):
     assert first.last_stable_offset == 120
     if version >= 7:
         assert decoded.session_id == 0
+
+
+def test_builder_fills_nullable_arrays_of_entities():
+    from replog.net import codec
+
+    schema = load_request_schema(ApiKey.METADATA, 12)
+    built = codec.build(schema, {"topics": [{"name": "t", "topic_id": None}], "allow_auto_topic_creation": False,
+                                 "include_topic_authorized_operations": False})
+    assert built.topics[0].name == "t"
+    assert codec.build(schema, {"topics": None, "allow_auto_topic_creation": False,
+                                "include_topic_authorized_operations": False}).topics is None

@@ -161,8 +161,10 @@ def _build_plan(schema: type) -> tuple[tuple[str, type | None, bool, Callable | 
     plan = []
     for field in dataclasses.fields(schema):
         hint = hints[field.name]
+        if typing.get_origin(hint) in (typing.Union, types.UnionType):  # nullable: X | None
+            hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
         is_tuple = typing.get_origin(hint) is tuple
-        candidates = typing.get_args(hint) if is_tuple or typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        candidates = typing.get_args(hint) if is_tuple else (hint,)
         nested = next((arg for arg in candidates if dataclasses.is_dataclass(arg)), None)
         kafka_type = field.metadata.get("kafka_type", "")
         convert = _error_code if kafka_type == "error_code" else _milliseconds if kafka_type.startswith("timedelta") else None
