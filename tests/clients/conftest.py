@@ -1,4 +1,7 @@
-"""Client tests run real Kafka clients against a real broker process."""
+"""Client tests run real Kafka clients against a real broker process.
+
+`broker` is one process per test module (each test uses its own topics); tests that stop or kill
+the broker use `own_broker`, a process of their own."""
 
 from __future__ import annotations
 
@@ -6,13 +9,29 @@ import uuid
 
 import pytest
 
+pytest.register_assert_rewrite("tests.clients.suite", "tests.clients.records")
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from tests.broker_process import BrokerProcess
 
 
-@pytest.fixture
-def broker(tmp_path):
-    process = BrokerProcess(tmp_path / "data")
+def _started(data_dir):
+    process = BrokerProcess(data_dir)
     process.start()
+    return process
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    process = _started(tmp_path_factory.mktemp("broker") / "data")
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def own_broker(tmp_path):
+    process = _started(tmp_path / "data")
     yield process
     process.stop()
 
@@ -20,3 +39,16 @@ def broker(tmp_path):
 @pytest.fixture
 def topic_name() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
+
+
+def create_topic(bootstrap: str, name: str, config: dict[str, str] | None = None, partitions: int = 1) -> str:
+    """Set-up for tests of other things: a topic made with confluent-kafka's AdminClient."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
+    return name
+
+
+@pytest.fixture
+def make_topic(broker):
+    """`make_topic(config=None)`: a new one-partition topic on the module's broker."""
+    return lambda config=None: create_topic(broker.bootstrap, f"t-{uuid.uuid4().hex[:10]}", config)

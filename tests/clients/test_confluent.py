@@ -1,0 +1,95 @@
+"""confluent-kafka (librdkafka) against a replog broker process."""
+
+from __future__ import annotations
+
+import functools
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+
+from .records import Record
+from .suite import Adapter, ClientSuite, ProduceFailed
+
+TIMEOUT_S = 30
+
+
+class Confluent(Adapter):
+    def produce(self, bootstrap, topic, batch, *, acks="all", compression=None, idempotent=False, **settings):
+        producer = Producer({
+            "bootstrap.servers": bootstrap, "acks": str(acks), "enable.idempotence": idempotent,
+            "compression.type": compression or "none", "linger.ms": 5, "message.timeout.ms": 15_000,
+            "topic.metadata.propagation.max.ms": 1000, **settings,
+        })
+        reports: list = [False] * len(batch)
+
+        def delivered(i, error, message):
+            reports[i] = error if error else message.offset()
+
+        for i, record in enumerate(batch):
+            producer.produce(topic, value=record.value, key=record.key, partition=0, headers=list(record.headers),
+                             timestamp=record.timestamp_ms or 0, on_delivery=functools.partial(delivered, i))
+        assert producer.flush(TIMEOUT_S) == 0, "deliveries still outstanding"
+        for report in reports:
+            if report is not None and not isinstance(report, int):
+                raise ProduceFailed(report.code(), report.str())
+        return [offset if offset is not None and offset >= 0 else None for offset in reports]
+
+    def _consumer(self, bootstrap) -> Consumer:
+        return Consumer({"bootstrap.servers": bootstrap, "group.id": "replog-tests", "enable.auto.commit": False})
+
+    def read(self, bootstrap, topic, count, start=0):
+        consumer = self._consumer(bootstrap)
+        try:
+            consumer.assign([TopicPartition(topic, 0, start)])
+            got = []
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(got) < count and time.monotonic() < deadline:
+                for message in consumer.consume(count - len(got), timeout=0.5):
+                    if message.error():
+                        raise KafkaException(message.error())
+                    got.append(Record(message.key(), message.value(), tuple(message.headers() or ()),
+                                      message.timestamp()[1], message.offset()))
+            return got
+        finally:
+            consumer.close()
+
+    def offset_for_time(self, bootstrap, topic, timestamp_ms):
+        consumer = self._consumer(bootstrap)
+        try:
+            [found] = consumer.offsets_for_times([TopicPartition(topic, 0, timestamp_ms)], timeout=TIMEOUT_S)
+            return found.offset if found.offset >= 0 else None
+        finally:
+            consumer.close()
+
+    def _admin_call(self, bootstrap, method, argument, *, errors=True):
+        """One AdminClient call on one resource: its result, or with `errors` its Kafka error number
+        (0 on success). The client lives until the result is in: it fails its futures when destroyed."""
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        [future] = getattr(admin, method)(argument).values()
+        if not errors:
+            return future.result(TIMEOUT_S)
+        try:
+            future.result(TIMEOUT_S)
+        except KafkaException as e:
+            return e.args[0].code()
+        return 0
+
+    def create_topic(self, bootstrap, name, *, replication_factor=1, config=None):
+        return self._admin_call(bootstrap, "create_topics", [NewTopic(name, 1, replication_factor, config=config or {})])
+
+    def delete_topic(self, bootstrap, name):
+        return self._admin_call(bootstrap, "delete_topics", [name])
+
+    def describe_config(self, bootstrap, name):
+        configs = self._admin_call(bootstrap, "describe_configs", [ConfigResource(ResourceType.TOPIC, name)], errors=False)
+        return {key: entry.value for key, entry in configs.items()}
+
+    def set_config(self, bootstrap, name, key, value):
+        entry = ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=[entry])
+        self._admin_call(bootstrap, "incremental_alter_configs", [resource], errors=False)
+
+
+class TestConfluent(ClientSuite):
+    client = Confluent()
