@@ -34,7 +34,9 @@ import bisect
 import collections
 import dataclasses
 import enum
+import gzip
 import logging
+import struct
 from collections.abc import Collection
 from typing import NamedTuple
 
@@ -42,6 +44,7 @@ from replog.replica.checkpoint import UNDEFINED_EPOCH
 from replog.replica.errors import ReplicaError
 from replog.replica.log import Log
 from replog.replica.producer_state import ProducerStateManager
+from replog.replica.records import HEADER_SIZE_BYTES, parse_header
 from replog.replica.segment import FileSlice
 
 logger = logging.getLogger(__name__)
@@ -542,6 +545,8 @@ class Partition:
             offset, found_timestamp = self.high_watermark, NO_TIMESTAMP
         else:
             found = self.log.offset_for_timestamp(timestamp)
+            if found is not None:
+                found = _first_record_at_or_after(self.log.read(found[0], 1), timestamp) or found
             if found is None or found[0] >= self.high_watermark:
                 return ListOffsetsResult(ErrorCode.NONE, NO_TIMESTAMP, UNKNOWN_OFFSET, UNDEFINED_EPOCH)
             offset, found_timestamp = found
@@ -573,3 +578,45 @@ class Partition:
 
     def remove_expired_producers(self, now_ms: int) -> int:
         return self.producer_state.remove_expired(now_ms, self.config.producer_id_expiration_ms)
+
+
+_BASE_TIMESTAMP = struct.Struct(">q")
+_BASE_TIMESTAMP_POSITION = 27
+_DECOMPRESSORS = {0: bytes, 1: gzip.decompress}  # codecs the standard library reads; others stay batch-grained
+
+
+def _varint(buf: bytes, position: int) -> tuple[int, int]:
+    """A zigzag varint at `position`: (value, position after it)."""
+    shift = raw = 0
+    while True:  # bounded: each step consumes a byte of `buf`
+        byte = buf[position]
+        raw |= (byte & 0x7F) << shift
+        position += 1
+        shift += 7
+        if not byte & 0x80:
+            return (raw >> 1) ^ -(raw & 1), position
+
+
+def _first_record_at_or_after(slices: list[FileSlice], timestamp: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record with a timestamp >= `timestamp` in the batch that
+    `slices` (a log read of one batch) starts with: ListOffsets answers with records, as Kafka does,
+    not with the batch holding them. Only this one cold lookup decodes records. None where the
+    codec needs a library the broker lacks (snappy, lz4, zstd): the caller keeps the batch's base."""
+    if not slices:
+        return None
+    buf = slices[0].read()
+    header = parse_header(buf, 0)
+    decompress = _DECOMPRESSORS.get(header.compression_codec)
+    if decompress is None:
+        return None
+    base_timestamp, = _BASE_TIMESTAMP.unpack_from(buf, _BASE_TIMESTAMP_POSITION)
+    records = decompress(buf[HEADER_SIZE_BYTES:header.size_bytes])
+    position = 0
+    for _ in range(header.record_count):  # bounded by the batch's record count
+        length, start = _varint(records, position)
+        timestamp_delta, after = _varint(records, start + 1)  # + 1: the record's attributes byte
+        offset_delta, _ = _varint(records, after)
+        if base_timestamp + timestamp_delta >= timestamp:
+            return header.base_offset + offset_delta, base_timestamp + timestamp_delta
+        position = start + length
+    return None
