@@ -10,7 +10,7 @@ import uuid
 
 import click
 
-from replog import __version__
+from replog import __version__, tools
 from replog.config import SETTINGS, ConfigError, load_broker_config
 from replog.coord_backends import BadStoreUrl, Store, StoreError, open_store
 
@@ -166,3 +166,120 @@ async def _serve(config) -> None:
     await stopping.wait()
     click.echo(f"replog broker {node.broker_id} shutting down")
     await node.stop()
+
+
+class OneLineUsage(click.Command):
+    """A command whose usage errors are one line on stderr with status 2, like every other
+    operator-facing error, instead of click's usage block."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as error:
+            fail(f"{_subcommand(ctx)}: {error.format_message()}", USAGE_ERROR_STATUS)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except tools.BadArguments as error:
+            fail(f"{_subcommand(ctx)}: {error}", USAGE_ERROR_STATUS)
+        except tools.ToolError as error:
+            fail(str(error), FAILURE_STATUS)
+
+
+def _subcommand(ctx: click.Context) -> str:
+    """'perf produce' for `replog perf produce`, however the program itself was invoked."""
+    names = []
+    while ctx.parent is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return " ".join(reversed(names))
+
+
+def _parse_headers(_ctx, _param, assignments: tuple[str, ...]) -> list[tuple[str, bytes]]:
+    headers = []
+    for assignment in assignments:
+        name, sep, value = assignment.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"takes key=value, got {assignment!r}")
+        headers.append((name, value.encode()))
+    return headers
+
+
+bootstrap_option = click.option(
+    "--bootstrap-server", "bootstrap", default="127.0.0.1:9092", show_default=True, help="host:port[,host:port...] of brokers"
+)
+topic_option = click.option("--topic", required=True, help="topic to use")
+acks_option = click.option("--acks", type=click.Choice(tools.ACKS_CHOICES), default="all", show_default=True)
+compression_option = click.option(
+    "--compression", type=click.Choice(tools.COMPRESSION_CHOICES), default="none", show_default=True
+)
+partition_option = click.option("--partition", type=click.IntRange(min=0), help="only this partition")
+
+
+@main.command("produce", cls=OneLineUsage)
+@bootstrap_option
+@topic_option
+@click.option("--file", "input_file", type=click.File("rb"), default="-", help="read lines from this file [default: stdin]")
+@click.option("--key-separator", help="split each line at the first SEP into key and value (Kafka's parse.key)")
+@acks_option
+@compression_option
+@partition_option
+@click.option("--header", "headers", multiple=True, callback=_parse_headers, metavar="KEY=VALUE", help="add to every record; repeatable")
+def produce(input_file, key_separator: str | None, **options) -> None:
+    """Send one record per input line, like kafka-console-producer."""
+    separator = key_separator.encode() if key_separator is not None else None
+    tools.produce_lines(input_file, key_separator=separator, **options)
+
+
+@main.command("consume", cls=OneLineUsage)
+@bootstrap_option
+@topic_option
+@click.option("--from-beginning", is_flag=True, help="start at each partition's first record")
+@click.option("--offset", help="start at offset N (needs --partition), 'earliest' or 'latest' [default: latest]")
+@click.option("--timestamp", "timestamp_ms", type=click.IntRange(min=0), help="start at the first record at or after this time (ms since the epoch)")
+@partition_option
+@click.option("--max-messages", type=click.IntRange(min=1), help="exit after this many records")
+@click.option("--print-key", is_flag=True, help="print KEY<SEP>VALUE")
+@click.option("--key-separator", default=tools.DEFAULT_KEY_SEPARATOR, help="between key and value with --print-key [default: tab]")
+@click.option("--timeout-ms", "idle_timeout_ms", type=click.IntRange(min=1), help="exit when no record arrives for this long")
+def consume(from_beginning: bool, offset: str | None, timestamp_ms: int | None, key_separator: str, **options) -> None:
+    """Print records, one line each, like kafka-console-consumer (no group: nothing is committed)."""
+    start = tools.start_position(from_beginning, offset, timestamp_ms, options["partition"])
+    output = click.get_binary_stream("stdout")
+    written = tools.consume(output.write, start=start, key_separator=key_separator.encode(), **options)
+    output.flush()
+    click.echo(f"Processed a total of {written} messages", err=True)
+
+
+@main.group()
+def perf() -> None:
+    """Throughput and latency tests, like kafka-producer-perf-test and kafka-consumer-perf-test."""
+
+
+@perf.command("produce", cls=OneLineUsage)
+@bootstrap_option
+@topic_option
+@click.option("--num-records", type=click.IntRange(min=1), required=True)
+@click.option("--record-size", "record_size_bytes", type=click.IntRange(min=0), default=1024, show_default=True, help="bytes per record")
+@acks_option
+@click.option("--batch-size", "batch_size_bytes", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="librdkafka batch.size, bytes")
+@click.option("--linger-ms", type=click.FloatRange(min=0), default=5, show_default=True)
+@compression_option
+@click.option("--throughput", "throughput_records_per_s", type=float, default=-1, show_default=True, help="target records/s; -1: as fast as possible")
+def perf_produce(**options) -> None:
+    """Send records as fast as possible (or at --throughput) and report rate and latency."""
+    report = tools.perf_produce(**options)
+    click.echo(report.summary())
+    if report.failed:
+        fail(f"{report.failed} records not delivered: {report.first_error}", FAILURE_STATUS)
+
+
+@perf.command("consume", cls=OneLineUsage)
+@bootstrap_option
+@topic_option
+@click.option("--num-records", type=click.IntRange(min=1), required=True)
+@click.option("--timeout-ms", "idle_timeout_ms", type=click.IntRange(min=1), default=10_000, show_default=True, help="stop when no record arrives for this long")
+def perf_consume(**options) -> None:
+    """Read a topic from the beginning and report the rate."""
+    click.echo(tools.perf_consume(**options).summary())

@@ -1,0 +1,93 @@
+"""What every tool needs from confluent-kafka: the library itself, a base client
+configuration, and a check that the broker answers and the topic exists before any record
+moves, so that each failure is one line naming its cause instead of librdkafka retrying
+forever in the background."""
+
+from __future__ import annotations
+
+import time
+
+CONNECT_TIMEOUT_S = 10.0
+# One metadata attempt; short so that a refused connection is noticed between attempts.
+METADATA_ATTEMPT_S = 1.0
+# Kafka's own console tools default to this separator between key and value.
+DEFAULT_KEY_SEPARATOR = "\t"
+# How long to let librdkafka drain its queue when produce() finds it full.
+QUEUE_FULL_WAIT_S = 0.05
+ACKS_CHOICES = ("0", "1", "all", "-1")
+COMPRESSION_CHOICES = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+class ToolError(Exception):
+    """A failure the operator reads as one line; the command exits with status 1."""
+
+
+class BadArguments(ToolError):
+    """Arguments that contradict each other; the command exits with status 2, as for usage errors."""
+
+
+def kafka():
+    """The confluent_kafka module, imported on first use: the broker itself never needs it."""
+    try:
+        import confluent_kafka
+    except ImportError as error:
+        raise ToolError("the produce/consume tools need confluent-kafka: pip install confluent-kafka") from error
+    return confluent_kafka
+
+
+def client_config(bootstrap: str) -> dict:
+    """librdkafka settings every tool starts from; callers add their own with `|`."""
+    return {
+        "bootstrap.servers": bootstrap,
+        # librdkafka prints every failed reconnect to stderr; tools report failures themselves.
+        "log_level": 0,
+    }
+
+
+def producer_settings(acks: str) -> dict:
+    """acks=all gets idempotence, as Kafka's own producer defaults to: retries then never
+    duplicate or reorder records."""
+    return {"acks": acks, "enable.idempotence": acks in ("all", "-1")}
+
+
+def send(producer, topic: str, value: bytes, **fields) -> None:
+    """producer.produce, waiting while librdkafka's queue is full instead of failing."""
+    while True:  # bounded: each wait lets librdkafka deliver or expire queued records
+        try:
+            producer.produce(topic, value, **fields)
+            return
+        except BufferError:
+            producer.poll(QUEUE_FULL_WAIT_S)
+
+
+def topic_partition_count(bootstrap: str, topic: str, partition: int | None = None) -> int:
+    """How many partitions `topic` has; ToolError if no broker answers within
+    CONNECT_TIMEOUT_S, the topic does not exist, or `partition` is not one of them."""
+    confluent_kafka = kafka()
+    from confluent_kafka.admin import AdminClient
+
+    errors: list = []
+    admin = AdminClient(client_config(bootstrap) | {"error_cb": errors.append})
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    while True:
+        try:
+            metadata = admin.list_topics(topic, timeout=METADATA_ATTEMPT_S)
+        except confluent_kafka.KafkaException as error:
+            metadata = None
+            last_error = error.args[0]
+        if metadata is not None:
+            found = metadata.topics[topic]
+            if found.error is None:
+                break
+            last_error = found.error
+            # LEADER_NOT_AVAILABLE: the topic is being created (auto-create) and will answer soon.
+            if found.error.code() != confluent_kafka.KafkaError.LEADER_NOT_AVAILABLE:
+                raise ToolError(f"topic {topic!r}: {last_error.str()}")
+        admin.poll(0)  # serves error_cb, which says when every broker refused
+        all_down = any(error.code() == confluent_kafka.KafkaError._ALL_BROKERS_DOWN for error in errors)
+        if all_down or time.monotonic() > deadline:
+            raise ToolError(f"cannot reach a broker at {bootstrap}: {last_error.str()}")
+    count = len(found.partitions)
+    if partition is not None and not 0 <= partition < count:
+        raise ToolError(f"topic {topic!r} has partitions 0..{count - 1}, not {partition}")
+    return count
