@@ -69,6 +69,7 @@ class Broker:
         self.metadata.on_partitions_added = self._start_replicas
         self.metadata.on_topic_removed = self._close_topic
         await self.metadata.start()
+        self._report_stray_logs()
         await self.server.start()
         await self._register()
         self._session_follower = asyncio.create_task(self._follow_session())
@@ -147,6 +148,14 @@ class Broker:
                     message_timestamp_type=settings["message.timestamp.type"],
                 ),
             )
+
+    def _report_stray_logs(self) -> None:
+        """Logs of topics the store does not know: kept (the store may be the wrong one), reported."""
+        hosted = {(partition.topic, partition.partition_id) for partition in self.replicas.partitions}
+        for entry in sorted(self.data_dir.iterdir()):
+            topic, dash, partition = entry.name.rpartition("-")
+            if entry.is_dir() and dash and partition.isdigit() and (topic, int(partition)) not in hosted:
+                logger.warning("stray partition log kept broker=%d dir=%s (its topic or assignment is not in the store)", self.broker_id, entry)
 
     async def _close_topic(self, topic: str) -> None:
         for partition in [hosted for hosted in self.replicas.partitions if hosted.topic == topic]:

@@ -158,7 +158,11 @@ async def _serve(config) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    await node.start()
+    try:
+        await node.start()
+    except BaseException:
+        await node.stop()  # release what did start: the store session, open logs
+        raise
     click.echo(
         f"replog broker {node.broker_id} listening on {config['listeners'].host}:{node.server.port}, "
         f"data in {node.data_dir}, coordination {config['coord.url']}",

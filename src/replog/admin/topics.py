@@ -239,9 +239,10 @@ async def delete_topic(store: Store, name: str) -> None:
     What brokers do on seeing it: each broker watches the children of /brokers/topics; when a
     topic disappears, every broker holding one of its replicas stops the replica (a leader stops
     its commit task and answers UNKNOWN_TOPIC_OR_PARTITION) and deletes its log (the seed's
-    closeReplica). A broker that was down at the time finds, at start-up, logs for topics the
-    store no longer has and deletes them. (Issue 5's state-change queues will carry an explicit
-    close-replica instead.)
+    closeReplica). A broker that was down at the time finds, at start-up, logs of topics the
+    store no longer has; it reports them and leaves them on disk, because deleting data on the
+    store's say-so alone would let a mistyped --coord wipe a broker. (Issue 5's state-change
+    queues carry an explicit close-replica, which such a broker acts on when it returns.)
     """
 
     async def attempt() -> None:
