@@ -37,6 +37,7 @@ import enum
 import gzip
 import logging
 import struct
+import zlib
 from collections.abc import Collection
 from typing import NamedTuple
 
@@ -600,8 +601,9 @@ def _varint(buf: bytes, position: int) -> tuple[int, int]:
 def _first_record_at_or_after(slices: list[FileSlice], timestamp: int) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record with a timestamp >= `timestamp` in the batch that
     `slices` (a log read of one batch) starts with: ListOffsets answers with records, as Kafka does,
-    not with the batch holding them. Only this one cold lookup decodes records. None where the
-    codec needs a library the broker lacks (snappy, lz4, zstd): the caller keeps the batch's base."""
+    not with the batch holding them. Only this one cold lookup decodes records, and it trusts
+    nothing in them (the broker never validated them). None where the codec needs a library the
+    broker lacks (snappy, lz4, zstd) or the records do not decode: the caller keeps the batch's base."""
     if not slices:
         return None
     buf = slices[0].read()
@@ -610,13 +612,18 @@ def _first_record_at_or_after(slices: list[FileSlice], timestamp: int) -> tuple[
     if decompress is None:
         return None
     base_timestamp, = _BASE_TIMESTAMP.unpack_from(buf, _BASE_TIMESTAMP_POSITION)
-    records = decompress(buf[HEADER_SIZE_BYTES:header.size_bytes])
-    position = 0
-    for _ in range(header.record_count):  # bounded by the batch's record count
-        length, start = _varint(records, position)
-        timestamp_delta, after = _varint(records, start + 1)  # + 1: the record's attributes byte
-        offset_delta, _ = _varint(records, after)
-        if base_timestamp + timestamp_delta >= timestamp:
-            return header.base_offset + offset_delta, base_timestamp + timestamp_delta
-        position = start + length
+    try:
+        records = decompress(buf[HEADER_SIZE_BYTES:header.size_bytes])
+        position = 0
+        for _ in range(header.record_count):  # bounded by the batch's record count
+            length, start = _varint(records, position)
+            timestamp_delta, after = _varint(records, start + 1)  # + 1: the record's attributes byte
+            offset_delta, _ = _varint(records, after)
+            if length <= 0 or start + length > len(records) or not 0 <= offset_delta <= header.last_offset_delta:
+                return None
+            if base_timestamp + timestamp_delta >= timestamp:
+                return header.base_offset + offset_delta, base_timestamp + timestamp_delta
+            position = start + length
+    except (IndexError, OSError, EOFError, zlib.error):  # a cut varint, a bad gzip stream
+        return None
     return None
