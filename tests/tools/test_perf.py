@@ -1,0 +1,53 @@
+"""`replog perf produce` / `replog perf consume` on a small run: the report's fields are
+there and the counts are right. Rates are printed, never asserted."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.tools.conftest import replog
+
+NUM_RECORDS = 20_000
+NUMBER = r"[\d.]+"
+PRODUCE_REPORT = re.compile(
+    rf"^{NUM_RECORDS} records sent, {NUMBER} records/sec \({NUMBER} MB/sec\), {NUMBER} ms avg latency, "
+    rf"{NUMBER} ms p50, {NUMBER} ms p95, {NUMBER} ms p99, {NUMBER} ms max latency$"
+)
+CONSUME_REPORT = re.compile(
+    rf"^(?P<records>\d+) records consumed, {NUMBER} records/sec \({NUMBER} MB/sec\), (?P<megabytes>{NUMBER}) MB in {NUMBER} s"
+)
+
+
+@pytest.mark.parametrize("acks", ["1", "all"])
+def test_produce_then_consume_reports_every_record(broker, topic, acks):
+    produced = replog(
+        "perf", "produce", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+        "--num-records", str(NUM_RECORDS), "--record-size", "100", "--acks", acks, "--compression", "lz4",
+    )
+    assert produced.returncode == 0, produced.stderr
+    assert PRODUCE_REPORT.match(produced.stdout.decode().strip()), produced.stdout
+
+    consumed = replog("perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--num-records", str(NUM_RECORDS))
+    assert consumed.returncode == 0, consumed.stderr
+    report = CONSUME_REPORT.match(consumed.stdout.decode().strip())
+    assert report, consumed.stdout
+    assert int(report["records"]) == NUM_RECORDS
+    assert float(report["megabytes"]) == pytest.approx(NUM_RECORDS * 100 / 2**20, abs=0.01)
+
+
+def test_a_throttled_run_sends_every_record(broker, topic):
+    done = replog(
+        "perf", "produce", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+        "--num-records", "500", "--record-size", "10", "--throughput", "1000",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().startswith("500 records sent, ")
+
+
+def test_consume_stops_at_the_idle_timeout_and_says_so(broker, topic):
+    done = replog("perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--num-records", "10", "--timeout-ms", "500")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().startswith("0 records consumed")
+    assert "idle timeout before the 10 asked for" in done.stdout.decode()
