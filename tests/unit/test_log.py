@@ -90,6 +90,27 @@ def test_segments_roll_when_batch_timestamps_span_segment_ms(log_dir):
     assert [s.base_offset for s in log.segments] == [0, 2]
 
 
+def test_segments_roll_by_the_clock_when_the_first_batch_has_no_timestamp(log_dir):
+    clock = ManualClock()
+    log = open_log(log_dir, clock, segment_ms=1000)
+    log.append(build_batch(max_timestamp=-1), leader_epoch=0)
+    clock.advance(1000)
+    log.append(build_batch(max_timestamp=-1), leader_epoch=0)
+    # a later batch's own timestamp does not replace the clock for this segment
+    log.append(build_batch(max_timestamp=10**9), leader_epoch=0)
+    clock.advance(1)
+    log.append(build_batch(max_timestamp=-1), leader_epoch=0)
+    assert [s.base_offset for s in log.segments] == [0, 3]
+
+
+def test_segments_roll_before_an_offset_would_not_fit_the_index(log_dir):
+    log = open_log(log_dir)
+    log.append_as_follower(build_batch(base_offset=0))
+    log.append_as_follower(build_batch(base_offset=2**31 - 1))
+    log.append_as_follower(build_batch(base_offset=2**31))
+    assert [s.base_offset for s in log.segments] == [0, 2**31]
+
+
 def test_explicit_roll_skips_an_empty_active_segment(log_dir):
     log = open_log(log_dir)
     log.roll()
@@ -253,6 +274,25 @@ def test_flush_ms_flushes_when_due(log_dir):
     clock.advance(500)
     log.flush_if_due()
     assert log.recovery_point == 1
+
+
+def test_flush_ms_flushes_on_the_append_that_finds_it_due(log_dir):
+    clock = ManualClock()
+    log = open_log(log_dir, clock, flush_ms=500)
+    log.append(build_batch(), leader_epoch=0)
+    clock.advance(499)
+    log.append(build_batch(), leader_epoch=0)
+    assert log.recovery_point == 0
+    clock.advance(1)
+    log.append(build_batch(), leader_epoch=0)
+    assert log.recovery_point == 3
+    # the interval counts from that flush
+    clock.advance(499)
+    log.append_as_follower(build_batch(base_offset=3))
+    assert log.recovery_point == 3
+    clock.advance(1)
+    log.append_as_follower(build_batch(base_offset=4))
+    assert log.recovery_point == 5
 
 
 def test_default_policy_leaves_flushing_to_the_os(log_dir, monkeypatch):
