@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
+import struct
 import time
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from .records import UNKNOWN_TOPIC_OR_PARTITION, Record
+from .records import UNKNOWN_TOPIC_OR_PARTITION, Record, assert_same, records
 from .suite import Adapter, ClientSuite, ProduceFailed
 
 TIMEOUT_S = 30
+LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER = 5, 6
 UNKNOWN_TOPIC_LOGGED = "not found in cluster metadata"  # kafka.cluster's log line for UNKNOWN_TOPIC_OR_PARTITION
 
 
@@ -112,3 +116,83 @@ class KafkaPython(Adapter):
 
 class TestKafkaPython(ClientSuite):
     client = KafkaPython()
+
+
+class Wire:
+    """Raw requests on one connection, for what no client does on demand: resending a produce
+    batch byte for byte, as a producer retrying after a lost response does."""
+
+    def __init__(self, bootstrap: str):
+        host, port = bootstrap.split(":")
+        self.socket = socket.create_connection((host, int(port)), timeout=TIMEOUT_S)
+        self.correlation_id = 0
+
+    def call(self, api_key: int, version: int, body: bytes) -> bytes:
+        self.correlation_id += 1
+        client_id = b"replog-tests"
+        request = struct.pack(">hhih", api_key, version, self.correlation_id, len(client_id)) + client_id + body
+        self.socket.sendall(struct.pack(">i", len(request)) + request)
+        size, = struct.unpack(">i", self._exactly(4))
+        response = self._exactly(size)
+        assert struct.unpack_from(">i", response)[0] == self.correlation_id
+        return response[4:]  # after the v0 header
+
+    def _exactly(self, size: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < size:  # bounded by the socket timeout
+            chunk = self.socket.recv(size - len(chunks))
+            assert chunk, "connection closed"
+            chunks += chunk
+        return bytes(chunks)
+
+    def init_producer_id(self) -> tuple[int, int]:
+        throttle, error, producer_id, epoch = struct.unpack(">ihqh", self.call(22, 0, struct.pack(">hi", -1, 60_000)))
+        assert error == 0
+        return producer_id, epoch
+
+    def produce(self, topic: str, batch: bytes) -> tuple[int, int]:
+        """(error code, base offset) of an acks=all Produce v3 of `batch` to partition 0."""
+        name = topic.encode()
+        body = struct.pack(">hhii", -1, -1, 30_000, 1) + struct.pack(">h", len(name)) + name
+        body += struct.pack(">iii", 1, 0, len(batch)) + batch
+        response = self.call(0, 3, body)
+        name_size, = struct.unpack_from(">h", response, 4)
+        _, error, base_offset = struct.unpack_from(">ihq", response, 4 + 2 + name_size + 4)
+        return error, base_offset
+
+    def produce_when_led(self, topic: str, batch: bytes) -> tuple[int, int]:
+        """produce(), retried while the new topic's partition has no leader yet (as clients retry)."""
+        deadline = time.monotonic() + TIMEOUT_S
+        while (answer := self.produce(topic, batch))[0] in (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE):
+            assert time.monotonic() < deadline, f"{topic} still has no leader"
+            time.sleep(0.02)  # the poll interval of a bounded wait
+        return answer
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+def producer_batch(sent: list[Record], producer_id: int, epoch: int, base_sequence: int) -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=producer_id,
+                                        producer_epoch=epoch, base_sequence=base_sequence, batch_size=1 << 20)
+    for i, r in enumerate(sent):
+        builder.append(i, timestamp=r.timestamp_ms, key=r.key, value=r.value, headers=list(r.headers))
+    return bytes(builder.build())
+
+
+def test_resent_produce_batch_is_acknowledged_at_its_first_offset_and_not_appended_again(broker, make_topic):
+    topic = make_topic()
+    sent = records(8)
+    wire = Wire(broker.bootstrap)
+    try:
+        producer_id, epoch = wire.init_producer_id()
+        first, second = producer_batch(sent[:5], producer_id, epoch, 0), producer_batch(sent[5:], producer_id, epoch, 5)
+        assert [wire.produce_when_led(topic, first), wire.produce(topic, second)] == [(0, 0), (0, 5)]
+        # retries of the latest batch and of an earlier one: acknowledged where they went the first time
+        assert [wire.produce(topic, second), wire.produce(topic, first)] == [(0, 5), (0, 0)]
+        # a batch past a gap in the sequence is refused: OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert wire.produce(topic, producer_batch(sent[:1], producer_id, epoch, 20))[0] == 45
+    finally:
+        wire.close()
+    assert_same(sent, KafkaPython().read(broker.bootstrap, topic, len(sent)))
+    assert KafkaPython().offset_for_time(broker.bootstrap, topic, sent[-1].timestamp_ms + 1) is None  # nothing after
