@@ -284,6 +284,7 @@ def perf_produce(**options) -> None:
 @topic_option
 @click.option("--num-records", type=click.IntRange(min=1), required=True)
 @click.option("--timeout-ms", "idle_timeout_ms", type=click.IntRange(min=1), default=10_000, show_default=True, help="stop when no record arrives for this long")
+@click.option("--fetch-size", "fetch_size_bytes", type=click.IntRange(min=1), default=1_048_576, show_default=True, help="bytes per partition per fetch (max.partition.fetch.bytes)")
 def perf_consume(**options) -> None:
     """Read a topic from the beginning and report the rate."""
     click.echo(tools.perf_consume(**options).summary())

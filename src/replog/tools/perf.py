@@ -18,8 +18,9 @@ PERF_GROUP_ID = "replog-perf-consumer"
 # The producer serves delivery reports every this many sends: often enough that the report
 # queue stays short, rarely enough that poll() costs nothing per record.
 POLL_EVERY_RECORDS = 1000
-# Enough queued records for librdkafka to fill large batches without produce() blocking.
-PRODUCER_QUEUE_RECORDS_MAX = 1_000_000
+# Kafka's buffer.memory default: produce() blocks once this much is queued, so latency measures
+# the broker rather than the wait behind a gigabyte of queued records.
+PRODUCER_BUFFER_KBYTES = 32 * 1024
 CONSUME_BATCH_RECORDS = 10_000
 # One consume() call's wait; the idle timeout is counted across calls.
 CONSUME_WAIT_S = 0.1
@@ -105,7 +106,7 @@ def perf_produce(
             "batch.size": batch_size_bytes,
             "linger.ms": linger_ms,
             "compression.type": compression,
-            "queue.buffering.max.messages": PRODUCER_QUEUE_RECORDS_MAX,
+            "queue.buffering.max.kbytes": PRODUCER_BUFFER_KBYTES,
             "on_delivery": on_delivery,
         }
     )
@@ -139,13 +140,14 @@ def _wait_for_schedule(producer, sent: int, records_per_s: float, started: float
         producer.poll(ahead_s)
 
 
-def perf_consume(*, bootstrap: str, topic: str, num_records: int, idle_timeout_ms: int) -> ConsumeReport:
+def perf_consume(*, bootstrap: str, topic: str, num_records: int, idle_timeout_ms: int, fetch_size_bytes: int) -> ConsumeReport:
     """Read every partition of `topic` from the beginning until `num_records` records arrived
     or none arrived for `idle_timeout_ms`; time runs from assignment to the last record."""
     confluent_kafka = kafka()
     count = topic_partition_count(bootstrap, topic)
     consumer = confluent_kafka.Consumer(
-        client_config(bootstrap) | {"group.id": PERF_GROUP_ID, "enable.auto.commit": False}
+        client_config(bootstrap)
+        | {"group.id": PERF_GROUP_ID, "enable.auto.commit": False, "max.partition.fetch.bytes": fetch_size_bytes}
     )
     records = size_bytes = 0
     try:
