@@ -1,0 +1,119 @@
+"""A broker stopped (SIGTERM) or killed (SIGKILL) and restarted on the same port and data keeps
+what it acknowledged, read back with real clients. Each test runs a broker process of its own."""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from .conftest import create_topic
+from .records import assert_same, records
+from .test_confluent import Confluent
+from .test_kafka_python import KafkaPython
+
+TIMEOUT_S = 30
+# Several segments per partition, so that recovery has more than the active segment to check.
+SMALL_SEGMENTS = {"segment.bytes": "131072"}
+SMALL_BATCHES = {"batch.size": 32768}  # below segment.bytes: a larger batch would be refused
+TROUBLE = re.compile(r"Traceback|\bERROR\b|\bCRITICAL\b|corrupt", re.IGNORECASE)
+
+
+def trouble_in(output: list[str]) -> list[str]:
+    return [line for line in output if TROUBLE.search(line)]
+
+
+def log_end(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "replog-tests"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S)[1]
+    finally:
+        consumer.close()
+
+
+def test_sigterm_and_restart_keeps_every_acks_all_record(own_broker, topic_name):
+    bootstrap = own_broker.bootstrap
+    create_topic(bootstrap, topic_name, SMALL_SEGMENTS)
+    plain, zstd = records(300, seed=1), records(200, seed=2)
+    assert Confluent().produce(bootstrap, topic_name, plain, acks="all", idempotent=True, **SMALL_BATCHES) == list(range(300))
+    assert KafkaPython().produce(bootstrap, topic_name, zstd, acks="all", compression="zstd") == list(range(300, 500))
+
+    assert own_broker.stop() == 0
+    own_broker.restart()
+
+    assert_same(plain + zstd, Confluent().read(bootstrap, topic_name, 500))
+    # the log goes on where it stopped, and the old producer state does not refuse a new producer
+    more = records(20, seed=3)
+    assert Confluent().produce(bootstrap, topic_name, more, acks="all", idempotent=True, **SMALL_BATCHES) == list(range(500, 520))
+    assert_same(plain + zstd + more, KafkaPython().read(bootstrap, topic_name, 520))
+    assert trouble_in(own_broker.output) == []
+
+
+class StreamingProducer:
+    """An idempotent acks=all producer sending `batch` in order from a thread, one record after
+    another, until stopped; `acknowledged` counts the deliveries confirmed so far, which are a
+    prefix of `batch` because an idempotent producer keeps order."""
+
+    def __init__(self, bootstrap: str, topic: str, batch):
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 1, "message.timeout.ms": 60_000, **SMALL_BATCHES})
+        self.topic, self.batch = topic, batch
+        self.acknowledged = 0
+        self.errors: list = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, index, error, message):
+        if error is not None:
+            self.errors.append((index, error))
+        elif index == self.acknowledged:
+            self.acknowledged += 1
+        else:
+            self.errors.append((index, "acknowledged out of order"))
+
+    def _run(self):
+        for i, r in enumerate(self.batch):
+            if self.stopping.is_set():
+                break
+            self.producer.produce(self.topic, value=r.value, key=r.key, partition=0, headers=list(r.headers),
+                                  timestamp=r.timestamp_ms, on_delivery=functools.partial(self._delivered, i))
+            self.producer.poll(0.001)  # the pace of the stream, and where delivery reports are served
+
+    def wait_for(self, count: int) -> None:
+        deadline = time.monotonic() + TIMEOUT_S
+        while self.acknowledged < count:
+            assert time.monotonic() < deadline, f"only {self.acknowledged} of {count} records acknowledged"
+            assert self.thread.is_alive() and not self.errors, f"producer failed: {self.errors[:3]}"
+            time.sleep(0.02)  # the poll interval of a bounded wait
+
+    def stop(self) -> int:
+        """Stop sending, drop what is unacknowledged (so nothing reaches a restarted broker), and
+        return how many records were acknowledged."""
+        self.stopping.set()
+        self.thread.join(TIMEOUT_S)
+        self.producer.purge()
+        self.producer.flush(TIMEOUT_S)
+        return self.acknowledged
+
+
+def test_sigkill_mid_stream_and_restart_keeps_every_flushed_record_uncorrupted(own_broker, topic_name):
+    bootstrap = own_broker.bootstrap
+    create_topic(bootstrap, topic_name, {"flush.messages": "1", **SMALL_SEGMENTS})  # acknowledged == flushed
+    sent = records(20_000, seed=4)
+    stream = StreamingProducer(bootstrap, topic_name, sent)
+    stream.thread.start()
+    stream.wait_for(400)
+    own_broker.kill()  # while records are still being sent
+    acknowledged = stream.stop()
+    output_before = len(own_broker.output)
+    own_broker.restart()
+
+    # every acknowledged record, byte for byte, at its offset; past them at most records that were
+    # written but not yet acknowledged when the broker died, still in order and uncorrupted
+    end = log_end(bootstrap, topic_name)
+    assert end >= acknowledged
+    assert_same(sent[:end], KafkaPython().read(bootstrap, topic_name, end))
+    assert trouble_in(own_broker.output[output_before:]) == []
