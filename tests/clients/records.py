@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
+from collections.abc import Callable, Iterable
 
 # Client error codes are compared as Kafka's numbers: each adapter maps its client's exception to one.
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -64,3 +65,13 @@ def assert_same(sent: list[Record], got: list[Record], *, first_offset: int = 0,
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def collect(poll: Callable[[], Iterable[Record]], count: int, timeout_s: float = 30) -> list[Record]:
+    """What `poll()` (one bounded client poll) returns, until there are `count` records or the
+    deadline passes: the caller's assertions then say what is missing."""
+    got: list[Record] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < count and time.monotonic() < deadline:
+        got.extend(poll())
+    return got

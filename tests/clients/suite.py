@@ -59,6 +59,24 @@ class Adapter:
         raise NotImplementedError
 
 
+class NewTopicAdapter(Adapter):
+    """Topic admin for clients whose admin takes `NewTopic(name, partitions, replication_factor,
+    topic_configs=)` (kafka-python, aiokafka): `_error_code(bootstrap, call)` runs `call(admin)`
+    and answers Kafka's error number for it."""
+
+    new_topic: type
+
+    def _error_code(self, bootstrap: str, call) -> int:
+        raise NotImplementedError
+
+    def create_topic(self, bootstrap, name, *, replication_factor=1, config=None):
+        topic = self.new_topic(name, 1, replication_factor, topic_configs=config or {})
+        return self._error_code(bootstrap, lambda admin: admin.create_topics([topic]))
+
+    def delete_topic(self, bootstrap, name):
+        return self._error_code(bootstrap, lambda admin: admin.delete_topics([name]))
+
+
 def produce_and_read(client: Adapter, bootstrap: str, topic: str, sent: list[Record], **produce_options) -> None:
     before = now_ms()
     offsets = client.produce(bootstrap, topic, sent, **produce_options)

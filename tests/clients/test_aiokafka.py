@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+from aiokafka import codec
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError, for_code
 
-from .records import Record
-from .suite import Adapter, ClientSuite, ProduceFailed
+from .records import COMPRESSIONS, Record
+from .suite import ClientSuite, NewTopicAdapter, ProduceFailed
 
 TIMEOUT_S = 30
 
@@ -19,7 +20,9 @@ def run(coroutine):
     return asyncio.run(asyncio.wait_for(coroutine, TIMEOUT_S))
 
 
-class AioKafka(Adapter):
+class AioKafka(NewTopicAdapter):
+    new_topic = NewTopic
+    compressions = tuple(c for c in COMPRESSIONS if getattr(codec, f"has_{c}")())  # all but gzip need cramjam
     alter_configs = "aiokafka alters configs only with AlterConfigs (API 33), which replog does not implement"
 
     def produce(self, bootstrap, topic, batch, *, acks="all", compression=None, idempotent=False):
@@ -88,13 +91,6 @@ class AioKafka(Adapter):
             return e.errno
         [topic_error] = response.topic_error_codes if hasattr(response, "topic_error_codes") else response.topic_errors
         return topic_error[1]
-
-    def create_topic(self, bootstrap, name, *, replication_factor=1, config=None):
-        topic = NewTopic(name, 1, replication_factor, topic_configs=config or {})
-        return self._error_code(bootstrap, lambda admin: admin.create_topics([topic]))
-
-    def delete_topic(self, bootstrap, name):
-        return self._error_code(bootstrap, lambda admin: admin.delete_topics([name]))
 
     def describe_config(self, bootstrap, name):
         resource = ConfigResource(ConfigResourceType.TOPIC, name)

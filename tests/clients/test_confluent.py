@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
-from .records import Record
+from .records import Record, collect
 from .suite import Adapter, ClientSuite, ProduceFailed
 
 TIMEOUT_S = 30
@@ -39,28 +39,21 @@ class Confluent(Adapter):
         return Consumer({"bootstrap.servers": bootstrap, "group.id": "replog-tests", "enable.auto.commit": False})
 
     def read(self, bootstrap, topic, count, start=0):
-        consumer = self._consumer(bootstrap)
-        try:
+        def poll():
+            for message in consumer.consume(count, timeout=0.5):
+                if message.error():
+                    raise KafkaException(message.error())
+                yield Record(message.key(), message.value(), tuple(message.headers() or ()), message.timestamp()[1],
+                             message.offset())
+
+        with contextlib.closing(self._consumer(bootstrap)) as consumer:
             consumer.assign([TopicPartition(topic, 0, start)])
-            got = []
-            deadline = time.monotonic() + TIMEOUT_S
-            while len(got) < count and time.monotonic() < deadline:
-                for message in consumer.consume(count - len(got), timeout=0.5):
-                    if message.error():
-                        raise KafkaException(message.error())
-                    got.append(Record(message.key(), message.value(), tuple(message.headers() or ()),
-                                      message.timestamp()[1], message.offset()))
-            return got
-        finally:
-            consumer.close()
+            return collect(poll, count)
 
     def offset_for_time(self, bootstrap, topic, timestamp_ms):
-        consumer = self._consumer(bootstrap)
-        try:
+        with contextlib.closing(self._consumer(bootstrap)) as consumer:
             [found] = consumer.offsets_for_times([TopicPartition(topic, 0, timestamp_ms)], timeout=TIMEOUT_S)
-            return found.offset if found.offset >= 0 else None
-        finally:
-            consumer.close()
+        return found.offset if found.offset >= 0 else None
 
     def _admin_call(self, bootstrap, method, argument, *, errors=True):
         """One AdminClient call on one resource: its result, or with `errors` its Kafka error number

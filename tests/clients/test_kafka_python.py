@@ -8,13 +8,14 @@ import socket
 import struct
 import time
 
+from kafka import codec
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from .records import UNKNOWN_TOPIC_OR_PARTITION, Record, assert_same, records
-from .suite import Adapter, ClientSuite, ProduceFailed
+from .records import COMPRESSIONS, UNKNOWN_TOPIC_OR_PARTITION, Record, assert_same, collect, records
+from .suite import ClientSuite, NewTopicAdapter, ProduceFailed
 
 TIMEOUT_S = 30
 LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER = 5, 6
@@ -35,7 +36,9 @@ def logged(logger_name: str):
         logger.removeHandler(handler)
 
 
-class KafkaPython(Adapter):
+class KafkaPython(NewTopicAdapter):
+    new_topic = NewTopic
+    compressions = tuple(c for c in COMPRESSIONS if getattr(codec, f"has_{c}")())  # all but gzip need zstandard, lz4, python-snappy
     def produce(self, bootstrap, topic, batch, *, acks="all", compression=None, idempotent=False):
         producer = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, compression_type=compression,
                                  enable_idempotence=idempotent, linger_ms=5, max_block_ms=3000)
@@ -59,29 +62,22 @@ class KafkaPython(Adapter):
         return KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
 
     def read(self, bootstrap, topic, count, start=0):
-        consumer = self._consumer(bootstrap)
-        try:
-            partition = TopicPartition(topic, 0)
+        partition = TopicPartition(topic, 0)
+
+        def poll():
+            return [Record(m.key, m.value, tuple(m.headers), m.timestamp, m.offset)
+                    for m in consumer.poll(timeout_ms=500).get(partition, ())]
+
+        with contextlib.closing(self._consumer(bootstrap)) as consumer:
             consumer.assign([partition])
             consumer.seek(partition, start)
-            got = []
-            deadline = time.monotonic() + TIMEOUT_S
-            while len(got) < count and time.monotonic() < deadline:
-                for message in consumer.poll(timeout_ms=500).get(partition, ()):
-                    got.append(Record(message.key, message.value, tuple(message.headers), message.timestamp,
-                                      message.offset))
-            return got
-        finally:
-            consumer.close()
+            return collect(poll, count)
 
     def offset_for_time(self, bootstrap, topic, timestamp_ms):
-        consumer = self._consumer(bootstrap)
-        try:
-            partition = TopicPartition(topic, 0)
+        partition = TopicPartition(topic, 0)
+        with contextlib.closing(self._consumer(bootstrap)) as consumer:
             found = consumer.offsets_for_times({partition: timestamp_ms})[partition]
-            return None if found is None else found.offset
-        finally:
-            consumer.close()
+        return None if found is None else found.offset
 
     def _admin(self, bootstrap, call):
         admin = KafkaAdminClient(bootstrap_servers=bootstrap)
@@ -96,13 +92,6 @@ class KafkaPython(Adapter):
         except KafkaError as e:
             return e.errno
         return 0
-
-    def create_topic(self, bootstrap, name, *, replication_factor=1, config=None):
-        topic = NewTopic(name, 1, replication_factor, topic_configs=config or {})
-        return self._error_code(bootstrap, lambda admin: admin.create_topics([topic]))
-
-    def delete_topic(self, bootstrap, name):
-        return self._error_code(bootstrap, lambda admin: admin.delete_topics([name]))
 
     def describe_config(self, bootstrap, name):
         resource = ConfigResource(ConfigResourceType.TOPIC, name)
