@@ -324,3 +324,19 @@ async def test_followers_are_out_of_sync_once_not_caught_up_for_the_lag_time(tmp
     partition.update_isr({LEADER, FOLLOWER})
     assert partition.out_of_sync_replicas(now_ms=400, replica_lag_time_max_ms=lag_ms) == {FOLLOWER}
     partition.close()
+
+
+def test_timestamp_lookup_inflates_no_more_than_its_bound(single, monkeypatch):
+    """A producer controls what its compressed records inflate to; the lookup stays bounded and
+    falls back to the batch (None) rather than inflating past DECOMPRESSED_BYTES_MAX."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    from replog.replica import partition as partition_module
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=1, is_transactional=0, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    builder.append(offset=0, timestamp=1_000, key=None, value=b"\0" * (2 << 20), headers=[])
+    single.log.append(bytearray(builder.build()), 0)
+    assert partition_module._first_record_at_or_after(single.log.read(0, 1), 500) == (0, 1_000)
+    monkeypatch.setattr(partition_module, "DECOMPRESSED_BYTES_MAX", 1 << 20)
+    assert partition_module._first_record_at_or_after(single.log.read(0, 1), 500) is None

@@ -34,7 +34,6 @@ import bisect
 import collections
 import dataclasses
 import enum
-import gzip
 import logging
 import struct
 import zlib
@@ -583,7 +582,19 @@ class Partition:
 
 _BASE_TIMESTAMP = struct.Struct(">q")
 _BASE_TIMESTAMP_POSITION = 27
-_DECOMPRESSORS = {0: bytes, 1: gzip.decompress}  # codecs the standard library reads; others stay batch-grained
+# A producer's compressed records may claim any size: never inflate more than this for a lookup.
+DECOMPRESSED_BYTES_MAX = 64 * 1024 * 1024
+
+
+def _gunzip_bounded(data: bytes) -> bytes:
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # gzip framing
+    inflated = inflater.decompress(data, DECOMPRESSED_BYTES_MAX)
+    if inflater.unconsumed_tail:
+        raise zlib.error(f"records inflate past {DECOMPRESSED_BYTES_MAX} bytes")
+    return inflated
+
+
+_DECOMPRESSORS = {0: bytes, 1: _gunzip_bounded}  # codecs the standard library reads; others stay batch-grained
 
 
 def _varint(buf: bytes, position: int) -> tuple[int, int]:
