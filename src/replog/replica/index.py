@@ -11,10 +11,11 @@ Entries are taken together, every index.interval.bytes of log, at the start of a
     time index (timestamp, offset): every batch of the segment before `offset` has a max timestamp
         <= `timestamp` (the running maximum, so timestamps never decrease).
 
-The lists in memory are the truth while the segment is open; the file is written behind them (on
-flush, roll and close), as Kafka's mmap'd index is. An index is only ever derived from the .log,
-so a lost or damaged index file costs a rebuild, never data: the segment checks what it loads and
-rebuilds what does not fit (see segment.py).
+The lists in memory (`keys`, `values`; the segment appends to them directly) are the truth while
+the segment is open; the file is written behind them (on flush, roll and close), as Kafka's mmap'd
+index is. An index is only ever derived from the .log, so a lost or damaged index file costs a
+rebuild, never data: the segment checks what it loads and rebuilds what does not fit (see
+segment.py).
 
 Concurrency: owned by one segment and used from one thread; no locking.
 """
@@ -46,10 +47,6 @@ class SparseIndex:
 
     def _decode(self, first: int, second: int) -> tuple[int, int]:
         raise NotImplementedError
-
-    def append(self, key: int, value: int) -> None:
-        self.keys.append(key)
-        self.values.append(value)
 
     def load(self) -> None:
         """Read every whole entry of the file; a missing file is an empty index."""

@@ -31,16 +31,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from replog.replica.checkpoint import TMP_SUFFIX, LeaderEpochCache, OffsetCheckpoint, fsync_directory
-from replog.replica.errors import InvalidRecordError, OffsetOutOfRangeError, RecordListTooLargeError
+from replog.replica.errors import InvalidRecordError, OffsetOutOfRangeError
 from replog.replica.records import BatchHeader, assign_batches, batch_headers, run_of, validate_batches
 from replog.replica.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
-    MAX_RELATIVE_OFFSET,
     TIME_INDEX_SUFFIX,
     FileSlice,
     Segment,
     SegmentCut,
+    SegmentLimits,
 )
 
 logger = logging.getLogger(__name__)
@@ -91,6 +91,7 @@ class Log:
         self.directory = Path(directory)
         self.topic, self.partition = _parse_log_directory_name(self.directory.name)
         self.config = config
+        self._segment_limits = SegmentLimits(config.segment_bytes, config.segment_ms, config.index_interval_bytes)
         self._clock = clock
         self.directory.mkdir(parents=True, exist_ok=True)
         self._recovery_checkpoint = OffsetCheckpoint(self.directory / RECOVERY_POINT_FILE)
@@ -99,7 +100,8 @@ class Log:
         self._segment_bases: list[int] = []
         self.recovery_point = 0
         self._unflushed_records = 0
-        self._last_flush_ms = clock()
+        # flush.ms is due once the clock reaches this: the last flush plus flush.ms.
+        self._flush_due_ms = clock() + config.flush_ms
         self._open()
 
     # -- opening -------------------------------------------------------------------------------
@@ -115,9 +117,9 @@ class Log:
         recovery_point = self._recovery_checkpoint.read().get((self.topic, self.partition), 0)
         bases = sorted(int(p.stem) for p in self.directory.glob("*" + LOG_SUFFIX) if _is_segment_stem(p.stem))
         now_ms = self._clock()
-        segments = [Segment(self.directory, base, self.config.index_interval_bytes, now_ms) for base in bases]
+        segments = [Segment(self.directory, base, self._segment_limits, now_ms) for base in bases]
         if not segments:
-            segments = [Segment(self.directory, 0, self.config.index_interval_bytes, now_ms)]
+            segments = [Segment(self.directory, 0, self._segment_limits, now_ms)]
         # After a crash, every segment from the one holding the recovery point on is suspect.
         rescan_from = _NEVER
         if not clean:
@@ -201,12 +203,11 @@ class Log:
         batch_count, last_offset, max_timestamp, record_count = assign_batches(
             batches, self.config.max_message_bytes, first_offset, leader_epoch)
         now_ms = self._clock()
-        if batch_count == 1 and not self._should_roll(active, len(batches), last_offset, max_timestamp, now_ms):
-            # The common produce (one batch per partition) into the active segment: its facts
-            # are the run's, so no header objects are built.
-            active.append_batch(batches, first_offset, last_offset + 1, max_timestamp)
-        else:
-            self._write(batches, batch_headers(batches), last_offset, max_timestamp, now_ms)
+        # The common produce holds one batch (one per partition): its facts are the run's, so
+        # no header objects are built.
+        headers = None if batch_count == 1 else batch_headers(batches)
+        if not active.append(batches, last_offset, max_timestamp, now_ms, headers):
+            self._roll_and_append(batches, first_offset, last_offset, max_timestamp, now_ms, headers)
         self._count_unflushed(record_count, now_ms)
         if leader_epoch != self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
@@ -226,45 +227,26 @@ class Log:
             expected = header.next_offset
         _, last_offset, max_timestamp, record_count = run_of(headers)
         now_ms = self._clock()
-        self._write(batches, headers, last_offset, max_timestamp, now_ms)
+        if not self._segments[-1].append(batches, last_offset, max_timestamp, now_ms, headers):
+            self._roll_and_append(batches, headers[0].base_offset, last_offset, max_timestamp, now_ms, headers)
         self._count_unflushed(record_count, now_ms)
         for header in headers:
             if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
         return headers[0].base_offset, last_offset
 
-    def _write(self, batches, headers: list[BatchHeader], last_offset: int, max_timestamp: int, now_ms: int) -> None:
-        """Write validated batches to the active segment, rolling first if they must start a new one."""
-        size_bytes = len(batches)
-        if size_bytes > self.config.segment_bytes:
-            raise RecordListTooLargeError(
-                f"append of {size_bytes} bytes exceeds segment.bytes {self.config.segment_bytes}")
-        active = self._segments[-1]
-        if active.size_bytes and self._should_roll(active, size_bytes, last_offset, max_timestamp, now_ms):
-            self._roll(headers[0].base_offset, now_ms)
-            active = self._segments[-1]
-        active.append(batches, headers)
+    def _roll_and_append(self, batches, base_offset: int, last_offset: int, max_timestamp: int, now_ms: int,
+                         headers: list[BatchHeader] | None) -> None:
+        """Append what the active segment refused, as the first batches of a new one."""
+        self._roll(base_offset, now_ms)
+        appended = self._segments[-1].append(batches, last_offset, max_timestamp, now_ms, headers)
+        assert appended, "an empty segment refused an append"
 
     def _count_unflushed(self, record_count: int, now_ms: int) -> None:
         """Apply flush.messages and flush.ms after an append of `record_count` records."""
         self._unflushed_records += record_count
-        if self._unflushed_records >= self.config.flush_messages or now_ms - self._last_flush_ms >= self.config.flush_ms:
+        if self._unflushed_records >= self.config.flush_messages or now_ms >= self._flush_due_ms:
             self.flush()
-
-    def _should_roll(self, active: Segment, size_bytes: int, last_offset: int, max_timestamp: int,
-                     now_ms: int) -> bool:
-        """Whether batches up to `last_offset` must start a new segment instead of joining
-        `active` (an empty active segment is never rolled: the caller checks)."""
-        # As Kafka: time since the first batch by the batches' own timestamps, else wall time.
-        if active.first_batch_timestamp >= 0:
-            waited_ms = max_timestamp - active.first_batch_timestamp
-        else:
-            waited_ms = now_ms - active.created_ms
-        return (
-            active.size_bytes + size_bytes > self.config.segment_bytes
-            or waited_ms > self.config.segment_ms
-            or last_offset - active.base_offset > MAX_RELATIVE_OFFSET
-        )
 
     def roll(self) -> None:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
@@ -273,7 +255,7 @@ class Log:
 
     def _roll(self, base_offset: int, now_ms: int) -> None:
         self._segments[-1].persist_indexes()
-        segment = Segment(self.directory, base_offset, self.config.index_interval_bytes, now_ms)
+        segment = Segment(self.directory, base_offset, self._segment_limits, now_ms)
         self._segments.append(segment)
         self._segment_bases.append(base_offset)
         fsync_directory(self.directory)
@@ -348,13 +330,13 @@ class Log:
                 if (next_base is None or next_base > self.recovery_point) and segment.base_offset < offset:
                     # The active segment is rescanned after any crash: its indexes need not be on disk.
                     segment.flush(with_indexes=next_base is not None)
-        self._last_flush_ms = self._clock()
+        self._flush_due_ms = self._clock() + self.config.flush_ms
         self._unflushed_records = 0
         self.recovery_point = max(self.recovery_point, offset)
 
     def flush_if_due(self) -> None:
         """Flush if flush.ms has passed since the last flush: called periodically by the owner."""
-        if self._clock() - self._last_flush_ms >= self.config.flush_ms:
+        if self._clock() >= self._flush_due_ms:
             self.flush()
 
     def checkpoint_recovery_point(self) -> None:
@@ -387,7 +369,7 @@ class Log:
         """Delete everything and start an empty log at `offset` (a follower far behind)."""
         for segment in self._segments:
             segment.delete()
-        self._segments = [Segment(self.directory, offset, self.config.index_interval_bytes, self._clock())]
+        self._segments = [Segment(self.directory, offset, self._segment_limits, self._clock())]
         self._segment_bases = [offset]
         self.leader_epoch_cache.clear()
         self._after_truncation()

@@ -9,7 +9,9 @@ Files, named by the segment's base offset in 20 digits (the offset of its first 
     00000000000000000000.timeindex  sparse time index (index.py)
 
 Appends go to the end with one os.pwrite of the caller's buffer; nothing else is written on that
-path, the indexes grow in memory and are written behind (roll, flush, close). Everything a segment
+path, the indexes grow in memory and are written behind (roll, flush, close). A segment also
+decides when it is full (Kafka's LogSegment.shouldRoll): its limits are kept as plain thresholds
+that an append compares with, so that the produce path does no arithmetic for them. Everything a segment
 knows about itself (next offset, max timestamp, index tail) is either kept up to date by append or
 re-derived from the `.log` by a scan that validates each batch (`load`, `recover`, truncation),
 and a scan cuts the file at the first batch that is torn, corrupt or out of order.
@@ -24,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from replog.replica.errors import ReplicaError
+from replog.replica.errors import RecordListTooLargeError, ReplicaError
 from replog.replica.index import OffsetIndex, TimeIndex
 from replog.replica.records import (
     HEADER_SIZE_BYTES,
@@ -38,6 +40,7 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 MAX_RELATIVE_OFFSET = 2**31 - 1  # index entries store offset - base offset as int32
+_NO_LIMIT = 2**63 - 1  # above every int64 timestamp and millisecond clock reading
 _SCAN_CHUNK_BYTES = 1 << 20  # a recovery scan reads this much per syscall
 _LOOKUP_CHUNK_BYTES = 16 << 10  # a lookup reads headers for about one index interval at once
 
@@ -56,6 +59,14 @@ class FileSlice(NamedTuple):
     def read(self) -> bytes:
         """Copy the bytes out, for callers that cannot send from a file descriptor."""
         return os.pread(self.fd, self.size_bytes, self.position)
+
+
+class SegmentLimits(NamedTuple):
+    """The log's settings that a segment enforces (LogConfig's names)."""
+
+    segment_bytes: int
+    segment_ms: int
+    index_interval_bytes: int
 
 
 class SegmentCut(NamedTuple):
@@ -91,7 +102,7 @@ class _ChunkReader:
 class Segment:
     """A `.log` file plus its offset and time index; see the module docstring for the layout."""
 
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, created_ms: int):
+    def __init__(self, directory: Path, base_offset: int, limits: SegmentLimits, created_ms: int):
         self.base_offset = base_offset
         self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -101,49 +112,79 @@ class Segment:
         self.size_bytes = os.fstat(self.fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
-        # Max timestamp of the first batch: segment.ms counts from it, as in Kafka, so that the
-        # roll schedule survives restarts.
-        self.first_batch_timestamp = NO_TIMESTAMP
-        self._index_interval_bytes = index_interval_bytes
+        self._segment_bytes = limits.segment_bytes
+        self._segment_ms = limits.segment_ms
+        # An append past this offset must start a new segment: index entries could not hold it.
+        self._last_offset_max = base_offset + MAX_RELATIVE_OFFSET
+        self._set_first_batch_timestamp(NO_TIMESTAMP)
+        self._index_interval_bytes = limits.index_interval_bytes
         # A batch starting past this file position takes the next index entry: the last entry's
         # position plus index.interval.bytes, so that the append path compares, never sums.
-        self._index_due_position = index_interval_bytes
+        self._index_due_position = limits.index_interval_bytes
+
+    def _set_first_batch_timestamp(self, timestamp: int) -> None:
+        """Set the max timestamp of the first batch, from which segment.ms counts (as in Kafka,
+        so that the roll schedule survives restarts), and the roll thresholds it implies: a
+        batch newer than it by more than segment.ms, or if it carries no timestamp, a clock
+        reading past the segment's creation by more than segment.ms."""
+        self.first_batch_timestamp = timestamp
+        if timestamp >= 0:
+            self._roll_max_timestamp = timestamp + self._segment_ms
+            self._roll_now_ms = _NO_LIMIT
+        else:
+            self._roll_max_timestamp = _NO_LIMIT
+            self._roll_now_ms = self.created_ms + self._segment_ms
 
     # -- append path -------------------------------------------------------------------------
 
-    def append(self, buf, headers: list[BatchHeader]) -> None:
-        """Write validated batches (`headers`, positions relative to `buf`) at the end of the file."""
-        position = self.size_bytes
-        first = headers[0]
-        self.append_batch(buf, first.base_offset, first.next_offset, first.max_timestamp)
-        for header in headers[1:]:
-            self._track_batch(position + header.position, header.base_offset, header.next_offset, header.max_timestamp)
+    def append(self, buf, last_offset: int, max_timestamp: int, now_ms: int,
+               headers: list[BatchHeader] | None) -> bool:
+        """Write validated batches at the end of the file in one syscall, unless they must start
+        a new segment: then write nothing and return False. An empty segment takes any append
+        of at most segment.bytes.
 
-    def append_batch(self, buf, base_offset: int, next_offset: int, max_timestamp: int) -> None:
-        """Write `buf` at the end of the file in one syscall and track its first batch, whose
-        facts the caller has: the whole append when, as for most produces, `buf` holds one batch
-        (append() tracks the others)."""
+        `last_offset` and `max_timestamp` are of all of `buf`. `headers` are its batches
+        (positions relative to `buf`), or None when `buf` is one batch whose base offset is this
+        segment's next offset: a leader's usual produce, whose facts are then the run's and for
+        which no header object is built.
+        """
         position = self.size_bytes
+        size_bytes = len(buf)
+        if (position + size_bytes > self._segment_bytes or last_offset > self._last_offset_max
+                or max_timestamp > self._roll_max_timestamp or now_ms > self._roll_now_ms):
+            if size_bytes > self._segment_bytes:
+                raise RecordListTooLargeError(f"append of {size_bytes} bytes exceeds segment.bytes {self._segment_bytes}")
+            if position:
+                return False
         written = os.pwrite(self.fd, buf, position)
-        if written != len(buf):
+        if written != size_bytes:
             # A short write to a regular file means the disk is full: take the partial batch back
             # so that the file still ends on a batch boundary.
             os.ftruncate(self.fd, position)
-            raise OSError(f"short write to {self.log_path}: {written} of {len(buf)} bytes")
-        self.size_bytes = position + written
-        self._track_batch(position, base_offset, next_offset, max_timestamp)
+            raise OSError(f"short write to {self.log_path}: {written} of {size_bytes} bytes")
+        self.size_bytes = position + size_bytes
+        if headers is None:
+            self._track_batch(position, self.next_offset, last_offset + 1, max_timestamp)
+        else:
+            for header in headers:  # bounded by the batches of one append
+                self._track_batch(position + header.position, header.base_offset, header.next_offset,
+                                  header.max_timestamp)
+        return True
 
     def _track_batch(self, position: int, base_offset: int, next_offset: int, max_timestamp: int) -> None:
         """Take the index entry (if due) and the segment's state from a batch now in the file."""
         if position > self._index_due_position:
-            # The time entry holds the max timestamp of everything before this batch.
-            self.offset_index.append(base_offset, position)
-            self.time_index.append(self.max_timestamp, base_offset)
+            # The time entry holds the max timestamp of everything before this batch. Appended
+            # to the index lists directly: with 16 KiB produces every append takes an entry.
+            self.offset_index.keys.append(base_offset)
+            self.offset_index.values.append(position)
+            self.time_index.keys.append(self.max_timestamp)
+            self.time_index.values.append(base_offset)
             self._index_due_position = position + self._index_interval_bytes
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
         if position == 0:
-            self.first_batch_timestamp = max_timestamp
+            self._set_first_batch_timestamp(max_timestamp)
         self.next_offset = next_offset
 
     def retention_timestamp_ms(self) -> int:
@@ -208,13 +249,13 @@ class Segment:
             self.max_timestamp = self.time_index.keys[-1]
             self.offset_index.truncate_to_count(count - 1)
             self.time_index.truncate_to_count(count - 1)
-            self.first_batch_timestamp = self._header_at(0).max_timestamp
+            self._set_first_batch_timestamp(self._header_at(0).max_timestamp)
             self._index_due_position = position - 1  # re-creates the dropped entry
             self.next_offset = offset
         else:
             position = 0
             self.max_timestamp = NO_TIMESTAMP
-            self.first_batch_timestamp = NO_TIMESTAMP
+            self._set_first_batch_timestamp(NO_TIMESTAMP)
             self._index_due_position = self._index_interval_bytes
             self.next_offset = max(self.base_offset, min_offset)
         return self._scan(position)
