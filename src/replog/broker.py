@@ -148,6 +148,7 @@ class Broker:
                     message_timestamp_type=settings["message.timestamp.type"],
                 ),
             )
+            self.metadata.changed()
 
     def _report_stray_logs(self) -> None:
         """Logs of topics the store does not know: kept (the store may be the wrong one), reported."""
@@ -164,6 +165,16 @@ class Broker:
     # services for the request handlers
     def now_ms(self) -> int:
         return wall_clock_ms()
+
+    def serving(self, topic: str, partition: int) -> bool:
+        """Whether clients can use the partition now: a leader is known and, where that is this
+        broker, its replica is open (the leader node is written just before the replica opens)."""
+        view = self.metadata.topics.get(topic, {}).get(partition)
+        if view is None or view.leader < 0:
+            return False
+        return view.leader != self.broker_id or any(
+            hosted.topic == topic and hosted.partition_id == partition for hosted in self.replicas.partitions
+        )
 
     def unknown_partition_error(self, topic: str) -> int:
         """A partition this broker does not host: unknown, or led elsewhere."""

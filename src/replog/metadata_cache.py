@@ -56,6 +56,10 @@ class MetadataCache:
         await asyncio.gather(*(task for tasks in self._followers.values() for task in tasks), return_exceptions=True)
         self._followers.clear()
 
+    def changed(self) -> None:
+        """Wake `wait_for` callers: something their conditions read (besides the view) changed."""
+        self._changed.set()
+
     async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Wait until `condition()` holds after some change to the view, or time runs out."""
         loop = asyncio.get_running_loop()

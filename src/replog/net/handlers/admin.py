@@ -29,11 +29,11 @@ def _timeout_s(request: Request) -> float:
 
 
 async def _wait_for_leaders(services, topic: str, partition_count: int, timeout_s: float) -> None:
-    def all_led() -> bool:
+    def all_served() -> bool:
         partitions = services.metadata.topics.get(topic, {})
-        return len(partitions) >= partition_count and all(view.leader >= 0 for view in partitions.values())
+        return len(partitions) >= partition_count and all(services.serving(topic, partition) for partition in partitions)
 
-    await services.metadata.wait_for(all_led, timeout_s)
+    await services.metadata.wait_for(all_served, timeout_s)
 
 
 def _failure(error: AdminError) -> dict:
