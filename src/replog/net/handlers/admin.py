@@ -56,7 +56,9 @@ async def create_topics(services, request: Request):
                   "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1, "configs": None}
         try:
             planned = await admin.create_topic(
-                services.store, topic.name, partitions, replication, {config.name: config.value for config in topic.configs},
+                # A null value means "not set", as in Kafka.
+                services.store, topic.name, partitions, replication,
+                {config.name: config.value for config in topic.configs if config.value is not None},
                 replica_assignment=assignment, validate_only=validate_only,
             )
         except AdminError as error:
@@ -76,12 +78,15 @@ async def delete_topics(services, request: Request):
     results = []
     for name in names:
         result = {"name": name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None}
+        if name is None:
+            results.append(result | {"error_code": ErrorCode.unknown_topic_id, "error_message": "topics are named, not deleted by id"})
+            continue
         try:
             await admin.delete_topic(services.store, name)
         except AdminError as error:
             result |= _failure(error)
         results.append(result)
-    for name in names:
+    for name in filter(None, names):
         await services.metadata.wait_for(lambda name=name: name not in services.metadata.topics, _timeout_s(request))
     return build_response(request, {"throttle_time": 0, "responses": results})
 

@@ -41,7 +41,9 @@ async def metadata(services, request: Request):
     topics = []
     for name in sorted(services.metadata.topics) if names is None else names:
         error = ErrorCode.none
-        if name not in services.metadata.topics:
+        if name is None:
+            error = ErrorCode.unknown_topic_id  # asked by topic id alone; replog names topics only
+        elif name not in services.metadata.topics:
             error = await services.topic_missing(name, allow_auto_create)
         topics.append(
             {

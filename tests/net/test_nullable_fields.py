@@ -1,0 +1,69 @@
+"""Requests whose nullable fields are null get an answer, never an internal error.
+
+Found by the fuzz test: a null where the broker expected a name or a value must be answered
+with the matching Kafka error (or taken as Kafka takes it), not crash the handler.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import uuid
+
+import pytest
+
+from replog.net.codec import ApiKey
+from tests.net.test_fuzz import FUZZ_TOPIC, encode_request, fuzzed_broker  # noqa: F401  (the fixture)
+
+UNKNOWN_TOPIC_ID = 100
+
+
+def exchange(port: int, frame: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(frame)
+        header = connection.recv(4, socket.MSG_WAITALL)
+        assert len(header) == 4, "the broker closed the connection instead of answering"
+        (size,) = struct.unpack(">i", header)
+        return connection.recv(size, socket.MSG_WAITALL)
+
+
+def no_internal_errors(broker) -> bool:
+    return not any("request failed" in line or "Traceback" in line for line in broker.output)
+
+
+def test_metadata_for_a_topic_named_only_by_id(fuzzed_broker):
+    frame = encode_request(ApiKey.METADATA, 12, {"topics": [{"name": None, "topic_id": uuid.uuid4()}], "allow_auto_topic_creation": False,
+                                                 "include_topic_authorized_operations": False})
+    response = exchange(fuzzed_broker.port, frame)
+    assert struct.pack(">h", UNKNOWN_TOPIC_ID) in response
+    assert no_internal_errors(fuzzed_broker)
+
+
+def test_delete_topics_by_id_only(fuzzed_broker):
+    frame = encode_request(ApiKey.DELETE_TOPICS, 6, {"timeout": 1000, "topics": [{"name": None, "topic_id": uuid.uuid4()}]})
+    response = exchange(fuzzed_broker.port, frame)
+    assert struct.pack(">h", UNKNOWN_TOPIC_ID) in response
+    assert no_internal_errors(fuzzed_broker)
+
+
+@pytest.mark.parametrize("operation", [0, 2, 3])  # SET, APPEND, SUBTRACT with a null value
+def test_alter_configs_with_a_null_value(fuzzed_broker, operation):
+    frame = encode_request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": True, "resources": [
+        {"resource_type": 2, "resource_name": FUZZ_TOPIC, "configs": [{"name": "retention.ms", "config_operation": operation, "value": None}]}]})
+    exchange(fuzzed_broker.port, frame)
+    assert no_internal_errors(fuzzed_broker)
+
+
+def test_create_topics_with_a_null_config_value(fuzzed_broker):
+    frame = encode_request(ApiKey.CREATE_TOPICS, 5, {"timeout": 1000, "validate_only": True, "topics": [
+        {"name": "nulls", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": [{"name": "retention.ms", "value": None}]}]})
+    exchange(fuzzed_broker.port, frame)
+    assert no_internal_errors(fuzzed_broker)
+
+
+def test_describe_configs_of_a_missing_topic_and_an_unknown_resource(fuzzed_broker):
+    for resource_type, name in [(2, "no-such-topic"), (99, "x"), (4, "12345")]:
+        frame = encode_request(ApiKey.DESCRIBE_CONFIGS, 4, {"include_synonyms": False, "include_documentation": False,
+                                                            "resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": None}]})
+        exchange(fuzzed_broker.port, frame)
+    assert no_internal_errors(fuzzed_broker)
