@@ -56,6 +56,12 @@ def supports(api_key: int, versions: tuple[int, int]) -> None:
     SUPPORTED_VERSIONS[int(api_key)] = versions
 
 
+# api key -> its own body decoder, `decode(frame, body_offset, api_version) -> body`, for APIs
+# whose bodies kio would copy more than needed (Produce). Any IndexError, ValueError or
+# struct.error it raises means a malformed frame.
+BODY_DECODERS: dict[int, Callable[[memoryview | bytes, int, int], Any]] = {}
+
+
 class FrameError(Exception):
     """The frame cannot be answered: the connection is closed (as Kafka closes it)."""
 
@@ -110,7 +116,8 @@ def decode_request(frame: memoryview | bytes) -> Request:
         frame = frame.toreadonly()  # kio's native reader refuses writable buffers
     try:
         header, header_size = read_header(frame, 0)
-        body, _ = read_body(frame, header_size)
+        own_decoder = BODY_DECODERS.get(api_key)
+        body = own_decoder(frame, header_size, api_version) if own_decoder else read_body(frame, header_size)[0]
     except Exception as error:  # kio raises several types for truncated or garbled input
         raise FrameError(f"malformed api {api_key} v{api_version} request: {type(error).__name__}: {error}") from None
     return Request(api_key, api_version, correlation_id, header.client_id, body)
