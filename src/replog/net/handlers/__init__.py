@@ -6,12 +6,38 @@ ApiVersions advertises, and adds its handlers to HANDLERS.
 
 from __future__ import annotations
 
+import collections
+import logging
+import time
 from typing import Any, Awaitable, Callable
 
 from ..codec import Request
 
 Handler = Callable[[Any, Request], Awaitable[Any]]
 HANDLERS: dict[int, Handler] = {}
+
+logger = logging.getLogger(__name__)
+
+# Clients retry refused requests in tight loops; one line per kind of refusal, per subject, per
+# interval is what an operator can read. Remembered subjects are bounded.
+REFUSAL_LOG_INTERVAL_S = 10.0
+REFUSAL_SUBJECTS_MAX = 4096
+_last_refusal_logged: collections.OrderedDict[tuple, float] = collections.OrderedDict()
+
+
+def log_refusal(request: Request, what: str, subject: str, error_code: int) -> None:
+    """One warning line for a request refused with a Kafka error (bad input from a client)."""
+    key = (request.api_key, what, subject)
+    now = time.monotonic()
+    last = _last_refusal_logged.get(key)
+    if last is not None and now - last < REFUSAL_LOG_INTERVAL_S:
+        return
+    _last_refusal_logged[key] = now
+    _last_refusal_logged.move_to_end(key)
+    while len(_last_refusal_logged) > REFUSAL_SUBJECTS_MAX:
+        _last_refusal_logged.popitem(last=False)
+    logger.warning("refused %s subject=%s error=%d client=%s api=%d v%d", what, subject, error_code,
+                   request.client_id, request.api_key, request.api_version)
 
 
 def handles(api_key: int, versions: tuple[int, int]) -> Callable[[Handler], Handler]:

@@ -17,7 +17,7 @@ from replog.admin import AdminError, AlterOp, ConfigOperation
 from replog.config import format_value
 
 from ..codec import ApiKey, Request, build_response
-from . import handles
+from . import handles, log_refusal
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -36,7 +36,8 @@ async def _wait_for_leaders(services, topic: str, partition_count: int, timeout_
     await services.metadata.wait_for(all_served, timeout_s)
 
 
-def _failure(error: AdminError) -> dict:
+def _failure(request: Request, subject: str, error: AdminError) -> dict:
+    log_refusal(request, type(error).__name__, subject, error.code)
     return {"error_code": error.code, "error_message": str(error)}
 
 
@@ -62,7 +63,7 @@ async def create_topics(services, request: Request):
                 replica_assignment=assignment, validate_only=validate_only,
             )
         except AdminError as error:
-            results.append(result | _failure(error))
+            results.append(result | _failure(request, topic.name, error))
             continue
         result |= {"num_partitions": len(planned), "replication_factor": len(next(iter(planned.values())))}
         if not validate_only:
@@ -84,7 +85,7 @@ async def delete_topics(services, request: Request):
         try:
             await admin.delete_topic(services.store, name)
         except AdminError as error:
-            result |= _failure(error)
+            result |= _failure(request, name, error)
         results.append(result)
     for name in filter(None, names):
         await services.metadata.wait_for(lambda name=name: name not in services.metadata.topics, _timeout_s(request))
@@ -108,7 +109,7 @@ async def create_partitions(services, request: Request):
                 await admin.create_partitions(services.store, topic.name, topic.count, assignment)
                 await _wait_for_leaders(services, topic.name, topic.count, _timeout_s(request))
         except AdminError as error:
-            result |= _failure(error)
+            result |= _failure(request, topic.name, error)
         results.append(result)
     return build_response(request, {"throttle_time": 0, "results": results})
 
@@ -123,7 +124,7 @@ async def describe_configs(services, request: Request):
         try:
             entries = await _config_entries(services, resource.resource_type, resource.resource_name)
         except AdminError as error:
-            results.append(result | _failure(error))
+            results.append(result | _failure(request, resource.resource_name, error))
             continue
         result["configs"] = [
             {"name": name, "value": value, "read_only": read_only, "config_source": source, "is_default": source == 5,
@@ -166,6 +167,6 @@ async def incremental_alter_configs(services, request: Request):
                 services.store, resource.resource_name, operations, broker_config=services.config, validate_only=body.validate_only
             )
         except AdminError as error:
-            result |= _failure(error)
+            result |= _failure(request, resource.resource_name, error)
         results.append(result)
     return build_response(request, {"throttle_time": 0, "responses": results})

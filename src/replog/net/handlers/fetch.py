@@ -29,7 +29,7 @@ from replog.replica.manager import UnknownTopicOrPartitionError
 from replog.replica.partition import FetchResult, ReadWaiter
 
 from ..codec import ApiKey, EncodedBody, Request
-from . import handles
+from . import handles, log_refusal
 
 NO_EPOCH = -1
 NO_REPLICA = -1
@@ -157,6 +157,9 @@ async def fetch(services, request: Request):
                     waiter.watch(partition, fetch.fetch_offset, for_follower=body.replica_id >= 0)
             await waiter.wait(max(0.0, deadline - loop.time()))
         results, _ = _read_all(services, body, services.now_ms())
+    for topic, fetch, partition, result in results:
+        if partition is None:
+            log_refusal(request, "fetch from a partition not led here", f"{topic}-{fetch.partition}", result)
     return _encode(request.api_version, results)
 
 

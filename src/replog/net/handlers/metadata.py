@@ -5,7 +5,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from ..codec import ApiKey, Request, build_response
-from . import handles
+from . import handles, log_refusal
 
 
 def _requested_topics(request: Request) -> list[str] | None:
@@ -45,6 +45,8 @@ async def metadata(services, request: Request):
             error = ErrorCode.unknown_topic_id  # asked by topic id alone; replog names topics only
         elif name not in services.metadata.topics:
             error = await services.topic_missing(name, allow_auto_create)
+            if error == ErrorCode.invalid_topic_exception:
+                log_refusal(request, "metadata for an invalid topic name", name, error)
         topics.append(
             {
                 "error_code": error,

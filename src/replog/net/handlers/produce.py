@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from replog.replica.manager import UnknownTopicOrPartitionError
 
 from ..codec import BODY_DECODERS, ApiKey, Request, build_response
-from . import handles
+from . import handles, log_refusal
 
 FIRST_FLEXIBLE_VERSION = 9
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
@@ -113,14 +113,18 @@ def decode_produce_body(frame: memoryview | bytes, position: int, api_version: i
     return ProduceBody(transactional_id, acks, timeout_ms, topics)
 
 
-async def _append(services, topic: str, partition_index: int, records: bytearray | None, acks: int, timeout_ms: int) -> dict:
+async def _append(services, request: Request, topic: str, partition_index: int, records: bytearray | None) -> dict:
     answer = {"index": partition_index, "base_offset": -1, "log_append_time": None, "log_start_offset": -1, "record_errors": ()}
     if records is None:
+        log_refusal(request, "produce of null records", f"{topic}-{partition_index}", ErrorCode.invalid_record)
         return answer | {"error_code": ErrorCode.invalid_record, "error_message": "null records"}
     try:
         partition = services.replicas.get_partition(topic, partition_index)
     except UnknownTopicOrPartitionError:
-        return answer | {"error_code": services.unknown_partition_error(topic)}
+        error = services.unknown_partition_error(topic)
+        log_refusal(request, "produce to a partition not led here", f"{topic}-{partition_index}", error)
+        return answer | {"error_code": error}
+    acks, timeout_ms = request.body.acks, request.body.timeout_ms
     result = await partition.append_as_leader(records, acks, timeout_ms)
     return answer | {"error_code": result.error_code, "base_offset": result.base_offset, "log_start_offset": result.log_start_offset}
 
@@ -131,14 +135,13 @@ BODY_DECODERS[int(ApiKey.PRODUCE)] = decode_produce_body
 @handles(ApiKey.PRODUCE, (3, 12))
 async def produce(services, request: Request):
     body = request.body
-    acks, timeout_ms = body.acks, body.timeout_ms
     work = [
-        (topic.name, _append(services, topic.name, data.index, data.records, acks, timeout_ms))
+        (topic.name, _append(services, request, topic.name, data.index, data.records))
         for topic in body.topic_data
         for data in topic.partition_data
     ]
     answers = await asyncio.gather(*(coroutine for _, coroutine in work))
-    if acks == 0:
+    if body.acks == 0:
         return None
     by_topic: dict[str, list[dict]] = {}
     for (topic, _), answer in zip(work, answers):
