@@ -126,29 +126,40 @@ class Broker:
         except NoNode:
             overrides = {}
         settings = effective_topic_config(self.config, overrides)
-        for partition in partition_ids:
-            try:
-                assigned = ReplicaAssignment.decode((await self.store.get(paths.replicas(topic, partition)))[0]).replicas
-            except NoNode:
-                continue  # deleted meanwhile
-            if self.broker_id not in assigned:
-                continue
-            isr = await leader_election(self.store, topic, partition, self.broker_id)
-            if isr is None:
-                continue  # becomeFollower comes with replication (issue 5)
-            self.replicas.start_replica(
-                topic,
-                partition,
-                log_config(settings),
-                assigned,
-                isr.leader_epoch,
-                isr.isr,
-                PartitionConfig(
-                    min_insync_replicas=settings["min.insync.replicas"],
-                    message_timestamp_type=settings["message.timestamp.type"],
-                ),
-            )
-            self.metadata.changed()
+        # Concurrently: each election may wait out a preferred replica's head start, and one
+        # partition's wait must not delay this broker's turn in the others.
+        await asyncio.gather(*(self._start_replica(topic, partition, settings) for partition in partition_ids))
+
+    async def _start_replica(self, topic: str, partition: int, settings) -> None:
+        try:
+            assigned = ReplicaAssignment.decode((await self.store.get(paths.replicas(topic, partition)))[0]).replicas
+        except NoNode:
+            return  # deleted meanwhile
+        if self.broker_id not in assigned:
+            return
+        isr = await leader_election(
+            self.store,
+            topic,
+            partition,
+            self.broker_id,
+            preferred_wait_s=self.config["preferred.replica.election.wait.ms"] / 1000,
+            unclean_allowed=settings["unclean.leader.election.enable"],
+        )
+        if isr is None:
+            return  # becomeFollower comes with replication (issue 5)
+        self.replicas.start_replica(
+            topic,
+            partition,
+            log_config(settings),
+            assigned,
+            isr.leader_epoch,
+            isr.isr,
+            PartitionConfig(
+                min_insync_replicas=settings["min.insync.replicas"],
+                message_timestamp_type=settings["message.timestamp.type"],
+            ),
+        )
+        self.metadata.changed()
 
     def _report_stray_logs(self) -> None:
         """Logs of topics the store does not know: kept (the store may be the wrong one), reported."""

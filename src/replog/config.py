@@ -241,7 +241,13 @@ SETTINGS: dict[str, Setting] = {
             "leader.imbalance.check.interval.seconds",
             _int64(1),
             300,
-            "how often leadership balance is checked (the seed's PreferredReplicaTime)",
+            "how often leadership balance is checked (the seed's checkLoadBalancing)",
+        ),
+        Setting(
+            "preferred.replica.election.wait.ms",
+            _int64(0),
+            500,
+            "head start a partition's preferred replica gets in leader elections (the seed's PreferredReplicaTime)",
         ),
         Setting(
             "offsets.retention.minutes",

@@ -8,12 +8,18 @@ election is off by default), so an acknowledged write cannot be lost to a stale 
 Epochs come from a per-partition counter node incremented by compare-and-set, so they only
 grow, even across lost races and store sessions.
 
-Not yet here (replication, issue 5): the non-preferred replica's PreferredReplicaTime wait,
-becomeFollower, and re-election when the leader node vanishes.
+A replica that is not the partition's preferred one (the first assigned) waits
+PreferredReplicaTime before racing, while the preferred replica is alive and eligible, so that
+leadership lands where the assignment balanced it.
+
+Unclean election (`unclean.leader.election.enable`, off by default) lets a replica outside the
+ISR race, and only when no ISR member is alive: it trades the committed data the ISR holds for
+availability.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from replog.coord_backends import BadVersion, NodeExists, NoNode, Store
@@ -45,7 +51,19 @@ async def next_leader_epoch(store: Store, topic: str, partition: int) -> int:
     raise RuntimeError(f"leader epoch of {topic}-{partition}: {EPOCH_CAS_ATTEMPTS_MAX} conflicting updates in a row")
 
 
-async def leader_election(store: Store, topic: str, partition: int, broker_id: int) -> IsrRecord | None:
+async def _alive(store: Store, broker_id: int) -> bool:
+    return await store.exists(paths.broker(broker_id)) is not None
+
+
+async def leader_election(
+    store: Store,
+    topic: str,
+    partition: int,
+    broker_id: int,
+    *,
+    preferred_wait_s: float = 0.0,
+    unclean_allowed: bool = False,
+) -> IsrRecord | None:
     """Try to become leader; the ISR record written on success, None if this broker may not
     lead or lost the race."""
     assigned = ReplicaAssignment.decode((await store.get(paths.replicas(topic, partition)))[0]).replicas
@@ -54,12 +72,21 @@ async def leader_election(store: Store, topic: str, partition: int, broker_id: i
         isr = IsrRecord.decode(isr_data).isr
     except NoNode:
         isr, isr_version = (), None
-    if broker_id not in assigned or (isr and broker_id not in isr):
+    eligible = broker_id in assigned and (not isr or broker_id in isr)
+    if broker_id in assigned and not eligible and unclean_allowed:
+        eligible = not any([await _alive(store, member) for member in isr])
+        if eligible:
+            logger.warning("unclean leader election topic=%s partition=%d broker=%d isr=%s", topic, partition, broker_id, isr)
+    if not eligible:
         logger.info("not eligible to lead topic=%s partition=%d broker=%d assigned=%s isr=%s", topic, partition, broker_id, assigned, isr)
         return None
+    preferred = assigned[0]
+    if preferred != broker_id and (not isr or preferred in isr) and await _alive(store, preferred):
+        await asyncio.sleep(preferred_wait_s)  # the seed's PreferredReplicaTime: the preferred replica races first
     epoch = await next_leader_epoch(store, topic, partition)
-    # A new partition starts with every assigned replica in sync: all of them are empty.
-    new_isr = IsrRecord(isr or assigned, epoch)
+    # A new partition starts with every assigned replica in sync (all are empty); after an
+    # unclean election only the new leader is.
+    new_isr = IsrRecord((broker_id,) if isr and broker_id not in isr else (isr or assigned), epoch)
     txn = store.transaction().create(paths.leader(topic, partition), LeaderRecord(broker_id, epoch).encode(), ephemeral=True)
     if isr_version is None:
         txn.create(paths.isr(topic, partition), new_isr.encode())

@@ -1,0 +1,45 @@
+"""Clusters of broker processes on 127.0.0.1, over a real ZooKeeper or etcd (or, where it
+applies, the embedded store), for the replication tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.broker_process import BrokerProcess
+from tests.conftest import unique_root
+
+SESSION_TIMEOUT_MS = 4000
+
+
+class Cluster:
+    def __init__(self, coord_url: str, base_dir, size: int, extra_args: tuple[str, ...] = ()):
+        self.coord_url = coord_url
+        self.brokers = {
+            broker_id: BrokerProcess(
+                base_dir / f"broker-{broker_id}",
+                coord_url=coord_url,
+                extra_args=("--broker-id", str(broker_id), "--set", f"coord.session.timeout.ms={SESSION_TIMEOUT_MS}", *extra_args),
+            )
+            for broker_id in range(size)
+        }
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(broker.bootstrap for broker in self.brokers.values() if broker.process is not None)
+
+    def start(self) -> None:
+        for broker in self.brokers.values():
+            broker.start()
+
+    def stop(self) -> None:
+        for broker in self.brokers.values():
+            broker.stop()
+
+
+@pytest.fixture(params=["zk", "etcd"])
+def cluster(request, tmp_path):
+    server = request.getfixturevalue("zookeeper_server" if request.param == "zk" else "etcd_server")
+    running = Cluster(f"{request.param}://{server.address}{unique_root()}", tmp_path, 3)
+    running.start()
+    yield running
+    running.stop()
