@@ -403,15 +403,33 @@ class Log:
             if not (expired_by_time or expired_by_size):
                 break
             excess_bytes -= segment.size_bytes
-            self._segments.pop(0).delete()
-            self._segment_bases.pop(0)
+            self._delete_first_segment(f"retention by_time={expired_by_time}")
             deleted += 1
-            logger.info("deleted segment by retention topic=%s partition=%d segment=%d bytes=%d by_time=%s",
-                        self.topic, self.partition, segment.base_offset, segment.size_bytes, expired_by_time)
+        self._after_front_deletion(deleted)
+        return deleted
+
+    def delete_segments_below(self, offset: int) -> int:
+        """Delete whole segments from the front that lie wholly below `offset`, never the active
+        one: a follower following its leader's log start offset after the leader's retention
+        (the log start stays a segment base, so it may remain below `offset`). Returns how many."""
+        deleted = 0
+        while len(self._segments) > 1 and self._segment_bases[1] <= offset:  # bounded by the segments
+            self._delete_first_segment(f"below leader log start {offset}")
+            deleted += 1
+        self._after_front_deletion(deleted)
+        return deleted
+
+    def _delete_first_segment(self, reason: str) -> None:
+        segment = self._segments.pop(0)
+        self._segment_bases.pop(0)
+        segment.delete()
+        logger.info("deleted segment topic=%s partition=%d segment=%d bytes=%d reason=%s",
+                    self.topic, self.partition, segment.base_offset, segment.size_bytes, reason)
+
+    def _after_front_deletion(self, deleted: int) -> None:
         if deleted:
             fsync_directory(self.directory)
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-        return deleted
 
     # -- lifecycle -----------------------------------------------------------------------------
 

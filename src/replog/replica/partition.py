@@ -12,8 +12,14 @@ State kept (the seed's "Key data structures"):
     high_watermark (HW)     min LEO over the ISR; never moves backwards on the leader; consumers
                             never see data at or above it
 
-States (explicit): LEADER -> CLOSED. This broker leads every partition it hosts until
-replication (becomeFollower) adds FOLLOWER.
+States (explicit, `_TRANSITIONS`): a replica starts as LEADER or FOLLOWER; LEADER -> LEADER (a
+newer epoch), LEADER -> FOLLOWER (the seed's becomeFollower), FOLLOWER -> FOLLOWER (another
+leader or epoch), FOLLOWER -> LEADER (becomeLeader), either -> CLOSED. Anything else raises.
+
+A follower serves no client: produce, consumer fetch, ListOffsets and OffsetForLeaderEpoch all
+answer NOT_LEADER_OR_FOLLOWER. Its log is written only by `append_as_follower` (the leader's
+batches verbatim, fetcher.py) and cut only by `truncate_for_new_leader` (KIP-101) or
+`truncate_fully_and_start_at` (it fell below the leader's log start).
 
 The commit queue is the seed's commitQ: one entry (last offset, future) per acks=-1 append
 waiting for the HW to pass its last offset, in offset order because appends are. Every HW
@@ -40,7 +46,7 @@ import zlib
 from collections.abc import Collection
 from typing import NamedTuple
 
-from replog.replica.checkpoint import UNDEFINED_EPOCH
+from replog.replica.checkpoint import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from replog.replica.errors import ReplicaError
 from replog.replica.log import Log
 from replog.replica.producer_state import ProducerStateManager
@@ -77,8 +83,18 @@ class ErrorCode(enum.IntEnum):
 
 
 class ReplicaState(enum.Enum):
+    NEW = "new"  # only inside the constructor
     LEADER = "leader"
+    FOLLOWER = "follower"
     CLOSED = "closed"
+
+
+_TRANSITIONS: dict[ReplicaState, frozenset[ReplicaState]] = {
+    ReplicaState.NEW: frozenset({ReplicaState.LEADER, ReplicaState.FOLLOWER}),
+    ReplicaState.LEADER: frozenset({ReplicaState.LEADER, ReplicaState.FOLLOWER, ReplicaState.CLOSED}),
+    ReplicaState.FOLLOWER: frozenset({ReplicaState.LEADER, ReplicaState.FOLLOWER, ReplicaState.CLOSED}),
+    ReplicaState.CLOSED: frozenset(),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +148,15 @@ class EpochEndOffset(NamedTuple):
     error_code: int
     leader_epoch: int
     end_offset: int
+
+
+class TruncationResult(NamedTuple):
+    """One round of the KIP-101 handshake: where the log now ends (cuts are whole batches), and
+    whether the follower must ask the leader again (with `next_epoch`, its latest epoch now)."""
+
+    truncated_to: int
+    complete: bool
+    next_epoch: int
 
 
 class ReadWaiter:
@@ -202,17 +227,20 @@ class _PendingCommit(NamedTuple):
 
 
 class Partition:
-    """A partition replica led by this broker. See the module docstring."""
+    """A partition replica hosted by this broker, leading or following. See the module docstring."""
 
     def __init__(self, log: Log, local_broker_id: int, leader_epoch: int, assigned_replicas: Collection[int],
-                 isr: Collection[int], high_watermark: int, config: PartitionConfig, now_ms: int):
+                 isr: Collection[int], high_watermark: int, config: PartitionConfig, now_ms: int,
+                 leader_id: int | None = None):
+        """Start leading at `leader_epoch`, or following `leader_id` if another broker leads."""
         self.log = log
         self.topic = log.topic
         self.partition_id = log.partition
         self.local_broker_id = local_broker_id
         self.config = config
-        self.state = ReplicaState.LEADER
+        self.state = ReplicaState.NEW
         self.leader_epoch = NO_LEADER_EPOCH
+        self.leader_id: int | None = None
         self.assigned_replicas: tuple[int, ...] = ()
         self.isr: frozenset[int] = frozenset()
         self._followers: dict[int, _Follower] = {}
@@ -224,22 +252,30 @@ class Partition:
         self._follower_watches: dict[ReadWaiter, int] = {}
         self.producer_state = ProducerStateManager(log.directory, self.topic, self.partition_id)
         self.producer_state.load(log)
-        self.become_leader(leader_epoch, assigned_replicas, isr, now_ms)
+        if leader_id is None or leader_id == local_broker_id:
+            self.become_leader(leader_epoch, assigned_replicas, isr, now_ms)
+        else:
+            self.assigned_replicas = self._checked_assignment(assigned_replicas)
+            self.become_follower(leader_id, leader_epoch, now_ms)
 
     # -- state transitions ---------------------------------------------------------------------
 
     def become_leader(self, leader_epoch: int, assigned_replicas: Collection[int], isr: Collection[int],
                       now_ms: int) -> None:
         """Lead at `leader_epoch` (the seed's becomeLeader): from start-up, or again at a newer
-        epoch with a new assignment. Followers' positions are forgotten until they fetch again."""
-        self._require(ReplicaState.LEADER)
-        if leader_epoch < self.leader_epoch:
-            raise ValueError(f"leader epoch {leader_epoch} is older than the current {self.leader_epoch}")
-        assigned_replicas = tuple(assigned_replicas)
-        if self.local_broker_id not in assigned_replicas or len(set(assigned_replicas)) != len(assigned_replicas):
-            raise ValueError(f"broker {self.local_broker_id} must be in assigned replicas {assigned_replicas} once")
+        epoch with a new assignment, or as the new leader after following. Followers' positions are
+        forgotten until they fetch again; a former follower's log is taken as it is (its tail
+        beyond the old leader's HW becomes committed once the ISR has it, as in Kafka)."""
+        # A follower taking over needs a newer epoch than the one it followed: two leaders must
+        # never share an epoch, or fencing could not tell them apart.
+        newer_required = self.state is ReplicaState.FOLLOWER
+        if leader_epoch < self.leader_epoch or newer_required and leader_epoch == self.leader_epoch:
+            raise ValueError(f"leader epoch {leader_epoch} is not newer than the current {self.leader_epoch}")
+        assigned_replicas = self._checked_assignment(assigned_replicas)
+        self._transition(ReplicaState.LEADER)
         self.assigned_replicas = assigned_replicas
         self.leader_epoch = leader_epoch
+        self.leader_id = self.local_broker_id
         if leader_epoch > self.log.leader_epoch_cache.latest_epoch:
             # As Kafka's makeLeader: the epoch starts at the LEO even before its first append, so
             # that a follower asking for this epoch's end offset (KIP-101) gets an answer.
@@ -250,6 +286,42 @@ class Partition:
                     self.topic, self.partition_id, self.local_broker_id, leader_epoch, list(assigned_replicas),
                     self.high_watermark, self.log_end_offset)
         self.update_isr(isr)
+
+    def become_follower(self, leader_id: int, leader_epoch: int, now_ms: int) -> None:
+        """Follow `leader_id` at `leader_epoch` (the seed's becomeFollower).
+
+        Acks=-1 appends still waiting fail with NOT_LEADER_OR_FOLLOWER: they are in our log, but
+        whether they survive is the new leader's decision (our tail may be truncated), so the
+        producer must not count them as written. Long polls wake to be refused.
+
+        The log is NOT truncated here, unlike the seed's "truncate the log to r.hw": only once
+        the leader has said where our logs diverge (`truncate_for_new_leader`, KIP-101)."""
+        if leader_id == self.local_broker_id:
+            raise ValueError(f"broker {leader_id} cannot follow itself; use become_leader")
+        # Following the same epoch we led would let two brokers claim one epoch; re-following at
+        # the same epoch (the same leader announced again) is harmless.
+        newer_required = self.state is ReplicaState.LEADER
+        same_leader = self.state is ReplicaState.FOLLOWER and leader_id == self.leader_id
+        same_epoch = leader_epoch == self.leader_epoch
+        if leader_epoch < self.leader_epoch or same_epoch and (newer_required or not same_leader):
+            raise ValueError(f"leader epoch {leader_epoch} of leader {leader_id} is not newer than the current "
+                             f"{self.leader_epoch} of leader {self.leader_id}")
+        self._transition(ReplicaState.FOLLOWER)
+        self._fail_pending_commits()
+        self._wake_all_watches()
+        self._followers = {}
+        self.isr = frozenset()  # the leader's business now; a follower never consults it
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        logger.info("became follower topic=%s partition=%d broker=%d epoch=%d leader=%d hw=%d leo=%d",
+                    self.topic, self.partition_id, self.local_broker_id, leader_epoch, leader_id,
+                    self.high_watermark, self.log_end_offset)
+
+    def _checked_assignment(self, assigned_replicas: Collection[int]) -> tuple[int, ...]:
+        assigned_replicas = tuple(assigned_replicas)
+        if self.local_broker_id not in assigned_replicas or len(set(assigned_replicas)) != len(assigned_replicas):
+            raise ValueError(f"broker {self.local_broker_id} must be in assigned replicas {assigned_replicas} once")
+        return assigned_replicas
 
     def update_isr(self, isr: Collection[int]) -> None:
         """Take a new ISR (already written to the store by the caller, once replication exists).
@@ -272,8 +344,7 @@ class Partition:
     def close(self) -> None:
         """Stop serving (the seed's closeReplica): write the producer snapshot, close the log,
         answer waiting acks=-1 appends with NOT_LEADER_OR_FOLLOWER and wake every long poll."""
-        self._require(ReplicaState.LEADER)
-        self.state = ReplicaState.CLOSED
+        self._transition(ReplicaState.CLOSED)
         self._fail_pending_commits()
         self.producer_state.take_snapshot(self.log.log_end_offset)
         self.log.close()
@@ -284,13 +355,17 @@ class Partition:
 
     def delete(self) -> None:
         """Stop serving and remove the log's data (the replica moved away or its topic was deleted)."""
-        self._require(ReplicaState.LEADER)
-        self.state = ReplicaState.CLOSED
+        self._transition(ReplicaState.CLOSED)
         self._fail_pending_commits()
         self.log.delete()
         self._wake_all_watches()
         logger.info("deleted replica topic=%s partition=%d broker=%d epoch=%d",
                     self.topic, self.partition_id, self.local_broker_id, self.leader_epoch)
+
+    def _transition(self, state: ReplicaState) -> None:
+        if state not in _TRANSITIONS[self.state]:
+            raise RuntimeError(f"{self.topic}-{self.partition_id} cannot go from {self.state.value} to {state.value}")
+        self.state = state
 
     def _require(self, state: ReplicaState) -> None:
         if self.state is not state:
@@ -495,6 +570,99 @@ class Partition:
 
     def _fetch_error(self, error: ErrorCode) -> FetchResult:
         return FetchResult(error, self.high_watermark, self.log_start_offset, self.high_watermark, [])
+
+    # -- following -----------------------------------------------------------------------------
+
+    @property
+    def latest_epoch(self) -> int:
+        """The latest leader epoch in our log (epoch cache): what a follower asks the leader about."""
+        return self.log.leader_epoch_cache.latest_epoch
+
+    def truncate_for_new_leader(self, leader_epoch_end: EpochEndOffset) -> TruncationResult:
+        """One round of KIP-101 truncation, given the leader's answer to OffsetForLeaderEpoch for
+        our `latest_epoch`: the largest epoch <= ours the leader knows, and where it ended there.
+
+        Why not the seed's "truncate the log to r.hw": a follower learns the HW one fetch after
+        the leader advanced it, so its HW may lag what is committed. (1) Data loss: a follower
+        that restarts and cuts to its HW drops messages the leader already acknowledged; if the
+        leader then dies and this follower is elected, they are gone. (2) Divergence: after both
+        crash, a replica that comes back first with a shorter log leads and writes new messages
+        at offsets the other still holds with old data; the other cuts only to its (higher) HW,
+        keeps its old messages at those offsets, and the replicas hold different data at one
+        offset forever. Cutting where the leader's epoch ended instead removes exactly what the
+        leader does not have, and nothing it has.
+
+        If the leader's epoch is older than ours and we do not know it, our log may diverge even
+        earlier: we cut to where our own largest epoch below it ended and the caller asks again
+        (`complete` False) with `next_epoch`. Each such round drops at least our latest epoch, so
+        the rounds are bounded by the epochs in our cache, as in Kafka's fetcher.
+        """
+        self._require(ReplicaState.FOLLOWER)
+        if leader_epoch_end.error_code != ErrorCode.NONE:
+            raise ValueError(f"cannot truncate on a failed OffsetForLeaderEpoch answer {leader_epoch_end}")
+        previous_epoch = self.latest_epoch
+        epoch, own_end = UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if leader_epoch_end.leader_epoch != UNDEFINED_EPOCH and leader_epoch_end.end_offset != UNDEFINED_EPOCH_OFFSET:
+            epoch, own_end = self.log.leader_epoch_cache.end_offset_for(leader_epoch_end.leader_epoch,
+                                                                        self.log_end_offset)
+        if epoch == UNDEFINED_EPOCH:
+            # The leader knows no epoch <= ours, or we none at or below its answer: nothing tells
+            # us where we diverge, so fall back to Kafka's pre-KIP-101 rule, cutting to our HW,
+            # with the data loss and divergence problems described above.
+            offset, complete, reason = self.high_watermark, True, "no common leader epoch: high watermark"
+        elif epoch == leader_epoch_end.leader_epoch:
+            offset, complete, reason = min(own_end, leader_epoch_end.end_offset), True, "leader epoch end"
+        else:
+            offset, complete, reason = own_end, False, "leader epoch unknown here: end of our older epoch"
+        offset = min(offset, self.log_end_offset)
+        self._after_follower_truncation(offset, reason)
+        if not complete and self.latest_epoch >= previous_epoch:
+            complete = True  # no progress possible: asking again would get the same answer
+        return TruncationResult(self.log_end_offset, complete, self.latest_epoch)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop the whole log and continue at `offset`: our end fell below the leader's log start
+        (retention removed what we miss), so nothing we hold can be continued."""
+        self._require(ReplicaState.FOLLOWER)
+        self.log.truncate_fully_and_start_at(offset)
+        # Everything below `offset` is gone on the leader too, so it is at most committed data.
+        self.high_watermark = offset
+        self.producer_state.rebuild(self.log)
+        logger.info("restarted log at leader log start topic=%s partition=%d broker=%d epoch=%d leader=%d offset=%d",
+                    self.topic, self.partition_id, self.local_broker_id, self.leader_epoch, self.leader_id, offset)
+
+    def _after_follower_truncation(self, offset: int, reason: str) -> None:
+        previous_end = self.log_end_offset
+        if offset < previous_end:
+            self.log.truncate_to(offset)  # also forgets the epochs starting at or after it
+            self.producer_state.rebuild(self.log)
+        previous_high_watermark = self.high_watermark
+        self.high_watermark = max(min(self.high_watermark, self.log_end_offset), self.log_start_offset)
+        logger.info("truncated for leader topic=%s partition=%d broker=%d epoch=%d leader=%d offset=%d "
+                    "previous_leo=%d hw=%d previous_hw=%d reason=%s",
+                    self.topic, self.partition_id, self.local_broker_id, self.leader_epoch, self.leader_id,
+                    self.log_end_offset, previous_end, self.high_watermark, previous_high_watermark, reason)
+
+    def append_as_follower(self, batches: bytes | bytearray, leader_high_watermark: int,
+                           leader_log_start_offset: int) -> None:
+        """Append what the leader sent (possibly nothing), keeping its offsets and epochs, and
+        take its HW (capped by our LEO: we cannot have committed what we lack) and log start.
+
+        The HW never moves backwards here: a leader's HW only grows, and a reply from a new
+        leader whose HW lags ours must not make consumers of this replica (after it leads) lose
+        data they could read."""
+        self._require(ReplicaState.FOLLOWER)
+        if batches:
+            self.log.append_as_follower(batches)
+            self.producer_state.record_replicated(batches)
+        new_high_watermark = min(leader_high_watermark, self.log_end_offset)
+        if new_high_watermark > self.high_watermark:
+            self.high_watermark = new_high_watermark
+        if leader_log_start_offset > self.log_start_offset:
+            # Retention on the leader moved its log start: drop what it no longer has, within
+            # what we know committed (a segment must not hold data past our HW to go).
+            if self.log.delete_segments_below(min(leader_log_start_offset, self.high_watermark)):
+                self.producer_state.truncate_head(self.log_start_offset)
 
     # -- long polls ----------------------------------------------------------------------------
 

@@ -235,6 +235,13 @@ class ProducerStateManager:
         for batch in check.batches:  # bounded by the batches in the request
             self._record(batch._replace(base_offset=first_offset + batch.base_offset))
 
+    def record_replicated(self, batches) -> None:
+        """Record batches copied from a leader (offsets as in their headers), without checks: the
+        leader judged them, and a follower must hold whatever its leader holds."""
+        for batch in iter_producer_batches(batches):  # bounded by the batches in the buffer
+            if batch.producer_id != NO_PRODUCER_ID:
+                self._record(batch)
+
     def _record(self, batch: ProducerBatch) -> None:
         metadata = BatchMetadata(batch.base_sequence, batch.last_sequence, batch.base_offset,
                                  batch.base_offset + batch.last_offset_delta)
