@@ -29,6 +29,7 @@ from kio.serial import entity_reader, entity_writer
 
 _REQUEST_PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
+_I16 = struct.Struct(">h")
 
 
 class ApiKey(enum.IntEnum):
@@ -150,6 +151,56 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
     _SIZE.pack_into(frame, 0, len(frame) - _SIZE.size)
     del frame
     return [out.getvalue()]
+
+
+@cache
+def _request_writers(api_key: int, api_version: int):
+    schema = load_request_schema(api_key, api_version)
+    return schema, schema.__header_schema__, entity_writer(schema.__header_schema__), entity_writer(schema)
+
+
+def request_schema(api_key: int, api_version: int) -> type:
+    return _request_writers(api_key, api_version)[0]
+
+
+def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any) -> bytes:
+    """The whole request frame, size prefix first (the client side of `decode_request`)."""
+    _, header_schema, write_header, write_body = _request_writers(api_key, api_version)
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    header = header_schema(request_api_key=api_key, request_api_version=api_version, correlation_id=correlation_id, client_id=client_id)
+    write_header(out, header)
+    write_body(out, body)
+    frame = out.getbuffer()
+    _SIZE.pack_into(frame, 0, len(frame) - _SIZE.size)
+    del frame
+    return out.getvalue()
+
+
+@cache
+def _response_readers(api_key: int, api_version: int):
+    schema = load_response_schema(api_key, api_version)
+    return entity_reader(schema.__header_schema__), entity_reader(schema)
+
+
+def decode_response(api_key: int, api_version: int, frame: memoryview | bytes) -> tuple[int, Any]:
+    """(correlation_id, body) of one response frame without its size prefix (the client side of
+    `encode_response`). The body is a copy: the frame's buffer may be reused at once.
+
+    A broker that does not speak the ApiVersions version asked answers error 35
+    UNSUPPORTED_VERSION in the v0 body, whatever version was asked, so such an answer is read
+    as v0; its error code is the first field of every version's body.
+    """
+    read_header, read_body = _response_readers(api_key, api_version)
+    if isinstance(frame, memoryview):
+        frame = frame.toreadonly()  # kio's native reader refuses writable buffers
+    try:
+        header, header_size = read_header(frame, 0)
+        if api_key == ApiKey.API_VERSIONS and _I16.unpack_from(frame, header_size)[0] == ErrorCode.unsupported_version:
+            read_body = _response_readers(api_key, 0)[1]
+        return header.correlation_id, read_body(frame, header_size)[0]
+    except Exception as error:  # kio raises several types for truncated or garbled input
+        raise FrameError(f"malformed api {api_key} v{api_version} response: {type(error).__name__}: {error}") from None
 
 
 def _milliseconds(value: Any) -> Any:
