@@ -1,0 +1,454 @@
+"""replog's own async Kafka client: one connection to one broker, for followers (Fetch as a
+replica, OffsetForLeaderEpoch), admin tools and the Spark connector.
+
+Versions: on open the client asks ApiVersions (v3, then v0 if the broker answers error 35
+UNSUPPORTED_VERSION, as Kafka clients do) and picks, per API, the highest version that both the
+broker and replog's codec speak (`codec.SUPPORTED_VERSIONS`, filled in by the handlers), so it
+talks to replog and to any Kafka broker alike.
+
+Requests are pipelined: each gets a correlation id and joins a queue in the order it is
+written; Kafka answers a connection's requests in order, so each response must match the
+front of the queue, and anything else means the stream cannot be trusted and the connection is
+closed. At most `in_flight_max` requests wait for answers; more wait for a slot.
+
+Timeouts: a request without an answer within its timeout (waiting for a slot included) closes
+the connection and fails with `BrokerUnavailable`, along with every other request on it. Closing
+rather than forgetting the one request: answers come in order, so every later answer would
+queue behind the missing one, and on a closed connection a late answer can never be taken for
+a later request's.
+
+Receiving: each frame's 4-byte size, then exactly its body, is read into buffers reused for
+the life of the connection (fresh large allocations page-fault; see DESIGN.md). Decoding copies
+what it keeps, so the buffer is free again as soon as a frame is decoded.
+
+Per-partition errors are results, not exceptions: the convenience methods return Kafka error
+codes (kio's `ErrorCode`, an IntEnum) for the caller to act on, as a follower must.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import struct
+from typing import Any, NamedTuple
+
+from kio.schema.errors import ErrorCode
+
+from replog import __version__
+
+from . import codec
+from . import handlers as _registering_handlers_fills_supported_versions  # noqa: F401
+from .codec import ApiKey
+
+CONSUMER_REPLICA_ID = -1
+NO_LEADER_EPOCH = -1
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+READ_UNCOMMITTED = 0
+# A full fetch request, outside any fetch session (KIP-227).
+NO_FETCH_SESSION_ID, FULL_FETCH_SESSION_EPOCH = 0, -1
+API_VERSIONS_PROBE_VERSION = 3
+CLIENT_SOFTWARE_NAME = "replog"
+
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+DEFAULT_REQUEST_TIMEOUT_S = 30.0
+# Enough to keep a connection busy; bounds what is written and unanswered when a broker stalls.
+DEFAULT_IN_FLIGHT_MAX = 32
+# Bounds the receive buffer; a Fetch answer is bounded by the max_bytes the caller asked for.
+DEFAULT_MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+INITIAL_BUFFER_BYTES = 64 * 1024
+WRITE_BUFFER_HIGH_BYTES = 8 * 1024 * 1024
+
+_SIZE = struct.Struct(">i")
+_CORRELATION_ID = struct.Struct(">i")
+_CORRELATION_ID_LIMIT = 1 << 31
+
+
+class BrokerUnavailable(ConnectionError):
+    """The connection failed (refused, timed out, lost or closed); it is closed for good."""
+
+
+class ProtocolError(BrokerUnavailable):
+    """The broker sent something that cannot be read or matched; the connection is closed."""
+
+
+class NoCommonVersion(Exception):
+    """The broker and replog speak no common version of an API."""
+
+
+class ReplicaFetchResult(NamedTuple):
+    error_code: ErrorCode
+    high_watermark: int
+    log_start_offset: int
+    records: bytes
+
+
+class EpochEndOffset(NamedTuple):
+    error_code: ErrorCode
+    leader_epoch: int
+    end_offset: int
+
+
+class ProduceResult(NamedTuple):
+    error_code: ErrorCode
+    base_offset: int
+
+
+class ListedOffset(NamedTuple):
+    error_code: ErrorCode
+    offset: int
+    timestamp: int
+
+
+class BrokerAddress(NamedTuple):
+    host: str
+    port: int
+    rack: str | None
+
+
+class PartitionMetadata(NamedTuple):
+    error_code: ErrorCode
+    leader_id: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+class TopicMetadata(NamedTuple):
+    error_code: ErrorCode
+    partitions: dict[int, PartitionMetadata]
+
+
+class ClusterMetadata(NamedTuple):
+    controller_id: int
+    brokers: dict[int, BrokerAddress]
+    topics: dict[str, TopicMetadata]
+
+
+class _Pending(NamedTuple):
+    correlation_id: int
+    api_key: int
+    api_version: int
+    answer: asyncio.Future
+
+
+class _FrameReceiver(asyncio.BufferedProtocol):
+    """Transport callbacks: reads a frame's size, then exactly its body, into reused buffers and
+    hands each whole frame (without its size) to the connection."""
+
+    def __init__(self, connection: BrokerConnection, max_response_bytes: int):
+        self._connection = connection
+        self._max_response_bytes = max_response_bytes
+        self._size_prefix = bytearray(_SIZE.size)
+        self._body = bytearray(INITIAL_BUFFER_BYTES)
+        self._body_bytes: int | None = None  # None while reading the size prefix
+        self._filled = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)  # type: ignore[attr-defined]
+        self._connection._transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = f": {exc}" if exc else ""
+        self._connection._fail(BrokerUnavailable(f"{self._connection.peer}: connection lost{reason}"))
+
+    def pause_writing(self) -> None:
+        self._connection._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._connection._writable.set()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._body_bytes is None:
+            return memoryview(self._size_prefix)[self._filled:]
+        return memoryview(self._body)[self._filled:self._body_bytes]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._filled += nbytes
+        if self._body_bytes is None:
+            if self._filled == _SIZE.size:
+                self._start_body(_SIZE.unpack(self._size_prefix)[0])
+        elif self._filled == self._body_bytes:
+            with memoryview(self._body) as body:
+                self._connection._on_frame(body[:self._body_bytes])
+            self._body_bytes, self._filled = None, 0
+
+    def _start_body(self, size: int) -> None:
+        if not _CORRELATION_ID.size <= size <= self._max_response_bytes:
+            self._connection._fail(ProtocolError(f"{self._connection.peer}: response frame of {size} bytes "
+                                                 f"(at most {self._max_response_bytes} accepted)"))
+            return
+        if size > len(self._body):
+            # A new buffer rather than a resized one: the transport may still hold a view of it.
+            self._body = bytearray(min(max(size, 2 * len(self._body)), self._max_response_bytes))
+        self._body_bytes, self._filled = size, 0
+
+
+class BrokerConnection:
+    """One connection to one broker; open it with `await BrokerConnection.open(host, port)`."""
+
+    def __init__(self, peer: str, *, client_id: str, request_timeout_s: float, in_flight_max: int):
+        self.peer = peer
+        self.client_id = client_id
+        self.request_timeout_s = request_timeout_s
+        self._transport: asyncio.Transport | None = None
+        self._pending: collections.deque[_Pending] = collections.deque()
+        self._slots = asyncio.Semaphore(in_flight_max)
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._next_correlation_id = 0
+        self._failure: BrokerUnavailable | None = None
+        self._versions: dict[int, int] = {}
+        self._broker_versions: dict[int, tuple[int, int]] = {}
+
+    @classmethod
+    async def open(
+        cls,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "replog",
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        in_flight_max: int = DEFAULT_IN_FLIGHT_MAX,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> BrokerConnection:
+        """Connect and negotiate versions; BrokerUnavailable if either fails in time."""
+        connection = cls(f"{host}:{port}", client_id=client_id, request_timeout_s=request_timeout_s, in_flight_max=in_flight_max)
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(connect_timeout_s):
+                await loop.create_connection(lambda: _FrameReceiver(connection, max_response_bytes), host, port)
+        except (OSError, TimeoutError) as error:
+            raise BrokerUnavailable(f"{host}:{port}: cannot connect within {connect_timeout_s}s: {error!r}") from None
+        try:
+            await connection._negotiate_versions()
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    async def __aenter__(self) -> BrokerConnection:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._failure is not None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests written and not yet answered."""
+        return len(self._pending)
+
+    def close(self) -> None:
+        """Close now; requests still waiting fail with BrokerUnavailable."""
+        self._fail(BrokerUnavailable(f"{self.peer}: connection closed by this client"))
+
+    # versions
+    async def _negotiate_versions(self) -> None:
+        answer = await self.request(ApiKey.API_VERSIONS, API_VERSIONS_PROBE_VERSION,
+                                    {"client_software_name": CLIENT_SOFTWARE_NAME, "client_software_version": __version__})
+        if answer.error_code == ErrorCode.unsupported_version:
+            answer = await self.request(ApiKey.API_VERSIONS, 0, {})
+        if answer.error_code != ErrorCode.none:
+            raise BrokerUnavailable(f"{self.peer}: ApiVersions answered {answer.error_code.name}")
+        self._broker_versions = {int(api.api_key): (int(api.min_version), int(api.max_version)) for api in answer.api_keys}
+        for api_key, (broker_min, broker_max) in self._broker_versions.items():
+            ours = codec.SUPPORTED_VERSIONS.get(api_key)
+            if ours is not None and max(ours[0], broker_min) <= min(ours[1], broker_max):
+                self._versions[api_key] = min(ours[1], broker_max)
+
+    def version_for(self, api_key: int) -> int:
+        """The negotiated version: the highest both this broker and replog speak."""
+        try:
+            return self._versions[api_key]
+        except KeyError:
+            theirs = self._broker_versions.get(api_key, "none")
+            ours = codec.SUPPORTED_VERSIONS.get(api_key, "none")
+            raise NoCommonVersion(f"{self.peer}: no common version of api {api_key}: the broker speaks {theirs}, replog {ours}") from None
+
+    # requests
+    async def request(self, api_key: int, api_version: int | None, values: dict, *, timeout_s: float | None = None) -> Any:
+        """Send one request built from `values` (see `codec.build`) at `api_version`, or at the
+        negotiated version if None; the decoded response body, or None for a Produce with
+        acks=0, which Kafka does not answer."""
+        version = self.version_for(api_key) if api_version is None else api_version
+        body = codec.build(codec.request_schema(api_key, version), values)
+        expects_answer = not (api_key == ApiKey.PRODUCE and values.get("acks") == 0)
+        timeout_s = self.request_timeout_s if timeout_s is None else timeout_s
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._take_slot()
+                answer = self._send(api_key, version, body, expects_answer)
+                return None if answer is None else await answer
+        except TimeoutError:
+            error = BrokerUnavailable(f"{self.peer}: no answer to api {api_key} v{version} within {timeout_s}s; connection closed")
+            self._fail(error)
+            raise error from None
+
+    async def _take_slot(self) -> None:
+        self._raise_if_failed()
+        await self._slots.acquire()
+        try:
+            await self._writable.wait()
+            self._raise_if_failed()
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def _send(self, api_key: int, api_version: int, body: Any, expects_answer: bool) -> asyncio.Future | None:
+        """Write the request and queue it for its answer in one step, so that the queue's order
+        is the order on the wire."""
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) % _CORRELATION_ID_LIMIT
+        self._transport.write(codec.encode_request(api_key, api_version, correlation_id, self.client_id, body))
+        if not expects_answer:
+            self._slots.release()
+            return None
+        answer = asyncio.get_running_loop().create_future()
+        self._pending.append(_Pending(correlation_id, api_key, api_version, answer))
+        return answer
+
+    def _on_frame(self, frame: memoryview) -> None:
+        if not self._pending:
+            self._fail(ProtocolError(f"{self.peer}: a response to no request"))
+            return
+        expected = self._pending[0]
+        (correlation_id,) = _CORRELATION_ID.unpack_from(frame)
+        if correlation_id != expected.correlation_id:
+            self._fail(ProtocolError(f"{self.peer}: response to correlation id {correlation_id} where {expected.correlation_id} was due"))
+            return
+        try:
+            _, body = codec.decode_response(expected.api_key, expected.api_version, frame)
+        except codec.FrameError as error:
+            self._fail(ProtocolError(f"{self.peer}: {error}"))
+            return
+        self._pending.popleft()
+        self._slots.release()
+        if not expected.answer.done():  # its caller may have given up (cancelled)
+            expected.answer.set_result(body)
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise type(self._failure)(*self._failure.args)
+
+    def _fail(self, error: BrokerUnavailable) -> None:
+        """Close the connection for good and fail every request on it."""
+        if self._failure is not None:
+            return
+        self._failure = error
+        if self._transport is not None:
+            self._transport.abort()
+        while self._pending:
+            pending = self._pending.popleft()
+            self._slots.release()
+            if not pending.answer.done():
+                pending.answer.set_exception(type(error)(*error.args))
+        self._writable.set()  # writers waiting for the transport wake up to the failure
+
+    def _malformed(self, what: str) -> ProtocolError:
+        error = ProtocolError(f"{self.peer}: {what}")
+        self._fail(error)
+        return error
+
+    def _find(self, items: Any, field: str, key: Any, what: str) -> Any:
+        """The answer for the topic or partition asked about; a broker that leaves it out is broken."""
+        for item in items:
+            if getattr(item, field) == key:
+                return item
+        raise self._malformed(f"the answer lacks {what} {key!r}")
+
+    # what followers, admin tools and the Spark connector need
+    async def fetch(
+        self,
+        topic: str,
+        partition: int,
+        fetch_offset: int,
+        *,
+        replica_id: int = CONSUMER_REPLICA_ID,
+        current_leader_epoch: int = NO_LEADER_EPOCH,
+        max_bytes: int,
+        max_wait_ms: int,
+        min_bytes: int = 1,
+    ) -> ReplicaFetchResult:
+        """One partition's records from `fetch_offset`: up to the HW as a consumer
+        (replica_id -1), up to the log end as replica `replica_id`, which also tells the leader
+        this replica's log end offset."""
+        answer = await self.request(ApiKey.FETCH, None, {
+            "replica_id": replica_id, "max_wait": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
+            "isolation_level": READ_UNCOMMITTED, "session_id": NO_FETCH_SESSION_ID, "session_epoch": FULL_FETCH_SESSION_EPOCH,
+            "topics": [{"topic": topic, "partitions": [{
+                "partition": partition, "current_leader_epoch": current_leader_epoch, "fetch_offset": fetch_offset,
+                "last_fetched_epoch": NO_LEADER_EPOCH, "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+            "forgotten_topics_data": [], "rack_id": "",
+        }, timeout_s=self.request_timeout_s + max_wait_ms / 1000)  # the broker may hold it max_wait_ms
+        if getattr(answer, "error_code", ErrorCode.none) != ErrorCode.none:  # v7+: the whole request refused
+            return ReplicaFetchResult(answer.error_code, -1, -1, b"")
+        found = self._find(self._find(answer.responses, "topic", topic, "topic").partitions, "partition_index", partition, "partition")
+        return ReplicaFetchResult(found.error_code, found.high_watermark, found.log_start_offset, found.records or b"")
+
+    async def fetch_as_replica(self, replica_id: int, topic: str, partition: int, fetch_offset: int,
+                               current_leader_epoch: int, max_bytes: int, max_wait_ms: int,
+                               min_bytes: int = 1) -> ReplicaFetchResult:
+        """The follower's fetch (the seed's replicaFetch), by position as the fetcher calls it."""
+        return await self.fetch(topic, partition, fetch_offset, replica_id=replica_id, current_leader_epoch=current_leader_epoch,
+                                max_bytes=max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
+
+    async def offset_for_leader_epoch(self, topic: str, partition: int, leader_epoch: int,
+                                      current_leader_epoch: int, replica_id: int) -> EpochEndOffset:
+        """KIP-101: the largest epoch <= `leader_epoch` the leader knows and where it ended."""
+        answer = await self.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, None, {
+            "replica_id": replica_id,
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": partition, "current_leader_epoch": current_leader_epoch, "leader_epoch": leader_epoch}]}],
+        })
+        found = self._find(self._find(answer.topics, "topic", topic, "topic").partitions, "partition", partition, "partition")
+        return EpochEndOffset(found.error_code, found.leader_epoch, found.end_offset)
+
+    async def metadata(self, topics: list[str] | None) -> ClusterMetadata:
+        """Brokers and the given topics' partitions (every topic if None); topics are never
+        created by asking."""
+        version = self.version_for(ApiKey.METADATA)
+        if topics is None:
+            asked = [] if version == 0 else None  # v0 has no null: its empty list means all
+        else:
+            asked = [{"topic_id": None, "name": name} for name in topics]
+        answer = await self.request(ApiKey.METADATA, version, {
+            "topics": asked, "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False,
+        })
+        brokers = {broker.node_id: BrokerAddress(broker.host, broker.port, getattr(broker, "rack", None)) for broker in answer.brokers}
+        described = {
+            topic.name: TopicMetadata(topic.error_code, {
+                found.partition_index: PartitionMetadata(found.error_code, found.leader_id, getattr(found, "leader_epoch", NO_LEADER_EPOCH),
+                                                         tuple(found.replica_nodes), tuple(found.isr_nodes))
+                for found in topic.partitions})
+            for topic in answer.topics
+        }
+        return ClusterMetadata(getattr(answer, "controller_id", -1), brokers, described)
+
+    async def produce(self, topic: str, partition: int, records: bytes, acks: int, timeout_ms: int) -> ProduceResult:
+        """Append record batches (v2, opaque bytes); with acks=0 nothing is answered, so the
+        result is (NONE, -1)."""
+        answer = await self.request(ApiKey.PRODUCE, None, {
+            "transactional_id": None, "acks": acks, "timeout": timeout_ms,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+        }, timeout_s=self.request_timeout_s + timeout_ms / 1000)  # acks=all may wait timeout_ms for the ISR
+        if answer is None:
+            return ProduceResult(ErrorCode.none, -1)
+        found = self._find(self._find(answer.responses, "name", topic, "topic").partition_responses, "index", partition, "partition")
+        return ProduceResult(found.error_code, found.base_offset)
+
+    async def list_offsets(self, topic: str, partition: int, timestamp: int, *,
+                           current_leader_epoch: int = NO_LEADER_EPOCH) -> ListedOffset:
+        """The first offset at or after `timestamp` (ms), or EARLIEST_TIMESTAMP/LATEST_TIMESTAMP."""
+        answer = await self.request(ApiKey.LIST_OFFSETS, None, {
+            "replica_id": CONSUMER_REPLICA_ID, "isolation_level": READ_UNCOMMITTED,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": partition, "current_leader_epoch": current_leader_epoch, "timestamp": timestamp}]}],
+        })
+        found = self._find(self._find(answer.topics, "name", topic, "topic").partitions, "partition_index", partition, "partition")
+        return ListedOffset(found.error_code, found.offset, found.timestamp)
