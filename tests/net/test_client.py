@@ -276,6 +276,30 @@ async def test_in_flight_requests_are_bounded_and_answered_in_order():
     assert len(fake.received) == 1 + len(names)
 
 
+async def test_a_cancelled_request_leaves_later_answers_matched_to_their_requests():
+    held: list[codec.Request] = []
+
+    async def hold_the_first(request: codec.Request, writer: asyncio.StreamWriter) -> None:
+        if not held:
+            held.append(request)
+            return
+        writer.writelines(metadata_answer(held[0]) + metadata_answer(request))  # the late answer first
+
+    async with FakeBroker(hold_the_first) as fake:
+        async with await fake.open(request_timeout_s=WAIT_S) as connection:
+            given_up = asyncio.ensure_future(connection.metadata(["given-up"]))
+
+            async def first_held() -> bool:
+                return bool(held)
+
+            await eventually(first_held, WAIT_S, "the first request to reach the broker")
+            given_up.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await given_up
+            assert list((await connection.metadata(["wanted"])).topics) == ["wanted"]
+            assert connection.in_flight == 0
+
+
 async def test_a_request_without_an_answer_in_time_closes_the_connection():
     async with FakeBroker(never_answer) as fake:
         connection = await fake.open(request_timeout_s=WAIT_S)
