@@ -8,9 +8,13 @@ truncation to the HW. Waits for what must happen are bounded polls of a conditio
 """
 
 import asyncio
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from replog.replica.fetcher import FetcherConfig, FetcherState, FetchReply, FetchSpec, ReplicaFetcher
 from replog.replica.log import Log, LogConfig
@@ -430,3 +434,95 @@ async def test_illegal_transitions_raise(cluster):
         leader.become_follower(B, 5, now_ms())
     with pytest.raises(RuntimeError):
         leader.become_leader(5, (A, B), {A}, now_ms())
+
+
+# -- random interleavings ------------------------------------------------------------------------
+
+APPEND, FETCH, ELECT = "append", "fetch", "elect"
+operations = st.lists(st.one_of(
+    st.tuples(st.just(APPEND), st.integers(1, 3)),  # records in the batch
+    st.tuples(st.just(FETCH), st.sampled_from((A, B, C))),
+    st.tuples(st.just(ELECT), st.sampled_from((A, B, C))),
+), max_size=60)
+
+
+def handshake(leader: Partition, follower: Partition) -> None:
+    """The fetcher's KIP-101 rounds, run synchronously."""
+    for _ in range(FAST.truncation_rounds_max):
+        answer = leader.end_offset_for_epoch(follower.latest_epoch, follower.leader_epoch)
+        if follower.truncate_for_new_leader(answer).complete:
+            return
+    raise AssertionError("truncation did not converge")
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(operations)
+def test_random_appends_fetches_and_leader_changes_keep_committed_data(ops):
+    """Three replicas, ISR always all three (so any replica is a clean leader). Invariants: the
+    committed prefix (below the largest HW any leader reached) never changes and every replica
+    holds it up to its own end; each replica's HW never moves backwards; at the end, once all
+    have caught up, the logs are byte-identical."""
+    with tempfile.TemporaryDirectory() as root:
+        asyncio.run(_random_run(Path(root), ops))
+
+
+async def _random_run(root: Path, ops) -> None:
+    cluster = Cluster(root)
+    leader_id, epoch = A, 0
+    cluster.open(A, A, 0)
+    for broker in (B, C):
+        cluster.open(broker, A, 0)
+    truncated = {B: False, C: False}  # whether each follower has done its handshake this epoch
+    committed = b""
+    high_watermarks = {broker: 0 for broker in (A, B, C)}
+    try:
+        for stamp, (kind, argument) in enumerate(ops):
+            leader = cluster.replicas[leader_id]
+            if kind == APPEND:
+                result = await leader.append_as_leader(message(stamp, count=argument), 1, 1000)
+                assert result.error_code == ErrorCode.NONE
+            elif kind == FETCH and argument != leader_id:
+                follower = cluster.replicas[argument]
+                if not truncated[argument]:
+                    handshake(leader, follower)
+                    truncated[argument] = True
+                replicate_once(leader, follower)
+            elif kind == ELECT and argument != leader_id:
+                epoch += 1
+                leader.become_follower(argument, epoch, now_ms())
+                cluster.replicas[argument].become_leader(epoch, (A, B, C), {A, B, C}, now_ms())
+                leader_id = argument
+                truncated = {broker: False for broker in (A, B, C) if broker != leader_id}
+                for broker in truncated:
+                    if broker != leader.local_broker_id:
+                        cluster.replicas[broker].become_follower(leader_id, epoch, now_ms())
+            committed = _check_invariants(cluster, leader_id, committed, high_watermarks)
+        leader = cluster.replicas[leader_id]
+        for broker in truncated:
+            if not truncated[broker]:
+                handshake(leader, cluster.replicas[broker])
+        # Catch everyone up: a round for the data, one for the leader to see it fetched, one to
+        # tell every follower the HW.
+        for _ in range(3):
+            for broker in truncated:
+                replicate_once(leader, cluster.replicas[broker])
+        _check_invariants(cluster, leader_id, committed, high_watermarks)
+        assert len({log_bytes(replica) for replica in cluster.replicas.values()}) == 1
+        assert {replica.high_watermark for replica in cluster.replicas.values()} == {leader.log_end_offset}
+    finally:
+        await cluster.shutdown()
+
+
+def _check_invariants(cluster: Cluster, leader_id: int, committed: bytes, high_watermarks: dict) -> bytes:
+    leader = cluster.replicas[leader_id]
+    leader_committed = log_bytes(leader, leader.high_watermark)
+    assert leader_committed.startswith(committed) or committed.startswith(leader_committed), \
+        "an offset below the HW now holds other data"
+    committed = max(committed, leader_committed, key=len)
+    assert log_bytes(leader).startswith(committed), "the leader lost committed data"
+    for broker, replica in cluster.replicas.items():
+        assert replica.high_watermark >= high_watermarks[broker], f"HW of {broker} moved backwards"
+        high_watermarks[broker] = replica.high_watermark
+        held = log_bytes(replica)
+        assert committed.startswith(held) or held.startswith(committed), f"{broker} diverged below the HW"
+    return committed

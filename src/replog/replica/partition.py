@@ -636,6 +636,10 @@ class Partition:
         if offset < previous_end:
             self.log.truncate_to(offset)  # also forgets the epochs starting at or after it
             self.producer_state.rebuild(self.log)
+        # Also when nothing is cut (as later Kafka's Log.truncateTo does): a replica that led without
+        # appending holds an epoch starting at its LEO, which the leader may not know; kept, it
+        # would be asked about again and again instead of the older epoch below it.
+        self.log.leader_epoch_cache.truncate_from_end(offset)
         previous_high_watermark = self.high_watermark
         self.high_watermark = max(min(self.high_watermark, self.log_end_offset), self.log_start_offset)
         logger.info("truncated for leader topic=%s partition=%d broker=%d epoch=%d leader=%d offset=%d "
