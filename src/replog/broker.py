@@ -29,10 +29,11 @@ from replog.admin.errors import AdminError
 from replog.config import BrokerConfig, effective_topic_config, log_config
 from replog.coord_backends import NodeExists, NoNode, SessionState, open_store
 from replog.coord_backends import paths
-from replog.coord_backends.paths import BrokerRegistration, ClusterId, ReplicaAssignment, TopicConfig
+from replog.coord_backends.paths import BrokerRegistration, ClusterId, IsrRecord, ReplicaAssignment, TopicConfig
 from replog.metadata_cache import MetadataCache
 from replog.net.server import KafkaServer
 from replog.producer_ids import ProducerIdAllocator
+from replog.replica.commit import IsrMaintainer
 from replog.replica.election import leader_election
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.partition import PartitionConfig
@@ -60,6 +61,7 @@ class Broker:
         self.server = KafkaServer(self, listener.host, listener.port, max_request_bytes=config["socket.request.max.bytes"])
         self.cluster_id: str | None = None
         self._session_follower: asyncio.Task | None = None
+        self._isr_maintainers: dict[tuple[str, int], IsrMaintainer] = {}
 
     # lifecycle
     async def start(self) -> None:
@@ -80,6 +82,8 @@ class Broker:
             self._session_follower.cancel()
             await asyncio.gather(self._session_follower, return_exceptions=True)
         await self.server.stop()
+        for topic, partition in list(self._isr_maintainers):
+            await self._stop_isr_maintainer(topic, partition)
         await self.metadata.close()
         await self.replicas.shutdown()
         await self.store.close()
@@ -147,7 +151,7 @@ class Broker:
         )
         if isr is None:
             return  # becomeFollower comes with replication (issue 5)
-        self.replicas.start_replica(
+        hosted = self.replicas.start_replica(
             topic,
             partition,
             log_config(settings),
@@ -159,7 +163,34 @@ class Broker:
                 message_timestamp_type=settings["message.timestamp.type"],
             ),
         )
+        data, isr_version = await self.store.get(paths.isr(topic, partition))
+        if IsrRecord.decode(data) != isr:
+            await self._stop_leading(topic, partition)  # another leader wrote meanwhile
+            return
+        maintainer = IsrMaintainer(
+            self.store,
+            hosted,
+            isr_version,
+            replica_lag_time_max_ms=self.config["replica.lag.time.max.ms"],
+            clock_ms=wall_clock_ms,
+            on_fenced=lambda: self._stop_leading(topic, partition),
+        )
+        await self._stop_isr_maintainer(topic, partition)
+        self._isr_maintainers[(topic, partition)] = maintainer
+        maintainer.start()
         self.metadata.changed()
+
+    async def _stop_isr_maintainer(self, topic: str, partition: int) -> None:
+        maintainer = self._isr_maintainers.pop((topic, partition), None)
+        if maintainer is not None:
+            await maintainer.stop()
+
+    async def _stop_leading(self, topic: str, partition: int) -> None:
+        """Fenced: another leader exists. Stop taking writes at once (close the replica: pending
+        acks=all requests answer NOT_LEADER_OR_FOLLOWER); it rejoins as a follower later."""
+        logger.warning("fenced, stopping leadership topic=%s partition=%d broker=%d", topic, partition, self.broker_id)
+        self._isr_maintainers.pop((topic, partition), None)
+        self.replicas.close_replica(topic, partition)
 
     def _report_stray_logs(self) -> None:
         """Logs of topics the store does not know: kept (the store may be the wrong one), reported."""
@@ -171,6 +202,7 @@ class Broker:
 
     async def _close_topic(self, topic: str) -> None:
         for partition in [hosted for hosted in self.replicas.partitions if hosted.topic == topic]:
+            await self._stop_isr_maintainer(topic, partition.partition_id)
             self.replicas.close_replica(topic, partition.partition_id, delete=True)
 
     # services for the request handlers

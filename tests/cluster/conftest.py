@@ -9,6 +9,7 @@ from tests.broker_process import BrokerProcess
 from tests.conftest import unique_root
 
 SESSION_TIMEOUT_MS = 4000
+REPLICA_LAG_TIME_MAX_MS = 2000  # short, so ISR changes happen within a test's patience
 
 
 class Cluster:
@@ -18,7 +19,12 @@ class Cluster:
             broker_id: BrokerProcess(
                 base_dir / f"broker-{broker_id}",
                 coord_url=coord_url,
-                extra_args=("--broker-id", str(broker_id), "--set", f"coord.session.timeout.ms={SESSION_TIMEOUT_MS}", *extra_args),
+                extra_args=(
+                    "--broker-id", str(broker_id),
+                    "--set", f"coord.session.timeout.ms={SESSION_TIMEOUT_MS}",
+                    "--set", f"replica.lag.time.max.ms={REPLICA_LAG_TIME_MAX_MS}",
+                    *extra_args,
+                ),
             )
             for broker_id in range(size)
         }

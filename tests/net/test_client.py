@@ -128,7 +128,6 @@ async def test_offset_for_leader_epoch_answers_where_the_epoch_ends(connection):
     assert missing.error_code == ErrorCode.unknown_topic_or_partition
 
 
-@pytest.mark.xfail(strict=True, reason="replica/partition.py's UNKNOWN_LEADER_EPOCH is 76 (Kafka's UNSUPPORTED_COMPRESSION_TYPE); Kafka's is 75")
 async def test_a_leader_epoch_ahead_of_the_leaders_is_unknown_leader_epoch(connection):
     topic = await create_topic(connection)
     epoch = await leader_epoch_of(connection, topic)

@@ -183,7 +183,7 @@ async def test_requests_from_other_leader_epochs_are_fenced(tmp_path):
     assert partition.read_for_consumer(0, 100, current_leader_epoch=5).error_code == ErrorCode.NONE
     assert partition.read_for_consumer(0, 100).error_code == ErrorCode.NONE
     assert partition.list_offsets(LATEST_TIMESTAMP, current_leader_epoch=4).error_code == 74
-    assert partition.end_offset_for_epoch(5, current_leader_epoch=6).error_code == 76
+    assert partition.end_offset_for_epoch(5, current_leader_epoch=6).error_code == 75  # UNKNOWN_LEADER_EPOCH
     partition.close()
 
 

@@ -79,7 +79,7 @@ class ErrorCode(enum.IntEnum):
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
     INVALID_REQUIRED_ACKS = 21
     FENCED_LEADER_EPOCH = 74
-    UNKNOWN_LEADER_EPOCH = 76
+    UNKNOWN_LEADER_EPOCH = 75
 
 
 class ReplicaState(enum.Enum):

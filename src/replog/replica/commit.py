@@ -1,0 +1,105 @@
+"""The leader's ISR duties from the seed's commit thread: followers that have not caught up
+within KeepInSyncTime (`replica.lag.time.max.ms`) move from ISR to CUR, and back once their
+log end reaches the high watermark. The commit queue itself, which answers acks=all as the HW
+passes, lives in Partition; a shrink is what lets it advance past a dead follower.
+
+Fencing: every ISR change is written to the store by compare-and-set on the version of the ISR
+node this leader last saw, and taken locally only after the write succeeded. A leader that
+lost its leadership without noticing (paused past its session: a zombie) finds the version
+moved on, so it can neither shrink the ISR to itself nor advance its HW on that basis; it is
+told through `on_fenced` and must stop leading. This is the fix later Kafka made to the seed's
+unconditional "write p.ISR to ZK".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Awaitable, Callable
+
+from replog.coord_backends import BadVersion, NoNode, Store, StoreError
+from replog.coord_backends import paths
+from replog.coord_backends.paths import IsrRecord
+from replog.replica.partition import Partition
+
+logger = logging.getLogger(__name__)
+
+
+class IsrMaintainer:
+    """One leader partition's ISR upkeep: a task checking every half lag time."""
+
+    def __init__(
+        self,
+        store: Store,
+        partition: Partition,
+        isr_version: int,
+        *,
+        replica_lag_time_max_ms: int,
+        clock_ms: Callable[[], int],
+        on_fenced: Callable[[], Awaitable[None]],
+    ):
+        self._store = store
+        self._partition = partition
+        self._isr_version = isr_version
+        self._lag_ms = replica_lag_time_max_ms
+        self._clock_ms = clock_ms
+        self._on_fenced = on_fenced
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        try:
+            while True:  # until stopped: one check per half lag time
+                await asyncio.sleep(self._lag_ms / 2000)
+                try:
+                    if not await self.check():
+                        await self._on_fenced()
+                        return
+                except StoreError as error:  # store unreachable: keep the ISR as it is and retry
+                    logger.warning("ISR check failed topic=%s partition=%d error=%s",
+                                   self._partition.topic, self._partition.partition_id, error)
+        except Exception:
+            # A leader without ISR upkeep would hold acks=all forever: say so loudly.
+            logger.exception("ISR maintenance stopped topic=%s partition=%d", self._partition.topic, self._partition.partition_id)
+            raise
+
+    async def check(self) -> bool:
+        """Shrink or expand the ISR if due; False if this leader has been fenced."""
+        partition = self._partition
+        lagging = partition.out_of_sync_replicas(self._clock_ms(), self._lag_ms)
+        caught_up = frozenset(
+            replica for replica in partition.catch_up_replicas
+            if (log_end := _log_end_or_none(partition, replica)) is not None and log_end >= partition.high_watermark
+        )
+        new_isr = (partition.isr - lagging) | caught_up
+        if new_isr == partition.isr:
+            return True
+        record = IsrRecord(tuple(sorted(new_isr)), partition.leader_epoch)
+        try:
+            self._isr_version = await self._store.set(
+                paths.isr(partition.topic, partition.partition_id), record.encode(), self._isr_version
+            )
+        except (BadVersion, NoNode):
+            logger.warning("ISR write fenced topic=%s partition=%d broker=%d epoch=%d",
+                           partition.topic, partition.partition_id, partition.local_broker_id, partition.leader_epoch)
+            return False
+        logger.info("ISR %s topic=%s partition=%d broker=%d epoch=%d isr=%s out=%s in=%s",
+                    "shrunk" if lagging else "expanded", partition.topic, partition.partition_id,
+                    partition.local_broker_id, partition.leader_epoch, record.isr, sorted(lagging), sorted(caught_up))
+        partition.update_isr(new_isr)
+        return True
+
+
+def _log_end_or_none(partition: Partition, replica: int) -> int | None:
+    try:
+        return partition.follower_log_end_offset(replica)
+    except KeyError:  # never fetched
+        return None

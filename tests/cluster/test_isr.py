@@ -1,0 +1,66 @@
+"""The leader's ISR upkeep across broker processes: shrink on a dead follower, writes go on,
+and acks=all is refused once the ISR is below min.insync.replicas."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from replog.net.client import BrokerConnection
+from tests.unit.replica_batches import build_batch
+
+NOT_ENOUGH_REPLICAS = 19
+
+WAIT_S = 30
+
+
+def create(cluster, name: str, min_insync: int) -> dict:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = NewTopic(name, 1, 3, config={"min.insync.replicas": str(min_insync)})
+    admin.create_topics([topic])[name].result(timeout=60)
+    return {"admin": admin, "replicas": admin.list_topics(name, timeout=30).topics[name].partitions[0].replicas}
+
+
+def isr_of(admin: AdminClient, name: str) -> list[int]:
+    return sorted(admin.list_topics(name, timeout=30).topics[name].partitions[0].isrs)
+
+
+def wait_until(condition, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)  # a bounded poll of a remote condition, not synchronisation
+
+
+def produce_one(cluster, name: str) -> KafkaError | None:
+    outcome = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "message.timeout.ms": 8000})
+    producer.produce(name, value=b"v", on_delivery=lambda error, message: outcome.append(error))
+    producer.flush(20)
+    assert len(outcome) == 1
+    return outcome[0]
+
+
+def test_a_stopped_follower_leaves_the_isr_and_acks_all_writes_go_on(cluster):
+    topic = create(cluster, "shrinks", min_insync=1)
+    leader, follower = topic["replicas"][0], topic["replicas"][1]
+    cluster.brokers[follower].stop()
+    wait_until(lambda: follower not in isr_of(topic["admin"], "shrinks"), "the stopped follower to leave the ISR")
+    assert leader in isr_of(topic["admin"], "shrinks")
+    assert produce_one(cluster, "shrinks") is None
+
+
+async def test_acks_all_is_refused_below_min_insync_replicas(cluster):
+    topic = create(cluster, "strict", min_insync=3)
+    leader = topic["replicas"][0]
+    cluster.brokers[topic["replicas"][2]].stop()
+    wait_until(lambda: len(isr_of(topic["admin"], "strict")) < 3, "the ISR to shrink below 3")
+    # librdkafka retries NOT_ENOUGH_REPLICAS until its own timeout; ask the leader directly.
+    connection = await BrokerConnection.open("127.0.0.1", cluster.brokers[leader].port)
+    try:
+        answer = await connection.produce("strict", 0, bytes(build_batch()), -1, 5000)
+    finally:
+        connection.close()
+    assert answer.error_code == NOT_ENOUGH_REPLICAS
