@@ -29,14 +29,12 @@ from replog.admin.errors import AdminError
 from replog.config import BrokerConfig, effective_topic_config, log_config
 from replog.coord_backends import NodeExists, NoNode, SessionState, open_store
 from replog.coord_backends import paths
-from replog.coord_backends.paths import BrokerRegistration, ClusterId, IsrRecord, ReplicaAssignment, TopicConfig
+from replog.coord_backends.paths import BrokerRegistration, ClusterId, ReplicaAssignment, TopicConfig
 from replog.metadata_cache import MetadataCache
 from replog.net.server import KafkaServer
 from replog.producer_ids import ProducerIdAllocator
-from replog.replica.commit import IsrMaintainer
-from replog.replica.election import leader_election
+from replog.leadership import LeaderConnections, PartitionLeadership
 from replog.replica.manager import ManagerConfig, ReplicaManager
-from replog.replica.partition import PartitionConfig
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +59,8 @@ class Broker:
         self.server = KafkaServer(self, listener.host, listener.port, max_request_bytes=config["socket.request.max.bytes"])
         self.cluster_id: str | None = None
         self._session_follower: asyncio.Task | None = None
-        self._isr_maintainers: dict[tuple[str, int], IsrMaintainer] = {}
+        self._leaderships: dict[tuple[str, int], PartitionLeadership] = {}
+        self.leader_connections = LeaderConnections(self)
 
     # lifecycle
     async def start(self) -> None:
@@ -82,8 +81,10 @@ class Broker:
             self._session_follower.cancel()
             await asyncio.gather(self._session_follower, return_exceptions=True)
         await self.server.stop()
-        for topic, partition in list(self._isr_maintainers):
-            await self._stop_isr_maintainer(topic, partition)
+        for leadership in list(self._leaderships.values()):
+            await leadership.stop()
+        self._leaderships.clear()
+        self.leader_connections.close()
         await self.metadata.close()
         await self.replicas.shutdown()
         await self.store.close()
@@ -118,79 +119,33 @@ class Broker:
                     lost = True
                     logger.warning("coordination session lost broker=%d", self.broker_id)
                 elif state == SessionState.CONNECTED and lost:
+                    # Leader nodes went with the session; each partition's leader watch sees
+                    # that and elects again.
                     lost = False
-                    for topic, partitions in list(self.metadata.topics.items()):
-                        await self._start_replicas(topic, list(partitions))
                     await self._register()
 
     # replicas of the topics in the store
     async def _start_replicas(self, topic: str, partition_ids: list[int]) -> None:
+        """startReplica for each partition assigned here: its leadership task elects, leads or
+        follows as the partition's leader node says (see leadership.py)."""
         try:
             overrides = TopicConfig.decode((await self.store.get(paths.topic_config(topic)))[0]).configs
         except NoNode:
             overrides = {}
         settings = effective_topic_config(self.config, overrides)
-        # Concurrently: each election may wait out a preferred replica's head start, and one
-        # partition's wait must not delay this broker's turn in the others.
-        await asyncio.gather(*(self._start_replica(topic, partition, settings) for partition in partition_ids))
+        for partition in partition_ids:
+            try:
+                assigned = ReplicaAssignment.decode((await self.store.get(paths.replicas(topic, partition)))[0]).replicas
+            except NoNode:
+                continue  # deleted meanwhile
+            if self.broker_id not in assigned or (topic, partition) in self._leaderships:
+                continue
+            leadership = PartitionLeadership(self, topic, partition, settings)
+            self._leaderships[(topic, partition)] = leadership
+            leadership.start()
 
-    async def _start_replica(self, topic: str, partition: int, settings) -> None:
-        try:
-            assigned = ReplicaAssignment.decode((await self.store.get(paths.replicas(topic, partition)))[0]).replicas
-        except NoNode:
-            return  # deleted meanwhile
-        if self.broker_id not in assigned:
-            return
-        isr = await leader_election(
-            self.store,
-            topic,
-            partition,
-            self.broker_id,
-            preferred_wait_s=self.config["preferred.replica.election.wait.ms"] / 1000,
-            unclean_allowed=settings["unclean.leader.election.enable"],
-        )
-        if isr is None:
-            return  # becomeFollower comes with replication (issue 5)
-        hosted = self.replicas.start_replica(
-            topic,
-            partition,
-            log_config(settings),
-            assigned,
-            isr.leader_epoch,
-            isr.isr,
-            PartitionConfig(
-                min_insync_replicas=settings["min.insync.replicas"],
-                message_timestamp_type=settings["message.timestamp.type"],
-            ),
-        )
-        data, isr_version = await self.store.get(paths.isr(topic, partition))
-        if IsrRecord.decode(data) != isr:
-            await self._stop_leading(topic, partition)  # another leader wrote meanwhile
-            return
-        maintainer = IsrMaintainer(
-            self.store,
-            hosted,
-            isr_version,
-            replica_lag_time_max_ms=self.config["replica.lag.time.max.ms"],
-            clock_ms=wall_clock_ms,
-            on_fenced=lambda: self._stop_leading(topic, partition),
-        )
-        await self._stop_isr_maintainer(topic, partition)
-        self._isr_maintainers[(topic, partition)] = maintainer
-        maintainer.start()
-        self.metadata.changed()
-
-    async def _stop_isr_maintainer(self, topic: str, partition: int) -> None:
-        maintainer = self._isr_maintainers.pop((topic, partition), None)
-        if maintainer is not None:
-            await maintainer.stop()
-
-    async def _stop_leading(self, topic: str, partition: int) -> None:
-        """Fenced: another leader exists. Stop taking writes at once (close the replica: pending
-        acks=all requests answer NOT_LEADER_OR_FOLLOWER); it rejoins as a follower later."""
-        logger.warning("fenced, stopping leadership topic=%s partition=%d broker=%d", topic, partition, self.broker_id)
-        self._isr_maintainers.pop((topic, partition), None)
-        self.replicas.close_replica(topic, partition)
+    def topic_log_config(self, settings):
+        return log_config(settings)
 
     def _report_stray_logs(self) -> None:
         """Logs of topics the store does not know: kept (the store may be the wrong one), reported."""
@@ -201,8 +156,10 @@ class Broker:
                 logger.warning("stray partition log kept broker=%d dir=%s (its topic or assignment is not in the store)", self.broker_id, entry)
 
     async def _close_topic(self, topic: str) -> None:
+        """closeReplica for every partition of a deleted topic: stop following or leading, delete."""
+        for key in [key for key in self._leaderships if key[0] == topic]:
+            await self._leaderships.pop(key).stop()
         for partition in [hosted for hosted in self.replicas.partitions if hosted.topic == topic]:
-            await self._stop_isr_maintainer(topic, partition.partition_id)
             self.replicas.close_replica(topic, partition.partition_id, delete=True)
 
     # services for the request handlers

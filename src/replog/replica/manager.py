@@ -116,16 +116,21 @@ class ReplicaManager:
 
     def start_replica(self, topic: str, partition: int, log_config: LogConfig, assigned_replicas: Collection[int],
                       leader_epoch: int, isr: Collection[int] | None = None,
-                      partition_config: PartitionConfig = PartitionConfig()) -> Partition:
-        """Open (recovering if need be) or create the replica's log and lead it at `leader_epoch`.
+                      partition_config: PartitionConfig = PartitionConfig(), leader_id: int | None = None) -> Partition:
+        """Open (recovering if need be) or create the replica's log and lead it at `leader_epoch`,
+        or follow `leader_id` at that epoch when another broker leads (the seed's startReplica).
 
         ISR defaults to all assigned replicas, as for a new topic in Kafka. Starting a replica
-        that is already hosted leads it again at the given epoch and assignment."""
+        that is already hosted moves it to the given leadership, epoch and assignment."""
         key = (topic, partition)
         isr = tuple(assigned_replicas) if isr is None else isr
+        follows = leader_id is not None and leader_id != self.broker_id
         existing = self._partitions.get(key)
         if existing is not None:
-            existing.become_leader(leader_epoch, assigned_replicas, isr, self._clock())
+            if follows:
+                existing.become_follower(leader_id, leader_epoch, self._clock())
+            else:
+                existing.become_leader(leader_epoch, assigned_replicas, isr, self._clock())
             return existing
         if self.broker_id not in assigned_replicas:
             raise ValueError(f"broker {self.broker_id} is not among the replicas {list(assigned_replicas)} "
@@ -133,7 +138,7 @@ class ReplicaManager:
         log = Log(self.data_dir / f"{topic}-{partition}", log_config, self._clock)
         checkpointed_high_watermark = self._checkpointed_high_watermarks.get(key, 0)
         started = Partition(log, self.broker_id, leader_epoch, assigned_replicas, isr, checkpointed_high_watermark,
-                            partition_config, self._clock())
+                            partition_config, self._clock(), leader_id)
         self._partitions[key] = started
         logger.info("started replica topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d checkpointed_hw=%d",
                     topic, partition, self.broker_id, leader_epoch, started.high_watermark,

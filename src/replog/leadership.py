@@ -1,0 +1,243 @@
+"""One hosted partition's leadership on this broker, driven by its leader node in the store.
+
+The seed's per-partition state changes, as one task per partition following
+`/brokers/topics/[topic]/[partition]/leader` (the seed's leader-change listener):
+
+- the node is absent: leaderElection; the winner's record arrives as the next change;
+- it names this broker at an epoch this replica leads: nothing to do (our own write);
+- it names another broker: becomeFollower, then a ReplicaFetcher pulling from that broker
+  over the Kafka protocol (Fetch with replica_id, OffsetForLeaderEpoch for KIP-101
+  truncation), through one BrokerConnection per leader broker shared by all partitions;
+- becomeLeader: stop fetching, lead at the new epoch, start the ISR upkeep whose
+  compare-and-set writes fence a leader that lost its leadership without noticing.
+
+A fetcher that meets a leader problem (fenced, not leader) stops; this task then looks at the
+leader node again after a short pause, since a change of leader may reach the old leader's
+followers before it reaches the store watch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from replog.coord_backends import StoreError
+from replog.coord_backends import paths
+from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment
+from replog.net.client import BrokerConnection, BrokerUnavailable
+from replog.replica.commit import IsrMaintainer
+from replog.replica.election import leader_election
+from replog.replica.fetcher import FetcherConfig, FetchReply, FetchSpec, ReplicaFetcher
+from replog.replica.partition import EpochEndOffset, Partition, PartitionConfig, ReplicaState
+
+if TYPE_CHECKING:
+    from replog.broker import Broker
+
+logger = logging.getLogger(__name__)
+
+LEADER_PROBLEM_PAUSE_S = 0.5
+
+
+def _code(error: Any) -> int:
+    return int(getattr(error, "value", error))
+
+
+class LeaderConnections:
+    """One connection per leader broker, opened on first use, replaced after a failure."""
+
+    def __init__(self, broker: Broker):
+        self._broker = broker
+        self._connections: dict[int, BrokerConnection] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    async def get(self, broker_id: int) -> BrokerConnection:
+        async with self._locks.setdefault(broker_id, asyncio.Lock()):
+            connection = self._connections.get(broker_id)
+            if connection is not None and not connection.closed:
+                return connection
+            registration = self._broker.metadata.brokers.get(broker_id)
+            if registration is None:
+                raise ConnectionError(f"leader broker {broker_id} is not registered")
+            connection = await BrokerConnection.open(registration.host, registration.port, client_id=f"replog-follower-{self._broker.broker_id}")
+            self._connections[broker_id] = connection
+            return connection
+
+    def close(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
+
+
+class PartitionLeadership:
+    def __init__(self, broker: Broker, topic: str, partition: int, settings):
+        self._broker = broker
+        self.topic, self.partition = topic, partition
+        self._settings = settings
+        self._task: asyncio.Task | None = None
+        self._fetcher: ReplicaFetcher | None = None
+        self._maintainer: IsrMaintainer | None = None
+        self._recheck: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        for task in (self._task, self._recheck):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        await self._stop_fetcher()
+        await self._stop_maintainer()
+
+    # the leader-change listener
+    async def _run(self) -> None:
+        store = self._broker.store
+        async with await store.watch_data(paths.leader(self.topic, self.partition)) as watch:
+            async for event in watch:
+                try:
+                    if event.exists:
+                        await self._on_leader(LeaderRecord.decode(event.data))
+                    else:
+                        await self._elect()
+                except (StoreError, ValueError, RuntimeError) as error:
+                    # The next change of the leader node (or a session event) brings another try.
+                    logger.warning("leadership change failed topic=%s partition=%d broker=%d error=%s",
+                                   self.topic, self.partition, self._broker.broker_id, error)
+
+    async def _elect(self) -> None:
+        broker = self._broker
+        isr = await leader_election(
+            broker.store, self.topic, self.partition, broker.broker_id,
+            preferred_wait_s=broker.config["preferred.replica.election.wait.ms"] / 1000,
+            unclean_allowed=self._settings["unclean.leader.election.enable"],
+        )
+        if isr is not None:
+            await self._lead(isr)
+
+    async def _on_leader(self, record: LeaderRecord) -> None:
+        hosted = self._hosted()
+        if record.leader == self._broker.broker_id:
+            # Our own write; a record of ours from a lost session vanishes with it and re-elects.
+            return
+        if hosted is not None and hosted.state is ReplicaState.FOLLOWER and (hosted.leader_id, hosted.leader_epoch) == (record.leader, record.leader_epoch):
+            if self._fetcher is not None and not self._fetcher.stopped:
+                return
+        await self._follow(record)
+
+    # becomeLeader / becomeFollower
+    async def _lead(self, isr: IsrRecord) -> None:
+        broker = self._broker
+        await self._stop_fetcher()
+        hosted = broker.replicas.start_replica(
+            self.topic, self.partition, broker.topic_log_config(self._settings), await self._assigned(),
+            isr.leader_epoch, isr.isr, self._partition_config(),
+        )
+        data, isr_version = await broker.store.get(paths.isr(self.topic, self.partition))
+        if IsrRecord.decode(data) != isr:
+            return  # another leader wrote meanwhile; its leader record will make us follow
+        await self._stop_maintainer()
+        self._maintainer = IsrMaintainer(
+            broker.store, hosted, isr_version,
+            replica_lag_time_max_ms=broker.config["replica.lag.time.max.ms"],
+            clock_ms=broker.now_ms,
+            on_fenced=self._fenced,
+        )
+        self._maintainer.start()
+        broker.metadata.changed()
+
+    async def _follow(self, record: LeaderRecord) -> None:
+        broker = self._broker
+        await self._stop_maintainer()
+        await self._stop_fetcher()
+        hosted = broker.replicas.start_replica(
+            self.topic, self.partition, broker.topic_log_config(self._settings), await self._assigned(),
+            record.leader_epoch, None, self._partition_config(), leader_id=record.leader,
+        )
+        self._fetcher = ReplicaFetcher(
+            hosted, self._fetch_from(record.leader), self._epoch_end_from(record.leader), FetcherConfig(),
+            broker.now_ms, on_leader_problem=self._leader_problem,
+        )
+        self._fetcher.start()
+
+    async def _fenced(self) -> None:
+        """Our ISR write met a newer version: someone else leads. Stop leading at once."""
+        logger.warning("fenced, stopping leadership topic=%s partition=%d broker=%d", self.topic, self.partition, self._broker.broker_id)
+        self._maintainer = None  # this is its own task ending
+        hosted = self._hosted()
+        if hosted is not None and hosted.state is ReplicaState.LEADER:
+            self._broker.replicas.close_replica(self.topic, self.partition)
+        self._schedule_recheck()
+
+    def _leader_problem(self, partition: Partition, error_code: int) -> None:
+        logger.info("follower fetch stopped topic=%s partition=%d broker=%d error=%d", self.topic, self.partition, self._broker.broker_id, error_code)
+        self._schedule_recheck()
+
+    def _schedule_recheck(self) -> None:
+        if self._recheck is None or self._recheck.done():
+            self._recheck = asyncio.create_task(self._recheck_leader())
+
+    async def _recheck_leader(self) -> None:
+        await asyncio.sleep(LEADER_PROBLEM_PAUSE_S)  # let the store catch up with the leadership change
+        try:
+            data, _ = await self._broker.store.get(paths.leader(self.topic, self.partition))
+        except StoreError:
+            return  # absent or unreachable: the watch's next event elects or retries
+        record = LeaderRecord.decode(data)
+        if record.leader != self._broker.broker_id:
+            await self._follow(record)
+
+    # fetcher plumbing: replica/ does not import net/, so the broker hands it callables
+    def _fetch_from(self, leader: int):
+        connections, replica_id = self._broker.leader_connections, self._broker.broker_id
+
+        async def fetch(spec: FetchSpec) -> FetchReply:
+            try:
+                connection = await connections.get(leader)
+                result = await connection.fetch_as_replica(
+                    replica_id, spec.topic, spec.partition, spec.fetch_offset, spec.current_leader_epoch,
+                    spec.max_bytes, spec.max_wait_ms,
+                )
+            except BrokerUnavailable as error:
+                raise ConnectionError(str(error)) from None
+            return FetchReply(_code(result.error_code), result.high_watermark, result.log_start_offset, result.records)
+
+        return fetch
+
+    def _epoch_end_from(self, leader: int):
+        connections, replica_id = self._broker.leader_connections, self._broker.broker_id
+
+        async def epoch_end(topic: str, partition: int, leader_epoch: int, current_leader_epoch: int) -> EpochEndOffset:
+            try:
+                connection = await connections.get(leader)
+                answer = await connection.offset_for_leader_epoch(topic, partition, leader_epoch, current_leader_epoch, replica_id)
+            except BrokerUnavailable as error:
+                raise ConnectionError(str(error)) from None
+            return EpochEndOffset(_code(answer.error_code), answer.leader_epoch, answer.end_offset)
+
+        return epoch_end
+
+    # helpers
+    def _hosted(self) -> Partition | None:
+        return next((hosted for hosted in self._broker.replicas.partitions
+                     if hosted.topic == self.topic and hosted.partition_id == self.partition), None)
+
+    async def _assigned(self) -> tuple[int, ...]:
+        data, _ = await self._broker.store.get(paths.replicas(self.topic, self.partition))
+        return ReplicaAssignment.decode(data).replicas
+
+    def _partition_config(self) -> PartitionConfig:
+        return PartitionConfig(
+            min_insync_replicas=self._settings["min.insync.replicas"],
+            message_timestamp_type=self._settings["message.timestamp.type"],
+        )
+
+    async def _stop_fetcher(self) -> None:
+        if self._fetcher is not None:
+            await self._fetcher.stop()
+            self._fetcher = None
+
+    async def _stop_maintainer(self) -> None:
+        if self._maintainer is not None:
+            await self._maintainer.stop()
+            self._maintainer = None
