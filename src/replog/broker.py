@@ -6,9 +6,10 @@ queue included), follow the topics in the store, start every replica assigned he
 its leader, start serving, and only then register `/brokers/ids/[id]`, so that no client or
 peer is sent here before the replicas are open.
 
-Shutdown (SIGTERM): stop accepting and finish the requests already received, close every log
-cleanly (flush, checkpoints, clean-shutdown markers), then end the store session, which
-removes the registration and the leader nodes this broker held.
+Shutdown (SIGTERM), controlled: first hand each partition this broker leads to another in-sync
+replica (leave the ISR, release the leader node), then stop accepting and finish the requests
+already received, close every log cleanly (flush, checkpoints, clean-shutdown markers), and end
+the store session, which removes the registration.
 
 The broker is also the `services` object the request handlers receive: they reach the
 replicas, the metadata cache and a few broker-level decisions through it.
@@ -80,6 +81,9 @@ class Broker:
         if self._session_follower is not None:
             self._session_follower.cancel()
             await asyncio.gather(self._session_follower, return_exceptions=True)
+        # Controlled shutdown: hand leadership to other in-sync replicas while still serving,
+        # so producers see one NOT_LEADER_OR_FOLLOWER and move on.
+        await asyncio.gather(*(leadership.hand_over() for leadership in self._leaderships.values()))
         await self.server.stop()
         for leadership in list(self._leaderships.values()):
             await leadership.stop()

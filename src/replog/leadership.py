@@ -82,6 +82,27 @@ class PartitionLeadership:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
 
+    async def hand_over(self) -> None:
+        """Controlled shutdown: if this broker leads, leave the ISR, stop taking writes and
+        release the leader node, so another in-sync replica takes over at once rather than
+        after this broker's session times out."""
+        hosted, maintainer = self._hosted(), self._maintainer
+        if hosted is None or hosted.state is not ReplicaState.LEADER or maintainer is None:
+            return
+        if self._task is not None:
+            self._task.cancel()  # our own release must not re-elect us
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self._stop_maintainer()
+        if not await maintainer.leave_isr():
+            return  # no other replica in sync (or fenced): leadership goes with the session
+        self._broker.replicas.close_replica(self.topic, self.partition)
+        try:
+            await self._broker.store.delete(paths.leader(self.topic, self.partition))
+        except StoreError as error:
+            logger.warning("leader node release failed topic=%s partition=%d error=%s", self.topic, self.partition, error)
+        logger.info("handed over leadership topic=%s partition=%d broker=%d epoch=%d",
+                    self.topic, self.partition, self._broker.broker_id, hosted.leader_epoch)
+
     async def stop(self) -> None:
         for task in (self._task, self._recheck):
             if task is not None:

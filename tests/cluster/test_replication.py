@@ -8,6 +8,8 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.cluster.conftest import SESSION_TIMEOUT_MS
+
 WAIT_S = 60
 
 
@@ -64,3 +66,22 @@ def test_followers_replicate_and_acks_all_survives_killing_the_leader(cluster):
     assert sorted(second) == list(range(500, 1000))
     values = read_all(survivors, "replicated", 1000)
     assert sorted(values) == list(range(1000)), "every acknowledged record, exactly once"
+
+
+def test_controlled_shutdown_hands_leadership_to_an_in_sync_replica(cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("handover", 1, 3, config={"min.insync.replicas": "2"})])["handover"].result(timeout=60)
+    assert sorted(produce_numbered(cluster.bootstrap, "handover", 0, 200)) == list(range(200))
+    wait_until(lambda: sorted(partition_meta(admin, "handover").isrs) == [0, 1, 2], "all three replicas in the ISR")
+    old_leader = partition_meta(admin, "handover").leader
+    assert cluster.brokers[old_leader].stop() == 0
+    survivors = ",".join(broker.bootstrap for broker_id, broker in cluster.brokers.items() if broker_id != old_leader)
+    survivor_admin = AdminClient({"bootstrap.servers": survivors})
+    # Well within the session timeout: the leader released the partition, it did not just vanish.
+    deadline = time.monotonic() + SESSION_TIMEOUT_MS / 1000
+    while partition_meta(survivor_admin, "handover").leader in (-1, old_leader):
+        assert time.monotonic() < deadline, "leadership waited for the session to expire instead of being handed over"
+        time.sleep(0.1)  # a bounded poll of a remote condition
+    assert old_leader not in partition_meta(survivor_admin, "handover").isrs
+    assert sorted(produce_numbered(survivors, "handover", 200, 100)) == list(range(200, 300))
+    assert sorted(read_all(survivors, "handover", 300)) == list(range(300))

@@ -49,6 +49,20 @@ class IsrMaintainer:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
 
+    async def leave_isr(self) -> bool:
+        """Controlled shutdown: write the ISR without this leader, so that it cannot be elected
+        again and the others can; False if fenced or no other member is in sync."""
+        partition = self._partition
+        others = partition.isr - {partition.local_broker_id}
+        if not others:
+            return False
+        record = IsrRecord(tuple(sorted(others)), partition.leader_epoch)
+        try:
+            await self._store.set(paths.isr(partition.topic, partition.partition_id), record.encode(), self._isr_version)
+        except (BadVersion, NoNode):
+            return False
+        return True
+
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
