@@ -85,3 +85,22 @@ def test_controlled_shutdown_hands_leadership_to_an_in_sync_replica(cluster):
     assert old_leader not in partition_meta(survivor_admin, "handover").isrs
     assert sorted(produce_numbered(survivors, "handover", 200, 100)) == list(range(200, 300))
     assert sorted(read_all(survivors, "handover", 300)) == list(range(300))
+
+
+def test_a_restarted_follower_catches_up_and_rejoins_the_isr(cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("rejoin", 1, 3, config={"min.insync.replicas": "2"})])["rejoin"].result(timeout=60)
+    replicas = partition_meta(admin, "rejoin").replicas
+    follower = replicas[2]
+    assert sorted(produce_numbered(cluster.bootstrap, "rejoin", 0, 200)) == list(range(200))
+    cluster.brokers[follower].stop()
+    wait_until(lambda: follower not in partition_meta(admin, "rejoin").isrs, "the stopped follower to leave the ISR")
+    assert sorted(produce_numbered(cluster.bootstrap, "rejoin", 200, 300)) == list(range(200, 500))
+    cluster.brokers[follower].restart()
+    wait_until(lambda: follower in partition_meta(admin, "rejoin").isrs, "the restarted follower to rejoin the ISR")
+    # It holds everything: stop the other two, and it alone (now leader) serves all 500.
+    for other in replicas[:2]:
+        cluster.brokers[other].stop()
+    only = cluster.brokers[follower].bootstrap
+    wait_until(lambda: partition_meta(AdminClient({"bootstrap.servers": only}), "rejoin").leader == follower, "the follower to lead")
+    assert sorted(read_all(only, "rejoin", 500)) == list(range(500))
