@@ -85,8 +85,11 @@ async def leader_election(
         await asyncio.sleep(preferred_wait_s)  # the seed's PreferredReplicaTime: the preferred replica races first
     epoch = await next_leader_epoch(store, topic, partition)
     # A new partition starts with every assigned replica in sync (all are empty); after an
-    # unclean election only the new leader is.
-    new_isr = IsrRecord((broker_id,) if isr and broker_id not in isr else (isr or assigned), epoch)
+    # unclean election only the new leader is. Either way only live replicas stay (the seed's
+    # becomeLeader: "the current set of replicas in sync"): a dead broker left in the ISR
+    # would hold acks=all back until replica.lag.time.max.ms shrank it out.
+    candidates = (broker_id,) if isr and broker_id not in isr else (isr or assigned)
+    new_isr = IsrRecord(tuple([member for member in candidates if member == broker_id or await _alive(store, member)]), epoch)
     txn = store.transaction().create(paths.leader(topic, partition), LeaderRecord(broker_id, epoch).encode(), ephemeral=True)
     if isr_version is None:
         txn.create(paths.isr(topic, partition), new_isr.encode())

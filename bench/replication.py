@@ -1,0 +1,138 @@
+"""Replication costs and failover, on this machine: three brokers over ZooKeeper or etcd.
+
+    .venv/bin/python bench/replication.py [--records N] [--store zk|etcd|both]
+
+Prints (never asserts):
+- produce throughput with `replog perf produce`, 1 KB records: RF=1 acks=1 against RF=3
+  acks=all (min.insync.replicas=2), same tool, same record size;
+- failover time: an idempotent acks=all producer sends a record every 5 ms; the leader is
+  killed with SIGKILL; the figure is the longest gap between consecutive acknowledgements
+  around the kill (the partition's unavailability), with the session timeout used;
+- controlled shutdown: the same with SIGTERM instead of SIGKILL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from tests.broker_process import BrokerProcess  # noqa: E402
+
+SESSION_TIMEOUT_MS = 4000
+SEND_INTERVAL_S = 0.005
+FAILOVER_WAIT_S = 60
+
+
+def run_script(name: str, action: str, state_dir: str) -> str:
+    done = subprocess.run(["bash", str(REPO / "scripts" / name), action, state_dir], capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise SystemExit(f"{name} {action} failed: {done.stderr}")
+    return done.stdout.strip()
+
+
+def start_cluster(coord_url: str, base: pathlib.Path) -> dict[int, BrokerProcess]:
+    brokers = {
+        broker_id: BrokerProcess(base / f"broker-{broker_id}", coord_url=coord_url, extra_args=(
+            "--broker-id", str(broker_id), "--set", f"coord.session.timeout.ms={SESSION_TIMEOUT_MS}"))
+        for broker_id in range(3)
+    }
+    for broker in brokers.values():
+        broker.start()
+    return brokers
+
+
+def bootstrap(brokers: dict[int, BrokerProcess]) -> str:
+    return ",".join(broker.bootstrap for broker in brokers.values() if broker.process is not None)
+
+
+def create(admin: AdminClient, name: str, replication: int) -> None:
+    admin.create_topics([NewTopic(name, 1, replication, config={"min.insync.replicas": str(min(2, replication))})])[name].result(timeout=60)
+
+
+def perf(servers: str, topic: str, records: int, acks: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "replog", "perf", "produce", "--bootstrap-server", servers, "--topic", topic,
+                           "--num-records", str(records), "--record-size", "1024", "--acks", acks],
+                          capture_output=True, text=True, timeout=600)
+    return done.stdout.strip() or done.stderr.strip()
+
+
+def unavailability_s(brokers: dict[int, BrokerProcess], topic: str, signum: int) -> float:
+    """The longest gap between consecutive acknowledgements around stopping the leader."""
+    admin = AdminClient({"bootstrap.servers": bootstrap(brokers)})
+    leader = admin.list_topics(topic, timeout=30).topics[topic].partitions[0].leader
+    producer = Producer({"bootstrap.servers": bootstrap(brokers), "acks": "all", "enable.idempotence": True,
+                         "message.timeout.ms": FAILOVER_WAIT_S * 1000, "linger.ms": 0})
+    acknowledged_at: list[float] = []
+    stopped_at: list[float] = []
+
+    def delivered(error, message) -> None:
+        if error is None:
+            acknowledged_at.append(time.monotonic())
+
+    def send_for(seconds: float) -> None:
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            producer.produce(topic, value=b"x", on_delivery=delivered)
+            producer.poll(SEND_INTERVAL_S)
+
+    send_for(1.0)  # a second of acknowledged traffic before the stop
+    stopped_at.append(time.monotonic())
+    brokers[leader].process.send_signal(signum)  # not waiting for it to exit: the producer keeps going
+    deadline = stopped_at[0] + FAILOVER_WAIT_S
+    while not any(moment > stopped_at[0] for moment in acknowledged_at) and time.monotonic() < deadline:
+        send_for(0.1)
+    send_for(1.0)  # and a second after the first acknowledgement past the stop
+    producer.flush(10)
+    brokers[leader].stop()  # reap it
+    around = [moment for moment in acknowledged_at if moment > stopped_at[0] - 1.0]
+    return max((later - earlier for earlier, later in zip(around, around[1:])), default=float("nan"))
+
+
+def measure(store: str, records: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="replog-bench-repl-") as scratch:
+        server_dir = f"{scratch}/{store}"
+        address = run_script("zookeeper.sh" if store == "zk" else "etcd.sh", "start", server_dir)
+        try:
+            for stop_name, signum in (("SIGKILL", signal.SIGKILL), ("SIGTERM (controlled shutdown)", signal.SIGTERM)):
+                brokers = start_cluster(f"{store}://{address}/bench-{uuid.uuid4().hex[:8]}", pathlib.Path(scratch) / stop_name[:4])
+                try:
+                    admin = AdminClient({"bootstrap.servers": bootstrap(brokers)})
+                    if signum == signal.SIGKILL:
+                        create(admin, "rf1", 1)
+                        create(admin, "rf3", 3)
+                        print(f"[{store}] RF=1 acks=1:   {perf(bootstrap(brokers), 'rf1', records, '1')}")
+                        print(f"[{store}] RF=3 acks=all: {perf(bootstrap(brokers), 'rf3', records, 'all')}")
+                    create(admin, "failover", 3)
+                    print(f"[{store}] {stop_name} of the leader: longest gap between acks=all acknowledgements "
+                          f"{unavailability_s(brokers, 'failover', signum):.2f} s (session timeout {SESSION_TIMEOUT_MS / 1000:.1f} s)")
+                finally:
+                    for broker in brokers.values():
+                        broker.stop()
+        finally:
+            run_script("zookeeper.sh" if store == "zk" else "etcd.sh", "stop", server_dir)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--store", choices=["zk", "etcd", "both"], default="both")
+    args = parser.parse_args()
+    for store in (["zk", "etcd"] if args.store == "both" else [args.store]):
+        measure(store, args.records)
+
+
+if __name__ == "__main__":
+    main()
