@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import pathlib
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,17 +22,12 @@ import uuid
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO))
 
 from replog.coord_backends import open_store  # noqa: E402
+from tests.conftest import ServerProcess  # noqa: E402
 
 CONCURRENCY = 32
-
-
-def run_script(name: str, action: str, state_dir: str) -> str:
-    done = subprocess.run(["bash", str(REPO / "scripts" / name), action, state_dir], capture_output=True, text=True, timeout=120)
-    if done.returncode != 0:
-        raise SystemExit(f"{name} {action} failed: {done.stderr}")
-    return done.stdout.strip()
 
 
 async def timed_ops_per_s(count: int, concurrency: int, make_call) -> float:
@@ -82,22 +76,22 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="replog-bench-coord-") as scratch:
-        zk_dir, etcd_dir = f"{scratch}/zk", f"{scratch}/etcd"
-        zk_address = run_script("zookeeper.sh", "start", zk_dir)
+        zookeeper, etcd = ServerProcess("zookeeper", pathlib.Path(scratch, "zk")), ServerProcess("etcd", pathlib.Path(scratch, "etcd"))
+        zookeeper.start()
         try:
-            etcd_address = run_script("etcd.sh", "start", etcd_dir)
+            etcd.start()
             try:
                 root = f"/bench-{uuid.uuid4().hex[:8]}"
                 urls = {
                     "memory": f"memory://{scratch}/coordination.sqlite",
-                    "zk": f"zk://{zk_address}{root}",
-                    "etcd": f"etcd://{etcd_address}{root}",
+                    "zk": f"zk://{zookeeper.address}{root}",
+                    "etcd": f"etcd://{etcd.address}{root}",
                 }
                 results = {backend: asyncio.run(measure(url, args.ops, args.updates)) for backend, url in urls.items()}
             finally:
-                run_script("etcd.sh", "stop", etcd_dir)
+                etcd.stop()
         finally:
-            run_script("zookeeper.sh", "stop", zk_dir)
+            zookeeper.stop()
 
     columns = list(next(iter(results.values())))
     print(f"coordination store: {args.ops} ops per figure, {args.updates} watched updates; ops/s unless marked ms")

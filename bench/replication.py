@@ -30,17 +30,11 @@ from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from tests.broker_process import BrokerProcess  # noqa: E402
+from tests.conftest import ServerProcess  # noqa: E402
 
 SESSION_TIMEOUT_MS = 4000
 SEND_INTERVAL_S = 0.005
 FAILOVER_WAIT_S = 60
-
-
-def run_script(name: str, action: str, state_dir: str) -> str:
-    done = subprocess.run(["bash", str(REPO / "scripts" / name), action, state_dir], capture_output=True, text=True, timeout=120)
-    if done.returncode != 0:
-        raise SystemExit(f"{name} {action} failed: {done.stderr}")
-    return done.stdout.strip()
 
 
 def start_cluster(coord_url: str, base: pathlib.Path) -> dict[int, BrokerProcess]:
@@ -103,8 +97,9 @@ def unavailability_s(brokers: dict[int, BrokerProcess], topic: str, signum: int)
 
 def measure(store: str, records: int) -> None:
     with tempfile.TemporaryDirectory(prefix="replog-bench-repl-") as scratch:
-        server_dir = f"{scratch}/{store}"
-        address = run_script("zookeeper.sh" if store == "zk" else "etcd.sh", "start", server_dir)
+        server = ServerProcess("zookeeper" if store == "zk" else "etcd", pathlib.Path(scratch) / store)
+        server.start()
+        address = server.address
         try:
             for stop_name, signum in (("SIGKILL", signal.SIGKILL), ("SIGTERM (controlled shutdown)", signal.SIGTERM)):
                 brokers = start_cluster(f"{store}://{address}/bench-{uuid.uuid4().hex[:8]}", pathlib.Path(scratch) / stop_name[:4])
@@ -122,7 +117,7 @@ def measure(store: str, records: int) -> None:
                     for broker in brokers.values():
                         broker.stop()
         finally:
-            run_script("zookeeper.sh" if store == "zk" else "etcd.sh", "stop", server_dir)
+            server.stop()
 
 
 def main() -> None:
