@@ -66,7 +66,10 @@ def perf(servers: str, topic: str, records: int, acks: str) -> str:
 def unavailability_s(brokers: dict[int, BrokerProcess], topic: str, signum: int) -> float:
     """The longest gap between consecutive acknowledgements around stopping the leader."""
     admin = AdminClient({"bootstrap.servers": bootstrap(brokers)})
-    leader = admin.list_topics(topic, timeout=30).topics[topic].partitions[0].leader
+    deadline = time.monotonic() + FAILOVER_WAIT_S
+    leader = -1
+    while leader < 0 and time.monotonic() < deadline:  # a broker's metadata may lag the creation
+        leader = admin.list_topics(topic, timeout=30).topics[topic].partitions[0].leader
     producer = Producer({"bootstrap.servers": bootstrap(brokers), "acks": "all", "enable.idempotence": True,
                          "message.timeout.ms": FAILOVER_WAIT_S * 1000, "linger.ms": 0})
     acknowledged_at: list[float] = []
