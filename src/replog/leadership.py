@@ -158,11 +158,14 @@ class PartitionLeadership:
         if IsrRecord.decode(data) != isr:
             return  # another leader wrote meanwhile; its leader record will make us follow
         await self._stop_maintainer()
+        rebalance = broker.config["auto.leader.rebalance.enable"]
         self._maintainer = IsrMaintainer(
             broker.store, hosted, isr_version,
             replica_lag_time_max_ms=broker.config["replica.lag.time.max.ms"],
             clock_ms=broker.now_ms,
             on_fenced=self._fenced,
+            on_preferred_ready=self._resign if rebalance else None,
+            balance_check_interval_ms=broker.config["leader.imbalance.check.interval.seconds"] * 1000,
         )
         self._maintainer.start()
         broker.metadata.changed()
@@ -189,6 +192,19 @@ class PartitionLeadership:
         if hosted is not None and hosted.state is ReplicaState.LEADER:
             self._broker.replicas.close_replica(self.topic, self.partition)
         self._schedule_recheck()
+
+    async def _resign(self) -> None:
+        """checkLoadBalancing: the preferred replica is in sync, so give leadership back. Stop
+        taking writes first, then release the leader node; the preferred replica races without
+        waiting while this one waits PreferredReplicaTime, so it wins, and this one follows."""
+        logger.info("resigning leadership to the preferred replica topic=%s partition=%d broker=%d",
+                    self.topic, self.partition, self._broker.broker_id)
+        self._maintainer = None  # this is its own task ending
+        self._broker.replicas.close_replica(self.topic, self.partition)
+        try:
+            await self._broker.store.delete(paths.leader(self.topic, self.partition))
+        except StoreError as error:
+            logger.warning("leader node release failed topic=%s partition=%d error=%s", self.topic, self.partition, error)
 
     def _leader_problem(self, partition: Partition, error_code: int) -> None:
         logger.info("follower fetch stopped topic=%s partition=%d broker=%d error=%d", self.topic, self.partition, self._broker.broker_id, error_code)

@@ -23,6 +23,7 @@ class Cluster:
                     "--broker-id", str(broker_id),
                     "--set", f"coord.session.timeout.ms={SESSION_TIMEOUT_MS}",
                     "--set", f"replica.lag.time.max.ms={REPLICA_LAG_TIME_MAX_MS}",
+                    "--set", "leader.imbalance.check.interval.seconds=1",
                     *extra_args,
                 ),
             )

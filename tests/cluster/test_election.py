@@ -20,3 +20,19 @@ def test_every_partition_gets_its_preferred_replica_as_leader(cluster):
         return all(sorted(meta.isrs) == [0, 1, 2] for meta in described.values())
 
     wait_until(all_in_sync, "every replica of every partition in the ISR")
+
+
+def test_the_preferred_leader_returns_after_a_restart(cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("preferred", 1, 3)])["preferred"].result(timeout=60)
+    preferred = admin.list_topics("preferred", timeout=30).topics["preferred"].partitions[0].replicas[0]
+
+    def leader(client: AdminClient) -> int:
+        return client.list_topics("preferred", timeout=30).topics["preferred"].partitions[0].leader
+
+    cluster.brokers[preferred].stop()
+    others = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    wait_until(lambda: leader(others) not in (-1, preferred), "another replica to lead")
+    cluster.brokers[preferred].restart()
+    wait_until(lambda: leader(AdminClient({"bootstrap.servers": cluster.bootstrap})) == preferred,
+               "leadership to return to the preferred replica (checkLoadBalancing)")

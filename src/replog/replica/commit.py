@@ -37,6 +37,8 @@ class IsrMaintainer:
         replica_lag_time_max_ms: int,
         clock_ms: Callable[[], int],
         on_fenced: Callable[[], Awaitable[None]],
+        on_preferred_ready: Callable[[], Awaitable[None]] | None = None,
+        balance_check_interval_ms: int = 300_000,
     ):
         self._store = store
         self._partition = partition
@@ -44,6 +46,9 @@ class IsrMaintainer:
         self._lag_ms = replica_lag_time_max_ms
         self._clock_ms = clock_ms
         self._on_fenced = on_fenced
+        self._on_preferred_ready = on_preferred_ready
+        self._balance_interval_ms = balance_check_interval_ms
+        self._next_balance_check_ms = clock_ms() + balance_check_interval_ms
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -76,6 +81,9 @@ class IsrMaintainer:
                 try:
                     if not await self.check():
                         await self._on_fenced()
+                        return
+                    if await self.preferred_replica_ready():
+                        await self._on_preferred_ready()
                         return
                 except StoreError as error:  # store unreachable: keep the ISR as it is and retry
                     logger.warning("ISR check failed topic=%s partition=%d error=%s",
@@ -110,6 +118,23 @@ class IsrMaintainer:
                     partition.local_broker_id, partition.leader_epoch, record.isr, sorted(lagging), sorted(caught_up))
         partition.update_isr(new_isr)
         return True
+
+
+    async def preferred_replica_ready(self) -> bool:
+        """The seed's checkLoadBalancing, at most once per leader.imbalance.check.interval: the
+        preferred replica (the first assigned) is alive and in sync, and this leader is not it,
+        so leadership should go back to where the assignment balanced it."""
+        now_ms = self._clock_ms()
+        if self._on_preferred_ready is None or now_ms < self._next_balance_check_ms:
+            return False
+        self._next_balance_check_ms = now_ms + self._balance_interval_ms
+        partition = self._partition
+        preferred = partition.assigned_replicas[0]
+        return (
+            preferred != partition.local_broker_id
+            and preferred in partition.isr
+            and await self._store.exists(paths.broker(preferred)) is not None
+        )
 
 
 def _log_end_or_none(partition: Partition, replica: int) -> int | None:
