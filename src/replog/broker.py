@@ -27,7 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from replog import admin
 from replog.admin.errors import AdminError
-from replog.config import BrokerConfig, effective_topic_config, log_config
+from replog.config import BrokerConfig, effective_topic_config
 from replog.coord_backends import NodeExists, NoNode, SessionState, open_store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, ClusterId, ReplicaAssignment, TopicConfig
@@ -148,9 +148,6 @@ class Broker:
             self._leaderships[(topic, partition)] = leadership
             leadership.start()
 
-    def topic_log_config(self, settings):
-        return log_config(settings)
-
     def _report_stray_logs(self) -> None:
         """Logs of topics the store does not know: kept (the store may be the wrong one), reported."""
         hosted = {(partition.topic, partition.partition_id) for partition in self.replicas.partitions}
@@ -176,9 +173,7 @@ class Broker:
         view = self.metadata.topics.get(topic, {}).get(partition)
         if view is None or view.leader < 0:
             return False
-        return view.leader != self.broker_id or any(
-            hosted.topic == topic and hosted.partition_id == partition for hosted in self.replicas.partitions
-        )
+        return view.leader != self.broker_id or self.replicas.hosted(topic, partition) is not None
 
     def unknown_partition_error(self, topic: str) -> int:
         """A partition this broker does not host: unknown, or led elsewhere."""

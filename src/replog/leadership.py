@@ -22,6 +22,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from replog.config import log_config
 from replog.coord_backends import StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment
@@ -95,11 +96,7 @@ class PartitionLeadership:
         await self._stop_maintainer()
         if not await maintainer.leave_isr():
             return  # no other replica in sync (or fenced): leadership goes with the session
-        self._broker.replicas.close_replica(self.topic, self.partition)
-        try:
-            await self._broker.store.delete(paths.leader(self.topic, self.partition))
-        except StoreError as error:
-            logger.warning("leader node release failed topic=%s partition=%d error=%s", self.topic, self.partition, error)
+        await self._release_leadership()
         logger.info("handed over leadership topic=%s partition=%d broker=%d epoch=%d",
                     self.topic, self.partition, self._broker.broker_id, hosted.leader_epoch)
 
@@ -151,7 +148,7 @@ class PartitionLeadership:
         broker = self._broker
         await self._stop_fetcher()
         hosted = broker.replicas.start_replica(
-            self.topic, self.partition, broker.topic_log_config(self._settings), await self._assigned(),
+            self.topic, self.partition, log_config(self._settings), await self._assigned(),
             isr.leader_epoch, isr.isr, self._partition_config(),
         )
         data, isr_version = await broker.store.get(paths.isr(self.topic, self.partition))
@@ -175,7 +172,7 @@ class PartitionLeadership:
         await self._stop_maintainer()
         await self._stop_fetcher()
         hosted = broker.replicas.start_replica(
-            self.topic, self.partition, broker.topic_log_config(self._settings), await self._assigned(),
+            self.topic, self.partition, log_config(self._settings), await self._assigned(),
             record.leader_epoch, None, self._partition_config(), leader_id=record.leader,
         )
         self._fetcher = ReplicaFetcher(
@@ -200,6 +197,10 @@ class PartitionLeadership:
         logger.info("resigning leadership to the preferred replica topic=%s partition=%d broker=%d",
                     self.topic, self.partition, self._broker.broker_id)
         self._maintainer = None  # this is its own task ending
+        await self._release_leadership()
+
+    async def _release_leadership(self) -> None:
+        """Stop taking writes, then delete the leader node so the others elect at once."""
         self._broker.replicas.close_replica(self.topic, self.partition)
         try:
             await self._broker.store.delete(paths.leader(self.topic, self.partition))
@@ -256,8 +257,7 @@ class PartitionLeadership:
 
     # helpers
     def _hosted(self) -> Partition | None:
-        return next((hosted for hosted in self._broker.replicas.partitions
-                     if hosted.topic == self.topic and hosted.partition_id == self.partition), None)
+        return self._broker.replicas.hosted(self.topic, self.partition)
 
     async def _assigned(self) -> tuple[int, ...]:
         data, _ = await self._broker.store.get(paths.replicas(self.topic, self.partition))

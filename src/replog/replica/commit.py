@@ -20,6 +20,7 @@ from typing import Awaitable, Callable
 from replog.coord_backends import BadVersion, NoNode, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.paths import IsrRecord
+from replog.replica.election import broker_alive
 from replog.replica.partition import Partition
 
 logger = logging.getLogger(__name__)
@@ -133,7 +134,7 @@ class IsrMaintainer:
         return (
             preferred != partition.local_broker_id
             and preferred in partition.isr
-            and await self._store.exists(paths.broker(preferred)) is not None
+            and await broker_alive(self._store, preferred)
         )
 
 

@@ -51,7 +51,8 @@ async def next_leader_epoch(store: Store, topic: str, partition: int) -> int:
     raise RuntimeError(f"leader epoch of {topic}-{partition}: {EPOCH_CAS_ATTEMPTS_MAX} conflicting updates in a row")
 
 
-async def _alive(store: Store, broker_id: int) -> bool:
+async def broker_alive(store: Store, broker_id: int) -> bool:
+    """Registered under /brokers/ids: its session is live."""
     return await store.exists(paths.broker(broker_id)) is not None
 
 
@@ -74,14 +75,14 @@ async def leader_election(
         isr, isr_version = (), None
     eligible = broker_id in assigned and (not isr or broker_id in isr)
     if broker_id in assigned and not eligible and unclean_allowed:
-        eligible = not any([await _alive(store, member) for member in isr])
+        eligible = not any([await broker_alive(store, member) for member in isr])
         if eligible:
             logger.warning("unclean leader election topic=%s partition=%d broker=%d isr=%s", topic, partition, broker_id, isr)
     if not eligible:
         logger.info("not eligible to lead topic=%s partition=%d broker=%d assigned=%s isr=%s", topic, partition, broker_id, assigned, isr)
         return None
     preferred = assigned[0]
-    if preferred != broker_id and (not isr or preferred in isr) and await _alive(store, preferred):
+    if preferred != broker_id and (not isr or preferred in isr) and await broker_alive(store, preferred):
         await asyncio.sleep(preferred_wait_s)  # the seed's PreferredReplicaTime: the preferred replica races first
     epoch = await next_leader_epoch(store, topic, partition)
     # A new partition starts with every assigned replica in sync (all are empty); after an
@@ -89,7 +90,7 @@ async def leader_election(
     # becomeLeader: "the current set of replicas in sync"): a dead broker left in the ISR
     # would hold acks=all back until replica.lag.time.max.ms shrank it out.
     candidates = (broker_id,) if isr and broker_id not in isr else (isr or assigned)
-    new_isr = IsrRecord(tuple([member for member in candidates if member == broker_id or await _alive(store, member)]), epoch)
+    new_isr = IsrRecord(tuple([member for member in candidates if member == broker_id or await broker_alive(store, member)]), epoch)
     txn = store.transaction().create(paths.leader(topic, partition), LeaderRecord(broker_id, epoch).encode(), ephemeral=True)
     if isr_version is None:
         txn.create(paths.isr(topic, partition), new_isr.encode())

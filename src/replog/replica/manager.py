@@ -157,8 +157,11 @@ class ReplicaManager:
             closing.close()
             self._checkpointed_high_watermarks[(topic, partition)] = closing.high_watermark
 
+    def hosted(self, topic: str, partition: int) -> Partition | None:
+        return self._partitions.get((topic, partition))
+
     def get_partition(self, topic: str, partition: int) -> Partition:
-        found = self._partitions.get((topic, partition))
+        found = self.hosted(topic, partition)
         if found is None:
             raise UnknownTopicOrPartitionError(f"broker {self.broker_id} hosts no replica of {topic}-{partition}")
         return found
