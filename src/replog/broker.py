@@ -170,17 +170,18 @@ class Broker:
 
     # the state-change listener's actions
     async def _start_replica_requested(self, request: StateChangeRequest) -> None:
-        """startReplica on request. The seed's startReplica first refuses a broker missing from
-        the partition's replicas path, yet its addPartition writes that path only after every
-        start-replica was consumed: a request for a partition the store does not show yet is
-        checked against the admin's staged assignment instead, and only prepares the log;
-        leadership starts when the partition appears (metadata cache -> _start_replicas)."""
+        """startReplica on request. The seed's startReplica refuses a broker missing from the
+        partition's replicas path, yet its addPartition writes that path only after every
+        start-replica was consumed (and onPartitionsReassigned sends start-replica to replicas
+        not yet in it): the staged assignment under /brokers/partitions_reassigned counts too.
+        The log is prepared at once; leadership starts once the partition's replicas include
+        this broker (for a new partition, when the metadata cache sees it appear)."""
         topic, partition = request.topic, request.partition
-        assigned = await _read_replicas(self.store, paths.replicas(topic, partition))
-        if assigned is None:
-            assigned = await _read_replicas(self.store, paths.reassigned_partition(topic, partition))
-        if assigned is None or self.broker_id not in assigned:
-            raise NotReplicaForPartition(f"broker {self.broker_id} is not a replica of {topic}-{partition} (replicas: {assigned})")
+        assigned = await _read_replicas(self.store, paths.replicas(topic, partition)) or ()
+        staged = await _read_replicas(self.store, paths.reassigned_partition(topic, partition)) or ()
+        if self.broker_id not in (*assigned, *staged):
+            raise NotReplicaForPartition(f"broker {self.broker_id} is not a replica of {topic}-{partition}"
+                                         f" (replicas {list(assigned)}, staged {list(staged)})")
         self.replicas.prepare_replica(topic, partition)
         if partition in self.metadata.topics.get(topic, {}):
             await self._start_replicas(topic, [partition])
