@@ -9,6 +9,7 @@ from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, StateChangeRequest
 from replog.replica.state_changes import StateChangeListener
 from tests.backends.conftest import backend, connect, store, url  # noqa: F401  (fixtures)
+from tests.recording_listener import recording_listener
 
 
 @pytest.fixture
@@ -22,12 +23,7 @@ async def register_brokers(store):
     async def register(racks: dict[int, str | None], on: Store | None = None) -> None:
         client = on or store
         for broker_id, rack in racks.items():
-            async def record(request: StateChangeRequest, broker_id=broker_id) -> None:
-                consumed.setdefault(broker_id, []).append(request)
-
-            listener = StateChangeListener(client, broker_id, record, record)
-            await listener.listen()
-            await listener.drain()
+            listener, consumed[broker_id] = await recording_listener(client, broker_id)
             listeners.append(listener)
             registration = BrokerRegistration("127.0.0.1", 9092 + broker_id, rack).encode()
             await client.create(paths.broker(broker_id), registration, ephemeral=True, make_parents=True)

@@ -31,7 +31,8 @@ from replog.admin import (
 from replog.config import load_broker_config
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment, StateChangeRequest, TopicConfig
-from replog.replica.state_changes import CLOSE_REPLICA, FROM_ADMIN, START_REPLICA, StateChangeListener
+from replog.replica.state_changes import CLOSE_REPLICA, FROM_ADMIN, START_REPLICA
+from tests.recording_listener import recording_listener
 
 
 async def stored_replicas(store, topic: str) -> dict[int, list[int]]:
@@ -246,14 +247,7 @@ async def test_a_timed_out_creation_is_cleaned_up_by_the_next_create(store):
     assert await store.exists(paths.reassigned_partition("late", 0)) is not None
     assert await store.exists(paths.topic_change("late")) is None
 
-    consumed: list[StateChangeRequest] = []
-
-    async def record(request: StateChangeRequest) -> None:
-        consumed.append(request)
-
-    listener = StateChangeListener(store, 1, record, record)  # broker 1 resumes
-    await listener.listen()
-    await listener.drain()
+    listener, consumed = await recording_listener(store, 1)  # broker 1 resumes
     try:
         await create_topic(store, "late", None, None, replica_assignment={0: [1]})
     finally:

@@ -12,11 +12,11 @@ from replog.replica.state_changes import (
     FROM_ADMIN,
     START_REPLICA,
     FollowerStateChangeQueueFull,
-    StateChangeListener,
     send_state_change,
     wait_till_state_change_requests_consumed,
 )
 from tests.backends.conftest import backend, connect, store, url  # noqa: F401  (fixtures)
+from tests.recording_listener import recording_listener
 
 BROKER = 7
 WAIT_S = 10
@@ -36,20 +36,17 @@ async def queued(store, broker: int = BROKER) -> list[tuple[str, str, int, int]]
     return requests
 
 
+def requests_of(acted: list[StateChangeRequest]) -> list[tuple[str, str, int, int]]:
+    return [(request.kind, request.topic, request.partition, request.leader_epoch) for request in acted]
+
+
 @pytest.fixture
 async def listening(store):
     """Start a listener on BROKER's queue that records the requests it acts on, in order."""
     listeners = []
 
-    async def start(on_start=None) -> list[tuple[str, str, int, int]]:
-        acted: list[tuple[str, str, int, int]] = []
-
-        async def record(request: StateChangeRequest) -> None:
-            acted.append((request.kind, request.topic, request.partition, request.leader_epoch))
-
-        listener = StateChangeListener(store, BROKER, on_start or record, record)
-        await listener.listen()
-        await listener.drain()
+    async def start(on_start=None) -> list[StateChangeRequest]:
+        listener, acted = await recording_listener(store, BROKER, on_start)
         listeners.append(listener)
         return acted
 
@@ -72,11 +69,11 @@ async def test_requests_queued_while_away_are_drained_in_order_then_later_ones_f
 
     acted = await listening()  # drain returns once everything queued was processed
 
-    assert acted == sent
+    assert requests_of(acted) == sent
     assert await store.children(paths.state_queue(BROKER)) == []
     later = await send(store, CLOSE_REPLICA, "c", 0, 2)
     assert await wait_till_state_change_requests_consumed(store, {BROKER: [later]}, WAIT_S) == []
-    assert acted == [*sent, (CLOSE_REPLICA, "c", 0, 2)]
+    assert requests_of(acted) == [*sent, (CLOSE_REPLICA, "c", 0, 2)]
 
 
 async def test_a_request_whose_action_fails_is_consumed_and_the_queue_goes_on(store, listening):
@@ -86,7 +83,7 @@ async def test_a_request_whose_action_fails_is_consumed_and_the_queue_goes_on(st
     await send(store, START_REPLICA, "a", 0, FROM_ADMIN)
     await send(store, CLOSE_REPLICA, "a", 1, FROM_ADMIN)
     acted = await listening(on_start=cannot_start)
-    assert acted == [(CLOSE_REPLICA, "a", 1, FROM_ADMIN)]
+    assert requests_of(acted) == [(CLOSE_REPLICA, "a", 1, FROM_ADMIN)]
     assert await store.children(paths.state_queue(BROKER)) == []
 
 
@@ -101,7 +98,7 @@ async def test_a_stale_start_replica_is_ignored_and_close_replica_acted_on_whate
 
     acted = await listening()
 
-    assert acted == [(START_REPLICA, "t", 0, 5), (START_REPLICA, "t", 1, FROM_ADMIN), (CLOSE_REPLICA, "t", 0, 1)]
+    assert requests_of(acted) == [(START_REPLICA, "t", 0, 5), (START_REPLICA, "t", 1, FROM_ADMIN), (CLOSE_REPLICA, "t", 0, 1)]
     assert await store.children(paths.state_queue(BROKER)) == []  # the stale one is consumed too
 
 

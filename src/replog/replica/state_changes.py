@@ -33,7 +33,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping
 
-from replog.coord_backends import NoNode, Store, StoreError
+from replog.coord_backends import CoordinationUnavailable, NoNode, SessionLost, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.paths import InvalidNodeValue, IsrRecord, StateChangeRequest
 
@@ -195,14 +195,18 @@ class StateChangeListener:
         """Process every request queued now, in sequence order. False after a store error: the
         rest waits for the next change of the queue or the retry pause, whichever comes first."""
         try:
-            for name in await self._store.children(self._queue):  # bounded by the queue
+            for name in await self._queued():  # bounded by the queue
                 await self._consume(name)
-        except NoNode:
-            pass  # no queue yet: nothing was ever sent here
         except StoreError as error:
             logger.warning("state-change queue unreadable broker=%d error=%s", self._broker_id, error)
             return False
         return True
+
+    async def _queued(self) -> list[str]:
+        try:
+            return await self._store.children(self._queue)
+        except NoNode:
+            return []  # no queue yet: nothing was ever sent here
 
     async def _consume(self, name: str) -> None:
         path = f"{self._queue}/{name}"
@@ -220,8 +224,8 @@ class StateChangeListener:
         try:
             if await self._act(request):
                 logger.info("completed %s seq=%s", describe(request, self._broker_id), name)
-        except StoreError:
-            raise
+        except (CoordinationUnavailable, SessionLost):
+            raise  # the store is away: the request stays queued and is tried again
         except Exception as error:
             # Consumed all the same: one replica the broker cannot open or delete must not hold
             # back every later request; the sender sees the request gone, the log says why.
