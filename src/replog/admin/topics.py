@@ -286,8 +286,8 @@ async def _wait_for_topic_change(store: Store, name: str, timeout_s: float) -> N
 async def _changing_topic(
     store: Store, name: str, operation: str, limits: StateChangeLimits, change: Callable[[], Awaitable[T]]
 ) -> T:
-    """Run `change` holding the topic's change marker. The marker is taken in a transaction
-    with nothing else, so that two admins racing for it conflict like any other writers."""
+    """Run `change` holding the topic's change marker. Taking it is the command's first
+    transaction: the point where racing admins meet, one wins, and the others wait for it."""
     await _wait_for_topic_change(store, name, limits.timeout_s)
     await _ensure_exists(store, paths.TOPIC_CHANGES)
     marker = TopicChangeInProgress(operation).encode()
