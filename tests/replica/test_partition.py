@@ -340,3 +340,44 @@ def test_timestamp_lookup_inflates_no_more_than_its_bound(single, monkeypatch):
     assert partition_module._first_record_at_or_after(single.log.read(0, 1), 500) == (0, 1_000)
     monkeypatch.setattr(partition_module, "DECOMPRESSED_BYTES_MAX", 1 << 20)
     assert partition_module._first_record_at_or_after(single.log.read(0, 1), 500) is None
+
+
+async def test_a_fenced_leader_takes_no_writes_and_holds_its_high_watermark(replicated):
+    pending = asyncio.create_task(replicated.append_as_leader(records(2), acks=-1, timeout_ms=5000))
+    await asyncio.sleep(0)  # let the append reach the commit queue
+    replicated.fence()
+    refused = await replicated.append_as_leader(records(1), acks=1, timeout_ms=1000)
+    assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert replicated.read_for_follower(FOLLOWER, 2, 1 << 20, now_ms=1).error_code == ErrorCode.NONE
+    assert replicated.high_watermark == 0, "a fenced leader must not commit on its followers' word"
+    assert await still_pending(pending), "an acks=-1 append must not be acknowledged while fenced"
+    replicated.lift_fence()
+    assert replicated.high_watermark == 2
+    assert (await asyncio.wait_for(pending, WAIT_S)).error_code == ErrorCode.NONE
+    assert (await replicated.append_as_leader(records(1), acks=1, timeout_ms=1000)).error_code == ErrorCode.NONE
+
+
+async def test_a_fenced_leader_that_becomes_follower_fails_its_waiting_appends(replicated):
+    pending = asyncio.create_task(replicated.append_as_leader(records(1), acks=-1, timeout_ms=5000))
+    await asyncio.sleep(0)
+    replicated.fence()
+    replicated.become_follower(FOLLOWER, 1, now_ms=1)
+    assert (await asyncio.wait_for(pending, WAIT_S)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert not replicated.fenced
+    replicated.close()
+
+
+async def test_a_new_leader_whose_high_watermark_lags_its_epoch_start_lists_no_latest_offset(tmp_path):
+    """KIP-207: the new leader's HW (learnt lazily as a follower) may be below what the previous
+    leader reported; until it reaches the epoch's start offset ListOffsets must not go back."""
+    partition = make_partition(tmp_path, assigned=(LEADER, FOLLOWER))
+    await partition.append_as_leader(records(3, max_timestamp=100), acks=1, timeout_ms=1000)
+    partition.become_follower(FOLLOWER, 1, now_ms=1)
+    partition.become_leader(2, (LEADER, FOLLOWER), (LEADER, FOLLOWER), now_ms=2)
+    assert partition.high_watermark == 0 and partition.log_end_offset == 3
+    assert partition.list_offsets(LATEST_TIMESTAMP).error_code == ErrorCode.OFFSET_NOT_AVAILABLE
+    assert partition.list_offsets(100).error_code == ErrorCode.OFFSET_NOT_AVAILABLE
+    assert partition.list_offsets(EARLIEST_TIMESTAMP)[:3] == (0, -1, 0)
+    partition.record_follower_fetch(FOLLOWER, 3, now_ms=3)
+    assert partition.list_offsets(LATEST_TIMESTAMP)[:3] == (0, -1, 3)
+    partition.close()

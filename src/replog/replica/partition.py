@@ -16,6 +16,11 @@ States (explicit, `_TRANSITIONS`): a replica starts as LEADER or FOLLOWER; LEADE
 newer epoch), LEADER -> FOLLOWER (the seed's becomeFollower), FOLLOWER -> FOLLOWER (another
 leader or epoch), FOLLOWER -> LEADER (becomeLeader), either -> CLOSED. Anything else raises.
 
+A LEADER is `fenced` while its broker's coordination session is suspended or lost: it may no
+longer be the leader without knowing it, so it takes no writes and its HW stands still (acks=-1
+appends wait); it keeps serving its followers and committed reads, which cannot harm anyone.
+`lift_fence` ends that once the broker has seen its leader node survive; any transition does too.
+
 A follower serves no client: produce, consumer fetch, ListOffsets and OffsetForLeaderEpoch all
 answer NOT_LEADER_OR_FOLLOWER. Its log is written only by `append_as_follower` (the leader's
 batches verbatim, fetcher.py) and cut only by `truncate_for_new_leader` (KIP-101) or
@@ -80,6 +85,7 @@ class ErrorCode(enum.IntEnum):
     INVALID_REQUIRED_ACKS = 21
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
+    OFFSET_NOT_AVAILABLE = 78
 
 
 class ReplicaState(enum.Enum):
@@ -244,6 +250,8 @@ class Partition:
         self.assigned_replicas: tuple[int, ...] = ()
         self.isr: frozenset[int] = frozenset()
         self._followers: dict[int, _Follower] = {}
+        self.fenced = False
+        self._leader_epoch_start_offset = UNKNOWN_OFFSET
         # Within the log always: a checkpointed HW may be ahead of a log that lost its tail after
         # a crash, or behind a log start that retention moved after the checkpoint.
         self.high_watermark = max(min(high_watermark, log.log_end_offset), log.log_start_offset)
@@ -273,9 +281,11 @@ class Partition:
             raise ValueError(f"leader epoch {leader_epoch} is not newer than the current {self.leader_epoch}")
         assigned_replicas = self._checked_assignment(assigned_replicas)
         self._transition(ReplicaState.LEADER)
+        self.fenced = False
         self.assigned_replicas = assigned_replicas
         self.leader_epoch = leader_epoch
         self.leader_id = self.local_broker_id
+        self._leader_epoch_start_offset = self.log_end_offset
         if leader_epoch > self.log.leader_epoch_cache.latest_epoch:
             # As Kafka's makeLeader: the epoch starts at the LEO even before its first append, so
             # that a follower asking for this epoch's end offset (KIP-101) gets an answer.
@@ -307,6 +317,7 @@ class Partition:
             raise ValueError(f"leader epoch {leader_epoch} of leader {leader_id} is not newer than the current "
                              f"{self.leader_epoch} of leader {self.leader_id}")
         self._transition(ReplicaState.FOLLOWER)
+        self.fenced = False
         self._fail_pending_commits()
         self._wake_all_watches()
         self._followers = {}
@@ -322,6 +333,27 @@ class Partition:
         if self.local_broker_id not in assigned_replicas or len(set(assigned_replicas)) != len(assigned_replicas):
             raise ValueError(f"broker {self.local_broker_id} must be in assigned replicas {assigned_replicas} once")
         return assigned_replicas
+
+    def fence(self) -> None:
+        """The session that holds our leader node is suspended or lost: stop taking writes and
+        advancing the HW at once, since another broker may be elected any moment now."""
+        self._require(ReplicaState.LEADER)
+        if not self.fenced:
+            self.fenced = True
+            logger.warning("fenced leader topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d",
+                           self.topic, self.partition_id, self.local_broker_id, self.leader_epoch,
+                           self.high_watermark, self.log_end_offset)
+
+    def lift_fence(self) -> None:
+        """The session came back and our leader node still names us at this epoch, so nobody else
+        can have led meanwhile: take writes again, and let the HW catch up with the followers."""
+        self._require(ReplicaState.LEADER)
+        if self.fenced:
+            self.fenced = False
+            logger.info("lifted leader fence topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d",
+                        self.topic, self.partition_id, self.local_broker_id, self.leader_epoch,
+                        self.high_watermark, self.log_end_offset)
+            self._maybe_advance_high_watermark()
 
     def update_isr(self, isr: Collection[int]) -> None:
         """Take a new ISR (already written to the store by the caller, once replication exists).
@@ -433,7 +465,7 @@ class Partition:
                             self.log_start_offset)
 
     def _refusal_before_append(self, acks: int) -> ErrorCode:
-        if self.state is not ReplicaState.LEADER:
+        if self.state is not ReplicaState.LEADER or self.fenced:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if acks not in (-1, 0, 1):
             return ErrorCode.INVALID_REQUIRED_ACKS
@@ -492,6 +524,8 @@ class Partition:
 
     def _maybe_advance_high_watermark(self) -> None:
         """HW = min LEO over the ISR, never lower than before; completes what it passes."""
+        if self.fenced:
+            return
         new_high_watermark = self.log_end_offset
         for broker in self.isr:  # bounded by the replication factor
             if broker != self.local_broker_id:
@@ -707,12 +741,20 @@ class Partition:
 
     def list_offsets(self, timestamp: int, current_leader_epoch: int = NO_LEADER_EPOCH) -> ListOffsetsResult:
         """ListOffsets for consumers: earliest (-2) is the log start, latest (-1) the HW, otherwise
-        the first batch below the HW whose max timestamp is >= `timestamp` (batch granularity)."""
+        the first batch below the HW whose max timestamp is >= `timestamp` (batch granularity).
+
+        KIP-207: a new leader learns the committed offset from its followers, so its HW may start
+        below the one the previous leader reported. Until it reaches the start offset of our epoch
+        (everything the old leader can have committed is below it), an answer that depends on the
+        HW is OFFSET_NOT_AVAILABLE rather than an offset lower than clients were already told."""
         error = self._refusal(current_leader_epoch)
         if error is not ErrorCode.NONE:
             return ListOffsetsResult(error, NO_TIMESTAMP, UNKNOWN_OFFSET, UNDEFINED_EPOCH)
+        high_watermark_lags = self.high_watermark < self._leader_epoch_start_offset
         if timestamp == EARLIEST_TIMESTAMP:
             offset, found_timestamp = self.log_start_offset, NO_TIMESTAMP
+        elif high_watermark_lags and timestamp == LATEST_TIMESTAMP:
+            return ListOffsetsResult(ErrorCode.OFFSET_NOT_AVAILABLE, NO_TIMESTAMP, UNKNOWN_OFFSET, UNDEFINED_EPOCH)
         elif timestamp == LATEST_TIMESTAMP:
             offset, found_timestamp = self.high_watermark, NO_TIMESTAMP
         else:
@@ -720,7 +762,8 @@ class Partition:
             if found is not None:
                 found = _first_record_at_or_after(self.log.read(found[0], 1), timestamp) or found
             if found is None or found[0] >= self.high_watermark:
-                return ListOffsetsResult(ErrorCode.NONE, NO_TIMESTAMP, UNKNOWN_OFFSET, UNDEFINED_EPOCH)
+                error = ErrorCode.OFFSET_NOT_AVAILABLE if high_watermark_lags else ErrorCode.NONE
+                return ListOffsetsResult(error, NO_TIMESTAMP, UNKNOWN_OFFSET, UNDEFINED_EPOCH)
             offset, found_timestamp = found
         return ListOffsetsResult(ErrorCode.NONE, found_timestamp, offset, self._epoch_at(offset))
 
