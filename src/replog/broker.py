@@ -127,19 +127,28 @@ class Broker:
         await self.store.create(paths.broker(self.broker_id), registration.encode(), ephemeral=True)
 
     async def _follow_session(self) -> None:
-        """After a lost session the store has dropped this broker's ephemeral nodes: register and
-        lead again once a new session is up."""
+        """Fence every partition this broker leads as soon as its session is in doubt, lift the
+        fence where the same session comes back, and after a lost session (the store dropped
+        this broker's ephemeral nodes) give leadership up, then register and elect again."""
         async with self.store.session_events() as states:
             lost = False
             async for state in states:
-                if state == SessionState.LOST:
+                leaderships = list(self._leaderships.values())
+                if state == SessionState.SUSPENDED:
+                    logger.warning("coordination session suspended broker=%d", self.broker_id)
+                    for leadership in leaderships:  # bounded by the hosted partitions
+                        leadership.session_suspended()
+                elif state == SessionState.LOST:
                     lost = True
                     logger.warning("coordination session lost broker=%d", self.broker_id)
-                elif state == SessionState.CONNECTED and lost and self._registered:
-                    # Leader nodes went with the session; each partition's leader watch sees
-                    # that and elects again.
+                    await asyncio.gather(*(leadership.session_lost() for leadership in leaderships))
+                else:
+                    if lost and self._registered:
+                        # Leader nodes went with the session; each partition's leader watch sees
+                        # that and elects again.
+                        await self._register()
                     lost = False
-                    await self._register()
+                    await asyncio.gather(*(leadership.session_resumed() for leadership in leaderships))
 
     # replicas of the topics in the store
     async def _start_replicas(self, topic: str, partition_ids: list[int]) -> None:

@@ -128,8 +128,11 @@ def _parse_assignments(assignments: tuple[str, ...]) -> dict[str, str]:
 @click.option("--coord", "coord_url", type=str, help="coordination store URL (coord.url) [default: memory://]")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="TOML file of settings (Kafka's names)")
 @click.option("--set", "assignments", multiple=True, metavar="KEY=VALUE", help="any broker or topic-default setting; repeatable")
-def broker_start(config_file: str | None, assignments: tuple[str, ...], **flags: str | None) -> None:
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False), default="WARNING",
+              show_default=True, help="INFO logs every state change: leaders and epochs, ISR, fetchers")
+def broker_start(config_file: str | None, assignments: tuple[str, ...], log_level: str, **flags: str | None) -> None:
     """Start a broker: with no options, broker 0 on 127.0.0.1:9092, embedded store, ./replog-data."""
+    logging.getLogger().setLevel(log_level.upper())
     overrides = _parse_assignments(assignments)
     overrides.update({BROKER_FLAGS[flag]: value for flag, value in flags.items() if value is not None})
     try:

@@ -14,6 +14,16 @@ The seed's per-partition state changes, as one task per partition following
 A fetcher that meets a leader problem (fenced, not leader) stops; this task then looks at the
 leader node again after a short pause, since a change of leader may reach the old leader's
 followers before it reaches the store watch.
+
+Session events (the broker relays them): a leader whose session is SUSPENDED or LOST cannot
+know whether its ephemeral leader node still stands, so it is fenced at once (no writes, no HW
+advance). CONNECTED after SUSPENDED: if the leader node still names this broker at the epoch
+it leads, the session survived with it and nobody else can have led, so the fence is lifted;
+otherwise it stops leading. LOST: the node is gone with the session; leadership is given up
+and the leader watch elects again once the new session is up.
+
+One change at a time: the leader watch, the recheck and the session events each take
+`_changing` around a transition, so that none of them acts on a replica half-way through another.
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from replog.config import log_config
-from replog.coord_backends import StoreError
+from replog.coord_backends import NoNode, SessionState, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment
 from replog.net.client import BrokerConnection, BrokerUnavailable
@@ -79,6 +89,7 @@ class PartitionLeadership:
         self._fetcher: ReplicaFetcher | None = None
         self._maintainer: IsrMaintainer | None = None
         self._recheck: asyncio.Task | None = None
+        self._changing = asyncio.Lock()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -114,10 +125,11 @@ class PartitionLeadership:
         async with await store.watch_data(paths.leader(self.topic, self.partition)) as watch:
             async for event in watch:
                 try:
-                    if event.exists:
-                        await self._on_leader(LeaderRecord.decode(event.data))
-                    else:
-                        await self._elect()
+                    async with self._changing:
+                        if event.exists:
+                            await self._on_leader(LeaderRecord.decode(event.data))
+                        else:
+                            await self._elect()
                 except (StoreError, ValueError, RuntimeError) as error:
                     # The next change of the leader node (or a session event) brings another try.
                     logger.warning("leadership change failed topic=%s partition=%d broker=%d error=%s",
@@ -151,6 +163,8 @@ class PartitionLeadership:
             self.topic, self.partition, log_config(self._settings), await self._assigned(),
             isr.leader_epoch, isr.isr, self._partition_config(),
         )
+        if broker.store.session_state is not SessionState.CONNECTED:
+            hosted.fence()  # elected just before the session went into doubt: wait for its verdict
         data, isr_version = await broker.store.get(paths.isr(self.topic, self.partition))
         if IsrRecord.decode(data) != isr:
             return  # another leader wrote meanwhile; its leader record will make us follow
@@ -185,10 +199,15 @@ class PartitionLeadership:
         """Our ISR write met a newer version: someone else leads. Stop leading at once."""
         logger.warning("fenced, stopping leadership topic=%s partition=%d broker=%d", self.topic, self.partition, self._broker.broker_id)
         self._maintainer = None  # this is its own task ending
+        self._close_if_leading()
+        self._schedule_recheck()
+
+    def _close_if_leading(self) -> None:
         hosted = self._hosted()
         if hosted is not None and hosted.state is ReplicaState.LEADER:
+            logger.warning("stopped leading topic=%s partition=%d broker=%d epoch=%d",
+                           self.topic, self.partition, self._broker.broker_id, hosted.leader_epoch)
             self._broker.replicas.close_replica(self.topic, self.partition)
-        self._schedule_recheck()
 
     async def _resign(self) -> None:
         """checkLoadBalancing: the preferred replica is in sync, so give leadership back. Stop
@@ -223,7 +242,50 @@ class PartitionLeadership:
             return  # absent or unreachable: the watch's next event elects or retries
         record = LeaderRecord.decode(data)
         if record.leader != self._broker.broker_id:
-            await self._follow(record)
+            async with self._changing:
+                await self._follow(record)
+
+    # session events
+    def session_suspended(self) -> None:
+        hosted = self._hosted()
+        if hosted is not None and hosted.state is ReplicaState.LEADER:
+            hosted.fence()
+
+    async def session_resumed(self) -> None:
+        """The same session is connected again: lead on if our leader node survived with it."""
+        async with self._changing:
+            hosted = self._hosted()
+            if hosted is None or hosted.state is not ReplicaState.LEADER or not hosted.fenced:
+                return
+            try:
+                data, _ = await self._broker.store.get(paths.leader(self.topic, self.partition))
+                record = LeaderRecord.decode(data)
+            except NoNode:
+                record = None
+            except StoreError as error:
+                # Suspended again already: stay fenced; the next CONNECTED brings another look.
+                logger.warning("leader node unreadable after reconnect topic=%s partition=%d broker=%d error=%s",
+                               self.topic, self.partition, self._broker.broker_id, error)
+                return
+            if record == LeaderRecord(self._broker.broker_id, hosted.leader_epoch):
+                hosted.lift_fence()
+                return
+            logger.warning("leader node changed while suspended topic=%s partition=%d broker=%d epoch=%d record=%s",
+                           self.topic, self.partition, self._broker.broker_id, hosted.leader_epoch, record)
+            await self._give_up_leadership()
+            if record is not None and record.leader != self._broker.broker_id:
+                await self._follow(record)
+
+    async def session_lost(self) -> None:
+        """Our leader node went with the session: stop leading; the leader watch re-elects
+        once the broker has a new session."""
+        self.session_suspended()  # at once: a transition in progress may hold the lock a while
+        async with self._changing:
+            await self._give_up_leadership()
+
+    async def _give_up_leadership(self) -> None:
+        await self._stop_maintainer()
+        self._close_if_leading()  # the maintainer, fenced by the store, may have closed it already
 
     # fetcher plumbing: replica/ does not import net/, so the broker hands it callables
     def _fetch_from(self, leader: int):
