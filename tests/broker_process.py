@@ -1,5 +1,5 @@
 """A real `replog broker start` process for tests: start, stop (SIGTERM), kill (SIGKILL),
-restart on the same port and data directory."""
+pause (SIGSTOP) and resume (SIGCONT), restart on the same port and data directory."""
 
 from __future__ import annotations
 
@@ -58,10 +58,18 @@ class BrokerProcess:
     def kill(self) -> int:
         return self._signal(signal.SIGKILL)
 
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets and sessions but runs nothing, like a long GC pause."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
     def _signal(self, signum: int) -> int:
         if self.process is None:
             return 0
         if self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)  # a paused process would never act on SIGTERM
             self.process.send_signal(signum)
         try:
             status = self.process.wait(timeout=STOP_TIMEOUT_S)

@@ -3,30 +3,21 @@ then broken one way at a time, each caught."""
 
 from __future__ import annotations
 
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
-
 from replog.replica.checkpoint import OffsetCheckpoint
 from replog.replica.log import Log, LogConfig
 from replog.replica.manager import HIGH_WATERMARK_CHECKPOINT_FILE
 from tests.chaos.checker import Observed, read_replica, violations
+from tests.chaos.harness import record_batch
 
 TOPIC, PARTITION = "chaos", 0
 BROKERS = (0, 1, 2)
-
-
-def batch(*values: bytes) -> bytearray:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
-    for offset, value in enumerate(values):
-        builder.append(offset, timestamp=0, key=None, value=value, headers=[])
-    return bytearray(builder.build())
 
 
 def write_replica(data_dir, appends: list[tuple[int, tuple[bytes, ...]]], high_watermark: int) -> None:
     """`appends`: (leader epoch, record values) per batch, appended as a leader would."""
     log = Log(data_dir / f"{TOPIC}-{PARTITION}", LogConfig(), clock=lambda: 0)
     for epoch, values in appends:
-        log.append(batch(*values), epoch)
+        log.append(record_batch(*values), epoch)
     log.close()
     OffsetCheckpoint(data_dir / HIGH_WATERMARK_CHECKPOINT_FILE).write({(TOPIC, PARTITION): high_watermark})
 

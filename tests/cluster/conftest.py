@@ -15,6 +15,7 @@ REPLICA_LAG_TIME_MAX_MS = 2000  # short, so ISR changes happen within a test's p
 class Cluster:
     def __init__(self, coord_url: str, base_dir, size: int, extra_args: tuple[str, ...] = ()):
         self.coord_url = coord_url
+        self.server = None  # the ServerProcess behind coord_url
         self.brokers = {
             broker_id: BrokerProcess(
                 base_dir / f"broker-{broker_id}",
@@ -43,10 +44,25 @@ class Cluster:
             broker.stop()
 
 
+def _running_cluster(request, tmp_path, server_fixtures: dict[str, str], extra_args: tuple[str, ...] = ()):
+    server = request.getfixturevalue(server_fixtures[request.param])
+    running = Cluster(f"{request.param}://{server.address}{unique_root()}", tmp_path, 3, extra_args)
+    running.server = server
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
 @pytest.fixture(params=["zk", "etcd"])
 def cluster(request, tmp_path):
-    server = request.getfixturevalue("zookeeper_server" if request.param == "zk" else "etcd_server")
-    running = Cluster(f"{request.param}://{server.address}{unique_root()}", tmp_path, 3)
-    running.start()
-    yield running
-    running.stop()
+    yield from _running_cluster(request, tmp_path, {"zk": "zookeeper_server", "etcd": "etcd_server"})
+
+
+@pytest.fixture(params=["zk", "etcd"])
+def private_cluster(request, tmp_path):
+    """Over a coordination server of its own, which the test may stop and restart; brokers log
+    at INFO, so that their "became leader ... epoch=" lines can be checked."""
+    servers = {"zk": "private_zookeeper_server", "etcd": "private_etcd_server"}
+    yield from _running_cluster(request, tmp_path, servers, ("--log-level", "INFO"))

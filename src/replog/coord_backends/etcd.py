@@ -7,9 +7,12 @@ Mapping of the ZooKeeper-shaped interface onto etcd's flat, revisioned key space
   `[<prefix>/a/, <prefix>/a0)` without a further '/'.
 - Version = the key's mod_revision (a global revision, so a recreated node never reuses one).
 - Session = a lease with TTL = the session timeout, refreshed by a keepalive task every third of
-  it. Ephemeral nodes are put with the lease. Unreachable etcd -> SUSPENDED; no successful
-  refresh for a whole TTL, or etcd saying the lease is gone -> LOST, and a new lease is granted
-  (after revoking the old one, whose keys may otherwise linger) -> CONNECTED.
+  it. Ephemeral nodes are put with the lease. Unreachable etcd -> SUSPENDED, for as long as it
+  lasts; etcd saying the lease is gone -> LOST, and a new lease is granted (after revoking the
+  old one, whose keys may otherwise linger) -> CONNECTED. As with ZooKeeper, only the server
+  decides that a session expired: etcd renews every lease when it restarts, so a client that
+  gave its lease up by its own clock after an outage would drop ephemeral nodes (leaders!) that
+  had survived. A broker fences its leaders while SUSPENDED, so waiting costs no safety.
 - Sequential names come from a counter key per parent, `<prefix>\\x01seq<parent>`, incremented
   in the same transaction as the create; it lies outside every children range.
 - Every write is an optimistic transaction: one read-only transaction fetches every key the
@@ -28,7 +31,6 @@ import asyncio
 import dataclasses
 import logging
 import math
-import time
 
 import aetcd
 from aetcd import exceptions as etcd_errors
@@ -171,29 +173,28 @@ class EtcdStore(Store):
 
     async def _keep_session_alive(self) -> None:
         """Refresh the lease every third of its TTL; report SUSPENDED, LOST and CONNECTED."""
-        last_refresh = time.monotonic()
-        session_lost = False
-        while True:
+        lease_lost = False
+        while True:  # until close() cancels it
             await asyncio.sleep(self._lease_ttl_s / 3)
             try:
-                if session_lost:
-                    await self._replace_lease()
-                    session_lost = False
-                else:
+                if not lease_lost:
                     reply = await self._etcd().refresh_lease(self._lease_id)
-                    if reply is None or reply.TTL <= 0:
+                    lease_lost = reply is None or reply.TTL <= 0
+                    if lease_lost:
                         self._session.publish(SessionState.LOST)
-                        await self._replace_lease()
-                last_refresh = time.monotonic()
+                if lease_lost:
+                    await self._replace_lease()
+                    lease_lost = False
                 if self._session.state != SessionState.CONNECTED:
                     self._session.publish(SessionState.CONNECTED)
             except Exception as error:
-                if not isinstance(translate_error(error), StoreError):
+                translated = translate_error(error)
+                if not isinstance(translated, StoreError):
                     raise
-                if not session_lost and time.monotonic() - last_refresh > self._lease_ttl_s:
-                    session_lost = True
+                if isinstance(translated, SessionLost) and not lease_lost:
+                    lease_lost = True
                     self._session.publish(SessionState.LOST)
-                elif not session_lost and self._session.state == SessionState.CONNECTED:
+                elif self._session.state == SessionState.CONNECTED:
                     self._session.publish(SessionState.SUSPENDED)
 
     async def _replace_lease(self) -> None:

@@ -1,0 +1,155 @@
+"""What fault tests drive a cluster with: a producer of numbered acks=all records that remembers
+which were acknowledged, a sampler of the HW clients see, partition metadata from the live
+brokers, and the final check of every replica's log (checker.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.chaos.checker import Observed, read_replica, violations
+
+WAIT_S = 60
+POLL_S = 0.2  # between polls of a remote condition: a bounded poll, not synchronisation
+PRODUCE_INTERVAL_S = 0.005
+RECORDS_MAX = 100_000  # far more than a run sends at PRODUCE_INTERVAL_S; bounds the producer
+SAMPLES_MAX = 10_000
+
+
+def record_batch(*values: bytes) -> bytearray:
+    """A v2 batch of real records (readable by clients and the checker), timestamps fixed at 0."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for offset, value in enumerate(values):
+        builder.append(offset, timestamp=0, key=None, value=value, headers=[])
+    return bytearray(builder.build())
+
+
+def wait_until(condition, what: str, timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
+        time.sleep(POLL_S)
+
+
+def running(cluster, excluded=()) -> str:
+    return ",".join(broker.bootstrap for broker_id, broker in cluster.brokers.items()
+                    if broker.process is not None and broker_id not in excluded)
+
+
+def create_topic(cluster, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(timeout=WAIT_S)
+
+
+def describe(cluster, topic: str, excluded=()):
+    """Partition 0's metadata (leader, replicas, isrs) from the live brokers, or None if none answered."""
+    try:
+        return AdminClient({"bootstrap.servers": running(cluster, excluded)}).list_topics(topic, timeout=5).topics[topic].partitions[0]
+    except KafkaException:
+        return None
+
+
+def leader_of(cluster, topic: str, excluded=()) -> int:
+    described = describe(cluster, topic, excluded)
+    return -1 if described is None else described.leader
+
+
+def fully_in_sync(cluster, topic: str) -> bool:
+    described = describe(cluster, topic)
+    return described is not None and sorted(described.isrs) == sorted(cluster.brokers)
+
+
+class NumberedProducer:
+    """Sends "0", "1", ... with acks=all and idempotence from a thread until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                   "message.timeout.ms": 30000, "linger.ms": 2})
+        self._topic = topic
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._acknowledged: set[bytes] = set()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> NumberedProducer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def _delivered(self, error, message) -> None:
+        if error is None:
+            with self._lock:
+                self._acknowledged.add(message.value())
+
+    def _run(self) -> None:
+        for number in range(RECORDS_MAX):  # until stopped
+            if self._stopping.wait(PRODUCE_INTERVAL_S):
+                return
+            try:
+                self._producer.produce(self._topic, value=str(number).encode(), partition=0, on_delivery=self._delivered)
+            except BufferError:
+                pass  # the queue is full while no leader answers: this number is simply never sent
+            self._producer.poll(0)
+
+    def acknowledged_count(self) -> int:
+        self._producer.poll(0)
+        with self._lock:
+            return len(self._acknowledged)
+
+    def stop(self) -> frozenset[bytes]:
+        """Stop sending, wait for the answers to what was sent; the acknowledged values."""
+        self._stopping.set()
+        self._thread.join(WAIT_S)
+        self._producer.flush(WAIT_S)
+        with self._lock:
+            return frozenset(self._acknowledged)
+
+
+class HighWatermarkSampler:
+    """ListOffsets latest from whichever broker leads, from a thread, in order; errors skipped."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw-sampler", "enable.auto.commit": False})
+        self._partition = TopicPartition(topic, 0)
+        self.samples: list[int] = []
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> HighWatermarkSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        while len(self.samples) < SAMPLES_MAX and not self._stopping.wait(POLL_S):
+            try:
+                _, high = self._consumer.get_watermark_offsets(self._partition, timeout=2, cached=False)
+            except KafkaException:
+                continue  # no leader, or one whose HW is not available yet (KIP-207)
+            self.samples.append(high)
+
+    def stop(self) -> tuple[int, ...]:
+        self._stopping.set()
+        self._thread.join(WAIT_S)
+        self._consumer.close()
+        return tuple(self.samples)
+
+
+def stop_and_check(cluster, topic: str, acknowledged: frozenset[bytes], high_watermark_samples=()) -> list[str]:
+    """Wait until every replica is in sync, stop every broker cleanly, then check their logs."""
+    wait_until(lambda: fully_in_sync(cluster, topic), "every replica back in the ISR")
+    isr = frozenset(describe(cluster, topic).isrs)
+    cluster.stop()
+    replicas = {broker_id: read_replica(broker.data_dir, broker_id, topic, 0) for broker_id, broker in cluster.brokers.items()}
+    observed = Observed(acknowledged, isr, tuple(high_watermark_samples),
+                        {broker_id: broker.output for broker_id, broker in cluster.brokers.items()})
+    return violations(replicas, observed, topic, 0)
