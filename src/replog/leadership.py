@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 LEADER_PROBLEM_PAUSE_S = 0.5
+LEADER_READ_ATTEMPTS_MAX = 120  # a minute of LEADER_PROBLEM_PAUSE_S
+SESSION_IN_DOUBT = object()
 
 
 def _code(error: Any) -> int:
@@ -252,21 +254,14 @@ class PartitionLeadership:
             hosted.fence()
 
     async def session_resumed(self) -> None:
-        """The same session is connected again: lead on if our leader node survived with it."""
+        """The session is connected again: lead on if our leader node survived with it."""
         async with self._changing:
             hosted = self._hosted()
             if hosted is None or hosted.state is not ReplicaState.LEADER or not hosted.fenced:
                 return
-            try:
-                data, _ = await self._broker.store.get(paths.leader(self.topic, self.partition))
-                record = LeaderRecord.decode(data)
-            except NoNode:
-                record = None
-            except StoreError as error:
-                # Suspended again already: stay fenced; the next CONNECTED brings another look.
-                logger.warning("leader node unreadable after reconnect topic=%s partition=%d broker=%d error=%s",
-                               self.topic, self.partition, self._broker.broker_id, error)
-                return
+            record = await self._read_leader_while_connected()
+            if record is SESSION_IN_DOUBT:
+                return  # the next CONNECTED looks again
             if record == LeaderRecord(self._broker.broker_id, hosted.leader_epoch):
                 hosted.lift_fence()
                 return
@@ -275,6 +270,29 @@ class PartitionLeadership:
             await self._give_up_leadership()
             if record is not None and record.leader != self._broker.broker_id:
                 await self._follow(record)
+
+    async def _read_leader_while_connected(self) -> LeaderRecord | None | object:
+        """The leader record (None if there is none), or SESSION_IN_DOUBT if the session is
+        suspended or lost again.
+
+        Retried while connected: no later session event would bring another look, and a fenced
+        leader that nobody tells otherwise would refuse writes for good."""
+        store = self._broker.store
+        for _ in range(LEADER_READ_ATTEMPTS_MAX):
+            if store.session_state is not SessionState.CONNECTED:
+                return SESSION_IN_DOUBT
+            try:
+                data, _ = await store.get(paths.leader(self.topic, self.partition))
+                return LeaderRecord.decode(data)
+            except NoNode:
+                return None
+            except StoreError as error:
+                logger.warning("leader node unreadable after reconnect topic=%s partition=%d broker=%d error=%s",
+                               self.topic, self.partition, self._broker.broker_id, error)
+                await asyncio.sleep(LEADER_PROBLEM_PAUSE_S)
+        logger.error("leader node unreadable, staying fenced topic=%s partition=%d broker=%d attempts=%d",
+                     self.topic, self.partition, self._broker.broker_id, LEADER_READ_ATTEMPTS_MAX)
+        return SESSION_IN_DOUBT
 
     async def session_lost(self) -> None:
         """Our leader node went with the session: stop leading; the leader watch re-elects
