@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -402,47 +403,42 @@ async def test_client_reconnects_and_watches_keep_delivering_after_server_restar
         await writer.close()
 
 
-async def test_etcd_outage_longer_than_the_session_keeps_the_lease_etcd_renews_on_restart(private_etcd_server, tmp_path):
-    # etcd renews every lease when it restarts, as ZooKeeper restores sessions: the client stays
-    # SUSPENDED through the outage instead of giving its lease (and ephemeral nodes) up.
-    url = store_url("etcd", private_etcd_server.address, tmp_path)
+@contextlib.asynccontextmanager
+async def etcd_registration(server, tmp_path):
+    """(owner, observer, owner's session events after CONNECTED): the owner holds the
+    ephemeral node /registered."""
+    url = store_url("etcd", server.address, tmp_path)
     owner, observer = open_store(url, session_timeout_ms=SESSION_TIMEOUT_MS), open_store(url)
     await owner.start()
     await observer.start()
     try:
         await owner.create("/registered", b"", ephemeral=True)
-        states = owner.session_events()
-        assert await next_within(states) == SessionState.CONNECTED
+        async with owner.session_events() as states:
+            assert await next_within(states) == SessionState.CONNECTED
+            yield owner, observer, states
+    finally:
+        await owner.close()
+        await observer.close()
 
+
+async def test_etcd_outage_longer_than_the_session_keeps_the_lease_etcd_renews_on_restart(private_etcd_server, tmp_path):
+    # etcd renews every lease when it restarts, as ZooKeeper restores sessions: the client stays
+    # SUSPENDED through the outage instead of giving its lease (and ephemeral nodes) up.
+    async with etcd_registration(private_etcd_server, tmp_path) as (owner, observer, states):
         await asyncio.to_thread(private_etcd_server.stop)
         assert await first_matching(states, lambda state: state == SessionState.SUSPENDED, timeout_s=30)
         await asyncio.sleep(SESSION_TIMEOUT_MS / 1000 * 1.5)  # the fault itself: an outage past the TTL
         await asyncio.to_thread(private_etcd_server.start)
         assert await next_within(states, timeout_s=60) == SessionState.CONNECTED, "no LOST in between"
-        await states.close()
         assert await observer.exists("/registered") is not None
-    finally:
-        await owner.close()
-        await observer.close()
 
 
 async def test_etcd_lease_gone_on_the_server_reports_lost_and_recovers(private_etcd_server, tmp_path):
-    url = store_url("etcd", private_etcd_server.address, tmp_path)
-    owner, observer = open_store(url, session_timeout_ms=SESSION_TIMEOUT_MS), open_store(url)
-    await owner.start()
-    await observer.start()
-    try:
-        await owner.create("/registered", b"", ephemeral=True)
-        states = owner.session_events()
-        assert await next_within(states) == SessionState.CONNECTED
+    async with etcd_registration(private_etcd_server, tmp_path) as (owner, observer, states):
         # What etcd does to the lease of a client it has not heard from for a TTL.
         await observer._etcd().revoke_lease(owner._lease_id)
         assert await first_matching(states, lambda state: state == SessionState.LOST, timeout_s=30)
         assert await first_matching(states, lambda state: state == SessionState.CONNECTED, timeout_s=30)
-        await states.close()
         assert await observer.exists("/registered") is None
         await owner.create("/registered", b"again", ephemeral=True)
         assert (await observer.get("/registered"))[0] == b"again"
-    finally:
-        await owner.close()
-        await observer.close()

@@ -64,24 +64,36 @@ def fully_in_sync(cluster, topic: str) -> bool:
     return described is not None and sorted(described.isrs) == sorted(cluster.brokers)
 
 
-class NumberedProducer:
+class _Background:
+    """Runs the subclass's `_run` in a thread while used as a context manager; `_stopping` tells
+    it to end, and leaving the context calls the subclass's `stop`."""
+
+    def __init__(self) -> None:
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _end_thread(self) -> None:
+        self._stopping.set()
+        self._thread.join(WAIT_S)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+
+class NumberedProducer(_Background):
     """Sends "0", "1", ... with acks=all and idempotence from a thread until stopped."""
 
     def __init__(self, bootstrap: str, topic: str):
         self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                                    "message.timeout.ms": 30000, "linger.ms": 2})
         self._topic = topic
-        self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._acknowledged: set[bytes] = set()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> NumberedProducer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
+        super().__init__()
 
     def _delivered(self, error, message) -> None:
         if error is None:
@@ -105,29 +117,20 @@ class NumberedProducer:
 
     def stop(self) -> frozenset[bytes]:
         """Stop sending, wait for the answers to what was sent; the acknowledged values."""
-        self._stopping.set()
-        self._thread.join(WAIT_S)
+        self._end_thread()
         self._producer.flush(WAIT_S)
         with self._lock:
             return frozenset(self._acknowledged)
 
 
-class HighWatermarkSampler:
+class HighWatermarkSampler(_Background):
     """ListOffsets latest from whichever broker leads, from a thread, in order; errors skipped."""
 
     def __init__(self, bootstrap: str, topic: str):
         self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw-sampler", "enable.auto.commit": False})
         self._partition = TopicPartition(topic, 0)
         self.samples: list[int] = []
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> HighWatermarkSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
+        super().__init__()
 
     def _run(self) -> None:
         while len(self.samples) < SAMPLES_MAX and not self._stopping.wait(POLL_S):
@@ -138,8 +141,7 @@ class HighWatermarkSampler:
             self.samples.append(high)
 
     def stop(self) -> tuple[int, ...]:
-        self._stopping.set()
-        self._thread.join(WAIT_S)
+        self._end_thread()
         self._consumer.close()
         return tuple(self.samples)
 
