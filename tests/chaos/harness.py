@@ -4,12 +4,15 @@ brokers, and the final check of every replica's log (checker.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from replog.net.client import BrokerConnection, BrokerUnavailable, PartitionMetadata
 
 from tests.chaos.checker import Observed, read_replica, violations
 
@@ -18,6 +21,7 @@ POLL_S = 0.2  # between polls of a remote condition: a bounded poll, not synchro
 PRODUCE_INTERVAL_S = 0.005
 RECORDS_MAX = 100_000  # far more than a run sends at PRODUCE_INTERVAL_S; bounds the producer
 SAMPLES_MAX = 10_000
+VIEW_TIMEOUT_S = 5
 
 
 def record_batch(*values: bytes) -> bytearray:
@@ -29,16 +33,13 @@ def record_batch(*values: bytes) -> bytearray:
     return bytearray(builder.build())
 
 
-def wait_until(condition, what: str, timeout_s: float = WAIT_S) -> None:
+def wait_until(condition, what: str, timeout_s: float = WAIT_S):
+    """The first truthy value of `condition()`, polled until `timeout_s`."""
     deadline = time.monotonic() + timeout_s
-    while not condition():
+    while not (value := condition()):
         assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
         time.sleep(POLL_S)
-
-
-def running(cluster, excluded=()) -> str:
-    return ",".join(broker.bootstrap for broker_id, broker in cluster.brokers.items()
-                    if broker.process is not None and broker_id not in excluded)
+    return value
 
 
 def create_topic(cluster, topic: str) -> None:
@@ -46,22 +47,45 @@ def create_topic(cluster, topic: str) -> None:
     admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(timeout=WAIT_S)
 
 
-def describe(cluster, topic: str, excluded=()):
-    """Partition 0's metadata (leader, replicas, isrs) from the live brokers, or None if none answered."""
-    try:
-        return AdminClient({"bootstrap.servers": running(cluster, excluded)}).list_topics(topic, timeout=5).topics[topic].partitions[0]
-    except KafkaException:
-        return None
+async def _views(ports: list[int], topic: str) -> list[PartitionMetadata | None]:
+    async def view(port: int) -> PartitionMetadata | None:
+        try:
+            async with await BrokerConnection.open("127.0.0.1", port, request_timeout_s=VIEW_TIMEOUT_S) as connection:
+                return (await connection.metadata([topic])).topics[topic].partitions.get(0)
+        except (BrokerUnavailable, KeyError):
+            return None
+
+    return list(await asyncio.gather(*(view(port) for port in ports)))
+
+
+def agreed_view(cluster, topic: str, excluded=()) -> PartitionMetadata | None:
+    """Partition 0 as every live broker (but `excluded`) describes it, if they all agree.
+
+    Each is asked, not just any one: a broker that was paused answers from a cache that the
+    store's watches have not refreshed yet, and may still describe the world before its pause."""
+    ports = [broker.port for broker_id, broker in cluster.brokers.items()
+             if broker.process is not None and broker_id not in excluded]
+    views = {None if view is None else (view.leader_id, view.leader_epoch, tuple(sorted(view.isr)), view.replicas): view
+             for view in asyncio.run(_views(ports, topic))}
+    return next(iter(views.values())) if len(views) == 1 else None
+
+
+def settled_view(cluster, topic: str) -> PartitionMetadata:
+    return wait_until(lambda: agreed_view(cluster, topic), "the live brokers to agree on leader, epoch and ISR")
 
 
 def leader_of(cluster, topic: str, excluded=()) -> int:
-    described = describe(cluster, topic, excluded)
-    return -1 if described is None else described.leader
+    view = agreed_view(cluster, topic, excluded)
+    return -1 if view is None else view.leader_id
+
+
+def isr_of(cluster, topic: str, excluded=()) -> tuple[int, ...] | None:
+    view = agreed_view(cluster, topic, excluded)
+    return None if view is None else tuple(sorted(view.isr))
 
 
 def fully_in_sync(cluster, topic: str) -> bool:
-    described = describe(cluster, topic)
-    return described is not None and sorted(described.isrs) == sorted(cluster.brokers)
+    return isr_of(cluster, topic) == tuple(sorted(cluster.brokers))
 
 
 class _Background:
@@ -149,9 +173,14 @@ class HighWatermarkSampler(_Background):
 def stop_and_check(cluster, topic: str, acknowledged: frozenset[bytes], high_watermark_samples=()) -> list[str]:
     """Wait until every replica is in sync, stop every broker cleanly, then check their logs."""
     wait_until(lambda: fully_in_sync(cluster, topic), "every replica back in the ISR")
-    isr = frozenset(describe(cluster, topic).isrs)
+    isr = frozenset(cluster.brokers)
     cluster.stop()
     replicas = {broker_id: read_replica(broker.data_dir, broker_id, topic, 0) for broker_id, broker in cluster.brokers.items()}
     observed = Observed(acknowledged, isr, tuple(high_watermark_samples),
                         {broker_id: broker.output for broker_id, broker in cluster.brokers.items()})
-    return violations(replicas, observed, topic, 0)
+    problems = violations(replicas, observed, topic, 0)
+    if problems:
+        for broker in cluster.brokers.values():  # bounded by the cluster size
+            broker.data_dir.with_suffix(".log").write_text("".join(broker.output))
+        problems.append(f"broker output: {cluster.brokers[0].data_dir.parent}/broker-*.log")
+    return problems

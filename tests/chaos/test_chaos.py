@@ -21,8 +21,8 @@ from tests.chaos.harness import (
     HighWatermarkSampler,
     NumberedProducer,
     create_topic,
-    describe,
     fully_in_sync,
+    isr_of,
     leader_of,
     stop_and_check,
     wait_until,
@@ -65,14 +65,14 @@ def pause_leader(cluster, producer, rng) -> None:
 
 
 def restart_follower(cluster, producer, rng) -> None:
-    followers = [broker for broker in describe(cluster, TOPIC).replicas if broker != leader_of(cluster, TOPIC)]
-    follower = rng.choice(sorted(followers))
+    leader = leader_of(cluster, TOPIC)
+    follower = rng.choice(sorted(broker for broker in cluster.brokers if broker != leader))
     cluster.brokers[follower].stop()
-    wait_until(lambda: follower not in describe(cluster, TOPIC, excluded=(follower,)).isrs, f"follower {follower} to leave the ISR")
+    wait_until(lambda: follower not in (isr_of(cluster, TOPIC) or (follower,)), f"follower {follower} to leave the ISR")
     acknowledged = producer.acknowledged_count()
     wait_until(lambda: producer.acknowledged_count() > acknowledged, f"writes to go on without follower {follower}")
     cluster.brokers[follower].restart()
-    wait_until(lambda: follower in describe(cluster, TOPIC).isrs, f"follower {follower} to rejoin the ISR")
+    wait_until(lambda: follower in (isr_of(cluster, TOPIC) or ()), f"follower {follower} to rejoin the ISR")
 
 
 def restart_coordination(cluster, producer, rng) -> None:

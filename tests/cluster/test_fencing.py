@@ -12,6 +12,7 @@ from tests.chaos.harness import (
     fully_in_sync,
     leader_of,
     record_batch,
+    settled_view,
     stop_and_check,
     wait_until,
 )
@@ -20,12 +21,6 @@ from tests.polling import eventually
 
 NOT_LEADER_OR_FOLLOWER = 6
 WAIT_S = 60
-
-
-async def leader_and_epoch(port: int, topic: str) -> tuple[int, int]:
-    async with await BrokerConnection.open("127.0.0.1", port) as connection:
-        described = (await connection.metadata([topic])).topics[topic].partitions[0]
-    return described.leader_id, described.leader_epoch
 
 
 async def produce_error(connection: BrokerConnection, topic: str, value: bytes) -> int:
@@ -37,8 +32,8 @@ async def test_a_leader_takes_no_writes_while_its_session_is_suspended_and_leads
     create_topic(cluster, "suspended")
     assert len(produce_numbered(cluster.bootstrap, "suspended", 0, 50)) == 50
     await asyncio.to_thread(wait_until, lambda: fully_in_sync(cluster, "suspended"), "all three replicas in the ISR")
-    leader = leader_of(cluster, "suspended")
-    before = await leader_and_epoch(cluster.brokers[leader].port, "suspended")
+    before = await asyncio.to_thread(settled_view, cluster, "suspended")
+    leader = before.leader_id
 
     async with await BrokerConnection.open("127.0.0.1", cluster.brokers[leader].port) as connection:
         await asyncio.to_thread(cluster.server.stop)
@@ -53,7 +48,8 @@ async def test_a_leader_takes_no_writes_while_its_session_is_suspended_and_leads
             return await produce_error(connection, "suspended", b"after reconnect") == 0
 
         await eventually(accepted, WAIT_S, "the leader to take writes again once its session is back")
-    assert await leader_and_epoch(cluster.brokers[leader].port, "suspended") == before, "a spurious leader change"
+    after = await asyncio.to_thread(settled_view, cluster, "suspended")
+    assert (after.leader_id, after.leader_epoch) == (leader, before.leader_epoch), "a spurious leader change"
 
 
 async def test_a_leader_paused_past_its_session_acknowledges_nothing_the_new_leader_lacks(private_cluster):
@@ -61,7 +57,7 @@ async def test_a_leader_paused_past_its_session_acknowledges_nothing_the_new_lea
     create_topic(cluster, "paused")
     acknowledged = produce_numbered(cluster.bootstrap, "paused", 0, 100)
     await asyncio.to_thread(wait_until, lambda: fully_in_sync(cluster, "paused"), "all three replicas in the ISR")
-    zombie = leader_of(cluster, "paused")
+    zombie = await asyncio.to_thread(leader_of, cluster, "paused")
     async with await BrokerConnection.open("127.0.0.1", cluster.brokers[zombie].port) as connection:
         cluster.brokers[zombie].pause()
         try:
