@@ -39,8 +39,7 @@ class ReplogDataSource(DataSource):
         return BatchWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
-        if overwrite:
-            raise OptionError("output mode Complete is not allowed: a log is only appended to; use outputMode('append') or 'update'")
+        # Complete mode (overwrite) appends the whole result each micro-batch, as Kafka's sink does.
         options = parse_write_options(self.options)
         validate_input(schema, options)
         return StreamWriter(options)

@@ -17,6 +17,7 @@ Nothing is lost: Spark commits a micro-batch only after every task has returned.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -121,7 +122,7 @@ class _TaskProducer:
             return partition
         if key is not None:
             return (murmur2(key) & 0x7FFFFFFF) % count
-        return self._sticky.setdefault(topic, 0) % count
+        return self._sticky.setdefault(topic, random.randrange(count))
 
     def _partition_count(self, topic: str) -> int:
         if topic not in self._partition_counts:
@@ -134,8 +135,8 @@ class _TaskProducer:
     def _flush(self, tp: TopicPartition) -> None:
         records = self._pending.pop(tp)
         self._pending_bytes.pop(tp)
-        if self._sticky.get(tp.topic, -1) % self._partition_counts[tp.topic] == tp.partition:
-            self._sticky[tp.topic] += 1  # null keys move on to the next partition, as Kafka's sticky partitioner
+        if self._sticky.get(tp.topic) == tp.partition:  # null keys move on, as with Kafka's sticky partitioner
+            self._sticky[tp.topic] = (tp.partition + 1) % self._partition_counts[tp.topic]
         deadline = time.monotonic() + self.options.client.request_timeout_ms / 1000
         try:
             result = self.cluster.produce(tp, encode_batch(records, self.options.compression), deadline)
