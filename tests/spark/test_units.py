@@ -5,15 +5,20 @@ from __future__ import annotations
 import json
 import pathlib
 
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replog.spark_io.offsets import EARLIEST, LATEST, OffsetRange, TopicPartition, from_json, limit_offsets, ranges_between, to_json
 from replog.spark_io.options import OptionError, parse_read_options, parse_write_options
-from replog.spark_io.records import Columns, OutgoingRecord, decode_batches, encode_batch
+from replog.spark_io.reader import _binary_array
+from replog.spark_io.records import COMPILED, Columns, OutgoingRecord, _decode_records_py, decode_batches, encode_batch
 from replog.spark_io.writer import murmur2
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "unit" / "fixtures"
 BOOTSTRAP = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
+needs_compiled = pytest.mark.skipif(COMPILED is None, reason="the _fastrecords extension is not built")
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 
 
@@ -116,3 +121,32 @@ def test_decoding_keeps_only_the_asked_range_and_skips_a_cut_last_batch():
 ])
 def test_murmur2_matches_kafka(data, expected):
     assert murmur2(data) == expected & 0xFFFFFFFF
+
+
+def _decoded(decode, data: bytes, count: int, start: int, end: int, with_headers: bool):
+    columns: tuple[list, ...] = ([], [], [], [], [] if with_headers else None)
+    try:
+        added = decode(data, count, 100, 1_000, -1, start, end, *columns)
+    except (ValueError, IndexError):
+        return "corrupt"
+    return added, columns
+
+
+record_strategy = st.tuples(st.none() | st.binary(max_size=300), st.none() | st.binary(max_size=300),
+                            st.none() | st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=3))
+
+
+@needs_compiled
+@settings(max_examples=200, deadline=None)
+@given(records=st.lists(record_strategy, min_size=1, max_size=20), start=st.integers(95, 125), span=st.integers(0, 30),
+       cut=st.none() | st.integers(0, 2000), with_headers=st.booleans())
+def test_the_compiled_decoder_matches_the_pure_python_one(records, start, span, cut, with_headers):
+    batch = encode_batch([OutgoingRecord(*record) for record in records], "none", timestamp_ms=7)
+    data = batch[61:] if cut is None else batch[61:61 + cut]  # whole records, or cut anywhere
+    expected = _decoded(_decode_records_py, data, len(records), start, start + span, with_headers)
+    assert _decoded(COMPILED, data, len(records), start, start + span, with_headers) == expected
+
+
+@pytest.mark.parametrize("items", [[b"a", b"", b"ccc"], [b"a", None, b""], [], [None]])
+def test_binary_columns_equal_arrows_own_conversion(items):
+    assert _binary_array(items).equals(pa.array(items, pa.binary()))

@@ -16,6 +16,8 @@ Trigger.AvailableNow caps every later latestOffset at the high watermarks seen w
 
 from __future__ import annotations
 
+import array
+import itertools
 import logging
 import time
 from collections.abc import Iterator
@@ -92,10 +94,10 @@ def _data_loss(options: ReadOptions, what: str) -> None:
 def _to_arrow(columns: Columns, tp: TopicPartition, arrow_schema: pa.Schema) -> pa.RecordBatch:
     count = len(columns)
     arrays = [
-        pa.array(columns.keys, pa.binary()),
-        pa.array(columns.values, pa.binary()),
-        pa.array([tp.topic] * count, pa.string()),
-        pa.array([tp.partition] * count, pa.int32()),
+        _binary_array(columns.keys),
+        _binary_array(columns.values),
+        pa.repeat(pa.scalar(tp.topic, pa.string()), count),
+        pa.repeat(pa.scalar(tp.partition, pa.int32()), count),
         pa.array(columns.offsets, pa.int64()),
         pa.array(columns.timestamps_ms, pa.timestamp("ms", tz="UTC")).cast(arrow_schema.field("timestamp").type),
         pa.array(columns.timestamp_types, pa.int32()),
@@ -103,6 +105,16 @@ def _to_arrow(columns: Columns, tp: TopicPartition, arrow_schema: pa.Schema) -> 
     if columns.headers is not None:
         arrays.append(pa.array(columns.headers, arrow_schema.field("headers").type))
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+
+
+def _binary_array(items: list[bytes | None]) -> pa.Array:
+    """pa.array(items, pa.binary()), built from one joined buffer and its offsets where no item
+    is null: an order of magnitude faster than converting item by item."""
+    if None in items:
+        return pa.array(items, pa.binary())
+    ends = array.array("i", [0])
+    ends.extend(itertools.accumulate(map(len, items)))
+    return pa.Array.from_buffers(pa.binary(), len(items), [None, pa.py_buffer(ends), pa.py_buffer(b"".join(items))])
 
 
 def _plan(options: ReadOptions, start: dict[TopicPartition, int], end: dict[TopicPartition, int]) -> list[RangePartition]:

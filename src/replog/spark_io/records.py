@@ -40,6 +40,7 @@ _CONTROL_FLAG = 0x20
 _NO_PRODUCER = -1
 _CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 _CODEC_IDS = {name: codec for codec, name in _CODEC_NAMES.items()}
+_CREATE_TIME_BATCH = -1  # decode_records' log_append_time for CreateTime batches
 
 
 class RecordError(Exception):
@@ -84,34 +85,50 @@ def decode_batches(buf: bytes, start: int, end: int, into: Columns) -> int:
         batch_next = base_offset + last_delta + 1
         if batch_next > start and base_offset < end and not attributes & _CONTROL_FLAG:
             records = _decompress(attributes & _CODEC_MASK, buf[position + _HEADER_BYTES:batch_end], base_offset)
-            log_append_time = max_timestamp if attributes & _LOG_APPEND_TIME_FLAG else None
-            _decode_records(records, count, base_offset, base_timestamp, log_append_time, start, end, into)
+            log_append_time = max_timestamp if attributes & _LOG_APPEND_TIME_FLAG else _CREATE_TIME_BATCH
+            try:
+                added = decode_records(records, count, base_offset, base_timestamp, log_append_time, start, end,
+                                       into.keys, into.values, into.offsets, into.timestamps_ms, into.headers)
+            except (ValueError, IndexError) as error:
+                raise RecordError(f"batch at offset {base_offset}: {error}") from None
+            into.timestamp_types.extend([CREATE_TIME if log_append_time == _CREATE_TIME_BATCH else LOG_APPEND_TIME] * added)
         next_offset = max(next_offset, batch_next)
         position = batch_end
     return next_offset
 
 
-def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None,
-                    start: int, end: int, into: Columns) -> None:
-    keys, values, offsets, timestamps = into.keys, into.values, into.offsets, into.timestamps_ms
-    headers_column = into.headers
+def _decode_records_py(data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int,
+                       start: int, end: int, keys: list, values: list, offsets: list, timestamps: list,
+                       headers_column: list | None) -> int:
+    """Append the records of one decompressed batch with offsets in [start, end) to the column
+    lists; returns how many. log_append_time is the batch's timestamp for LogAppendTime, or
+    _CREATE_TIME_BATCH. The compiled `_fastrecords.decode_records` has the same contract."""
     added = 0
     position = 0
     for _ in range(count):  # bounded by the batch's record count
-        length, position = _varint(data, position)
-        record_end = position + length
-        position += 1  # attributes: unused in v2
+        # Varints of one and two bytes are decoded inline: a call per field would cost as much as
+        # the rest of the record. Lengths and offset deltas of 64..8191 take two bytes.
         byte = data[position]
         if byte < 0x80:
-            timestamp_delta, position = (byte >> 1) ^ -(byte & 1), position + 1
+            raw, position = byte, position + 1
+        elif data[position + 1] < 0x80:
+            raw, position = (byte & 0x7F) | (data[position + 1] << 7), position + 2
         else:
-            timestamp_delta, position = _varint(data, position)
+            raw, position = _raw_varint(data, position)
+        record_end = position + ((raw >> 1) ^ -(raw & 1))
+        byte = data[position + 1]  # after the attributes byte, unused in v2
+        if byte < 0x80:
+            timestamp_delta, position = (byte >> 1) ^ -(byte & 1), position + 2
+        else:
+            timestamp_delta, position = _varint(data, position + 1)
         byte = data[position]
         if byte < 0x80:
-            offset_delta, position = (byte >> 1) ^ -(byte & 1), position + 1
+            raw, position = byte, position + 1
+        elif data[position + 1] < 0x80:
+            raw, position = (byte & 0x7F) | (data[position + 1] << 7), position + 2
         else:
-            offset_delta, position = _varint(data, position)
-        offset = base_offset + offset_delta
+            raw, position = _raw_varint(data, position)
+        offset = base_offset + ((raw >> 1) ^ -(raw & 1))
         if not start <= offset < end:
             position = record_end
             continue
@@ -125,7 +142,14 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
         else:
             keys.append(data[position:position + key_length])
             position += key_length
-        value_length, position = _varint(data, position)
+        byte = data[position]
+        if byte < 0x80:
+            raw, position = byte, position + 1
+        elif data[position + 1] < 0x80:
+            raw, position = (byte & 0x7F) | (data[position + 1] << 7), position + 2
+        else:
+            raw, position = _raw_varint(data, position)
+        value_length = (raw >> 1) ^ -(raw & 1)
         if value_length < 0:
             values.append(None)
         else:
@@ -134,12 +158,24 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_timestamp: i
         if headers_column is not None:
             headers_column.append(_headers(data, position))
         offsets.append(offset)
-        timestamps.append(base_timestamp + timestamp_delta if log_append_time is None else log_append_time)
+        timestamps.append(base_timestamp + timestamp_delta if log_append_time == _CREATE_TIME_BATCH else log_append_time)
         added += 1
         position = record_end
     if position > len(data):
-        raise RecordError(f"batch at offset {base_offset}: records run past the batch's end")
-    into.timestamp_types.extend([CREATE_TIME if log_append_time is None else LOG_APPEND_TIME] * added)
+        raise ValueError("records run past the batch's end")
+    return added
+
+
+def _load_compiled():
+    try:
+        from ._fastrecords import decode_records as compiled
+    except ImportError:
+        return None
+    return compiled
+
+
+COMPILED = _load_compiled()
+decode_records = COMPILED or _decode_records_py
 
 
 def _headers(data: bytes, position: int) -> list[tuple[str, bytes | None]] | None:
@@ -163,15 +199,21 @@ def _headers(data: bytes, position: int) -> list[tuple[str, bytes | None]] | Non
 
 def _varint(data: bytes, position: int) -> tuple[int, int]:
     """A zigzag varint at `position`: (value, position after it)."""
+    raw, position = _raw_varint(data, position)
+    return (raw >> 1) ^ -(raw & 1), position
+
+
+def _raw_varint(data: bytes, position: int) -> tuple[int, int]:
+    """An unsigned varint at `position`, before zigzag decoding: (raw, position after it)."""
     shift = raw = 0
     for _ in range(10):  # a 64-bit varint has at most 10 bytes
         byte = data[position]
         raw |= (byte & 0x7F) << shift
         position += 1
         if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), position
+            return raw, position
         shift += 7
-    raise RecordError("a varint longer than 10 bytes: corrupt records")
+    raise ValueError("a varint longer than 10 bytes")
 
 
 def _decompress(codec: int, data: bytes, base_offset: int) -> bytes:
