@@ -11,13 +11,16 @@ Spark's `noop` sink, each reading all N rows:
 - rate-micro-batch, one batch of N rows and batches of 100k rows (Spark generating rows, no I/O).
 
 Each line gives rows, micro-batches, the time Spark spent in them (the sum of their
-triggerExecution durations) and rows/s over that time. Figures are printed, never asserted;
+triggerExecution durations) and rows/s over that time, then where that time went (Spark's
+progress phases; addBatch is the reading and writing). A small batch read first warms up Spark's
+Python workers, whose start would otherwise be charged to the first query. Figures are printed, never asserted;
 Spark, the broker and the Python workers share this machine's CPUs (see `nproc`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import subprocess
@@ -82,6 +85,9 @@ def measure(label: str, frame, checkpoint: pathlib.Path, rows: int, available_no
     spent_s = sum(progress["durationMs"]["triggerExecution"] for progress in batches) / 1000
     read = sum(progress["numInputRows"] for progress in batches)
     print(f"{label:<44} {read:>9} rows {len(batches):>3} batches {spent_s:8.2f} s {read / spent_s:>12,.0f} rows/s", flush=True)
+    phases = {name: sum(progress["durationMs"].get(name, 0) for progress in batches) / 1000
+              for name in ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")}
+    print(" " * 4 + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in phases.items()), flush=True)
 
 
 def _rows(query) -> int:
@@ -114,6 +120,11 @@ def main() -> None:
                     return spark.readStream.format("rate-micro-batch").option("rowsPerBatch", rows_per_batch) \
                         .option("numPartitions", 2).load()
 
+                # Warm-up: the first Python tasks start Spark's Python workers and import pyarrow and
+                # replog (seconds on a small machine); the figures below are of warm workers.
+                ending = json.dumps({TOPIC: {str(index): 1000 for index in range(options.partitions)}})
+                spark.read.format("replog").option("kafka.bootstrap.servers", broker.bootstrap).option("subscribe", TOPIC) \
+                    .option("endingOffsets", ending).load().count()
                 print(f"{rows} records of {options.record_size} bytes, {options.partitions} partitions, local[2], nproc={os.cpu_count()}")
                 measure("replog, one micro-batch", replog_stream(), work / "c1", rows, available_now=True)
                 measure(f"replog, maxOffsetsPerTrigger={SMALL_BATCH_ROWS}", replog_stream(maxOffsetsPerTrigger=SMALL_BATCH_ROWS),
