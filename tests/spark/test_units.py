@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from replog.spark_io.offsets import EARLIEST, LATEST, OffsetRange, TopicPartition, from_json, limit_offsets, ranges_between, to_json
 from replog.spark_io.options import OptionError, parse_read_options, parse_write_options
 from replog.spark_io.reader import _binary_array
+from replog.spark_io import records
 from replog.spark_io.records import COMPILED, Columns, OutgoingRecord, _decode_records_py, decode_batches, encode_batch
 from replog.spark_io.writer import murmur2
 
@@ -94,8 +95,11 @@ def test_write_options_refuse_weaker_acks_and_unknown_codecs():
     assert parse_write_options(BOOTSTRAP | {"topic": "t", "checkpointLocation": "/tmp/x"}).topic == "t"
 
 
+@pytest.mark.parametrize("decoder", [pytest.param(COMPILED, id="compiled", marks=needs_compiled),
+                                     pytest.param(_decode_records_py, id="python")])
 @pytest.mark.parametrize("fixture", sorted(path.name for path in FIXTURES.glob("*.bin")))
-def test_batches_of_real_clients_decode_with_every_codec(fixture):
+def test_batches_of_real_clients_decode_with_every_codec(fixture, decoder, monkeypatch):
+    monkeypatch.setattr(records, "decode_records", decoder)
     columns = Columns(with_headers=True)
     next_offset = decode_batches((FIXTURES / fixture).read_bytes(), 0, 2**62, columns)
     assert next_offset == 5

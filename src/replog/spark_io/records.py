@@ -1,8 +1,8 @@
 """Record batches v2 on the consumer side: decoded record by record into the source's columns,
 and encoded for the sink. The broker never looks inside a batch (replica/records.py reads only
-headers); here every record is read, so this is the connector's hot path and is written flat:
-one loop per batch, one-byte varints decoded inline (most keys, deltas and header counts fit),
-columns as plain lists handed to Arrow in one call each.
+headers); here every record is read, so this is the connector's hot path: the per-record loop
+has a compiled twin (_fastrecords.c, built when a C compiler is there) and a pure-Python one
+with the same contract; columns are plain lists handed to Arrow in one call each.
 
 Record layout inside a batch (after the 61-byte header, possibly compressed), each field a
 zigzag varint unless noted:
@@ -106,55 +106,18 @@ def _decode_records_py(data: bytes, count: int, base_offset: int, base_timestamp
     added = 0
     position = 0
     for _ in range(count):  # bounded by the batch's record count
-        # Varints of one and two bytes are decoded inline: a call per field would cost as much as
-        # the rest of the record. Lengths and offset deltas of 64..8191 take two bytes.
-        byte = data[position]
-        if byte < 0x80:
-            raw, position = byte, position + 1
-        elif data[position + 1] < 0x80:
-            raw, position = (byte & 0x7F) | (data[position + 1] << 7), position + 2
-        else:
-            raw, position = _raw_varint(data, position)
-        record_end = position + ((raw >> 1) ^ -(raw & 1))
-        byte = data[position + 1]  # after the attributes byte, unused in v2
-        if byte < 0x80:
-            timestamp_delta, position = (byte >> 1) ^ -(byte & 1), position + 2
-        else:
-            timestamp_delta, position = _varint(data, position + 1)
-        byte = data[position]
-        if byte < 0x80:
-            raw, position = byte, position + 1
-        elif data[position + 1] < 0x80:
-            raw, position = (byte & 0x7F) | (data[position + 1] << 7), position + 2
-        else:
-            raw, position = _raw_varint(data, position)
-        offset = base_offset + ((raw >> 1) ^ -(raw & 1))
+        length, position = _varint(data, position)
+        record_end = position + length
+        timestamp_delta, position = _varint(data, position + 1)  # + 1: the attributes byte, unused in v2
+        offset_delta, position = _varint(data, position)
+        offset = base_offset + offset_delta
         if not start <= offset < end:
             position = record_end
             continue
-        byte = data[position]
-        if byte < 0x80:
-            key_length, position = (byte >> 1) ^ -(byte & 1), position + 1
-        else:
-            key_length, position = _varint(data, position)
-        if key_length < 0:
-            keys.append(None)
-        else:
-            keys.append(data[position:position + key_length])
-            position += key_length
-        byte = data[position]
-        if byte < 0x80:
-            raw, position = byte, position + 1
-        elif data[position + 1] < 0x80:
-            raw, position = (byte & 0x7F) | (data[position + 1] << 7), position + 2
-        else:
-            raw, position = _raw_varint(data, position)
-        value_length = (raw >> 1) ^ -(raw & 1)
-        if value_length < 0:
-            values.append(None)
-        else:
-            values.append(data[position:position + value_length])
-            position += value_length
+        key, position = _nullable_bytes(data, position)
+        value, position = _nullable_bytes(data, position)
+        keys.append(key)
+        values.append(value)
         if headers_column is not None:
             headers_column.append(_headers(data, position))
         offsets.append(offset)
@@ -188,13 +151,17 @@ def _headers(data: bytes, position: int) -> list[tuple[str, bytes | None]] | Non
         key_length, position = _varint(data, position)
         key = data[position:position + key_length].decode("utf-8")
         position += key_length
-        value_length, position = _varint(data, position)
-        if value_length < 0:
-            headers.append((key, None))
-        else:
-            headers.append((key, data[position:position + value_length]))
-            position += value_length
+        value, position = _nullable_bytes(data, position)
+        headers.append((key, value))
     return headers
+
+
+def _nullable_bytes(data: bytes, position: int) -> tuple[bytes | None, int]:
+    """A length-prefixed byte string (None for length -1) and the position after it."""
+    length, position = _varint(data, position)
+    if length < 0:
+        return None, position
+    return data[position:position + length], position + length
 
 
 def _varint(data: bytes, position: int) -> tuple[int, int]:
