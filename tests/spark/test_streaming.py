@@ -6,7 +6,7 @@ import json
 import threading
 
 import pytest
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
@@ -149,21 +149,26 @@ def test_the_query_follows_a_killed_leader_and_sees_every_record_once(spark, rep
     assert len(sink.rows) == 60
 
 
-def test_a_stream_picks_up_new_topics_matching_its_pattern(spark, replog_cluster, tmp_path):
+def test_a_stream_picks_up_new_partitions_and_new_topics_matching_its_pattern(spark, replog_cluster, tmp_path):
     bootstrap = replog_cluster.bootstrap
     first = new_topic(bootstrap, prefix="pattern-a")
     prefix = first.rsplit("-", 1)[0]
     produce(bootstrap, first, numbered(0, 5))
     sink = Collected()
     query = start(spark, bootstrap, sink, tmp_path / "checkpoint", subscribePattern=f"{prefix}-.*", startingOffsets="earliest")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
         wait_for_rows(query, sink, 5)
+        admin.create_partitions([NewPartitions(first, 2)])[first].result(TIMEOUT_S)
+        wait_until(lambda: all(p.leader >= 0 for p in admin.list_topics(first, timeout=10).topics[first].partitions.values())
+                   and len(admin.list_topics(first, timeout=10).topics[first].partitions) == 2, "the new partition's leader")
+        produce(bootstrap, first, numbered(5, 4), partition=1)
         second = new_topic(bootstrap, partitions=2, prefix=prefix)
-        produce(bootstrap, second, numbered(5, 6))
-        wait_for_rows(query, sink, 11)
+        produce(bootstrap, second, numbered(9, 6))
+        wait_for_rows(query, sink, 15)
     finally:
         query.stop()
-    assert sorted(value for *_, value in sink.rows) == numbered(0, 11)
+    assert sorted(value for *_, value in sink.rows) == numbered(0, 15)
 
 
 def test_deleting_the_topic_under_a_running_query_fails_it_with_a_clear_message(spark, replog_cluster, tmp_path):
@@ -180,6 +185,25 @@ def test_deleting_the_topic_under_a_running_query_fails_it_with_a_clear_message(
             query.awaitTermination(TIMEOUT_S)
     finally:
         query.stop()
+
+
+def test_with_fail_on_data_loss_false_a_deleted_topic_is_skipped_and_the_query_goes_on(spark, replog_cluster, tmp_path):
+    bootstrap = replog_cluster.bootstrap
+    doomed, kept = new_topic(bootstrap), new_topic(bootstrap)
+    produce(bootstrap, doomed, numbered(0, 5))
+    produce(bootstrap, kept, numbered(5, 5))
+    sink = Collected()
+    query = start(spark, bootstrap, sink, tmp_path / "checkpoint", subscribe=f"{doomed},{kept}", startingOffsets="earliest",
+                  failOnDataLoss="false")
+    try:
+        wait_for_rows(query, sink, 10)
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until its answer is in
+        admin.delete_topics([doomed])[doomed].result(TIMEOUT_S)
+        produce(bootstrap, kept, numbered(10, 5))
+        wait_for_rows(query, sink, 15)
+    finally:
+        query.stop()
+    assert sorted(value for *_, value in sink.rows) == numbered(0, 15)
 
 
 def test_a_streaming_aggregation_written_to_a_topic_is_read_back_by_a_consumer(spark, replog_cluster, tmp_path):
