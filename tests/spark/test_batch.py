@@ -129,3 +129,8 @@ def test_a_bad_or_unknown_option_fails_at_load_naming_it(spark, option, value, n
 def test_load_without_a_subscription_fails_naming_the_three_options(spark):
     with pytest.raises(AnalysisException, match="'subscribe', 'subscribePattern', 'assign'"):
         spark.read.format("replog").option("kafka.bootstrap.servers", "127.0.0.1:9").load()
+
+
+def test_an_empty_topic_reads_as_no_rows(spark, replog_cluster):
+    topic = new_topic(replog_cluster.bootstrap, partitions=2)
+    assert read(spark, replog_cluster.bootstrap, subscribe=topic).count() == 0

@@ -137,10 +137,11 @@ class BatchReader(DataSourceReader):
         backwards = {str(tp): (start[tp], end[tp]) for tp in subscribed if start[tp] > end[tp]}
         if backwards:
             raise ValueError(f"starting offsets are past the ending offsets (start, end): {backwards}")
-        # Spark wants at least one partition; an empty range reads nothing.
-        return _plan(options, start, end) or [RangePartition(OffsetRange(subscribed[0] if subscribed else TopicPartition("", 0), 0, 0))]
+        return _plan(options, start, end)
 
-    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, RangePartition):  # Spark's stand-in when there is nothing to read
+            return iter(())
         return read_range(self.options, partition.offset_range)
 
 
