@@ -108,20 +108,21 @@ class Cluster:
             connection.close()
 
     async def _leader(self, tp: TopicPartition) -> tuple[tuple[str, int], int]:
-        """(address, leader epoch) of the partition's leader per cached metadata, refreshed when
-        the cache does not know it; TopicGone if fresh metadata lacks the partition."""
-        for fresh in (False, True):
-            metadata = self._metadata if self._metadata is not None and not fresh else await self._refresh([tp.topic])
-            topic = metadata.topics.get(tp.topic)
-            if topic is not None and topic.error_code == ErrorCode.unknown_topic_or_partition and fresh:
-                raise TopicGone(f"topic '{tp.topic}' does not exist (any more)")
-            partition = topic.partitions.get(tp.partition) if topic is not None else None
-            if fresh and topic is not None and topic.error_code == ErrorCode.none and partition is None:
-                raise TopicGone(f"partition {tp} does not exist (any more)")
-            if partition is not None and partition.leader_id in metadata.brokers:
-                address = metadata.brokers[partition.leader_id]
-                return (address.host, address.port), partition.leader_epoch
-        raise _Retriable(f"{tp} has no leader", ErrorCode.leader_not_available)
+        """(address, leader epoch) of the partition's leader: from cached metadata, else from
+        fresh metadata; TopicGone if fresh metadata lacks the topic or the partition."""
+        cached = _leader_in(self._metadata, tp) if self._metadata is not None else None
+        if cached is not None:
+            return cached
+        metadata = await self._refresh([tp.topic])
+        topic = metadata.topics.get(tp.topic)
+        if topic is None or topic.error_code == ErrorCode.unknown_topic_or_partition:
+            raise TopicGone(f"topic '{tp.topic}' does not exist (any more)")
+        if topic.error_code == ErrorCode.none and tp.partition not in topic.partitions:
+            raise TopicGone(f"partition {tp} does not exist (any more)")
+        found = _leader_in(metadata, tp)
+        if found is None:
+            raise _Retriable(f"{tp} has no leader", ErrorCode.leader_not_available)
+        return found
 
     # -- requests to leaders ------------------------------------------------------------------
 
@@ -186,6 +187,15 @@ class Cluster:
     @staticmethod
     def _deadline(timeout_ms: int) -> float:
         return time.monotonic() + timeout_ms / 1000
+
+
+def _leader_in(metadata: ClusterMetadata, tp: TopicPartition) -> tuple[tuple[str, int], int] | None:
+    topic = metadata.topics.get(tp.topic)
+    partition = topic.partitions.get(tp.partition) if topic is not None else None
+    if partition is None or partition.leader_id not in metadata.brokers:
+        return None
+    address = metadata.brokers[partition.leader_id]
+    return (address.host, address.port), partition.leader_epoch
 
 
 class _Retriable(Exception):

@@ -27,7 +27,7 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from .cluster import Cluster, TopicGone
+from .cluster import Cluster, ClusterError, TopicGone
 from .offsets import EARLIEST, LATEST, OffsetRange, TopicPartition, from_json, limit_offsets, ranges_between, to_json
 from .options import ReadOptions
 from .positions import DataLoss, discover, offsets_at, resolve
@@ -63,6 +63,8 @@ def read_range(options: ReadOptions, offset_range: OffsetRange) -> Iterator[pa.R
             if fetched.error_code == _OFFSET_OUT_OF_RANGE:
                 position = _skip_lost(options, cluster, tp, position, end, fetched.log_start_offset)
                 continue
+            if fetched.error_code != 0:  # retriable ones were retried by the cluster
+                raise ClusterError(f"{tp}: fetch at offset {position} answered {fetched.error_code.name}")
             columns = Columns(options.include_headers)
             after = decode_batches(fetched.records, position, end, columns)
             if after > position:
