@@ -70,13 +70,21 @@ def new_topic(bootstrap: str, partitions: int = 1, replication_factor: int = 3, 
     name = f"{prefix}-{uuid.uuid4().hex[:10]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, replication_factor, config={"min.insync.replicas": "2"})])[name].result(TIMEOUT_S)
+    wait_for_leaders(admin, name, partitions)
+    return name
 
+
+def wait_for_leaders(admin: AdminClient, name: str, partitions: int) -> None:
     def led() -> bool:
         topic = admin.list_topics(name, timeout=10).topics.get(name)
         return topic is not None and len(topic.partitions) == partitions and all(p.leader >= 0 for p in topic.partitions.values())
 
-    wait_until(led, f"leaders for {name}")
-    return name
+    wait_until(led, f"leaders for the {partitions} partitions of {name}")
+
+
+def delete_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until its answer is in
+    admin.delete_topics([name])[name].result(TIMEOUT_S)
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes], *, keys: list[bytes] | None = None,

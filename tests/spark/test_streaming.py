@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import contextlib
 import threading
 
 import pytest
@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from .conftest import TIMEOUT_S, consume_all, new_topic, numbered, produce, wait_until
+from .conftest import TIMEOUT_S, consume_all, delete_topic, new_topic, numbered, produce, wait_for_leaders, wait_until
 
 
 class Collected:
@@ -48,6 +48,15 @@ def start(spark, bootstrap: str, sink: Collected, checkpoint, *, available_now: 
     return writer.start()
 
 
+@contextlib.contextmanager
+def running(query):
+    """The query, stopped when the block ends whatever happened in it."""
+    try:
+        yield query
+    finally:
+        query.stop()
+
+
 def wait_for_rows(query, sink: Collected, count: int) -> None:
     """Until `count` rows went through the sink and their batches are committed to the
     checkpoint (Spark reports a batch's progress after its commit)."""
@@ -71,21 +80,17 @@ def test_a_stream_reads_each_record_once_while_appended_and_resumes_from_its_che
     produce(bootstrap, topic, numbered(0, 20))
     first = Collected()
     query = start(spark, bootstrap, first, tmp_path / "checkpoint", subscribe=topic, startingOffsets="earliest")
-    try:
+    with running(query):
         for chunk in range(1, 4):  # appended while the query runs
             produce(bootstrap, topic, numbered(20 * chunk, 20))
         wait_for_rows(query, first, 80)
-    finally:
-        query.stop()
     assert sorted(first.rows) == expected_rows(bootstrap, topic)  # no gaps, no duplicates
 
     produce(bootstrap, topic, numbered(80, 20))
     second = Collected()
     query = start(spark, bootstrap, second, tmp_path / "checkpoint", subscribe=topic, startingOffsets="earliest")
-    try:
+    with running(query):
         wait_for_rows(query, second, 20)
-    finally:
-        query.stop()
     # Resumed exactly where it stopped: the next batch id, only the records appended since.
     assert second.batches[0][0] == first.batches[-1][0] + 1
     assert sorted(first.rows + second.rows) == expected_rows(bootstrap, topic)
@@ -155,19 +160,16 @@ def test_a_stream_picks_up_new_partitions_and_new_topics_matching_its_pattern(sp
     prefix = first.rsplit("-", 1)[0]
     produce(bootstrap, first, numbered(0, 5))
     sink = Collected()
-    query = start(spark, bootstrap, sink, tmp_path / "checkpoint", subscribePattern=f"{prefix}-.*", startingOffsets="earliest")
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    try:
+    query = start(spark, bootstrap, sink, tmp_path / "checkpoint", subscribePattern=f"{prefix}-.*", startingOffsets="earliest")
+    with running(query):
         wait_for_rows(query, sink, 5)
         admin.create_partitions([NewPartitions(first, 2)])[first].result(TIMEOUT_S)
-        wait_until(lambda: all(p.leader >= 0 for p in admin.list_topics(first, timeout=10).topics[first].partitions.values())
-                   and len(admin.list_topics(first, timeout=10).topics[first].partitions) == 2, "the new partition's leader")
+        wait_for_leaders(admin, first, 2)
         produce(bootstrap, first, numbered(5, 4), partition=1)
         second = new_topic(bootstrap, partitions=2, prefix=prefix)
         produce(bootstrap, second, numbered(9, 6))
         wait_for_rows(query, sink, 15)
-    finally:
-        query.stop()
     assert sorted(value for *_, value in sink.rows) == numbered(0, 15)
 
 
@@ -177,14 +179,11 @@ def test_deleting_the_topic_under_a_running_query_fails_it_with_a_clear_message(
     produce(bootstrap, topic, numbered(0, 5))
     sink = Collected()
     query = start(spark, bootstrap, sink, tmp_path / "checkpoint", subscribe=topic, startingOffsets="earliest")
-    try:
+    with running(query):
         wait_for_rows(query, sink, 5)
-        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until its answer is in
-        admin.delete_topics([topic])[topic].result(TIMEOUT_S)
+        delete_topic(bootstrap, topic)
         with pytest.raises(StreamingQueryException, match=f"{topic}-0 was deleted.*failOnDataLoss=false"):
             query.awaitTermination(TIMEOUT_S)
-    finally:
-        query.stop()
 
 
 def test_with_fail_on_data_loss_false_a_deleted_topic_is_skipped_and_the_query_goes_on(spark, replog_cluster, tmp_path):
@@ -195,14 +194,11 @@ def test_with_fail_on_data_loss_false_a_deleted_topic_is_skipped_and_the_query_g
     sink = Collected()
     query = start(spark, bootstrap, sink, tmp_path / "checkpoint", subscribe=f"{doomed},{kept}", startingOffsets="earliest",
                   failOnDataLoss="false")
-    try:
+    with running(query):
         wait_for_rows(query, sink, 10)
-        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until its answer is in
-        admin.delete_topics([doomed])[doomed].result(TIMEOUT_S)
+        delete_topic(bootstrap, doomed)
         produce(bootstrap, kept, numbered(10, 5))
         wait_for_rows(query, sink, 15)
-    finally:
-        query.stop()
     assert sorted(value for *_, value in sink.rows) == numbered(0, 15)
 
 
