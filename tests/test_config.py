@@ -42,6 +42,7 @@ def test_values_are_parsed():
         ("advertised.listeners", "host:0", "port from 1"),
         ("log.segment.bytes", str(2**31), "at most 2147483647"),
         ("log.segment.bytes", "13", "at least 14"),
+        ("state.change.queue.max.requests", "0", "at least 1"),
         ("auto.create.topics.enable", "yes", "true or false"),
         ("log.message.timestamp.type", "createtime", "CreateTime, LogAppendTime"),
         ("log.cleanup.policy", "delete,compact", "no log cleaner"),

@@ -2,9 +2,16 @@
 Kafka server, and runs the seed's brokerStartup.
 
 brokerStartup, in the seed's order: make sure this broker's paths exist (its state-change
-queue included), follow the topics in the store, start every replica assigned here and elect
-its leader, start serving, and only then register `/brokers/ids/[id]`, so that no client or
-peer is sent here before the replicas are open.
+queue included), register the state-change listener and the session listener, drain the queue
+(close-replicas sent while this broker was down delete their logs before anything opens them),
+follow the topics in the store, which computes the replicas assigned here and starts each
+(its leadership task subscribes to the partition's leader node and elects, leads or follows),
+start serving, and only then register `/brokers/ids/[id]`, so that no client or peer is sent
+here before the replicas are open.
+
+After start-up the state-change listener keeps consuming the queue (replica/state_changes.py):
+start-replica prepares a new partition's log, close-replica stops the replica and deletes its
+log. Leadership of a new partition starts when the partition appears in the store.
 
 Shutdown (SIGTERM), controlled: first hand each partition this broker leads to another in-sync
 replica (leave the ISR, release the leader node), then stop accepting and finish the requests
@@ -30,12 +37,13 @@ from replog.admin.errors import AdminError
 from replog.config import BrokerConfig, effective_topic_config
 from replog.coord_backends import NodeExists, NoNode, SessionState, open_store
 from replog.coord_backends import paths
-from replog.coord_backends.paths import BrokerRegistration, ClusterId, ReplicaAssignment, TopicConfig
+from replog.coord_backends.paths import BrokerRegistration, ClusterId, ReplicaAssignment, StateChangeRequest, TopicConfig
 from replog.metadata_cache import MetadataCache
 from replog.net.server import KafkaServer
 from replog.producer_ids import ProducerIdAllocator
 from replog.leadership import LeaderConnections, PartitionLeadership
 from replog.replica.manager import ManagerConfig, ReplicaManager
+from replog.replica.state_changes import StateChangeListener
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +68,8 @@ class Broker:
         self.server = KafkaServer(self, listener.host, listener.port, max_request_bytes=config["socket.request.max.bytes"])
         self.cluster_id: str | None = None
         self._session_follower: asyncio.Task | None = None
+        self._registered = False
+        self.state_changes = StateChangeListener(self.store, self.broker_id, self._start_replica_requested, self._close_replica_requested)
         self._leaderships: dict[tuple[str, int], PartitionLeadership] = {}
         self.leader_connections = LeaderConnections(self)
 
@@ -68,19 +78,22 @@ class Broker:
         await self.store.start()
         await self._ensure_paths()
         self.replicas.start()
+        await self.state_changes.listen()
+        self._session_follower = asyncio.create_task(self._follow_session())
+        await self.state_changes.drain()
         self.metadata.on_partitions_added = self._start_replicas
-        self.metadata.on_topic_removed = self._close_topic
-        await self.metadata.start()
+        await self.metadata.start()  # startReplica for every replica the store assigns here
         self._report_stray_logs()
         await self.server.start()
         await self._register()
-        self._session_follower = asyncio.create_task(self._follow_session())
+        self._registered = True
         logger.info("broker started broker=%d port=%d data_dir=%s", self.broker_id, self.server.port, self.data_dir)
 
     async def stop(self) -> None:
         if self._session_follower is not None:
             self._session_follower.cancel()
             await asyncio.gather(self._session_follower, return_exceptions=True)
+        await self.state_changes.close()
         # Controlled shutdown: hand leadership to other in-sync replicas while still serving,
         # so producers see one NOT_LEADER_OR_FOLLOWER and move on.
         await asyncio.gather(*(leadership.hand_over() for leadership in self._leaderships.values()))
@@ -122,7 +135,7 @@ class Broker:
                 if state == SessionState.LOST:
                     lost = True
                     logger.warning("coordination session lost broker=%d", self.broker_id)
-                elif state == SessionState.CONNECTED and lost:
+                elif state == SessionState.CONNECTED and lost and self._registered:
                     # Leader nodes went with the session; each partition's leader watch sees
                     # that and elects again.
                     lost = False
@@ -138,9 +151,8 @@ class Broker:
             overrides = {}
         settings = effective_topic_config(self.config, overrides)
         for partition in partition_ids:
-            try:
-                assigned = ReplicaAssignment.decode((await self.store.get(paths.replicas(topic, partition)))[0]).replicas
-            except NoNode:
+            assigned = await _read_replicas(self.store, paths.replicas(topic, partition))
+            if assigned is None:
                 continue  # deleted meanwhile
             if self.broker_id not in assigned or (topic, partition) in self._leaderships:
                 continue
@@ -156,16 +168,43 @@ class Broker:
             if entry.is_dir() and dash and partition.isdigit() and (topic, int(partition)) not in hosted:
                 logger.warning("stray partition log kept broker=%d dir=%s (its topic or assignment is not in the store)", self.broker_id, entry)
 
-    async def _close_topic(self, topic: str) -> None:
-        """closeReplica for every partition of a deleted topic: stop following or leading, delete."""
-        for key in [key for key in self._leaderships if key[0] == topic]:
-            await self._leaderships.pop(key).stop()
-        for partition in [hosted for hosted in self.replicas.partitions if hosted.topic == topic]:
-            self.replicas.close_replica(topic, partition.partition_id, delete=True)
+    # the state-change listener's actions
+    async def _start_replica_requested(self, request: StateChangeRequest) -> None:
+        """startReplica on request. The seed's startReplica refuses a broker missing from the
+        partition's replicas path, yet its addPartition writes that path only after every
+        start-replica was consumed (and onPartitionsReassigned sends start-replica to replicas
+        not yet in it): the staged assignment under /brokers/partitions_reassigned counts too.
+        The log is prepared at once; leadership starts once the partition's replicas include
+        this broker (for a new partition, when the metadata cache sees it appear)."""
+        topic, partition = request.topic, request.partition
+        assigned = await _read_replicas(self.store, paths.replicas(topic, partition)) or ()
+        staged = await _read_replicas(self.store, paths.reassigned_partition(topic, partition)) or ()
+        if self.broker_id not in (*assigned, *staged):
+            raise NotReplicaForPartition(f"broker {self.broker_id} is not a replica of {topic}-{partition}"
+                                         f" (replicas {list(assigned)}, staged {list(staged)})")
+        self.replicas.prepare_replica(topic, partition)
+        if partition in self.metadata.topics.get(topic, {}):
+            await self._start_replicas(topic, [partition])
+
+    async def _close_replica_requested(self, request: StateChangeRequest) -> None:
+        """closeReplica: stop leading or following, close the log and delete it."""
+        leadership = self._leaderships.pop((request.topic, request.partition), None)
+        if leadership is not None:
+            await leadership.stop()
+        self.replicas.delete_replica(request.topic, request.partition)
 
     # services for the request handlers
     def now_ms(self) -> int:
         return wall_clock_ms()
+
+    def state_change_limits(self, timeout_s: float) -> admin.StateChangeLimits:
+        """For admin commands run here: wait `timeout_s` for brokers to consume their requests.
+        A request timeout of 0 asks Kafka to answer without waiting for the change to
+        complete; here the change completes only once consumed, so 0 means the default wait."""
+        return admin.StateChangeLimits(
+            timeout_s if timeout_s > 0 else admin.StateChangeLimits.timeout_s,
+            self.config["state.change.queue.max.requests"],
+        )
 
     def serving(self, topic: str, partition: int) -> bool:
         """Whether clients can use the partition now: a leader is known and, where that is this
@@ -189,10 +228,22 @@ class Broker:
         if not (allow_auto_create and self.config["auto.create.topics.enable"]):
             return ErrorCode.unknown_topic_or_partition
         try:
-            await admin.create_topic(self.store, name, self.config["num.partitions"], self.config["default.replication.factor"])
+            await admin.create_topic(self.store, name, self.config["num.partitions"], self.config["default.replication.factor"],
+                                     limits=self.state_change_limits(0))
         except AdminError as error:
             if error.code != ErrorCode.topic_already_exists:
                 return error.code
         return ErrorCode.leader_not_available
 
 
+
+
+class NotReplicaForPartition(Exception):
+    """A start-replica for a partition whose replicas do not include this broker."""
+
+
+async def _read_replicas(store, path: str) -> tuple[int, ...] | None:
+    try:
+        return ReplicaAssignment.decode((await store.get(path))[0]).replicas
+    except NoNode:
+        return None

@@ -31,6 +31,9 @@ def main() -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.WARNING)
     # kazoo logs every failed reconnect attempt; the command reports the outcome in one line.
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+    # Kafka's state-change log: every start-replica and close-replica, requested, received and
+    # completed, is worth an operator's eyes.
+    logging.getLogger("replog.state_change").setLevel(logging.INFO)
 
 
 @main.group()

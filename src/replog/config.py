@@ -250,6 +250,12 @@ SETTINGS: dict[str, Setting] = {
             "head start a partition's preferred replica gets in leader elections (the seed's PreferredReplicaTime)",
         ),
         Setting(
+            "state.change.queue.max.requests",
+            _int32(1),
+            10_000,
+            "requests a broker's state-change queue holds before it is shrunk (the seed's sendStateChange)",
+        ),
+        Setting(
             "offsets.retention.minutes",
             _int32(1),
             7 * _DAY_MS // 60_000,

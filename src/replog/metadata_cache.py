@@ -41,9 +41,9 @@ class MetadataCache:
         self.topics: dict[str, dict[int, PartitionView]] = {}
         self._followers: dict[str, list[asyncio.Task]] = {}  # "brokers" | "topics" | "topic:<t>" | "topic:<t>:<p>"
         self._changed = asyncio.Event()
-        # The broker's hooks: start replicas of new partitions, close those of deleted topics.
+        # The broker's hook: start replicas of new partitions (deleted ones are closed by the
+        # close-replica requests in the broker's state-change queue).
         self.on_partitions_added: Callable[[str, list[int]], Awaitable[None]] | None = None
-        self.on_topic_removed: Callable[[str], Awaitable[None]] | None = None
 
     async def start(self) -> None:
         await self._follow("brokers", await self._store.watch_children(paths.BROKER_IDS), self._apply_broker_ids)
@@ -114,8 +114,6 @@ class MetadataCache:
         for topic in removed:
             await self._forget(f"topic:{topic}")
             self.topics.pop(topic, None)
-            if self.on_topic_removed is not None:
-                await self.on_topic_removed(topic)
         for topic in added:
             self.topics[topic] = {}
             await self._follow(f"topic:{topic}", await self._store.watch_children(paths.topic(topic)), self._partitions_applier(topic))

@@ -16,6 +16,8 @@ from replog.admin import (
     InvalidReplicaAssignment,
     InvalidReplicationFactor,
     InvalidTopic,
+    RequestTimedOut,
+    StateChangeLimits,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
     alter_topic_config,
@@ -28,7 +30,9 @@ from replog.admin import (
 )
 from replog.config import load_broker_config
 from replog.coord_backends import paths
-from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
+from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment, StateChangeRequest, TopicConfig
+from replog.replica.state_changes import CLOSE_REPLICA, FROM_ADMIN, START_REPLICA
+from tests.recording_listener import recording_listener
 
 
 async def stored_replicas(store, topic: str) -> dict[int, list[int]]:
@@ -212,6 +216,57 @@ async def test_invalid_topic_configs_are_refused(store, register_brokers, config
     with pytest.raises(InvalidConfig, match=complaint) as caught:
         await create_topic(store, "t", 1, 1, configs)
     assert caught.value.code == 40
+    assert await list_topics(store) == []
+
+
+# --- state-change requests ----------------------------------------------------------------------
+
+
+def requests_of(consumed: list[StateChangeRequest]) -> list[tuple[str, str, int]]:
+    assert all((request.from_broker, request.leader_epoch) == (FROM_ADMIN, FROM_ADMIN) for request in consumed)
+    return [(request.kind, request.topic, request.partition) for request in consumed]
+
+
+async def test_create_starts_every_replica_before_the_partitions_appear(store, register_brokers):
+    await register_brokers({1: None, 2: None})
+    await create_topic(store, "orders", 2, 2)
+
+    for broker in (1, 2):
+        assert requests_of(register_brokers.consumed[broker]) == [(START_REPLICA, "orders", 0), (START_REPLICA, "orders", 1)]
+    for path in (paths.reassigned_topic("orders"), paths.topic_change("orders")):
+        assert await store.exists(path) is None, path
+
+
+async def test_a_timed_out_creation_is_cleaned_up_by_the_next_create(store):
+    # Broker 1 is registered but does not consume its queue (it is paused, say).
+    await store.create(paths.broker(1), BrokerRegistration("127.0.0.1", 9093).encode(), ephemeral=True, make_parents=True)
+    with pytest.raises(RequestTimedOut, match=r"brokers \[1\] did not consume") as caught:
+        await create_topic(store, "late", None, None, replica_assignment={0: [1]}, limits=StateChangeLimits(timeout_s=0.3))
+    assert caught.value.code == 7
+    assert await list_topics(store) == []
+    assert await store.exists(paths.reassigned_partition("late", 0)) is not None
+    assert await store.exists(paths.topic_change("late")) is None
+
+    listener, consumed = await recording_listener(store, 1)  # broker 1 resumes
+    try:
+        await create_topic(store, "late", None, None, replica_assignment={0: [1]})
+    finally:
+        await listener.close()
+    assert requests_of(consumed) == [(START_REPLICA, "late", 0), (CLOSE_REPLICA, "late", 0), (START_REPLICA, "late", 0)]
+    assert await stored_replicas(store, "late") == {0: [1]}
+    assert await store.exists(paths.reassigned_topic("late")) is None
+
+
+async def test_delete_queues_close_replica_for_brokers_that_are_down(store, register_brokers):
+    await register_brokers({1: None})
+    await create_topic(store, "orders", None, None, replica_assignment={0: [1, 5]})  # broker 5 is down
+
+    await delete_topic(store, "orders")
+
+    assert requests_of(register_brokers.consumed[1]) == [(START_REPLICA, "orders", 0), (CLOSE_REPLICA, "orders", 0)]
+    waiting = [StateChangeRequest.decode((await store.get(f"{paths.state_queue(5)}/{name}"))[0])
+               for name in await store.children(paths.state_queue(5))]
+    assert requests_of(waiting) == [(START_REPLICA, "orders", 0), (CLOSE_REPLICA, "orders", 0)]
     assert await list_topics(store) == []
 
 

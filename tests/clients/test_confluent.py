@@ -86,3 +86,11 @@ class Confluent(Adapter):
 
 class TestConfluent(ClientSuite):
     client = Confluent()
+
+    def test_admin_create_topic_with_the_broker_defaults(self, broker, topic_name):
+        """-1 partitions and replication factor mean the broker's num.partitions and
+        default.replication.factor (both 1 here)."""
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic_name, -1, -1)])[topic_name].result(TIMEOUT_S)
+        partitions = admin.list_topics(topic_name, timeout=TIMEOUT_S).topics[topic_name].partitions
+        assert [len(meta.replicas) for meta in partitions.values()] == [1]

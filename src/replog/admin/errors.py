@@ -27,6 +27,14 @@ class UnknownTopicOrPartition(_KafkaError):
     CODE = 3
 
 
+class BrokerNotAvailable(_KafkaError):
+    CODE = 8
+
+
+class RequestTimedOut(_KafkaError):
+    CODE = 7
+
+
 class InvalidTopic(_KafkaError):
     CODE = 17
 

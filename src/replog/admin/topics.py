@@ -1,17 +1,26 @@
 """Topic lifecycle on the coordination store: create, delete, add partitions, describe, configure.
 
 These act on the store directly, as the seed's admin commands do, so they work while every
-broker is down; brokers learn of the changes through their watches. Nodes written (paths.py):
+broker is down; brokers act on the start-replica and close-replica requests these commands put
+in their state-change queues (replica/state_changes.py). Nodes written (paths.py):
 
-    /brokers/topics/[topic]                          empty; its children are the partition ids
-    /brokers/topics/[topic]/[partition]/replicas     ReplicaAssignment, preferred leader first
-    /config/topics/[topic]                           TopicConfig: the topic's overrides, as text
+    /brokers/topics/[topic]                            empty; its children are the partition ids
+    /brokers/topics/[topic]/[partition]/replicas       ReplicaAssignment, preferred leader first
+    /brokers/partitions_reassigned/[topic]/[partition] ReplicaAssignment of a partition being added
+    /config/topics/[topic]                             TopicConfig: the topic's overrides, as text
+    /admin/topic_changes/[topic]                       held (ephemeral) while partitions are added
 
-Each command is one store transaction, so a reader never sees half a topic and two admins racing
-on one topic have exactly one winner. Where the seed stages a new partition under
-/brokers/partitions_reassigned and waits for start-replica to be consumed, the transaction is
-the commit point instead: brokers start replicas when they see the partition appear, and the
-leader and ISR nodes are created by the elected leader.
+Adding partitions (create, grow) is the seed's addPartition, for all new partitions at once so
+that a reader never sees half a topic: take the topic's change marker, clean a failed earlier
+attempt (cleanFailedTopicCreationAttempt), stage the new partitions under
+/brokers/partitions_reassigned, send start-replica (epoch -1) to every replica, wait until every
+registered replica broker consumed its requests (waitTillStateChangeRequestConsumed; a broker
+that is not registered drains its queue when it starts), then one transaction creates the
+partitions and removes the staging. A wait that runs out fails with REQUEST_TIMED_OUT naming the
+brokers, and leaves the staging for the next create to clean.
+
+Deleting a topic sends close-replica to every assigned broker, down or not, waits for the
+registered ones, and removes the topic in one transaction.
 
 A transaction that conflicts with a concurrent writer (NodeExists, NoNode, BadVersion,
 NotEmpty) is re-planned from a fresh read, at most CONFLICT_ATTEMPTS_MAX times; the fresh read
@@ -20,6 +29,7 @@ usually turns the conflict into the right Kafka error (TOPIC_ALREADY_EXISTS, ...
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
 import re
@@ -28,6 +38,7 @@ from typing import TypeVar
 
 from replog.config import (
     DEFAULT_SOURCE,
+    SETTINGS,
     TOPIC_SETTINGS,
     TOPIC_SOURCE,
     BrokerConfig,
@@ -39,15 +50,32 @@ from replog.config import (
 )
 from replog.coord_backends import BadVersion, NodeExists, NoNode, NotEmpty, Store, Transaction
 from replog.coord_backends import paths
-from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
+from replog.coord_backends.paths import (
+    BrokerRegistration,
+    IsrRecord,
+    LeaderRecord,
+    ReplicaAssignment,
+    TopicChangeInProgress,
+    TopicConfig,
+)
+from replog.replica.state_changes import (
+    CLOSE_REPLICA,
+    FROM_ADMIN,
+    START_REPLICA,
+    FollowerStateChangeQueueFull,
+    send_state_change,
+    wait_till_state_change_requests_consumed,
+)
 
 from .assignment import BrokerRack, assign_replicas, check_assignment
 from .errors import (
     AdminError,
+    BrokerNotAvailable,
     InvalidConfig,
     InvalidPartitions,
     InvalidReplicaAssignment,
     InvalidTopic,
+    RequestTimedOut,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
@@ -55,6 +83,8 @@ from .errors import (
 TOPIC_NAME_LENGTH_MAX = 249  # Kafka's: a partition directory "<topic>-<partition>" must fit in 255 bytes
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 CONFLICT_ATTEMPTS_MAX = 5
+STATE_CHANGE_TIMEOUT_S_DEFAULT = 30.0  # Kafka's request.timeout.ms default
+QUEUE_MAX_REQUESTS_DEFAULT: int = SETTINGS["state.change.queue.max.requests"].default
 _CONFLICTS = (NodeExists, NoNode, BadVersion, NotEmpty)
 
 T = TypeVar("T")
@@ -169,11 +199,137 @@ async def _plan_assignment(
     return assignment
 
 
-def _add_partitions(transaction: Transaction, name: str, assignment: Mapping[int, Sequence[int]]) -> Transaction:
+@dataclasses.dataclass(frozen=True)
+class StateChangeLimits:
+    """How long an admin command waits for brokers to consume its requests, and the bound of
+    their queues (`state.change.queue.max.requests`)."""
+
+    timeout_s: float = STATE_CHANGE_TIMEOUT_S_DEFAULT
+    queue_max_requests: int = QUEUE_MAX_REQUESTS_DEFAULT
+
+
+async def _send_to_replicas(
+    store: Store, kind: str, name: str, assignment: Mapping[int, Sequence[int]], limits: StateChangeLimits
+) -> dict[int, list[str]]:
+    """sendStateChange(kind, epoch -1) to every replica of every partition; the request names
+    sent, by broker."""
+    sent: dict[int, list[str]] = {}
+    for partition_id, replicas in sorted(assignment.items()):
+        for broker in replicas:
+            try:
+                request = await send_state_change(store, kind, broker, name, partition_id, FROM_ADMIN, FROM_ADMIN,
+                                                  queue_max_requests=limits.queue_max_requests)
+            except FollowerStateChangeQueueFull as full:
+                raise BrokerNotAvailable(f"topic {name!r}: {full}") from None
+            sent.setdefault(broker, []).append(request)
+    return sent
+
+
+async def _wait_for_registered(store: Store, name: str, sent: Mapping[int, list[str]], limits: StateChangeLimits,
+                               consequence: str) -> None:
+    """waitTillStateChangeRequestConsumed, for the brokers that are registered: the others drain
+    their queues before they start any replica."""
+    registered = {broker for broker, _ in await live_brokers(store)}
+    late = await wait_till_state_change_requests_consumed(
+        store, {broker: names for broker, names in sent.items() if broker in registered}, limits.timeout_s
+    )
+    if late:
+        raise RequestTimedOut(
+            f"topic {name!r}: brokers {late} did not consume their state-change requests within"
+            f" {limits.timeout_s:g} s; {consequence}"
+        )
+
+
+async def _staged(store: Store, name: str) -> dict[int, list[int]]:
+    staged = {}
+    for child in await _children_or_none(store, paths.reassigned_topic(name)):
+        found = await _get_or_none(store, paths.reassigned_partition(name, int(child)))
+        if found is not None:
+            staged[int(child)] = list(ReplicaAssignment.decode(found[0]).replicas)
+    return staged
+
+
+async def clean_failed_topic_creation_attempt(store: Store, name: str, limits: StateChangeLimits) -> None:
+    """cleanFailedTopicCreationAttempt: partitions staged by an addPartition that never finished
+    (it timed out, or its admin died) are closed on their brokers and unstaged. A staged
+    partition that exists in the topic is a reassignment, not a failed attempt: left alone.
+    Runs under the topic's change marker, so no addPartition of another admin is in flight."""
+    leftovers = {
+        partition_id: replicas
+        for partition_id, replicas in (await _staged(store, name)).items()
+        if await store.exists(paths.replicas(name, partition_id)) is None
+    }
+    if not leftovers:
+        return
+    await _send_to_replicas(store, CLOSE_REPLICA, name, leftovers, limits)
+    transaction = store.transaction()
+    for partition_id in leftovers:
+        transaction.delete(paths.reassigned_partition(name, partition_id))
+    if len(leftovers) == len(await _children_or_none(store, paths.reassigned_topic(name))):
+        transaction.delete(paths.reassigned_topic(name))
+    await transaction.commit()
+
+
+async def _wait_for_topic_change(store: Store, name: str, timeout_s: float) -> None:
+    """Wait while another admin holds the topic's change marker (it ends with its command, or
+    with its session)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with await store.watch_data(paths.topic_change(name)) as watch:
+                async for event in watch:
+                    if not event.exists:
+                        return
+    except TimeoutError:
+        raise RequestTimedOut(f"topic {name!r}: another admin command is still changing it after {timeout_s:g} s") from None
+
+
+async def _changing_topic(
+    store: Store, name: str, operation: str, limits: StateChangeLimits, change: Callable[[], Awaitable[T]]
+) -> T:
+    """Run `change` holding the topic's change marker. Taking it is the command's first
+    transaction: the point where racing admins meet, one wins, and the others wait for it."""
+    await _wait_for_topic_change(store, name, limits.timeout_s)
+    await _ensure_exists(store, paths.TOPIC_CHANGES)
+    marker = TopicChangeInProgress(operation).encode()
+    await store.transaction().create(paths.topic_change(name), marker, ephemeral=True).commit()
+    try:
+        return await change()
+    finally:
+        try:
+            await store.delete(paths.topic_change(name))
+        except NoNode:
+            pass  # it went with a lost session
+
+
+async def add_partitions(
+    store: Store, name: str, assignment: Mapping[int, Sequence[int]], limits: StateChangeLimits,
+    finish: Callable[[Transaction], Awaitable[None]] | None = None,
+) -> None:
+    """addPartition for every partition in `assignment`, with one commit for all of them:
+    stage, start-replica each replica, wait, then `finish` adds its own operations (a new
+    topic's node and config) to the transaction that creates the partitions and unstages them.
+    Call under the topic's change marker, after clean_failed_topic_creation_attempt."""
+    await _ensure_exists(store, paths.PARTITIONS_REASSIGNED)
+    staging = store.transaction()
+    staging_topic_existed = await store.exists(paths.reassigned_topic(name)) is not None
+    if not staging_topic_existed:
+        staging.create(paths.reassigned_topic(name))
+    for partition_id, replicas in assignment.items():
+        staging.create(paths.reassigned_partition(name, partition_id), ReplicaAssignment(tuple(replicas)).encode())
+    await staging.commit()
+    sent = await _send_to_replicas(store, START_REPLICA, name, assignment, limits)
+    await _wait_for_registered(store, name, sent, limits,
+                               "the partitions stay staged until the next create of the topic cleans them up")
+    transaction = store.transaction()
+    if finish is not None:
+        await finish(transaction)
     for partition_id, replicas in assignment.items():
         transaction.create(paths.partition(name, partition_id))
         transaction.create(paths.replicas(name, partition_id), ReplicaAssignment(tuple(replicas)).encode())
-    return transaction
+        transaction.delete(paths.reassigned_partition(name, partition_id))
+    if not staging_topic_existed:
+        transaction.delete(paths.reassigned_topic(name))
+    await transaction.commit()
 
 
 async def create_topic(
@@ -185,6 +341,7 @@ async def create_topic(
     *,
     replica_assignment: Mapping[int, Sequence[int]] | None = None,
     validate_only: bool = False,
+    limits: StateChangeLimits = StateChangeLimits(),
 ) -> dict[int, list[int]]:
     """Create a topic and return its replica assignment; with `validate_only`, only check and plan.
 
@@ -198,18 +355,16 @@ async def create_topic(
     _topic_config_errors(name, overrides)
     assignment = await _plan_assignment(store, name, partitions, replication_factor, replica_assignment)
 
-    async def attempt() -> dict[int, list[int]]:
+    async def refuse_existing() -> None:
         existing = await list_topics(store)
         if name in existing:
             raise TopicAlreadyExists(f"topic {name!r} already exists")
         colliding = [topic for topic in existing if _collision_key(topic) == _collision_key(name)]
         if colliding:
             raise InvalidTopic(f"topic {name!r} collides with existing topic {colliding[0]!r} ('.' and '_' collide)")
-        if validate_only:
-            return assignment
-        await _ensure_exists(store, paths.TOPICS)
-        await _ensure_exists(store, paths.TOPIC_CONFIGS)
-        transaction = _add_partitions(store.transaction().create(paths.topic(name)), name, assignment)
+
+    async def finish(transaction: Transaction) -> None:
+        transaction.create(paths.topic(name))
         config_bytes = TopicConfig(overrides).encode()
         # A config left behind without its topic (written by an older tool) is overwritten,
         # as Kafka's createTopic does; the version check keeps a racing creator out.
@@ -218,10 +373,19 @@ async def create_topic(
             transaction.create(paths.topic_config(name), config_bytes)
         else:
             transaction.set(paths.topic_config(name), config_bytes, stale_version)
-        await transaction.commit()
+
+    async def create() -> dict[int, list[int]]:
+        await refuse_existing()
+        await _ensure_exists(store, paths.TOPICS)
+        await _ensure_exists(store, paths.TOPIC_CONFIGS)
+        await clean_failed_topic_creation_attempt(store, name, limits)
+        await add_partitions(store, name, assignment, limits, finish)
         return assignment
 
-    return await _retrying(attempt)
+    if validate_only:
+        await refuse_existing()
+        return assignment
+    return await _retrying(lambda: _changing_topic(store, name, "create", limits, create))
 
 
 async def _subtree(store: Store, path: str) -> list[str]:
@@ -232,37 +396,56 @@ async def _subtree(store: Store, path: str) -> list[str]:
     return [*below, path]
 
 
-async def delete_topic(store: Store, name: str) -> None:
-    """Remove the topic's partitions (replicas, leader, ISR, epoch nodes), its config and any
-    pending reassignment, in one transaction.
+async def delete_topic(store: Store, name: str, *, limits: StateChangeLimits = StateChangeLimits()) -> None:
+    """deleteTopic: close-replica to every broker holding a replica (of the topic's partitions
+    and of any staged for it), down or not; wait for the registered ones; then remove the
+    partitions (replicas, leader, ISR, epoch nodes), the config and any staging, in one
+    transaction.
 
-    What brokers do on seeing it: each broker watches the children of /brokers/topics; when a
-    topic disappears, every broker holding one of its replicas stops the replica (a leader stops
-    its commit task and answers UNKNOWN_TOPIC_OR_PARTITION) and deletes its log (the seed's
-    closeReplica). A broker that was down at the time finds, at start-up, logs of topics the
-    store no longer has; it reports them and leaves them on disk, because deleting data on the
-    store's say-so alone would let a mistyped --coord wipe a broker. (Issue 5's state-change
-    queues carry an explicit close-replica, which such a broker acts on when it returns.)
+    The seed's deletePartition has each partition's leader send the close-replicas, prompted by
+    an empty reassignment; the admin sends them itself here, which also reaches partitions that
+    have no leader. A broker that was down acts on its close-replica when it starts, before it
+    opens any replica. When the registered brokers do not all consume in time the topic is
+    removed all the same (their requests stay queued, so they delete their logs when they get
+    to them) and the call fails with REQUEST_TIMED_OUT naming them, as Kafka's DeleteTopics
+    times out while the deletion goes on.
     """
-
-    async def attempt() -> None:
-        if await store.exists(paths.topic(name)) is None:
-            raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
-        doomed = await _subtree(store, paths.topic(name))
-        for optional in (paths.reassigned_topic(name), paths.topic_config(name)):
-            if await store.exists(optional) is not None:
-                doomed += await _subtree(store, optional)
-        transaction = store.transaction()
-        for path in doomed:
-            transaction.delete(path)
-        await transaction.commit()
-
     validate_topic_name(name)
-    await _retrying(attempt)
+    if await store.exists(paths.topic(name)) is None:
+        raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
+    assignment = await _staged(store, name)
+    for partition_id in await _partition_ids(store, name):
+        replicas = await _get_or_none(store, paths.replicas(name, partition_id))
+        if replicas is not None:
+            assignment[partition_id] = sorted({*assignment.get(partition_id, ()), *ReplicaAssignment.decode(replicas[0]).replicas})
+    sent = await _send_to_replicas(store, CLOSE_REPLICA, name, assignment, limits)
+    late: RequestTimedOut | None = None
+    try:
+        await _wait_for_registered(store, name, sent, limits,
+                                   "the topic is deleted; they delete their replicas when they reach the requests")
+    except RequestTimedOut as error:
+        late = error
+    await _retrying(lambda: _remove_topic_nodes(store, name))
+    if late is not None:
+        raise late
+
+
+async def _remove_topic_nodes(store: Store, name: str) -> None:
+    if await store.exists(paths.topic(name)) is None:
+        raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
+    doomed = await _subtree(store, paths.topic(name))
+    for optional in (paths.reassigned_topic(name), paths.topic_config(name)):
+        if await store.exists(optional) is not None:
+            doomed += await _subtree(store, optional)
+    transaction = store.transaction()
+    for path in doomed:
+        transaction.delete(path)
+    await transaction.commit()
 
 
 async def create_partitions(
-    store: Store, name: str, new_total: int, assignment: Mapping[int, Sequence[int]] | None = None
+    store: Store, name: str, new_total: int, assignment: Mapping[int, Sequence[int]] | None = None,
+    *, limits: StateChangeLimits = StateChangeLimits(),
 ) -> dict[int, list[int]]:
     """Grow the topic to `new_total` partitions; returns the new partitions' replicas.
 
@@ -271,7 +454,7 @@ async def create_partitions(
     round-robin from partition 0's leader over the registered brokers.
     """
 
-    async def attempt() -> dict[int, list[int]]:
+    async def grow() -> dict[int, list[int]]:
         existing = await _partition_ids(store, name)
         if new_total <= len(existing):
             raise InvalidPartitions(
@@ -279,12 +462,14 @@ async def create_partitions(
             )
         first_replicas = await _stored_replicas(store, name, 0)
         added = await _plan_new_partitions(store, name, len(existing), new_total, first_replicas, assignment)
-        # No check on the topic node is needed: were the topic deleted meanwhile, creating a
-        # partition under it fails with NoNode, and the re-read reports the topic unknown.
-        await _add_partitions(store.transaction(), name, added).commit()
+        await clean_failed_topic_creation_attempt(store, name, limits)
+        # Were the topic deleted meanwhile, creating a partition under it fails with NoNode,
+        # and the re-read reports the topic unknown.
+        await add_partitions(store, name, added, limits)
         return added
 
-    return await _retrying(attempt)
+    await _partition_ids(store, name)  # an unknown topic is refused before anything is taken
+    return await _retrying(lambda: _changing_topic(store, name, "add-partitions", limits, grow))
 
 
 async def _plan_new_partitions(

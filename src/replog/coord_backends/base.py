@@ -261,8 +261,9 @@ def join(parent: str, name: str) -> str:
 
 
 def ancestors(path: str) -> list[str]:
-    """Proper ancestors of `path` below the root, outermost first."""
-    parts = path.strip("/").split("/")
+    """Proper ancestors of `path` below the root, outermost first (of a sequential prefix
+    ending in '/', every node it names)."""
+    parts = path[1:].split("/")
     return ["/" + "/".join(parts[:depth]) for depth in range(1, len(parts))]
 
 

@@ -12,6 +12,7 @@ configurable root:
     /brokers/partitions_reassigned/[topic]/[partition]  ReplicaAssignment    (removed when done)
     /brokers/state/[broker_id]/[seq]                    StateChangeRequest   (persistent queue)
     /config/topics/[topic]                              TopicConfig
+    /admin/topic_changes/[topic]                        TopicChangeInProgress (ephemeral)
     /cluster/id                                         ClusterId
     /latest_producer_id_block                           ProducerIdBlock      (Kafka's own path)
 
@@ -110,6 +111,9 @@ class EpochCounter(NodeValue):
 
 @dataclasses.dataclass(frozen=True)
 class StateChangeRequest(NodeValue):
+    """One request in a broker's state-change queue. `from_broker` is the sending leader, or -1
+    for an admin command; `leader_epoch` is the sender's epoch, or -1 from an admin command."""
+
     KINDS: ClassVar[frozenset[str]] = frozenset({"start-replica", "close-replica"})
 
     kind: str
@@ -121,6 +125,15 @@ class StateChangeRequest(NodeValue):
     def __post_init__(self) -> None:
         if self.kind not in self.KINDS:
             raise ValueError(f"unknown state change {self.kind!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicChangeInProgress(NodeValue):
+    """Held (ephemeral) by the admin session creating a topic or adding partitions to it, while
+    it waits for brokers to consume its start-replica requests: a second admin waits for it
+    rather than mistaking the staged partitions for a failed attempt."""
+
+    operation: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +162,7 @@ TOPICS = "/brokers/topics"
 PARTITIONS_REASSIGNED = "/brokers/partitions_reassigned"
 STATE_QUEUES = "/brokers/state"
 TOPIC_CONFIGS = "/config/topics"
+TOPIC_CHANGES = "/admin/topic_changes"
 CLUSTER_ID = "/cluster/id"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
@@ -200,3 +214,7 @@ def state_change_prefix(broker_id: int) -> str:
 
 def topic_config(name: str) -> str:
     return f"{TOPIC_CONFIGS}/{name}"
+
+
+def topic_change(name: str) -> str:
+    return f"{TOPIC_CHANGES}/{name}"

@@ -22,6 +22,7 @@ task intervals are the event loop's.
 import asyncio
 import dataclasses
 import logging
+import shutil
 from collections.abc import Callable, Collection
 from pathlib import Path
 
@@ -135,7 +136,7 @@ class ReplicaManager:
         if self.broker_id not in assigned_replicas:
             raise ValueError(f"broker {self.broker_id} is not among the replicas {list(assigned_replicas)} "
                              f"of {topic}-{partition}")
-        log = Log(self.data_dir / f"{topic}-{partition}", log_config, self._clock)
+        log = Log(self.log_directory(topic, partition), log_config, self._clock)
         checkpointed_high_watermark = self._checkpointed_high_watermarks.get(key, 0)
         started = Partition(log, self.broker_id, leader_epoch, assigned_replicas, isr, checkpointed_high_watermark,
                             partition_config, self._clock(), leader_id)
@@ -156,6 +157,27 @@ class ReplicaManager:
         else:
             closing.close()
             self._checkpointed_high_watermarks[(topic, partition)] = closing.high_watermark
+
+    def prepare_replica(self, topic: str, partition: int) -> None:
+        """startReplica of a partition the store does not show yet (an admin is adding it): make
+        its log directory, so that a disk that cannot hold it fails the admin's wait rather than
+        the partition's first election."""
+        self.log_directory(topic, partition).mkdir(exist_ok=True)
+
+    def delete_replica(self, topic: str, partition: int) -> None:
+        """closeReplica with deletion, hosted or not: a broker drains its close-replica requests
+        before it opens any replica, so a log deleted while it was down is only on disk."""
+        if self.hosted(topic, partition) is not None:
+            self.close_replica(topic, partition, delete=True)
+            return
+        directory = self.log_directory(topic, partition)
+        if directory.exists():
+            shutil.rmtree(directory)
+            logger.info("deleted replica log topic=%s partition=%d broker=%d dir=%s", topic, partition, self.broker_id, directory)
+        self._checkpointed_high_watermarks.pop((topic, partition), None)
+
+    def log_directory(self, topic: str, partition: int) -> Path:
+        return self.data_dir / f"{topic}-{partition}"
 
     def hosted(self, topic: str, partition: int) -> Partition | None:
         return self._partitions.get((topic, partition))

@@ -2,10 +2,13 @@
 IncrementalAlterConfigs.
 
 Each acts on the coordination store through replog.admin, as the seed's admin commands do, so
-any broker can take them (Metadata names the answering broker as "controller"). Create and
-grow wait, up to the request's timeout, until this broker's metadata shows a leader for every
-new partition, so a client can produce straight after; if the wait runs out the topic still
-exists and the answer is success, as Kafka's is once the controller has accepted the change.
+any broker can take them (Metadata names the answering broker as "controller"). Create, grow
+and delete first wait, up to the request's timeout, until every registered replica broker has
+consumed its state-change requests, and answer REQUEST_TIMED_OUT naming the others if not.
+Create and grow then wait, up to the timeout again, until this broker's metadata shows a leader
+for every new partition, so a client can produce straight after; if that wait runs out the
+topic still exists and the answer is success, as Kafka's is once the controller has accepted
+the change.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ async def create_topics(services, request: Request):
                 services.store, topic.name, partitions, replication,
                 {config.name: config.value for config in topic.configs if config.value is not None},
                 replica_assignment=assignment, validate_only=validate_only,
+                limits=services.state_change_limits(_timeout_s(request)),
             )
         except AdminError as error:
             results.append(result | _failure(request, topic.name, error))
@@ -83,7 +87,7 @@ async def delete_topics(services, request: Request):
             results.append(result | {"error_code": ErrorCode.unknown_topic_id, "error_message": "topics are named, not deleted by id"})
             continue
         try:
-            await admin.delete_topic(services.store, name)
+            await admin.delete_topic(services.store, name, limits=services.state_change_limits(_timeout_s(request)))
         except AdminError as error:
             result |= _failure(request, name, error)
         results.append(result)
@@ -106,7 +110,8 @@ async def create_partitions(services, request: Request):
             if body.validate_only:
                 await admin.describe_topic(services.store, topic.name)  # existence only; growth is checked on apply
             else:
-                await admin.create_partitions(services.store, topic.name, topic.count, assignment)
+                await admin.create_partitions(services.store, topic.name, topic.count, assignment,
+                                              limits=services.state_change_limits(_timeout_s(request)))
                 await _wait_for_leaders(services, topic.name, topic.count, _timeout_s(request))
         except AdminError as error:
             result |= _failure(request, topic.name, error)

@@ -1,0 +1,247 @@
+"""The seed's per-broker state-change queues: sendStateChange, the state-change listener and
+waitTillStateChangeRequestConsumed.
+
+    /brokers/state/[broker_id]/[seq]  ->  StateChangeRequest (persistent, sequential)
+
+A leader, or an admin command, asks a broker to start or close one of its replicas by
+appending a request to that broker's queue. The queue is persistent so that a request reaches
+a broker that is down when it is sent (a deleted topic's close-replica, above all): the broker
+drains its queue at start-up, before it computes the replicas assigned to it.
+
+The listener on the broker processes requests strictly in sequence order, one at a time, and
+deletes each once it is done; a sender learns that a request was consumed when its node is
+gone. close-replica is acted on whatever its epoch (a broker that was down must still delete
+what was deleted meanwhile); start-replica is acted on only when the partition has no leader
+yet (a new topic or partition) or when its epoch is the partition's latest (the ISR's), so that
+a slow broker ignores a request queued by an earlier leader.
+
+Each request is logged, on the `replog.state_change` logger, when it is requested (sender
+side), received and completed (receiver side), with topic, partition, from, to and epoch: the
+seed's "explicit monitoring of the entire lifecycle of a state change". `from=admin` and
+`epoch=-1` mark an admin command's request.
+
+Bound: a queue holds at most `state.change.queue.max.requests` requests. A sender that finds it
+full shrinks it as the seed says (only the latest-epoch close-replica of each partition stays;
+start-replicas go, a broker that comes back computes its replicas from the store anyway) and
+raises FollowerStateChangeQueueFull if that did not make room. Concurrent senders may overshoot
+the bound by their number: the check and the append are two store operations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Collection, Mapping
+
+from replog.coord_backends import CoordinationUnavailable, NoNode, SessionLost, Store, StoreError
+from replog.coord_backends import paths
+from replog.coord_backends.paths import InvalidNodeValue, IsrRecord, StateChangeRequest
+
+logger = logging.getLogger("replog.state_change")
+
+START_REPLICA = "start-replica"
+CLOSE_REPLICA = "close-replica"
+FROM_ADMIN = -1  # the sender, and the epoch, of an admin command's request
+STORE_RETRY_PAUSE_S = 1.0  # a listener that met a store error looks at its queue again after this
+
+Handler = Callable[[StateChangeRequest], Awaitable[None]]
+
+
+class FollowerStateChangeQueueFull(Exception):
+    def __init__(self, broker_id: int, queued: int, queue_max_requests: int):
+        super().__init__(
+            f"the state-change queue of broker {broker_id} holds {queued} requests even after shrinking"
+            f" (state.change.queue.max.requests={queue_max_requests})"
+        )
+        self.broker_id = broker_id
+
+
+def describe(request: StateChangeRequest, to_broker: int) -> str:
+    sender = "admin" if request.from_broker == FROM_ADMIN else str(request.from_broker)
+    return (f"{request.kind} topic={request.topic} partition={request.partition} from={sender} to={to_broker}"
+            f" epoch={request.leader_epoch}")
+
+
+async def send_state_change(
+    store: Store, kind: str, follower_broker_id: int, topic: str, partition: int, epoch: int, sender: int,
+    *, queue_max_requests: int,
+) -> str:
+    """sendStateChange: append a request to the follower's queue; returns the request's node
+    name (its sequence number), which the consumer deletes once done."""
+    request = StateChangeRequest(kind, topic, partition, from_broker=sender, leader_epoch=epoch)
+    queue = paths.state_queue(follower_broker_id)
+    try:
+        queued = await store.children(queue)
+    except NoNode:
+        queued = []  # a broker that never started: the queue is made with its first request
+    if len(queued) >= queue_max_requests:
+        remaining = await shrink(store, follower_broker_id, queued)
+        if remaining >= queue_max_requests:
+            full = FollowerStateChangeQueueFull(follower_broker_id, remaining, queue_max_requests)
+            logger.error("not requested %s: %s", describe(request, follower_broker_id), full)
+            raise full
+    created = await store.create(paths.state_change_prefix(follower_broker_id), request.encode(),
+                                 sequential=True, make_parents=True)
+    name = created.rsplit("/", 1)[1]
+    logger.info("requested %s seq=%s", describe(request, follower_broker_id), name)
+    return name
+
+
+async def shrink(store: Store, broker_id: int, names: Collection[str]) -> int:
+    """Keep only the latest-epoch close-replica of each partition (the latest sent, among equal
+    epochs); returns how many requests are left."""
+    kept: dict[tuple[str, int], tuple[int, str]] = {}
+    doomed: list[str] = []
+    for name in sorted(names):  # bounded by the queue
+        try:
+            request = StateChangeRequest.decode((await store.get(f"{paths.state_queue(broker_id)}/{name}"))[0])
+        except NoNode:
+            continue  # consumed meanwhile
+        except InvalidNodeValue:
+            doomed.append(name)  # the consumer would drop it too
+            continue
+        if request.kind != CLOSE_REPLICA:
+            doomed.append(name)
+            continue
+        key = (request.topic, request.partition)
+        if key in kept and kept[key][0] > request.leader_epoch:
+            doomed.append(name)
+            continue
+        if key in kept:
+            doomed.append(kept[key][1])
+        kept[key] = (request.leader_epoch, name)
+    for name in doomed:
+        try:
+            await store.delete(f"{paths.state_queue(broker_id)}/{name}")
+        except NoNode:
+            pass
+    logger.warning("shrank state-change queue broker=%d dropped=%d kept=%d", broker_id, len(doomed), len(kept))
+    return len(await store.children(paths.state_queue(broker_id)))
+
+
+async def start_replica_is_current(store: Store, request: StateChangeRequest) -> tuple[bool, int | None]:
+    """The seed's check on a start-replica: act when the partition has no leader (a new topic or
+    partition) or when the request carries the partition's latest epoch, read from its ISR.
+    Returns (act, latest epoch or None when there is no leader)."""
+    if await store.exists(paths.leader(request.topic, request.partition)) is None:
+        return True, None
+    try:
+        latest = IsrRecord.decode((await store.get(paths.isr(request.topic, request.partition)))[0]).leader_epoch
+    except NoNode:
+        return True, None  # the leader went between the two reads
+    return request.leader_epoch == latest, latest
+
+
+async def wait_till_state_change_requests_consumed(
+    store: Store, sent: Mapping[int, Collection[str]], timeout_s: float
+) -> list[int]:
+    """waitTillStateChangeRequestConsumed: watch each broker's queue until none of the requests
+    sent to it is left, for at most `timeout_s`. Returns the brokers that did not consume theirs."""
+    pending = {broker: set(names) for broker, names in sent.items() if names}
+
+    async def consumed(broker: int) -> None:
+        async with await store.watch_children(paths.state_queue(broker)) as watch:
+            async for queued in watch:
+                if pending[broker].isdisjoint(queued):
+                    del pending[broker]
+                    return
+
+    try:
+        async with asyncio.timeout(timeout_s):
+            await asyncio.gather(*(consumed(broker) for broker in list(pending)))
+    except TimeoutError:
+        pass
+    return sorted(pending)
+
+
+class StateChangeListener:
+    """The state-change listener of one broker: `listen()` arms the watch on its queue,
+    `drain()` processes what is queued and then follows the queue in a task."""
+
+    def __init__(self, store: Store, broker_id: int, start_replica: Handler, close_replica: Handler):
+        self._store = store
+        self._broker_id = broker_id
+        self._queue = paths.state_queue(broker_id)
+        self._start_replica = start_replica
+        self._close_replica = close_replica
+        self._watch = None
+        self._task: asyncio.Task | None = None
+
+    async def listen(self) -> None:
+        self._watch = await self._store.watch_children(self._queue)
+
+    async def drain(self) -> None:
+        drained = await self._consume_queue()
+        self._task = asyncio.create_task(self._follow(None if drained else STORE_RETRY_PAUSE_S))
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._watch is not None:
+            await self._watch.close()
+
+    async def _follow(self, retry_pause_s: float | None) -> None:
+        while True:  # ends when close() cancels it or closes the watch
+            try:
+                await asyncio.wait_for(anext(self._watch), retry_pause_s)
+            except TimeoutError:
+                pass
+            except StopAsyncIteration:
+                return
+            retry_pause_s = None if await self._consume_queue() else STORE_RETRY_PAUSE_S
+
+    async def _consume_queue(self) -> bool:
+        """Process every request queued now, in sequence order. False after a store error: the
+        rest waits for the next change of the queue or the retry pause, whichever comes first."""
+        try:
+            for name in await self._queued():  # bounded by the queue
+                await self._consume(name)
+        except StoreError as error:
+            logger.warning("state-change queue unreadable broker=%d error=%s", self._broker_id, error)
+            return False
+        return True
+
+    async def _queued(self) -> list[str]:
+        try:
+            return await self._store.children(self._queue)
+        except NoNode:
+            return []  # no queue yet: nothing was ever sent here
+
+    async def _consume(self, name: str) -> None:
+        path = f"{self._queue}/{name}"
+        try:
+            raw, _ = await self._store.get(path)
+        except NoNode:
+            return  # already consumed (the watch lags our own deletes), or shrunk away
+        try:
+            request = StateChangeRequest.decode(raw)
+        except InvalidNodeValue as error:
+            logger.error("dropped unreadable state change broker=%d seq=%s error=%s", self._broker_id, name, error)
+            await self._store.delete(path)
+            return
+        logger.info("received %s seq=%s", describe(request, self._broker_id), name)
+        try:
+            if await self._act(request):
+                logger.info("completed %s seq=%s", describe(request, self._broker_id), name)
+        except (CoordinationUnavailable, SessionLost):
+            raise  # the store is away: the request stays queued and is tried again
+        except Exception as error:
+            # Consumed all the same: one replica the broker cannot open or delete must not hold
+            # back every later request; the sender sees the request gone, the log says why.
+            logger.error("failed %s seq=%s error=%r", describe(request, self._broker_id), name, error)
+        try:
+            await self._store.delete(path)
+        except NoNode:
+            pass
+
+    async def _act(self, request: StateChangeRequest) -> bool:
+        if request.kind == CLOSE_REPLICA:
+            await self._close_replica(request)  # whatever the epoch: deletes reach a broker that was down
+            return True
+        current, latest = await start_replica_is_current(self._store, request)
+        if not current:
+            logger.info("ignored stale %s latest_epoch=%s", describe(request, self._broker_id), latest)
+            return False
+        await self._start_replica(request)
+        return True
