@@ -128,9 +128,13 @@ class Cluster:
 
     def list_offsets(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, ListedOffset]:
         """ListOffsets for each partition (-2 earliest, -1 latest = high watermark, else a
-        timestamp in ms), each asked of its leader, concurrently."""
+        timestamp in ms), each asked of its leader, concurrently; UNKNOWN_TOPIC_OR_PARTITION
+        for a partition that no longer exists."""
         async def one(tp: TopicPartition, timestamp: int) -> ListedOffset:
-            return await self._at_leader(tp, lambda connection, epoch: connection.list_offsets(tp.topic, tp.partition, timestamp))
+            try:
+                return await self._at_leader(tp, lambda connection, epoch: connection.list_offsets(tp.topic, tp.partition, timestamp))
+            except TopicGone:  # one vanished partition must not hide the others' answers
+                return ListedOffset(ErrorCode.unknown_topic_or_partition, -1, -1)
 
         async def every() -> list[ListedOffset]:
             return await asyncio.gather(*(one(tp, timestamp) for tp, timestamp in timestamps.items()))

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .cluster import Cluster
+from kio.schema.errors import ErrorCode
+
+from .cluster import Cluster, ClusterError
 from .offsets import EARLIEST, LATEST, TopicPartition
 from .options import OffsetSpec, OptionError, Subscription
 
@@ -30,12 +32,15 @@ def discover(cluster: Cluster, subscription: Subscription) -> list[TopicPartitio
 
 
 def offsets_at(cluster: Cluster, partitions: list[TopicPartition], marker: int) -> dict[TopicPartition, int]:
-    """Earliest (EARLIEST) or latest (LATEST, the high watermark) offset of each partition."""
+    """Earliest (EARLIEST) or latest (LATEST, the high watermark) offset of each partition that
+    still exists: a partition deleted since it was discovered is left out, for the caller to
+    judge (metadata from one broker may still show a topic that its leader has deleted)."""
     listed = cluster.list_offsets({tp: marker for tp in partitions})
-    failed = {str(tp): answer.error_code.name for tp, answer in listed.items() if answer.error_code != 0}
+    failed = {str(tp): answer.error_code.name for tp, answer in listed.items()
+              if answer.error_code not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition)}
     if failed:
-        raise DataLoss(f"cannot list offsets of {failed}")
-    return {tp: answer.offset for tp, answer in listed.items()}
+        raise ClusterError(f"cannot list offsets of {failed}")
+    return {tp: answer.offset for tp, answer in listed.items() if answer.error_code == ErrorCode.none}
 
 
 def resolve(cluster: Cluster, spec: OffsetSpec, partitions: list[TopicPartition], *, option: str,

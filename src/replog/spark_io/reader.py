@@ -80,7 +80,7 @@ def read_range(options: ReadOptions, offset_range: OffsetRange) -> Iterator[pa.R
 def _skip_lost(options: ReadOptions, cluster: Cluster, tp: TopicPartition, position: int, end: int, log_start: int) -> int:
     """Where reading goes on after OFFSET_OUT_OF_RANGE at `position`: retention deleted the
     records before the log start offset."""
-    earliest = offsets_at(cluster, [tp], EARLIEST)[tp] if log_start < 0 else log_start
+    earliest = offsets_at(cluster, [tp], EARLIEST).get(tp, end) if log_start < 0 else log_start
     if earliest <= position:
         raise DataLoss(f"{tp}: offset {position} is out of range, yet the log starts at {earliest}")
     _data_loss(options, f"{tp}: offsets {position}..{min(earliest, end) - 1} were deleted (retention) before they were read")
@@ -91,6 +91,10 @@ def _data_loss(options: ReadOptions, what: str) -> None:
     if options.fail_on_data_loss:
         raise DataLoss(what + _NO_DATA_LOSS_HINT)
     logger.warning("skipping lost records: %s", what)
+
+
+def _deleted(options: ReadOptions, tp: TopicPartition, offset: int) -> None:
+    _data_loss(options, f"{tp} was deleted while the query read it (from offset {offset})")
 
 
 def _to_arrow(columns: Columns, tp: TopicPartition, arrow_schema: pa.Schema) -> pa.RecordBatch:
@@ -136,7 +140,7 @@ class BatchReader(DataSourceReader):
             start = resolve(cluster, options.starting, subscribed, option="startingOffsets",
                             not_found_latest=options.timestamp_not_found_latest)
             end = resolve(cluster, options.ending, subscribed, option="endingOffsets", not_found_latest=True)
-        backwards = {str(tp): (start[tp], end[tp]) for tp in subscribed if start[tp] > end[tp]}
+        backwards = {str(tp): (start[tp], end[tp]) for tp in end if tp in start and start[tp] > end[tp]}
         if backwards:
             raise ValueError(f"starting offsets are past the ending offsets (start, end): {backwards}")
         return _plan(options, start, end)
@@ -179,6 +183,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = self._with_current_partitions(from_json(start))
         available = offsets_at(self.cluster, list(begin), LATEST)
+        for tp in sorted(set(begin) - set(available)):
+            _deleted(self.options, tp, begin.pop(tp))
         if self._available_now_target is not None:
             target = self._available_now_target
             available = {tp: min(offset, target[tp]) for tp, offset in available.items() if tp in target}
@@ -196,12 +202,12 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         vanished ones dropped (data loss: their unread records are gone)."""
         current = discover(self.cluster, self.options.subscription)
         for tp in sorted(set(start) - set(current)):
-            _data_loss(self.options, f"{tp} was deleted while the query read it (from offset {start[tp]})")
+            _deleted(self.options, tp, start[tp])
         new = [tp for tp in current if tp not in start]
         fresh = offsets_at(self.cluster, new, EARLIEST) if new else {}
-        if new:
-            logger.info("reading new partitions from their earliest offsets", extra={"partitions": [str(tp) for tp in new]})
-        return {tp: start[tp] if tp in start else fresh[tp] for tp in current}
+        if fresh:
+            logger.info("reading new partitions from their earliest offsets", extra={"partitions": [str(tp) for tp in fresh]})
+        return {tp: start[tp] for tp in current if tp in start} | fresh
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         begin, finish = from_json(start), from_json(end)
