@@ -1,7 +1,7 @@
 """Build of the optional compiled fast path; everything else about the package is pyproject.toml.
 
 `optional=True`: without a working C compiler the build warns and installs the pure-Python
-package, which replog.replica.records falls back to.
+package, which replog.replica.records and replog.spark_io.records fall back to.
 """
 
 from setuptools import Extension, setup
@@ -13,6 +13,12 @@ setup(
             sources=["src/replog/replica/_fastbatch.c"],
             extra_compile_args=["-O3"],
             optional=True,
-        )
+        ),
+        Extension(
+            "replog.spark_io._fastrecords",
+            sources=["src/replog/spark_io/_fastrecords.c"],
+            extra_compile_args=["-O3"],
+            optional=True,
+        ),
     ]
 )

@@ -1,0 +1,133 @@
+"""Spark tests: one real local SparkSession per test run, a real 3-broker replog cluster over
+ZooKeeper (one per module), and confluent-kafka to produce and to read back.
+
+Each test uses topics of its own; a test that stops a broker starts it again before it ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+import uuid
+from typing import NamedTuple
+
+import pytest
+
+pytest.importorskip("pyspark", reason="the Spark tests need the spark extra: pip install -e '.[spark]'")
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.cluster.conftest import Cluster
+from tests.conftest import unique_root
+
+TIMEOUT_S = 60
+
+
+@pytest.fixture(scope="session")
+def spark():
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import replog.spark_io
+
+    session = (SparkSession.builder.master("local[2]").appName("replog-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.streaming.pollingDelay", "10ms")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    replog.spark_io.register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def replog_cluster(zookeeper_server, tmp_path_factory):
+    running = Cluster(f"zk://{zookeeper_server.address}{unique_root()}", tmp_path_factory.mktemp("spark-cluster"), 3)
+    running.start()
+    yield running
+    running.stop()
+
+
+def wait_until(condition, what: str, timeout_s: float = TIMEOUT_S) -> None:
+    """A bounded poll on `condition`, never a bare sleep."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def new_topic(bootstrap: str, partitions: int = 1, replication_factor: int = 3, prefix: str = "spark") -> str:
+    """A fresh topic whose every partition has a leader."""
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, replication_factor, config={"min.insync.replicas": "2"})])[name].result(TIMEOUT_S)
+    wait_for_leaders(admin, name, partitions)
+    return name
+
+
+def wait_for_leaders(admin: AdminClient, name: str, partitions: int) -> None:
+    def led() -> bool:
+        topic = admin.list_topics(name, timeout=10).topics.get(name)
+        return topic is not None and len(topic.partitions) == partitions and all(p.leader >= 0 for p in topic.partitions.values())
+
+    wait_until(led, f"leaders for the {partitions} partitions of {name}")
+
+
+def delete_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until its answer is in
+    admin.delete_topics([name])[name].result(TIMEOUT_S)
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], *, keys: list[bytes] | None = None,
+            partition: int | None = None, headers: list | None = None, **settings) -> None:
+    """Append `values` with acks=all; fails if any is not acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "message.timeout.ms": 30_000, **settings})
+    failures = []
+    for index, value in enumerate(values):
+        extra = {} if partition is None else {"partition": partition}
+        producer.produce(topic, value=value, key=keys[index] if keys else None, headers=headers[index] if headers else None,
+                         on_delivery=lambda error, _: error and failures.append(error), **extra)
+        producer.poll(0)
+    assert producer.flush(TIMEOUT_S) == 0, "deliveries still outstanding"
+    assert not failures, failures
+
+
+class Consumed(NamedTuple):
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list | None
+    timestamp_ms: int
+
+
+def consume_all(bootstrap: str, topic: str) -> list[Consumed]:
+    """Every committed record of `topic`, read with confluent-kafka up to each partition's high
+    watermark, by partition and offset."""
+    with contextlib.closing(Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-tests", "enable.auto.commit": False})) as consumer:
+        partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        ends = {index: consumer.get_watermark_offsets(TopicPartition(topic, index), timeout=10)[1] for index in partitions}
+        consumer.assign([TopicPartition(topic, index, 0) for index in partitions])
+        records = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(records) < sum(ends.values()):
+            assert time.monotonic() < deadline, f"read {len(records)} of {sum(ends.values())} records of {topic}"
+            for message in consumer.consume(1000, timeout=0.5):
+                if message.error():
+                    raise KafkaException(message.error())
+                records.append(Consumed(message.partition(), message.offset(), message.key(), message.value(),
+                                        message.headers(), message.timestamp()[1]))
+    return sorted(records)
+
+
+def numbered(start: int, count: int) -> list[bytes]:
+    return [f"record-{index:06d}".encode() for index in range(start, start + count)]
