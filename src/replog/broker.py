@@ -13,6 +13,14 @@ After start-up the state-change listener keeps consuming the queue (replica/stat
 start-replica prepares a new partition's log, close-replica stops the replica and deletes its
 log. Leadership of a new partition starts when the partition appears in the store.
 
+Hosted leaderships converge to the store: whenever the metadata cache sees a partition's
+assignment change (it appeared, vanished, or its replicas changed) and on every start-replica,
+the broker reads the partition's replicas from the store and starts a leadership where this
+broker is assigned and none runs, or stops one where it is not (the log stays; close-replica
+deletes). The cache's view may lag: a partition it reports after this broker consumed the
+partition's close-replica is the deleted one, still in the store for a moment, so a closed
+partition starts again only after a start-replica for it (a new topic of the same name).
+
 Shutdown (SIGTERM), controlled: first hand each partition this broker leads to another in-sync
 replica (leave the ISR, release the leader node), then stop accepting and finish the requests
 already received, close every log cleanly (flush, checkpoints, clean-shutdown markers), and end
@@ -71,6 +79,10 @@ class Broker:
         self._registered = False
         self.state_changes = StateChangeListener(self.store, self.broker_id, self._start_replica_requested, self._close_replica_requested)
         self._leaderships: dict[tuple[str, int], PartitionLeadership] = {}
+        # Closed by close-replica while the store still assigned them here: not started again
+        # until a start-replica for them, or the store stops assigning them (see _reconcile).
+        self._closed: set[tuple[str, int]] = set()
+        self._reconciling = asyncio.Lock()  # one start or stop of a partition's replica at a time
         self.leader_connections = LeaderConnections(self)
 
     # lifecycle
@@ -81,7 +93,7 @@ class Broker:
         await self.state_changes.listen()
         self._session_follower = asyncio.create_task(self._follow_session())
         await self.state_changes.drain()
-        self.metadata.on_partitions_added = self._start_replicas
+        self.metadata.on_assignment_changed = self._reconcile
         await self.metadata.start()  # startReplica for every replica the store assigns here
         self._report_stray_logs()
         await self.server.start()
@@ -98,9 +110,11 @@ class Broker:
         # so producers see one NOT_LEADER_OR_FOLLOWER and move on.
         await asyncio.gather(*(leadership.hand_over() for leadership in self._leaderships.values()))
         await self.server.stop()
-        for leadership in list(self._leaderships.values()):
-            await leadership.stop()
-        self._leaderships.clear()
+        self.metadata.on_assignment_changed = None
+        async with self._reconciling:  # after any start in flight
+            for leadership in list(self._leaderships.values()):
+                await leadership.stop()
+            self._leaderships.clear()
         self.leader_connections.close()
         await self.metadata.close()
         await self.replicas.shutdown()
@@ -151,23 +165,43 @@ class Broker:
                     await asyncio.gather(*(leadership.session_resumed() for leadership in leaderships))
 
     # replicas of the topics in the store
-    async def _start_replicas(self, topic: str, partition_ids: list[int]) -> None:
-        """startReplica for each partition assigned here: its leadership task elects, leads or
-        follows as the partition's leader node says (see leadership.py)."""
+    async def _reconcile(self, topic: str, partition_ids: list[int]) -> None:
+        """Make this broker's leaderships of these partitions what the store assigns: startReplica
+        where it is assigned and nothing runs (its leadership task elects, leads or follows as
+        the partition's leader node says, see leadership.py), stop where it is not. Idempotent."""
+        async with self._reconciling:
+            settings = None
+            for partition in partition_ids:  # bounded by the topic's partitions
+                key = (topic, partition)
+                assigned = await _read_replicas(self.store, paths.replicas(topic, partition))
+                if assigned is None or self.broker_id not in assigned:
+                    # Gone, or assigned elsewhere now: a leadership must not outlive its
+                    # partition, nor an open replica lend its epoch and HW to a recreated one.
+                    self._closed.discard(key)
+                    await self._stop_replica(key)
+                    continue
+                if key in self._closed or key in self._leaderships:
+                    continue
+                if settings is None:
+                    settings = await self._topic_settings(topic)
+                leadership = PartitionLeadership(self, topic, partition, settings)
+                self._leaderships[key] = leadership
+                leadership.start()
+
+    async def _topic_settings(self, topic: str):
         try:
             overrides = TopicConfig.decode((await self.store.get(paths.topic_config(topic)))[0]).configs
         except NoNode:
             overrides = {}
-        settings = effective_topic_config(self.config, overrides)
-        for partition in partition_ids:
-            assigned = await _read_replicas(self.store, paths.replicas(topic, partition))
-            if assigned is None:
-                continue  # deleted meanwhile
-            if self.broker_id not in assigned or (topic, partition) in self._leaderships:
-                continue
-            leadership = PartitionLeadership(self, topic, partition, settings)
-            self._leaderships[(topic, partition)] = leadership
-            leadership.start()
+        return effective_topic_config(self.config, overrides)
+
+    async def _stop_replica(self, key: tuple[str, int]) -> None:
+        """Stop leading or following the partition and close its replica, keeping the log."""
+        leadership = self._leaderships.pop(key, None)
+        if leadership is not None:
+            await leadership.stop()
+        if self.replicas.hosted(*key) is not None:
+            self.replicas.close_replica(*key)
 
     def _report_stray_logs(self) -> None:
         """Logs of topics the store does not know: kept (the store may be the wrong one), reported."""
@@ -192,15 +226,18 @@ class Broker:
             raise NotReplicaForPartition(f"broker {self.broker_id} is not a replica of {topic}-{partition}"
                                          f" (replicas {list(assigned)}, staged {list(staged)})")
         self.replicas.prepare_replica(topic, partition)
-        if partition in self.metadata.topics.get(topic, {}):
-            await self._start_replicas(topic, [partition])
+        self._closed.discard((topic, partition))
+        await self._reconcile(topic, [partition])  # starts it if the store already has it
 
     async def _close_replica_requested(self, request: StateChangeRequest) -> None:
         """closeReplica: stop leading or following, close the log and delete it."""
-        leadership = self._leaderships.pop((request.topic, request.partition), None)
-        if leadership is not None:
-            await leadership.stop()
-        self.replicas.delete_replica(request.topic, request.partition)
+        key = (request.topic, request.partition)
+        async with self._reconciling:
+            await self._stop_replica(key)
+            self.replicas.delete_replica(*key)
+            assigned = await _read_replicas(self.store, paths.replicas(*key))
+            if assigned is not None and self.broker_id in assigned:
+                self._closed.add(key)  # the admin removes it next; until then it stays closed
 
     # services for the request handlers
     def now_ms(self) -> int:

@@ -8,6 +8,12 @@ controller, and clients recover the same way (they retry on NOT_LEADER_OR_FOLLOW
 
 Watches: /brokers/ids (children), /brokers/topics (children), per topic its partitions
 (children), per partition its replicas, leader and ISR (data).
+
+The broker hears of every change of assignment the cache sees (`on_assignment_changed`): a
+partition's replicas node changed (appeared with it included), or the partition vanished with
+its topic or alone. It is told which partitions, not what changed: watches coalesce (a topic
+deleted and recreated under the same name may look like no change at all, or like a change
+of replicas), so the broker reads the store and converges to it.
 """
 
 from __future__ import annotations
@@ -41,9 +47,8 @@ class MetadataCache:
         self.topics: dict[str, dict[int, PartitionView]] = {}
         self._followers: dict[str, list[asyncio.Task]] = {}  # "brokers" | "topics" | "topic:<t>" | "topic:<t>:<p>"
         self._changed = asyncio.Event()
-        # The broker's hook: start replicas of new partitions (deleted ones are closed by the
-        # close-replica requests in the broker's state-change queue).
-        self.on_partitions_added: Callable[[str, list[int]], Awaitable[None]] | None = None
+        # The broker's hook: the partitions of a topic whose assignment may have changed.
+        self.on_assignment_changed: Callable[[str, list[int]], Awaitable[None]] | None = None
 
     async def start(self) -> None:
         await self._follow("brokers", await self._store.watch_children(paths.BROKER_IDS), self._apply_broker_ids)
@@ -113,7 +118,7 @@ class MetadataCache:
         added, removed = set(names) - set(self.topics), set(self.topics) - set(names)
         for topic in removed:
             await self._forget(f"topic:{topic}")
-            self.topics.pop(topic, None)
+            await self._assignment_changed(topic, sorted(self.topics.pop(topic, {})))
         for topic in added:
             self.topics[topic] = {}
             await self._follow(f"topic:{topic}", await self._store.watch_children(paths.topic(topic)), self._partitions_applier(topic))
@@ -123,12 +128,17 @@ class MetadataCache:
             partitions = self.topics.get(topic)
             if partitions is None:
                 return
-            added = []
+            # Gone with a delete of the topic that its name's watch did not see, or alone.
+            removed = sorted(set(partitions) - {int(name) for name in names})
+            for partition in removed:
+                await self._forget(f"topic:{topic}:{partition}")
+                del partitions[partition]
+            await self._assignment_changed(topic, removed)
             for name in names:
                 partition = int(name)
                 if partition in partitions:
                     continue
-                added.append(partition)
+                # Its replicas watch reports the assignment, at once and on every change.
                 partitions[partition] = PartitionView()
                 key = f"topic:{topic}:{partition}"
                 for path, field, decode in (
@@ -137,10 +147,14 @@ class MetadataCache:
                     (paths.isr(topic, partition), "isr", lambda raw: {"isr": IsrRecord.decode(raw).isr}),
                 ):
                     await self._follow(key, await self._store.watch_data(path), self._partition_field_applier(topic, partition, field, decode))
-            if added and self.on_partitions_added is not None:
-                await self.on_partitions_added(topic, added)
 
         return apply
+
+    async def _assignment_changed(self, topic: str, partitions: list[int]) -> None:
+        if partitions and self.on_assignment_changed is not None:
+            # Shielded: forgetting the watch that saw the change (its topic went) must not
+            # stop the broker half-way through starting or stopping a replica.
+            await asyncio.shield(self.on_assignment_changed(topic, partitions))
 
     def _partition_field_applier(self, topic: str, partition: int, field: str, decode: Callable[[bytes], dict]):
         async def apply(event: DataEvent) -> None:
@@ -152,7 +166,10 @@ class MetadataCache:
             except InvalidNodeValue as error:
                 logger.warning("unreadable partition metadata topic=%s partition=%d field=%s error=%s", topic, partition, field, error)
                 return
-            partitions[partition] = dataclasses.replace(partitions[partition], **values)
+            previous = partitions[partition]
+            partitions[partition] = dataclasses.replace(previous, **values)
+            if field == "replicas" and values["replicas"] != previous.replicas:
+                await self._assignment_changed(topic, [partition])
 
         return apply
 

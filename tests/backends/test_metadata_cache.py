@@ -52,3 +52,34 @@ async def test_wait_for_gives_up_at_its_deadline(store):
         assert await cache.wait_for(lambda: "never" in cache.topics, 0.2) is False
     finally:
         await cache.close()
+
+
+async def test_the_broker_hears_of_every_change_of_assignment(connect):
+    admin, broker_side = await connect(), await connect()
+    await admin.create(paths.BROKER_IDS, b"", make_parents=True)
+    await admin.create(paths.replicas("orders", 0), ReplicaAssignment((1, 2)).encode(), make_parents=True)
+    cache = MetadataCache(broker_side)
+    heard: list[tuple[str, list[int]]] = []
+
+    async def record(topic: str, partitions: list[int]) -> None:
+        heard.append((topic, partitions))
+
+    cache.on_assignment_changed = record
+    await cache.start()
+    try:
+        assert heard == [("orders", [0])]  # before start() returns: the broker's startReplica
+
+        async def hears(change: tuple[str, list[int]]) -> None:
+            assert await cache.wait_for(lambda: change in heard, WAIT_S), f"{change} in {heard}"
+            heard.clear()
+
+        await admin.create(paths.replicas("orders", 1), ReplicaAssignment((2, 1)).encode(), make_parents=True)
+        await hears(("orders", [1]))
+        await admin.set(paths.replicas("orders", 1), ReplicaAssignment((2, 3)).encode())
+        await hears(("orders", [1]))
+        await admin.delete(paths.partition("orders", 1), recursive=True)  # a partition alone
+        await hears(("orders", [1]))
+        await admin.delete(paths.topic("orders"), recursive=True)
+        await hears(("orders", [0]))
+    finally:
+        await cache.close()

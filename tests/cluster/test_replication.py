@@ -24,21 +24,21 @@ def partition_meta(admin: AdminClient, topic: str):
     return admin.list_topics(topic, timeout=30).topics[topic].partitions[0]
 
 
-def produce_numbered(bootstrap: str, topic: str, start: int, count: int) -> list[int]:
+def produce_numbered(bootstrap: str, topic: str, start: int, count: int, partition: int = 0) -> list[int]:
     acknowledged: list[int] = []
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                          "message.timeout.ms": 30000, "linger.ms": 2})
     for number in range(start, start + count):
-        producer.produce(topic, value=str(number).encode(), partition=0,
+        producer.produce(topic, value=str(number).encode(), partition=partition,
                          on_delivery=lambda error, message: acknowledged.append(int(message.value())) if error is None else None)
         producer.poll(0)
     producer.flush(WAIT_S)
     return acknowledged
 
 
-def read_all(bootstrap: str, topic: str, expected: int) -> list[int]:
+def read_all(bootstrap: str, topic: str, expected: int, partition: int = 0) -> list[int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
+    consumer.assign([TopicPartition(topic, partition, 0)])
     values: list[int] = []
     deadline = time.monotonic() + WAIT_S
     while len(values) < expected and time.monotonic() < deadline:

@@ -4,18 +4,21 @@ start-replica is ignored, and a timed-out creation is cleaned up by the next one
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from replog import admin as topics
 from replog.coord_backends import open_store, paths
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment
 from replog.replica.state_changes import START_REPLICA, send_state_change, wait_till_state_change_requests_consumed
-from tests.cluster.test_replication import wait_until
+from tests.cluster.test_replication import produce_numbered, read_all, wait_until
 
 WAIT_S = 30
+RECREATIONS = 5
 
 
 def logged(broker, line: str) -> bool:
@@ -98,3 +101,34 @@ def test_a_creation_that_timed_out_is_cleaned_up_by_the_next_create(cluster):
     partition = admin.list_topics("retried", timeout=30).topics["retried"].partitions[0]
     assert sorted(partition.replicas) == [0, 1, 2]
     assert (paused.data_dir / "retried-0").is_dir()
+
+
+def serves_every_partition(bootstrap: str, topic: str, partitions: int) -> None:
+    """Every partition gets a leader, takes acks=all writes and reads back exactly those."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def led() -> bool:
+        found = admin.list_topics(topic, timeout=30).topics[topic]
+        return found.error is None and len(found.partitions) == partitions and all(
+            partition.leader >= 0 for partition in found.partitions.values())
+
+    wait_until(led, f"a leader for every partition of {topic}")
+    for partition in range(partitions):
+        assert sorted(produce_numbered(bootstrap, topic, 0, 20, partition)) == list(range(20))
+        assert sorted(read_all(bootstrap, topic, 20, partition)) == list(range(20))
+
+
+async def test_a_topic_deleted_and_recreated_in_quick_succession_is_led_and_served_each_time(cluster):
+    # Each incarnation's close-replica and start-replica reach the brokers while their metadata
+    # watches may still be catching up with the previous one (a delete and a create of the same
+    # name can coalesce into "no change"): leadership must follow the store all the same.
+    store = open_store(cluster.coord_url)
+    await store.start()
+    try:
+        await topics.create_topic(store, "reborn", 2, 3, {"min.insync.replicas": "2"})
+        for _ in range(RECREATIONS):
+            await topics.delete_topic(store, "reborn")
+            await topics.create_topic(store, "reborn", 2, 3, {"min.insync.replicas": "2"})
+        await asyncio.to_thread(serves_every_partition, cluster.bootstrap, "reborn", 2)
+    finally:
+        await store.close()
