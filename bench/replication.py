@@ -42,6 +42,9 @@ from tests.conftest import ServerProcess  # noqa: E402
 SESSION_TIMEOUT_MS = 4000
 SEND_INTERVAL_S = 0.005
 FAILOVER_WAIT_S = 60
+# Record values telling whether a record was sent before or after the signal: only an
+# acknowledgement of one sent after it proves that the partition took writes again.
+BEFORE_STOP, AFTER_STOP = b"b", b"a"
 
 
 def start_cluster(coord_url: str, base: pathlib.Path) -> dict[int, BrokerProcess]:
@@ -95,27 +98,30 @@ def unavailability(brokers: dict[int, BrokerProcess], topic: str, signum: int) -
                          "message.timeout.ms": FAILOVER_WAIT_S * 1000, "linger.ms": 0,
                          "log_level": 0})  # librdkafka would print every refused reconnect
     acknowledged_at: list[float] = []
+    acknowledged_sent_after_stop: list[bytes] = []
 
     def delivered(error, message) -> None:
         if error is None:
             acknowledged_at.append(time.monotonic())
+            if message.value() == AFTER_STOP:
+                acknowledged_sent_after_stop.append(message.value())
 
-    def send_for(seconds: float) -> None:
+    def send_for(seconds: float, value: bytes) -> None:
         until = time.monotonic() + seconds
         while time.monotonic() < until:
-            producer.produce(topic, value=b"x", on_delivery=delivered)
+            producer.produce(topic, value=value, on_delivery=delivered)
             producer.poll(SEND_INTERVAL_S)
 
     # A second of acknowledged traffic before the stop (the producer's id comes first).
     while not acknowledged_at and time.monotonic() < deadline:
-        send_for(0.1)
-    send_for(1.0)
+        send_for(0.1, BEFORE_STOP)
+    send_for(1.0, BEFORE_STOP)
     stopped_at = time.monotonic()
     brokers[leader].process.send_signal(signum)  # not waiting for it to exit: the producer keeps going
     deadline = stopped_at + FAILOVER_WAIT_S
-    while not any(moment > stopped_at for moment in acknowledged_at) and time.monotonic() < deadline:
-        send_for(0.1)
-    send_for(1.0)  # and a second after the first acknowledgement past the stop
+    while not acknowledged_sent_after_stop and time.monotonic() < deadline:
+        send_for(0.1, AFTER_STOP)
+    send_for(1.0, AFTER_STOP)  # and a second after the first acknowledgement past the stop
     producer.flush(10)
     brokers[leader].stop()  # reap it
     around = [moment for moment in acknowledged_at if moment > stopped_at - 1.0]
