@@ -156,6 +156,20 @@ async def test_followers_catch_up_with_identical_logs_and_producer_state(cluster
         assert follower.producer_state.producers[7].batches == leader.producer_state.producers[7].batches
 
 
+async def test_a_fetch_answer_ending_in_a_cut_batch_is_appended_up_to_it(cluster):
+    """max_bytes cuts the leader's answer at a byte, not a batch (Kafka semantics): the follower
+    takes the whole batches and the next fetch brings the cut one whole."""
+    leader, follower = cluster.open(A, A, 0, isr=(A, B)), cluster.open(B, A, 0, isr=(A, B))
+    for stamp in range(4):
+        await leader.append_as_leader(message(stamp, count=3), 1, 1000)
+    batch_bytes = len(message(0, count=3))
+    cluster.start_fetcher(B, FetcherConfig(max_bytes=batch_bytes + batch_bytes // 2, max_wait_ms=20, backoff_ms=1,
+                                           backoff_max_ms=4))
+    await eventually(lambda: caught_up(leader, follower) and leader.high_watermark == 12)
+    assert log_bytes(follower) == log_bytes(leader)
+    assert cluster.fetchers[B].state is FetcherState.FETCHING
+
+
 async def test_acks_all_completes_only_once_every_isr_follower_fetched_past_it(tmp_path):
     cluster = Cluster(tmp_path, min_insync_replicas=2)
     try:

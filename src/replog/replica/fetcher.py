@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 from replog.replica.errors import ReplicaError
 from replog.replica.partition import EpochEndOffset, ErrorCode, Partition, ReplicaState
+from replog.replica.records import complete_batches_size
 
 logger = logging.getLogger(__name__)
 
@@ -266,9 +267,21 @@ class ReplicaFetcher:
         elif reply.error_code != ErrorCode.NONE:
             raise _RetriableAnswer(f"fetch answered error {reply.error_code}")
         else:
-            partition.append_as_follower(reply.records, reply.high_watermark, reply.log_start_offset)
+            partition.append_as_follower(self._whole_batches(reply.records), reply.high_watermark, reply.log_start_offset)
             if not reply.records and self._clock() - asked_ms < self.config.empty_reply_min_interval_ms:
                 await asyncio.sleep(self.config.empty_reply_min_interval_ms / 1000)
+
+    @staticmethod
+    def _whole_batches(records: bytes) -> bytes | memoryview:
+        """The batches `records` holds whole: a fetch answer may end in a cut batch (Kafka
+        semantics: `max_bytes` is cut at a byte, not a batch), which the next fetch brings whole.
+        Appending the cut one would fail, and the retry from the same offset with it."""
+        whole = complete_batches_size(records)
+        if whole == len(records):
+            return records
+        if whole == 0:  # the leader always sends the first batch whole (KIP-74): not a leader's answer
+            raise _RetriableAnswer(f"fetch answered {len(records)} bytes without one whole batch")
+        return memoryview(records)[:whole]
 
     def _out_of_range(self, fetch_offset: int, reply: FetchReply) -> None:
         if fetch_offset < reply.log_start_offset:

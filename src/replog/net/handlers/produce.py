@@ -6,6 +6,13 @@ partition's records are copied exactly once, from the connection's receive buffe
 writable buffer the log writes with one syscall (kio would copy them into bytes first).
 Partitions of one request are appended concurrently, so acks=all waits for all of them at
 once. acks=0 gets no response at all.
+
+NOT_LEADER_OR_FOLLOWER names the leader to go to (KIP-951: `current_leader` per partition and
+`node_endpoints`, Produce v10+), once this broker's metadata knows one. A leader that stops
+taking writes (controlled shutdown, resignation, fencing) does so before the store names its
+successor; refusing at once would send the client to metadata that still names this broker,
+and librdkafka then waits for its next periodic refresh (1 s) before trying again. So the
+refusal waits, at most SUCCESSOR_WAIT_S, for the metadata to name another live leader.
 """
 
 from __future__ import annotations
@@ -22,6 +29,9 @@ from ..codec import BODY_DECODERS, ApiKey, Request, build_response
 from . import handles, log_refusal
 
 FIRST_FLEXIBLE_VERSION = 9
+# Bounds how long a refusal waits for the metadata to name a successor: about one election
+# (store round trips and watch delivery); beyond it the client's own refresh is as quick.
+SUCCESSOR_WAIT_S = 1.0
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
 
 
@@ -123,10 +133,32 @@ async def _append(services, request: Request, topic: str, partition_index: int, 
     except UnknownTopicOrPartitionError:
         error = services.unknown_partition_error(topic)
         log_refusal(request, "produce to a partition not led here", f"{topic}-{partition_index}", error)
+        if error == ErrorCode.not_leader_or_follower:
+            answer |= await _current_leader(services, topic, partition_index)
         return answer | {"error_code": error}
     acks, timeout_ms = request.body.acks, request.body.timeout_ms
     result = await partition.append_as_leader(records, acks, timeout_ms)
+    if result.error_code == ErrorCode.not_leader_or_follower:
+        answer |= await _current_leader(services, topic, partition_index)
     return answer | {"error_code": result.error_code, "base_offset": result.base_offset, "log_start_offset": result.log_start_offset}
+
+
+async def _current_leader(services, topic: str, partition_index: int) -> dict:
+    """KIP-951's hint for a refused partition: the other live broker the metadata names as its
+    leader, waiting (bounded) for one if the metadata still names this broker or none."""
+    metadata = services.metadata
+
+    def successor():
+        view = metadata.topics.get(topic, {}).get(partition_index)
+        if view is not None and view.leader != services.broker_id and view.leader in metadata.brokers:
+            return view
+        return None
+
+    await metadata.wait_for(lambda: successor() is not None, SUCCESSOR_WAIT_S)
+    view = successor()
+    if view is None:
+        return {}
+    return {"current_leader": {"leader_id": view.leader, "leader_epoch": view.leader_epoch}}
 
 
 BODY_DECODERS[int(ApiKey.PRODUCE)] = decode_produce_body
@@ -151,5 +183,14 @@ async def produce(services, request: Request):
         {
             "throttle_time": 0,
             "responses": [{"name": topic, "partition_responses": partitions} for topic, partitions in by_topic.items()],
+            "node_endpoints": _endpoints(services, answers),
         },
     )
+
+
+def _endpoints(services, answers: list[dict]) -> list[dict]:
+    """KIP-951: where each leader named in a `current_leader` hint listens."""
+    leaders = sorted({answer["current_leader"]["leader_id"] for answer in answers if "current_leader" in answer})
+    brokers = services.metadata.brokers
+    return [{"node_id": leader, "host": brokers[leader].host, "port": brokers[leader].port, "rack": brokers[leader].rack}
+            for leader in leaders if leader in brokers]
