@@ -38,7 +38,7 @@ from replog.coord_backends import paths
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment
 from replog.net.client import BrokerConnection, BrokerUnavailable
 from replog.replica.commit import IsrMaintainer
-from replog.replica.election import leader_election
+from replog.replica.election import elected_versions, leader_election
 from replog.replica.fetcher import FetcherConfig, FetchReply, FetchSpec, ReplicaFetcher
 from replog.replica.partition import EpochEndOffset, Partition, PartitionConfig, ReplicaState
 
@@ -167,13 +167,14 @@ class PartitionLeadership:
         )
         if broker.store.session_state is not SessionState.CONNECTED:
             hosted.fence()  # elected just before the session went into doubt: wait for its verdict
-        data, isr_version = await broker.store.get(paths.isr(self.topic, self.partition))
-        if IsrRecord.decode(data) != isr:
+        versions = await elected_versions(broker.store, self.topic, self.partition, broker.broker_id, isr)
+        if versions is None:
             return  # another leader wrote meanwhile; its leader record will make us follow
+        leader_version, isr_version = versions
         await self._stop_maintainer()
         rebalance = broker.config["auto.leader.rebalance.enable"]
         self._maintainer = IsrMaintainer(
-            broker.store, hosted, isr_version,
+            broker.store, hosted, leader_version, isr_version,
             replica_lag_time_max_ms=broker.config["replica.lag.time.max.ms"],
             clock_ms=broker.now_ms,
             on_fenced=self._fenced,

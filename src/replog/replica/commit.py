@@ -3,12 +3,22 @@ within KeepInSyncTime (`replica.lag.time.max.ms`) move from ISR to CUR, and back
 log end reaches the high watermark. The commit queue itself, which answers acks=all as the HW
 passes, lives in Partition; a shrink is what lets it advance past a dead follower.
 
-Fencing: every ISR change is written to the store by compare-and-set on the version of the ISR
-node this leader last saw, and taken locally only after the write succeeded. A leader that
-lost its leadership without noticing (paused past its session: a zombie) finds the version
-moved on, so it can neither shrink the ISR to itself nor advance its HW on that basis; it is
-told through `on_fenced` and must stop leading. This is the fix later Kafka made to the seed's
-unconditional "write p.ISR to ZK".
+Fencing: every ISR change is written to the store in one transaction that checks the version
+of the leader node this leader created when it was elected and compare-and-sets the ISR node
+on the version this leader last saw; it is taken locally only after the write succeeded. A
+leader that lost its leadership without noticing (paused past its session: a zombie) finds
+either moved on, so it can neither shrink the ISR to itself nor advance its HW on that basis;
+it is told through `on_fenced` and must stop leading. This is the fix later Kafka made to the
+seed's unconditional "write p.ISR to ZK" (there the controller epoch plays the leader node's
+part).
+
+The ISR version alone is not enough: between a zombie's session expiring (its leader node
+gone) and another replica's election (which rewrites the ISR), the ISR version is still the
+zombie's, and it could shrink the ISR to itself, leaving a partition nobody else may lead.
+The leader-node check closes that window. On etcd versions are global revisions, so a leader
+node recreated by someone else fails the check too; on ZooKeeper and the embedded store a
+recreated node starts again at version 0, and there it is the election's own ISR write,
+made in the same transaction as the create, that moves the ISR version on.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ class IsrMaintainer:
         self,
         store: Store,
         partition: Partition,
+        leader_version: int,
         isr_version: int,
         *,
         replica_lag_time_max_ms: int,
@@ -43,6 +54,7 @@ class IsrMaintainer:
     ):
         self._store = store
         self._partition = partition
+        self._leader_version = leader_version
         self._isr_version = isr_version
         self._lag_ms = replica_lag_time_max_ms
         self._clock_ms = clock_ms
@@ -62,9 +74,8 @@ class IsrMaintainer:
         others = partition.isr - {partition.local_broker_id}
         if not others:
             return False
-        record = IsrRecord(tuple(sorted(others)), partition.leader_epoch)
         try:
-            await self._store.set(paths.isr(partition.topic, partition.partition_id), record.encode(), self._isr_version)
+            await self._write_isr(IsrRecord(tuple(sorted(others)), partition.leader_epoch))
         except (BadVersion, NoNode):
             return False
         return True
@@ -107,9 +118,7 @@ class IsrMaintainer:
             return True
         record = IsrRecord(tuple(sorted(new_isr)), partition.leader_epoch)
         try:
-            self._isr_version = await self._store.set(
-                paths.isr(partition.topic, partition.partition_id), record.encode(), self._isr_version
-            )
+            self._isr_version = await self._write_isr(record)
         except (BadVersion, NoNode):
             logger.warning("ISR write fenced topic=%s partition=%d broker=%d epoch=%d",
                            partition.topic, partition.partition_id, partition.local_broker_id, partition.leader_epoch)
@@ -120,6 +129,15 @@ class IsrMaintainer:
         partition.update_isr(new_isr)
         return True
 
+    async def _write_isr(self, record: IsrRecord) -> int:
+        """Write the ISR only while this leader's leader node and the ISR node are as it last saw
+        them; the ISR node's new version. BadVersion or NoNode: this leader is fenced."""
+        topic, partition_id = self._partition.topic, self._partition.partition_id
+        txn = self._store.transaction()
+        txn.check(paths.leader(topic, partition_id), self._leader_version)
+        txn.set(paths.isr(topic, partition_id), record.encode(), self._isr_version)
+        _, isr_version = await txn.commit()
+        return isr_version
 
     async def preferred_replica_ready(self) -> bool:
         """The seed's checkLoadBalancing, at most once per leader.imbalance.check.interval: the

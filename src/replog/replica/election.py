@@ -103,3 +103,16 @@ async def leader_election(
         return None
     logger.info("became leader topic=%s partition=%d broker=%d epoch=%d isr=%s", topic, partition, broker_id, epoch, new_isr.isr)
     return new_isr
+
+
+async def elected_versions(store: Store, topic: str, partition: int, broker_id: int, isr: IsrRecord) -> tuple[int, int] | None:
+    """(leader node version, ISR node version) as a won election left them, or None if either
+    has changed since (someone else leads now). A leader fences every ISR write on both."""
+    try:
+        leader_data, leader_version = await store.get(paths.leader(topic, partition))
+        isr_data, isr_version = await store.get(paths.isr(topic, partition))
+    except NoNode:
+        return None
+    if LeaderRecord.decode(leader_data) != LeaderRecord(broker_id, isr.leader_epoch) or IsrRecord.decode(isr_data) != isr:
+        return None
+    return leader_version, isr_version
