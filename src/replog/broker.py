@@ -24,7 +24,9 @@ partition starts again only after a start-replica for it (a new topic of the sam
 Shutdown (SIGTERM), controlled: first hand each partition this broker leads to another in-sync
 replica (leave the ISR, release the leader node), then stop accepting and finish the requests
 already received, close every log cleanly (flush, checkpoints, clean-shutdown markers), and end
-the store session, which removes the registration.
+the store session, which removes the registration. The store steps are best effort, each bounded
+by the session timeout: an outage of the store during shutdown skips the hand-over (logged)
+but never the clean close of the logs.
 
 The broker is also the `services` object the request handlers receive: they reach the
 replicas, the metadata cache and a few broker-level decisions through it.
@@ -43,7 +45,7 @@ from kio.schema.errors import ErrorCode
 from replog import admin
 from replog.admin.errors import AdminError
 from replog.config import BrokerConfig, effective_topic_config
-from replog.coord_backends import NodeExists, NoNode, SessionState, open_store
+from replog.coord_backends import NodeExists, NoNode, SessionState, StoreError, open_store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, ClusterId, ReplicaAssignment, StateChangeRequest, TopicConfig
 from replog.metadata_cache import MetadataCache
@@ -106,9 +108,7 @@ class Broker:
             self._session_follower.cancel()
             await asyncio.gather(self._session_follower, return_exceptions=True)
         await self.state_changes.close()
-        # Controlled shutdown: hand leadership to other in-sync replicas while still serving,
-        # so producers see one NOT_LEADER_OR_FOLLOWER and move on.
-        await asyncio.gather(*(leadership.hand_over() for leadership in self._leaderships.values()))
+        await self._hand_over_leaderships()
         await self.server.stop()
         self.metadata.on_assignment_changed = None
         async with self._reconciling:  # after any start in flight
@@ -118,8 +118,50 @@ class Broker:
         self.leader_connections.close()
         await self.metadata.close()
         await self.replicas.shutdown()
-        await self.store.close()
+        await self._end_session()
         logger.info("broker stopped broker=%d", self.broker_id)
+
+    async def _hand_over_leaderships(self) -> None:
+        """Controlled shutdown: hand leadership to other in-sync replicas while still serving,
+        so producers see one NOT_LEADER_OR_FOLLOWER and move on.
+
+        Best effort, within the session timeout: a store that fails or does not answer (an
+        outage during shutdown) costs the hand-over only, never the clean local shutdown that
+        follows. A partition not handed over goes to another replica when this session
+        expires, as after a crash, but its log here is still closed cleanly."""
+        leaderships = list(self._leaderships.values())
+        if self.store.session_state is not SessionState.CONNECTED:
+            # Every leader is fenced while the session is in doubt; no store write can succeed.
+            logger.warning("controlled shutdown: hand-over skipped, coordination session %s broker=%d led=%s",
+                           self.store.session_state.value, self.broker_id, self._led())
+            return
+        try:
+            async with asyncio.timeout(self.store.session_timeout_ms / 1000):
+                outcomes = await asyncio.gather(*(leadership.hand_over() for leadership in leaderships), return_exceptions=True)
+        except TimeoutError:
+            logger.warning("controlled shutdown: hand-over abandoned, the store did not answer within %d ms broker=%d led=%s",
+                           self.store.session_timeout_ms, self.broker_id, self._led())
+            return
+        for leadership, outcome in zip(leaderships, outcomes):
+            if isinstance(outcome, BaseException):
+                # Anything but a store error is a bug: logged in full, yet it must not cost the
+                # clean local shutdown either.
+                logger.warning("controlled shutdown: hand-over skipped topic=%s partition=%d broker=%d error=%s",
+                               leadership.topic, leadership.partition, self.broker_id, outcome,
+                               exc_info=None if isinstance(outcome, StoreError) else outcome)
+
+    def _led(self) -> list[str]:
+        """The partitions this broker still leads: those a hand-over did not reach."""
+        return sorted(f"{leadership.topic}-{leadership.partition}" for leadership in self._leaderships.values() if leadership.leading)
+
+    async def _end_session(self) -> None:
+        """End the store session, so that the registration and leader nodes go at once; bounded
+        by the session timeout, after which the server ends the session by itself anyway."""
+        try:
+            async with asyncio.timeout(self.store.session_timeout_ms / 1000):
+                await self.store.close()
+        except (StoreError, TimeoutError) as error:
+            logger.warning("coordination session not ended cleanly broker=%d error=%r", self.broker_id, error)
 
     async def _ensure_paths(self) -> None:
         for path in (paths.BROKER_IDS, paths.TOPICS, paths.state_queue(self.broker_id), paths.TOPIC_CONFIGS):

@@ -96,12 +96,17 @@ class PartitionLeadership:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
 
+    @property
+    def leading(self) -> bool:
+        hosted = self._hosted()
+        return hosted is not None and hosted.state is ReplicaState.LEADER
+
     async def hand_over(self) -> None:
         """Controlled shutdown: if this broker leads, leave the ISR, stop taking writes and
         release the leader node, so another in-sync replica takes over at once rather than
         after this broker's session times out."""
         hosted, maintainer = self._hosted(), self._maintainer
-        if hosted is None or hosted.state is not ReplicaState.LEADER or maintainer is None:
+        if not self.leading or maintainer is None:
             return
         if self._task is not None:
             self._task.cancel()  # our own release must not re-elect us
