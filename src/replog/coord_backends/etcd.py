@@ -518,6 +518,9 @@ class _EtcdWatcher:
             await asyncio.gather(self._task, return_exceptions=True)
         if self._stream is not None:
             try:
-                await self._stream.cancel()
+                # aetcd's cancel queues a request behind a lock shared by every watch of the
+                # client and has no timeout of its own: a wedged stream must not hang close().
+                async with asyncio.timeout(self._store._op_timeout_s):
+                    await self._stream.cancel()
             except Exception:  # the stream may already be dead with the connection
                 pass
