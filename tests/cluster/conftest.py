@@ -15,6 +15,7 @@ REPLICA_LAG_TIME_MAX_MS = 2000  # short, so ISR changes happen within a test's p
 class Cluster:
     def __init__(self, coord_url: str, base_dir, size: int, extra_args: tuple[str, ...] = ()):
         self.coord_url = coord_url
+        self.base_dir = base_dir
         self.server = None  # the ServerProcess behind coord_url
         self.brokers = {
             broker_id: BrokerProcess(
@@ -40,8 +41,10 @@ class Cluster:
             broker.start()
 
     def stop(self) -> None:
-        for broker in self.brokers.values():
+        for broker_id, broker in self.brokers.items():
             broker.stop()
+            # Kept beside the data dirs (pytest keeps the last runs' tmp_path) to read after a failure.
+            (self.base_dir / f"broker-{broker_id}.log").write_text("".join(broker.output))
 
 
 def _running_cluster(request, tmp_path, server_fixtures: dict[str, str], extra_args: tuple[str, ...] = ()):
