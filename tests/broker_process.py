@@ -29,6 +29,10 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def running(self) -> bool:
+        return self.process is not None
+
     def start(self) -> None:
         command = [
             sys.executable, "-m", "replog", "broker", "start",
