@@ -17,6 +17,7 @@ import uvloop
 
 from replog.broker import Broker
 from replog.config import load_broker_config
+from tests.broker_process import BrokerHandle
 from tests.chaos.checker import leaders_by_epoch
 from tests.chaos.harness import agreed_view, create_topic, fully_in_sync, settled_view, stop_and_check, wait_until
 from tests.cluster.conftest import REPLICA_LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS
@@ -27,9 +28,8 @@ CALL_TIMEOUT_S = 60
 BROKER_IN_LINE = re.compile(r"\bbroker=(\d+)\b")
 
 
-class EmbeddedBroker:
-    """One `Broker` on the cluster's loop, with what the chaos harness uses of a BrokerProcess:
-    `port`, `running`, `data_dir`, `output` (its log lines), `stop` and `restart`."""
+class EmbeddedBroker(BrokerHandle):
+    """One `Broker` on the cluster's loop."""
 
     def __init__(self, cluster: EmbeddedCluster, broker_id: int, data_dir):
         self.cluster = cluster
@@ -38,10 +38,6 @@ class EmbeddedBroker:
         self.port = 0  # 0 until first started; a restart binds the same port, so bootstraps stay valid
         self.node: Broker | None = None
         self.output: list[str] = []
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
 
     @property
     def running(self) -> bool:
