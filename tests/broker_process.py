@@ -16,7 +16,18 @@ START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 60
 
 
-class BrokerProcess:
+class BrokerHandle:
+    """What the cluster tests and the chaos harness use of a broker, in a process of its own or
+    not: `port`, `running`, `data_dir`, `output` (its log lines), `stop` and `restart`."""
+
+    port: int
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+class BrokerProcess(BrokerHandle):
     def __init__(self, data_dir: pathlib.Path, *, coord_url: str = "memory://", extra_args: tuple[str, ...] = ()):
         self.data_dir = data_dir
         self.coord_url = coord_url
@@ -26,8 +37,8 @@ class BrokerProcess:
         self.output: list[str] = []
 
     @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+    def running(self) -> bool:
+        return self.process is not None
 
     def start(self) -> None:
         command = [

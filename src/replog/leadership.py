@@ -302,10 +302,26 @@ class PartitionLeadership:
 
     async def session_lost(self) -> None:
         """Our leader node went with the session: stop leading; the leader watch re-elects
-        once the broker has a new session."""
+        once the broker has a new session.
+
+        The watch may already have seen the node vanish and won an election in the new session
+        before this event arrives (the embedded store delivers the node's deletion first, and
+        the leader watch can run before the session listener): that leadership is given up here
+        too, so its node is released for another election, or it would keep naming a broker
+        that does not lead and nobody would elect again."""
         self.session_suspended()  # at once: a transition in progress may hold the lock a while
         async with self._changing:
             await self._give_up_leadership()
+            await self._release_leader_node_won_since()
+
+    async def _release_leader_node_won_since(self) -> None:
+        store, path = self._broker.store, paths.leader(self.topic, self.partition)
+        try:
+            data, version = await store.get(path)
+            if LeaderRecord.decode(data).leader == self._broker.broker_id:  # the lost session's node is gone: a new one
+                await store.delete(path, version)
+        except StoreError:
+            pass  # absent (it went with the session), replaced meanwhile, or unreachable: the watch elects
 
     async def _give_up_leadership(self) -> None:
         await self._stop_maintainer()

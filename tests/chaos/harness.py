@@ -64,7 +64,7 @@ def agreed_view(cluster, topic: str, excluded=()) -> PartitionMetadata | None:
     Each is asked, not just any one: a broker that was paused answers from a cache that the
     store's watches have not refreshed yet, and may still describe the world before its pause."""
     ports = [broker.port for broker_id, broker in cluster.brokers.items()
-             if broker.process is not None and broker_id not in excluded]
+             if broker.running and broker_id not in excluded]
     views = {None if view is None else (view.leader_id, view.leader_epoch, tuple(sorted(view.isr)), view.replicas): view
              for view in asyncio.run(_views(ports, topic))}
     return next(iter(views.values())) if len(views) == 1 else None

@@ -34,7 +34,7 @@ class Cluster:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(broker.bootstrap for broker in self.brokers.values() if broker.process is not None)
+        return ",".join(broker.bootstrap for broker in self.brokers.values() if broker.running)
 
     def start(self) -> None:
         for broker in self.brokers.values():
