@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replog.admin import InvalidReplicaAssignment, InvalidReplicationFactor, assign_replicas
+from replog.admin import InvalidPartitions, InvalidReplicaAssignment, InvalidReplicationFactor, assign_replicas
+from replog.admin.assignment import PARTITIONS_MAX
 
 
 def test_matches_kafkas_documented_example():
@@ -39,6 +40,13 @@ def test_rack_alternated_order_puts_neighbours_on_other_racks():
 def test_impossible_requests_are_refused(brokers, replication_factor, error, complaint):
     with pytest.raises(error, match=complaint):
         assign_replicas(brokers, 3, replication_factor)
+
+
+def test_a_partition_count_past_the_bound_is_refused_before_planning():
+    with pytest.raises(InvalidPartitions, match=f"at most {PARTITIONS_MAX} partitions"):
+        assign_replicas([(1, None)], 2**31 - 1, 1)
+    with pytest.raises(InvalidPartitions, match=f"asked for {PARTITIONS_MAX + 1}"):
+        assign_replicas([(1, None)], 2, 1, first_partition_id=PARTITIONS_MAX - 1)
 
 
 @st.composite

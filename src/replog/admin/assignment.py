@@ -24,6 +24,11 @@ from collections.abc import Mapping, Sequence
 
 from .errors import InvalidPartitions, InvalidReplicaAssignment, InvalidReplicationFactor
 
+# A topic's partitions are committed in one store transaction and each runs its own tasks on
+# every replica broker; the bound also keeps a CreateTopics asking for 2**31 partitions from
+# planning (and allocating) them all before anything else could refuse it.
+PARTITIONS_MAX = 10_000
+
 BrokerRack = tuple[int, str | None]
 
 
@@ -44,6 +49,8 @@ def assign_replicas(
     """
     if partitions < 1:
         raise InvalidPartitions(f"number of partitions must be at least 1, got {partitions}")
+    if first_partition_id + partitions > PARTITIONS_MAX:
+        raise InvalidPartitions(f"a topic has at most {PARTITIONS_MAX} partitions, asked for {first_partition_id + partitions}")
     if replication_factor < 1:
         raise InvalidReplicationFactor(f"replication factor must be at least 1, got {replication_factor}")
     if not brokers:
