@@ -94,6 +94,7 @@ class LeaderConnections:
                 return connection
             registration = self._broker.metadata.brokers.get(broker_id)
             if registration is None:
+                self._refusals.pop(broker_id, None)  # what refused says nothing of its next registration
                 raise ConnectionError(f"leader broker {broker_id} is not registered")
             try:
                 connection = await BrokerConnection.open(registration.host, registration.port, client_id=f"replog-follower-{self._broker.broker_id}")
