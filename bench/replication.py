@@ -4,7 +4,9 @@
 
 Prints (never asserts):
 - produce throughput with `replog perf produce`, 1 KB records: RF=1 acks=1 against RF=3
-  acks=all (min.insync.replicas=2), same tool, same record size;
+  acks=all (min.insync.replicas=2), same tool, same record size, the latter both idempotent
+  (the tool's default for acks=all; librdkafka then keeps one Produce in flight per partition,
+  so the run is bound by the replication round trip) and not (`--no-idempotence`: pipelined);
 - failover time: an idempotent acks=all producer sends a record every 5 ms; once it has had a
   second of acknowledgements, the leader is killed with SIGKILL; the figures are the time from
   the kill to the first acknowledgement from the new leader, and the longest gap between
@@ -66,9 +68,9 @@ def create(admin: AdminClient, name: str, replication: int) -> None:
     admin.create_topics([NewTopic(name, 1, replication, config={"min.insync.replicas": str(min(2, replication))})])[name].result(timeout=60)
 
 
-def perf(servers: str, topic: str, records: int, acks: str) -> str:
+def perf(servers: str, topic: str, records: int, acks: str, *options: str) -> str:
     done = subprocess.run([sys.executable, "-m", "replog", "perf", "produce", "--bootstrap-server", servers, "--topic", topic,
-                           "--num-records", str(records), "--record-size", "1024", "--acks", acks],
+                           "--num-records", str(records), "--record-size", "1024", "--acks", acks, *options],
                           capture_output=True, text=True, timeout=600)
     return done.stdout.strip() or done.stderr.strip()
 
@@ -132,6 +134,17 @@ def unavailability(brokers: dict[int, BrokerProcess], topic: str, signum: int) -
     return Unavailability(ended_at - stopped_at, longest)
 
 
+def throughput(store: str, admin: AdminClient, servers: str, records: int) -> None:
+    create(admin, "rf1", 1)
+    single = perf(servers, "rf1", records, "1")
+    print(f"[{store}] RF=1 acks=1:                           {single}")
+    for label, topic, option in (("idempotent", "rf3-idempotent", "--idempotence"), ("not idempotent", "rf3-pipelined", "--no-idempotence")):
+        create(admin, topic, 3)
+        replicated = perf(servers, topic, records, "all", option)
+        print(f"[{store}] RF=3 acks=all {label + ':':16} {replicated}")
+        print(f"[{store}] RF=3 acks=all {label} / RF=1 acks=1: {rate(replicated) / rate(single):.0%} of the records/sec")
+
+
 def measure(store: str, records: int) -> None:
     with tempfile.TemporaryDirectory(prefix="replog-bench-repl-") as scratch:
         server = ServerProcess("zookeeper" if store == "zk" else "etcd", pathlib.Path(scratch) / store)
@@ -143,13 +156,7 @@ def measure(store: str, records: int) -> None:
                 try:
                     admin = AdminClient({"bootstrap.servers": bootstrap(brokers)})
                     if signum == signal.SIGKILL:
-                        create(admin, "rf1", 1)
-                        create(admin, "rf3", 3)
-                        single = perf(bootstrap(brokers), "rf1", records, "1")
-                        print(f"[{store}] RF=1 acks=1:   {single}")
-                        replicated = perf(bootstrap(brokers), "rf3", records, "all")
-                        print(f"[{store}] RF=3 acks=all: {replicated}")
-                        print(f"[{store}] RF=3 acks=all / RF=1 acks=1: {rate(replicated) / rate(single):.0%} of the records/sec")
+                        throughput(store, admin, bootstrap(brokers), records)
                     create(admin, "failover", 3)
                     found = unavailability(brokers, "failover", signum)
                     print(f"[{store}] {stop_name} of the leader: first acks=all acknowledgement from the new leader "

@@ -273,6 +273,11 @@ def perf() -> None:
 @click.option("--num-records", type=click.IntRange(min=1), required=True)
 @click.option("--record-size", "record_size_bytes", type=click.IntRange(min=0), default=1024, show_default=True, help="bytes per record")
 @acks_option
+@click.option(
+    "--idempotence/--no-idempotence", default=None,
+    help="librdkafka enable.idempotence; it keeps one Produce in flight per partition, so replicated "
+         "acks=all runs are bound by its round trip [default: on with --acks all]",
+)
 @click.option("--batch-size", "batch_size_bytes", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="librdkafka batch.size, bytes")
 @click.option("--linger-ms", type=click.FloatRange(min=0), default=5, show_default=True)
 @compression_option

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from replog.config import log_config
 from replog.coord_backends import NoNode, SessionState, StoreError
 from replog.coord_backends import paths
-from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment
-from replog.net.client import BrokerConnection, BrokerUnavailable
+from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment
+from replog.net.client import BrokerConnection, BrokerRefused, BrokerUnavailable
 from replog.replica.commit import IsrMaintainer
 from replog.replica.election import elected_versions, leader_election
 from replog.replica.fetcher import FetcherConfig, FetchReply, FetchSpec, ReplicaFetcher
@@ -50,19 +50,42 @@ logger = logging.getLogger(__name__)
 LEADER_PROBLEM_PAUSE_S = 0.5
 LEADER_READ_ATTEMPTS_MAX = 120  # a minute of LEADER_PROBLEM_PAUSE_S
 SESSION_IN_DOUBT = object()
+# How often a leader presumed gone is probed: a restarted one is believed again within this.
+GONE_PROBE_INTERVAL_S = 0.25
 
 
 def _code(error: Any) -> int:
     return int(getattr(error, "value", error))
 
 
+class _Refusal(NamedTuple):
+    registration: BrokerRegistration  # the address that refused
+    first_at_s: float  # event-loop time of the first refusal in a row
+
+
 class LeaderConnections:
-    """One connection per leader broker, opened on first use, replaced after a failure."""
+    """One connection per leader broker, opened on first use, replaced after a failure; and
+    which leader brokers are presumed gone.
+
+    A leader killed outright keeps its registration and leader nodes until its session expires,
+    so for seconds the store names a leader that cannot answer, and clients sent there
+    (librdkafka stops its fast leader queries once a leader is named) find the successor only
+    at their next periodic metadata refresh. Its followers can tell sooner: when a connection
+    to it fails they reconnect at once, and a refusal (its host answered, nothing listens on
+    its port) presumes it gone, so that Metadata answers LEADER_NOT_AVAILABLE for its
+    partitions, which clients retry with short backoffs until a successor is named.
+
+    A presumption holds for the registration that refused, is re-probed every
+    GONE_PROBE_INTERVAL_S, ends with the first connection that succeeds, and lasts at most one
+    session timeout per run of refusals: by then a dead broker's session has expired and its
+    registration with it, so a broker the store still holds live is believed."""
 
     def __init__(self, broker: Broker):
         self._broker = broker
         self._connections: dict[int, BrokerConnection] = {}
         self._locks: dict[int, asyncio.Lock] = {}
+        self._refusals: dict[int, _Refusal] = {}  # bounded by the brokers in the cluster
+        self._probes: dict[int, asyncio.Task] = {}
 
     async def get(self, broker_id: int) -> BrokerConnection:
         async with self._locks.setdefault(broker_id, asyncio.Lock()):
@@ -71,12 +94,61 @@ class LeaderConnections:
                 return connection
             registration = self._broker.metadata.brokers.get(broker_id)
             if registration is None:
+                self._refusals.pop(broker_id, None)  # what refused says nothing of its next registration
                 raise ConnectionError(f"leader broker {broker_id} is not registered")
-            connection = await BrokerConnection.open(registration.host, registration.port, client_id=f"replog-follower-{self._broker.broker_id}")
+            try:
+                connection = await BrokerConnection.open(registration.host, registration.port, client_id=f"replog-follower-{self._broker.broker_id}")
+            except BrokerRefused:
+                self._refused(broker_id, registration)
+                raise
+            self._refusals.pop(broker_id, None)
             self._connections[broker_id] = connection
             return connection
 
+    def presumed_gone(self, broker_id: int) -> bool:
+        """Whether `broker_id`, as registered now, refused connections lately (see the class)."""
+        refusal = self._refusals.get(broker_id)
+        return (
+            refusal is not None
+            and refusal.registration == self._broker.metadata.brokers.get(broker_id)
+            and asyncio.get_running_loop().time() < refusal.first_at_s + self._presumption_max_s
+        )
+
+    def connection_failed(self, broker_id: int) -> None:
+        """A request to `broker_id` failed: find out now whether it is gone (see the class)."""
+        probe = self._probes.get(broker_id)
+        if probe is None or probe.done():
+            self._probes[broker_id] = asyncio.create_task(self._probe(broker_id))
+
+    @property
+    def _presumption_max_s(self) -> float:
+        return self._broker.config["coord.session.timeout.ms"] / 1000
+
+    def _refused(self, broker_id: int, registration: BrokerRegistration) -> None:
+        refusal = self._refusals.get(broker_id)
+        if refusal is None or refusal.registration != registration:
+            self._refusals[broker_id] = _Refusal(registration, asyncio.get_running_loop().time())
+            logger.info("leader broker presumed gone (connection refused) broker=%d leader_broker=%d address=%s:%d",
+                        self._broker.broker_id, broker_id, registration.host, registration.port)
+
+    async def _probe(self, broker_id: int) -> None:
+        """Reconnect now, and while refused and presumed gone again every interval: the
+        presumption ends by the session timeout, so this loop does too."""
+        while True:
+            try:
+                await self.get(broker_id)
+                return  # it answers, and its fetchers find a connection waiting
+            except BrokerRefused:
+                if not self.presumed_gone(broker_id):
+                    return
+            except ConnectionError:
+                return  # unregistered, or not a refusal: nothing to presume
+            await asyncio.sleep(GONE_PROBE_INTERVAL_S)
+
     def close(self) -> None:
+        for probe in self._probes.values():
+            probe.cancel()
+        self._probes.clear()
         for connection in self._connections.values():
             connection.close()
         self._connections.clear()
@@ -339,6 +411,7 @@ class PartitionLeadership:
                     spec.max_bytes, spec.max_wait_ms,
                 )
             except BrokerUnavailable as error:
+                connections.connection_failed(leader)
                 raise ConnectionError(str(error)) from None
             return FetchReply(_code(result.error_code), result.high_watermark, result.log_start_offset, result.records)
 
@@ -352,6 +425,7 @@ class PartitionLeadership:
                 connection = await connections.get(leader)
                 answer = await connection.offset_for_leader_epoch(topic, partition, leader_epoch, current_leader_epoch, replica_id)
             except BrokerUnavailable as error:
+                connections.connection_failed(leader)
                 raise ConnectionError(str(error)) from None
             return EpochEndOffset(_code(answer.error_code), answer.leader_epoch, answer.end_offset)
 

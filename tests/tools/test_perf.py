@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.tools.conftest import replog
+from tests.tools.conftest import TOPIC_PARTITIONS, replog
 
 NUM_RECORDS = 20_000
 NUMBER = r"[\d.]+"
@@ -51,3 +51,32 @@ def test_consume_stops_at_the_idle_timeout_and_says_so(broker, topic):
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode().startswith("0 records consumed")
     assert "idle timeout before the 10 asked for" in done.stdout.decode()
+
+
+def first_batch_producer_id(broker, topic: str) -> int:
+    """The producer id in the header of the first record batch the topic's logs hold (-1: none)."""
+    for partition in range(TOPIC_PARTITIONS):  # the sticky partitioner may have left one empty
+        segment = (broker.data_dir / f"{topic}-{partition}" / f"{0:020d}.log").read_bytes()
+        if segment:
+            return int.from_bytes(segment[BATCH_PRODUCER_ID_AT:BATCH_PRODUCER_ID_AT + 8], "big", signed=True)
+    raise AssertionError(f"no record batch in any partition of {topic}")
+
+
+# baseOffset 8, batchLength 4, partitionLeaderEpoch 4, magic 1, crc 4, attributes 2,
+# lastOffsetDelta 4, baseTimestamp 8, maxTimestamp 8: then producerId.
+BATCH_PRODUCER_ID_AT = 43
+
+
+@pytest.mark.parametrize("choice, idempotent", [((), True), (("--idempotence",), True), (("--no-idempotence",), False)])
+def test_acks_all_is_idempotent_unless_asked_not_to_be(broker, topic, choice, idempotent):
+    done = replog("perf", "produce", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+                  "--num-records", "200", "--record-size", "10", "--acks", "all", *choice)
+    assert done.returncode == 0, done.stderr
+    assert (first_batch_producer_id(broker, topic) >= 0) == idempotent
+
+
+def test_idempotence_with_acks_1_is_a_usage_error(broker, topic):
+    done = replog("perf", "produce", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+                  "--num-records", "10", "--acks", "1", "--idempotence")
+    assert done.returncode == 2
+    assert b"idempotence needs --acks all" in done.stderr

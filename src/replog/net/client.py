@@ -68,6 +68,11 @@ class BrokerUnavailable(ConnectionError):
     """The connection failed (refused, timed out, lost or closed); it is closed for good."""
 
 
+class BrokerRefused(BrokerUnavailable):
+    """Nothing listens at the broker's address: its host answered, its process is gone (a host
+    that is down or cut off times out instead)."""
+
+
 class ProtocolError(BrokerUnavailable):
     """The broker sent something that cannot be read or matched; the connection is closed."""
 
@@ -220,7 +225,8 @@ class BrokerConnection:
             async with asyncio.timeout(connect_timeout_s):
                 await loop.create_connection(lambda: _FrameReceiver(connection, max_response_bytes), host, port)
         except (OSError, TimeoutError) as error:
-            raise BrokerUnavailable(f"{host}:{port}: cannot connect within {connect_timeout_s}s: {error!r}") from None
+            unavailable = BrokerRefused if isinstance(error, ConnectionRefusedError) else BrokerUnavailable
+            raise unavailable(f"{host}:{port}: cannot connect within {connect_timeout_s}s: {error!r}") from None
         try:
             await connection._negotiate_versions()
         except BaseException:

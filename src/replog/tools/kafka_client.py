@@ -44,10 +44,13 @@ def client_config(bootstrap: str) -> dict:
     }
 
 
-def producer_settings(acks: str) -> dict:
-    """acks=all gets idempotence, as Kafka's own producer defaults to: retries then never
-    duplicate or reorder records."""
-    return {"acks": acks, "enable.idempotence": acks in ("all", "-1")}
+def producer_settings(acks: str, idempotence: bool | None = None) -> dict:
+    """acks=all gets idempotence unless `idempotence` is False, as Kafka's own producer
+    defaults to: retries then never duplicate or reorder records. Idempotence needs acks=all."""
+    acks_all = acks in ("all", "-1")
+    if idempotence and not acks_all:
+        raise BadArguments(f"idempotence needs --acks all, not --acks {acks}")
+    return {"acks": acks, "enable.idempotence": acks_all if idempotence is None else idempotence}
 
 
 def send(producer, topic: str, value: bytes, **fields) -> None:

@@ -79,6 +79,7 @@ def perf_produce(
     num_records: int,
     record_size_bytes: int,
     acks: str,
+    idempotence: bool | None,
     batch_size_bytes: int,
     linger_ms: float,
     compression: str,
@@ -101,7 +102,7 @@ def perf_produce(
 
     producer = confluent_kafka.Producer(
         client_config(bootstrap)
-        | producer_settings(acks)
+        | producer_settings(acks, idempotence)
         | {
             "batch.size": batch_size_bytes,
             "linger.ms": linger_ms,

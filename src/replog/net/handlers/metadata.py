@@ -20,11 +20,15 @@ def partition_entries(services, topic: str) -> list[dict]:
     live = services.metadata.brokers
     entries = []
     for partition, view in sorted(services.metadata.topics.get(topic, {}).items()):
+        # A leader presumed gone (it refused its followers) is not named until its successor
+        # is: LEADER_NOT_AVAILABLE is retriable, and clients keep asking until then, where a
+        # named leader would send them to a dead port until their next periodic refresh.
+        available = view.leader in live and not services.leader_connections.presumed_gone(view.leader)
         entries.append(
             {
-                "error_code": ErrorCode.none if view.leader in live else ErrorCode.leader_not_available,
+                "error_code": ErrorCode.none if available else ErrorCode.leader_not_available,
                 "partition_index": partition,
-                "leader_id": view.leader if view.leader in live else -1,
+                "leader_id": view.leader if available else -1,
                 "leader_epoch": view.leader_epoch,
                 "replica_nodes": view.replicas,
                 "isr_nodes": view.isr,
