@@ -6,6 +6,7 @@ with the matching Kafka error (or taken as Kafka takes it), not crash the handle
 
 from __future__ import annotations
 
+import datetime
 import socket
 import struct
 import uuid
@@ -67,3 +68,17 @@ def test_describe_configs_of_a_missing_topic_and_an_unknown_resource(fuzzed_brok
                                                             "resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": None}]})
         exchange(fuzzed_broker.port, frame)
     assert no_internal_errors(fuzzed_broker)
+
+
+@pytest.mark.parametrize("field", ["configs", "assignments"])
+def test_a_null_array_where_the_schema_forbids_one_is_refused_as_malformed(fuzzed_broker, field):
+    # kio reads the null; Kafka refuses the request, and the broker closes the connection
+    # (a warning) rather than failing inside the handler (an internal error).
+    topic = {"name": f"null-{field}", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+    topic[field] = None
+    frame = encode_request(ApiKey.CREATE_TOPICS, 5, {"topics": [topic], "timeout": datetime.timedelta(seconds=5), "validate_only": False})
+    with socket.create_connection(("127.0.0.1", fuzzed_broker.port), timeout=10) as connection:
+        connection.sendall(frame)
+        assert connection.recv(4) == b"", "the broker answered a malformed request"
+    assert no_internal_errors(fuzzed_broker)
+    assert any(f"null array in the non-nullable field '{field}'" in line for line in fuzzed_broker.output)

@@ -118,7 +118,11 @@ def decode_request(frame: memoryview | bytes) -> Request:
     try:
         header, header_size = read_header(frame, 0)
         own_decoder = BODY_DECODERS.get(api_key)
-        body = own_decoder(frame, header_size, api_version) if own_decoder else read_body(frame, header_size)[0]
+        if own_decoder:
+            body = own_decoder(frame, header_size, api_version)
+        else:
+            body = read_body(frame, header_size)[0]
+            _refuse_null_arrays(body)
     except Exception as error:  # kio raises several types for truncated or garbled input
         raise FrameError(f"malformed api {api_key} v{api_version} request: {type(error).__name__}: {error}") from None
     return Request(api_key, api_version, correlation_id, header.client_id, body)
@@ -209,6 +213,37 @@ def _milliseconds(value: Any) -> Any:
 
 def _error_code(value: Any) -> Any:
     return ErrorCode(value) if isinstance(value, int) and not isinstance(value, ErrorCode) else value
+
+
+@cache
+def _entity_fields(schema: type) -> tuple[tuple[str, bool, bool, type | None], ...]:
+    """Per array or nested-entity field: (name, nullable, is an array, nested entity class)."""
+    hints = typing.get_type_hints(schema)
+    fields = []
+    for field in dataclasses.fields(schema):
+        hint = hints[field.name]
+        nullable = typing.get_origin(hint) in (typing.Union, types.UnionType)
+        if nullable:
+            hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+        is_array = typing.get_origin(hint) is tuple
+        nested = next((arg for arg in (typing.get_args(hint) if is_array else (hint,)) if dataclasses.is_dataclass(arg)), None)
+        if is_array or nested is not None:
+            fields.append((field.name, nullable, is_array, nested))
+    return tuple(fields)
+
+
+def _refuse_null_arrays(entity: Any) -> None:
+    """kio reads a length of -1 as None even where the schema says the array is not nullable;
+    Kafka refuses such a request as malformed, and so does replog, rather than hand a handler
+    a None where its schema promises a sequence."""
+    for name, nullable, is_array, nested in _entity_fields(type(entity)):
+        value = getattr(entity, name)
+        if value is None:
+            if is_array and not nullable:
+                raise ValueError(f"null array in the non-nullable field {name!r}")
+        elif nested is not None:
+            for item in value if is_array else (value,):  # bounded by the frame's size
+                _refuse_null_arrays(item)
 
 
 @cache
