@@ -64,6 +64,8 @@ logger = logging.getLogger(__name__)
 
 TXN_ATTEMPTS_MAX = 32
 RECONNECT_DELAY_MAX_S = 1.0
+CANCEL_ATTEMPTS_MAX = 50  # with CANCEL_RETRY_S: a task that ignores cancellation for 5 s is reported
+CANCEL_RETRY_S = 0.1
 LEASE_TTL_MIN_S = 2  # etcd raises shorter TTLs to its own minimum (about 2 s) anyway
 _CHANNEL_OPTIONS = {
     # gRPC's default reconnect backoff grows to 120 s; a coordination client must come back fast.
@@ -154,8 +156,7 @@ class EtcdStore(Store):
         if client is None:
             return
         if self._keepalive is not None:
-            self._keepalive.cancel()
-            await asyncio.gather(self._keepalive, return_exceptions=True)
+            await _cancelled(self._keepalive)
         for watcher in list(self._watchers):
             await watcher.watch.close()
         if self._lease_id is not None:
@@ -442,6 +443,18 @@ class _WritePlan:
             raise BadVersion(path, version)
 
 
+async def _cancelled(task: asyncio.Task) -> None:
+    """Cancel `task` and wait until it has ended. aetcd awaits inside asyncio.wait_for, which on
+    Python 3.11 can swallow a cancellation that arrives as the awaited call completes; the task
+    then runs on (into a watch stream that never ends), so cancel again until it stops."""
+    for _ in range(CANCEL_ATTEMPTS_MAX):
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=CANCEL_RETRY_S)
+        if done:
+            return
+    logger.error("etcd task did not end after %d cancellations: %r", CANCEL_ATTEMPTS_MAX, task)
+
+
 class _EtcdWatcher:
     """One replog watch on etcd: read at revision R, watch from R+1, resume after stream errors."""
 
@@ -514,8 +527,7 @@ class _EtcdWatcher:
     async def _stop(self) -> None:
         self._store._watchers.discard(self)
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await _cancelled(self._task)
         if self._stream is not None:
             try:
                 # aetcd's cancel queues a request behind a lock shared by every watch of the
