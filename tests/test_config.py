@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from replog.broker import Broker
 from replog.config import (
     TOPIC_SETTINGS,
     ConfigError,
@@ -47,6 +48,7 @@ def test_values_are_parsed():
         ("log.message.timestamp.type", "createtime", "CreateTime, LogAppendTime"),
         ("log.cleanup.policy", "delete,compact", "no log cleaner"),
         ("log.dirs", " , ", "at least one directory"),
+        ("log.retention.check.interval.ms", "0", "at least 1"),
     ],
 )
 def test_bad_values_name_the_setting(name, text, complaint):
@@ -69,6 +71,7 @@ def test_broker_defaults_are_kafkas():
     assert config["message.max.bytes"] == 1_048_588
     assert config["log.retention.ms"] == 7 * 24 * 3600 * 1000
     assert config["replica.lag.time.max.ms"] == 30_000
+    assert config["log.retention.check.interval.ms"] == 300_000
     assert config["unclean.leader.election.enable"] is False
     assert config.sources["broker.id"] == "default"
 
@@ -86,6 +89,12 @@ def test_broker_defaults_are_kafkas():
 )
 def test_broker_values_are_parsed(name, text, value):
     assert parse_setting(name, text) == value
+
+
+def test_the_retention_check_interval_reaches_the_replica_manager(tmp_path):
+    # Nothing else reads it: without this wiring the setting would be accepted and ignored.
+    config = load_broker_config(None, {"log.dirs": str(tmp_path), "log.retention.check.interval.ms": "250"})
+    assert Broker(config).replicas.config.retention_check_interval_ms == 250
 
 
 def test_a_topic_name_in_broker_config_points_at_the_broker_synonym():

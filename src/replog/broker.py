@@ -71,7 +71,12 @@ class Broker:
         self.store = open_store(
             config["coord.url"], data_dir=str(self.data_dir), session_timeout_ms=config["coord.session.timeout.ms"]
         )
-        self.replicas = ReplicaManager(ManagerConfig(data_dir=self.data_dir, broker_id=self.broker_id), wall_clock_ms)
+        manager_config = ManagerConfig(
+            data_dir=self.data_dir,
+            broker_id=self.broker_id,
+            retention_check_interval_ms=config["log.retention.check.interval.ms"],
+        )
+        self.replicas = ReplicaManager(manager_config, wall_clock_ms)
         self.metadata = MetadataCache(self.store)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
         listener = config["listeners"]

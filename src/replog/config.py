@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Callable, NamedTuple
 
 from replog.replica import LogConfig
+from replog.replica.manager import ManagerConfig
 
 
 class ConfigError(ValueError):
@@ -150,6 +151,8 @@ def _coord_url(text: str) -> str:
 
 _DAY_MS = 24 * 3600 * 1000
 _LOG_DEFAULTS = LogConfig()  # the partition log's own defaults are Kafka's; do not restate them
+# The replica manager's too (its data_dir and broker_id have no default, hence by field).
+_MANAGER_DEFAULTS = {field.name: field.default for field in dataclasses.fields(ManagerConfig)}
 
 SETTINGS: dict[str, Setting] = {
     setting.name: setting
@@ -196,6 +199,12 @@ SETTINGS: dict[str, Setting] = {
             _int64(-1),
             _LOG_DEFAULTS.retention_bytes,
             "partition size above which old segments are deleted (-1: no limit)",
+        ),
+        Setting(
+            "log.retention.check.interval.ms",
+            _int64(1),
+            _MANAGER_DEFAULTS["retention_check_interval_ms"],
+            "how often each partition's log is checked for segments retention deletes",
         ),
         Setting(
             "log.index.interval.bytes",

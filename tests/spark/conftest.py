@@ -50,7 +50,10 @@ def spark():
 
 @pytest.fixture(scope="module")
 def replog_cluster(zookeeper_server, tmp_path_factory):
-    running = Cluster(f"zk://{zookeeper_server.address}{unique_root()}", tmp_path_factory.mktemp("spark-cluster"), 3)
+    # Retention checked every 100 ms rather than Kafka's 5 minutes, so that a test can see a
+    # topic with a small retention.bytes lose its oldest segments; other topics keep everything.
+    running = Cluster(f"zk://{zookeeper_server.address}{unique_root()}", tmp_path_factory.mktemp("spark-cluster"), 3,
+                      ("--set", "log.retention.check.interval.ms=100"))
     running.start()
     yield running
     running.stop()
@@ -65,11 +68,13 @@ def wait_until(condition, what: str, timeout_s: float = TIMEOUT_S) -> None:
         time.sleep(0.05)
 
 
-def new_topic(bootstrap: str, partitions: int = 1, replication_factor: int = 3, prefix: str = "spark") -> str:
-    """A fresh topic whose every partition has a leader."""
+def new_topic(bootstrap: str, partitions: int = 1, replication_factor: int = 3, prefix: str = "spark",
+              config: dict[str, str] | None = None) -> str:
+    """A fresh topic whose every partition has a leader; `config`: topic settings besides min.insync.replicas=2."""
     name = f"{prefix}-{uuid.uuid4().hex[:10]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, replication_factor, config={"min.insync.replicas": "2"})])[name].result(TIMEOUT_S)
+    topic_config = {"min.insync.replicas": "2", **(config or {})}
+    admin.create_topics([NewTopic(name, partitions, replication_factor, config=topic_config)])[name].result(TIMEOUT_S)
     wait_for_leaders(admin, name, partitions)
     return name
 
@@ -127,6 +132,12 @@ def consume_all(bootstrap: str, topic: str) -> list[Consumed]:
                 records.append(Consumed(message.partition(), message.offset(), message.key(), message.value(),
                                         message.headers(), message.timestamp()[1]))
     return sorted(records)
+
+
+def watermarks(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:
+    """(log start offset, high watermark) of one partition, as its leader answers now."""
+    with contextlib.closing(Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-tests"})) as consumer:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
 
 
 def numbered(start: int, count: int) -> list[bytes]:

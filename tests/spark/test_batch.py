@@ -7,13 +7,13 @@ import re
 import time
 
 import pytest
-from pyspark.errors import AnalysisException
+from pyspark.errors import AnalysisException, PythonException
 
 from pyspark.sql.types import (
     ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType,
 )
 
-from .conftest import consume_all, new_topic, numbered, produce, wait_until
+from .conftest import consume_all, new_topic, numbered, produce, wait_until, watermarks
 
 # Spark's Kafka source schema (KafkaRecordToRowConverter), written out here independently of
 # replog's own definition so that the test compares against Spark's, not against itself.
@@ -134,3 +134,27 @@ def test_load_without_a_subscription_fails_naming_the_three_options(spark):
 def test_an_empty_topic_reads_as_no_rows(spark, replog_cluster):
     topic = new_topic(replog_cluster.bootstrap, partitions=2)
     assert read(spark, replog_cluster.bootstrap, subscribe=topic).count() == 0
+
+
+def test_a_range_deleted_by_retention_fails_the_read_or_is_skipped_with_fail_on_data_loss_false(spark, replog_cluster):
+    bootstrap = replog_cluster.bootstrap
+    # Small segments and a partition size limit of about two of them: the brokers (retention
+    # checked every 100 ms, see conftest) delete the oldest segments soon after the produce.
+    topic = new_topic(bootstrap, config={"segment.bytes": "1024", "retention.bytes": "2048"})
+    for round_start in range(0, 200, 20):  # one produce (and so at least one batch) per round: many segments
+        produce(bootstrap, topic, numbered(round_start, 20), partition=0)
+    wait_until(lambda: watermarks(bootstrap, topic)[0] > 0, f"retention to delete the first segment of {topic}", timeout_s=20)
+    log_start_before, high_watermark = watermarks(bootstrap, topic)
+    from_zero = {"subscribe": topic, "startingOffsets": json.dumps({topic: {"0": 0}})}
+
+    with pytest.raises(PythonException, match="failOnDataLoss=false") as caught:
+        read(spark, bootstrap, **from_zero).collect()
+    lost = re.search(rf"{topic}-0: offsets 0\.\.(\d+) were deleted \(retention\) before they were read", str(caught.value))
+    assert lost, str(caught.value)[:2000]
+    # Retention may delete more between the two watermark reads, never less than seen before.
+    assert log_start_before <= int(lost[1]) + 1 <= watermarks(bootstrap, topic)[0]
+
+    rows = [(row.offset, row.value) for row in read(spark, bootstrap, **from_zero, failOnDataLoss="false").collect()]
+    first = rows[0][0]
+    assert log_start_before <= first <= watermarks(bootstrap, topic)[0]
+    assert rows == [(offset, f"record-{offset:06d}".encode()) for offset in range(first, high_watermark)]
