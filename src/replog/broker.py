@@ -329,8 +329,6 @@ class Broker:
         return ErrorCode.leader_not_available
 
 
-
-
 class NotReplicaForPartition(Exception):
     """A start-replica for a partition whose replicas do not include this broker."""
 

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from replog.config import log_config
 from replog.coord_backends import NoNode, SessionState, StoreError
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from replog.broker import Broker
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 LEADER_PROBLEM_PAUSE_S = 0.5
 LEADER_READ_ATTEMPTS_MAX = 120  # a minute of LEADER_PROBLEM_PAUSE_S
@@ -104,6 +106,16 @@ class LeaderConnections:
             self._refusals.pop(broker_id, None)
             self._connections[broker_id] = connection
             return connection
+
+    async def call(self, broker_id: int, request: Callable[[BrokerConnection], Awaitable[T]]) -> T:
+        """`request` on the connection to `broker_id`. A failure reaches the fetcher as a plain
+        ConnectionError (replica/ knows nothing of net/) and sets off a probe of whether the
+        broker is gone."""
+        try:
+            return await request(await self.get(broker_id))
+        except BrokerUnavailable as error:
+            self.connection_failed(broker_id)
+            raise ConnectionError(str(error)) from None
 
     def presumed_gone(self, broker_id: int) -> bool:
         """Whether `broker_id`, as registered now, refused connections lately (see the class)."""
@@ -283,8 +295,8 @@ class PartitionLeadership:
         self._schedule_recheck()
 
     def _close_if_leading(self) -> None:
-        hosted = self._hosted()
-        if hosted is not None and hosted.state is ReplicaState.LEADER:
+        if self.leading:
+            hosted = self._hosted()
             logger.warning("stopped leading topic=%s partition=%d broker=%d epoch=%d",
                            self.topic, self.partition, self._broker.broker_id, hosted.leader_epoch)
             self._broker.replicas.close_replica(self.topic, self.partition)
@@ -327,15 +339,14 @@ class PartitionLeadership:
 
     # session events
     def session_suspended(self) -> None:
-        hosted = self._hosted()
-        if hosted is not None and hosted.state is ReplicaState.LEADER:
-            hosted.fence()
+        if self.leading:
+            self._hosted().fence()
 
     async def session_resumed(self) -> None:
         """The session is connected again: lead on if our leader node survived with it."""
         async with self._changing:
             hosted = self._hosted()
-            if hosted is None or hosted.state is not ReplicaState.LEADER or not hosted.fenced:
+            if not self.leading or not hosted.fenced:
                 return
             record = await self._read_leader_while_connected()
             if record is SESSION_IN_DOUBT:
@@ -404,15 +415,10 @@ class PartitionLeadership:
         connections, replica_id = self._broker.leader_connections, self._broker.broker_id
 
         async def fetch(spec: FetchSpec) -> FetchReply:
-            try:
-                connection = await connections.get(leader)
-                result = await connection.fetch_as_replica(
-                    replica_id, spec.topic, spec.partition, spec.fetch_offset, spec.current_leader_epoch,
-                    spec.max_bytes, spec.max_wait_ms,
-                )
-            except BrokerUnavailable as error:
-                connections.connection_failed(leader)
-                raise ConnectionError(str(error)) from None
+            result = await connections.call(leader, lambda connection: connection.fetch_as_replica(
+                replica_id, spec.topic, spec.partition, spec.fetch_offset, spec.current_leader_epoch,
+                spec.max_bytes, spec.max_wait_ms,
+            ))
             return FetchReply(_code(result.error_code), result.high_watermark, result.log_start_offset, result.records)
 
         return fetch
@@ -421,12 +427,8 @@ class PartitionLeadership:
         connections, replica_id = self._broker.leader_connections, self._broker.broker_id
 
         async def epoch_end(topic: str, partition: int, leader_epoch: int, current_leader_epoch: int) -> EpochEndOffset:
-            try:
-                connection = await connections.get(leader)
-                answer = await connection.offset_for_leader_epoch(topic, partition, leader_epoch, current_leader_epoch, replica_id)
-            except BrokerUnavailable as error:
-                connections.connection_failed(leader)
-                raise ConnectionError(str(error)) from None
+            answer = await connections.call(leader, lambda connection: connection.offset_for_leader_epoch(
+                topic, partition, leader_epoch, current_leader_epoch, replica_id))
             return EpochEndOffset(_code(answer.error_code), answer.leader_epoch, answer.end_offset)
 
         return epoch_end
