@@ -47,7 +47,7 @@ from replog.admin.errors import AdminError
 from replog.config import BrokerConfig, effective_topic_config
 from replog.coord_backends import NodeExists, NoNode, SessionState, StoreError, open_store
 from replog.coord_backends import paths
-from replog.coord_backends.paths import BrokerRegistration, ClusterId, ReplicaAssignment, StateChangeRequest, TopicConfig
+from replog.coord_backends.paths import BrokerRegistration, ClusterId, StateChangeRequest, TopicConfig
 from replog.metadata_cache import MetadataCache
 from replog.net.server import KafkaServer
 from replog.producer_ids import ProducerIdAllocator
@@ -220,7 +220,7 @@ class Broker:
             settings = None
             for partition in partition_ids:  # bounded by the topic's partitions
                 key = (topic, partition)
-                assigned = await _read_replicas(self.store, paths.replicas(topic, partition))
+                assigned = await admin.read_replicas(self.store, paths.replicas(topic, partition))
                 if assigned is None or self.broker_id not in assigned:
                     # Gone, or assigned elsewhere now: a leadership must not outlive its
                     # partition, nor an open replica lend its epoch and HW to a recreated one.
@@ -267,8 +267,8 @@ class Broker:
         The log is prepared at once; leadership starts once the partition's replicas include
         this broker (for a new partition, when the metadata cache sees it appear)."""
         topic, partition = request.topic, request.partition
-        assigned = await _read_replicas(self.store, paths.replicas(topic, partition)) or ()
-        staged = await _read_replicas(self.store, paths.reassigned_partition(topic, partition)) or ()
+        assigned = await admin.read_replicas(self.store, paths.replicas(topic, partition)) or ()
+        staged = await admin.read_replicas(self.store, paths.reassigned_partition(topic, partition)) or ()
         if self.broker_id not in (*assigned, *staged):
             raise NotReplicaForPartition(f"broker {self.broker_id} is not a replica of {topic}-{partition}"
                                          f" (replicas {list(assigned)}, staged {list(staged)})")
@@ -282,7 +282,7 @@ class Broker:
         async with self._reconciling:
             await self._stop_replica(key)
             self.replicas.delete_replica(*key)
-            assigned = await _read_replicas(self.store, paths.replicas(*key))
+            assigned = await admin.read_replicas(self.store, paths.replicas(*key))
             if assigned is not None and self.broker_id in assigned:
                 self._closed.add(key)  # the admin removes it next; until then it stays closed
 
@@ -332,9 +332,3 @@ class Broker:
 class NotReplicaForPartition(Exception):
     """A start-replica for a partition whose replicas do not include this broker."""
 
-
-async def _read_replicas(store, path: str) -> tuple[int, ...] | None:
-    try:
-        return ReplicaAssignment.decode((await store.get(path))[0]).replicas
-    except NoNode:
-        return None

@@ -31,6 +31,7 @@ from replog.admin.topics import (
     describe_topic_config,
     list_topics,
     live_brokers,
+    read_replicas,
     validate_topic_name,
 )
 
@@ -64,5 +65,6 @@ __all__ = [
     "describe_topic_config",
     "list_topics",
     "live_brokers",
+    "read_replicas",
     "validate_topic_name",
 ]

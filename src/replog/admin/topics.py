@@ -240,12 +240,18 @@ async def _wait_for_registered(store: Store, name: str, sent: Mapping[int, list[
         )
 
 
+async def read_replicas(store: Store, path: str) -> tuple[int, ...] | None:
+    """The ReplicaAssignment at `path` (a partition's replicas, or its staged ones), None if absent."""
+    found = await _get_or_none(store, path)
+    return None if found is None else ReplicaAssignment.decode(found[0]).replicas
+
+
 async def _staged(store: Store, name: str) -> dict[int, list[int]]:
     staged = {}
     for child in await _children_or_none(store, paths.reassigned_topic(name)):
-        found = await _get_or_none(store, paths.reassigned_partition(name, int(child)))
-        if found is not None:
-            staged[int(child)] = list(ReplicaAssignment.decode(found[0]).replicas)
+        replicas = await read_replicas(store, paths.reassigned_partition(name, int(child)))
+        if replicas is not None:
+            staged[int(child)] = list(replicas)
     return staged
 
 
@@ -415,9 +421,9 @@ async def delete_topic(store: Store, name: str, *, limits: StateChangeLimits = S
         raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
     assignment = await _staged(store, name)
     for partition_id in await _partition_ids(store, name):
-        replicas = await _get_or_none(store, paths.replicas(name, partition_id))
+        replicas = await read_replicas(store, paths.replicas(name, partition_id))
         if replicas is not None:
-            assignment[partition_id] = sorted({*assignment.get(partition_id, ()), *ReplicaAssignment.decode(replicas[0]).replicas})
+            assignment[partition_id] = sorted({*assignment.get(partition_id, ()), *replicas})
     sent = await _send_to_replicas(store, CLOSE_REPLICA, name, assignment, limits)
     late: RequestTimedOut | None = None
     try:
