@@ -215,28 +215,11 @@ def _error_code(value: Any) -> Any:
     return ErrorCode(value) if isinstance(value, int) and not isinstance(value, ErrorCode) else value
 
 
-@cache
-def _entity_fields(schema: type) -> tuple[tuple[str, bool, bool, type | None], ...]:
-    """Per array or nested-entity field: (name, nullable, is an array, nested entity class)."""
-    hints = typing.get_type_hints(schema)
-    fields = []
-    for field in dataclasses.fields(schema):
-        hint = hints[field.name]
-        nullable = typing.get_origin(hint) in (typing.Union, types.UnionType)
-        if nullable:
-            hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
-        is_array = typing.get_origin(hint) is tuple
-        nested = next((arg for arg in (typing.get_args(hint) if is_array else (hint,)) if dataclasses.is_dataclass(arg)), None)
-        if is_array or nested is not None:
-            fields.append((field.name, nullable, is_array, nested))
-    return tuple(fields)
-
-
 def _refuse_null_arrays(entity: Any) -> None:
     """kio reads a length of -1 as None even where the schema says the array is not nullable;
     Kafka refuses such a request as malformed, and so does replog, rather than hand a handler
     a None where its schema promises a sequence."""
-    for name, nullable, is_array, nested in _entity_fields(type(entity)):
+    for name, nested, is_array, nullable, _ in _field_plan(type(entity)):
         value = getattr(entity, name)
         if value is None:
             if is_array and not nullable:
@@ -247,21 +230,23 @@ def _refuse_null_arrays(entity: Any) -> None:
 
 
 @cache
-def _build_plan(schema: type) -> tuple[tuple[str, type | None, bool, Callable | None], ...]:
+def _field_plan(schema: type) -> tuple[tuple[str, type | None, bool, bool, Callable | None], ...]:
     """Per field: (name, nested entity class or None, whether the value is a tuple of them,
-    converter from the plain value a handler holds: ints for error codes and milliseconds)."""
+    whether it may be null, converter from the plain value a handler holds: ints for error
+    codes and milliseconds)."""
     hints = typing.get_type_hints(schema)
     plan = []
     for field in dataclasses.fields(schema):
         hint = hints[field.name]
-        if typing.get_origin(hint) in (typing.Union, types.UnionType):  # nullable: X | None
+        nullable = typing.get_origin(hint) in (typing.Union, types.UnionType)  # X | None
+        if nullable:
             hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
         is_tuple = typing.get_origin(hint) is tuple
         candidates = typing.get_args(hint) if is_tuple else (hint,)
         nested = next((arg for arg in candidates if dataclasses.is_dataclass(arg)), None)
         kafka_type = field.metadata.get("kafka_type", "")
         convert = _error_code if kafka_type == "error_code" else _milliseconds if kafka_type.startswith("timedelta") else None
-        plan.append((field.name, nested, is_tuple, convert))
+        plan.append((field.name, nested, is_tuple, nullable, convert))
     return tuple(plan)
 
 
@@ -272,7 +257,7 @@ def build(schema: type, values: dict) -> Any:
     Lets a handler describe one response for every version it supports.
     """
     kwargs = {}
-    for name, nested, is_tuple, convert in _build_plan(schema):
+    for name, nested, is_tuple, _, convert in _field_plan(schema):
         if name not in values:
             continue
         value = values[name]
