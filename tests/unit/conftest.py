@@ -3,10 +3,11 @@
 import pytest
 
 from replog.replica import log as log_module
+from replog.replica import segment as segment_module
 from replog.replica.records import COMPILED, PURE_PYTHON
 
-# Every implementation of the append-path scans that this installation has: the same tests hold
-# for each.
+# Every implementation of the append-path and recovery scans that this installation has: the same
+# tests hold for each.
 CODECS = [codec for codec in (PURE_PYTHON, COMPILED) if codec is not None]
 
 
@@ -17,8 +18,9 @@ def codec(request):
 
 @pytest.fixture(params=CODECS, ids=lambda codec: f"log-{codec.name}")
 def log_codec(request, monkeypatch):
-    """Every Log of the test appends through this codec, so that the log-level tests cover the
-    pure-Python fallback end to end and not only the compiled default."""
+    """Every Log of the test appends and recovers through this codec, so that the log-level tests
+    cover the pure-Python fallback end to end and not only the compiled default."""
     monkeypatch.setattr(log_module, "assign_batches", request.param.assign_batches)
     monkeypatch.setattr(log_module, "validate_batches", request.param.validate_batches)
+    monkeypatch.setattr(segment_module, "scan_segment", request.param.scan_segment)
     return request.param

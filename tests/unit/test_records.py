@@ -1,3 +1,4 @@
+import os
 import shutil
 import struct
 import sysconfig
@@ -9,7 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replog.replica.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError, ReplicaError
-from replog.replica.records import COMPILED, PURE_PYTHON, batch_headers, complete_batches_size, run_of, verify_batch
+from replog.replica.records import (
+    COMPILED,
+    PURE_PYTHON,
+    SCAN_BUFFER_BYTES,
+    batch_headers,
+    complete_batches_size,
+    run_of,
+    verify_batch,
+)
 from replica_batches import build_batch
 
 NO_LIMIT = 1 << 30
@@ -183,6 +192,111 @@ def test_compiled_and_pure_python_agree_on_any_buffer(payloads, damage, cut_byte
         PURE_PYTHON.validate_batches, bytes(buf), max_batch_bytes)
     assert _outcome(COMPILED.assign_batches, bytearray(buf), max_batch_bytes, first_offset, 5) == _outcome(
         PURE_PYTHON.assign_batches, bytearray(buf), max_batch_bytes, first_offset, 5)
+
+
+# -- scan_segment: crash recovery's scan of a segment file -------------------------------------------
+
+
+def _segment_file(tmp_path, content: bytes) -> int:
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(content)
+    return os.open(path, os.O_RDONLY)
+
+
+def _scan_whole(codec, fd: int, size_bytes: int, next_offset: int = 0, index_interval_bytes: int = 4096):
+    return codec.scan_segment(fd, 0, size_bytes, next_offset, 0, index_interval_bytes, index_interval_bytes, -1)
+
+
+def _batches_of(sizes: list[int]) -> bytes:
+    buf = bytearray()
+    offset = 0
+    for i, size in enumerate(sizes):
+        buf += build_batch(record_count=2, payload_bytes=size - 61, base_offset=offset, max_timestamp=100 + i, fill=i + 1)
+        offset += 2
+    return bytes(buf)
+
+
+# Around the scan buffer's edge: a header cut by it, a batch ending on it, batches larger than it.
+@pytest.mark.parametrize("sizes", [
+    [SCAN_BUFFER_BYTES - 30, 200, 5000],
+    [SCAN_BUFFER_BYTES - 61, 61, 61],
+    [SCAN_BUFFER_BYTES, 100],
+    [100, 3 * SCAN_BUFFER_BYTES + 7, 2 * SCAN_BUFFER_BYTES, 61],
+])
+def test_scan_keeps_every_batch_wherever_it_lies_against_the_read_buffer(codec, tmp_path, sizes):
+    content = _batches_of(sizes)
+    fd = _segment_file(tmp_path, content)
+    try:
+        scan = _scan_whole(codec, fd, len(content))
+    finally:
+        os.close(fd)
+    positions = [sum(sizes[:i]) for i in range(len(sizes))]
+    assert scan.refusal is None
+    assert (scan.end_position, scan.next_offset, scan.max_timestamp) == (len(content), 2 * len(sizes), 99 + len(sizes))
+    indexed = []  # segment.py's rule: the first batch past the due position, then 4096 bytes on
+    due_position = 4096
+    for i, position in enumerate(positions):
+        if position > due_position:
+            indexed.append(i)
+            due_position = position + 4096
+    assert scan.index_positions == [positions[i] for i in indexed]
+    assert scan.index_offsets == [2 * i for i in indexed]
+    assert scan.index_timestamps == [99 + i for i in indexed]
+
+
+@pytest.mark.parametrize("cut_bytes, reason", [
+    (1, "batch at position {second} needs {size} bytes, {remain} remain"),
+    (SCAN_BUFFER_BYTES, "header at position {second} is cut after 20 bytes"),
+])
+def test_scan_refusals_name_file_positions(codec, tmp_path, cut_bytes, reason):
+    sizes = [SCAN_BUFFER_BYTES + 100, SCAN_BUFFER_BYTES + 20]
+    content = _batches_of(sizes)[:sum(sizes) - cut_bytes]
+    fd = _segment_file(tmp_path, content)
+    try:
+        scan = _scan_whole(codec, fd, len(content))
+    finally:
+        os.close(fd)
+    second = sizes[0]
+    assert (scan.end_position, scan.next_offset) == (second, 2)
+    assert scan.refusal == reason.format(second=second, size=sizes[1], remain=sizes[1] - cut_bytes)
+
+
+def test_scan_refuses_offsets_going_back_or_out_of_the_segment(codec, tmp_path):
+    content = _batches_of([100, 100])
+    fd = _segment_file(tmp_path, content)
+    try:
+        assert _scan_whole(codec, fd, len(content), next_offset=1).refusal == "base offset 0 is below next offset 1"
+        scan = codec.scan_segment(fd, 0, len(content), 0, -(2**31), 0, 0, -1)
+        assert scan.refusal == f"offset 1 is out of range of segment {-(2**31)}"
+    finally:
+        os.close(fd)
+
+
+def test_scan_read_error_is_an_os_error(codec):
+    with pytest.raises(OSError):
+        codec.scan_segment(-1, 0, 1000, 0, 0, 0, 0, -1)
+
+
+@needs_compiled
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(61, 3 * SCAN_BUFFER_BYTES), min_size=1, max_size=5),
+    damage=st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=1, max_value=255)), max_size=2),
+    cut_bytes=st.integers(min_value=0, max_value=100),
+    index_interval_bytes=st.sampled_from([0, 4096, SCAN_BUFFER_BYTES]),
+)
+def test_compiled_and_pure_python_scans_agree_on_any_file(tmp_path_factory, sizes, damage, cut_bytes,
+                                                          index_interval_bytes):
+    content = bytearray(_batches_of(sizes))
+    for position, flip in damage:  # may hit offsets, lengths, magic, counts, CRC or records
+        content[position % len(content)] ^= flip
+    content = content[:max(len(content) - cut_bytes, 0)]
+    fd = _segment_file(tmp_path_factory.mktemp("scan"), bytes(content))
+    try:
+        assert _scan_whole(COMPILED, fd, len(content), index_interval_bytes=index_interval_bytes) == _scan_whole(
+            PURE_PYTHON, fd, len(content), index_interval_bytes=index_interval_bytes)
+    finally:
+        os.close(fd)
 
 
 @needs_compiled

@@ -1,5 +1,6 @@
 /* Compiled fast path of records.py: validate a buffer of v2 record batches and, for a leader
- * append, assign base offsets and the leader epoch in place.
+ * append, assign base offsets and the leader epoch in place; and scan a segment file after a
+ * crash (scan_segment), checking every batch and deriving the segment's index on the way.
  *
  * records.py holds the format description and the pure-Python implementation this mirrors
  * check for check and message for message; the two are run by the same tests. It exists
@@ -9,8 +10,8 @@
  * Results are built as instances of the Python types records.py hands over once through
  * bind(): validate_batches returns a list of BatchHeader (one per batch), assign_batches one
  * BatchRun (what the log needs of all the batches together, no per-batch objects: the common
- * produce holds one batch, and its facts are the run's). Both types are tuple subclasses, so an
- * instance is allocated and filled like a tuple.
+ * produce holds one batch, and its facts are the run's), scan_segment one SegmentScan. All are
+ * tuple subclasses, so an instance is allocated and filled like a tuple.
  *
  * CRC32C: SSE4.2 `crc32` instruction over three interleaved streams when the CPU has it
  * (checked at import), else a slicing-by-8 table. Buffers are caller-owned and held through the
@@ -18,10 +19,12 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_SSE42_CRC 1
@@ -49,6 +52,7 @@
 #define NO_TIMESTAMP (-1)
 #define BATCH_HEADER_FIELDS 9
 #define BATCH_RUN_FIELDS 4
+#define SEGMENT_SCAN_FIELDS 8
 
 static uint32_t read_u32(const unsigned char *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
@@ -308,6 +312,7 @@ static void crc32c_select(void) {
 
 static PyTypeObject *batch_header_type;
 static PyTypeObject *batch_run_type;
+static PyTypeObject *segment_scan_type;
 static PyObject *corrupt_record_error;
 static PyObject *invalid_record_error;
 static PyObject *record_too_large_error;
@@ -331,16 +336,19 @@ static int check_tuple_type(PyObject *type, Py_ssize_t fields, const char *name)
 }
 
 static PyObject *bind(PyObject *module, PyObject *args) {
-    PyObject *header, *run, *corrupt, *invalid, *too_large;
-    if (!PyArg_ParseTuple(args, "OOOOO:bind", &header, &run, &corrupt, &invalid, &too_large))
+    PyObject *header, *run, *segment_scan, *corrupt, *invalid, *too_large;
+    if (!PyArg_ParseTuple(args, "OOOOOO:bind", &header, &run, &segment_scan, &corrupt, &invalid, &too_large))
         return NULL;
     if (check_tuple_type(header, BATCH_HEADER_FIELDS, "BatchHeader") < 0 ||
-        check_tuple_type(run, BATCH_RUN_FIELDS, "BatchRun") < 0)
+        check_tuple_type(run, BATCH_RUN_FIELDS, "BatchRun") < 0 ||
+        check_tuple_type(segment_scan, SEGMENT_SCAN_FIELDS, "SegmentScan") < 0)
         return NULL;
     Py_INCREF(header);
     Py_XSETREF(batch_header_type, (PyTypeObject *)header);
     Py_INCREF(run);
     Py_XSETREF(batch_run_type, (PyTypeObject *)run);
+    Py_INCREF(segment_scan);
+    Py_XSETREF(segment_scan_type, (PyTypeObject *)segment_scan);
     Py_INCREF(corrupt);
     Py_XSETREF(corrupt_record_error, corrupt);
     Py_INCREF(invalid);
@@ -379,36 +387,52 @@ typedef struct {
     uint32_t crc;
 } Header;
 
-static int fail(PyObject *error, const char *format, ...) {
+/* Why a batch was refused: the kind (which exception records.py raises for it) and the message.
+ * Written without the GIL, so that the file scan can run with it released. */
+typedef enum { BATCH_OK = 0, BATCH_CORRUPT, BATCH_INVALID, BATCH_TOO_LARGE } BatchFault;
+
+typedef struct {
+    BatchFault fault;
     char message[256];
+} Refusal;
+
+static BatchFault refuse(Refusal *refusal, BatchFault fault, const char *format, ...) {
     va_list args;
     va_start(args, format);
-    vsnprintf(message, sizeof message, format, args);
+    vsnprintf(refusal->message, sizeof refusal->message, format, args);
     va_end(args);
-    PyErr_SetString(error, message);
+    return refusal->fault = fault;
+}
+
+/* Sets the exception records.py raises for the refusal; returns -1 for the caller to pass on. */
+static int raise_refusal(const Refusal *refusal) {
+    PyObject *error = refusal->fault == BATCH_INVALID     ? invalid_record_error
+                      : refusal->fault == BATCH_TOO_LARGE ? record_too_large_error
+                                                          : corrupt_record_error;
+    PyErr_SetString(error, refusal->message);
     return -1;
 }
 
-/* Checks of records.parse_header, verify_batch and the max.message.bytes rule, in their order. */
-static int read_batch(const unsigned char *buf, Py_ssize_t length, Py_ssize_t position, long long max_batch_bytes,
-                      Header *header) {
-    const unsigned char *p = buf + position;
-    Py_ssize_t available = length - position;
+/* Checks of records.parse_header on the batch at `p`, of which `available` bytes are at hand;
+ * messages name `position`, the batch's position in its buffer or file. */
+static BatchFault read_header(const unsigned char *p, long long available, long long position, Header *header,
+                              Refusal *refusal) {
     if (available < LOG_OVERHEAD_BYTES)
-        return fail(corrupt_record_error, "%zd bytes at position %zd cannot hold a batch", available, position);
+        return refuse(refusal, BATCH_CORRUPT, "%lld bytes at position %lld cannot hold a batch", available, position);
     int32_t batch_length = read_i32(p + 8);
     if (batch_length >= MAGIC_POSITION - LOG_OVERHEAD_BYTES + 1 && available > MAGIC_POSITION) {
         int magic = p[MAGIC_POSITION];
         if (magic == 0 || magic == 1)
-            return fail(invalid_record_error, "magic %d at position %zd: only v2 batches are accepted", magic, position);
+            return refuse(refusal, BATCH_INVALID, "magic %d at position %lld: only v2 batches are accepted", magic,
+                          position);
         if (magic != MAGIC_V2)
-            return fail(corrupt_record_error, "magic %d at position %zd is not a record batch", magic, position);
+            return refuse(refusal, BATCH_CORRUPT, "magic %d at position %lld is not a record batch", magic, position);
     }
     if (batch_length < HEADER_SIZE_BYTES - LOG_OVERHEAD_BYTES)
-        return fail(corrupt_record_error, "batch length %d at position %zd is shorter than a header", (int)batch_length,
-                    position);
+        return refuse(refusal, BATCH_CORRUPT, "batch length %d at position %lld is shorter than a header",
+                      (int)batch_length, position);
     if (available < HEADER_SIZE_BYTES)
-        return fail(corrupt_record_error, "header at position %zd is cut after %zd bytes", position, available);
+        return refuse(refusal, BATCH_CORRUPT, "header at position %lld is cut after %lld bytes", position, available);
     header->base_offset = read_i64(p);
     header->leader_epoch = read_i32(p + LEADER_EPOCH_POSITION);
     header->crc = read_u32(p + CRC_POSITION);
@@ -417,24 +441,42 @@ static int read_batch(const unsigned char *buf, Py_ssize_t length, Py_ssize_t po
     header->max_timestamp = read_i64(p + MAX_TIMESTAMP_POSITION);
     header->record_count = read_i32(p + RECORD_COUNT_POSITION);
     if (header->last_offset_delta < 0 || header->record_count < 0)
-        return fail(corrupt_record_error, "batch at position %zd has last offset delta %d, count %d", position,
-                    (int)header->last_offset_delta, (int)header->record_count);
+        return refuse(refusal, BATCH_CORRUPT, "batch at position %lld has last offset delta %d, count %d", position,
+                      (int)header->last_offset_delta, (int)header->record_count);
     if ((header->attributes & CODEC_MASK) > MAX_CODEC)
-        return fail(invalid_record_error, "batch at position %zd has unknown codec %d", position,
-                    header->attributes & CODEC_MASK);
-    long long size_bytes = (long long)batch_length + LOG_OVERHEAD_BYTES;
-    if (size_bytes > max_batch_bytes)
-        return fail(record_too_large_error, "batch of %lld bytes exceeds max.message.bytes %lld", size_bytes,
-                    max_batch_bytes);
-    if (size_bytes > available)
-        return fail(corrupt_record_error, "batch at position %zd needs %lld bytes, %zd remain", position, size_bytes,
-                    available);
-    header->size_bytes = size_bytes;
-    uint32_t computed = crc32c_update(0, p + CRC_START, (size_t)(size_bytes - CRC_START));
+        return refuse(refusal, BATCH_INVALID, "batch at position %lld has unknown codec %d", position,
+                      header->attributes & CODEC_MASK);
+    header->size_bytes = (int64_t)batch_length + LOG_OVERHEAD_BYTES;
+    return BATCH_OK;
+}
+
+static BatchFault refuse_short(Refusal *refusal, long long position, long long size_bytes, long long remaining) {
+    return refuse(refusal, BATCH_CORRUPT, "batch at position %lld needs %lld bytes, %lld remain", position, size_bytes,
+                  remaining);
+}
+
+static BatchFault refuse_crc(Refusal *refusal, long long position, uint32_t computed, uint32_t stored) {
+    return refuse(refusal, BATCH_CORRUPT, "batch at position %lld: CRC32C %#010x != stored %#010x", position,
+                  (unsigned)computed, (unsigned)stored);
+}
+
+/* Checks of records.parse_header, verify_batch and the max.message.bytes rule, in their order. */
+static BatchFault read_batch(const unsigned char *buf, Py_ssize_t length, Py_ssize_t position, long long max_batch_bytes,
+                             Header *header, Refusal *refusal) {
+    const unsigned char *p = buf + position;
+    long long available = length - position;
+    BatchFault fault = read_header(p, available, position, header, refusal);
+    if (fault != BATCH_OK)
+        return fault;
+    if (header->size_bytes > max_batch_bytes)
+        return refuse(refusal, BATCH_TOO_LARGE, "batch of %lld bytes exceeds max.message.bytes %lld",
+                      (long long)header->size_bytes, max_batch_bytes);
+    if (header->size_bytes > available)
+        return refuse_short(refusal, position, header->size_bytes, available);
+    uint32_t computed = crc32c_update(0, p + CRC_START, (size_t)(header->size_bytes - CRC_START));
     if (computed != header->crc)
-        return fail(corrupt_record_error, "batch at position %zd: CRC32C %#010x != stored %#010x", position,
-                    (unsigned)computed, (unsigned)header->crc);
-    return 0;
+        return refuse_crc(refusal, position, computed, header->crc);
+    return BATCH_OK;
 }
 
 static PyObject *new_header(Py_ssize_t position, const Header *h) {
@@ -459,8 +501,10 @@ static PyObject *scan(Py_buffer *buffer, long long max_batch_bytes, int assign, 
     }
     const unsigned char *buf = buffer->buf;
     Py_ssize_t length = buffer->len;
+    Refusal refusal;
     if (length == 0) {
-        fail(invalid_record_error, "no record batch in the request");
+        refuse(&refusal, BATCH_INVALID, "no record batch in the request");
+        raise_refusal(&refusal);
         return NULL;
     }
     PyObject *headers = NULL;
@@ -468,19 +512,19 @@ static PyObject *scan(Py_buffer *buffer, long long max_batch_bytes, int assign, 
         return NULL;
     int64_t next_offset = first_offset, last_offset = 0, max_timestamp = NO_TIMESTAMP, record_count = 0;
     Py_ssize_t batch_count = 0;
-    Header h;
+    Header h = {0};
     for (Py_ssize_t position = 0; position < length; position += (Py_ssize_t)h.size_bytes) { /* >= 61 bytes a step */
-        if (read_batch(buf, length, position, max_batch_bytes, &h) < 0)
-            goto error;
+        if (read_batch(buf, length, position, max_batch_bytes, &h, &refusal) != BATCH_OK)
+            goto refused;
         if (assign) {
             if (h.record_count == 0 || (int64_t)h.record_count != (int64_t)h.last_offset_delta + 1) {
-                fail(invalid_record_error, "batch at position %zd claims %d records but spans %lld offsets", position,
-                     (int)h.record_count, (long long)h.last_offset_delta + 1);
-                goto error;
+                refuse(&refusal, BATCH_INVALID, "batch at position %zd claims %d records but spans %lld offsets",
+                       position, (int)h.record_count, (long long)h.last_offset_delta + 1);
+                goto refused;
             }
             if (next_offset > INT64_MAX - h.last_offset_delta - 1) {
-                fail(invalid_record_error, "batch at position %zd would pass the largest offset", position);
-                goto error;
+                refuse(&refusal, BATCH_INVALID, "batch at position %zd would pass the largest offset", position);
+                goto refused;
             }
             h.base_offset = next_offset;
             h.leader_epoch = leader_epoch;
@@ -513,9 +557,224 @@ static PyObject *scan(Py_buffer *buffer, long long max_batch_bytes, int assign, 
     PyObject *items[BATCH_RUN_FIELDS] = {PyLong_FromSsize_t(batch_count), PyLong_FromLongLong(last_offset),
                                          PyLong_FromLongLong(max_timestamp), PyLong_FromLongLong(record_count)};
     return new_record(batch_run_type, items, BATCH_RUN_FIELDS);
+refused:
+    raise_refusal(&refusal);
 error:
     Py_XDECREF(headers);
     return NULL;
+}
+
+/* -- recovery scan of a segment file ------------------------------------------------------------ */
+
+/* records.scan_segment: the file is read forward once through one buffer, and a batch's CRC is
+ * carried across buffer refills, so a batch of any size costs no more memory than a small one
+ * and no byte is read twice (only a header cut by the buffer's end is read again). The whole scan
+ * runs without the GIL: the broker's other threads go on while a GiB is checked. */
+
+#define SCAN_BUFFER_BYTES (1 << 20) /* measured: larger buffers fall out of cache before the CRC */
+#define MAX_RELATIVE_OFFSET INT32_MAX
+
+typedef struct {
+    int fd;
+    unsigned char *buffer;
+    int64_t window_position; /* the buffer holds the file's [window_position, window_position + window_bytes) */
+    int64_t window_bytes;
+    int64_t end_position;    /* moves back if the file turns out shorter than the caller said */
+} FileWindow;
+
+/* Refill the window with the file from `position` on, as far as the buffer or the file goes;
+ * -1 with errno set on a read error. A read that comes back short means the file ends there. */
+static int fill_window(FileWindow *window, int64_t position) {
+    int64_t wanted = window->end_position - position;
+    if (wanted > SCAN_BUFFER_BYTES)
+        wanted = SCAN_BUFFER_BYTES;
+    int64_t got = 0;
+    while (got < wanted) { /* bounded: each pass reads >= 1 byte or ends the file */
+        ssize_t n = pread(window->fd, window->buffer + got, (size_t)(wanted - got), (off_t)(position + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0) {
+            window->end_position = position + got;
+            break;
+        }
+        got += n;
+    }
+    window->window_position = position;
+    window->window_bytes = got;
+    return 0;
+}
+
+typedef struct {
+    int64_t *offsets, *positions, *timestamps;
+    size_t count, capacity;
+} IndexEntries;
+
+static int add_index_entry(IndexEntries *entries, int64_t offset, int64_t position, int64_t timestamp) {
+    if (entries->count == entries->capacity) {
+        size_t capacity = entries->capacity ? 2 * entries->capacity : 64;
+        int64_t *offsets = realloc(entries->offsets, capacity * sizeof(int64_t));
+        if (offsets != NULL)
+            entries->offsets = offsets;
+        int64_t *positions = realloc(entries->positions, capacity * sizeof(int64_t));
+        if (positions != NULL)
+            entries->positions = positions;
+        int64_t *timestamps = realloc(entries->timestamps, capacity * sizeof(int64_t));
+        if (timestamps != NULL)
+            entries->timestamps = timestamps;
+        if (offsets == NULL || positions == NULL || timestamps == NULL)
+            return -1;
+        entries->capacity = capacity;
+    }
+    entries->offsets[entries->count] = offset;
+    entries->positions[entries->count] = position;
+    entries->timestamps[entries->count++] = timestamp;
+    return 0;
+}
+
+typedef struct {
+    int64_t position, next_offset, max_timestamp, index_due_position;
+} ScanState;
+
+/* CRC32C of the file's [from, to), which starts inside the window; refills it as needed. */
+static int crc_through(FileWindow *window, int64_t from, int64_t to, uint32_t *crc) {
+    for (;;) { /* bounded: each pass covers a window or ends */
+        int64_t window_end = window->window_position + window->window_bytes;
+        int64_t upto = to < window_end ? to : window_end;
+        *crc = crc32c_update(*crc, window->buffer + (from - window->window_position), (size_t)(upto - from));
+        if (upto == to || upto == window->end_position)
+            return 0;
+        if (fill_window(window, upto) < 0)
+            return -1;
+        from = upto;
+    }
+}
+
+/* The scan itself (no Python calls). Returns -1 with errno set on a read error or ENOMEM; else 0,
+ * having stopped at the file's end or at the batch `refusal` describes. */
+static int scan_file(FileWindow *window, int64_t segment_base_offset, int64_t index_interval_bytes, ScanState *state,
+                     IndexEntries *entries, Refusal *refusal) {
+    refusal->fault = BATCH_OK;
+    while (state->position < window->end_position) { /* bounded: each pass advances >= 61 bytes or ends */
+        int64_t position = state->position;
+        int64_t remaining = window->end_position - position;
+        int64_t header_bytes = remaining < HEADER_SIZE_BYTES ? remaining : HEADER_SIZE_BYTES;
+        if (position < window->window_position || position + header_bytes > window->window_position + window->window_bytes) {
+            if (fill_window(window, position) < 0)
+                return -1;
+            remaining = window->end_position - position;
+        }
+        Header h;
+        int64_t available = window->window_position + window->window_bytes - position;
+        if (read_header(window->buffer + (position - window->window_position), available, position, &h, refusal) !=
+            BATCH_OK)
+            return 0;
+        if (h.size_bytes > remaining) {
+            refuse_short(refusal, position, h.size_bytes, remaining);
+            return 0;
+        }
+        int64_t last_offset = h.base_offset + h.last_offset_delta;
+        /* The base offset is outside the CRC: order and range are all that can be checked of it. */
+        if (h.base_offset < state->next_offset) {
+            refuse(refusal, BATCH_CORRUPT, "base offset %lld is below next offset %lld", (long long)h.base_offset,
+                   (long long)state->next_offset);
+            return 0;
+        }
+        if (last_offset - segment_base_offset > MAX_RELATIVE_OFFSET) {
+            refuse(refusal, BATCH_CORRUPT, "offset %lld is out of range of segment %lld", (long long)last_offset,
+                   (long long)segment_base_offset);
+            return 0;
+        }
+        uint32_t crc = 0;
+        if (crc_through(window, position + CRC_START, position + h.size_bytes, &crc) < 0)
+            return -1;
+        if (window->end_position < position + h.size_bytes) { /* the file shrank under the scan */
+            refuse_short(refusal, position, h.size_bytes, window->end_position - position);
+            return 0;
+        }
+        if (crc != h.crc) {
+            refuse_crc(refusal, position, crc, h.crc);
+            return 0;
+        }
+        if (position > state->index_due_position) {
+            if (add_index_entry(entries, h.base_offset, position, state->max_timestamp) < 0) {
+                errno = ENOMEM;
+                return -1;
+            }
+            state->index_due_position = position + index_interval_bytes;
+        }
+        if (h.max_timestamp > state->max_timestamp)
+            state->max_timestamp = h.max_timestamp;
+        state->next_offset = last_offset + 1;
+        state->position = position + h.size_bytes;
+    }
+    return 0;
+}
+
+static PyObject *int64_list(const int64_t *values, size_t count) {
+    PyObject *list = PyList_New((Py_ssize_t)count);
+    for (size_t i = 0; list != NULL && i < count; i++) {
+        PyObject *value = PyLong_FromLongLong(values[i]);
+        if (value == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, value);
+    }
+    return list;
+}
+
+static PyObject *scan_segment(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    long long values[8];
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "scan_segment(fd, position, end_position, next_offset, segment_base_offset, "
+                                         "index_due_position, index_interval_bytes, max_timestamp)");
+        return NULL;
+    }
+    for (int i = 0; i < 8; i++) {
+        values[i] = PyLong_AsLongLong(args[i]);
+        if (values[i] == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    if (segment_scan_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_fastbatch.bind() was not called");
+        return NULL;
+    }
+    FileWindow window = {(int)values[0], malloc(SCAN_BUFFER_BYTES), values[1], 0, values[2]};
+    ScanState state = {values[1], values[3], values[7], values[5]};
+    IndexEntries entries = {0};
+    Refusal refusal;
+    int scanned = -1;
+    if (window.buffer != NULL) {
+        Py_BEGIN_ALLOW_THREADS
+        scanned = scan_file(&window, values[4], values[6], &state, &entries, &refusal);
+        Py_END_ALLOW_THREADS
+    } else {
+        errno = ENOMEM;
+    }
+    PyObject *result = NULL;
+    if (scanned < 0 && errno == ENOMEM) {
+        PyErr_NoMemory();
+    } else if (scanned < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+    } else {
+        PyObject *items[SEGMENT_SCAN_FIELDS] = {
+            PyLong_FromLongLong(state.position),
+            PyLong_FromLongLong(state.next_offset),
+            PyLong_FromLongLong(state.max_timestamp),
+            PyLong_FromLongLong(state.index_due_position),
+            int64_list(entries.offsets, entries.count),
+            int64_list(entries.positions, entries.count),
+            int64_list(entries.timestamps, entries.count),
+            refusal.fault == BATCH_OK ? Py_NewRef(Py_None) : PyUnicode_FromString(refusal.message),
+        };
+        result = new_record(segment_scan_type, items, SEGMENT_SCAN_FIELDS);
+    }
+    free(window.buffer);
+    free(entries.offsets);
+    free(entries.positions);
+    free(entries.timestamps);
+    return result;
 }
 
 static PyObject *validate_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -586,12 +845,15 @@ static PyObject *crc32c(PyObject *module, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"bind", bind, METH_VARARGS,
-     "bind(BatchHeader, BatchRun, CorruptRecordError, InvalidRecordError, RecordTooLargeError): the types results "
-     "and errors are made of."},
+     "bind(BatchHeader, BatchRun, SegmentScan, CorruptRecordError, InvalidRecordError, RecordTooLargeError): the "
+     "types results and errors are made of."},
     {"validate_batches", (PyCFunction)(void (*)(void))validate_batches, METH_FASTCALL,
      "validate_batches(buf, max_batch_bytes) -> list[BatchHeader], as records.validate_batches."},
     {"assign_batches", (PyCFunction)(void (*)(void))assign_batches, METH_FASTCALL,
      "assign_batches(buf, max_batch_bytes, first_offset, leader_epoch) -> BatchRun, as records.assign_batches."},
+    {"scan_segment", (PyCFunction)(void (*)(void))scan_segment, METH_FASTCALL,
+     "scan_segment(fd, position, end_position, next_offset, segment_base_offset, index_due_position, "
+     "index_interval_bytes, max_timestamp) -> SegmentScan, as records.scan_segment."},
     {"crc32c", crc32c, METH_VARARGS,
      "crc32c(data, implementation=None) -> int: CRC32C of a bytes-like object, by the selected implementation or "
      "by the one of CRC32C_IMPLEMENTATIONS named."},

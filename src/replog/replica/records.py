@@ -21,15 +21,17 @@ Layout of one batch, big-endian, as the Kafka protocol defines it (byte offsets 
 A buffer may hold several batches back to back. Batches are opaque: only headers are read, so the
 cost of an append is per batch, never per record, and compressed batches are stored as they came.
 
-The append path's scans (validate_batches, assign_batches) have two implementations with one
-contract (BatchCodec): the pure-Python one below and the compiled `_fastbatch` extension beside
-this file, which is used whenever it was built. The compiled one exists because a produce of
-16 KiB spent as long in Python (header unpacking, CRC call, result tuples) as in its write
-syscall. Recovery scans and lookups use parse_header and verify_batch directly.
+The append path's scans (validate_batches, assign_batches) and crash recovery's scan of a segment
+file (scan_segment) have two implementations with one contract (BatchCodec): the pure-Python one
+below and the compiled `_fastbatch` extension beside this file, which is used whenever it was
+built. The compiled one exists because a produce of 16 KiB spent as long in Python (header
+unpacking, CRC call, result tuples) as in its write syscall, and because recovery checks every
+batch of up to GiBs of log before a partition opens. Lookups use parse_header directly.
 
-Concurrency: pure functions over caller-owned buffers; no state.
+Concurrency: pure functions over caller-owned buffers and file descriptors; no state.
 """
 
+import os
 import struct
 from collections.abc import Callable
 from typing import NamedTuple
@@ -40,6 +42,7 @@ from replog.replica.errors import (
     CorruptRecordError,
     InvalidRecordError,
     RecordTooLargeError,
+    ReplicaError,
 )
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -59,6 +62,8 @@ NO_TIMESTAMP = -1
 _MAX_OFFSET = 2**63 - 1
 _MIN_INT32 = -(2**31)
 _MAX_INT32 = 2**31 - 1
+MAX_RELATIVE_OFFSET = _MAX_INT32  # index entries store offset - segment base offset as int32
+SCAN_BUFFER_BYTES = 1 << 20  # scan_segment's buffer: measured, larger ones fall out of cache before the CRC
 
 
 class BatchHeader(NamedTuple):
@@ -87,53 +92,59 @@ class BatchHeader(NamedTuple):
         return self.attributes & _CODEC_MASK
 
 
-def parse_header(buf, position: int) -> BatchHeader:
+def parse_header(buf, position: int, origin: int = 0) -> BatchHeader:
     """Read and sanity-check the header at `position`; says nothing yet about the bytes after it.
 
     Raises InvalidRecordError for message format v0/v1 and CorruptRecordError for anything that
-    cannot be a v2 header (too short, wrong magic, impossible length or counts).
+    cannot be a v2 header (too short, wrong magic, impossible length or counts). Messages name
+    the batch's position plus `origin`: where `buf` starts in the file it was read from.
     """
     available = len(buf) - position
+    reported = origin + position
     if available < LOG_OVERHEAD_BYTES:
-        raise CorruptRecordError(f"{available} bytes at position {position} cannot hold a batch")
+        raise CorruptRecordError(f"{available} bytes at position {reported} cannot hold a batch")
     _, batch_length = _PREFIX.unpack_from(buf, position)
     # v0/v1 messages also keep their magic at byte 16, so they are recognised before the v2
     # length rule would call them merely corrupt.
     if batch_length >= _MAGIC_POSITION - LOG_OVERHEAD_BYTES + 1 and available > _MAGIC_POSITION:
         magic = buf[position + _MAGIC_POSITION]
         if magic in _LEGACY_MAGICS:
-            raise InvalidRecordError(f"magic {magic} at position {position}: only v2 batches are accepted")
+            raise InvalidRecordError(f"magic {magic} at position {reported}: only v2 batches are accepted")
         if magic != MAGIC_V2:
-            raise CorruptRecordError(f"magic {magic} at position {position} is not a record batch")
+            raise CorruptRecordError(f"magic {magic} at position {reported} is not a record batch")
     if batch_length < HEADER_SIZE_BYTES - LOG_OVERHEAD_BYTES:
-        raise CorruptRecordError(f"batch length {batch_length} at position {position} is shorter than a header")
+        raise CorruptRecordError(f"batch length {batch_length} at position {reported} is shorter than a header")
     if available < HEADER_SIZE_BYTES:
-        raise CorruptRecordError(f"header at position {position} is cut after {available} bytes")
+        raise CorruptRecordError(f"header at position {reported} is cut after {available} bytes")
     (base_offset, _, epoch, _, crc, attributes, last_offset_delta, _, max_timestamp,
      _, _, _, record_count) = HEADER.unpack_from(buf, position)
     if last_offset_delta < 0 or record_count < 0:
         raise CorruptRecordError(
-            f"batch at position {position} has last offset delta {last_offset_delta}, count {record_count}"
+            f"batch at position {reported} has last offset delta {last_offset_delta}, count {record_count}"
         )
     if attributes & _CODEC_MASK > _MAX_CODEC:
-        raise InvalidRecordError(f"batch at position {position} has unknown codec {attributes & _CODEC_MASK}")
+        raise InvalidRecordError(f"batch at position {reported} has unknown codec {attributes & _CODEC_MASK}")
     return BatchHeader(position, batch_length + LOG_OVERHEAD_BYTES, base_offset, epoch, attributes,
                        last_offset_delta, max_timestamp, record_count, crc)
+
+
+def _short_batch(position: int, size_bytes: int, remaining_bytes: int) -> CorruptRecordError:
+    return CorruptRecordError(f"batch at position {position} needs {size_bytes} bytes, {remaining_bytes} remain")
+
+
+def _crc_mismatch(position: int, computed_crc: int, stored_crc: int) -> CorruptRecordError:
+    return CorruptRecordError(f"batch at position {position}: CRC32C {computed_crc:#010x} != stored {stored_crc:#010x}")
 
 
 def verify_batch(buf, header: BatchHeader) -> None:
     """Check that the whole batch described by `header` is in `buf` and its CRC32C matches."""
     end = header.position + header.size_bytes
     if end > len(buf):
-        raise CorruptRecordError(
-            f"batch at position {header.position} needs {header.size_bytes} bytes, {len(buf) - header.position} remain"
-        )
+        raise _short_batch(header.position, header.size_bytes, len(buf) - header.position)
     with memoryview(buf) as view:
         computed_crc = crc32c.crc32c(view[header.position + _CRC_START:end])
     if computed_crc != header.crc:
-        raise CorruptRecordError(
-            f"batch at position {header.position}: CRC32C {computed_crc:#010x} != stored {header.crc:#010x}"
-        )
+        raise _crc_mismatch(header.position, computed_crc, header.crc)
 
 
 class BatchRun(NamedTuple):
@@ -218,6 +229,105 @@ def _scan(buf, max_batch_bytes: int, first_offset: int | None, leader_epoch: int
     return headers
 
 
+class SegmentScan(NamedTuple):
+    """What scan_segment found in a segment file from the position it started at."""
+
+    end_position: int  # where it stopped: the file's end, or the start of the refused batch
+    next_offset: int
+    max_timestamp: int
+    index_due_position: int
+    # The index entries of the batches passed (segment.py's rule: the first batch past
+    # index_due_position takes one, with the running max timestamp of the batches before it).
+    index_offsets: list[int]
+    index_positions: list[int]
+    index_timestamps: list[int]
+    refusal: str | None  # why the batch at end_position was refused; None if the file ended
+
+
+class _FileWindow:
+    """A stretch of a file in one reused buffer, read forward: what scan_segment reads through,
+    so that a batch of any size costs one buffer of memory."""
+
+    def __init__(self, fd: int, position: int, end_position: int):
+        self._fd = fd
+        self.buffer = memoryview(bytearray(min(SCAN_BUFFER_BYTES, max(end_position - position, 0))))
+        self.position = position
+        self.size_bytes = 0
+        self.end_position = end_position  # moves back if the file turns out shorter
+
+    @property
+    def end(self) -> int:
+        return self.position + self.size_bytes
+
+    def fill(self, position: int) -> None:
+        """Hold the file from `position` on, as far as the buffer or the file goes. A read that
+        comes back short means the file ends there."""
+        wanted = min(len(self.buffer), self.end_position - position)
+        got = 0
+        while got < wanted:  # bounded: each pass reads >= 1 byte or ends the file
+            read = os.preadv(self._fd, [self.buffer[got:wanted]], position + got)
+            if read == 0:
+                self.end_position = position + got
+                break
+            got += read
+        self.position = position
+        self.size_bytes = got
+
+    def crc_through(self, start: int, end: int) -> int:
+        """CRC32C of the file's [start, end), which starts inside the window (or of as much as the
+        file still has); refills the window as needed."""
+        crc = 0
+        while True:  # bounded: each pass covers a window or ends
+            upto = min(end, self.end)
+            crc = crc32c.crc32c(self.buffer[start - self.position:upto - self.position], crc)
+            if upto in (end, self.end_position):
+                return crc
+            self.fill(upto)
+            start = upto
+
+
+def _scan_segment_py(fd: int, position: int, end_position: int, next_offset: int, segment_base_offset: int,
+                     index_due_position: int, index_interval_bytes: int, max_timestamp: int) -> SegmentScan:
+    window = _FileWindow(fd, position, end_position)
+    offsets: list[int] = []
+    positions: list[int] = []
+    timestamps: list[int] = []
+    refusal = None
+    while position < window.end_position:  # bounded: each pass advances >= 61 bytes or ends
+        remaining = window.end_position - position
+        if position < window.position or position + min(HEADER_SIZE_BYTES, remaining) > window.end:
+            window.fill(position)
+            remaining = window.end_position - position
+        try:
+            header = parse_header(window.buffer[:window.size_bytes], position - window.position, window.position)
+            if header.size_bytes > remaining:
+                raise _short_batch(position, header.size_bytes, remaining)
+            # The base offset is outside the CRC: order and range are all that can be checked of it.
+            if header.base_offset < next_offset:
+                raise CorruptRecordError(f"base offset {header.base_offset} is below next offset {next_offset}")
+            if header.last_offset - segment_base_offset > MAX_RELATIVE_OFFSET:
+                raise CorruptRecordError(f"offset {header.last_offset} is out of range of segment {segment_base_offset}")
+            crc = window.crc_through(position + _CRC_START, position + header.size_bytes)
+            if window.end_position < position + header.size_bytes:  # the file shrank under the scan
+                raise _short_batch(position, header.size_bytes, window.end_position - position)
+            if crc != header.crc:
+                raise _crc_mismatch(position, crc, header.crc)
+        except ReplicaError as error:
+            refusal = str(error)
+            break
+        if position > index_due_position:
+            offsets.append(header.base_offset)
+            positions.append(position)
+            timestamps.append(max_timestamp)
+            index_due_position = position + index_interval_bytes
+        if header.max_timestamp > max_timestamp:
+            max_timestamp = header.max_timestamp
+        next_offset = header.next_offset
+        position += header.size_bytes
+    return SegmentScan(position, next_offset, max_timestamp, index_due_position, offsets, positions, timestamps,
+                       refusal)
+
+
 class BatchCodec(NamedTuple):
     """One implementation of the append-path scans: the pure-Python one or the compiled one.
 
@@ -230,15 +340,25 @@ class BatchCodec(NamedTuple):
         `first_offset` on and `leader_epoch` are written into `buf` (writable) in place. Both lie
         before the CRC'd range, so the CRCs stay valid. Returns run_of the assigned headers.
 
-    Both raise the errors of errors.py, in the same order and with the same messages.
+    scan_segment(fd, position, end_position, next_offset, segment_base_offset, index_due_position,
+                 index_interval_bytes, max_timestamp) -> SegmentScan
+        Crash recovery of a segment file: check every batch of the file from `position` (a batch
+        start) to `end_position` as parse_header and verify_batch do, and that base offsets are
+        >= `next_offset` and increasing and last offsets within 2**31 - 1 of the segment's base;
+        stop at the first batch that fails, whatever its size or place in the file. Positions in
+        refusals are file positions. The other arguments carry the segment's state at `position`
+        on, as SegmentScan returns it.
+
+    All raise or refuse with the errors of errors.py, in the same order and with the same messages.
     """
 
     name: str
     validate_batches: Callable[..., BatchRun]
     assign_batches: Callable[..., BatchRun]
+    scan_segment: Callable[..., SegmentScan]
 
 
-PURE_PYTHON = BatchCodec("python", _validate_batches_py, _assign_batches_py)
+PURE_PYTHON = BatchCodec("python", _validate_batches_py, _assign_batches_py, _scan_segment_py)
 
 
 def _load_compiled() -> BatchCodec | None:
@@ -246,14 +366,16 @@ def _load_compiled() -> BatchCodec | None:
         from replog.replica import _fastbatch
     except ImportError:  # not built (no C compiler at install): the pure-Python path serves
         return None
-    _fastbatch.bind(BatchHeader, BatchRun, CorruptRecordError, InvalidRecordError, RecordTooLargeError)
-    return BatchCodec(f"c/{_fastbatch.CRC32C_IMPLEMENTATIONS[-1]}", _fastbatch.validate_batches, _fastbatch.assign_batches)
+    _fastbatch.bind(BatchHeader, BatchRun, SegmentScan, CorruptRecordError, InvalidRecordError, RecordTooLargeError)
+    return BatchCodec(f"c/{_fastbatch.CRC32C_IMPLEMENTATIONS[-1]}", _fastbatch.validate_batches,
+                      _fastbatch.assign_batches, _fastbatch.scan_segment)
 
 
 COMPILED = _load_compiled()
 CODEC = COMPILED or PURE_PYTHON
 validate_batches = CODEC.validate_batches
 assign_batches = CODEC.assign_batches
+scan_segment = CODEC.scan_segment
 
 
 def complete_batches_size(buf) -> int:

@@ -26,22 +26,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from replog.replica.errors import RecordListTooLargeError, ReplicaError
+from replog.replica.errors import RecordListTooLargeError
 from replog.replica.index import OffsetIndex, TimeIndex
 from replog.replica.records import (
     HEADER_SIZE_BYTES,
+    MAX_RELATIVE_OFFSET,
     NO_TIMESTAMP,
     BatchHeader,
     parse_header,
-    verify_batch,
+    scan_segment,
 )
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-MAX_RELATIVE_OFFSET = 2**31 - 1  # index entries store offset - base offset as int32
 _NO_LIMIT = 2**63 - 1  # above every int64 timestamp and millisecond clock reading
-_SCAN_CHUNK_BYTES = 1 << 20  # a recovery scan reads this much per syscall
 _LOOKUP_CHUNK_BYTES = 16 << 10  # a lookup reads headers for about one index interval at once
 
 
@@ -78,8 +77,9 @@ class SegmentCut(NamedTuple):
     reason: str
 
 
-class _ChunkReader:
-    """Reads a file forward in large chunks so that a scan costs one syscall per chunk."""
+class _HeaderReader:
+    """Reads batch headers forward through chunks of a file, so that walking the headers of many
+    small batches costs one syscall per chunk."""
 
     def __init__(self, fd: int, end_position: int, chunk_bytes: int):
         self._fd = fd
@@ -88,15 +88,12 @@ class _ChunkReader:
         self._chunk = b""
         self._chunk_position = 0
 
-    def window(self, position: int, size_bytes: int) -> tuple[bytes, int]:
-        """A buffer holding [position, position + size_bytes) as far as the file has it, and
-        the index of `position` in that buffer."""
-        chunk_end = self._chunk_position + len(self._chunk)
-        if position < self._chunk_position or position + size_bytes > chunk_end:
-            length = min(max(size_bytes, self._chunk_bytes), self._end_position - position)
-            self._chunk = os.pread(self._fd, length, position)
+    def header_at(self, position: int) -> BatchHeader:
+        """The header at `position`; its `position` field is relative to an internal chunk."""
+        if position < self._chunk_position or position + HEADER_SIZE_BYTES > self._chunk_position + len(self._chunk):
+            self._chunk = os.pread(self._fd, min(self._chunk_bytes, self._end_position - position), position)
             self._chunk_position = position
-        return self._chunk, position - self._chunk_position
+        return parse_header(self._chunk, position - self._chunk_position, self._chunk_position)
 
 
 class Segment:
@@ -249,34 +246,31 @@ class Segment:
             self.max_timestamp = self.time_index.keys[-1]
             self.offset_index.truncate_to_count(count - 1)
             self.time_index.truncate_to_count(count - 1)
-            self._set_first_batch_timestamp(self._header_at(0).max_timestamp)
             self._index_due_position = position - 1  # re-creates the dropped entry
             self.next_offset = offset
         else:
             position = 0
             self.max_timestamp = NO_TIMESTAMP
-            self._set_first_batch_timestamp(NO_TIMESTAMP)
             self._index_due_position = self._index_interval_bytes
             self.next_offset = max(self.base_offset, min_offset)
-        return self._scan(position)
+        cut = self._scan(position)
+        self._set_first_batch_timestamp(self._header_at(0).max_timestamp if self.size_bytes else NO_TIMESTAMP)
+        return cut
 
     def _scan(self, position: int) -> SegmentCut | None:
-        reader = _ChunkReader(self.fd, self.size_bytes, _SCAN_CHUNK_BYTES)
-        while position < self.size_bytes:  # bounded: each pass advances >= 61 bytes or returns
-            try:
-                chunk, at = reader.window(position, HEADER_SIZE_BYTES)
-                header = parse_header(chunk, at)
-                chunk, at = reader.window(position, header.size_bytes)
-                verify_batch(chunk, header)
-                if header.base_offset < self.next_offset:
-                    raise ReplicaError(f"base offset {header.base_offset} is below next offset {self.next_offset}")
-                # The base offset is outside the CRC: range is all that can be checked of it.
-                if header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
-                    raise ReplicaError(f"offset {header.last_offset} is out of range of segment {self.base_offset}")
-            except ReplicaError as error:
-                return self._cut(position, str(error))
-            self._track_batch(position, header.base_offset, header.next_offset, header.max_timestamp)
-            position += header.size_bytes
+        """Check every batch from `position` on (records.scan_segment), take their index entries
+        and the segment's state from them, and cut the file at the first bad one."""
+        scan = scan_segment(self.fd, position, self.size_bytes, self.next_offset, self.base_offset,
+                            self._index_due_position, self._index_interval_bytes, self.max_timestamp)
+        self.offset_index.keys += scan.index_offsets
+        self.offset_index.values += scan.index_positions
+        self.time_index.keys += scan.index_timestamps
+        self.time_index.values += scan.index_offsets
+        self.next_offset = scan.next_offset
+        self.max_timestamp = scan.max_timestamp
+        self._index_due_position = scan.index_due_position
+        if scan.refusal is not None:
+            return self._cut(scan.end_position, scan.refusal)
         return None
 
     def _cut(self, position: int, reason: str) -> SegmentCut:
@@ -298,10 +292,9 @@ class Segment:
     def _headers_from(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from `position` to the end; no CRC (appended data
         was validated on the way in)."""
-        reader = _ChunkReader(self.fd, self.size_bytes, _LOOKUP_CHUNK_BYTES)
+        reader = _HeaderReader(self.fd, self.size_bytes, _LOOKUP_CHUNK_BYTES)
         while position < self.size_bytes:  # bounded: each pass advances >= 61 bytes
-            chunk, at = reader.window(position, HEADER_SIZE_BYTES)
-            header = parse_header(chunk, at)
+            header = reader.header_at(position)
             yield position, header
             position += header.size_bytes
 
