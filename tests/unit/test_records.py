@@ -1,4 +1,5 @@
 import os
+import random
 import shutil
 import struct
 import sysconfig
@@ -299,16 +300,47 @@ def test_compiled_and_pure_python_scans_agree_on_any_file(tmp_path_factory, size
         os.close(fd)
 
 
+def _assert_every_compiled_crc32c_agrees(view):
+    from replog.replica import _fastbatch
+
+    expected = crc32c.crc32c(view)
+    assert _fastbatch.crc32c(view) == expected
+    for implementation in _fastbatch.CRC32C_IMPLEMENTATIONS:
+        assert _fastbatch.crc32c(view, implementation) == expected, (implementation, len(view))
+
+
 @needs_compiled
 @settings(max_examples=300, deadline=None)
 @given(data=st.binary(max_size=20000), start=st.integers(min_value=0, max_value=15))
 def test_every_compiled_crc32c_agrees_with_the_crc32c_package(data, start):
     # Unaligned starts and lengths around the interleaved and folded block sizes take every path
     # of each implementation this CPU can run (the fastest is the one batches are checked with).
-    from replog.replica import _fastbatch
+    _assert_every_compiled_crc32c_agrees(memoryview(data)[min(start, len(data)):])
 
-    view = memoryview(data)[min(start, len(data)):]
-    expected = crc32c.crc32c(view)
-    assert _fastbatch.crc32c(view) == expected
-    for implementation in _fastbatch.CRC32C_IMPLEMENTATIONS:
-        assert _fastbatch.crc32c(view, implementation) == expected, implementation
+
+def _lengths_around_every_step():
+    # Hypothesis rarely lands exactly on a step boundary, where an off-by-one hides: here every
+    # length up to past three 256-byte steps, then every length within 17 bytes of several
+    # multiples of each step: the 16-, 64- and 256-byte folds, and sse4.2's three interleaved
+    # 256- and 2048-byte blocks.
+    lengths = set(range(1100))
+    for step in (16, 64, 256, 3 * 256, 3 * 2048):
+        for multiple in (1, 2, 3, 5, 8):
+            lengths.update(range(step * multiple - 17, step * multiple + 18))
+    return sorted(length for length in lengths if length >= 0)
+
+
+@needs_compiled
+@pytest.mark.parametrize("start", range(16))
+def test_every_compiled_crc32c_agrees_on_every_tail_length(start):
+    lengths = _lengths_around_every_step()
+    data = memoryview(random.Random(start).randbytes(start + lengths[-1]))
+    for length in lengths:
+        _assert_every_compiled_crc32c_agrees(data[start:start + length])
+
+
+@needs_compiled
+@pytest.mark.parametrize("extra_bytes", [0, 1, 15, 63, 255, 4097])
+def test_every_compiled_crc32c_agrees_on_mebibyte_buffers(extra_bytes):
+    data = memoryview(random.Random(extra_bytes).randbytes(3 + (1 << 20) + extra_bytes))
+    _assert_every_compiled_crc32c_agrees(data[3:])
