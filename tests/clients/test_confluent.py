@@ -15,7 +15,8 @@ TIMEOUT_S = 30
 
 
 class Confluent(Adapter):
-    def produce(self, bootstrap, topic, batch, *, acks="all", compression=None, idempotent=False, **settings):
+    def produce(self, bootstrap, topic, batch, *, acks="all", compression=None, idempotent=False, partition=0,
+                **settings):
         producer = Producer({
             "bootstrap.servers": bootstrap, "acks": str(acks), "enable.idempotence": idempotent,
             "compression.type": compression or "none", "linger.ms": 5, "message.timeout.ms": 15_000,
@@ -27,8 +28,9 @@ class Confluent(Adapter):
             reports[i] = error if error else message.offset()
 
         for i, record in enumerate(batch):
-            producer.produce(topic, value=record.value, key=record.key, partition=0, headers=list(record.headers),
-                             timestamp=record.timestamp_ms or 0, on_delivery=functools.partial(delivered, i))
+            producer.produce(topic, value=record.value, key=record.key, partition=partition,
+                             headers=list(record.headers), timestamp=record.timestamp_ms or 0,
+                             on_delivery=functools.partial(delivered, i))
         assert producer.flush(TIMEOUT_S) == 0, "deliveries still outstanding"
         for report in reports:
             if report is not None and not isinstance(report, int):
@@ -38,7 +40,7 @@ class Confluent(Adapter):
     def _consumer(self, bootstrap) -> Consumer:
         return Consumer({"bootstrap.servers": bootstrap, "group.id": "replog-tests", "enable.auto.commit": False})
 
-    def read(self, bootstrap, topic, count, start=0):
+    def read(self, bootstrap, topic, count, start=0, partition=0):
         def poll():
             for message in consumer.consume(count, timeout=0.5):
                 if message.error():
@@ -47,7 +49,7 @@ class Confluent(Adapter):
                              message.offset())
 
         with contextlib.closing(self._consumer(bootstrap)) as consumer:
-            consumer.assign([TopicPartition(topic, 0, start)])
+            consumer.assign([TopicPartition(topic, partition, start)])
             return collect(poll, count)
 
     def offset_for_time(self, bootstrap, topic, timestamp_ms):
