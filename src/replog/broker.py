@@ -75,6 +75,7 @@ class Broker:
             data_dir=self.data_dir,
             broker_id=self.broker_id,
             retention_check_interval_ms=config["log.retention.check.interval.ms"],
+            recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
         )
         self.replicas = ReplicaManager(manager_config, wall_clock_ms)
         self.metadata = MetadataCache(self.store)

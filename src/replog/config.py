@@ -207,6 +207,13 @@ SETTINGS: dict[str, Setting] = {
             "how often each partition's log is checked for segments retention deletes",
         ),
         Setting(
+            "log.flush.offset.checkpoint.interval.ms",
+            _int64(1),
+            _MANAGER_DEFAULTS["recovery_point_checkpoint_interval_ms"],
+            "how often each log is flushed in the background and its recovery point saved: a restart "
+            "after a crash checks what was written since",
+        ),
+        Setting(
             "log.index.interval.bytes",
             _int32(0),
             _LOG_DEFAULTS.index_interval_bytes,

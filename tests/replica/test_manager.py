@@ -1,5 +1,8 @@
 """ReplicaManager: start/close replicas, restarts keep data and HW, periodic chores."""
 
+import asyncio
+import logging
+
 import pytest
 
 from replog.replica.checkpoint import OffsetCheckpoint
@@ -136,6 +139,34 @@ async def test_periodic_retention_deletes_expired_segments_below_the_high_waterm
     await eventually(retained, WAIT_S, "the retention task to delete expired segments")
     assert partition.list_offsets(-2).offset == 3
     await manager.shutdown()
+
+
+async def test_background_flush_makes_a_crashed_replica_reopen_from_its_flushed_end(tmp_path, caplog):
+    manager = make_manager(tmp_path, recovery_point_checkpoint_interval_ms=10)
+    manager.start()
+    partition = manager.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
+    for sequence in range(0, 40, 4):
+        await partition.append_as_leader(producer_batch(4, producer_id=7, producer_epoch=0, base_sequence=sequence),
+                                         acks=1, timeout_ms=1000)
+    recovery_points = OffsetCheckpoint(tmp_path / "orders-0" / "recovery-point-offset-checkpoint")
+
+    async def flushed() -> bool:
+        return recovery_points.read() == {("orders", 0): 40}
+
+    await eventually(flushed, WAIT_S, "the background flush to move the recovery point to the log end")
+    assert (tmp_path / "orders-0" / f"{40:020d}{SNAPSHOT_SUFFIX}").exists()
+    # Killed: the chores stop and the files stay as they are, with no clean shutdown.
+    for task in manager._tasks:
+        task.cancel()
+    await asyncio.gather(*manager._tasks, return_exceptions=True)
+    partition.log.close_handles()
+
+    with caplog.at_level(logging.INFO, logger="replog.replica"):
+        reopened = make_manager(tmp_path).start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=1)
+    assert reopened.log_end_offset == 40
+    assert "from='snapshot at 40' batches_read=0" in caplog.text
+    assert reopened.producer_state.producers[7].last_sequence == 39
+    reopened.log.close_handles()
 
 
 def test_intervals_must_be_positive(tmp_path):

@@ -1,5 +1,6 @@
 """Idempotent producer state: duplicates, gaps, epochs, sequence wrap, restart and truncation."""
 
+import logging
 import tempfile
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from replog.replica.log import Log, LogConfig
 from replog.replica.producer_state import (
     BATCHES_KEPT_PER_PRODUCER,
     SNAPSHOT_SUFFIX,
+    SNAPSHOTS_KEPT,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
     ProducerStateManager,
@@ -123,19 +125,22 @@ def test_batches_of_one_producer_in_one_request_chain(opened):
         state.check(batch(3) + batch(5))
 
 
-def test_clean_restart_loads_the_snapshot_and_removes_it(tmp_path):
+def snapshot_offsets(directory: Path) -> list[int]:
+    return sorted(int(path.stem) for path in directory.glob("*" + SNAPSHOT_SUFFIX))
+
+
+def test_clean_restart_loads_the_snapshot_and_reads_no_header(tmp_path, caplog):
     log, state = open_state(tmp_path / "orders-0")
     append(log, state, batch(0, records=2, timestamp_ms=77))
     append(log, state, batch(0, pid=PID + 1, epoch=2))
     before = dict(state.producers)
     state.take_snapshot(log.log_end_offset)
     log.close()
-    snapshot = tmp_path / "orders-0" / f"{log.log_end_offset:020d}{SNAPSHOT_SUFFIX}"
-    assert snapshot.exists()
 
-    log, state = open_state(tmp_path / "orders-0")
+    with caplog.at_level(logging.INFO, logger="replog.replica.producer_state"):
+        log, state = open_state(tmp_path / "orders-0")
     assert state.producers == before
-    assert not snapshot.exists()
+    assert "from='snapshot at 3' batches_read=0" in caplog.text
     assert append(log, state, batch(0, records=2)) == (0, True)
 
 
@@ -151,16 +156,59 @@ def test_crash_restart_rebuilds_from_the_log_headers(tmp_path):
     assert state.producers == before
 
 
-def test_snapshot_not_at_the_log_end_is_ignored(tmp_path):
+def test_crash_restart_reads_only_the_headers_after_the_newest_snapshot(tmp_path, caplog):
+    log, state = open_state(tmp_path / "orders-0")
+    for i in range(10):  # two producers, five batches of two records each
+        append(log, state, batch(i // 2 * 2, records=2, pid=PID + i % 2))
+    state.take_snapshot(log.log_end_offset)
+    for seq in range(10, 16):  # the log moves on past the snapshot, then the broker crashes
+        append(log, state, batch(seq))
+    before = dict(state.producers)
+    log.close_handles()
+
+    with caplog.at_level(logging.INFO, logger="replog.replica.producer_state"):
+        log, state = open_state(tmp_path / "orders-0")
+    assert state.producers == before
+    assert "from='snapshot at 20' batches_read=6" in caplog.text
+
+
+def test_snapshots_past_the_log_end_are_deleted_and_an_older_one_serves(tmp_path):
     log, state = open_state(tmp_path / "orders-0")
     append(log, state, batch(0))
     state.take_snapshot(log.log_end_offset)
-    append(log, state, batch(1))  # the log moves on past the snapshot, then the broker crashes
-    log.close_handles()
+    append(log, state, batch(1))
+    state.take_snapshot(log.log_end_offset)
+    append(log, state, batch(2))
 
-    log, state = open_state(tmp_path / "orders-0")
-    assert state.producers[PID].last_sequence == 1
-    assert list((tmp_path / "orders-0").glob("*" + SNAPSHOT_SUFFIX)) == []
+    log.truncate_to(1)
+    state.load(log)
+    assert snapshot_offsets(tmp_path / "orders-0") == [1]
+    assert state.producers[PID].last_sequence == 0
+    assert append(log, state, batch(1, records=3)) == (1, False)
+
+
+def test_only_the_newest_snapshots_are_kept(opened, tmp_path):
+    log, state = opened
+    for seq in range(SNAPSHOTS_KEPT + 2):
+        append(log, state, batch(seq))
+        state.take_snapshot(log.log_end_offset)
+    assert snapshot_offsets(tmp_path / "orders-0") == list(range(3, SNAPSHOTS_KEPT + 3))
+
+
+@pytest.mark.parametrize("truncated", [False, True])
+def test_a_background_snapshot_is_installed_unless_the_log_was_truncated_meanwhile(opened, tmp_path, truncated):
+    log, state = opened
+    append(log, state, batch(0))
+    append(log, state, batch(1))
+    pending = state.prepare_snapshot(log.log_end_offset)
+    pending.write()  # in another thread, in the broker
+    assert snapshot_offsets(tmp_path / "orders-0") == []
+    if truncated:
+        pending.discard()
+    else:
+        pending.install()
+    assert snapshot_offsets(tmp_path / "orders-0") == ([] if truncated else [2])
+    assert [path.name for path in (tmp_path / "orders-0").iterdir() if path.name.endswith(".tmp")] == []
 
 
 def test_damaged_snapshot_falls_back_to_a_rebuild(tmp_path):
@@ -175,12 +223,12 @@ def test_damaged_snapshot_falls_back_to_a_rebuild(tmp_path):
     assert state.producers[PID].last_sequence == 0
 
 
-def test_rebuild_after_truncation_rolls_the_state_back(opened):
+def test_reload_after_truncation_rolls_the_state_back(opened):
     log, state = opened
     append(log, state, batch(0, records=2))
     append(log, state, batch(2, records=2))
     log.truncate_to(2)
-    state.rebuild(log)
+    state.load(log)
     assert state.producers[PID].last_sequence == 1
     assert append(log, state, batch(2, records=2)) == (2, False)  # appended again, not a duplicate
 
@@ -189,7 +237,7 @@ def test_truncation_of_all_a_producers_batches_forgets_it(opened):
     log, state = opened
     append(log, state, batch(5))
     log.truncate_to(0)
-    state.rebuild(log)
+    state.load(log)
     assert state.producers == {}
 
 
@@ -290,4 +338,53 @@ def test_producer_state_matches_the_model_and_survives_restarts(steps):
             else:
                 assert expected == "append"
                 model.appended(pid, epoch, base_sequence, records, first_offset)
+        log.close()
+
+
+history_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.sampled_from([PID, PID + 1, PID + 2]), st.integers(1, 4)),
+        st.tuples(st.just("snapshot"), st.none(), st.none()),
+        st.tuples(st.just("truncate"), st.none(), st.floats(0, 1)),
+        st.tuples(st.just("crash_restart"), st.none(), st.none()),
+        st.tuples(st.just("clean_restart"), st.none(), st.none()),
+    ),
+    min_size=1, max_size=50,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(history_steps)
+def test_state_loaded_from_snapshots_equals_the_state_of_every_header(steps):
+    """Whatever mix of snapshots, truncations and restarts happened, the state loaded is the
+    state a reader of every batch header of the log finds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp) / "orders-0"
+        log, state = open_state(directory)
+        sequences: dict[int, int] = {}
+        for action, pid, amount in steps:
+            if action == "append":
+                sequence = sequences.get(pid, 0)
+                append(log, state, batch(sequence, records=amount, pid=pid))
+                sequences[pid] = sequence + amount
+                continue
+            if action == "snapshot":
+                state.take_snapshot(log.log_end_offset)
+                continue
+            if action == "truncate":
+                log.truncate_to(int(amount * log.log_end_offset))
+                state.load(log)
+            elif action == "crash_restart":
+                log.close_handles()
+                log, state = open_state(directory)
+            else:
+                state.take_snapshot(log.log_end_offset)
+                log.close()
+                log, state = open_state(directory)
+            every_header = ProducerStateManager(Path(tmp) / "no-snapshots", log.topic, log.partition)
+            (Path(tmp) / "no-snapshots").mkdir(exist_ok=True)
+            every_header.load(log)
+            assert state.producers == every_header.producers
+            # the next sequence of each producer is what the log's state says
+            sequences = {pid: entry.last_sequence + 1 for pid, entry in state.producers.items()}
         log.close()

@@ -24,3 +24,13 @@ def open_log(directory: Path, clock: ManualClock | None = None, **config) -> Log
 
 def read_all(log: Log, offset: int, max_bytes: int = 1 << 30, max_offset: int | None = None) -> bytes:
     return b"".join(piece.read() for piece in log.read(offset, max_bytes, max_offset))
+
+
+def background_flush(log: Log) -> bool:
+    """What a partition's background flush does to its log, with the job run here instead of in
+    another thread. Says whether the recovery point moved."""
+    job = log.begin_flush()
+    job.run()
+    applied = log.complete_flush(job)
+    log.checkpoint_recovery_point()
+    return applied

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from replog.replica.log import Log
-from log_fixtures import open_log, read_all
+from log_fixtures import background_flush, open_log, read_all
 from replica_batches import build_batch
 
 # Each test runs once per append-path codec (conftest.CODECS).
@@ -168,3 +168,38 @@ def test_orphan_index_files_and_checkpoint_temp_files_are_removed(log_dir):
     open_log(log_dir, **CONFIG)
     assert not segment_path(log_dir, 77, ".index").exists()
     assert not (log_dir / "leader-epoch-checkpoint.tmp").exists()
+
+
+def test_after_a_background_flush_a_crash_rescans_only_from_the_last_index_entry_below_it(log_dir, caplog):
+    config = {"segment_bytes": 1 << 20, "index_interval_bytes": 150}
+    log = open_log(log_dir, **config)
+    for _ in range(10):
+        log.append(build_batch(record_count=2, payload_bytes=BATCH_BYTES - 61), leader_epoch=0)
+    assert background_flush(log)
+    assert log.recovery_point == 20
+    for _ in range(3):
+        log.append(build_batch(record_count=2, payload_bytes=BATCH_BYTES - 61), leader_epoch=0)
+    log.close_handles()
+    # one active segment: index entries at 200, 400, ... 1800 were flushed with the data
+    with open(segment_path(log_dir, 0), "r+b") as f:
+        f.seek(BATCH_BYTES + 100)  # below the entry at 1800: trusted, not checked again
+        f.write(b"\xff")
+    os.truncate(segment_path(log_dir, 0), 12 * BATCH_BYTES + 7)  # the last batch, after the flush, is torn
+    with caplog.at_level(logging.WARNING):
+        log = open_log(log_dir, **config)
+    assert log.log_end_offset == 24
+    assert f"offset=24 position={12 * BATCH_BYTES} bytes_cut=7" in caplog.text
+
+
+def test_a_background_flush_that_a_truncation_overtook_does_not_move_the_recovery_point(log_dir):
+    log = open_log(log_dir, **CONFIG)
+    for _ in range(4):
+        log.append(build_batch(record_count=2, payload_bytes=BATCH_BYTES - 61), leader_epoch=0)
+    job = log.begin_flush()
+    log.truncate_to(2)  # a follower truncating while the fsyncs run
+    log.append(build_batch(record_count=6, payload_bytes=BATCH_BYTES - 61), leader_epoch=1)
+    job.run()
+    assert not log.complete_flush(job)
+    assert log.recovery_point == 0  # the flushed bytes past offset 2 are no longer the log's
+    assert background_flush(log)
+    assert log.recovery_point == 8

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from log_fixtures import ManualClock, read_all
+from log_fixtures import ManualClock, background_flush, read_all
 from replica_batches import build_batch
 from replog.replica.errors import OffsetOutOfRangeError
 from replog.replica.log import Log, LogConfig
@@ -66,6 +66,7 @@ class Scenario:
     record_counts: list[int]
     epoch_bumps: list[bool]
     flushed_batches: int | None  # flush (and checkpoint the recovery point) after this many batches
+    background_flush: bool  # that flush the partition's background one, which writes the active index
 
 
 @st.composite
@@ -93,6 +94,7 @@ def scenarios(draw) -> Scenario:
         draw(st.lists(st.integers(1, 2000), min_size=count, max_size=count)),
         draw(st.lists(st.booleans(), min_size=count, max_size=count)),
         draw(st.none() | st.integers(0, count)),
+        draw(st.booleans()),
     )
 
 
@@ -104,8 +106,7 @@ def write_and_kill(directory: Path, scenario: Scenario) -> tuple[list[StoredBatc
     epoch = 0
     for i, (size, records, bump) in enumerate(zip(scenario.sizes, scenario.record_counts, scenario.epoch_bumps)):
         if i == scenario.flushed_batches:
-            log.flush()
-            log.checkpoint_recovery_point()
+            flush(log, scenario)
         epoch += bump
         batch = build_batch(record_count=records, payload_bytes=size - HEADER_SIZE_BYTES, max_timestamp=1000 + 10 * i,
                             fill=i % 251 + 1)
@@ -114,11 +115,18 @@ def write_and_kill(directory: Path, scenario: Scenario) -> tuple[list[StoredBatc
         stored.append(StoredBatch(first, last + 1, 1000 + 10 * i, epoch, bytes(batch), active.base_offset,
                                   active.size_bytes - size))
     if scenario.flushed_batches == len(scenario.sizes):
-        log.flush()
-        log.checkpoint_recovery_point()
+        flush(log, scenario)
     recovery_point = log.recovery_point
     log.close_handles()
     return stored, recovery_point
+
+
+def flush(log: Log, scenario: Scenario) -> None:
+    if scenario.background_flush:
+        background_flush(log)
+    else:
+        log.flush()
+        log.checkpoint_recovery_point()
 
 
 def segment_file(directory: Path, base_offset: int, suffix: str = ".log") -> Path:

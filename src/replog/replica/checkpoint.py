@@ -44,6 +44,13 @@ def fsync_directory(directory: Path) -> None:
 
 def write_checkpoint(path: Path, entries: list[str]) -> None:
     """Replace `path` atomically and durably with the version, count and entry lines."""
+    os.replace(write_checkpoint_aside(path, entries), path)
+    fsync_directory(path.parent)
+
+
+def write_checkpoint_aside(path: Path, entries: list[str]) -> Path:
+    """Write what `path` should hold, durably, to `<name>.tmp` beside it and return that path:
+    the first half of write_checkpoint, for a writer that renames it into place later."""
     content = f"{CHECKPOINT_VERSION}\n{len(entries)}\n" + "".join(f"{line}\n" for line in entries)
     tmp_path = path.with_name(path.name + TMP_SUFFIX)
     fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -52,8 +59,7 @@ def write_checkpoint(path: Path, entries: list[str]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp_path, path)
-    fsync_directory(path.parent)
+    return tmp_path
 
 
 def read_checkpoint(path: Path, fields_per_entry: int) -> list[list[str]]:

@@ -12,20 +12,25 @@ pass segment.bytes, when the timestamps of the batches span segment.ms, or when 
 no longer fit the indexes' 32-bit relative offsets. Retention deletes whole segments from the
 front, never the active one.
 
-Durability: as in Kafka, the default leaves flushing to the OS (replication is the durability);
-flush.messages / flush.ms force fsyncs. The recovery point is the offset up to which the log is
-known flushed. Opening after a clean shutdown trusts the files and only rescans each segment's
-index tail; opening without the marker re-validates every batch from the segment holding the
-recovery point on and cuts the first torn, corrupt or out-of-order batch and all after it.
+Durability: as in Kafka, the default leaves writing back to the OS (replication is the
+durability); flush.messages / flush.ms force fsyncs on the append path. The recovery point is the
+offset up to which the log is known flushed. The owner also flushes in the background
+(begin_flush, a FlushJob run in another thread, complete_flush), so that the recovery point
+follows the log end at that interval whatever the flush settings. Opening after a clean shutdown
+trusts the files and only rescans each segment's index tail; opening without the marker trusts
+what lies below the recovery point and re-validates every batch from the last index entry at or
+below it on, cutting the first torn, corrupt or out-of-order batch and all after it.
 
-Concurrency: a Log is owned by one thread (the partition's event loop); it does not lock. File
-slices returned by `read` stay valid until the next truncation, retention, close or delete.
+Concurrency: a Log is owned by one thread (the partition's event loop); it does not lock, and
+only a FlushJob runs elsewhere, on descriptors of its own. File slices returned by `read` stay
+valid until the next truncation, retention, close or delete.
 Time comes from the injected `clock` (milliseconds), never from a global clock.
 """
 
 import bisect
 import dataclasses
 import logging
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -99,6 +104,10 @@ class Log:
         self._segments: list[Segment] = []
         self._segment_bases: list[int] = []
         self.recovery_point = 0
+        self._checkpointed_recovery_point: int | None = None
+        # Counts truncations, so that a background flush started before one does not move the
+        # recovery point over bytes that are no longer the log's.
+        self._truncations = 0
         self._unflushed_records = 0
         # flush.ms is due once the clock reaches this: the last flush plus flush.ms.
         self._flush_due_ms = clock() + config.flush_ms
@@ -129,6 +138,8 @@ class Log:
         for i, segment in enumerate(segments):
             if segment.base_offset < rescan_from:
                 cut = segment.load()
+            elif segment.base_offset == rescan_from:
+                cut = segment.recover_after(recovery_point, min_offset)
             else:
                 cut = segment.recover(min_offset)
             self._segments.append(segment)
@@ -143,10 +154,13 @@ class Log:
         if clean:
             self.recovery_point = self.log_end_offset
         else:
-            # What was rescanned may still sit only in the page cache; make it durable before
-            # calling it recovered.
+            # What was rescanned may still sit only in the page cache, and the indexes rebuilt
+            # from it only in memory: make both durable before calling them recovered, so that
+            # another crash starts from here.
             self.recovery_point = min(recovery_point, self.log_end_offset)
-            self.flush()
+            for segment in self._unflushed_segments(self.log_end_offset):  # bounded by the segments
+                segment.flush(with_indexes=True)
+            self.recovery_point = self.log_end_offset
             self._write_recovery_point()
         logger.info("opened log topic=%s partition=%d clean=%s log_start_offset=%d log_end_offset=%d segments=%d",
                     self.topic, self.partition, clean, self.log_start_offset, self.log_end_offset,
@@ -325,14 +339,44 @@ class Log:
         advance the recovery point to it (in memory; see checkpoint_recovery_point)."""
         offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         if offset > self.recovery_point:
-            for i, segment in enumerate(self._segments):
-                next_base = self._segment_bases[i + 1] if i + 1 < len(self._segments) else None
-                if (next_base is None or next_base > self.recovery_point) and segment.base_offset < offset:
-                    # The active segment is rescanned after any crash: its indexes need not be on disk.
-                    segment.flush(with_indexes=next_base is not None)
+            active = self._segments[-1]
+            for segment in self._unflushed_segments(offset):
+                # flush.messages may ask for this on every append: the active segment's indexes
+                # are left to the background flush, and recovery rescans from its last entry.
+                segment.flush(with_indexes=segment is not active)
         self._flush_due_ms = self._clock() + self.config.flush_ms
         self._unflushed_records = 0
         self.recovery_point = max(self.recovery_point, offset)
+
+    def _unflushed_segments(self, offset: int) -> list[Segment]:
+        """The segments holding data between the recovery point and `offset`."""
+        return [segment for i, segment in enumerate(self._segments)
+                if (i + 1 == len(self._segments) or self._segment_bases[i + 1] > self.recovery_point)
+                and segment.base_offset < offset]
+
+    def begin_flush(self) -> "FlushJob | None":
+        """Start a flush of the log up to its end whose fsyncs run in another thread (the owner's
+        background flush, so that a restart after a crash rescans only what came after it).
+
+        Writes here the index entries the files lack, the active segment's included, so that
+        recovery can start from them; returns None if everything is flushed. Once the job has
+        run, complete_flush moves the recovery point."""
+        offset = self.log_end_offset
+        if offset <= self.recovery_point:
+            return None
+        segments = self._unflushed_segments(offset)
+        for segment in segments:  # bounded by the segments
+            segment.persist_indexes()
+        return FlushJob(offset, self._truncations, [os.dup(segment.fd) for segment in segments],
+                        [path for segment in segments for path in segment.index_paths])
+
+    def complete_flush(self, job: "FlushJob") -> bool:
+        """Take the recovery point to what `job` made durable, unless the log was truncated
+        since it began (the bytes it flushed may no longer be the log's); says which."""
+        if job.truncations != self._truncations:
+            return False
+        self.recovery_point = max(self.recovery_point, job.offset)
+        return True
 
     def flush_if_due(self) -> None:
         """Flush if flush.ms has passed since the last flush: called periodically by the owner."""
@@ -340,13 +384,15 @@ class Log:
             self.flush()
 
     def checkpoint_recovery_point(self) -> None:
-        """Persist the recovery point. As Kafka (log.flush.offset.checkpoint.interval.ms), not on
-        every flush but on a schedule of the owner's, at close and at truncation: a stale
+        """Persist the recovery point if it moved. As Kafka (log.flush.offset.checkpoint.interval.ms),
+        not on every flush but on a schedule of the owner's, at close and at truncation: a stale
         checkpoint only makes recovery rescan more, it never skips unflushed data."""
-        self._write_recovery_point()
+        if self.recovery_point != self._checkpointed_recovery_point:
+            self._write_recovery_point()
 
     def _write_recovery_point(self) -> None:
         self._recovery_checkpoint.write({(self.topic, self.partition): self.recovery_point})
+        self._checkpointed_recovery_point = self.recovery_point
 
     # -- truncation and retention --------------------------------------------------------------
 
@@ -377,6 +423,7 @@ class Log:
                     self.topic, self.partition, offset)
 
     def _after_truncation(self) -> None:
+        self._truncations += 1
         fsync_directory(self.directory)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         # The checkpoint must never claim flushed data past the end: recovery would skip
@@ -453,6 +500,37 @@ class Log:
         for segment in self._segments:
             segment.close_handle()
         shutil.rmtree(self.directory)
+
+
+class FlushJob:
+    """The fsyncs of a background flush (Log.begin_flush), for another thread to run: the segment
+    files through duplicates of their descriptors, so that the log may roll, truncate, close or
+    delete segments meanwhile, then their index files."""
+
+    def __init__(self, offset: int, truncations: int, log_fds: list[int], index_paths: list[Path]):
+        self.offset = offset
+        self.truncations = truncations
+        self._log_fds = log_fds
+        self._index_paths = index_paths
+
+    def run(self) -> None:
+        """fsync the segments, then their indexes (an index must never run ahead of its log);
+        an index file gone meanwhile went with its segment."""
+        try:
+            for fd in self._log_fds:  # bounded by the segments flushed
+                os.fsync(fd)
+            for path in self._index_paths:  # bounded by the segments flushed
+                try:
+                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    continue
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        finally:
+            for fd in self._log_fds:
+                os.close(fd)
 
 
 def _is_segment_stem(stem: str) -> bool:

@@ -8,7 +8,9 @@ them to Partition.scala). Layout of the data directory:
 
 Periodic tasks, each with its Kafka setting's interval (ManagerConfig):
     replica.high.watermark.checkpoint.interval.ms   write the HW checkpoint
-    log.flush.offset.checkpoint.interval.ms         persist each log's recovery point
+    log.flush.offset.checkpoint.interval.ms         flush each log in the background (fsyncs off
+                                                    the event loop), snapshot its producer state
+                                                    and persist its recovery point
     log.flush.scheduler.interval.ms                 flush logs whose flush.ms has passed
     log.retention.check.interval.ms                 delete segments retention expired
     producer.id.expiration.check.interval.ms        forget silent producer ids
@@ -21,6 +23,7 @@ task intervals are the event loop's.
 
 import asyncio
 import dataclasses
+import inspect
 import logging
 import shutil
 from collections.abc import Callable, Collection
@@ -87,7 +90,7 @@ class ReplicaManager:
         config = self.config
         chores = [
             (config.high_watermark_checkpoint_interval_ms, self.checkpoint_high_watermarks),
-            (config.recovery_point_checkpoint_interval_ms, self._checkpoint_recovery_points),
+            (config.recovery_point_checkpoint_interval_ms, self._flush_in_background),
             (config.flush_scheduler_interval_ms, self._flush_due_logs),
             (config.retention_check_interval_ms, self.delete_retained_segments),
             (config.producer_id_expiration_check_interval_ms, self._remove_expired_producers),
@@ -198,7 +201,9 @@ class ReplicaManager:
         while True:  # ends when shutdown cancels the task
             await asyncio.sleep(interval_ms / 1000)
             try:
-                chore()
+                outcome = chore()
+                if inspect.isawaitable(outcome):
+                    await outcome
             except (OSError, ReplicaError):
                 logger.exception("periodic chore failed chore=%s broker=%d", chore.__name__, self.broker_id)
 
@@ -213,9 +218,14 @@ class ReplicaManager:
         """Apply retention to every hosted partition; returns the segments deleted."""
         return sum(partition.delete_retained_segments() for partition in self._partitions.values())
 
-    def _checkpoint_recovery_points(self) -> None:
-        for partition in self._partitions.values():  # bounded by the hosted partitions
-            partition.log.checkpoint_recovery_point()
+    async def _flush_in_background(self) -> None:
+        for partition in list(self._partitions.values()):  # bounded by the hosted partitions
+            try:
+                await partition.flush_in_background()
+            except (OSError, ReplicaError):
+                # One failing log must not keep the others' recovery points from moving.
+                logger.exception("background flush failed topic=%s partition=%d broker=%d",
+                                 partition.topic, partition.partition_id, self.broker_id)
 
     def _flush_due_logs(self) -> None:
         for partition in self._partitions.values():  # bounded by the hosted partitions

@@ -53,8 +53,8 @@ from typing import NamedTuple
 
 from replog.replica.checkpoint import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from replog.replica.errors import ReplicaError
-from replog.replica.log import Log
-from replog.replica.producer_state import ProducerStateManager
+from replog.replica.log import FlushJob, Log
+from replog.replica.producer_state import PendingSnapshot, ProducerStateManager
 from replog.replica.records import HEADER_SIZE_BYTES, parse_header
 from replog.replica.segment import FileSlice
 
@@ -661,7 +661,7 @@ class Partition:
         self.log.truncate_fully_and_start_at(offset)
         # Everything below `offset` is gone on the leader too, so it is at most committed data.
         self.high_watermark = offset
-        self.producer_state.rebuild(self.log)
+        self.producer_state.load(self.log)
         logger.info("restarted log at leader log start topic=%s partition=%d broker=%d epoch=%d leader=%d offset=%d",
                     self.topic, self.partition_id, self.local_broker_id, self.leader_epoch, self.leader_id, offset)
 
@@ -669,7 +669,7 @@ class Partition:
         previous_end = self.log_end_offset
         if offset < previous_end:
             self.log.truncate_to(offset)  # also forgets the epochs starting at or after it
-            self.producer_state.rebuild(self.log)
+            self.producer_state.load(self.log)
         # Also when nothing is cut (as later Kafka's Log.truncateTo does): a replica that led without
         # appending holds an epoch starting at its LEO, which the leader may not know; kept, it
         # would be asked about again and again instead of the older epoch below it.
@@ -793,6 +793,34 @@ class Partition:
 
     def remove_expired_producers(self, now_ms: int) -> int:
         return self.producer_state.remove_expired(now_ms, self.config.producer_id_expiration_ms)
+
+    async def flush_in_background(self) -> None:
+        """Make the log durable up to its end and snapshot the producer state there, the fsyncs
+        in another thread, then checkpoint the recovery point: a restart after a crash then
+        checks only what was written after, whatever the flush settings (Kafka flushes a segment
+        when it rolls; this covers the active segment too)."""
+        job = self.log.begin_flush()
+        if job is None:
+            return
+        snapshot = self.producer_state.prepare_snapshot(job.offset)
+        try:
+            await asyncio.to_thread(_run_flush, job, snapshot)
+        except OSError:
+            if self.state is ReplicaState.CLOSED:
+                return  # deleted meanwhile, its directory with it
+            raise
+        if self.state is not ReplicaState.CLOSED and self.log.complete_flush(job):
+            snapshot.install()
+            self.log.checkpoint_recovery_point()
+        else:  # closing made its own; a truncation below its offset made it wrong
+            snapshot.discard()
+
+
+def _run_flush(job: FlushJob, snapshot: PendingSnapshot) -> None:
+    """The thread's half of Partition.flush_in_background: the log first, as the snapshot
+    describes it up to the flushed offset."""
+    job.run()
+    snapshot.write()
 
 
 _BASE_TIMESTAMP = struct.Struct(">q")

@@ -17,12 +17,15 @@ offset). Before a leader appends, `check` compares a request's batch headers wit
 Sequences are int32 and wrap from 2**31 - 1 to 0, as Kafka's do. Only the 61-byte batch headers
 are read, never records.
 
-Persistence: the state is derived from the log's batch headers. `take_snapshot` writes it at
-clean shutdown to `<log end offset, 20 digits>.snapshot` in the log directory (Kafka's name);
-`load` trusts a snapshot only if it ends exactly at the log end offset, deletes it at once
-(so that a later crash never trusts it against a changed log) and otherwise rebuilds by scanning
-every batch header from the log start. After the log is truncated, call `rebuild`: the kept
-window of 5 batches cannot be rolled back in memory, because the batches before it are gone.
+Persistence: the state is derived from the log's batch headers, and snapshots of it spare a
+restart from reading them all. A snapshot `<offset, 20 digits>.snapshot` in the log directory
+(Kafka's name) is the state the batches below `offset` give; it is written at clean shutdown
+(take_snapshot, at the log end) and by the owner's background flush (prepare_snapshot, once the
+log is durable up to its offset), and the newest SNAPSHOTS_KEPT are kept. `load` takes the newest
+snapshot between the log start and the log end and replays the batch headers after it; with
+none, it reads every header from the log start. A snapshot past the log end describes batches
+the log no longer has (a crash cut them, or a truncation) and is deleted, so call `load` again
+after the log is truncated: the kept window of 5 batches cannot be rolled back in memory.
 
 Transactional and control batches get no special handling: the broker offers no transaction
 coordinator, so no client can produce them legitimately; control batches are skipped.
@@ -39,7 +42,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from replog.replica.checkpoint import fsync_directory, read_checkpoint, write_checkpoint
+from replog.replica.checkpoint import read_checkpoint, write_checkpoint, write_checkpoint_aside
 from replog.replica.errors import InvalidRecordError, ReplicaError
 from replog.replica.log import Log
 from replog.replica.records import HEADER_SIZE_BYTES, LOG_OVERHEAD_BYTES
@@ -53,6 +56,9 @@ NO_SEQUENCE = -1
 # idempotence on, so any retry it can send is one of the last 5 batches.
 BATCHES_KEPT_PER_PRODUCER = 5
 SNAPSHOT_SUFFIX = ".snapshot"
+# The background flush writes one per log.flush.offset.checkpoint.interval.ms: a truncation below
+# the oldest (a follower far behind its leader's epochs) reads every header again.
+SNAPSHOTS_KEPT = 3
 _MAX_SEQUENCE = 2**31 - 1
 _CONTROL_BATCH_BIT = 0x20
 _SNAPSHOT_FIELDS = 7
@@ -277,42 +283,61 @@ class ProducerStateManager:
         return len(expired)
 
     def load(self, log: Log) -> None:
-        """Build the state at open: from the clean-shutdown snapshot if it matches, else by scan."""
-        snapshots = sorted(self.directory.glob("*" + SNAPSHOT_SUFFIX))
-        snapshot_offsets = [int(path.stem) for path in snapshots if path.stem.isdigit()]
-        loaded = False
-        if snapshot_offsets and snapshot_offsets[-1] == log.log_end_offset:
-            loaded = self._read_snapshot(snapshots[-1])
-        for path in snapshots:  # bounded: one per clean shutdown, all removed here
-            path.unlink()
-        if snapshots:
-            fsync_directory(self.directory)
-        if loaded:
-            logger.info("loaded producer state from snapshot topic=%s partition=%d offset=%d producers=%d",
-                        self.topic, self.partition, log.log_end_offset, len(self._producers))
-        else:
-            self.rebuild(log)
-
-    def rebuild(self, log: Log) -> None:
-        """Forget everything and rescan every batch header of `log` (after open or truncation)."""
+        """Build the state for `log` as it is now: at open, and again after a truncation."""
         self._producers = {}
-        batches_scanned = 0
-        for batch in _scan_log(log):  # bounded by the batches in the log
-            batches_scanned += 1
+        for offset, path in reversed(self._snapshots()):  # bounded by SNAPSHOTS_KEPT and stray files
+            if not log.log_start_offset <= offset <= log.log_end_offset:
+                path.unlink()  # batches it describes are gone, or it reaches past the log
+            elif self._read_snapshot(path):
+                self._replay(log, offset, f"snapshot at {offset}")
+                return
+            else:
+                path.unlink()
+        self._replay(log, log.log_start_offset, "log start")
+
+    def _replay(self, log: Log, offset: int, origin: str) -> None:
+        batches_read = 0
+        for batch in _scan_log(log, offset):  # bounded by the batches after `offset`
+            batches_read += 1
             if batch.producer_id != NO_PRODUCER_ID:
                 self._record(batch)
-        logger.info("rebuilt producer state from log topic=%s partition=%d batches=%d producers=%d",
-                    self.topic, self.partition, batches_scanned, len(self._producers))
+        self.truncate_head(log.log_start_offset)
+        logger.info("loaded producer state topic=%s partition=%d from=%r batches_read=%d producers=%d",
+                    self.topic, self.partition, origin, batches_read, len(self._producers))
+        if batches_read:
+            # Another load of this log (a crash before the next background flush) starts here.
+            self.take_snapshot(log.log_end_offset)
 
     def take_snapshot(self, log_end_offset: int) -> None:
         """Write the state as of `log_end_offset`, which must be the log's end: at clean shutdown."""
-        lines = [
+        write_checkpoint(self._snapshot_path(log_end_offset), self._snapshot_lines())
+        self.trim_snapshots()
+
+    def prepare_snapshot(self, log_end_offset: int) -> "PendingSnapshot":
+        """The state as of `log_end_offset` (the log's end now), to be written by another thread
+        once the log is durable up to there, and then installed or discarded here."""
+        return PendingSnapshot(self, self._snapshot_path(log_end_offset), self._snapshot_lines())
+
+    def _snapshot_path(self, offset: int) -> Path:
+        return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    def _snapshot_lines(self) -> list[str]:
+        return [
             f"{pid} {entry.epoch} {entry.last_timestamp_ms} {b.first_sequence} {b.last_sequence} "
             f"{b.first_offset} {b.last_offset}"
             for pid, entry in self._producers.items()
             for b in entry.batches
         ]
-        write_checkpoint(self.directory / f"{log_end_offset:020d}{SNAPSHOT_SUFFIX}", lines)
+
+    def _snapshots(self) -> list[tuple[int, Path]]:
+        """(offset, path) of every snapshot file, oldest first."""
+        found = ((path.stem, path) for path in self.directory.glob("*" + SNAPSHOT_SUFFIX))
+        return sorted((int(stem), path) for stem, path in found if stem.isdigit())
+
+    def trim_snapshots(self) -> None:
+        """Delete all but the newest SNAPSHOTS_KEPT snapshots."""
+        for _, path in self._snapshots()[:-SNAPSHOTS_KEPT]:  # bounded by the snapshot files
+            path.unlink(missing_ok=True)
 
     def _read_snapshot(self, path: Path) -> bool:
         entries = read_checkpoint(path, _SNAPSHOT_FIELDS)
@@ -335,11 +360,38 @@ class ProducerStateManager:
         return True
 
 
-def _scan_log(log: Log) -> Iterator[ProducerBatch]:
-    """Every batch header of `log` from its start, reading headers only (not records)."""
-    if log.log_end_offset == log.log_start_offset:
+class PendingSnapshot:
+    """A snapshot taken on the owner's thread (ProducerStateManager.prepare_snapshot), written and
+    made durable beside its final name by another thread (`write`), then renamed into place
+    (`install`) or dropped (`discard`) on the owner's thread: only there can it be known that the
+    log was not truncated below the snapshot's offset meanwhile, and the rename is atomic with
+    that check. The rename is not made durable: a snapshot lost in a crash costs a longer replay."""
+
+    def __init__(self, manager: ProducerStateManager, path: Path, lines: list[str]):
+        self._manager = manager
+        self._path = path
+        self._lines = lines
+        self._written: Path | None = None
+
+    def write(self) -> None:
+        self._written = write_checkpoint_aside(self._path, self._lines)
+
+    def install(self) -> None:
+        if self._written is not None:
+            os.replace(self._written, self._path)
+            self._manager.trim_snapshots()
+
+    def discard(self) -> None:
+        if self._written is not None:
+            self._written.unlink(missing_ok=True)
+
+
+def _scan_log(log: Log, offset: int) -> Iterator[ProducerBatch]:
+    """Every batch header of `log` from the batch at `offset` on, reading headers only (not
+    records)."""
+    if offset == log.log_end_offset:
         return
-    for piece in log.read(log.log_start_offset, log.size_bytes):  # bounded by the segments
+    for piece in log.read(offset, log.size_bytes):  # bounded by the segments
         window = b""
         window_position = 0
         position = piece.position

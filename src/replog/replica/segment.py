@@ -216,6 +216,19 @@ class Segment:
         self._drop_indexes()
         return self._rescan_tail(min_offset)
 
+    def recover_after(self, flushed_offset: int, min_offset: int) -> SegmentCut | None:
+        """`recover`, trusting what lies below `flushed_offset` (the log's recovery point: the file
+        and the index entries into it were durable up to there, so a crash left them whole):
+        re-validate from the last index entry at or below it on, rebuilding the rest."""
+        self.offset_index.load()
+        self.time_index.load()
+        kept = bisect.bisect_right(self.offset_index.keys, flushed_offset)
+        self.offset_index.truncate_to_count(kept)
+        self.time_index.truncate_to_count(kept)
+        if not self._indexes_consistent():
+            self._drop_indexes()
+        return self._rescan_tail(min_offset)
+
     def _indexes_consistent(self) -> bool:
         offsets = self.offset_index.keys
         positions = self.offset_index.values
@@ -336,6 +349,10 @@ class Segment:
         assert cut is None, f"data before a truncation point failed validation: {cut}"
         return bytes_removed
 
+    @property
+    def index_paths(self) -> tuple[Path, Path]:
+        return self.offset_index.path, self.time_index.path
+
     def persist_indexes(self) -> None:
         """Write index entries not yet in their files (no fsync): done when a segment rolls."""
         self.offset_index.persist(fsync=False)
@@ -344,8 +361,8 @@ class Segment:
     def flush(self, with_indexes: bool) -> None:
         """Make the `.log` durable, then (if asked) its indexes, so that an index never runs
         ahead of its log. Without them the indexes stay in memory: that is for the active
-        segment, whose indexes recovery rebuilds after any crash and roll or close writes, so
-        that a flush costs its fsync and no index file writes."""
+        segment under flush.messages, whose every flush should cost one fsync; recovery rebuilds
+        the entries after the last ones a background flush wrote (Log.begin_flush)."""
         os.fsync(self.fd)
         if with_indexes:
             self.offset_index.persist(fsync=True)
