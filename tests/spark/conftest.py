@@ -94,8 +94,12 @@ def delete_topic(bootstrap: str, name: str) -> None:
 
 def produce(bootstrap: str, topic: str, values: list[bytes], *, keys: list[bytes] | None = None,
             partition: int | None = None, headers: list | None = None, **settings) -> None:
-    """Append `values` with acks=all; fails if any is not acknowledged."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "message.timeout.ms": 30_000, **settings})
+    """Append `values` exactly once with acks=all; fails if any is not acknowledged. Idempotent, as
+    Kafka's producers are by default: a test cluster's ISR may shrink below min.insync.replicas
+    while a request waits (followers of a new topic slow to fetch on a loaded machine), and the
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND that follows makes the producer send appended records again."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                         "message.timeout.ms": 30_000, **settings})
     failures = []
     for index, value in enumerate(values):
         extra = {} if partition is None else {"partition": partition}
