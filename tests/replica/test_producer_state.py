@@ -5,7 +5,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from replog.replica.errors import InvalidRecordError
@@ -344,6 +344,7 @@ def test_producer_state_matches_the_model_and_survives_restarts(steps):
 history_steps = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.sampled_from([PID, PID + 1, PID + 2]), st.integers(1, 4)),
+        st.tuples(st.just("new_epoch"), st.sampled_from([PID, PID + 1, PID + 2]), st.none()),
         st.tuples(st.just("snapshot"), st.none(), st.none()),
         st.tuples(st.just("truncate"), st.none(), st.floats(0, 1)),
         st.tuples(st.just("crash_restart"), st.none(), st.none()),
@@ -353,19 +354,25 @@ history_steps = st.lists(
 )
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(history_steps)
-def test_state_loaded_from_snapshots_equals_the_state_of_every_header(steps):
+def test_state_loaded_from_snapshots_equals_the_state_of_every_header(log_codec, steps):
     """Whatever mix of snapshots, truncations and restarts happened, the state loaded is the
-    state a reader of every batch header of the log finds."""
+    state a reader of every batch header of the log finds (after a crash, through what the
+    recovery scan of either codec summed up)."""
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "orders-0"
         log, state = open_state(directory)
         sequences: dict[int, int] = {}
+        epochs: dict[int, int] = {}
         for action, pid, amount in steps:
+            if action == "new_epoch":  # the producer restarted: InitProducerId bumped its epoch
+                epochs[pid] = epochs.get(pid, 0) + 1
+                sequences[pid] = 0
+                continue
             if action == "append":
                 sequence = sequences.get(pid, 0)
-                append(log, state, batch(sequence, records=amount, pid=pid))
+                append(log, state, batch(sequence, records=amount, epoch=epochs.get(pid, 0), pid=pid))
                 sequences[pid] = sequence + amount
                 continue
             if action == "snapshot":
@@ -385,6 +392,22 @@ def test_state_loaded_from_snapshots_equals_the_state_of_every_header(steps):
             (Path(tmp) / "no-snapshots").mkdir(exist_ok=True)
             every_header.load(log)
             assert state.producers == every_header.producers
-            # the next sequence of each producer is what the log's state says
+            # the next sequence and epoch of each producer are what the log's state says
             sequences = {pid: entry.last_sequence + 1 for pid, entry in state.producers.items()}
+            epochs = {pid: entry.epoch for pid, entry in state.producers.items()}
         log.close()
+
+
+def test_a_producer_whose_epoch_went_back_after_it_expired_loads_as_its_headers_say(tmp_path):
+    log, state = open_state(tmp_path / "orders-0")
+    append(log, state, batch(0, epoch=1))
+    log.flush()  # as the background flush does: log durable, recovery point and snapshot at its end
+    log.checkpoint_recovery_point()
+    state.take_snapshot(log.log_end_offset)
+    # The producer expired, then wrote at epoch 2 and, restarted from an old state, at epoch 1 again.
+    log.append(batch(0, epoch=2), leader_epoch=0)
+    log.append(batch(5, epoch=1), leader_epoch=0)
+    log.close_handles()
+
+    log, state = open_state(tmp_path / "orders-0")
+    assert (state.producers[PID].epoch, [b.first_sequence for b in state.producers[PID].batches]) == (1, [5])

@@ -30,6 +30,8 @@ def background_flush(log: Log) -> bool:
     """What a partition's background flush does to its log, with the job run here instead of in
     another thread. Says whether the recovery point moved."""
     job = log.begin_flush()
+    if job is None:
+        return False  # nothing past the recovery point
     job.run()
     applied = log.complete_flush(job)
     log.checkpoint_recovery_point()

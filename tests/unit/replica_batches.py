@@ -21,11 +21,14 @@ def build_batch(
     attributes: int = 0,
     last_offset_delta: int | None = None,
     fill: int = 0x61,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
 ) -> bytearray:
     last_offset_delta = record_count - 1 if last_offset_delta is None else last_offset_delta
     batch = bytearray(HEADER.size + payload_bytes)
     batch[HEADER.size:] = bytes([fill]) * payload_bytes
     HEADER.pack_into(batch, 0, base_offset, len(batch) - 12, leader_epoch, 2, 0, attributes, last_offset_delta,
-                     max_timestamp, max_timestamp, -1, -1, -1, record_count)
+                     max_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, record_count)
     struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[_CRC_START:])))
     return batch

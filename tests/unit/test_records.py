@@ -204,15 +204,20 @@ def _segment_file(tmp_path, content: bytes) -> int:
     return os.open(path, os.O_RDONLY)
 
 
-def _scan_whole(codec, fd: int, size_bytes: int, next_offset: int = 0, index_interval_bytes: int = 4096):
-    return codec.scan_segment(fd, 0, size_bytes, next_offset, 0, index_interval_bytes, index_interval_bytes, -1)
+def _scan_whole(codec, fd: int, size_bytes: int, next_offset: int = 0, index_interval_bytes: int = 4096,
+                producers_from_offset: int = 0):
+    return codec.scan_segment(fd, 0, size_bytes, next_offset, 0, index_interval_bytes, index_interval_bytes, -1,
+                              producers_from_offset)
 
 
-def _batches_of(sizes: list[int]) -> bytes:
+def _batches_of(sizes: list[int], epochs: list[int] | None = None) -> bytes:
+    """Batches of two records; of producer 7 at `epochs` (one each) if given."""
     buf = bytearray()
     offset = 0
     for i, size in enumerate(sizes):
-        buf += build_batch(record_count=2, payload_bytes=size - 61, base_offset=offset, max_timestamp=100 + i, fill=i + 1)
+        producer = {} if epochs is None else {"producer_id": 7, "producer_epoch": epochs[i], "base_sequence": 2 * i}
+        buf += build_batch(record_count=2, payload_bytes=size - 61, base_offset=offset, max_timestamp=100 + i,
+                           fill=i + 1, **producer)
         offset += 2
     return bytes(buf)
 
@@ -267,35 +272,67 @@ def test_scan_refuses_offsets_going_back_or_out_of_the_segment(codec, tmp_path):
     fd = _segment_file(tmp_path, content)
     try:
         assert _scan_whole(codec, fd, len(content), next_offset=1).refusal == "base offset 0 is below next offset 1"
-        scan = codec.scan_segment(fd, 0, len(content), 0, -(2**31), 0, 0, -1)
+        scan = codec.scan_segment(fd, 0, len(content), 0, -(2**31), 0, 0, -1, 0)
         assert scan.refusal == f"offset 1 is out of range of segment {-(2**31)}"
     finally:
         os.close(fd)
 
 
+def _runs_of(codec, tmp_path, content: bytes, producers_from_offset: int = 0):
+    fd = _segment_file(tmp_path, content)
+    try:
+        return _scan_whole(codec, fd, len(content), producers_from_offset=producers_from_offset).producer_runs
+    finally:
+        os.close(fd)
+
+
+def _run_batch(i: int) -> tuple[int, int, int, int]:
+    """What a producer run holds of _batches_of's batch `i`."""
+    return 2 * i, 1, 100 + i, 2 * i
+
+
+@pytest.mark.parametrize("epochs, from_offset, expected", [
+    ([0] * 7, 0, [(7, 0, False, tuple(_run_batch(i) for i in range(2, 7)))]),  # the last 5
+    ([0, 0, 1, 1], 0, [(7, 1, True, (_run_batch(2), _run_batch(3)))]),  # a new epoch starts afresh
+    ([0, 0, 1, 1], 4, [(7, 1, False, (_run_batch(2), _run_batch(3)))]),  # ...unless it starts the range
+    ([3, 3], 4, []),
+])
+def test_scan_sums_up_each_producer_as_replaying_its_batches_would(codec, tmp_path, epochs, from_offset, expected):
+    assert _runs_of(codec, tmp_path, _batches_of([100] * len(epochs), epochs), from_offset) == expected
+
+
+def test_scan_runs_leave_out_batches_without_a_producer_and_control_batches(codec, tmp_path):
+    content = _batches_of([100, 100]) + build_batch(record_count=2, base_offset=4, attributes=0x20, producer_id=9,
+                                                    producer_epoch=0, base_sequence=0)
+    assert _runs_of(codec, tmp_path, content) == []
+
+
 def test_scan_read_error_is_an_os_error(codec):
     with pytest.raises(OSError):
-        codec.scan_segment(-1, 0, 1000, 0, 0, 0, 0, -1)
+        codec.scan_segment(-1, 0, 1000, 0, 0, 0, 0, -1, 0)
 
 
 @needs_compiled
 @settings(max_examples=60, deadline=None)
 @given(
-    sizes=st.lists(st.integers(61, 3 * SCAN_BUFFER_BYTES), min_size=1, max_size=5),
+    sizes_and_epochs=st.lists(st.tuples(st.integers(61, 3 * SCAN_BUFFER_BYTES), st.integers(0, 2)), min_size=1,
+                              max_size=8),
     damage=st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=1, max_value=255)), max_size=2),
     cut_bytes=st.integers(min_value=0, max_value=100),
     index_interval_bytes=st.sampled_from([0, 4096, SCAN_BUFFER_BYTES]),
+    producers_from_offset=st.integers(0, 16),
 )
-def test_compiled_and_pure_python_scans_agree_on_any_file(tmp_path_factory, sizes, damage, cut_bytes,
-                                                          index_interval_bytes):
-    content = bytearray(_batches_of(sizes))
+def test_compiled_and_pure_python_scans_agree_on_any_file(tmp_path_factory, sizes_and_epochs, damage, cut_bytes,
+                                                          index_interval_bytes, producers_from_offset):
+    sizes, epochs = zip(*sizes_and_epochs)
+    content = bytearray(_batches_of(list(sizes), list(epochs)))
     for position, flip in damage:  # may hit offsets, lengths, magic, counts, CRC or records
         content[position % len(content)] ^= flip
     content = content[:max(len(content) - cut_bytes, 0)]
     fd = _segment_file(tmp_path_factory.mktemp("scan"), bytes(content))
     try:
-        assert _scan_whole(COMPILED, fd, len(content), index_interval_bytes=index_interval_bytes) == _scan_whole(
-            PURE_PYTHON, fd, len(content), index_interval_bytes=index_interval_bytes)
+        assert _scan_whole(COMPILED, fd, len(content), 0, index_interval_bytes, producers_from_offset) == _scan_whole(
+            PURE_PYTHON, fd, len(content), 0, index_interval_bytes, producers_from_offset)
     finally:
         os.close(fd)
 

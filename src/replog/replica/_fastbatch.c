@@ -21,6 +21,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +47,9 @@
 #define ATTRIBUTES_POSITION 21
 #define LAST_OFFSET_DELTA_POSITION 23
 #define MAX_TIMESTAMP_POSITION 35
+#define PRODUCER_ID_POSITION 43
+#define PRODUCER_EPOCH_POSITION 51
+#define BASE_SEQUENCE_POSITION 53
 #define RECORD_COUNT_POSITION 57
 #define MAGIC_V2 2
 #define CODEC_MASK 0x07
@@ -53,7 +57,7 @@
 #define NO_TIMESTAMP (-1)
 #define BATCH_HEADER_FIELDS 9
 #define BATCH_RUN_FIELDS 4
-#define SEGMENT_SCAN_FIELDS 8
+#define SEGMENT_SCAN_FIELDS 9
 
 static uint32_t read_u32(const unsigned char *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
@@ -610,45 +614,296 @@ error:
 
 /* -- recovery scan of a segment file ------------------------------------------------------------ */
 
-/* records.scan_segment: the file is read forward once through one buffer, and a batch's CRC is
- * carried across buffer refills, so a batch of any size costs no more memory than a small one
- * and no byte is read twice (only a header cut by the buffer's end is read again). The whole scan
- * runs without the GIL: the broker's other threads go on while a GiB is checked. */
+/* records.scan_segment: the file is read forward once, and every byte is either part of a
+ * header or fed to its batch's CRC, so a batch of any size costs no more memory than a small one
+ * and nothing is read twice. A reader thread fills the next buffer while the scan checks the
+ * current one: on a file in the page cache, reading is a copy as long as the CRC, and the two
+ * then overlap. The whole scan runs without the GIL. */
 
 #define SCAN_BUFFER_BYTES (1 << 20) /* measured: larger buffers fall out of cache before the CRC */
 #define MAX_RELATIVE_OFFSET INT32_MAX
+#define CONTROL_BATCH_BIT 0x20
+#define NO_PRODUCER_ID (-1)
+#define PRODUCER_BATCHES_KEPT 5 /* records.PRODUCER_BATCHES_KEPT */
 
 typedef struct {
-    int fd;
-    unsigned char *buffer;
-    int64_t window_position; /* the buffer holds the file's [window_position, window_position + window_bytes) */
-    int64_t window_bytes;
-    int64_t end_position;    /* moves back if the file turns out shorter than the caller said */
-} FileWindow;
+    unsigned char *data;
+    int64_t position; /* file position of data[0] */
+    int64_t bytes;
+    int filled;
+} Chunk;
 
-/* Refill the window with the file from `position` on, as far as the buffer or the file goes;
- * -1 with errno set on a read error. A read that comes back short means the file ends there. */
-static int fill_window(FileWindow *window, int64_t position) {
-    int64_t wanted = window->end_position - position;
-    if (wanted > SCAN_BUFFER_BYTES)
-        wanted = SCAN_BUFFER_BYTES;
-    int64_t got = 0;
-    while (got < wanted) { /* bounded: each pass reads >= 1 byte or ends the file */
-        ssize_t n = pread(window->fd, window->buffer + got, (size_t)(wanted - got), (off_t)(position + got));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        if (n == 0) {
-            window->end_position = position + got;
+/* Two chunks: the reader fills one while the scan holds the other. The scan holds at most one at
+ * a time and only moves forward, so the reader never waits for a chunk the scan still needs. */
+typedef struct {
+    int fd;
+    Chunk chunks[2];
+    int64_t end_position;  /* moves back if the file turns out shorter than the caller said */
+    int64_t next_read;     /* the reader's next file position */
+    int read_errno;        /* the reader stopped on this error */
+    int reader_done;
+    int stopping;          /* the scan is done: the reader stops */
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+} ReadAhead;
+
+/* Fill chunks in turn until the range is read, a read fails or the scan stops. */
+static void *read_ahead(void *argument) {
+    ReadAhead *reader = argument;
+    pthread_mutex_lock(&reader->lock);
+    for (int index = 0;; index ^= 1) { /* bounded: each pass reads a chunk or ends */
+        Chunk *chunk = &reader->chunks[index];
+        while (chunk->filled && !reader->stopping)
+            pthread_cond_wait(&reader->changed, &reader->lock);
+        if (reader->stopping || reader->next_read >= reader->end_position)
+            break;
+        int64_t position = reader->next_read;
+        int64_t wanted = reader->end_position - position;
+        if (wanted > SCAN_BUFFER_BYTES)
+            wanted = SCAN_BUFFER_BYTES;
+        pthread_mutex_unlock(&reader->lock);
+        int64_t got = 0;
+        int error = 0;
+        while (got < wanted) { /* bounded: each pass reads >= 1 byte or ends */
+            ssize_t n = pread(reader->fd, chunk->data + got, (size_t)(wanted - got), (off_t)(position + got));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                error = n < 0 ? errno : 0;
+                break;
+            }
+            got += n;
+        }
+        pthread_mutex_lock(&reader->lock);
+        chunk->position = position;
+        chunk->bytes = got;
+        chunk->filled = 1;
+        reader->next_read = position + got;
+        pthread_cond_broadcast(&reader->changed);
+        if (error) {
+            reader->read_errno = error;
             break;
         }
-        got += n;
+        if (got < wanted) { /* the file ends here */
+            reader->end_position = position + got;
+            break;
+        }
     }
-    window->window_position = position;
-    window->window_bytes = got;
+    reader->reader_done = 1;
+    pthread_cond_broadcast(&reader->changed);
+    pthread_mutex_unlock(&reader->lock);
+    return NULL;
+}
+
+/* The scan's side: the file as a forward stream of bytes out of the reader's chunks. */
+typedef struct {
+    ReadAhead *reader;
+    int index;            /* the chunk the stream reads next */
+    Chunk *held;          /* the chunk it is in, if any */
+    int64_t offset;       /* into `held` */
+    int64_t end_position; /* the reader's, as of the last chunk taken */
+} Stream;
+
+/* Make `held` a chunk with bytes left, waiting for the reader; 0 at the end of the file, -1 with
+ * errno set if the reader failed. */
+static int stream_next_chunk(Stream *stream) {
+    ReadAhead *reader = stream->reader;
+    if (stream->held != NULL && stream->offset < stream->held->bytes)
+        return 1;
+    pthread_mutex_lock(&reader->lock);
+    if (stream->held != NULL) {
+        stream->held->filled = 0;
+        stream->held = NULL;
+        stream->index ^= 1;
+        pthread_cond_broadcast(&reader->changed);
+    }
+    Chunk *chunk = &reader->chunks[stream->index];
+    while (!chunk->filled && !reader->reader_done)
+        pthread_cond_wait(&reader->changed, &reader->lock);
+    int outcome = 1;
+    stream->end_position = reader->end_position;
+    if (!chunk->filled) {
+        outcome = reader->read_errno ? -1 : 0;
+        errno = reader->read_errno;
+    } else {
+        stream->held = chunk;
+        stream->offset = 0;
+    }
+    pthread_mutex_unlock(&reader->lock);
+    return outcome;
+}
+
+/* The next `wanted` bytes, consumed: a pointer into the held chunk, or into `copy` when they cross
+ * into the next chunk. `*got` is less than `wanted` only at the end of the file. -1 on a read error. */
+static int stream_read(Stream *stream, int64_t wanted, unsigned char *copy, const unsigned char **bytes, int64_t *got) {
+    *got = 0;
+    int more = stream_next_chunk(stream);
+    if (more <= 0) {
+        *bytes = copy;
+        return more;
+    }
+    if (stream->held->bytes - stream->offset >= wanted) {
+        *bytes = stream->held->data + stream->offset;
+        stream->offset += wanted;
+        *got = wanted;
+        return 0;
+    }
+    *bytes = copy;
+    while (*got < wanted) { /* bounded: at most two chunks, as wanted <= a header */
+        if ((more = stream_next_chunk(stream)) <= 0)
+            return more;
+        int64_t take = stream->held->bytes - stream->offset;
+        if (take > wanted - *got)
+            take = wanted - *got;
+        memcpy(copy + *got, stream->held->data + stream->offset, (size_t)take);
+        stream->offset += take;
+        *got += take;
+    }
     return 0;
 }
+
+/* Feed the next `length` bytes to `crc`, consumed; `*got` as stream_read. */
+static int stream_crc(Stream *stream, int64_t length, uint32_t *crc, int64_t *got) {
+    *got = 0;
+    while (*got < length) { /* bounded: each pass takes a chunk's bytes or ends */
+        int more = stream_next_chunk(stream);
+        if (more <= 0)
+            return more;
+        int64_t take = stream->held->bytes - stream->offset;
+        if (take > length - *got)
+            take = length - *got;
+        *crc = crc32c_update(*crc, stream->held->data + stream->offset, (size_t)take);
+        stream->offset += take;
+        *got += take;
+    }
+    return 0;
+}
+
+/* -- what the scanned batches leave of each producer's state ------------------------------------- */
+
+typedef struct {
+    int64_t base_offset, max_timestamp;
+    int32_t last_offset_delta, base_sequence;
+} ProducerBatch;
+
+/* A producer's last PRODUCER_BATCHES_KEPT batches of its last epoch in the scan, oldest at
+ * `first`: what replaying ProducerStateManager._record over the scanned batches leaves. */
+typedef struct {
+    int64_t producer_id; /* NO_PRODUCER_ID: an empty slot */
+    int16_t epoch;
+    uint8_t epoch_changed; /* within the scan: the producer's earlier state does not carry on */
+    uint8_t count, first;
+    ProducerBatch batches[PRODUCER_BATCHES_KEPT];
+} ProducerRun;
+
+typedef struct {
+    ProducerRun *slots; /* open addressing, at most half full */
+    size_t capacity, used;
+} ProducerRuns;
+
+static ProducerRun *producer_slot(ProducerRuns *runs, int64_t producer_id) {
+    size_t mask = runs->capacity - 1;
+    size_t i = (size_t)((uint64_t)producer_id * 0x9e3779b97f4a7c15ull >> 16) & mask;
+    while (runs->slots[i].producer_id != NO_PRODUCER_ID && runs->slots[i].producer_id != producer_id)
+        i = (i + 1) & mask; /* bounded: the table is at most half full */
+    return &runs->slots[i];
+}
+
+static int grow_producer_runs(ProducerRuns *runs) {
+    size_t capacity = runs->capacity ? 2 * runs->capacity : 64;
+    ProducerRun *slots = malloc(capacity * sizeof(ProducerRun));
+    if (slots == NULL)
+        return -1;
+    for (size_t i = 0; i < capacity; i++)
+        slots[i].producer_id = NO_PRODUCER_ID;
+    ProducerRuns grown = {slots, capacity, runs->used};
+    for (size_t i = 0; i < runs->capacity; i++)
+        if (runs->slots[i].producer_id != NO_PRODUCER_ID)
+            *producer_slot(&grown, runs->slots[i].producer_id) = runs->slots[i];
+    free(runs->slots);
+    *runs = grown;
+    return 0;
+}
+
+typedef struct {
+    int64_t producer_id; /* NO_PRODUCER_ID also for a control batch: neither counts */
+    int16_t epoch;
+    ProducerBatch batch;
+} ProducerFields;
+
+static ProducerFields producer_fields(const unsigned char *p) {
+    int control = read_i16(p + ATTRIBUTES_POSITION) & CONTROL_BATCH_BIT;
+    ProducerFields fields = {control ? NO_PRODUCER_ID : read_i64(p + PRODUCER_ID_POSITION),
+                             read_i16(p + PRODUCER_EPOCH_POSITION),
+                             {read_i64(p), read_i64(p + MAX_TIMESTAMP_POSITION), read_i32(p + LAST_OFFSET_DELTA_POSITION),
+                              read_i32(p + BASE_SEQUENCE_POSITION)}};
+    return fields;
+}
+
+/* ProducerStateManager._record. -1 on ENOMEM. */
+static int record_producer_batch(ProducerRuns *runs, const ProducerFields *fields) {
+    if (fields->producer_id == NO_PRODUCER_ID)
+        return 0;
+    if (2 * (runs->used + 1) > runs->capacity && grow_producer_runs(runs) < 0)
+        return -1;
+    ProducerRun *run = producer_slot(runs, fields->producer_id);
+    if (run->producer_id == NO_PRODUCER_ID) {
+        *run = (ProducerRun){fields->producer_id, fields->epoch, 0, 0, 0, {{0}}};
+        runs->used++;
+    } else if (run->epoch != fields->epoch) {
+        run->epoch = fields->epoch;
+        run->epoch_changed = 1;
+        run->count = run->first = 0;
+    }
+    ProducerBatch batch = fields->batch;
+    if (run->count < PRODUCER_BATCHES_KEPT) {
+        run->batches[(run->first + run->count++) % PRODUCER_BATCHES_KEPT] = batch;
+    } else {
+        run->batches[run->first] = batch;
+        run->first = (run->first + 1) % PRODUCER_BATCHES_KEPT;
+    }
+    return 0;
+}
+
+static int compare_producer_runs(const void *a, const void *b) {
+    int64_t x = ((const ProducerRun *)a)->producer_id, y = ((const ProducerRun *)b)->producer_id;
+    return (x > y) - (x < y);
+}
+
+/* [(producer_id, epoch, epoch_changed, ((base_offset, last_offset_delta, max_timestamp,
+ * base_sequence), ...)), ...] by producer id, as records._scan_segment_py builds it. */
+static PyObject *producer_runs_list(ProducerRuns *runs) {
+    size_t count = 0;
+    for (size_t i = 0; i < runs->capacity; i++)
+        if (runs->slots[i].producer_id != NO_PRODUCER_ID)
+            runs->slots[count++] = runs->slots[i];
+    if (count)
+        qsort(runs->slots, count, sizeof(ProducerRun), compare_producer_runs);
+    PyObject *list = PyList_New((Py_ssize_t)count);
+    for (size_t i = 0; list != NULL && i < count; i++) {
+        const ProducerRun *run = &runs->slots[i];
+        PyObject *batches = PyTuple_New(run->count);
+        for (int j = 0; batches != NULL && j < run->count; j++) {
+            const ProducerBatch *b = &run->batches[(run->first + j) % PRODUCER_BATCHES_KEPT];
+            PyObject *batch = Py_BuildValue("(LiLi)", (long long)b->base_offset, (int)b->last_offset_delta,
+                                            (long long)b->max_timestamp, (int)b->base_sequence);
+            if (batch == NULL)
+                Py_CLEAR(batches);
+            else
+                PyTuple_SET_ITEM(batches, j, batch);
+        }
+        PyObject *item = batches == NULL ? NULL
+                                         : Py_BuildValue("(LiON)", (long long)run->producer_id, (int)run->epoch,
+                                                         run->epoch_changed ? Py_True : Py_False, batches);
+        if (item == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+    }
+    return list;
+}
+
+/* -- the scan ------------------------------------------------------------------------------------ */
 
 typedef struct {
     int64_t *offsets, *positions, *timestamps;
@@ -681,38 +936,27 @@ typedef struct {
     int64_t position, next_offset, max_timestamp, index_due_position;
 } ScanState;
 
-/* CRC32C of the file's [from, to), which starts inside the window; refills it as needed. */
-static int crc_through(FileWindow *window, int64_t from, int64_t to, uint32_t *crc) {
-    for (;;) { /* bounded: each pass covers a window or ends */
-        int64_t window_end = window->window_position + window->window_bytes;
-        int64_t upto = to < window_end ? to : window_end;
-        *crc = crc32c_update(*crc, window->buffer + (from - window->window_position), (size_t)(upto - from));
-        if (upto == to || upto == window->end_position)
-            return 0;
-        if (fill_window(window, upto) < 0)
-            return -1;
-        from = upto;
-    }
-}
+typedef struct {
+    int64_t segment_base_offset, index_interval_bytes, producers_from_offset;
+} ScanRules;
 
-/* The scan itself (no Python calls). Returns -1 with errno set on a read error or ENOMEM; else 0,
+/* The scan itself, no Python calls. Returns -1 with errno set on a read error or ENOMEM; else 0,
  * having stopped at the file's end or at the batch `refusal` describes. */
-static int scan_file(FileWindow *window, int64_t segment_base_offset, int64_t index_interval_bytes, ScanState *state,
-                     IndexEntries *entries, Refusal *refusal) {
+static int scan_file(Stream *stream, const ScanRules *rules, ScanState *state, IndexEntries *entries,
+                     ProducerRuns *producers, Refusal *refusal) {
+    unsigned char copy[HEADER_SIZE_BYTES];
     refusal->fault = BATCH_OK;
-    while (state->position < window->end_position) { /* bounded: each pass advances >= 61 bytes or ends */
+    /* bounded: each pass advances >= 61 bytes or ends */
+    while (state->position < stream->end_position) {
         int64_t position = state->position;
-        int64_t remaining = window->end_position - position;
-        int64_t header_bytes = remaining < HEADER_SIZE_BYTES ? remaining : HEADER_SIZE_BYTES;
-        if (position < window->window_position || position + header_bytes > window->window_position + window->window_bytes) {
-            if (fill_window(window, position) < 0)
-                return -1;
-            remaining = window->end_position - position;
-        }
+        int64_t remaining = stream->end_position - position;
+        const unsigned char *p;
+        int64_t got;
+        if (stream_read(stream, remaining < HEADER_SIZE_BYTES ? remaining : HEADER_SIZE_BYTES, copy, &p, &got) < 0)
+            return -1;
+        remaining = stream->end_position - position; /* the read may have found the file shorter */
         Header h;
-        int64_t available = window->window_position + window->window_bytes - position;
-        if (read_header(window->buffer + (position - window->window_position), available, position, &h, refusal) !=
-            BATCH_OK)
+        if (read_header(p, got < HEADER_SIZE_BYTES ? got : remaining, position, &h, refusal) != BATCH_OK)
             return 0;
         if (h.size_bytes > remaining) {
             refuse_short(refusal, position, h.size_bytes, remaining);
@@ -725,16 +969,18 @@ static int scan_file(FileWindow *window, int64_t segment_base_offset, int64_t in
                    (long long)state->next_offset);
             return 0;
         }
-        if (last_offset - segment_base_offset > MAX_RELATIVE_OFFSET) {
+        if (last_offset - rules->segment_base_offset > MAX_RELATIVE_OFFSET) {
             refuse(refusal, BATCH_CORRUPT, "offset %lld is out of range of segment %lld", (long long)last_offset,
-                   (long long)segment_base_offset);
+                   (long long)rules->segment_base_offset);
             return 0;
         }
-        uint32_t crc = 0;
-        if (crc_through(window, position + CRC_START, position + h.size_bytes, &crc) < 0)
+        /* Taken before the CRC moves the stream on: `p` may lie in a chunk the reader refills. */
+        ProducerFields producer = producer_fields(p);
+        uint32_t crc = crc32c_update(0, p + CRC_START, HEADER_SIZE_BYTES - CRC_START);
+        if (stream_crc(stream, h.size_bytes - HEADER_SIZE_BYTES, &crc, &got) < 0)
             return -1;
-        if (window->end_position < position + h.size_bytes) { /* the file shrank under the scan */
-            refuse_short(refusal, position, h.size_bytes, window->end_position - position);
+        if (got < h.size_bytes - HEADER_SIZE_BYTES) { /* the file shrank under the scan */
+            refuse_short(refusal, position, h.size_bytes, stream->end_position - position);
             return 0;
         }
         if (crc != h.crc) {
@@ -746,7 +992,11 @@ static int scan_file(FileWindow *window, int64_t segment_base_offset, int64_t in
                 errno = ENOMEM;
                 return -1;
             }
-            state->index_due_position = position + index_interval_bytes;
+            state->index_due_position = position + rules->index_interval_bytes;
+        }
+        if (h.base_offset >= rules->producers_from_offset && record_producer_batch(producers, &producer) < 0) {
+            errno = ENOMEM;
+            return -1;
         }
         if (h.max_timestamp > state->max_timestamp)
             state->max_timestamp = h.max_timestamp;
@@ -768,14 +1018,41 @@ static PyObject *int64_list(const int64_t *values, size_t count) {
     return list;
 }
 
+/* Scan with a reader thread when the range needs more than one chunk; a one-chunk range (a
+ * segment's tail, most truncations) is read in place, without the thread's start-up cost. */
+static int scan_range(ReadAhead *reader, const ScanRules *rules, ScanState *state, IndexEntries *entries,
+                      ProducerRuns *producers, Refusal *refusal) {
+    pthread_t thread;
+    Stream stream = {reader, 0, NULL, 0, reader->end_position};
+    int threaded = reader->end_position - reader->next_read > SCAN_BUFFER_BYTES;
+    if (threaded) {
+        if ((errno = pthread_create(&thread, NULL, read_ahead, reader)) != 0)
+            return -1;
+    } else {
+        read_ahead(reader);
+    }
+    int scanned = scan_file(&stream, rules, state, entries, producers, refusal);
+    int scan_errno = errno;
+    if (threaded) {
+        pthread_mutex_lock(&reader->lock);
+        reader->stopping = 1;
+        pthread_cond_broadcast(&reader->changed);
+        pthread_mutex_unlock(&reader->lock);
+        pthread_join(thread, NULL);
+    }
+    errno = scan_errno;
+    return scanned;
+}
+
 static PyObject *scan_segment(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    long long values[8];
-    if (nargs != 8) {
+    long long values[9];
+    if (nargs != 9) {
         PyErr_SetString(PyExc_TypeError, "scan_segment(fd, position, end_position, next_offset, segment_base_offset, "
-                                         "index_due_position, index_interval_bytes, max_timestamp)");
+                                         "index_due_position, index_interval_bytes, max_timestamp, "
+                                         "producers_from_offset)");
         return NULL;
     }
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 9; i++) {
         values[i] = PyLong_AsLongLong(args[i]);
         if (values[i] == -1 && PyErr_Occurred())
             return NULL;
@@ -784,17 +1061,26 @@ static PyObject *scan_segment(PyObject *module, PyObject *const *args, Py_ssize_
         PyErr_SetString(PyExc_RuntimeError, "_fastbatch.bind() was not called");
         return NULL;
     }
-    FileWindow window = {(int)values[0], malloc(SCAN_BUFFER_BYTES), values[1], 0, values[2]};
+    ReadAhead reader = {.fd = (int)values[0], .end_position = values[2], .next_read = values[1]};
+    ScanRules rules = {values[4], values[6], values[8]};
     ScanState state = {values[1], values[3], values[7], values[5]};
     IndexEntries entries = {0};
+    ProducerRuns producers = {0};
     Refusal refusal;
     int scanned = -1;
-    if (window.buffer != NULL) {
-        Py_BEGIN_ALLOW_THREADS
-        scanned = scan_file(&window, values[4], values[6], &state, &entries, &refusal);
-        Py_END_ALLOW_THREADS
-    } else {
+    /* A tail rescan (every segment at a clean open) needs a fraction of a chunk. */
+    int64_t range_bytes = values[2] - values[1];
+    size_t chunk_bytes = range_bytes < 1 ? 1 : range_bytes < SCAN_BUFFER_BYTES ? (size_t)range_bytes : SCAN_BUFFER_BYTES;
+    reader.chunks[0].data = malloc(chunk_bytes);
+    reader.chunks[1].data = malloc(chunk_bytes);
+    pthread_mutex_init(&reader.lock, NULL);
+    pthread_cond_init(&reader.changed, NULL);
+    if (reader.chunks[0].data == NULL || reader.chunks[1].data == NULL || grow_producer_runs(&producers) < 0) {
         errno = ENOMEM;
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        scanned = scan_range(&reader, &rules, &state, &entries, &producers, &refusal);
+        Py_END_ALLOW_THREADS
     }
     PyObject *result = NULL;
     if (scanned < 0 && errno == ENOMEM) {
@@ -810,14 +1096,19 @@ static PyObject *scan_segment(PyObject *module, PyObject *const *args, Py_ssize_
             int64_list(entries.offsets, entries.count),
             int64_list(entries.positions, entries.count),
             int64_list(entries.timestamps, entries.count),
+            producer_runs_list(&producers),
             refusal.fault == BATCH_OK ? Py_NewRef(Py_None) : PyUnicode_FromString(refusal.message),
         };
         result = new_record(segment_scan_type, items, SEGMENT_SCAN_FIELDS);
     }
-    free(window.buffer);
+    pthread_cond_destroy(&reader.changed);
+    pthread_mutex_destroy(&reader.lock);
+    free(reader.chunks[0].data);
+    free(reader.chunks[1].data);
     free(entries.offsets);
     free(entries.positions);
     free(entries.timestamps);
+    free(producers.slots);
     return result;
 }
 
@@ -897,7 +1188,7 @@ static PyMethodDef methods[] = {
      "assign_batches(buf, max_batch_bytes, first_offset, leader_epoch) -> BatchRun, as records.assign_batches."},
     {"scan_segment", (PyCFunction)(void (*)(void))scan_segment, METH_FASTCALL,
      "scan_segment(fd, position, end_position, next_offset, segment_base_offset, index_due_position, "
-     "index_interval_bytes, max_timestamp) -> SegmentScan, as records.scan_segment."},
+     "index_interval_bytes, max_timestamp, producers_from_offset) -> SegmentScan, as records.scan_segment."},
     {"crc32c", crc32c, METH_VARARGS,
      "crc32c(data, implementation=None) -> int: CRC32C of a bytes-like object, by the selected implementation or "
      "by the one of CRC32C_IMPLEMENTATIONS named."},

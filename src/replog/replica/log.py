@@ -34,6 +34,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from replog.replica.checkpoint import TMP_SUFFIX, LeaderEpochCache, OffsetCheckpoint, fsync_directory
 from replog.replica.errors import InvalidRecordError, OffsetOutOfRangeError
@@ -105,6 +106,7 @@ class Log:
         self._segment_bases: list[int] = []
         self.recovery_point = 0
         self._checkpointed_recovery_point: int | None = None
+        self._recovered_producers: RecoveredProducers | None = None
         # Counts truncations, so that a background flush started before one does not move the
         # recovery point over bytes that are no longer the log's.
         self._truncations = 0
@@ -135,17 +137,19 @@ class Log:
             holding = bisect.bisect_right(self._bases_of(segments), recovery_point) - 1
             rescan_from = segments[max(holding, 0)].base_offset
         min_offset = segments[0].base_offset
+        producer_runs = []
         for i, segment in enumerate(segments):
             if segment.base_offset < rescan_from:
-                cut = segment.load()
+                opened = segment.load()
             elif segment.base_offset == rescan_from:
-                cut = segment.recover_after(recovery_point, min_offset)
+                opened = segment.recover_after(recovery_point, min_offset)
             else:
-                cut = segment.recover(min_offset)
+                opened = segment.recover(min_offset, recovery_point)
             self._segments.append(segment)
             self._segment_bases.append(segment.base_offset)
-            if cut is not None:
-                self._log_cut(segment, cut)
+            producer_runs.append(opened.producer_runs)
+            if opened.cut is not None:
+                self._log_cut(segment, opened.cut)
                 self._delete_after_cut(segments[i + 1:])
                 break
             min_offset = segment.next_offset
@@ -154,6 +158,7 @@ class Log:
         if clean:
             self.recovery_point = self.log_end_offset
         else:
+            self._recovered_producers = RecoveredProducers(min(recovery_point, self.log_end_offset), producer_runs)
             # What was rescanned may still sit only in the page cache, and the indexes rebuilt
             # from it only in memory: make both durable before calling them recovered, so that
             # another crash starts from here.
@@ -165,6 +170,11 @@ class Log:
         logger.info("opened log topic=%s partition=%d clean=%s log_start_offset=%d log_end_offset=%d segments=%d",
                     self.topic, self.partition, clean, self.log_start_offset, self.log_end_offset,
                     len(self._segments))
+
+    def take_recovered_producers(self) -> "RecoveredProducers | None":
+        """What crash recovery found of producer state (once: a truncation makes it stale)."""
+        recovered, self._recovered_producers = self._recovered_producers, None
+        return recovered
 
     @staticmethod
     def _bases_of(segments: list[Segment]) -> list[int]:
@@ -500,6 +510,15 @@ class Log:
         for segment in self._segments:
             segment.close_handle()
         shutil.rmtree(self.directory)
+
+
+class RecoveredProducers(NamedTuple):
+    """What the batches crash recovery checked from `from_offset` to the log end leave of each
+    producer's state: the producer runs of each segment (records.SegmentScan), in log order, so
+    that the producer state need not read those headers again."""
+
+    from_offset: int
+    segment_runs: list[list]
 
 
 class FlushJob:

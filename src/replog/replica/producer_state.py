@@ -44,23 +44,25 @@ from typing import NamedTuple
 
 from replog.replica.checkpoint import read_checkpoint, write_checkpoint, write_checkpoint_aside
 from replog.replica.errors import InvalidRecordError, ReplicaError
-from replog.replica.log import Log
-from replog.replica.records import HEADER_SIZE_BYTES, LOG_OVERHEAD_BYTES
+from replog.replica.log import Log, RecoveredProducers
+from replog.replica.records import (
+    CONTROL_BATCH_BIT,
+    HEADER_SIZE_BYTES,
+    LOG_OVERHEAD_BYTES,
+    NO_PRODUCER_ID,
+    PRODUCER_BATCHES_KEPT,
+)
 
 logger = logging.getLogger(__name__)
 
-NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
-# Kafka's NUM_BATCHES_TO_RETAIN: a client keeps at most 5 requests in flight per partition with
-# idempotence on, so any retry it can send is one of the last 5 batches.
-BATCHES_KEPT_PER_PRODUCER = 5
+BATCHES_KEPT_PER_PRODUCER = PRODUCER_BATCHES_KEPT  # records.py says why 5
 SNAPSHOT_SUFFIX = ".snapshot"
 # The background flush writes one per log.flush.offset.checkpoint.interval.ms: a truncation below
 # the oldest (a follower far behind its leader's epochs) reads every header again.
 SNAPSHOTS_KEPT = 3
 _MAX_SEQUENCE = 2**31 - 1
-_CONTROL_BATCH_BIT = 0x20
 _SNAPSHOT_FIELDS = 7
 # A rebuild reads headers through windows of this size: one syscall covers many small batches,
 # and a large batch costs one header-sized read rather than a read of its records.
@@ -154,7 +156,7 @@ def _parse_producer_header(buf, position: int) -> tuple[int, ProducerBatch | Non
      producer_epoch, base_sequence) = _PRODUCER_HEADER.unpack_from(buf, position)
     if batch_length < HEADER_SIZE_BYTES - LOG_OVERHEAD_BYTES or last_offset_delta < 0:
         return 0, None
-    if attributes & _CONTROL_BATCH_BIT:
+    if attributes & CONTROL_BATCH_BIT:
         return batch_length + LOG_OVERHEAD_BYTES, None
     batch = ProducerBatch(base_offset, last_offset_delta, max_timestamp, producer_id, producer_epoch, base_sequence)
     return batch_length + LOG_OVERHEAD_BYTES, batch
@@ -284,29 +286,49 @@ class ProducerStateManager:
 
     def load(self, log: Log) -> None:
         """Build the state for `log` as it is now: at open, and again after a truncation."""
+        recovered = log.take_recovered_producers()
         self._producers = {}
         for offset, path in reversed(self._snapshots()):  # bounded by SNAPSHOTS_KEPT and stray files
             if not log.log_start_offset <= offset <= log.log_end_offset:
                 path.unlink()  # batches it describes are gone, or it reaches past the log
             elif self._read_snapshot(path):
-                self._replay(log, offset, f"snapshot at {offset}")
+                self._catch_up(log, offset, recovered, f"snapshot at {offset}")
                 return
             else:
                 path.unlink()
-        self._replay(log, log.log_start_offset, "log start")
+        self._catch_up(log, log.log_start_offset, recovered, "log start")
 
-    def _replay(self, log: Log, offset: int, origin: str) -> None:
+    def _catch_up(self, log: Log, offset: int, recovered: "RecoveredProducers | None", origin: str) -> None:
+        """Take the state from the batches at `offset` on: by reading their headers, except
+        those crash recovery has just checked and summed up (`recovered`)."""
+        summed_up = recovered is not None and recovered.from_offset >= offset
+        replay_end = recovered.from_offset if summed_up else log.log_end_offset
         batches_read = 0
-        for batch in _scan_log(log, offset):  # bounded by the batches after `offset`
+        for batch in _scan_log(log, offset, replay_end):  # bounded by the batches in between
             batches_read += 1
             if batch.producer_id != NO_PRODUCER_ID:
                 self._record(batch)
+        producers_recovered = 0
+        if summed_up:
+            for runs in recovered.segment_runs:  # in log order
+                producers_recovered += len(runs)
+                self._apply_runs(runs)
         self.truncate_head(log.log_start_offset)
-        logger.info("loaded producer state topic=%s partition=%d from=%r batches_read=%d producers=%d",
-                    self.topic, self.partition, origin, batches_read, len(self._producers))
-        if batches_read:
+        logger.info("loaded producer state topic=%s partition=%d from=%r batches_read=%d producers_recovered=%d "
+                    "producers=%d", self.topic, self.partition, origin, batches_read, producers_recovered,
+                    len(self._producers))
+        if batches_read or producers_recovered:
             # Another load of this log (a crash before the next background flush) starts here.
             self.take_snapshot(log.log_end_offset)
+
+    def _apply_runs(self, runs) -> None:
+        """What _record over the batches a SegmentScan's producer runs sum up would do."""
+        for producer_id, epoch, epoch_changed, batches in runs:  # bounded by the producers
+            if epoch_changed:
+                self._producers.pop(producer_id, None)  # the state before the scan ends there
+            for base_offset, last_offset_delta, max_timestamp, base_sequence in batches:  # <= 5
+                self._record(ProducerBatch(base_offset, last_offset_delta, max_timestamp, producer_id, epoch,
+                                           base_sequence))
 
     def take_snapshot(self, log_end_offset: int) -> None:
         """Write the state as of `log_end_offset`, which must be the log's end: at clean shutdown."""
@@ -386,12 +408,12 @@ class PendingSnapshot:
             self._written.unlink(missing_ok=True)
 
 
-def _scan_log(log: Log, offset: int) -> Iterator[ProducerBatch]:
-    """Every batch header of `log` from the batch at `offset` on, reading headers only (not
-    records)."""
-    if offset == log.log_end_offset:
+def _scan_log(log: Log, offset: int, end_offset: int) -> Iterator[ProducerBatch]:
+    """Every batch header of `log` from the batch at `offset` to the one at `end_offset`, reading
+    headers only (not records)."""
+    if offset >= end_offset:
         return
-    for piece in log.read(offset, log.size_bytes):  # bounded by the segments
+    for piece in log.read(offset, log.size_bytes, end_offset):  # bounded by the segments
         window = b""
         window_position = 0
         position = piece.position

@@ -31,6 +31,7 @@ batch of up to GiBs of log before a partition opens. Lookups use parse_header di
 Concurrency: pure functions over caller-owned buffers and file descriptors; no state.
 """
 
+import collections
 import os
 import struct
 from collections.abc import Callable
@@ -63,6 +64,13 @@ _MAX_OFFSET = 2**63 - 1
 _MIN_INT32 = -(2**31)
 _MAX_INT32 = 2**31 - 1
 MAX_RELATIVE_OFFSET = _MAX_INT32  # index entries store offset - segment base offset as int32
+# Kafka's NUM_BATCHES_TO_RETAIN: a client keeps at most 5 requests in flight per partition with
+# idempotence on, so any retry it can send is one of the last 5 batches (producer_state.py).
+PRODUCER_BATCHES_KEPT = 5
+NO_PRODUCER_ID = -1
+CONTROL_BATCH_BIT = 0x20  # attributes: a transaction marker, not a producer's records
+_PRODUCER_FIELDS = struct.Struct(">qhi")  # producer id, producer epoch, base sequence
+_PRODUCER_FIELDS_POSITION = 43
 SCAN_BUFFER_BYTES = 1 << 20  # scan_segment's buffer: measured, larger ones fall out of cache before the CRC
 
 
@@ -241,6 +249,11 @@ class SegmentScan(NamedTuple):
     index_offsets: list[int]
     index_positions: list[int]
     index_timestamps: list[int]
+    # What the batches from producers_from_offset on leave of each producer's state (replaying
+    # producer_state's _record over them), by producer id: (producer id, epoch, whether the epoch
+    # changed among them, ((base offset, last offset delta, max timestamp, base sequence), ...))
+    # with the last PRODUCER_BATCHES_KEPT batches of that epoch, oldest first.
+    producer_runs: list[tuple[int, int, bool, tuple[tuple[int, int, int, int], ...]]]
     refusal: str | None  # why the batch at end_position was refused; None if the file ended
 
 
@@ -286,12 +299,37 @@ class _FileWindow:
             start = upto
 
 
+class _ProducerRuns:
+    """producer id -> [epoch, whether it changed, deque of batches]: SegmentScan.producer_runs in
+    the making, by the rule of producer_state's _record."""
+
+    def __init__(self) -> None:
+        self._runs: dict[int, list] = {}
+
+    def record(self, header_bytes: bytes, header: BatchHeader) -> None:
+        producer_id, epoch, base_sequence = _PRODUCER_FIELDS.unpack_from(header_bytes, _PRODUCER_FIELDS_POSITION)
+        if producer_id == NO_PRODUCER_ID or header.attributes & CONTROL_BATCH_BIT:
+            return
+        run = self._runs.get(producer_id)
+        if run is None:
+            run = self._runs[producer_id] = [epoch, False, collections.deque(maxlen=PRODUCER_BATCHES_KEPT)]
+        elif run[0] != epoch:
+            run[:] = [epoch, True, collections.deque(maxlen=PRODUCER_BATCHES_KEPT)]
+        run[2].append((header.base_offset, header.last_offset_delta, header.max_timestamp, base_sequence))
+
+    def as_list(self) -> list[tuple[int, int, bool, tuple[tuple[int, int, int, int], ...]]]:
+        return [(producer_id, epoch, changed, tuple(batches))
+                for producer_id, (epoch, changed, batches) in sorted(self._runs.items())]
+
+
 def _scan_segment_py(fd: int, position: int, end_position: int, next_offset: int, segment_base_offset: int,
-                     index_due_position: int, index_interval_bytes: int, max_timestamp: int) -> SegmentScan:
+                     index_due_position: int, index_interval_bytes: int, max_timestamp: int,
+                     producers_from_offset: int) -> SegmentScan:
     window = _FileWindow(fd, position, end_position)
     offsets: list[int] = []
     positions: list[int] = []
     timestamps: list[int] = []
+    producers = _ProducerRuns()
     refusal = None
     while position < window.end_position:  # bounded: each pass advances >= 61 bytes or ends
         remaining = window.end_position - position
@@ -299,7 +337,8 @@ def _scan_segment_py(fd: int, position: int, end_position: int, next_offset: int
             window.fill(position)
             remaining = window.end_position - position
         try:
-            header = parse_header(window.buffer[:window.size_bytes], position - window.position, window.position)
+            at = position - window.position
+            header = parse_header(window.buffer[:window.size_bytes], at, window.position)
             if header.size_bytes > remaining:
                 raise _short_batch(position, header.size_bytes, remaining)
             # The base offset is outside the CRC: order and range are all that can be checked of it.
@@ -307,6 +346,9 @@ def _scan_segment_py(fd: int, position: int, end_position: int, next_offset: int
                 raise CorruptRecordError(f"base offset {header.base_offset} is below next offset {next_offset}")
             if header.last_offset - segment_base_offset > MAX_RELATIVE_OFFSET:
                 raise CorruptRecordError(f"offset {header.last_offset} is out of range of segment {segment_base_offset}")
+            # Taken before the CRC moves the window on.
+            header_bytes = (bytes(window.buffer[at:at + HEADER_SIZE_BYTES])
+                            if header.base_offset >= producers_from_offset else None)
             crc = window.crc_through(position + _CRC_START, position + header.size_bytes)
             if window.end_position < position + header.size_bytes:  # the file shrank under the scan
                 raise _short_batch(position, header.size_bytes, window.end_position - position)
@@ -320,12 +362,14 @@ def _scan_segment_py(fd: int, position: int, end_position: int, next_offset: int
             positions.append(position)
             timestamps.append(max_timestamp)
             index_due_position = position + index_interval_bytes
+        if header_bytes is not None:
+            producers.record(header_bytes, header)
         if header.max_timestamp > max_timestamp:
             max_timestamp = header.max_timestamp
         next_offset = header.next_offset
         position += header.size_bytes
     return SegmentScan(position, next_offset, max_timestamp, index_due_position, offsets, positions, timestamps,
-                       refusal)
+                       producers.as_list(), refusal)
 
 
 class BatchCodec(NamedTuple):
@@ -341,13 +385,14 @@ class BatchCodec(NamedTuple):
         before the CRC'd range, so the CRCs stay valid. Returns run_of the assigned headers.
 
     scan_segment(fd, position, end_position, next_offset, segment_base_offset, index_due_position,
-                 index_interval_bytes, max_timestamp) -> SegmentScan
+                 index_interval_bytes, max_timestamp, producers_from_offset) -> SegmentScan
         Crash recovery of a segment file: check every batch of the file from `position` (a batch
         start) to `end_position` as parse_header and verify_batch do, and that base offsets are
         >= `next_offset` and increasing and last offsets within 2**31 - 1 of the segment's base;
         stop at the first batch that fails, whatever its size or place in the file. Positions in
         refusals are file positions. The other arguments carry the segment's state at `position`
-        on, as SegmentScan returns it.
+        on, as SegmentScan returns it; the producer runs cover the batches passed whose base
+        offset is >= `producers_from_offset`.
 
     All raise or refuse with the errors of errors.py, in the same order and with the same messages.
     """

@@ -77,6 +77,15 @@ class SegmentCut(NamedTuple):
     reason: str
 
 
+class SegmentOpened(NamedTuple):
+    """What opening a segment (load, recover, recover_after) found: the cut it made, if any, and
+    the producer runs (records.SegmentScan) of the batches it checked at or after the offset the
+    caller asked about."""
+
+    cut: SegmentCut | None
+    producer_runs: list
+
+
 class _HeaderReader:
     """Reads batch headers forward through chunks of a file, so that walking the headers of many
     small batches costs one syscall per chunk."""
@@ -197,7 +206,7 @@ class Segment:
 
     # -- opening and recovery ------------------------------------------------------------------
 
-    def load(self) -> SegmentCut | None:
+    def load(self) -> SegmentOpened:
         """Open a segment whose bytes are trusted (flushed, or cleanly shut down).
 
         Loads the index files, drops them if they contradict themselves or the file, and rescans
@@ -208,18 +217,19 @@ class Segment:
         self.time_index.load()
         if not self._indexes_consistent():
             self._drop_indexes()
-        return self._rescan_tail(self.base_offset)
+        return self._rescan_tail(self.base_offset, _NO_LIMIT)
 
-    def recover(self, min_offset: int) -> SegmentCut | None:
+    def recover(self, min_offset: int, producers_from_offset: int) -> SegmentOpened:
         """Re-validate every batch (CRC, lengths, offsets >= `min_offset` and increasing) and
         rebuild both indexes from the file; cut the first bad batch and everything after it."""
         self._drop_indexes()
-        return self._rescan_tail(min_offset)
+        return self._rescan_tail(min_offset, producers_from_offset)
 
-    def recover_after(self, flushed_offset: int, min_offset: int) -> SegmentCut | None:
+    def recover_after(self, flushed_offset: int, min_offset: int) -> SegmentOpened:
         """`recover`, trusting what lies below `flushed_offset` (the log's recovery point: the file
         and the index entries into it were durable up to there, so a crash left them whole):
-        re-validate from the last index entry at or below it on, rebuilding the rest."""
+        re-validate from the last index entry at or below it on, rebuilding the rest. Producer
+        runs start at `flushed_offset`."""
         self.offset_index.load()
         self.time_index.load()
         kept = bisect.bisect_right(self.offset_index.keys, flushed_offset)
@@ -227,7 +237,7 @@ class Segment:
         self.time_index.truncate_to_count(kept)
         if not self._indexes_consistent():
             self._drop_indexes()
-        return self._rescan_tail(min_offset)
+        return self._rescan_tail(min_offset, flushed_offset)
 
     def _indexes_consistent(self) -> bool:
         offsets = self.offset_index.keys
@@ -245,7 +255,7 @@ class Segment:
         self.offset_index.truncate_to_count(0)
         self.time_index.truncate_to_count(0)
 
-    def _rescan_tail(self, min_offset: int) -> SegmentCut | None:
+    def _rescan_tail(self, min_offset: int, producers_from_offset: int) -> SegmentOpened:
         """Re-derive state from the last index entry on (or from the start), validating."""
         count = len(self.offset_index)
         if count and self._base_offset_at(self.offset_index.values[-1]) != self.offset_index.keys[-1]:
@@ -266,15 +276,16 @@ class Segment:
             self.max_timestamp = NO_TIMESTAMP
             self._index_due_position = self._index_interval_bytes
             self.next_offset = max(self.base_offset, min_offset)
-        cut = self._scan(position)
+        opened = self._scan(position, producers_from_offset)
         self._set_first_batch_timestamp(self._header_at(0).max_timestamp if self.size_bytes else NO_TIMESTAMP)
-        return cut
+        return opened
 
-    def _scan(self, position: int) -> SegmentCut | None:
+    def _scan(self, position: int, producers_from_offset: int) -> SegmentOpened:
         """Check every batch from `position` on (records.scan_segment), take their index entries
         and the segment's state from them, and cut the file at the first bad one."""
         scan = scan_segment(self.fd, position, self.size_bytes, self.next_offset, self.base_offset,
-                            self._index_due_position, self._index_interval_bytes, self.max_timestamp)
+                            self._index_due_position, self._index_interval_bytes, self.max_timestamp,
+                            producers_from_offset)
         self.offset_index.keys += scan.index_offsets
         self.offset_index.values += scan.index_positions
         self.time_index.keys += scan.index_timestamps
@@ -282,9 +293,8 @@ class Segment:
         self.next_offset = scan.next_offset
         self.max_timestamp = scan.max_timestamp
         self._index_due_position = scan.index_due_position
-        if scan.refusal is not None:
-            return self._cut(scan.end_position, scan.refusal)
-        return None
+        cut = None if scan.refusal is None else self._cut(scan.end_position, scan.refusal)
+        return SegmentOpened(cut, scan.producer_runs)
 
     def _cut(self, position: int, reason: str) -> SegmentCut:
         bytes_cut = self.size_bytes - position
@@ -345,7 +355,7 @@ class Segment:
         os.ftruncate(self.fd, position)
         os.fsync(self.fd)
         self.size_bytes = position
-        cut = self._rescan_tail(self.base_offset)
+        cut = self._rescan_tail(self.base_offset, _NO_LIMIT).cut
         assert cut is None, f"data before a truncation point failed validation: {cut}"
         return bytes_removed
 
