@@ -115,17 +115,20 @@ def settled_files_under(directory: pathlib.Path) -> dict[str, str]:
     return wait_for(lambda: files_under(directory), f"no checkpoint being written under {directory}")
 
 
-@pytest.mark.parametrize("store", ["memory", "zk"])
-def test_a_second_broker_on_a_data_directory_in_use_exits_with_one_line_and_touches_nothing(store, tmp_path, request):
+@pytest.mark.parametrize("store, server_fixture", [("memory", None), ("zk", "zookeeper_server"), ("etcd", "etcd_server")])
+def test_a_second_broker_on_a_directory_in_use_exits_with_one_line_and_touches_nothing(store, server_fixture, tmp_path, request):
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    coord_url = "memory://" if store == "memory" else f"zk://{request.getfixturevalue('zookeeper_server').address}{unique_root()}"
+    if server_fixture is None:
+        coord_url = "memory://"
+    else:
+        coord_url = f"{store}://{request.getfixturevalue(server_fixture).address}{unique_root()}"
     data_dir = (tmp_path / "data").resolve()
     running = BrokerProcess(data_dir, coord_url=coord_url)
     running.start()
     try:
-        # A log with records, so that a second broker that went ahead would recover it and mark it clean.
+        # A log with records: what a second broker that went ahead could recover and mark clean.
         admin = AdminClient({"bootstrap.servers": running.bootstrap})
         # The start line comes before the broker's metadata lists it over ZooKeeper (a watch away);
         # a librdkafka admin told of no brokers would not send CreateTopics for minutes.
@@ -138,7 +141,7 @@ def test_a_second_broker_on_a_data_directory_in_use_exits_with_one_line_and_touc
         del producer  # or it reconnects to the stopped broker, logging, until collected
         # The running broker rewrites this file every few seconds; from now on with the same bytes.
         checkpoint = data_dir / "replication-offset-checkpoint"
-        wait_for(lambda: checkpoint.exists() and "held 0 10" in checkpoint.read_text(), "the high watermark checkpoint to hold held-0 at 10")
+        wait_for(lambda: checkpoint.exists() and "held 0 10" in checkpoint.read_text(), "held-0's high watermark checkpointed")
         before = settled_files_under(data_dir)
 
         second = broker_command("--data-dir", str(data_dir), "--listen", "127.0.0.1:0", "--coord", coord_url)
