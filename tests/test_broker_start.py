@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import pathlib
 import socket
 import subprocess
 import sys
+import time
+
+import pytest
 
 from tests.broker_process import BrokerProcess
+from tests.conftest import unique_root
+
+SETTLE_TIMEOUT_S = 10
+POLL_INTERVAL_S = 0.02
 
 
 def broker_command(*args: str) -> subprocess.CompletedProcess:
@@ -76,3 +85,74 @@ def test_port_in_use_is_one_line_with_status_1(tmp_path):
         done = broker_command("--data-dir", str(tmp_path), "--listen", f"127.0.0.1:{taken.getsockname()[1]}")
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "cannot listen" in done.stderr
+
+
+def files_under(directory: pathlib.Path) -> dict[str, str] | None:
+    """Every file under `directory`, by relative name, with a digest of its bytes; None while the
+    running broker is between writing a checkpoint's `.tmp` and renaming it over the file."""
+    digests = {}
+    for path in sorted(directory.rglob("*")):
+        if path.name.endswith(".tmp"):
+            return None
+        if path.is_file():
+            try:
+                digests[str(path.relative_to(directory))] = hashlib.sha256(path.read_bytes()).hexdigest()
+            except FileNotFoundError:  # renamed over or deleted while listed: look again
+                return None
+    return digests
+
+
+def wait_for(condition, what: str):
+    """`condition()` once it is truthy, polled until SETTLE_TIMEOUT_S."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while not (outcome := condition()):
+        assert time.monotonic() < deadline, f"timed out after {SETTLE_TIMEOUT_S}s waiting for {what}"
+        time.sleep(POLL_INTERVAL_S)
+    return outcome
+
+
+def settled_files_under(directory: pathlib.Path) -> dict[str, str]:
+    return wait_for(lambda: files_under(directory), f"no checkpoint being written under {directory}")
+
+
+@pytest.mark.parametrize("store, server_fixture", [("memory", None), ("zk", "zookeeper_server"), ("etcd", "etcd_server")])
+def test_a_second_broker_on_a_directory_in_use_exits_with_one_line_and_touches_nothing(store, server_fixture, tmp_path, request):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    if server_fixture is None:
+        coord_url = "memory://"
+    else:
+        coord_url = f"{store}://{request.getfixturevalue(server_fixture).address}{unique_root()}"
+    data_dir = (tmp_path / "data").resolve()
+    running = BrokerProcess(data_dir, coord_url=coord_url)
+    running.start()
+    try:
+        # A log with records: what a second broker that went ahead could recover and mark clean.
+        admin = AdminClient({"bootstrap.servers": running.bootstrap})
+        # The start line comes before the broker's metadata lists it over ZooKeeper (a watch away);
+        # a librdkafka admin told of no brokers would not send CreateTopics for minutes.
+        wait_for(lambda: 0 in admin.list_topics(timeout=5).brokers, "the broker to list itself in its metadata")
+        admin.create_topics([NewTopic("held", 1, 1)])["held"].result(timeout=30)
+        producer = Producer({"bootstrap.servers": running.bootstrap, "acks": "all"})
+        for number in range(10):
+            producer.produce("held", f"record-{number}".encode())
+        assert producer.flush(30) == 0
+        del producer  # or it reconnects to the stopped broker, logging, until collected
+        # The running broker rewrites this file every few seconds; from now on with the same bytes.
+        checkpoint = data_dir / "replication-offset-checkpoint"
+        wait_for(lambda: checkpoint.exists() and "held 0 10" in checkpoint.read_text(), "held-0's high watermark checkpointed")
+        before = settled_files_under(data_dir)
+
+        second = broker_command("--data-dir", str(data_dir), "--listen", "127.0.0.1:0", "--coord", coord_url)
+
+        assert second.returncode != 0
+        assert second.stdout == ""
+        lines = second.stderr.splitlines()
+        assert len(lines) == 1, second.stderr
+        assert str(data_dir) in lines[0] and f"process {running.process.pid}" in lines[0], lines[0]
+        assert settled_files_under(data_dir) == before
+        metadata = admin.list_topics(timeout=30)
+        assert metadata.topics["held"].partitions[0].leader == 0
+    finally:
+        assert running.stop() == 0

@@ -94,7 +94,11 @@ def test_broker_values_are_parsed(name, text, value):
 def test_the_retention_check_interval_reaches_the_replica_manager(tmp_path):
     # Nothing else reads it: without this wiring the setting would be accepted and ignored.
     config = load_broker_config(None, {"log.dirs": str(tmp_path), "log.retention.check.interval.ms": "250"})
-    assert Broker(config).replicas.config.retention_check_interval_ms == 250
+    broker = Broker(config)
+    try:
+        assert broker.replicas.config.retention_check_interval_ms == 250
+    finally:
+        broker.data_dir_lock.release()  # never started, so never stopped
 
 
 def test_a_topic_name_in_broker_config_points_at_the_broker_synonym():

@@ -28,6 +28,10 @@ the store session, which removes the registration. The store steps are best effo
 by the session timeout: an outage of the store during shutdown skips the hand-over (logged)
 but never the clean close of the logs.
 
+The data directory is locked (replica/data_dir_lock.py) before anything reads or writes it and
+released once the broker has stopped (or failed to be built): a second broker on the same
+directory is refused before it touches a file.
+
 The broker is also the `services` object the request handlers receive: they reach the
 replicas, the metadata cache and a few broker-level decisions through it.
 """
@@ -52,6 +56,7 @@ from replog.metadata_cache import MetadataCache
 from replog.net.server import KafkaServer
 from replog.producer_ids import ProducerIdAllocator
 from replog.leadership import LeaderConnections, PartitionLeadership
+from replog.replica.data_dir_lock import DataDirectoryLock
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.state_changes import StateChangeListener
 
@@ -68,6 +73,17 @@ class Broker:
         self.broker_id: int = config["broker.id"]
         self.data_dir = pathlib.Path(config["log.dirs"][0]).resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        # Before anything reads or writes the directory (the embedded store keeps its file there,
+        # the replica manager reads its checkpoint): a second broker on it must touch nothing.
+        self.data_dir_lock = DataDirectoryLock(self.data_dir)
+        try:
+            self._build(config)
+        except BaseException:
+            self.data_dir_lock.release()  # no stop() comes for a broker never built
+            raise
+
+    def _build(self, config: BrokerConfig) -> None:
+        """The components, on the locked data directory."""
         self.store = open_store(
             config["coord.url"], data_dir=str(self.data_dir), session_timeout_ms=config["coord.session.timeout.ms"]
         )
@@ -110,6 +126,15 @@ class Broker:
         logger.info("broker started broker=%d port=%d data_dir=%s", self.broker_id, self.server.port, self.data_dir)
 
     async def stop(self) -> None:
+        try:
+            await self._stop_components()
+        finally:
+            # Last, once every file is written and the embedded store is closed; after a failed
+            # step too, so that a broker started again in this process can take the directory.
+            self.data_dir_lock.release()
+        logger.info("broker stopped broker=%d", self.broker_id)
+
+    async def _stop_components(self) -> None:
         if self._session_follower is not None:
             self._session_follower.cancel()
             await asyncio.gather(self._session_follower, return_exceptions=True)
@@ -125,7 +150,6 @@ class Broker:
         await self.metadata.close()
         await self.replicas.shutdown()
         await self._end_session()
-        logger.info("broker stopped broker=%d", self.broker_id)
 
     async def _hand_over_leaderships(self) -> None:
         """Controlled shutdown: hand leadership to other in-sync replicas while still serving,

@@ -13,6 +13,7 @@ import click
 from replog import __version__, tools
 from replog.config import SETTINGS, ConfigError, load_broker_config
 from replog.coord_backends import BadStoreUrl, Store, StoreError, open_store
+from replog.replica.data_dir_lock import DataDirectoryInUse
 
 USAGE_ERROR_STATUS = 2
 FAILURE_STATUS = 1
@@ -141,6 +142,8 @@ def broker_start(config_file: str | None, assignments: tuple[str, ...], log_leve
         fail(str(error), USAGE_ERROR_STATUS)
     try:
         _run(_serve(config))
+    except DataDirectoryInUse as error:
+        fail(str(error), FAILURE_STATUS)
     except StoreError as error:
         fail(f"{config['coord.url']}: {error}", FAILURE_STATUS)
     except OSError as error:

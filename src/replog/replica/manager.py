@@ -5,6 +5,8 @@ them to Partition.scala). Layout of the data directory:
 
     <data_dir>/<topic>-<partition>/        one Log each (log.py), plus its producer snapshot
     <data_dir>/replication-offset-checkpoint  HW of every hosted partition (Kafka's file)
+    <data_dir>/.lock                          locked by the broker process using the directory
+                                              (data_dir_lock.py), before this manager exists
 
 Periodic tasks, each with its Kafka setting's interval (ManagerConfig):
     replica.high.watermark.checkpoint.interval.ms   write the HW checkpoint
