@@ -169,6 +169,22 @@ async def test_background_flush_makes_a_crashed_replica_reopen_from_its_flushed_
     reopened.log.close_handles()
 
 
+@pytest.mark.parametrize("while_flushing", [False, True])
+async def test_a_replica_deleted_around_a_background_flush_is_gone_without_error(tmp_path, while_flushing):
+    manager = make_manager(tmp_path)
+    partition = manager.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
+    await partition.append_as_leader(producer_batch(4, producer_id=7, producer_epoch=0, base_sequence=0), 1, 1000)
+    if while_flushing:
+        flushing = asyncio.create_task(partition.flush_in_background())
+        await asyncio.sleep(0)  # into its thread
+        manager.close_replica("orders", 0, delete=True)
+        await flushing
+    else:
+        manager.close_replica("orders", 0, delete=True)
+        await partition.flush_in_background()
+    assert not (tmp_path / "orders-0").exists()
+
+
 def test_intervals_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="retention_check_interval_ms"):
         ManagerConfig(data_dir=tmp_path, broker_id=1, retention_check_interval_ms=0)

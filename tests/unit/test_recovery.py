@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from replog.replica.checkpoint import OffsetCheckpoint
 from replog.replica.log import Log
 from log_fixtures import background_flush, open_log, read_all
 from replica_batches import build_batch
@@ -203,3 +204,18 @@ def test_a_background_flush_that_a_truncation_overtook_does_not_move_the_recover
     assert log.recovery_point == 0  # the flushed bytes past offset 2 are no longer the log's
     assert background_flush(log)
     assert log.recovery_point == 8
+
+
+def test_with_flush_on_every_append_the_background_flush_still_saves_indexes_and_recovery_point(log_dir, caplog):
+    config = {"segment_bytes": 1 << 20, "index_interval_bytes": 150, "flush_messages": 1}
+    log = open_log(log_dir, **config)
+    for _ in range(10):
+        log.append(build_batch(record_count=2, payload_bytes=BATCH_BYTES - 61), leader_epoch=0)
+    assert log.recovery_point == 20  # the append path flushed every batch
+    assert background_flush(log)
+    log.close_handles()
+    assert OffsetCheckpoint(log_dir / "recovery-point-offset-checkpoint").read() == {("orders", 0): 20}
+    with open(segment_path(log_dir, 0), "r+b") as f:
+        f.seek(BATCH_BYTES + 100)  # below the last index entry: trusted, not checked again
+        f.write(b"\xff")
+    assert open_log(log_dir, **config).log_end_offset == 20

@@ -107,6 +107,9 @@ class Log:
         self.recovery_point = 0
         self._checkpointed_recovery_point: int | None = None
         self._recovered_producers: RecoveredProducers | None = None
+        # The log end at the last background flush: what it covers, indexes and producer snapshot
+        # included (the append path's flushes move the recovery point, not this).
+        self._background_flushed_offset = 0
         # Counts truncations, so that a background flush started before one does not move the
         # recovery point over bytes that are no longer the log's.
         self._truncations = 0
@@ -162,11 +165,11 @@ class Log:
             # What was rescanned may still sit only in the page cache, and the indexes rebuilt
             # from it only in memory: make both durable before calling them recovered, so that
             # another crash starts from here.
-            self.recovery_point = min(recovery_point, self.log_end_offset)
-            for segment in self._unflushed_segments(self.log_end_offset):  # bounded by the segments
+            for segment in self._segments_holding(min(recovery_point, self.log_end_offset), self.log_end_offset):
                 segment.flush(with_indexes=True)
             self.recovery_point = self.log_end_offset
             self._write_recovery_point()
+        self._background_flushed_offset = self.log_end_offset
         logger.info("opened log topic=%s partition=%d clean=%s log_start_offset=%d log_end_offset=%d segments=%d",
                     self.topic, self.partition, clean, self.log_start_offset, self.log_end_offset,
                     len(self._segments))
@@ -350,7 +353,7 @@ class Log:
         offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         if offset > self.recovery_point:
             active = self._segments[-1]
-            for segment in self._unflushed_segments(offset):
+            for segment in self._segments_holding(self.recovery_point, offset):
                 # flush.messages may ask for this on every append: the active segment's indexes
                 # are left to the background flush, and recovery rescans from its last entry.
                 segment.flush(with_indexes=segment is not active)
@@ -358,23 +361,23 @@ class Log:
         self._unflushed_records = 0
         self.recovery_point = max(self.recovery_point, offset)
 
-    def _unflushed_segments(self, offset: int) -> list[Segment]:
-        """The segments holding data between the recovery point and `offset`."""
+    def _segments_holding(self, start_offset: int, end_offset: int) -> list[Segment]:
+        """The segments holding data between `start_offset` and `end_offset`."""
         return [segment for i, segment in enumerate(self._segments)
-                if (i + 1 == len(self._segments) or self._segment_bases[i + 1] > self.recovery_point)
-                and segment.base_offset < offset]
+                if (i + 1 == len(self._segments) or self._segment_bases[i + 1] > start_offset)
+                and segment.base_offset < end_offset]
 
     def begin_flush(self) -> "FlushJob | None":
         """Start a flush of the log up to its end whose fsyncs run in another thread (the owner's
         background flush, so that a restart after a crash rescans only what came after it).
 
         Writes here the index entries the files lack, the active segment's included, so that
-        recovery can start from them; returns None if everything is flushed. Once the job has
-        run, complete_flush moves the recovery point."""
+        recovery can start from them; returns None if nothing was appended since the last one.
+        Once the job has run, complete_flush moves the recovery point."""
         offset = self.log_end_offset
-        if offset <= self.recovery_point:
+        if offset <= self._background_flushed_offset:
             return None
-        segments = self._unflushed_segments(offset)
+        segments = self._segments_holding(self._background_flushed_offset, offset)
         for segment in segments:  # bounded by the segments
             segment.persist_indexes()
         return FlushJob(offset, self._truncations, [os.dup(segment.fd) for segment in segments],
@@ -386,6 +389,7 @@ class Log:
         if job.truncations != self._truncations:
             return False
         self.recovery_point = max(self.recovery_point, job.offset)
+        self._background_flushed_offset = job.offset
         return True
 
     def flush_if_due(self) -> None:
@@ -434,6 +438,7 @@ class Log:
 
     def _after_truncation(self) -> None:
         self._truncations += 1
+        self._background_flushed_offset = min(self._background_flushed_offset, self.log_end_offset)
         fsync_directory(self.directory)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         # The checkpoint must never claim flushed data past the end: recovery would skip

@@ -47,6 +47,7 @@ import dataclasses
 import enum
 import logging
 import struct
+import threading
 import zlib
 from collections.abc import Collection
 from typing import NamedTuple
@@ -259,6 +260,9 @@ class Partition:
         self._consumer_watches: dict[ReadWaiter, int] = {}
         self._follower_watches: dict[ReadWaiter, int] = {}
         self.producer_state = ProducerStateManager(log.directory, self.topic, self.partition_id)
+        # Held by a background flush's thread while it writes into the log directory, and by
+        # delete around removing it, so that neither leaves the other a half-gone directory.
+        self._directory_lock = threading.Lock()
         self.producer_state.load(log)
         if leader_id is None or leader_id == local_broker_id:
             self.become_leader(leader_epoch, assigned_replicas, isr, now_ms)
@@ -389,7 +393,8 @@ class Partition:
         """Stop serving and remove the log's data (the replica moved away or its topic was deleted)."""
         self._transition(ReplicaState.CLOSED)
         self._fail_pending_commits()
-        self.log.delete()
+        with self._directory_lock:
+            self.log.delete()
         self._wake_all_watches()
         logger.info("deleted replica topic=%s partition=%d broker=%d epoch=%d",
                     self.topic, self.partition_id, self.local_broker_id, self.leader_epoch)
@@ -799,13 +804,16 @@ class Partition:
         in another thread, then checkpoint the recovery point: a restart after a crash then
         checks only what was written after, whatever the flush settings (Kafka flushes a segment
         when it rolls; this covers the active segment too)."""
+        if self.state is ReplicaState.CLOSED:
+            return  # closed or deleted after the caller listed it: closing flushed it
         job = self.log.begin_flush()
         if job is None:
             return
         snapshot = self.producer_state.prepare_snapshot(job.offset)
         try:
-            await asyncio.to_thread(_run_flush, job, snapshot)
+            await asyncio.to_thread(_run_flush, job, snapshot, self._directory_lock)
         except OSError:
+            snapshot.discard()
             if self.state is ReplicaState.CLOSED:
                 return  # deleted meanwhile, its directory with it
             raise
@@ -816,11 +824,12 @@ class Partition:
             snapshot.discard()
 
 
-def _run_flush(job: FlushJob, snapshot: PendingSnapshot) -> None:
+def _run_flush(job: FlushJob, snapshot: PendingSnapshot, directory_lock: threading.Lock) -> None:
     """The thread's half of Partition.flush_in_background: the log first, as the snapshot
-    describes it up to the flushed offset."""
+    describes it up to the flushed offset. A directory deleted meanwhile fails the write."""
     job.run()
-    snapshot.write()
+    with directory_lock:
+        snapshot.write()
 
 
 _BASE_TIMESTAMP = struct.Struct(">q")
