@@ -307,6 +307,18 @@ def test_scan_runs_leave_out_batches_without_a_producer_and_control_batches(code
     assert _runs_of(codec, tmp_path, content) == []
 
 
+@pytest.mark.parametrize("sizes", [[100, 200], [SCAN_BUFFER_BYTES + 100, SCAN_BUFFER_BYTES, 61]])
+def test_a_file_shorter_than_the_scan_was_told_is_refused_where_its_data_ends(codec, tmp_path, sizes):
+    content = _batches_of(sizes)
+    fd = _segment_file(tmp_path, content)
+    try:
+        scan = codec.scan_segment(fd, 0, len(content) + 5000, 0, 0, 4096, 4096, -1, 0)
+    finally:
+        os.close(fd)
+    assert (scan.end_position, scan.next_offset) == (len(content), 2 * len(sizes))
+    assert scan.refusal == f"0 bytes at position {len(content)} cannot hold a batch"
+
+
 def test_scan_read_error_is_an_os_error(codec):
     with pytest.raises(OSError):
         codec.scan_segment(-1, 0, 1000, 0, 0, 0, 0, -1, 0)

@@ -945,9 +945,10 @@ typedef struct {
 static int scan_file(Stream *stream, const ScanRules *rules, ScanState *state, IndexEntries *entries,
                      ProducerRuns *producers, Refusal *refusal) {
     unsigned char copy[HEADER_SIZE_BYTES];
+    /* To the end the caller asked for: a file found shorter is refused where its data runs out. */
+    int64_t end_position = stream->end_position;
     refusal->fault = BATCH_OK;
-    /* bounded: each pass advances >= 61 bytes or ends */
-    while (state->position < stream->end_position) {
+    while (state->position < end_position) { /* bounded: each pass advances >= 61 bytes or ends */
         int64_t position = state->position;
         int64_t remaining = stream->end_position - position;
         const unsigned char *p;

@@ -331,7 +331,8 @@ def _scan_segment_py(fd: int, position: int, end_position: int, next_offset: int
     timestamps: list[int] = []
     producers = _ProducerRuns()
     refusal = None
-    while position < window.end_position:  # bounded: each pass advances >= 61 bytes or ends
+    # To the end the caller asked for: a file found shorter is refused where its data runs out.
+    while position < end_position:  # bounded: each pass advances >= 61 bytes or ends
         remaining = window.end_position - position
         if position < window.position or position + min(HEADER_SIZE_BYTES, remaining) > window.end:
             window.fill(position)
