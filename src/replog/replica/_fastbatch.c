@@ -628,7 +628,6 @@ error:
 
 typedef struct {
     unsigned char *data;
-    int64_t position; /* file position of data[0] */
     int64_t bytes;
     int filled;
 } Chunk;
@@ -675,7 +674,6 @@ static void *read_ahead(void *argument) {
             got += n;
         }
         pthread_mutex_lock(&reader->lock);
-        chunk->position = position;
         chunk->bytes = got;
         chunk->filled = 1;
         reader->next_read = position + got;

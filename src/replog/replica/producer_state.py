@@ -331,7 +331,8 @@ class ProducerStateManager:
                                            base_sequence))
 
     def take_snapshot(self, log_end_offset: int) -> None:
-        """Write the state as of `log_end_offset`, which must be the log's end: at clean shutdown."""
+        """Write the state as of `log_end_offset`, which must be the log's end: at clean shutdown,
+        and after a load that had to read headers or apply recovered runs."""
         write_checkpoint(self._snapshot_path(log_end_offset), self._snapshot_lines())
         self.trim_snapshots()
 
