@@ -55,12 +55,16 @@ from replog.coord_backends.paths import BrokerRegistration, ClusterId, StateChan
 from replog.metadata_cache import MetadataCache
 from replog.net.server import KafkaServer
 from replog.producer_ids import ProducerIdAllocator
-from replog.leadership import LeaderConnections, PartitionLeadership
 from replog.replica.data_dir_lock import DataDirectoryLock
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.state_changes import StateChangeListener
+from replog.replication.connections import LeaderConnections
+from replog.replication.driver import LeadershipContext, PartitionLeadership
 
 logger = logging.getLogger(__name__)
+
+
+REGISTRATION_RETRY_MAX_S = 5.0
 
 
 def wall_clock_ms() -> int:
@@ -107,7 +111,13 @@ class Broker:
         # until a start-replica for them, or the store stops assigning them (see _reconcile).
         self._closed: set[tuple[str, int]] = set()
         self._reconciling = asyncio.Lock()  # one start or stop of a partition's replica at a time
-        self.leader_connections = LeaderConnections(self)
+        self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"])
+        self._leadership_context = LeadershipContext(
+            self.broker_id, self.store, self.replicas, self.leader_connections, config, self.now_ms, self.metadata.changed,
+        )
+        # Set when a task the broker cannot run without ended: the broker must stop (see _follow_session).
+        self.failed = asyncio.Event()
+        self._registering: asyncio.Task | None = None
 
     # lifecycle
     async def start(self) -> None:
@@ -115,7 +125,8 @@ class Broker:
         await self._ensure_paths()
         self.replicas.start()
         await self.state_changes.listen()
-        self._session_follower = asyncio.create_task(self._follow_session())
+        self._session_follower = asyncio.create_task(self._follow_session(), name="session-follower")
+        self._session_follower.add_done_callback(self._session_follower_ended)
         await self.state_changes.drain()
         self.metadata.on_assignment_changed = self._reconcile
         await self.metadata.start()  # startReplica for every replica the store assigns here
@@ -135,9 +146,10 @@ class Broker:
         logger.info("broker stopped broker=%d", self.broker_id)
 
     async def _stop_components(self) -> None:
-        if self._session_follower is not None:
-            self._session_follower.cancel()
-            await asyncio.gather(self._session_follower, return_exceptions=True)
+        for task in (self._session_follower, self._registering):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await self.state_changes.close()
         await self._hand_over_leaderships()
         await self.server.stop()
@@ -213,28 +225,50 @@ class Broker:
         await self.store.create(paths.broker(self.broker_id), registration.encode(), ephemeral=True)
 
     async def _follow_session(self) -> None:
-        """Fence every partition this broker leads as soon as its session is in doubt, lift the
-        fence where the same session comes back, and after a lost session (the store dropped
-        this broker's ephemeral nodes) give leadership up, then register and elect again."""
+        """Tell every partition's leadership of the session's state: a leader is fenced as soon
+        as its session is in doubt, and decides when it is connected again whether its leader
+        node survived (leadership.py); after a lost session (the store dropped this broker's
+        ephemeral nodes) the broker registers again."""
         async with self.store.session_events() as states:
             lost = False
             async for state in states:
-                leaderships = list(self._leaderships.values())
-                if state == SessionState.SUSPENDED:
-                    logger.warning("coordination session suspended broker=%d", self.broker_id)
-                    for leadership in leaderships:  # bounded by the hosted partitions
-                        leadership.session_suspended()
-                elif state == SessionState.LOST:
-                    lost = True
-                    logger.warning("coordination session lost broker=%d", self.broker_id)
-                    await asyncio.gather(*(leadership.session_lost() for leadership in leaderships))
-                else:
-                    if lost and self._registered:
-                        # Leader nodes went with the session; each partition's leader watch sees
-                        # that and elects again.
-                        await self._register()
+                if state is not SessionState.CONNECTED:
+                    logger.warning("coordination session %s broker=%d", state.value, self.broker_id)
+                for leadership in self._leaderships.values():  # bounded by the hosted partitions
+                    leadership.session_changed(state)
+                lost = lost or state is SessionState.LOST
+                if state is SessionState.CONNECTED and lost and self._registered:
                     lost = False
-                    await asyncio.gather(*(leadership.session_resumed() for leadership in leaderships))
+                    if self._registering is None or self._registering.done():
+                        self._registering = asyncio.create_task(self._register_again(), name="register-again")
+
+    def _session_follower_ended(self, task: asyncio.Task) -> None:
+        """Without its session follower the broker would lead on through a lost session: fence
+        every leader for good and have the broker stopped (the CLI waits on `failed`)."""
+        if task.cancelled():
+            return
+        logger.critical("coordination session follower ended, stopping the broker broker=%d", self.broker_id,
+                        exc_info=task.exception())
+        for leadership in self._leaderships.values():  # bounded by the hosted partitions
+            leadership.session_changed(SessionState.SUSPENDED)
+        self.failed.set()
+
+    async def _register_again(self) -> None:
+        """Register after a lost session, retrying while the store fails; ends once registered
+        (or when the broker stops, which cancels it)."""
+        failures = 0
+        while True:  # bounded by success; each failure waits longer, up to REGISTRATION_RETRY_MAX_S
+            try:
+                await self._register()
+                return
+            except NodeExists:
+                return  # registered by an earlier attempt whose reply was lost
+            except StoreError as error:
+                delay_s = min(0.1 * 2 ** failures, REGISTRATION_RETRY_MAX_S)
+                logger.warning("registration after a lost session failed broker=%d retry_in_s=%.1f error=%s",
+                               self.broker_id, delay_s, error)
+                failures += 1
+                await asyncio.sleep(delay_s)
 
     # replicas of the topics in the store
     async def _reconcile(self, topic: str, partition_ids: list[int]) -> None:
@@ -256,7 +290,7 @@ class Broker:
                     continue
                 if settings is None:
                     settings = await self._topic_settings(topic)
-                leadership = PartitionLeadership(self, topic, partition, settings)
+                leadership = PartitionLeadership(self._leadership_context, topic, partition, lambda settings=settings: settings)
                 self._leaderships[key] = leadership
                 leadership.start()
 

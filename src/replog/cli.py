@@ -176,9 +176,14 @@ async def _serve(config) -> None:
         f"replog broker {node.broker_id} listening on {config['listeners'].host}:{node.server.port}, "
         f"data in {node.data_dir}, coordination {config['coord.url']}",
     )
-    await stopping.wait()
-    click.echo(f"replog broker {node.broker_id} shutting down")
+    stop_asked, broker_failed = asyncio.create_task(stopping.wait()), asyncio.create_task(node.failed.wait())
+    await asyncio.wait((stop_asked, broker_failed), return_when=asyncio.FIRST_COMPLETED)
+    for waiter in (stop_asked, broker_failed):
+        waiter.cancel()
+    click.echo(f"replog broker {node.broker_id} {'failed' if node.failed.is_set() else 'shutting down'}")
     await node.stop()
+    if node.failed.is_set():
+        raise SystemExit(1)
 
 
 class OneLineUsage(click.Command):

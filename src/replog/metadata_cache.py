@@ -23,7 +23,7 @@ import dataclasses
 import logging
 from typing import Awaitable, Callable
 
-from replog.coord_backends import DataEvent, Store, Watch
+from replog.coord_backends import DataEvent, NoNode, Store, StoreError, Watch
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, InvalidNodeValue, IsrRecord, LeaderRecord, ReplicaAssignment
 
@@ -108,10 +108,17 @@ class MetadataCache:
         brokers = {}
         for name in names:
             try:
-                data, _ = await self._store.get(paths.broker(int(name)))
-                brokers[int(name)] = BrokerRegistration.decode(data)
-            except Exception as error:  # gone meanwhile, or not ours: the next event settles it
+                broker_id = int(name)
+                data, _ = await self._store.get(paths.broker(broker_id))
+                brokers[broker_id] = BrokerRegistration.decode(data)
+            except (NoNode, InvalidNodeValue, ValueError) as error:  # gone meanwhile, or not ours: the next event settles it
                 logger.debug("skipping broker registration name=%s error=%s", name, error)
+            except StoreError as error:
+                # Unreadable is not gone: a live broker must not vanish from metadata (and from
+                # its followers' connections) because one read failed.
+                logger.warning("broker registration unreadable, keeping the last one read name=%s error=%s", name, error)
+                if broker_id in self.brokers:
+                    brokers[broker_id] = self.brokers[broker_id]
         self.brokers = brokers
 
     async def _apply_topic_names(self, names: tuple[str, ...]) -> None:

@@ -191,6 +191,16 @@ async def test_transaction_applies_everything(store):
     assert await store.children("/t") == ["old"]
 
 
+async def test_a_transaction_tells_the_version_it_created_a_node_at(store):
+    """An election fences its later writes on the leader node it created: the version must be
+    the one a read and a check see, without reading the node back."""
+    await store.create("/t", b"")
+    created, isr_created = await store.transaction().create("/t/leader", b"l", ephemeral=True).create("/t/isr", b"i").commit()
+    assert (await store.get("/t/leader"))[1] == created.version
+    assert (await store.get("/t/isr"))[1] == isr_created.version
+    await store.transaction().check("/t/leader", created.version).set("/t/isr", b"j", isr_created.version).commit()
+
+
 @pytest.mark.parametrize(
     "failing_step, error",
     [("check", BadVersion), ("create", NodeExists), ("set", NoNode), ("delete", NotEmpty)],

@@ -11,7 +11,7 @@ import pytest
 from replog.coord_backends import paths
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment
 from replog.replica.commit import IsrMaintainer
-from replog.replica.election import elected_versions, leader_election
+from replog.replica.election import leader_election
 from replog.replica.log import Log, LogConfig
 from replog.replica.partition import Partition, PartitionConfig, ReplicaState
 from tests.backends.conftest import backend, connect, store, url  # noqa: F401  (fixtures)
@@ -40,9 +40,8 @@ class Elected:
 async def elected(store, tmp_path):
     await store.create(paths.replicas(TOPIC, 0), ReplicaAssignment((LEADER, FOLLOWER)).encode(), make_parents=True)
     await store.create(paths.broker(FOLLOWER), ephemeral=True, make_parents=True)  # alive: stays in the ISR
-    isr = await leader_election(store, TOPIC, 0, LEADER)
+    isr, _, leader_version, isr_version = await leader_election(store, TOPIC, 0, LEADER)
     assert isr == IsrRecord((LEADER, FOLLOWER), isr.leader_epoch)
-    leader_version, isr_version = await elected_versions(store, TOPIC, 0, LEADER, isr)
     clock = ManualClock(now_ms=0)
     partition = Partition(Log(tmp_path / "orders-0", LogConfig(), clock), LEADER, isr.leader_epoch, (LEADER, FOLLOWER),
                           isr.isr, 0, PartitionConfig(), now_ms=clock())

@@ -120,11 +120,24 @@ class DeleteOp:
 TxnOp = CheckOp | CreateOp | SetOp | DeleteOp
 
 
+class Created(str):
+    """A create's result: the node's path, carrying the version the node was created at (0 on
+    ZooKeeper and the embedded store, the writing transaction's revision on etcd), which a
+    later compare-and-set on the node must name."""
+
+    version: int
+
+    def __new__(cls, path: str, version: int) -> Created:
+        created = super().__new__(cls, path)
+        created.version = version
+        return created
+
+
 class Transaction:
     """Collects operations; `commit()` applies all of them or none and raises the first failure.
 
-    `commit()` returns one result per operation: the path for a create, the new version for a
-    set, None for a check or a delete.
+    `commit()` returns one result per operation: the path for a create (a `Created`), the new
+    version for a set, None for a check or a delete.
     """
 
     def __init__(self, apply: Callable[[list[TxnOp]], Awaitable[list[object]]]):

@@ -41,6 +41,7 @@ from .base import (
     CheckOp,
     CoordinationUnavailable,
     CreateOp,
+    Created,
     DataEvent,
     DeleteOp,
     NodeExists,
@@ -302,7 +303,9 @@ class EtcdStore(Store):
                 self._etcd().kvstub.Txn, rpc.TxnRequest(compare=compares, success=requests), ops[0].path
             )
             if reply.succeeded:
-                return [reply.header.revision if result is _NEW_VERSION else result for result in results]
+                revision = reply.header.revision
+                return [revision if result is _NEW_VERSION else Created(result, revision) if isinstance(result, _NewNode) else result
+                        for result in results]
         raise CoordinationUnavailable(f"etcd: gave up after {TXN_ATTEMPTS_MAX} conflicting attempts", ops[0].path)
 
     # watches
@@ -316,6 +319,10 @@ class EtcdStore(Store):
 
 
 _NEW_VERSION = object()  # placeholder result: the write transaction's revision
+
+
+class _NewNode(str):
+    """Placeholder result of a create: its path, whose version is the transaction's revision."""
 
 
 class _WritePlan:
@@ -400,7 +407,7 @@ class _WritePlan:
                 created_leases[key] = lease
                 final_writes[key] = rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=op.data, lease=lease))
                 record(path, True)
-                results.append(path)
+                results.append(_NewNode(path))
             elif isinstance(op, SetOp):
                 self._check_version(op.path, op.version, present(op.path), current_version(op.path))
                 # A set keeps the node's lease: an ephemeral node stays ephemeral.

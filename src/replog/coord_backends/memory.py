@@ -32,6 +32,7 @@ from .base import (
     CheckOp,
     CoordinationUnavailable,
     CreateOp,
+    Created,
     DataEvent,
     DeleteOp,
     NodeExists,
@@ -236,7 +237,7 @@ class MemoryTree:
                 for ancestor in ancestors(path):
                     if ancestor not in self.nodes:
                         self._create(rollback, ancestor, b"", None, False)
-            return self._create(rollback, path, data, session if ephemeral else None, sequential)
+            return Created(self._create(rollback, path, data, session if ephemeral else None, sequential), 0)
         if kind == "set":
             return self._set(rollback, *args)
         if kind == "delete":

@@ -28,6 +28,7 @@ from .base import (
     CheckOp,
     CoordinationUnavailable,
     CreateOp,
+    Created,
     DataEvent,
     DeleteOp,
     NodeExists,
@@ -290,7 +291,7 @@ class ZooKeeperStore(Store):
         if any(isinstance(result, Exception) for result in results):
             raise CoordinationUnavailable("ZooKeeper rolled the transaction back without naming a cause")
         return [
-            self._relative(result) if isinstance(op, CreateOp) else result.version if isinstance(op, SetOp) else None
+            Created(self._relative(result), 0) if isinstance(op, CreateOp) else result.version if isinstance(op, SetOp) else None
             for op, result in zip(ops, results)
         ]
 

@@ -64,8 +64,10 @@ class IsrMaintainer:
         self._next_balance_check_ms = clock_ms() + balance_check_interval_ms
         self._task: asyncio.Task | None = None
 
-    def start(self) -> None:
+    def start(self) -> asyncio.Task:
+        """Run the upkeep as a task; returns it (done once stopped, fenced or resigned)."""
         self._task = asyncio.create_task(self._run())
+        return self._task
 
     async def leave_isr(self) -> bool:
         """Controlled shutdown: write the ISR without this leader, so that it cannot be elected

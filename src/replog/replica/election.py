@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import NamedTuple
 
-from replog.coord_backends import BadVersion, NodeExists, NoNode, Store
+from replog.coord_backends import BadVersion, Created, NodeExists, NoNode, Store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import EpochCounter, IsrRecord, LeaderRecord, ReplicaAssignment
 
@@ -56,6 +57,17 @@ async def broker_alive(store: Store, broker_id: int) -> bool:
     return await store.exists(paths.broker(broker_id)) is not None
 
 
+class Election(NamedTuple):
+    """A won election: the ISR record written, the assignment it was decided on, and the
+    versions its own transaction gave the leader node and the ISR node, on which the new
+    leader fences every later ISR write (commit.py)."""
+
+    isr: IsrRecord
+    assigned: tuple[int, ...]
+    leader_version: int
+    isr_version: int
+
+
 async def leader_election(
     store: Store,
     topic: str,
@@ -64,9 +76,8 @@ async def leader_election(
     *,
     preferred_wait_s: float = 0.0,
     unclean_allowed: bool = False,
-) -> IsrRecord | None:
-    """Try to become leader; the ISR record written on success, None if this broker may not
-    lead or lost the race."""
+) -> Election | None:
+    """Try to become leader; None if this broker may not lead or lost the race."""
     assigned = ReplicaAssignment.decode((await store.get(paths.replicas(topic, partition)))[0]).replicas
     try:
         isr_data, isr_version = await store.get(paths.isr(topic, partition))
@@ -97,22 +108,10 @@ async def leader_election(
     else:
         txn.set(paths.isr(topic, partition), new_isr.encode(), isr_version)
     try:
-        await txn.commit()
+        created, isr_written = await txn.commit()
     except (NodeExists, BadVersion):
         logger.info("lost leader election topic=%s partition=%d broker=%d epoch=%d", topic, partition, broker_id, epoch)
         return None
     logger.info("became leader topic=%s partition=%d broker=%d epoch=%d isr=%s", topic, partition, broker_id, epoch, new_isr.isr)
-    return new_isr
-
-
-async def elected_versions(store: Store, topic: str, partition: int, broker_id: int, isr: IsrRecord) -> tuple[int, int] | None:
-    """(leader node version, ISR node version) as a won election left them, or None if either
-    has changed since (someone else leads now). A leader fences every ISR write on both."""
-    try:
-        leader_data, leader_version = await store.get(paths.leader(topic, partition))
-        isr_data, isr_version = await store.get(paths.isr(topic, partition))
-    except NoNode:
-        return None
-    if LeaderRecord.decode(leader_data) != LeaderRecord(broker_id, isr.leader_epoch) or IsrRecord.decode(isr_data) != isr:
-        return None
-    return leader_version, isr_version
+    written_isr_version = isr_written.version if isinstance(isr_written, Created) else isr_written
+    return Election(new_isr, assigned, created.version, written_isr_version)

@@ -1,0 +1,122 @@
+"""Connections from a follower to the leader brokers it fetches from, and which leader brokers
+are presumed gone (see LeaderConnections)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import NamedTuple, TypeVar
+
+from replog.coord_backends.paths import BrokerRegistration
+from replog.net.client import BrokerConnection, BrokerRefused, BrokerUnavailable
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# How often a leader presumed gone is probed: a restarted one is believed again within this.
+GONE_PROBE_INTERVAL_S = 0.25
+
+
+class _Refusal(NamedTuple):
+    registration: BrokerRegistration  # the address that refused
+    first_at_s: float  # event-loop time of the first refusal in a row
+
+
+class LeaderConnections:
+    """One connection per leader broker, opened on first use, replaced after a failure; and
+    which leader brokers are presumed gone.
+
+    A leader killed outright keeps its registration and leader nodes until its session expires,
+    so for seconds the store names a leader that cannot answer, and clients sent there
+    (librdkafka stops its fast leader queries once a leader is named) find the successor only
+    at their next periodic metadata refresh. Its followers can tell sooner: when a connection
+    to it fails they reconnect at once, and a refusal (its host answered, nothing listens on
+    its port) presumes it gone, so that Metadata answers LEADER_NOT_AVAILABLE for its
+    partitions, which clients retry with short backoffs until a successor is named.
+
+    A presumption holds for the registration that refused, is re-probed every
+    GONE_PROBE_INTERVAL_S, ends with the first connection that succeeds, and lasts at most one
+    session timeout per run of refusals: by then a dead broker's session has expired and its
+    registration with it, so a broker the store still holds live is believed."""
+
+    def __init__(self, broker_id: int, registrations: Callable[[], dict[int, BrokerRegistration]], session_timeout_ms: int):
+        self._broker_id = broker_id
+        self._registrations = registrations  # the live brokers as the metadata cache sees them
+        self._presumption_max_s = session_timeout_ms / 1000
+        self._connections: dict[int, BrokerConnection] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+        self._refusals: dict[int, _Refusal] = {}  # bounded by the brokers in the cluster
+        self._probes: dict[int, asyncio.Task] = {}
+
+    async def get(self, broker_id: int) -> BrokerConnection:
+        async with self._locks.setdefault(broker_id, asyncio.Lock()):
+            connection = self._connections.get(broker_id)
+            if connection is not None and not connection.closed:
+                return connection
+            registration = self._registrations().get(broker_id)
+            if registration is None:
+                self._refusals.pop(broker_id, None)  # what refused says nothing of its next registration
+                raise ConnectionError(f"leader broker {broker_id} is not registered")
+            try:
+                connection = await BrokerConnection.open(registration.host, registration.port, client_id=f"replog-follower-{self._broker_id}")
+            except BrokerRefused:
+                self._refused(broker_id, registration)
+                raise
+            self._refusals.pop(broker_id, None)
+            self._connections[broker_id] = connection
+            return connection
+
+    async def call(self, broker_id: int, request: Callable[[BrokerConnection], Awaitable[T]]) -> T:
+        """`request` on the connection to `broker_id`. A failure reaches the fetcher as a plain
+        ConnectionError (replica/ knows nothing of net/) and sets off a probe of whether the
+        broker is gone."""
+        try:
+            return await request(await self.get(broker_id))
+        except BrokerUnavailable as error:
+            self.connection_failed(broker_id)
+            raise ConnectionError(str(error)) from None
+
+    def presumed_gone(self, broker_id: int) -> bool:
+        """Whether `broker_id`, as registered now, refused connections lately (see the class)."""
+        refusal = self._refusals.get(broker_id)
+        return (
+            refusal is not None
+            and refusal.registration == self._registrations().get(broker_id)
+            and asyncio.get_running_loop().time() < refusal.first_at_s + self._presumption_max_s
+        )
+
+    def connection_failed(self, broker_id: int) -> None:
+        """A request to `broker_id` failed: find out now whether it is gone (see the class)."""
+        probe = self._probes.get(broker_id)
+        if probe is None or probe.done():
+            self._probes[broker_id] = asyncio.create_task(self._probe(broker_id))
+
+    def _refused(self, broker_id: int, registration: BrokerRegistration) -> None:
+        refusal = self._refusals.get(broker_id)
+        if refusal is None or refusal.registration != registration:
+            self._refusals[broker_id] = _Refusal(registration, asyncio.get_running_loop().time())
+            logger.info("leader broker presumed gone (connection refused) broker=%d leader_broker=%d address=%s:%d",
+                        self._broker_id, broker_id, registration.host, registration.port)
+
+    async def _probe(self, broker_id: int) -> None:
+        """Reconnect now, and while refused and presumed gone again every interval: the
+        presumption ends by the session timeout, so this loop does too."""
+        while True:
+            try:
+                await self.get(broker_id)
+                return  # it answers, and its fetchers find a connection waiting
+            except BrokerRefused:
+                if not self.presumed_gone(broker_id):
+                    return
+            except ConnectionError:
+                return  # unregistered, or not a refusal: nothing to presume
+            await asyncio.sleep(GONE_PROBE_INTERVAL_S)
+
+    def close(self) -> None:
+        for probe in self._probes.values():
+            probe.cancel()
+        self._probes.clear()
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()

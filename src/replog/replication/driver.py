@@ -1,0 +1,373 @@
+"""The driver of one hosted partition's leadership: it feeds events to the state machine
+(leadership.py) and carries out the actions it decides, one at a time.
+
+Sources of events, all into one bounded queue consumed by one task:
+- the watch of `/brokers/topics/[topic]/[partition]/leader` (the seed's leader-change listener);
+- the broker's session events (`session_changed`), whose fence is applied at once, before the
+  queue, since a leader whose session is in doubt must stop taking writes now;
+- the ends of the tasks this driver starts: the ISR upkeep (IsrMaintainer, the seed's commit
+  thread) and the follower fetcher (ReplicaFetcher); each reports how it ended, so none dies
+  unnoticed (issue 11, bug 6);
+- its own recheck timer.
+
+Ownership: the watch reader and the event loop of the driver run in one task group. If either
+fails (a bug, or the store's watch breaking), the group ends both, the partition stops leading
+(a leader that cannot follow its leader node must not take writes), and the driver starts again
+after a backoff, reading the leader node afresh. `stop()` ends everything it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from replog.config import log_config
+from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
+from replog.coord_backends import paths
+from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment
+from replog.replica.commit import IsrMaintainer
+from replog.replica.election import leader_election
+from replog.replica.fetcher import FetcherConfig, FetchReply, FetchSpec, ReplicaFetcher
+from replog.replica.manager import ReplicaManager
+from replog.replica.partition import EpochEndOffset, Partition, PartitionConfig, ReplicaState
+from replog.replication import leadership as machine
+from replog.replication.connections import LeaderConnections
+
+logger = logging.getLogger(__name__)
+
+# Events waiting for one partition. Only leader-node values and rechecks pile up (a flapping
+# node); on overflow they are replaced by one read of the node, which gives its latest value.
+EVENTS_MAX = 64
+_SUPERSEDED_BY_A_READ = (machine.LeaderNode, machine.RecheckDue)
+_SESSION_EVENTS = {
+    SessionState.SUSPENDED: machine.SessionSuspended(),
+    SessionState.LOST: machine.SessionLost(),
+    SessionState.CONNECTED: machine.SessionConnected(),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class LeadershipContext:
+    """What a partition's leadership needs of its broker, and nothing more."""
+
+    broker_id: int
+    store: Store
+    replicas: ReplicaManager
+    connections: LeaderConnections
+    config: Mapping[str, Any]  # broker settings
+    now_ms: Callable[[], int]
+    leadership_changed: Callable[[], None]  # a leader was started here: metadata answers change
+
+
+class PartitionLeadership:
+    def __init__(self, context: LeadershipContext, topic: str, partition: int, settings: Callable[[], Mapping[str, Any]]):
+        self._context = context
+        self.topic, self.partition = topic, partition
+        self._settings = settings  # the topic's current settings
+        self._state = machine.State(context.broker_id)
+        self._events: collections.deque[machine.Event] = collections.deque()
+        self._event_posted = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._fetcher: ReplicaFetcher | None = None
+        self._maintainer: IsrMaintainer | None = None
+        self._recheck: asyncio.TimerHandle | None = None
+
+    @property
+    def state(self) -> machine.State:
+        return self._state
+
+    @property
+    def leading(self) -> bool:
+        hosted = self._hosted()
+        return hosted is not None and hosted.state is ReplicaState.LEADER
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"leadership-{self.topic}-{self.partition}")
+
+    async def stop(self) -> None:
+        await self._stop_driver()
+        await self._shut_down()
+
+    def session_changed(self, session: SessionState) -> None:
+        if session is not SessionState.CONNECTED and self.leading:
+            self._hosted().fence()
+        self._post(_SESSION_EVENTS[session])
+
+    async def hand_over(self) -> None:
+        """Controlled shutdown: if this broker leads, leave the ISR, stop taking writes and
+        release the leader node, so another in-sync replica takes over at once rather than
+        after this broker's session times out."""
+        hosted, maintainer = self._hosted(), self._maintainer
+        if not self.leading or maintainer is None:
+            return
+        await self._stop_driver()  # our own release must not re-elect us
+        await self._stop_maintainer()
+        if not await maintainer.leave_isr():
+            return  # no other replica in sync (or fenced): leadership goes with the session
+        self._close_if_leading()
+        await self._release(self._state.leader_version)
+        logger.info("handed over leadership topic=%s partition=%d broker=%d epoch=%d",
+                    self.topic, self.partition, self._context.broker_id, hosted.leader_epoch)
+
+    # -- the driver task ------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        failures = 0
+        while True:  # ends when stopped; each failure waits a longer backoff
+            try:
+                async with asyncio.TaskGroup() as group:
+                    group.create_task(self._read_watch())
+                    group.create_task(self._consume_events())
+            except* Exception as failed:
+                logger.error("leadership driver failed, restarting topic=%s partition=%d broker=%d role=%s",
+                             self.topic, self.partition, self._context.broker_id, self._state.role.value,
+                             exc_info=failed.exceptions[0])
+            await self._reset()
+            await asyncio.sleep(machine.backoff_s(failures))
+            failures += 1
+
+    async def _reset(self) -> None:
+        """After a failure of the driver: stop leading, forget what the failed run knew, and
+        begin again with a read of the leader node (which releases a node naming us)."""
+        if self.leading:
+            self._hosted().fence()
+        await self._shut_down()
+        self._close_if_leading()
+        self._state = machine.State(self._context.broker_id, session_in_doubt=self._state.session_in_doubt)
+        self._post(machine.RecheckDue())
+
+    async def _read_watch(self) -> None:
+        async with await self._context.store.watch_data(paths.leader(self.topic, self.partition)) as watch:
+            async for event in watch:
+                try:
+                    record = LeaderRecord.decode(event.data) if event.exists else None
+                except ValueError as error:
+                    logger.warning("unreadable leader node topic=%s partition=%d error=%s", self.topic, self.partition, error)
+                    continue
+                self._post(machine.LeaderNode(record, event.version))
+        raise StoreError("the leader node watch ended")
+
+    async def _consume_events(self) -> None:
+        while True:  # until cancelled
+            while not self._events:
+                self._event_posted.clear()
+                await self._event_posted.wait()
+            await self._handle(self._events.popleft())
+
+    def _post(self, event: machine.Event) -> None:
+        if len(self._events) >= EVENTS_MAX:
+            kept = [queued for queued in self._events if not isinstance(queued, _SUPERSEDED_BY_A_READ)]
+            self._events = collections.deque([*kept, machine.RecheckDue()])
+        self._events.append(event)
+        self._event_posted.set()
+
+    async def _handle(self, event: machine.Event) -> None:
+        pending = [event]
+        while pending:  # each action yields at most one event, and chains end within a few steps
+            event = pending.pop(0)
+            self._state, actions = machine.decide(self._state, event)
+            for action in actions:
+                try:
+                    outcome = await self._carry_out(action)
+                except StoreError as error:
+                    outcome = machine.StoreFailed(f"{type(action).__name__}: {error}")
+                if outcome is not None:
+                    pending.append(outcome)
+                    break
+
+    async def _carry_out(self, action: machine.Action) -> machine.Event | None:
+        match action:
+            case machine.Elect():
+                return await self._elect()
+            case machine.Lead(elected):
+                await self._lead(elected)
+            case machine.Follow(leader, epoch):
+                await self._follow(leader, epoch)
+            case machine.Fence():
+                if self.leading:
+                    self._hosted().fence()
+            case machine.LiftFence():
+                if self.leading:
+                    self._hosted().lift_fence()
+            case machine.StopLeading():
+                await self._stop_maintainer()
+                self._close_if_leading()
+            case machine.ReleaseLeaderNode(version):
+                await self._release(version)
+            case machine.ReadLeaderNode():
+                return await self._read_leader_node()
+            case machine.RecheckAfter(delay_s):
+                self._cancel_recheck()
+                self._recheck = asyncio.get_running_loop().call_later(delay_s, self._post, machine.RecheckDue())
+            case machine.Shutdown():
+                await self._shut_down()
+        return None
+
+    # -- actions --------------------------------------------------------------------------------
+
+    async def _elect(self) -> machine.Event:
+        context = self._context
+        settings = self._settings()
+        won = await leader_election(
+            context.store, self.topic, self.partition, context.broker_id,
+            preferred_wait_s=context.config["preferred.replica.election.wait.ms"] / 1000,
+            unclean_allowed=settings["unclean.leader.election.enable"],
+        )
+        if won is None:
+            return machine.NotElected()
+        return machine.Elected(won.isr, won.assigned, won.leader_version, won.isr_version)
+
+    async def _lead(self, elected: machine.Elected) -> None:
+        """becomeLeader, on what the election's own transaction wrote: no store access here, so
+        no store failure can leave a won election without a leader behind it."""
+        context = self._context
+        await self._stop_fetcher()
+        await self._stop_maintainer()
+        settings = self._settings()
+        hosted = context.replicas.start_replica(
+            self.topic, self.partition, log_config(settings), elected.assigned,
+            elected.isr.leader_epoch, elected.isr.isr, self._partition_config(settings),
+        )
+        rebalance = context.config["auto.leader.rebalance.enable"]
+        epoch = elected.isr.leader_epoch
+        maintainer = IsrMaintainer(
+            context.store, hosted, elected.leader_version, elected.isr_version,
+            replica_lag_time_max_ms=context.config["replica.lag.time.max.ms"],
+            clock_ms=context.now_ms,
+            on_fenced=self._poster(machine.UpkeepFenced(epoch)),
+            on_preferred_ready=self._poster(machine.PreferredReplicaReady(epoch)) if rebalance else None,
+            balance_check_interval_ms=context.config["leader.imbalance.check.interval.seconds"] * 1000,
+        )
+        self._maintainer = maintainer
+        maintainer.start().add_done_callback(lambda task: self._upkeep_ended(maintainer, task, epoch))
+        context.leadership_changed()
+
+    async def _follow(self, leader: int, epoch: int) -> None:
+        """becomeFollower: the replica follows `leader` at `epoch` and a fetcher pulls from it."""
+        context = self._context
+        await self._stop_maintainer()
+        await self._stop_fetcher()
+        settings = self._settings()
+        assigned = ReplicaAssignment.decode((await context.store.get(paths.replicas(self.topic, self.partition)))[0]).replicas
+        hosted = context.replicas.start_replica(
+            self.topic, self.partition, log_config(settings), assigned, epoch, None,
+            self._partition_config(settings), leader_id=leader,
+        )
+        fetcher = ReplicaFetcher(
+            hosted, self._fetch_from(leader), self._epoch_end_from(leader), FetcherConfig(),
+            context.now_ms, on_leader_problem=lambda _, error_code: self._post(machine.FetcherEnded(leader, epoch, f"leader refused error={error_code}")),
+        )
+        self._fetcher = fetcher
+        fetcher.start().add_done_callback(lambda task: self._fetcher_failed(fetcher, task, leader, epoch))
+
+    async def _release(self, version: int | None) -> None:
+        """Delete the leader node if it is still the one seen; the others elect at once."""
+        try:
+            await self._context.store.delete(paths.leader(self.topic, self.partition), version)
+        except (NoNode, BadVersion):
+            return  # gone or replaced meanwhile: the watch brings the news
+        logger.info("released leader node topic=%s partition=%d broker=%d version=%s",
+                    self.topic, self.partition, self._context.broker_id, version)
+
+    async def _read_leader_node(self) -> machine.LeaderNode:
+        try:
+            data, version = await self._context.store.get(paths.leader(self.topic, self.partition))
+        except NoNode:
+            return machine.LeaderNode(None)
+        return machine.LeaderNode(LeaderRecord.decode(data), version)
+
+    def _close_if_leading(self) -> None:
+        if self.leading:
+            hosted = self._hosted()
+            logger.warning("stopped leading topic=%s partition=%d broker=%d epoch=%d",
+                           self.topic, self.partition, self._context.broker_id, hosted.leader_epoch)
+            self._context.replicas.close_replica(self.topic, self.partition)
+
+    # -- the ends of the tasks this driver started -------------------------------------------------
+
+    def _poster(self, event: machine.Event):
+        async def post() -> None:
+            self._post(event)
+        return post
+
+    def _upkeep_ended(self, maintainer: IsrMaintainer, task: asyncio.Task, epoch: int) -> None:
+        """A maintainer ends by itself only after reporting fenced or resign; an exception is
+        a bug that must not leave a leader without ISR upkeep."""
+        if task.cancelled() or task.exception() is None or maintainer is not self._maintainer:
+            return
+        self._post(machine.UpkeepEnded(epoch, repr(task.exception())))
+
+    def _fetcher_failed(self, fetcher: ReplicaFetcher, task: asyncio.Task, leader: int, epoch: int) -> None:
+        if task.cancelled() or task.exception() is None or fetcher is not self._fetcher:
+            return
+        self._post(machine.FetcherEnded(leader, epoch, f"failed error={task.exception()!r}"))
+
+    # -- fetcher plumbing: replica/ does not import net/, so it gets callables ------------------------
+
+    def _fetch_from(self, leader: int):
+        connections, replica_id = self._context.connections, self._context.broker_id
+
+        async def fetch(spec: FetchSpec) -> FetchReply:
+            result = await connections.call(leader, lambda connection: connection.fetch_as_replica(
+                replica_id, spec.topic, spec.partition, spec.fetch_offset, spec.current_leader_epoch,
+                spec.max_bytes, spec.max_wait_ms,
+            ))
+            return FetchReply(_code(result.error_code), result.high_watermark, result.log_start_offset, result.records)
+
+        return fetch
+
+    def _epoch_end_from(self, leader: int):
+        connections, replica_id = self._context.connections, self._context.broker_id
+
+        async def epoch_end(topic: str, partition: int, leader_epoch: int, current_leader_epoch: int) -> EpochEndOffset:
+            answer = await connections.call(leader, lambda connection: connection.offset_for_leader_epoch(
+                topic, partition, leader_epoch, current_leader_epoch, replica_id))
+            return EpochEndOffset(_code(answer.error_code), answer.leader_epoch, answer.end_offset)
+
+        return epoch_end
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _hosted(self) -> Partition | None:
+        return self._context.replicas.hosted(self.topic, self.partition)
+
+    @staticmethod
+    def _partition_config(settings: Mapping[str, Any]) -> PartitionConfig:
+        return PartitionConfig(
+            min_insync_replicas=settings["min.insync.replicas"],
+            message_timestamp_type=settings["message.timestamp.type"],
+        )
+
+    async def _stop_driver(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _shut_down(self) -> None:
+        self._cancel_recheck()
+        await self._stop_fetcher()
+        await self._stop_maintainer()
+
+    def _cancel_recheck(self) -> None:
+        if self._recheck is not None:
+            self._recheck.cancel()
+            self._recheck = None
+
+    async def _stop_fetcher(self) -> None:
+        if self._fetcher is not None:
+            fetcher, self._fetcher = self._fetcher, None
+            await fetcher.stop()
+
+    async def _stop_maintainer(self) -> None:
+        if self._maintainer is not None:
+            maintainer, self._maintainer = self._maintainer, None
+            await maintainer.stop()
+
+
+def _code(error: Any) -> int:
+    return int(getattr(error, "value", error))

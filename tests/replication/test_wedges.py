@@ -1,0 +1,160 @@
+"""Issue 11, bug 1: the leader node must never go on naming a broker that does not lead.
+
+One broker runs in this process over the embedded store; a second client of the same store
+plays the other replica's registration, so that the first broker's election keeps it in the ISR
+and its ISR upkeep soon shrinks it (it never fetches). Faults are injected into the broker's own
+store client. After each, the partition must get a working leader again: the leader node names a
+broker whose replica leads, unfenced, at the node's epoch.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from replog.broker import Broker
+from replog.config import load_broker_config
+from replog.coord_backends import CoordinationUnavailable, StoreError, paths
+from replog.coord_backends.memory import MemoryStore
+from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment
+from replog.replica.partition import ReplicaState
+from tests.polling import eventually
+
+TOPIC = "wedge"
+LEADER, OTHER = 1, 2
+WAIT_S = 20
+
+
+class OneBroker:
+    def __init__(self, broker: Broker, peer: MemoryStore):
+        self.broker, self.peer = broker, peer
+
+    async def leader_record(self) -> tuple[LeaderRecord, int] | None:
+        try:
+            data, version = await self.peer.get(paths.leader(TOPIC, 0))
+        except StoreError:
+            return None
+        return LeaderRecord.decode(data), version
+
+    async def working_leader(self) -> bool:
+        """The node names this broker and its replica leads, unfenced, at the node's epoch."""
+        found = await self.leader_record()
+        hosted = self.broker.replicas.hosted(TOPIC, 0)
+        return (
+            found is not None and found[0].leader == LEADER and hosted is not None
+            and hosted.state is ReplicaState.LEADER and not hosted.fenced
+            and hosted.leader_epoch == found[0].leader_epoch
+        )
+
+    async def wait_for_working_leader(self, what: str) -> LeaderRecord:
+        await eventually(self.working_leader, WAIT_S, what)
+        return (await self.leader_record())[0]
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    store_url = f"memory://{tmp_path / 'store.db'}"
+    peer = MemoryStore(str(tmp_path / "store.db"))
+    await peer.start()
+    await peer.create(paths.broker(OTHER), b'{"host": "127.0.0.1", "port": 1, "rack": null}', ephemeral=True, make_parents=True)
+    config = load_broker_config(None, {
+        "broker.id": str(LEADER), "log.dirs": str(tmp_path / "data"), "coord.url": store_url,
+        "listeners": "127.0.0.1:0", "replica.lag.time.max.ms": "200",
+        "preferred.replica.election.wait.ms": "0", "auto.leader.rebalance.enable": "false",
+    })
+    broker = Broker(config)
+    await broker.start()
+    try:
+        yield OneBroker(broker, peer)
+    finally:
+        await broker.stop()
+        await peer.close()
+
+
+async def create_partition(peer: MemoryStore) -> None:
+    await peer.create(paths.replicas(TOPIC, 0), ReplicaAssignment((LEADER, OTHER)).encode(), make_parents=True)
+
+
+def fail_once(store, method: str, applies: bool, matches) -> list[bool]:
+    """Make the next call of `store.method` whose arguments satisfy `matches` fail with a
+    connection error, after applying it if `applies` (a lost reply). Returns a list that
+    records the injection."""
+    original = getattr(store, method)
+    injected: list[bool] = []
+
+    async def faulty(*args, **kwargs):
+        if injected or not matches(*args, **kwargs):
+            return await original(*args, **kwargs)
+        injected.append(True)
+        if applies:
+            await original(*args, **kwargs)
+        raise CoordinationUnavailable("injected: connection lost")
+
+    setattr(store, method, faulty)
+    return injected
+
+
+def touches(path: str):
+    def matches(*args, **kwargs) -> bool:
+        first = args[0] if args else None
+        ops = first if isinstance(first, list) else []
+        return first == path or any(op.path == path for op in ops)
+    return matches
+
+
+async def test_an_isr_write_whose_reply_was_lost_does_not_wedge_the_partition(cluster):
+    """Bug 1(a): the shrink applies, its reply is lost, the retry meets BadVersion and the
+    leader fences itself; its leader node must not go on naming it."""
+    injected = fail_once(cluster.broker.store, "_commit", applies=True, matches=touches(paths.isr(TOPIC, 0)))
+    await create_partition(cluster.peer)
+    await eventually(lambda: _true(injected), WAIT_S, "the ISR shrink to be written with its reply lost")
+    await cluster.wait_for_working_leader("a working leader after the lost reply")
+
+
+async def test_a_store_error_right_after_winning_does_not_wedge_the_partition(cluster):
+    """Bug 1(b): the election's transaction applied, then the next store read failed."""
+    store = cluster.broker.store
+    won: list[bool] = []
+    original_commit = store._commit
+
+    async def commit_and_note(ops):
+        result = await original_commit(ops)
+        if any(op.path == paths.leader(TOPIC, 0) for op in ops):
+            won.append(True)
+        return result
+
+    store._commit = commit_and_note
+    original_get = store.get
+
+    async def get_failing_once_after_the_win(path, *args, **kwargs):
+        if won and len(won) == 1:
+            won.append(False)  # once
+            raise CoordinationUnavailable("injected: connection lost")
+        return await original_get(path, *args, **kwargs)
+
+    store.get = get_failing_once_after_the_win
+    await create_partition(cluster.peer)
+    await eventually(lambda: _true(len(won) > 1), WAIT_S, "a store read to fail right after the election")
+    await cluster.wait_for_working_leader("a working leader after the failed read")
+
+
+async def test_a_failed_resignation_delete_does_not_wedge_the_partition(cluster):
+    """Bug 1(c): the leader stopped taking writes to hand leadership back, and its delete of
+    the leader node failed."""
+    await create_partition(cluster.peer)
+    first = await cluster.wait_for_working_leader("the first leader")
+    injected = fail_once(cluster.broker.store, "delete", applies=False, matches=touches(paths.leader(TOPIC, 0)))
+    leadership = next(iter(cluster.broker._leaderships.values()))
+    await _resign(leadership)
+    await eventually(lambda: _true(injected), WAIT_S, "the resignation's delete to fail")
+    again = await cluster.wait_for_working_leader("a working leader after the failed delete")
+    assert again.leader_epoch > first.leader_epoch
+
+
+async def _resign(leadership) -> None:
+    """What the ISR upkeep does when the preferred replica is back in sync."""
+    from replog.replication import leadership as machine
+    leadership._post(machine.PreferredReplicaReady(leadership.state.epoch))
+
+
+async def _true(value) -> bool:
+    return bool(value)
