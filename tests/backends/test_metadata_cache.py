@@ -83,3 +83,29 @@ async def test_the_broker_hears_of_every_change_of_assignment(connect):
         await hears(("orders", [0]))
     finally:
         await cache.close()
+
+
+async def test_a_registration_that_cannot_be_read_is_not_taken_for_a_broker_gone(connect):
+    """Issue 11, bug 9: a failed read of /brokers/ids/[id] is not the broker's death."""
+    from replog.coord_backends import CoordinationUnavailable
+
+    admin, broker_side = await connect(), await connect()
+    await admin.create(paths.TOPICS, b"", make_parents=True)
+    await admin.create(paths.broker(1), BrokerRegistration("127.0.0.1", 9092, None).encode(), ephemeral=True, make_parents=True)
+    cache = MetadataCache(broker_side)
+    await cache.start()
+    try:
+        assert await cache.wait_for(lambda: 1 in cache.brokers, WAIT_S)
+        original_get = broker_side.get
+
+        async def registration_unreadable(path, *args, **kwargs):
+            if path == paths.broker(1):
+                raise CoordinationUnavailable("injected: connection lost", path)
+            return await original_get(path, *args, **kwargs)
+
+        broker_side.get = registration_unreadable
+        await admin.create(paths.broker(2), BrokerRegistration("127.0.0.1", 9093, None).encode(), ephemeral=True)
+        assert await cache.wait_for(lambda: 2 in cache.brokers, WAIT_S)
+        assert cache.brokers[1] == BrokerRegistration("127.0.0.1", 9092, None)
+    finally:
+        await cache.close()

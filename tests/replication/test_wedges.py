@@ -158,3 +158,58 @@ async def _resign(leadership) -> None:
 
 async def _true(value) -> bool:
     return bool(value)
+
+
+async def test_an_isr_upkeep_that_fails_is_replaced_by_a_new_leadership(cluster, monkeypatch):
+    """Bug 6: the upkeep's task ending on a bug must not leave a leader without ISR upkeep."""
+    from replog.replica.commit import IsrMaintainer
+
+    await create_partition(cluster.peer)
+    first = await cluster.wait_for_working_leader("the first leader")
+    original_check = IsrMaintainer.check
+    failed: list[bool] = []
+
+    async def check_failing_once(self):
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("injected: a bug in the ISR upkeep")
+        return await original_check(self)
+
+    monkeypatch.setattr(IsrMaintainer, "check", check_failing_once)
+    await eventually(lambda: _true(failed), WAIT_S, "the upkeep to fail")
+    await eventually(lambda: _newer_working_leader(cluster, first), WAIT_S, "a new leadership with its upkeep")
+    # The new leadership's upkeep runs: the follower that never fetches is shrunk away.
+    await eventually(lambda: _isr_is(cluster, (LEADER,)), WAIT_S, "the new upkeep to shrink the ISR")
+
+
+async def test_a_session_follower_that_fails_fences_every_leader_and_fails_the_broker(cluster, monkeypatch):
+    """Bug 6: without its session follower a broker would lead on through a lost session."""
+    from replog.coord_backends import SessionState
+    from replog.replication.driver import PartitionLeadership
+
+    await create_partition(cluster.peer)
+    await cluster.wait_for_working_leader("the first leader")
+    original = PartitionLeadership.session_changed
+
+    def failing(self, session):
+        if session is SessionState.CONNECTED:
+            raise RuntimeError("injected: a bug in the session follower")
+        original(self, session)
+
+    monkeypatch.setattr(PartitionLeadership, "session_changed", failing)
+    cluster.broker.store._session.publish(SessionState.SUSPENDED)
+    cluster.broker.store._session.publish(SessionState.CONNECTED)
+    await eventually(lambda: _true(cluster.broker.failed.is_set()), WAIT_S, "the broker to fail")
+    assert cluster.broker.replicas.hosted(TOPIC, 0).fenced
+
+
+async def _newer_working_leader(cluster, first: LeaderRecord) -> bool:
+    found = await cluster.leader_record()
+    return await cluster.working_leader() and found[0].leader_epoch > first.leader_epoch
+
+
+async def _isr_is(cluster, isr: tuple[int, ...]) -> bool:
+    from replog.coord_backends.paths import IsrRecord
+
+    data, _ = await cluster.peer.get(paths.isr(TOPIC, 0))
+    return IsrRecord.decode(data).isr == isr
