@@ -3,8 +3,8 @@ replica, OffsetForLeaderEpoch), admin tools and the Spark connector.
 
 Versions: on open the client asks ApiVersions (v3, then v0 if the broker answers error 35
 UNSUPPORTED_VERSION, as Kafka clients do) and picks, per API, the highest version that both the
-broker and replog's codec speak (`codec.SUPPORTED_VERSIONS`, filled in by the handlers), so it
-talks to replog and to any Kafka broker alike.
+broker and replog's codec speak (`codec.SUPPORTED_VERSIONS`), so it talks to replog and to any
+Kafka broker alike.
 
 Requests are pipelined: each gets a correlation id and joins a queue in the order it is
 written; Kafka answers a connection's requests in order, so each response must match the
@@ -37,7 +37,6 @@ from kio.schema.errors import ErrorCode
 from replog import __version__
 
 from . import codec
-from . import handlers as _registering_handlers_fills_supported_versions  # noqa: F401
 from .codec import ApiKey
 
 CONSUMER_REPLICA_ID = -1

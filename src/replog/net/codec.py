@@ -48,13 +48,23 @@ class ApiKey(enum.IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
 
 
-# api key -> (min version, max version) that replog implements.
-SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {}
-
-
-def supports(api_key: int, versions: tuple[int, int]) -> None:
-    """Handlers declare the versions they implement when they register."""
-    SUPPORTED_VERSIONS[int(api_key)] = versions
+# api key -> (min version, max version) that replog implements: static, so that the client
+# (net/client.py) knows them without importing the server's handlers, each of which must
+# implement its API's whole range here (handlers/__init__.py checks that one exists).
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 12),
+    ApiKey.FETCH: (4, 12),
+    ApiKey.LIST_OFFSETS: (1, 8),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+}
 
 
 # api key -> its own body decoder, `decode(frame, body_offset, api_version) -> body`, for APIs

@@ -40,11 +40,13 @@ def log_refusal(request: Request, what: str, subject: str, error_code: int) -> N
                    request.client_id, request.api_key, request.api_version)
 
 
-def handles(api_key: int, versions: tuple[int, int]) -> Callable[[Handler], Handler]:
-    from ..codec import supports
+def handles(api_key: int) -> Callable[[Handler], Handler]:
+    from ..codec import SUPPORTED_VERSIONS
+
+    if int(api_key) not in SUPPORTED_VERSIONS:
+        raise AssertionError(f"API {api_key} has a handler but no versions in codec.SUPPORTED_VERSIONS")
 
     def register(handler: Handler) -> Handler:
-        supports(api_key, versions)
         HANDLERS[int(api_key)] = handler
         return handler
 

@@ -44,7 +44,7 @@ def _failure(request: Request, subject: str, error: AdminError) -> dict:
     return {"error_code": error.code, "error_message": str(error)}
 
 
-@handles(ApiKey.CREATE_TOPICS, (2, 7))
+@handles(ApiKey.CREATE_TOPICS)
 async def create_topics(services, request: Request):
     body = request.body
     validate_only = getattr(body, "validate_only", False)
@@ -76,7 +76,7 @@ async def create_topics(services, request: Request):
     return build_response(request, {"throttle_time": 0, "topics": results})
 
 
-@handles(ApiKey.DELETE_TOPICS, (1, 6))
+@handles(ApiKey.DELETE_TOPICS)
 async def delete_topics(services, request: Request):
     body = request.body
     names = [state.name for state in body.topics] if hasattr(body, "topics") else list(body.topic_names)
@@ -96,7 +96,7 @@ async def delete_topics(services, request: Request):
     return build_response(request, {"throttle_time": 0, "responses": results})
 
 
-@handles(ApiKey.CREATE_PARTITIONS, (0, 3))
+@handles(ApiKey.CREATE_PARTITIONS)
 async def create_partitions(services, request: Request):
     body = request.body
     results = []
@@ -119,7 +119,7 @@ async def create_partitions(services, request: Request):
     return build_response(request, {"throttle_time": 0, "results": results})
 
 
-@handles(ApiKey.DESCRIBE_CONFIGS, (1, 4))
+@handles(ApiKey.DESCRIBE_CONFIGS)
 async def describe_configs(services, request: Request):
     results = []
     for resource in request.body.resources:
@@ -152,7 +152,7 @@ async def _config_entries(services, resource_type: int, name: str) -> list[tuple
     raise AdminError(ErrorCode.invalid_request, f"cannot describe resource type {resource_type} named {name!r}")
 
 
-@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1))
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 async def incremental_alter_configs(services, request: Request):
     body = request.body
     results = []

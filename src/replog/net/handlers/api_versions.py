@@ -26,7 +26,7 @@ def _body(api_version: int, error_code: ErrorCode):
     return schema(**fields)
 
 
-@handles(ApiKey.API_VERSIONS, (0, 4))
+@handles(ApiKey.API_VERSIONS)
 async def api_versions(services, request: Request):
     return _body(request.api_version, ErrorCode.none)
 

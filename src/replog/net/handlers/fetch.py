@@ -144,7 +144,7 @@ def _encode(api_version: int, results: list) -> EncodedBody:
     return encoder.finish()
 
 
-@handles(ApiKey.FETCH, (4, 12))
+@handles(ApiKey.FETCH)
 async def fetch(services, request: Request):
     body = request.body
     loop = asyncio.get_running_loop()

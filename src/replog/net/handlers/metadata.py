@@ -38,7 +38,7 @@ def partition_entries(services, topic: str) -> list[dict]:
     return entries
 
 
-@handles(ApiKey.METADATA, (0, 12))
+@handles(ApiKey.METADATA)
 async def metadata(services, request: Request):
     names = _requested_topics(request)
     allow_auto_create = getattr(request.body, "allow_auto_topic_creation", True)

@@ -17,7 +17,7 @@ def _partition_or_error(services, topic: str, partition_index: int):
         return None, services.unknown_partition_error(topic)
 
 
-@handles(ApiKey.LIST_OFFSETS, (1, 8))
+@handles(ApiKey.LIST_OFFSETS)
 async def list_offsets(services, request: Request):
     topics = []
     for topic in request.body.topics:
@@ -41,7 +41,7 @@ async def list_offsets(services, request: Request):
     return build_response(request, {"throttle_time": 0, "topics": topics})
 
 
-@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, (2, 4))
+@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH)
 async def offset_for_leader_epoch(services, request: Request):
     topics = []
     for topic in request.body.topics:

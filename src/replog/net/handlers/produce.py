@@ -164,7 +164,7 @@ async def _current_leader(services, topic: str, partition_index: int) -> dict:
 BODY_DECODERS[int(ApiKey.PRODUCE)] = decode_produce_body
 
 
-@handles(ApiKey.PRODUCE, (3, 12))
+@handles(ApiKey.PRODUCE)
 async def produce(services, request: Request):
     body = request.body
     work = [

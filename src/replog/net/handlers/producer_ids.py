@@ -15,7 +15,7 @@ from . import handles
 FIRST_EPOCH = 0
 
 
-@handles(ApiKey.INIT_PRODUCER_ID, (0, 4))
+@handles(ApiKey.INIT_PRODUCER_ID)
 async def init_producer_id(services, request: Request):
     if request.body.transactional_id is not None:
         return build_response(
