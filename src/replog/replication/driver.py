@@ -68,7 +68,8 @@ class PartitionLeadership:
         self._context = context
         self.topic, self.partition = topic, partition
         self._settings = settings  # the topic's current settings
-        self._state = machine.State(context.broker_id)
+        # A leadership started while the session is in doubt must not lead unfenced on it.
+        self._state = machine.State(context.broker_id, session_in_doubt=context.store.session_state is not SessionState.CONNECTED)
         self._events: collections.deque[machine.Event] = collections.deque()
         self._event_posted = asyncio.Event()
         self._task: asyncio.Task | None = None
