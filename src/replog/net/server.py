@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
-
 from . import codec
 from .framing import KafkaConnection
 from .handlers import HANDLERS
 from .handlers.api_versions import unsupported_version_answer
+from .services import Services
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +22,7 @@ IN_FLIGHT_PER_CONNECTION_MAX = 64
 
 
 class KafkaServer:
-    def __init__(self, services: Any, host: str, port: int, *, max_request_bytes: int):
+    def __init__(self, services: Services, host: str, port: int, *, max_request_bytes: int):
         self._services = services
         self.host, self.port = host, port
         self._max_request_bytes = max_request_bytes

@@ -1,0 +1,37 @@
+"""What the request handlers may use of their broker: the narrow context `KafkaServer` hands
+every handler as `services`. The broker provides it; tests may provide any object that does."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Protocol
+
+from replog.admin import StateChangeLimits
+from replog.coord_backends import Store
+from replog.metadata_cache import MetadataCache
+from replog.producer_ids import ProducerIdAllocator
+from replog.replica.manager import ReplicaManager
+
+
+class PresumedGone(Protocol):
+    def presumed_gone(self, broker_id: int) -> bool: ...
+
+
+class Services(Protocol):
+    broker_id: int
+    cluster_id: str | None
+    config: Mapping[str, Any]
+    store: Store
+    metadata: MetadataCache
+    replicas: ReplicaManager
+    producer_ids: ProducerIdAllocator
+    leader_connections: PresumedGone
+
+    def now_ms(self) -> int: ...
+
+    def serving(self, topic: str, partition: int) -> bool: ...
+
+    def unknown_partition_error(self, topic: str) -> int: ...
+
+    def state_change_limits(self, timeout_s: float) -> StateChangeLimits: ...
+
+    async def topic_missing(self, name: str, allow_auto_create: bool) -> int: ...
