@@ -71,6 +71,10 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
 class Broker:
     def __init__(self, config: BrokerConfig):
         self.config = config
@@ -97,7 +101,7 @@ class Broker:
             retention_check_interval_ms=config["log.retention.check.interval.ms"],
             recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
         )
-        self.replicas = ReplicaManager(manager_config, wall_clock_ms)
+        self.replicas = ReplicaManager(manager_config, wall_clock_ms, monotonic_ms)
         self.metadata = MetadataCache(self.store)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
         listener = config["listeners"]
@@ -347,7 +351,8 @@ class Broker:
 
     # services for the request handlers
     def now_ms(self) -> int:
-        return wall_clock_ms()
+        """For durations (follower lag, fetch pacing): monotonic, so a clock step changes no ISR."""
+        return monotonic_ms()
 
     def state_change_limits(self, timeout_s: float) -> admin.StateChangeLimits:
         """For admin commands run here: wait `timeout_s` for brokers to consume their requests.

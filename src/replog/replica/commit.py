@@ -1,6 +1,7 @@
 """The leader's ISR duties from the seed's commit thread: followers that have not caught up
-within KeepInSyncTime (`replica.lag.time.max.ms`) move from ISR to CUR, and back once their
-log end reaches the high watermark. The commit queue itself, which answers acks=all as the HW
+within KeepInSyncTime (`replica.lag.time.max.ms`) move from ISR to CUR, and back once a fetch
+of theirs at this leader's epoch reaches the high watermark and this epoch's start offset
+(Partition.followers_ready_to_join; the fetch wakes the upkeep, which writes at once). The commit queue itself, which answers acks=all as the HW
 passes, lives in Partition; a shrink is what lets it advance past a dead follower.
 
 Fencing: every ISR change is written to the store in one transaction that checks the version
@@ -24,6 +25,7 @@ made in the same transaction as the create, that moves the ISR version on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Awaitable, Callable
 
@@ -63,6 +65,7 @@ class IsrMaintainer:
         self._balance_interval_ms = balance_check_interval_ms
         self._next_balance_check_ms = clock_ms() + balance_check_interval_ms
         self._task: asyncio.Task | None = None
+        self._joining_due = asyncio.Event()
 
     def start(self) -> asyncio.Task:
         """Run the upkeep as a task; returns it (done once stopped, fenced or resigned)."""
@@ -89,9 +92,13 @@ class IsrMaintainer:
             self._task = None
 
     async def _run(self) -> None:
+        self._partition.on_follower_may_join = self._joining_due.set
         try:
-            while True:  # until stopped: one check per half lag time
-                await asyncio.sleep(self._lag_ms / 2000)
+            while True:  # until stopped: a check per half lag time, or at once when a follower may join
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._lag_ms / 2000):
+                        await self._joining_due.wait()
+                self._joining_due.clear()
                 try:
                     if not await self.check():
                         await self._on_fenced()
@@ -103,31 +110,41 @@ class IsrMaintainer:
                     logger.warning("ISR check failed topic=%s partition=%d error=%s",
                                    self._partition.topic, self._partition.partition_id, error)
         except Exception:
-            # A leader without ISR upkeep would hold acks=all forever: say so loudly.
+            # A leader without ISR upkeep would hold acks=all forever: say so loudly; the
+            # leadership driver sees the task end and starts the leadership afresh.
             logger.exception("ISR maintenance stopped topic=%s partition=%d", self._partition.topic, self._partition.partition_id)
             raise
+        finally:
+            self._partition.on_follower_may_join = None
 
     async def check(self) -> bool:
-        """Shrink or expand the ISR if due; False if this leader has been fenced."""
+        """Shrink or expand the ISR if due; False if this leader has been fenced.
+
+        Followers that may join are counted by the HW while the write adding them is in flight
+        (KIP-497): once it lands in the store they are electable, so the HW must not have
+        acknowledged anything they lack in the meantime."""
         partition = self._partition
-        lagging = partition.out_of_sync_replicas(self._clock_ms(), self._lag_ms)
-        caught_up = frozenset(
-            replica for replica in partition.catch_up_replicas
-            if (log_end := _log_end_or_none(partition, replica)) is not None and log_end >= partition.high_watermark
-        )
-        new_isr = (partition.isr - lagging) | caught_up
+        now_ms = self._clock_ms()
+        lagging = partition.out_of_sync_replicas(now_ms, self._lag_ms)
+        joining = partition.followers_ready_to_join(now_ms, self._lag_ms)
+        new_isr = (partition.isr - lagging) | joining
         if new_isr == partition.isr:
             return True
         record = IsrRecord(tuple(sorted(new_isr)), partition.leader_epoch)
+        partition.isr_joining(joining)
         try:
             self._isr_version = await self._write_isr(record)
         except (BadVersion, NoNode):
+            partition.isr_join_failed()
             logger.warning("ISR write fenced topic=%s partition=%d broker=%d epoch=%d",
                            partition.topic, partition.partition_id, partition.local_broker_id, partition.leader_epoch)
             return False
+        except BaseException:
+            partition.isr_join_failed()
+            raise
         logger.info("ISR %s topic=%s partition=%d broker=%d epoch=%d isr=%s out=%s in=%s",
                     "shrunk" if lagging else "expanded", partition.topic, partition.partition_id,
-                    partition.local_broker_id, partition.leader_epoch, record.isr, sorted(lagging), sorted(caught_up))
+                    partition.local_broker_id, partition.leader_epoch, record.isr, sorted(lagging), sorted(joining))
         partition.update_isr(new_isr)
         return True
 
@@ -156,10 +173,3 @@ class IsrMaintainer:
             and preferred in partition.isr
             and await broker_alive(self._store, preferred)
         )
-
-
-def _log_end_or_none(partition: Partition, replica: int) -> int | None:
-    try:
-        return partition.follower_log_end_offset(replica)
-    except KeyError:  # never fetched
-        return None

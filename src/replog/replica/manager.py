@@ -71,11 +71,15 @@ class ManagerConfig:
 class ReplicaManager:
     """The replicas hosted by one broker. See the module docstring."""
 
-    def __init__(self, config: ManagerConfig, clock: Callable[[], int]):
+    def __init__(self, config: ManagerConfig, clock: Callable[[], int], monotonic_clock: Callable[[], int] | None = None):
+        """`clock`: wall-clock ms, for log timestamps, retention and producer expiry.
+        `monotonic_clock`: ms for the durations of ISR rules (follower lag), which a step of
+        the wall clock must not shrink or grow; `clock` where not given (tests' manual clocks)."""
         self.config = config
         self.broker_id = config.broker_id
         self.data_dir = Path(config.data_dir)
         self._clock = clock
+        self._monotonic_clock = monotonic_clock or clock
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._high_watermark_checkpoint = OffsetCheckpoint(self.data_dir / HIGH_WATERMARK_CHECKPOINT_FILE)
         # Read once: a partition started later takes its HW from here (the seed's brokerStartup).
@@ -134,9 +138,9 @@ class ReplicaManager:
         existing = self._partitions.get(key)
         if existing is not None:
             if follows:
-                existing.become_follower(leader_id, leader_epoch, self._clock())
+                existing.become_follower(leader_id, leader_epoch, self._monotonic_clock())
             else:
-                existing.become_leader(leader_epoch, assigned_replicas, isr, self._clock())
+                existing.become_leader(leader_epoch, assigned_replicas, isr, self._monotonic_clock())
             return existing
         if self.broker_id not in assigned_replicas:
             raise ValueError(f"broker {self.broker_id} is not among the replicas {list(assigned_replicas)} "
@@ -144,7 +148,7 @@ class ReplicaManager:
         log = Log(self.log_directory(topic, partition), log_config, self._clock)
         checkpointed_high_watermark = self._checkpointed_high_watermarks.get(key, 0)
         started = Partition(log, self.broker_id, leader_epoch, assigned_replicas, isr, checkpointed_high_watermark,
-                            partition_config, self._clock(), leader_id)
+                            partition_config, self._monotonic_clock(), leader_id)
         self._partitions[key] = started
         logger.info("started replica topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d checkpointed_hw=%d",
                     topic, partition, self.broker_id, leader_epoch, started.high_watermark,

@@ -49,7 +49,7 @@ import logging
 import struct
 import threading
 import zlib
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import NamedTuple
 
 from replog.replica.checkpoint import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
@@ -207,7 +207,8 @@ class _Follower:
     """What the leader knows of a remote replica: its LEO as of its last fetch, and when it was
     last caught up with the leader's LEO (Kafka's lastCaughtUpTimeMs, the seed's KeepInSyncTime)."""
 
-    __slots__ = ("broker_id", "log_end_offset", "last_caught_up_ms", "last_fetch_ms", "leader_end_at_last_fetch")
+    __slots__ = ("broker_id", "log_end_offset", "last_caught_up_ms", "last_fetch_ms", "leader_end_at_last_fetch",
+                 "fetched_at_leader_epoch")
 
     def __init__(self, broker_id: int, now_ms: int):
         self.broker_id = broker_id
@@ -216,6 +217,7 @@ class _Follower:
         self.last_caught_up_ms = now_ms
         self.last_fetch_ms = now_ms
         self.leader_end_at_last_fetch = UNKNOWN_OFFSET
+        self.fetched_at_leader_epoch = False  # it has fetched from this leadership, naming its epoch
 
     def record_fetch(self, fetch_offset: int, leader_end_offset: int, now_ms: int) -> None:
         if fetch_offset >= leader_end_offset:
@@ -251,6 +253,10 @@ class Partition:
         self.assigned_replicas: tuple[int, ...] = ()
         self.isr: frozenset[int] = frozenset()
         self._followers: dict[int, _Follower] = {}
+        # Being added to the ISR by a store write in flight (KIP-497): counted by the HW already.
+        self._joining_isr: frozenset[int] = frozenset()
+        # Called when a follower's fetch qualifies it to join the ISR (the upkeep writes it).
+        self.on_follower_may_join: Callable[[], None] | None = None
         self.fenced = False
         self._leader_epoch_start_offset = UNKNOWN_OFFSET
         # Within the log always: a checkpointed HW may be ahead of a log that lost its tail after
@@ -296,6 +302,7 @@ class Partition:
             self.log.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
         self._followers = {broker: _Follower(broker, now_ms)
                            for broker in assigned_replicas if broker != self.local_broker_id}
+        self._joining_isr = frozenset()
         logger.info("became leader topic=%s partition=%d broker=%d epoch=%d assigned_replicas=%s hw=%d leo=%d",
                     self.topic, self.partition_id, self.local_broker_id, leader_epoch, list(assigned_replicas),
                     self.high_watermark, self.log_end_offset)
@@ -325,6 +332,7 @@ class Partition:
         self._fail_pending_commits()
         self._wake_all_watches()
         self._followers = {}
+        self._joining_isr = frozenset()
         self.isr = frozenset()  # the leader's business now; a follower never consults it
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
@@ -370,6 +378,7 @@ class Partition:
         if self.local_broker_id not in isr or not isr <= set(self.assigned_replicas):
             raise ValueError(f"ISR {sorted(isr)} must hold the leader {self.local_broker_id} and lie within "
                              f"assigned replicas {list(self.assigned_replicas)}")
+        self._joining_isr = frozenset()
         if isr != self.isr:
             logger.info("changed ISR topic=%s partition=%d broker=%d epoch=%d isr=%s previous_isr=%s",
                         self.topic, self.partition_id, self.local_broker_id, self.leader_epoch, sorted(isr),
@@ -433,6 +442,42 @@ class Partition:
             if broker != self.local_broker_id
             and now_ms - self._followers[broker].last_caught_up_ms > replica_lag_time_max_ms
         )
+
+    def followers_ready_to_join(self, now_ms: int, replica_lag_time_max_ms: int) -> frozenset[int]:
+        """Followers outside the ISR that may join it: Kafka's isFollowerInSync, on a fetch.
+
+        - It fetched from this leadership, naming its epoch, within `replica_lag_time_max_ms`: a
+          replica rejoins only by fetching, never on what it held when it was last heard of (a
+          dead follower put back into the ISR would hold acks=all back, and be electable).
+        - Its log reaches the HW: it holds everything acknowledged.
+        - Its log reaches the start offset of this leader's epoch (KAFKA-7128): a new leader's HW
+          may lag what the previous leader committed, and a follower admitted against that stale
+          HW could win an election without records that were acknowledged.
+        """
+        return frozenset(
+            follower.broker_id for follower in self._followers.values()  # bounded by the replication factor
+            if self._ready_to_join(follower) and now_ms - follower.last_fetch_ms <= replica_lag_time_max_ms
+        )
+
+    def _ready_to_join(self, follower: _Follower) -> bool:
+        return (
+            follower.broker_id not in self.isr and follower.broker_id not in self._joining_isr
+            and follower.fetched_at_leader_epoch
+            and follower.log_end_offset >= max(self.high_watermark, self._leader_epoch_start_offset)
+        )
+
+    def isr_joining(self, replicas: Collection[int]) -> None:
+        """An ISR write adding `replicas` is in flight (KIP-497): from now until `update_isr` or
+        `isr_join_failed`, the HW counts them, so that nothing they lack is acknowledged while
+        the store may already name them in sync (and so electable)."""
+        self._require(ReplicaState.LEADER)
+        self._joining_isr = self._joining_isr | frozenset(replicas)
+
+    def isr_join_failed(self) -> None:
+        """The write adding them failed: the HW counts the ISR alone again."""
+        if self._joining_isr:
+            self._joining_isr = frozenset()
+            self._maybe_advance_high_watermark()
 
     def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
         """Fencing: a request that expects another leader epoch than ours is refused."""
@@ -528,11 +573,12 @@ class Partition:
     # -- the high watermark --------------------------------------------------------------------
 
     def _maybe_advance_high_watermark(self) -> None:
-        """HW = min LEO over the ISR, never lower than before; completes what it passes."""
+        """HW = min LEO over the ISR and the replicas joining it, never lower than before;
+        completes what it passes."""
         if self.fenced:
             return
         new_high_watermark = self.log_end_offset
-        for broker in self.isr:  # bounded by the replication factor
+        for broker in self.isr | self._joining_isr:  # bounded by the replication factor
             if broker != self.local_broker_id:
                 new_high_watermark = min(new_high_watermark, self._followers[broker].log_end_offset)
         if new_high_watermark <= self.high_watermark:
@@ -588,7 +634,10 @@ class Partition:
         if not self.log_start_offset <= fetch_offset <= self.log_end_offset:
             return ErrorCode.OFFSET_OUT_OF_RANGE
         follower.record_fetch(fetch_offset, self.log_end_offset, now_ms)
+        follower.fetched_at_leader_epoch = current_leader_epoch == self.leader_epoch
         self._maybe_advance_high_watermark()
+        if self.on_follower_may_join is not None and self._ready_to_join(follower):
+            self.on_follower_may_join()
         return ErrorCode.NONE
 
     def _refusal(self, current_leader_epoch: int) -> ErrorCode:

@@ -1,0 +1,185 @@
+"""Who may join the ISR, and what the HW counts meanwhile (issue 11, bugs 2, 3, 8 and 9).
+
+A leader over the embedded store with one follower, FOLLOWER, whose fetches the tests record
+directly (Partition.record_follower_fetch, as the Fetch handler does). The ISR upkeep's checks
+are called one at a time, under manual clocks, so that "not admitted" is a fact, not a wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from replog.coord_backends import paths
+from replog.coord_backends.memory import MemoryStore
+from replog.coord_backends.paths import IsrRecord, ReplicaAssignment
+from replog.replica.commit import IsrMaintainer
+from replog.replica.election import leader_election
+from replog.replica.log import Log, LogConfig
+from replog.replica.manager import ManagerConfig, ReplicaManager
+from replog.replica.partition import Partition, PartitionConfig
+from tests.polling import eventually
+from tests.replica.batches import producer_batch
+from tests.unit.log_fixtures import ManualClock
+
+TOPIC = "members"
+LEADER, FOLLOWER, OTHER = 1, 2, 3
+LAG_MS = 60_000  # the periodic check (every LAG_MS / 2) never comes within a test
+WAIT_S = 10
+
+
+class Leading:
+    def __init__(self, store: MemoryStore, partition: Partition, maintainer: IsrMaintainer, clock: ManualClock):
+        self.store, self.partition, self.maintainer, self.clock = store, partition, maintainer, clock
+
+    async def isr_in_store(self) -> tuple[int, ...]:
+        return IsrRecord.decode((await self.store.get(paths.isr(TOPIC, 0)))[0]).isr
+
+    def fetch(self, offset: int) -> None:
+        """FOLLOWER fetches from `offset`, naming the leader's epoch, as its fetcher does."""
+        error = self.partition.record_follower_fetch(FOLLOWER, offset, self.clock(), self.partition.leader_epoch)
+        assert error == 0
+
+    def append(self, records: int) -> None:
+        self.partition.log.append(producer_batch(records), self.partition.leader_epoch)
+        self.partition._after_local_append()
+
+
+async def elect(tmp_path, *, alive: tuple[int, ...], replicas: tuple[int, ...] = (LEADER, FOLLOWER),
+                old_records: int = 0, checkpointed_hw: int = 0):
+    """LEADER elected; of the other replicas only those `alive` are in the ISR (the election
+    keeps live members). `old_records` already in the log from an earlier epoch, with the HW
+    checkpointed at `checkpointed_hw`, make a leader whose HW may lag its epoch's start offset."""
+    store = MemoryStore()
+    await store.start()
+    await store.create(paths.replicas(TOPIC, 0), ReplicaAssignment(replicas).encode(), make_parents=True)
+    for broker in alive:
+        await store.create(paths.broker(broker), ephemeral=True, make_parents=True)
+    clock = ManualClock(now_ms=0)
+    log = Log(tmp_path / f"{TOPIC}-0", LogConfig(), clock)
+    if old_records:
+        log.append(producer_batch(old_records), 0)
+    won = await leader_election(store, TOPIC, 0, LEADER)
+    partition = Partition(log, LEADER, won.isr.leader_epoch, won.assigned, won.isr.isr, checkpointed_hw,
+                          PartitionConfig(), now_ms=clock())
+    maintainer = IsrMaintainer(store, partition, won.leader_version, won.isr_version,
+                               replica_lag_time_max_ms=LAG_MS, clock_ms=clock, on_fenced=_never)
+    return Leading(store, partition, maintainer, clock)
+
+
+async def _never() -> None:
+    raise AssertionError("the leader was fenced")
+
+
+@pytest.fixture
+async def closing():
+    opened: list[Leading] = []
+    yield opened
+    for leading in opened:
+        await leading.maintainer.stop()
+        leading.partition.close()
+        await leading.store.close()
+
+
+async def test_the_hw_counts_a_follower_while_the_write_adding_it_is_in_flight(tmp_path, closing):
+    """Bug 2 (KIP-497): once the ISR write lands, the follower is electable; nothing it lacks
+    may have been acknowledged meanwhile."""
+    leading = await elect(tmp_path, alive=())
+    closing.append(leading)
+    assert leading.partition.isr == {LEADER}
+    written, release = asyncio.Event(), asyncio.Event()
+    original_commit = leading.store._commit
+
+    async def held_commit(ops):
+        written.set()
+        await release.wait()
+        return await original_commit(ops)
+
+    leading.store._commit = held_commit
+    leading.fetch(0)  # caught up with the HW (0): it may join
+    check = asyncio.create_task(leading.maintainer.check())
+    await asyncio.wait_for(written.wait(), WAIT_S)
+    leading.append(5)
+    assert leading.partition.high_watermark == 0, "acknowledged records the joining follower lacks"
+    release.set()
+    assert await asyncio.wait_for(check, WAIT_S)
+    assert leading.partition.isr == {LEADER, FOLLOWER} and await leading.isr_in_store() == (LEADER, FOLLOWER)
+    leading.fetch(5)
+    assert leading.partition.high_watermark == 5
+
+
+async def test_a_failed_write_stops_counting_the_joining_follower(tmp_path, closing):
+    from replog.coord_backends import CoordinationUnavailable
+
+    leading = await elect(tmp_path, alive=())
+    closing.append(leading)
+
+    async def failing_commit(ops):
+        raise CoordinationUnavailable("injected")
+
+    leading.store._commit = failing_commit
+    leading.fetch(0)
+    with pytest.raises(CoordinationUnavailable):
+        await leading.maintainer.check()
+    leading.append(3)
+    assert leading.partition.high_watermark == 3
+
+
+async def test_a_follower_joins_only_at_the_start_of_the_leaders_epoch(tmp_path, closing):
+    """Bug 3 (KAFKA-7128): the new leader's HW (4) lags the start of its epoch (10), held there
+    by OTHER, in the ISR and not fetching yet; FOLLOWER at 7 is past that HW but may lack
+    records the previous leader acknowledged."""
+    leading = await elect(tmp_path, alive=(OTHER,), replicas=(LEADER, FOLLOWER, OTHER), old_records=10, checkpointed_hw=4)
+    closing.append(leading)
+    assert leading.partition.isr == {LEADER, OTHER} and leading.partition.high_watermark == 4
+    leading.fetch(7)
+    assert await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER, OTHER)
+    leading.fetch(10)
+    assert await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER, FOLLOWER, OTHER)
+
+
+async def test_a_dead_follower_is_not_put_back_into_the_isr(tmp_path, closing):
+    """Bug 8: shrunk after its last fetch, it never rejoins without fetching again, whatever
+    the offset it last fetched from."""
+    leading = await elect(tmp_path, alive=(FOLLOWER,))
+    closing.append(leading)
+    leading.fetch(0)
+    leading.clock.advance(LAG_MS + 1)
+    assert await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER,)
+    for _ in range(3):  # its last offset (0) is still the HW: that is no reason to take it back
+        leading.clock.advance(LAG_MS)
+        assert await leading.maintainer.check()
+        assert await leading.isr_in_store() == (LEADER,)
+    leading.fetch(0)
+    assert await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER, FOLLOWER)
+
+
+async def test_a_fetch_that_qualifies_a_follower_adds_it_without_waiting_for_the_periodic_check(tmp_path, closing):
+    leading = await elect(tmp_path, alive=())
+    closing.append(leading)
+    leading.maintainer.start()
+    leading.fetch(0)
+
+    async def joined() -> bool:
+        return await leading.isr_in_store() == (LEADER, FOLLOWER)
+
+    await eventually(joined, WAIT_S, "the follower added on its fetch")  # the periodic check is LAG_MS/2 away
+
+
+async def test_a_wall_clock_step_does_not_shrink_the_isr(tmp_path):
+    """Bug 9: ISR durations are measured on a monotonic clock, log times on the wall clock."""
+    wall, monotonic = ManualClock(now_ms=1_000_000), ManualClock(now_ms=0)
+    manager = ReplicaManager(ManagerConfig(tmp_path, LEADER), wall, monotonic)
+    partition = manager.start_replica(TOPIC, 0, LogConfig(), (LEADER, FOLLOWER), 0, (LEADER, FOLLOWER), PartitionConfig())
+    try:
+        wall.advance(3_600_000)  # an NTP step of an hour
+        assert partition.out_of_sync_replicas(monotonic(), LAG_MS) == frozenset()
+        monotonic.advance(LAG_MS + 1)
+        assert partition.out_of_sync_replicas(monotonic(), LAG_MS) == {FOLLOWER}
+    finally:
+        await manager.shutdown()
