@@ -69,6 +69,7 @@ class IsrMaintainer:
 
     def start(self) -> asyncio.Task:
         """Run the upkeep as a task; returns it (done once stopped, fenced or resigned)."""
+        self._partition.on_follower_may_join = self._joining_due.set  # from now: no fetch goes unseen
         self._task = asyncio.create_task(self._run())
         return self._task
 
@@ -92,7 +93,6 @@ class IsrMaintainer:
             self._task = None
 
     async def _run(self) -> None:
-        self._partition.on_follower_may_join = self._joining_due.set
         try:
             while True:  # until stopped: a check per half lag time, or at once when a follower may join
                 with contextlib.suppress(TimeoutError):
