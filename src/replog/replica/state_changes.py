@@ -122,7 +122,15 @@ async def shrink(store: Store, broker_id: int, names: Collection[str]) -> int:
 async def start_replica_is_current(store: Store, request: StateChangeRequest) -> tuple[bool, int | None]:
     """The seed's check on a start-replica: act when the partition has no leader (a new topic or
     partition) or when the request carries the partition's latest epoch, read from its ISR.
-    Returns (act, latest epoch or None when there is no leader)."""
+    Returns (act, latest epoch or None when there is no leader).
+
+    An admin's request (a topic or partitions being created) carries no epoch to compare and is
+    always acted on; the broker checks that the store assigns it the partition. A broker that
+    was down while a topic was deleted and created again finds the new topic led already when
+    it gets to the request, and ignoring it left the new partition unhosted there, closed by
+    the old topic's close-replica (issue 11, bug 4)."""
+    if request.from_broker == FROM_ADMIN:
+        return True, None
     if await store.exists(paths.leader(request.topic, request.partition)) is None:
         return True, None
     try:
