@@ -48,10 +48,10 @@ from kio.schema.errors import ErrorCode
 
 from replog import admin
 from replog.admin.errors import AdminError
-from replog.config import BrokerConfig, effective_topic_config
-from replog.coord_backends import NodeExists, NoNode, SessionState, StoreError, open_store
+from replog.config import BrokerConfig, TopicSettings, log_config, partition_config
+from replog.coord_backends import NodeExists, SessionState, StoreError, open_store
 from replog.coord_backends import paths
-from replog.coord_backends.paths import BrokerRegistration, ClusterId, StateChangeRequest, TopicConfig
+from replog.coord_backends.paths import BrokerRegistration, ClusterId, StateChangeRequest
 from replog.metadata_cache import MetadataCache
 from replog.net.server import KafkaServer
 from replog.producer_ids import ProducerIdAllocator
@@ -60,6 +60,7 @@ from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.state_changes import StateChangeListener
 from replog.replication.connections import LeaderConnections
 from replog.replication.driver import LeadershipContext, PartitionLeadership
+from replog.replication.topic_configs import TopicConfigs
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +116,7 @@ class Broker:
         # until a start-replica for them, or the store stops assigning them (see _reconcile).
         self._closed: set[tuple[str, int]] = set()
         self._reconciling = asyncio.Lock()  # one start or stop of a partition's replica at a time
+        self.topic_configs = TopicConfigs(self.store, config, self._topic_config_changed)
         self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"])
         self._leadership_context = LeadershipContext(
             self.broker_id, self.store, self.replicas, self.leader_connections, config, self.now_ms, self.metadata.changed,
@@ -162,6 +164,7 @@ class Broker:
             for leadership in list(self._leaderships.values()):
                 await leadership.stop()
             self._leaderships.clear()
+        await self.topic_configs.close()
         self.leader_connections.close()
         await self.metadata.close()
         await self.replicas.shutdown()
@@ -280,7 +283,6 @@ class Broker:
         where it is assigned and nothing runs (its leadership task elects, leads or follows as
         the partition's leader node says, see leadership.py), stop where it is not. Idempotent."""
         async with self._reconciling:
-            settings = None
             for partition in partition_ids:  # bounded by the topic's partitions
                 key = (topic, partition)
                 assigned = await admin.read_replicas(self.store, paths.replicas(topic, partition))
@@ -292,18 +294,19 @@ class Broker:
                     continue
                 if key in self._closed or key in self._leaderships:
                     continue
-                if settings is None:
-                    settings = await self._topic_settings(topic)
-                leadership = PartitionLeadership(self._leadership_context, topic, partition, lambda settings=settings: settings)
+                await self.topic_configs.follow(topic)
+                leadership = PartitionLeadership(self._leadership_context, topic, partition,
+                                                 lambda: self.topic_configs.settings(topic))
                 self._leaderships[key] = leadership
                 leadership.start()
 
-    async def _topic_settings(self, topic: str):
-        try:
-            overrides = TopicConfig.decode((await self.store.get(paths.topic_config(topic)))[0]).configs
-        except NoNode:
-            overrides = {}
-        return effective_topic_config(self.config, overrides)
+    def _topic_config_changed(self, topic: str, settings: TopicSettings) -> None:
+        """IncrementalAlterConfigs took effect in the store: every hosted partition of the topic
+        runs on the new settings from its next request on, as in Kafka."""
+        for partition in self.replicas.partitions:  # bounded by the hosted partitions
+            if partition.topic == topic:
+                partition.update_config(partition_config(settings))
+                partition.log.update_config(log_config(settings))
 
     async def _stop_replica(self, key: tuple[str, int]) -> None:
         """Stop leading or following the partition and close its replica, keeping the log."""
@@ -312,6 +315,8 @@ class Broker:
             await leadership.stop()
         if self.replicas.hosted(*key) is not None:
             self.replicas.close_replica(*key)
+        if not any(topic == key[0] for topic, _ in self._leaderships):
+            await self.topic_configs.forget(key[0])
 
     def _report_stray_logs(self) -> None:
         """Logs of topics the store does not know: kept (the store may be the wrong one), reported."""

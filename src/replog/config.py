@@ -29,6 +29,7 @@ from typing import Any, Callable, NamedTuple
 
 from replog.replica import LogConfig
 from replog.replica.manager import ManagerConfig
+from replog.replica.partition import PartitionConfig
 
 
 class ConfigError(ValueError):
@@ -461,3 +462,11 @@ def effective_topic_config(broker_config: BrokerConfig, topic_overrides: Mapping
 def log_config(settings: TopicSettings) -> LogConfig:
     """The partition log's settings; LogConfig's fields are topic setting names in python spelling."""
     return LogConfig(**{field.name: settings[field.name.replace("_", ".")] for field in dataclasses.fields(LogConfig)})
+
+
+def partition_config(settings: TopicSettings) -> PartitionConfig:
+    """The settings a partition enforces beyond its log's."""
+    return PartitionConfig(
+        min_insync_replicas=settings["min.insync.replicas"],
+        message_timestamp_type=settings["message.timestamp.type"],
+    )

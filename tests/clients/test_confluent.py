@@ -96,3 +96,43 @@ class TestConfluent(ClientSuite):
         admin.create_topics([NewTopic(topic_name, -1, -1)])[topic_name].result(TIMEOUT_S)
         partitions = admin.list_topics(topic_name, timeout=TIMEOUT_S).topics[topic_name].partitions
         assert [len(meta.replicas) for meta in partitions.values()] == [1]
+
+    def test_altered_topic_settings_apply_to_the_running_partition(self, broker, make_topic):
+        """Issue 11, bug 5: IncrementalAlterConfigs takes effect without a restart, as in Kafka:
+        min.insync.replicas at the next acks=all produce, segment.bytes at the next append."""
+        name = make_topic()
+        record = [Record(b"k", b"v" * 300)]
+        self.client.set_config(broker.bootstrap, name, "min.insync.replicas", "2")
+
+        def refused_for_too_few_replicas() -> bool:
+            try:
+                self.client.produce(broker.bootstrap, name, record, acks="all", retries=0)
+            except ProduceFailed as failed:
+                return failed.code == 19  # NOT_ENOUGH_REPLICAS: one replica, two required
+            return False
+
+        eventually_true(refused_for_too_few_replicas, "acks=all refused under min.insync.replicas=2")
+        self.client.set_config(broker.bootstrap, name, "min.insync.replicas", "1")
+        self.client.set_config(broker.bootstrap, name, "segment.bytes", "1024")
+        eventually_true(lambda: self.client.produce(broker.bootstrap, name, record, acks="all", retries=0) is not None,
+                        "acks=all accepted again under min.insync.replicas=1")
+        for _ in range(5):  # one batch each, each smaller than segment.bytes: 1024 bytes hold three
+            self.client.produce(broker.bootstrap, name, record, acks="all")
+        segments = list((broker.data_dir / f"{name}-0").glob("*.log"))
+        assert len(segments) > 1, "the active segment rolled by the new segment.bytes"
+
+
+def eventually_true(condition, what: str, timeout_s: float = 10) -> None:
+    """Poll a blocking condition with a deadline (no sleep: each attempt is a client round trip)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not _attempt(condition):
+        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
+
+
+def _attempt(condition) -> bool:
+    try:
+        return bool(condition())
+    except ProduceFailed:
+        return False

@@ -97,7 +97,7 @@ class Log:
         self.directory = Path(directory)
         self.topic, self.partition = _parse_log_directory_name(self.directory.name)
         self.config = config
-        self._segment_limits = SegmentLimits(config.segment_bytes, config.segment_ms, config.index_interval_bytes)
+        self._segment_limits = self._limits_of(config)
         self._clock = clock
         self.directory.mkdir(parents=True, exist_ok=True)
         self._recovery_checkpoint = OffsetCheckpoint(self.directory / RECOVERY_POINT_FILE)
@@ -221,6 +221,22 @@ class Log:
         return tuple(self._segments)
 
     # -- appends -------------------------------------------------------------------------------
+
+    def update_config(self, config: LogConfig) -> None:
+        """Take the topic's new settings while open (IncrementalAlterConfigs): the next append,
+        roll, flush check and retention check use them; the active segment rolls by the new
+        segment.bytes and segment.ms."""
+        previous_flush_ms = self.config.flush_ms
+        self.config = config
+        self._segment_limits = self._limits_of(config)
+        if self._segments:
+            self._segments[-1].apply_roll_limits(self._segment_limits)
+        if config.flush_ms != previous_flush_ms:
+            self._flush_due_ms = self._clock() + config.flush_ms
+
+    @staticmethod
+    def _limits_of(config: LogConfig) -> SegmentLimits:
+        return SegmentLimits(config.segment_bytes, config.segment_ms, config.index_interval_bytes)
 
     def append(self, batches: bytearray | memoryview, leader_epoch: int) -> tuple[int, int]:
         """Append a producer's batches as leader: validate, assign offsets and `leader_epoch` in

@@ -386,6 +386,11 @@ class Partition:
             self.isr = isr
         self._maybe_advance_high_watermark()
 
+    def update_config(self, config: PartitionConfig) -> None:
+        """Take the topic's new settings while running (IncrementalAlterConfigs): the next
+        acks=-1 append and commit are judged by the new min.insync.replicas."""
+        self.config = config
+
     def close(self) -> None:
         """Stop serving (the seed's closeReplica): write the producer snapshot, close the log,
         answer waiting acks=-1 appends with NOT_LEADER_OR_FOLLOWER and wake every long poll."""

@@ -141,6 +141,14 @@ class Segment:
             self._roll_max_timestamp = _NO_LIMIT
             self._roll_now_ms = self.created_ms + self._segment_ms
 
+    def apply_roll_limits(self, limits: SegmentLimits) -> None:
+        """The topic's segment.bytes or segment.ms changed: this segment rolls by the new ones,
+        as Kafka's shouldRoll reads the current config. index.interval.bytes applies from the
+        next segment on."""
+        self._segment_bytes = limits.segment_bytes
+        self._segment_ms = limits.segment_ms
+        self._set_first_batch_timestamp(self.first_batch_timestamp)
+
     # -- append path -------------------------------------------------------------------------
 
     def append(self, buf, last_offset: int, max_timestamp: int, now_ms: int,

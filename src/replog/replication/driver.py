@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from replog.config import log_config
+from replog.config import log_config, partition_config
 from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment
@@ -33,7 +33,7 @@ from replog.replica.commit import IsrMaintainer
 from replog.replica.election import leader_election
 from replog.replica.fetcher import FetcherConfig, FetchReply, FetchSpec, ReplicaFetcher
 from replog.replica.manager import ReplicaManager
-from replog.replica.partition import EpochEndOffset, Partition, PartitionConfig, ReplicaState
+from replog.replica.partition import EpochEndOffset, Partition, ReplicaState
 from replog.replication import leadership as machine
 from replog.replication.connections import LeaderConnections
 
@@ -231,7 +231,7 @@ class PartitionLeadership:
         settings = self._settings()
         hosted = context.replicas.start_replica(
             self.topic, self.partition, log_config(settings), elected.assigned,
-            elected.isr.leader_epoch, elected.isr.isr, self._partition_config(settings),
+            elected.isr.leader_epoch, elected.isr.isr, partition_config(settings),
         )
         rebalance = context.config["auto.leader.rebalance.enable"]
         epoch = elected.isr.leader_epoch
@@ -256,7 +256,7 @@ class PartitionLeadership:
         assigned = ReplicaAssignment.decode((await context.store.get(paths.replicas(self.topic, self.partition)))[0]).replicas
         hosted = context.replicas.start_replica(
             self.topic, self.partition, log_config(settings), assigned, epoch, None,
-            self._partition_config(settings), leader_id=leader,
+            partition_config(settings), leader_id=leader,
         )
         fetcher = ReplicaFetcher(
             hosted, self._fetch_from(leader), self._epoch_end_from(leader), FetcherConfig(),
@@ -335,13 +335,6 @@ class PartitionLeadership:
 
     def _hosted(self) -> Partition | None:
         return self._context.replicas.hosted(self.topic, self.partition)
-
-    @staticmethod
-    def _partition_config(settings: Mapping[str, Any]) -> PartitionConfig:
-        return PartitionConfig(
-            min_insync_replicas=settings["min.insync.replicas"],
-            message_timestamp_type=settings["message.timestamp.type"],
-        )
 
     async def _stop_driver(self) -> None:
         if self._task is not None:
