@@ -136,11 +136,28 @@ class Broker:
         await self.state_changes.drain()
         self.metadata.on_assignment_changed = self._reconcile
         await self.metadata.start()  # startReplica for every replica the store assigns here
+        await self._wait_for_first_leaderships()
         self._report_stray_logs()
         await self.server.start()
         await self._register()
         self._registered = True
         logger.info("broker started broker=%d port=%d data_dir=%s", self.broker_id, self.server.port, self.data_dir)
+
+    async def _wait_for_first_leaderships(self) -> None:
+        """Serve once every hosted partition has led, followed or lost its election, so that a
+        broker that says it is listening answers for its partitions (their logs were loaded by
+        the startReplicas above, before any election); at most one session timeout, for a
+        store that does not answer or an election that waits on another broker."""
+        waits = [asyncio.create_task(leadership.settled.wait()) for leadership in self._leaderships.values()]
+        if not waits:
+            return
+        _, pending = await asyncio.wait(waits, timeout=self.store.session_timeout_ms / 1000)
+        for wait in pending:
+            wait.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        if pending:
+            logger.warning("serving before every partition has a leader broker=%d unsettled=%d",
+                           self.broker_id, len(pending))
 
     async def stop(self) -> None:
         try:
@@ -295,6 +312,7 @@ class Broker:
                 if key in self._closed or key in self._leaderships:
                     continue
                 await self.topic_configs.follow(topic)
+                await self.replicas.load_log(topic, partition, log_config(self.topic_configs.settings(topic)))
                 leadership = PartitionLeadership(self._leadership_context, topic, partition,
                                                  lambda: self.topic_configs.settings(topic))
                 self._leaderships[key] = leadership
@@ -315,6 +333,7 @@ class Broker:
             await leadership.stop()
         if self.replicas.hosted(*key) is not None:
             self.replicas.close_replica(*key)
+        self.replicas.close_loaded(*key)
         if not any(topic == key[0] for topic, _ in self._leaderships):
             await self.topic_configs.forget(key[0])
 
@@ -349,7 +368,7 @@ class Broker:
         key = (request.topic, request.partition)
         async with self._reconciling:
             await self._stop_replica(key)
-            self.replicas.delete_replica(*key)
+            await self.replicas.delete_replica(*key)
             assigned = await admin.read_replicas(self.store, paths.replicas(*key))
             if assigned is not None and self.broker_id in assigned:
                 self._closed.add(key)  # the admin removes it next; until then it stays closed

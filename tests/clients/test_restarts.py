@@ -24,7 +24,8 @@ TIMEOUT_S = 30
 # Several segments per partition, so that recovery has more than the active segment to check.
 SMALL_SEGMENTS = {"segment.bytes": "131072"}
 SMALL_BATCHES = {"batch.size": 32768}  # below segment.bytes: a larger batch would be refused
-TROUBLE = re.compile(r"Traceback|\bERROR\b|\bCRITICAL\b|corrupt", re.IGNORECASE)
+# Log levels are upper case; "error=6" in a refusal's WARNING line is a client told to retry.
+TROUBLE = re.compile(r"Traceback|\bERROR\b|\bCRITICAL\b|(?i:corrupt)")
 
 
 def trouble_in(output: list[str]) -> list[str]:

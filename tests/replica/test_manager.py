@@ -74,7 +74,7 @@ async def test_close_keeps_the_data_and_close_with_delete_removes_it(tmp_path):
         started = manager.start_replica("orders", partition_id, LogConfig(), (BROKER,), leader_epoch=0)
         await started.append_as_leader(producer_batch(3), acks=1, timeout_ms=1000)
     manager.close_replica("orders", 0)
-    manager.close_replica("orders", 1, delete=True)
+    await manager.delete_replica("orders", 1)
     assert (tmp_path / "orders-0").is_dir()
     assert not (tmp_path / "orders-1").exists()
     with pytest.raises(UnknownTopicOrPartitionError):
@@ -177,10 +177,10 @@ async def test_a_replica_deleted_around_a_background_flush_is_gone_without_error
     if while_flushing:
         flushing = asyncio.create_task(partition.flush_in_background())
         await asyncio.sleep(0)  # into its thread
-        manager.close_replica("orders", 0, delete=True)
+        await manager.delete_replica("orders", 0)
         await flushing
     else:
-        manager.close_replica("orders", 0, delete=True)
+        await manager.delete_replica("orders", 0)
         await partition.flush_in_background()
     assert not (tmp_path / "orders-0").exists()
 

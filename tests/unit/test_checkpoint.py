@@ -99,3 +99,15 @@ def test_clear_empties_file_too(cache, tmp_path):
     assert LeaderEpochCache(tmp_path / "leader-epoch-checkpoint").entries == []
     write_checkpoint(tmp_path / "leader-epoch-checkpoint", ["1 x"])
     assert LeaderEpochCache(tmp_path / "leader-epoch-checkpoint").entries == []
+
+
+def test_an_older_snapshot_written_late_does_not_overwrite_a_newer_one(tmp_path):
+    """The HW checkpoint is written in a worker thread; a write still running at shutdown must
+    not put back what the shutdown's own, later write replaced."""
+    from replog.replica.checkpoint import OffsetCheckpoint
+
+    checkpoint = OffsetCheckpoint(tmp_path / "replication-offset-checkpoint")
+    older = checkpoint.snapshot({("t", 0): 5})
+    checkpoint.snapshot({("t", 0): 9})()
+    older()
+    assert checkpoint.read() == {("t", 0): 9}

@@ -351,3 +351,23 @@ def test_config_rejects_values_below_kafka_minimums():
     with pytest.raises(ValueError):
         LogConfig(segment_bytes=10)
     assert LogConfig().max_message_bytes == 1048588
+
+
+def test_a_roll_leaves_its_directory_fsync_to_the_next_flush(tmp_path, monkeypatch):
+    """Issue 11, bug 7: rolling (on the append path, on the event loop) does not fsync the
+    directory; the next flush does, the background one in its worker thread."""
+    from replog.replica import log as log_module
+
+    synced: list[object] = []
+    monkeypatch.setattr(log_module, "fsync_directory", lambda directory: synced.append(directory))
+    log = open_log(tmp_path / "t-0", segment_bytes=200)
+    synced.clear()
+    for _ in range(3):
+        log.append(build_batch(payload_bytes=100), leader_epoch=0)
+    assert len(log.segments) > 1 and synced == []
+    job = log.begin_flush()
+    job.run()
+    assert synced == [log.directory] and log.complete_flush(job)
+    log.flush()
+    assert synced == [log.directory], "a directory already synced is not synced again"
+    log.close()

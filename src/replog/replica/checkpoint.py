@@ -22,7 +22,8 @@ Concurrency: one writer per file (the owning partition or the replica manager); 
 import bisect
 import logging
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -90,9 +91,30 @@ class OffsetCheckpoint:
 
     def __init__(self, path: Path):
         self.path = path
+        # A write in a worker thread may still be running when the owner writes a later one
+        # (at shutdown): snapshots are numbered, and an older one never overwrites a newer.
+        self._writing = threading.Lock()
+        self._snapshots_taken = 0
+        self._snapshot_written = 0
 
     def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
-        write_checkpoint(self.path, [f"{topic} {partition} {offset}" for (topic, partition), offset in offsets.items()])
+        self.snapshot(offsets)()
+
+    def snapshot(self, offsets: Mapping[tuple[str, int], int]) -> Callable[[], None]:
+        """Take `offsets` now; the call returned writes them, in any thread, unless a later
+        snapshot was written first."""
+        lines = [f"{topic} {partition} {offset}" for (topic, partition), offset in offsets.items()]
+        with self._writing:
+            self._snapshots_taken += 1
+            number = self._snapshots_taken
+
+        def write() -> None:
+            with self._writing:
+                if number > self._snapshot_written:
+                    write_checkpoint(self.path, lines)
+                    self._snapshot_written = number
+
+        return write
 
     def read(self) -> dict[tuple[str, int], int]:
         try:

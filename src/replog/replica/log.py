@@ -113,6 +113,10 @@ class Log:
         # Counts truncations, so that a background flush started before one does not move the
         # recovery point over bytes that are no longer the log's.
         self._truncations = 0
+        # Rolls so far, and how many of them a directory fsync has made durable: a roll leaves
+        # its directory fsync to the next flush, off the event loop when that is the background one.
+        self._rolls = 0
+        self._rolls_synced = 0
         self._unflushed_records = 0
         # flush.ms is due once the clock reaches this: the last flush plus flush.ms.
         self._flush_due_ms = clock() + config.flush_ms
@@ -301,7 +305,7 @@ class Log:
         segment = Segment(self.directory, base_offset, self._segment_limits, now_ms)
         self._segments.append(segment)
         self._segment_bases.append(base_offset)
-        fsync_directory(self.directory)
+        self._rolls += 1
         logger.info("rolled segment topic=%s partition=%d segment=%d", self.topic, self.partition, base_offset)
 
     # -- reads ---------------------------------------------------------------------------------
@@ -367,6 +371,9 @@ class Log:
         """fsync every segment holding data below `offset` (default: the log end offset) and
         advance the recovery point to it (in memory; see checkpoint_recovery_point)."""
         offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        if self._rolls != self._rolls_synced:
+            fsync_directory(self.directory)  # the new segments' names, before anything counts as flushed
+            self._rolls_synced = self._rolls
         if offset > self.recovery_point:
             active = self._segments[-1]
             for segment in self._segments_holding(self.recovery_point, offset):
@@ -397,13 +404,15 @@ class Log:
         for segment in segments:  # bounded by the segments
             segment.persist_indexes()
         return FlushJob(offset, self._truncations, [os.dup(segment.fd) for segment in segments],
-                        [path for segment in segments for path in segment.index_paths])
+                        [path for segment in segments for path in segment.index_paths],
+                        self.directory if self._rolls != self._rolls_synced else None, self._rolls)
 
     def complete_flush(self, job: "FlushJob") -> bool:
         """Take the recovery point to what `job` made durable, unless the log was truncated
         since it began (the bytes it flushed may no longer be the log's); says which."""
         if job.truncations != self._truncations:
             return False
+        self._rolls_synced = max(self._rolls_synced, job.rolls)
         self.recovery_point = max(self.recovery_point, job.offset)
         self._background_flushed_offset = job.offset
         return True
@@ -545,13 +554,18 @@ class RecoveredProducers(NamedTuple):
 class FlushJob:
     """The fsyncs of a background flush (Log.begin_flush), for another thread to run: the segment
     files through duplicates of their descriptors, so that the log may roll, truncate, close or
-    delete segments meanwhile, then their index files."""
+    delete segments meanwhile, then their index files, then the directory if segments were
+    rolled since it was last synced (their names must be durable before the recovery point
+    passes their data)."""
 
-    def __init__(self, offset: int, truncations: int, log_fds: list[int], index_paths: list[Path]):
+    def __init__(self, offset: int, truncations: int, log_fds: list[int], index_paths: list[Path],
+                 directory: Path | None, rolls: int):
         self.offset = offset
         self.truncations = truncations
+        self.rolls = rolls
         self._log_fds = log_fds
         self._index_paths = index_paths
+        self._directory = directory
 
     def run(self) -> None:
         """fsync the segments, then their indexes (an index must never run ahead of its log);
@@ -568,6 +582,8 @@ class FlushJob:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
+            if self._directory is not None:
+                fsync_directory(self._directory)
         finally:
             for fd in self._log_fds:
                 os.close(fd)

@@ -85,6 +85,8 @@ class ReplicaManager:
         # Read once: a partition started later takes its HW from here (the seed's brokerStartup).
         self._checkpointed_high_watermarks = self._high_watermark_checkpoint.read()
         self._partitions: dict[tuple[str, int], Partition] = {}
+        self._opening: dict[tuple[str, int], asyncio.Future] = {}  # log opens in worker threads
+        self._loaded: dict[tuple[str, int], Log] = {}  # by load_log, for the replica's start
         self._tasks: list[asyncio.Task] = []
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -95,7 +97,7 @@ class ReplicaManager:
             raise RuntimeError("replica manager already started")
         config = self.config
         chores = [
-            (config.high_watermark_checkpoint_interval_ms, self.checkpoint_high_watermarks),
+            (config.high_watermark_checkpoint_interval_ms, self._checkpoint_high_watermarks_in_background),
             (config.recovery_point_checkpoint_interval_ms, self._flush_in_background),
             (config.flush_scheduler_interval_ms, self._flush_due_logs),
             (config.retention_check_interval_ms, self.delete_retained_segments),
@@ -118,6 +120,8 @@ class ReplicaManager:
                 # One failed disk must not keep the other logs from closing cleanly.
                 logger.exception("closing replica failed topic=%s partition=%d broker=%d epoch=%d",
                                  partition.topic, partition.partition_id, self.broker_id, partition.leader_epoch)
+        for key in list(self._loaded):  # bounded by the partitions about to start
+            self.close_loaded(*key)
         self.checkpoint_high_watermarks()
         self._partitions.clear()
         logger.info("replica manager shut down broker=%d", self.broker_id)
@@ -131,41 +135,103 @@ class ReplicaManager:
         or follow `leader_id` at that epoch when another broker leads (the seed's startReplica).
 
         ISR defaults to all assigned replicas, as for a new topic in Kafka. Starting a replica
-        that is already hosted moves it to the given leadership, epoch and assignment."""
+        that is already hosted moves it to the given leadership, epoch and assignment. The log
+        is opened on the calling thread: the broker uses `open_replica`."""
+        start = _ReplicaStart(topic, partition, log_config, tuple(assigned_replicas), leader_epoch, isr,
+                              partition_config, leader_id)
+        existing = self._partitions.get((topic, partition))
+        if existing is not None:
+            return self._restart(existing, start)
+        self._check_assigned(start)
+        return self._host(start, self._open(start, None))
+
+    async def open_replica(self, topic: str, partition: int, log_config: LogConfig, assigned_replicas: Collection[int],
+                           leader_epoch: int, isr: Collection[int] | None = None,
+                           partition_config: PartitionConfig = PartitionConfig(),
+                           leader_id: int | None = None) -> Partition:
+        """start_replica with the log opened in a worker thread: recovering a large log must not
+        stall the event loop, where the store session's keepalive runs (issue 11, bug 7).
+
+        One open per partition at a time. A caller cancelled while its open runs leaves the log
+        it opened closed (nothing hosts it), so that a later open finds it free."""
+        start = _ReplicaStart(topic, partition, log_config, tuple(assigned_replicas), leader_epoch, isr,
+                              partition_config, leader_id)
         key = (topic, partition)
-        isr = tuple(assigned_replicas) if isr is None else isr
-        follows = leader_id is not None and leader_id != self.broker_id
+        await self._opened_elsewhere(key)
         existing = self._partitions.get(key)
         if existing is not None:
-            if follows:
-                existing.become_follower(leader_id, leader_epoch, self._monotonic_clock())
-            else:
-                existing.become_leader(leader_epoch, assigned_replicas, isr, self._monotonic_clock())
-            return existing
-        if self.broker_id not in assigned_replicas:
-            raise ValueError(f"broker {self.broker_id} is not among the replicas {list(assigned_replicas)} "
-                             f"of {topic}-{partition}")
-        log = Log(self.log_directory(topic, partition), log_config, self._clock)
-        checkpointed_high_watermark = self._checkpointed_high_watermarks.get(key, 0)
-        started = Partition(log, self.broker_id, leader_epoch, assigned_replicas, isr, checkpointed_high_watermark,
-                            partition_config, self._monotonic_clock(), leader_id)
-        self._partitions[key] = started
-        logger.info("started replica topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d checkpointed_hw=%d",
-                    topic, partition, self.broker_id, leader_epoch, started.high_watermark,
-                    started.log_end_offset, checkpointed_high_watermark)
+            return self._restart(existing, start)
+        self._check_assigned(start)
+        loaded = self._loaded.pop(key, None)
+        return self._host(start, await self._in_thread(key, lambda: self._open(start, loaded)))
+
+    async def load_log(self, topic: str, partition: int, log_config: LogConfig) -> None:
+        """Open (recovering if need be) the log of a replica about to start, in a worker
+        thread, for the startReplica that follows its election: as Kafka's LogManager, the
+        broker loads its logs before it registers, and an elected leader serves at once rather
+        than after a recovery."""
+        key = (topic, partition)
+        await self._opened_elsewhere(key)
+        if key not in self._partitions and key not in self._loaded:
+            directory = self.log_directory(topic, partition)
+            self._loaded[key] = await self._in_thread(key, lambda: Log(directory, log_config, self._clock))
+
+    def close_loaded(self, topic: str, partition: int) -> None:
+        """The replica will not start after all: close the log load_log opened for it."""
+        loaded = self._loaded.pop((topic, partition), None)
+        if loaded is not None:
+            loaded.close()
+
+    async def _opened_elsewhere(self, key: tuple[str, int]) -> None:
+        while (opening := self._opening.get(key)) is not None:  # each open ends: bounded by the openers
+            await asyncio.wait([opening])
+
+    async def _in_thread(self, key: tuple[str, int], open_: Callable[[], Log | Partition]) -> Log | Partition:
+        """One open of the partition's files at a time, in a worker thread. A caller cancelled
+        meanwhile leaves what it opened closed (nothing holds it), so a later open finds it free."""
+        opening = asyncio.ensure_future(asyncio.to_thread(open_))
+        self._opening[key] = opening
+        opening.add_done_callback(lambda _: self._opening.pop(key, None))
+        try:
+            return await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            opening.add_done_callback(_close_unclaimed)
+            raise
+
+    def _restart(self, existing: Partition, start: "_ReplicaStart") -> Partition:
+        if start.follows(self.broker_id):
+            existing.become_follower(start.leader_id, start.leader_epoch, self._monotonic_clock())
+        else:
+            existing.become_leader(start.leader_epoch, start.assigned_replicas, start.isr_or_all, self._monotonic_clock())
+        return existing
+
+    def _check_assigned(self, start: "_ReplicaStart") -> None:
+        if self.broker_id not in start.assigned_replicas:
+            raise ValueError(f"broker {self.broker_id} is not among the replicas {list(start.assigned_replicas)} "
+                             f"of {start.topic}-{start.partition}")
+
+    def _open(self, start: "_ReplicaStart", loaded: Log | None) -> Partition:
+        """The replica's log (unless `loaded` already) and partition state, read from disk:
+        any thread."""
+        log = loaded or Log(self.log_directory(start.topic, start.partition), start.log_config, self._clock)
+        checkpointed_high_watermark = self._checkpointed_high_watermarks.get((start.topic, start.partition), 0)
+        return Partition(log, self.broker_id, start.leader_epoch, start.assigned_replicas, start.isr_or_all,
+                         checkpointed_high_watermark, start.partition_config, self._monotonic_clock(), start.leader_id)
+
+    def _host(self, start: "_ReplicaStart", started: Partition) -> Partition:
+        self._partitions[(start.topic, start.partition)] = started
+        logger.info("started replica topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d",
+                    start.topic, start.partition, self.broker_id, start.leader_epoch, started.high_watermark,
+                    started.log_end_offset)
         return started
 
-    def close_replica(self, topic: str, partition: int, delete: bool = False) -> None:
-        """Stop hosting the replica; with `delete`, remove its data too (the seed's closeReplica)."""
+    def close_replica(self, topic: str, partition: int) -> None:
+        """Stop hosting the replica and keep its data (the seed's closeReplica; delete_replica
+        removes it)."""
         closing = self.get_partition(topic, partition)
         del self._partitions[(topic, partition)]
-        if delete:
-            closing.delete()
-            # Forgotten now, or a replica recreated later would start from a stale HW.
-            self._checkpointed_high_watermarks.pop((topic, partition), None)
-        else:
-            closing.close()
-            self._checkpointed_high_watermarks[(topic, partition)] = closing.high_watermark
+        closing.close()
+        self._checkpointed_high_watermarks[(topic, partition)] = closing.high_watermark
 
     def prepare_replica(self, topic: str, partition: int) -> None:
         """startReplica of a partition the store does not show yet (an admin is adding it): make
@@ -173,15 +239,22 @@ class ReplicaManager:
         the partition's first election."""
         self.log_directory(topic, partition).mkdir(exist_ok=True)
 
-    def delete_replica(self, topic: str, partition: int) -> None:
+    async def delete_replica(self, topic: str, partition: int) -> None:
         """closeReplica with deletion, hosted or not: a broker drains its close-replica requests
-        before it opens any replica, so a log deleted while it was down is only on disk."""
-        if self.hosted(topic, partition) is not None:
-            self.close_replica(topic, partition, delete=True)
+        before it opens any replica, so a log deleted while it was down is only on disk. The
+        files go in a worker thread: a log of many segments takes long to remove."""
+        hosted = self.hosted(topic, partition)
+        if hosted is not None:
+            del self._partitions[(topic, partition)]
+            # Forgotten now, or a replica recreated later would start from a stale HW.
+            self._checkpointed_high_watermarks.pop((topic, partition), None)
+            hosted.stop_for_deletion()
+            await asyncio.to_thread(hosted.remove_files)
             return
+        self.close_loaded(topic, partition)
         directory = self.log_directory(topic, partition)
         if directory.exists():
-            shutil.rmtree(directory)
+            await asyncio.to_thread(shutil.rmtree, directory)
             logger.info("deleted replica log topic=%s partition=%d broker=%d dir=%s", topic, partition, self.broker_id, directory)
         self._checkpointed_high_watermarks.pop((topic, partition), None)
 
@@ -216,9 +289,16 @@ class ReplicaManager:
     def checkpoint_high_watermarks(self) -> None:
         """Write the HW of every hosted partition, and keep the entries of closed (not deleted)
         replicas so that they come back with their HW if started again."""
+        self._high_watermark_snapshot()()
+
+    async def _checkpoint_high_watermarks_in_background(self) -> None:
+        """checkpoint_high_watermarks with the write and its fsyncs in a worker thread."""
+        await asyncio.to_thread(self._high_watermark_snapshot())
+
+    def _high_watermark_snapshot(self) -> Callable[[], None]:
         for partition in self._partitions.values():  # bounded by the hosted partitions
             self._checkpointed_high_watermarks[(partition.topic, partition.partition_id)] = partition.high_watermark
-        self._high_watermark_checkpoint.write(self._checkpointed_high_watermarks)
+        return self._high_watermark_checkpoint.snapshot(self._checkpointed_high_watermarks)
 
     def delete_retained_segments(self) -> int:
         """Apply retention to every hosted partition; returns the segments deleted."""
@@ -241,3 +321,30 @@ class ReplicaManager:
         now_ms = self._clock()
         for partition in self._partitions.values():  # bounded by the hosted partitions
             partition.remove_expired_producers(now_ms)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ReplicaStart:
+    """What a startReplica asks for."""
+
+    topic: str
+    partition: int
+    log_config: LogConfig
+    assigned_replicas: tuple[int, ...]
+    leader_epoch: int
+    isr: Collection[int] | None
+    partition_config: PartitionConfig
+    leader_id: int | None
+
+    def follows(self, broker_id: int) -> bool:
+        return self.leader_id is not None and self.leader_id != broker_id
+
+    @property
+    def isr_or_all(self) -> Collection[int]:
+        return self.assigned_replicas if self.isr is None else self.isr
+
+
+def _close_unclaimed(opening: asyncio.Future) -> None:
+    """The log or replica of an open whose caller was cancelled: closed, since nothing holds it."""
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().close()

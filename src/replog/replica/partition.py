@@ -403,13 +403,18 @@ class Partition:
                     self.topic, self.partition_id, self.local_broker_id, self.leader_epoch,
                     self.high_watermark, self.log_end_offset)
 
-    def delete(self) -> None:
-        """Stop serving and remove the log's data (the replica moved away or its topic was deleted)."""
+    def stop_for_deletion(self) -> None:
+        """Deleting the replica (it moved away or its topic was deleted), on the event loop:
+        stop serving and answer what waits; `remove_files` follows, in a worker thread."""
         self._transition(ReplicaState.CLOSED)
         self._fail_pending_commits()
+        self._wake_all_watches()
+
+    def remove_files(self) -> None:
+        """Remove the log and its directory, from any thread, once stopped for deletion."""
+        self._require(ReplicaState.CLOSED)
         with self._directory_lock:
             self.log.delete()
-        self._wake_all_watches()
         logger.info("deleted replica topic=%s partition=%d broker=%d epoch=%d",
                     self.topic, self.partition_id, self.local_broker_id, self.leader_epoch)
 

@@ -76,6 +76,9 @@ class PartitionLeadership:
         self._fetcher: ReplicaFetcher | None = None
         self._maintainer: IsrMaintainer | None = None
         self._recheck: asyncio.TimerHandle | None = None
+        # Set once this broker has first led, followed, or lost the election (the broker's
+        # start waits for it before serving).
+        self.settled = asyncio.Event()
 
     @property
     def state(self) -> machine.State:
@@ -183,11 +186,16 @@ class PartitionLeadership:
     async def _carry_out(self, action: machine.Action) -> machine.Event | None:
         match action:
             case machine.Elect():
-                return await self._elect()
+                outcome = await self._elect()
+                if isinstance(outcome, machine.NotElected):
+                    self.settled.set()
+                return outcome
             case machine.Lead(elected):
                 await self._lead(elected)
+                self.settled.set()
             case machine.Follow(leader, epoch):
                 await self._follow(leader, epoch)
+                self.settled.set()
             case machine.Fence():
                 if self.leading:
                     self._hosted().fence()
@@ -229,7 +237,7 @@ class PartitionLeadership:
         await self._stop_fetcher()
         await self._stop_maintainer()
         settings = self._settings()
-        hosted = context.replicas.start_replica(
+        hosted = await context.replicas.open_replica(
             self.topic, self.partition, log_config(settings), elected.assigned,
             elected.isr.leader_epoch, elected.isr.isr, partition_config(settings),
         )
@@ -254,7 +262,7 @@ class PartitionLeadership:
         await self._stop_fetcher()
         settings = self._settings()
         assigned = ReplicaAssignment.decode((await context.store.get(paths.replicas(self.topic, self.partition)))[0]).replicas
-        hosted = context.replicas.start_replica(
+        hosted = await context.replicas.open_replica(
             self.topic, self.partition, log_config(settings), assigned, epoch, None,
             partition_config(settings), leader_id=leader,
         )

@@ -22,8 +22,10 @@ def partition_entries(services, topic: str) -> list[dict]:
     for partition, view in sorted(services.metadata.topics.get(topic, {}).items()):
         # A leader presumed gone (it refused its followers) is not named until its successor
         # is: LEADER_NOT_AVAILABLE is retriable, and clients keep asking until then, where a
-        # named leader would send them to a dead port until their next periodic refresh.
-        available = view.leader in live and not services.leader_connections.presumed_gone(view.leader)
+        # named leader would send them to a dead port until their next periodic refresh. Nor is
+        # this broker while its replica is still opening (its log recovers in a worker thread).
+        available = (view.leader in live and not services.leader_connections.presumed_gone(view.leader)
+                     and services.serving(topic, partition))
         entries.append(
             {
                 "error_code": ErrorCode.none if available else ErrorCode.leader_not_available,
