@@ -1,7 +1,7 @@
 """Build of the optional compiled fast path; everything else about the package is pyproject.toml.
 
 `optional=True`: without a working C compiler the build warns and installs the pure-Python
-package, which replog.replica.records and replog.spark_io.records fall back to.
+package, which replog.storage.records and replog.spark_io.records fall back to.
 """
 
 from setuptools import Extension, setup
@@ -9,8 +9,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "replog.replica._fastbatch",
-            sources=["src/replog/replica/_fastbatch.c"],
+            "replog.storage._fastbatch",
+            sources=["src/replog/storage/_fastbatch.c"],
             extra_compile_args=["-O3"],
             optional=True,
         ),

@@ -29,8 +29,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from replog.replica.log import Log, LogConfig
-from replog.replica.records import CODEC, HEADER
+from replog.storage.log import Log, LogConfig
+from replog.storage.records import CODEC, HEADER
 import crc32c
 import struct
 

@@ -43,10 +43,10 @@ from pathlib import Path
 
 import crc32c
 
-from replog.replica.log import LOG_SUFFIX, Log, LogConfig
+from replog.storage.log import LOG_SUFFIX, Log, LogConfig
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.partition import Partition
-from replog.replica.records import CODEC, HEADER
+from replog.storage.records import CODEC, HEADER
 
 MIB = 1 << 20
 GIB = 1 << 30

@@ -12,9 +12,9 @@ import uuid
 
 import pytest
 
-from replog.replica import log as log_module
-from replog.replica import segment as segment_module
-from replog.replica.records import COMPILED, PURE_PYTHON
+from replog.storage import log as log_module
+from replog.storage import segment as segment_module
+from replog.storage.records import COMPILED, PURE_PYTHON
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from replog.coord_backends import Store
 from replog.coord_backends.paths import StateChangeRequest
-from replog.replica.state_changes import Handler, StateChangeListener
+from replog.replication.state_changes import Handler, StateChangeListener
 
 
 async def recording_listener(

@@ -17,7 +17,7 @@ from replog.config import (
     parse_setting,
     validate_topic_configs,
 )
-from replog.replica import LogConfig
+from replog.storage import LogConfig
 
 
 def test_defaults():

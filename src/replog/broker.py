@@ -9,7 +9,7 @@ follow the topics in the store, which computes the replicas assigned here and st
 start serving, and only then register `/brokers/ids/[id]`, so that no client or peer is sent
 here before the replicas are open.
 
-After start-up the state-change listener keeps consuming the queue (replica/state_changes.py):
+After start-up the state-change listener keeps consuming the queue (replication/state_changes.py):
 start-replica prepares a new partition's log, close-replica stops the replica and deletes its
 log. Leadership of a new partition starts when the partition appears in the store.
 
@@ -28,7 +28,7 @@ the store session, which removes the registration. The store steps are best effo
 by the session timeout: an outage of the store during shutdown skips the hand-over (logged)
 but never the clean close of the logs.
 
-The data directory is locked (replica/data_dir_lock.py) before anything reads or writes it and
+The data directory is locked (storage/data_dir_lock.py) before anything reads or writes it and
 released once the broker has stopped (or failed to be built): a second broker on the same
 directory is refused before it touches a file.
 
@@ -55,10 +55,10 @@ from replog.coord_backends.paths import BrokerRegistration, ClusterId, StateChan
 from replog.metadata_cache import MetadataCache
 from replog.net.server import KafkaServer
 from replog.producer_ids import ProducerIdAllocator
-from replog.replica.data_dir_lock import DataDirectoryLock
+from replog.storage.data_dir_lock import DataDirectoryLock
 from replog.replica.manager import ManagerConfig, ReplicaManager
-from replog.replica.state_changes import StateChangeListener
-from replog.replication.connections import LeaderConnections
+from replog.replication.state_changes import StateChangeListener
+from replog.net.leader_connections import LeaderConnections
 from replog.replication.driver import LeadershipContext, PartitionLeadership
 from replog.replication.topic_configs import TopicConfigs
 

@@ -13,7 +13,7 @@ import click
 from replog import __version__, tools
 from replog.config import SETTINGS, ConfigError, load_broker_config
 from replog.coord_backends import BadStoreUrl, Store, StoreError, open_store
-from replog.replica.data_dir_lock import DataDirectoryInUse
+from replog.storage.data_dir_lock import DataDirectoryInUse
 
 USAGE_ERROR_STATUS = 2
 FAILURE_STATUS = 1

@@ -27,7 +27,7 @@ import types
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, NamedTuple
 
-from replog.replica import LogConfig
+from replog.storage import LogConfig
 from replog.replica.manager import ManagerConfig
 from replog.replica.partition import PartitionConfig
 

@@ -7,7 +7,7 @@ import pytest
 from replog.coord_backends import Store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, StateChangeRequest
-from replog.replica.state_changes import StateChangeListener
+from replog.replication.state_changes import StateChangeListener
 from tests.backends.conftest import backend, connect, store, url  # noqa: F401  (fixtures)
 from tests.recording_listener import recording_listener
 

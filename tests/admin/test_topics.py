@@ -31,7 +31,7 @@ from replog.admin import (
 from replog.config import load_broker_config
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment, StateChangeRequest, TopicConfig
-from replog.replica.state_changes import CLOSE_REPLICA, FROM_ADMIN, START_REPLICA
+from replog.replication.state_changes import CLOSE_REPLICA, FROM_ADMIN, START_REPLICA
 from tests.recording_listener import recording_listener
 
 

@@ -27,10 +27,10 @@ from pathlib import Path
 
 from aiokafka.record.default_records import DefaultRecordBatch
 
-from replog.replica.checkpoint import OffsetCheckpoint
-from replog.replica.log import Log, LogConfig
+from replog.storage.checkpoint import OffsetCheckpoint
+from replog.storage.log import Log, LogConfig
 from replog.replica.manager import HIGH_WATERMARK_CHECKPOINT_FILE
-from replog.replica.records import batch_headers, verify_batch
+from replog.storage.records import batch_headers, verify_batch
 
 LEADER_LINE = re.compile(r"became leader topic=(?P<topic>\S+) partition=(?P<partition>\d+) broker=(?P<broker>\d+) epoch=(?P<epoch>\d+)")
 READ_BYTES_MAX = 1 << 30  # a chaos run writes a few MB; anything near this is a runaway log

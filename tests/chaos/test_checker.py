@@ -3,8 +3,8 @@ then broken one way at a time, each caught."""
 
 from __future__ import annotations
 
-from replog.replica.checkpoint import OffsetCheckpoint
-from replog.replica.log import Log, LogConfig
+from replog.storage.checkpoint import OffsetCheckpoint
+from replog.storage.log import Log, LogConfig
 from replog.replica.manager import HIGH_WATERMARK_CHECKPOINT_FILE
 from tests.chaos.checker import Observed, read_replica, violations
 from tests.chaos.harness import record_batch

@@ -3,7 +3,7 @@ server is down skips the hand-over it cannot make and still closes its logs clea
 
 from __future__ import annotations
 
-from replog.replica.log import CLEAN_SHUTDOWN_FILE
+from replog.storage.log import CLEAN_SHUTDOWN_FILE
 from tests.chaos.harness import create_topic, fully_in_sync, leader_of, wait_until
 from tests.cluster.test_replication import produce_numbered
 

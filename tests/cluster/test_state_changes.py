@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from replog import admin as topics
 from replog.coord_backends import open_store, paths
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment
-from replog.replica.state_changes import START_REPLICA, send_state_change, wait_till_state_change_requests_consumed
+from replog.replication.state_changes import START_REPLICA, send_state_change, wait_till_state_change_requests_consumed
 from tests.cluster.test_replication import produce_numbered, read_all, wait_until
 
 WAIT_S = 30

@@ -14,9 +14,9 @@ import pytest
 from replog.coord_backends import paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import IsrRecord, ReplicaAssignment
-from replog.replica.commit import IsrMaintainer
-from replog.replica.election import leader_election
-from replog.replica.log import Log, LogConfig
+from replog.replication.commit import IsrMaintainer
+from replog.replication.election import leader_election
+from replog.storage.log import Log, LogConfig
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.partition import Partition, PartitionConfig
 from tests.polling import eventually

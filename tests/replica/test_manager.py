@@ -5,8 +5,8 @@ import logging
 
 import pytest
 
-from replog.replica.checkpoint import OffsetCheckpoint
-from replog.replica.log import LogConfig
+from replog.storage.checkpoint import OffsetCheckpoint
+from replog.storage.log import LogConfig
 from replog.replica.manager import (
     HIGH_WATERMARK_CHECKPOINT_FILE,
     ManagerConfig,

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from replog.replica.log import Log, LogConfig
+from replog.storage.log import Log, LogConfig
 from replog.replica.partition import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,

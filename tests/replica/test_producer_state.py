@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from replog.replica.errors import InvalidRecordError
-from replog.replica.log import Log, LogConfig
+from replog.storage.errors import InvalidRecordError
+from replog.storage.log import Log, LogConfig
 from replog.replica.producer_state import (
     BATCHES_KEPT_PER_PRODUCER,
     SNAPSHOT_SUFFIX,

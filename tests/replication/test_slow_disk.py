@@ -14,7 +14,7 @@ from replog import admin
 from replog.broker import Broker
 from replog.config import load_broker_config
 from replog.coord_backends import SessionState, open_store, paths
-from replog.replica import log as log_module
+from replog.storage import log as log_module
 from replog.replica.partition import ReplicaState
 from tests.conftest import unique_root
 from tests.polling import eventually

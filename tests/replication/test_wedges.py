@@ -162,7 +162,7 @@ async def _true(value) -> bool:
 
 async def test_an_isr_upkeep_that_fails_is_replaced_by_a_new_leadership(cluster, monkeypatch):
     """Bug 6: the upkeep's task ending on a bug must not leave a leader without ISR upkeep."""
-    from replog.replica.commit import IsrMaintainer
+    from replog.replication.commit import IsrMaintainer
 
     await create_partition(cluster.peer)
     first = await cluster.wait_for_working_leader("the first leader")

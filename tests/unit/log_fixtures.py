@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from replog.replica.log import Log, LogConfig
+from replog.storage.log import Log, LogConfig
 
 
 class ManualClock:

@@ -7,7 +7,7 @@ import struct
 
 import crc32c
 
-from replog.replica.records import HEADER
+from replog.storage.records import HEADER
 
 _CRC_START = 21
 

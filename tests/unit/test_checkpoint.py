@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from replog.replica.checkpoint import (
+from replog.storage.checkpoint import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     LeaderEpochCache,
@@ -104,7 +104,7 @@ def test_clear_empties_file_too(cache, tmp_path):
 def test_an_older_snapshot_written_late_does_not_overwrite_a_newer_one(tmp_path):
     """The HW checkpoint is written in a worker thread; a write still running at shutdown must
     not put back what the shutdown's own, later write replaced."""
-    from replog.replica.checkpoint import OffsetCheckpoint
+    from replog.storage.checkpoint import OffsetCheckpoint
 
     checkpoint = OffsetCheckpoint(tmp_path / "replication-offset-checkpoint")
     older = checkpoint.snapshot({("t", 0): 5})

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from replog.replica.errors import CorruptRecordError
+from replog.storage.errors import CorruptRecordError
 from log_fixtures import open_log, read_all
 
 FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("*.bin"))

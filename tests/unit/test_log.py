@@ -2,9 +2,9 @@ import os
 
 import pytest
 
-from replog.replica.errors import InvalidRecordError, OffsetOutOfRangeError, RecordListTooLargeError, RecordTooLargeError
-from replog.replica.log import CLEAN_SHUTDOWN_FILE, LogConfig
-from replog.replica.records import validate_batches
+from replog.storage.errors import InvalidRecordError, OffsetOutOfRangeError, RecordListTooLargeError, RecordTooLargeError
+from replog.storage.log import CLEAN_SHUTDOWN_FILE, LogConfig
+from replog.storage.records import validate_batches
 from log_fixtures import ManualClock, open_log, read_all
 from replica_batches import build_batch
 
@@ -356,7 +356,7 @@ def test_config_rejects_values_below_kafka_minimums():
 def test_a_roll_leaves_its_directory_fsync_to_the_next_flush(tmp_path, monkeypatch):
     """Issue 11, bug 7: rolling (on the append path, on the event loop) does not fsync the
     directory; the next flush does, the background one in its worker thread."""
-    from replog.replica import log as log_module
+    from replog.storage import log as log_module
 
     synced: list[object] = []
     monkeypatch.setattr(log_module, "fsync_directory", lambda directory: synced.append(directory))

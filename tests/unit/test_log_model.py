@@ -12,8 +12,8 @@ import pytest
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from replog.replica.errors import OffsetOutOfRangeError, RecordListTooLargeError
-from replog.replica.log import Log, LogConfig
+from replog.storage.errors import OffsetOutOfRangeError, RecordListTooLargeError
+from replog.storage.log import Log, LogConfig
 from log_fixtures import ManualClock, read_all
 from replica_batches import build_batch
 

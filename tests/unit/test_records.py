@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replog.replica.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError, ReplicaError
-from replog.replica.records import (
+from replog.storage.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError, ReplicaError
+from replog.storage.records import (
     COMPILED,
     PURE_PYTHON,
     SCAN_BUFFER_BYTES,
@@ -31,7 +31,7 @@ def test_compiled_fast_path_is_loaded_where_it_could_be_built():
     python_h = Path(sysconfig.get_paths()["include"]) / "Python.h"
     if shutil.which(compiler) is None or not python_h.exists():
         pytest.skip("no C compiler or Python headers: the pure-Python path is the one expected")
-    assert COMPILED is not None, "a C toolchain is here but replog.replica._fastbatch was not built"
+    assert COMPILED is not None, "a C toolchain is here but replog.storage._fastbatch was not built"
 
 
 def test_validate_returns_header_fields_of_concatenated_batches(codec):
@@ -350,7 +350,7 @@ def test_compiled_and_pure_python_scans_agree_on_any_file(tmp_path_factory, size
 
 
 def _assert_every_compiled_crc32c_agrees(view):
-    from replog.replica import _fastbatch
+    from replog.storage import _fastbatch
 
     expected = crc32c.crc32c(view)
     assert _fastbatch.crc32c(view) == expected

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from replog.replica.checkpoint import OffsetCheckpoint
-from replog.replica.log import Log
+from replog.storage.checkpoint import OffsetCheckpoint
+from replog.storage.log import Log
 from log_fixtures import background_flush, open_log, read_all
 from replica_batches import build_batch
 

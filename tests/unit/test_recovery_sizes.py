@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 from log_fixtures import ManualClock, background_flush, read_all
 from replica_batches import build_batch
-from replog.replica.errors import OffsetOutOfRangeError
-from replog.replica.log import Log, LogConfig
-from replog.replica.records import HEADER_SIZE_BYTES
+from replog.storage.errors import OffsetOutOfRangeError
+from replog.storage.log import Log, LogConfig
+from replog.storage.records import HEADER_SIZE_BYTES
 
 # Each test runs once per append-path and recovery codec (conftest.CODECS).
 pytestmark = pytest.mark.usefixtures("log_codec")

@@ -2,7 +2,7 @@
 
 These act on the store directly, as the seed's admin commands do, so they work while every
 broker is down; brokers act on the start-replica and close-replica requests these commands put
-in their state-change queues (replica/state_changes.py). Nodes written (paths.py):
+in their state-change queues (replication/state_changes.py). Nodes written (paths.py):
 
     /brokers/topics/[topic]                            empty; its children are the partition ids
     /brokers/topics/[topic]/[partition]/replicas       ReplicaAssignment, preferred leader first
@@ -58,7 +58,7 @@ from replog.coord_backends.paths import (
     TopicChangeInProgress,
     TopicConfig,
 )
-from replog.replica.state_changes import (
+from replog.replication.state_changes import (
     CLOSE_REPLICA,
     FROM_ADMIN,
     START_REPLICA,

@@ -1,27 +1,2 @@
-"""Everything about one partition's data and its replication."""
-
-from replog.replica.checkpoint import LeaderEpochCache, OffsetCheckpoint
-from replog.replica.errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    OffsetOutOfRangeError,
-    RecordListTooLargeError,
-    RecordTooLargeError,
-    ReplicaError,
-)
-from replog.replica.log import Log, LogConfig
-from replog.replica.segment import FileSlice
-
-__all__ = [
-    "CorruptRecordError",
-    "FileSlice",
-    "InvalidRecordError",
-    "LeaderEpochCache",
-    "Log",
-    "LogConfig",
-    "OffsetCheckpoint",
-    "OffsetOutOfRangeError",
-    "RecordListTooLargeError",
-    "RecordTooLargeError",
-    "ReplicaError",
-]
+"""One partition's replicated state on this broker: Partition (HW, ISR, the commit queue for
+acks=all, fetch waiters), producer state, and the ReplicaManager (startReplica, closeReplica)."""

@@ -31,9 +31,9 @@ import shutil
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from replog.replica.checkpoint import OffsetCheckpoint
-from replog.replica.errors import ReplicaError
-from replog.replica.log import Log, LogConfig
+from replog.storage.checkpoint import OffsetCheckpoint
+from replog.storage.errors import ReplicaError
+from replog.storage.log import Log, LogConfig
 from replog.replica.partition import Partition, PartitionConfig
 
 logger = logging.getLogger(__name__)

@@ -52,12 +52,12 @@ import zlib
 from collections.abc import Callable, Collection
 from typing import NamedTuple
 
-from replog.replica.checkpoint import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-from replog.replica.errors import ReplicaError
-from replog.replica.log import FlushJob, Log
+from replog.storage.checkpoint import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from replog.storage.errors import ReplicaError
+from replog.storage.log import FlushJob, Log
 from replog.replica.producer_state import PendingSnapshot, ProducerStateManager
-from replog.replica.records import HEADER_SIZE_BYTES, parse_header
-from replog.replica.segment import FileSlice
+from replog.storage.records import HEADER_SIZE_BYTES, parse_header
+from replog.storage.segment import FileSlice
 
 logger = logging.getLogger(__name__)
 

@@ -42,10 +42,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from replog.replica.checkpoint import read_checkpoint, write_checkpoint, write_checkpoint_aside
-from replog.replica.errors import InvalidRecordError, ReplicaError
-from replog.replica.log import Log, RecoveredProducers
-from replog.replica.records import (
+from replog.storage.checkpoint import read_checkpoint, write_checkpoint, write_checkpoint_aside
+from replog.storage.errors import InvalidRecordError, ReplicaError
+from replog.storage.log import Log, RecoveredProducers
+from replog.storage.records import (
     CONTROL_BATCH_BIT,
     HEADER_SIZE_BYTES,
     LOG_OVERHEAD_BYTES,

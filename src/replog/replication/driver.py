@@ -22,20 +22,19 @@ import asyncio
 import collections
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
 
 from replog.config import log_config, partition_config
 from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment
-from replog.replica.commit import IsrMaintainer
-from replog.replica.election import leader_election
-from replog.replica.fetcher import FetcherConfig, FetchReply, FetchSpec, ReplicaFetcher
+from replog.replication.commit import IsrMaintainer
+from replog.replication.election import leader_election
+from replog.replication.fetcher import FetcherConfig, FetchReply, FetchSpec, ReplicaFetcher
 from replog.replica.manager import ReplicaManager
 from replog.replica.partition import EpochEndOffset, Partition, ReplicaState
 from replog.replication import leadership as machine
-from replog.replication.connections import LeaderConnections
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +49,13 @@ _SESSION_EVENTS = {
 }
 
 
+class LeaderCalls(Protocol):
+    """Requests to a leader broker over the Kafka protocol (net/leader_connections.py): replication
+    does not import net/. `request` receives the connection; a failure raises ConnectionError."""
+
+    async def call(self, broker_id: int, request: Callable[[Any], Awaitable[Any]]) -> Any: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class LeadershipContext:
     """What a partition's leadership needs of its broker, and nothing more."""
@@ -57,7 +63,7 @@ class LeadershipContext:
     broker_id: int
     store: Store
     replicas: ReplicaManager
-    connections: LeaderConnections
+    connections: LeaderCalls
     config: Mapping[str, Any]  # broker settings
     now_ms: Callable[[], int]
     leadership_changed: Callable[[], None]  # a leader was started here: metadata answers change

@@ -1,5 +1,5 @@
 """Record batches v2 on the consumer side: decoded record by record into the source's columns,
-and encoded for the sink. The broker never looks inside a batch (replica/records.py reads only
+and encoded for the sink. The broker never looks inside a batch (storage/records.py reads only
 headers); here every record is read, so this is the connector's hot path: the per-record loop
 has a compiled twin (_fastrecords.c, built when a C compiler is there) and a pure-Python one
 with the same contract; columns are plain lists handed to Arrow in one call each.

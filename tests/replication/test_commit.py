@@ -10,9 +10,9 @@ import pytest
 
 from replog.coord_backends import paths
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment
-from replog.replica.commit import IsrMaintainer
-from replog.replica.election import leader_election
-from replog.replica.log import Log, LogConfig
+from replog.replication.commit import IsrMaintainer
+from replog.replication.election import leader_election
+from replog.storage.log import Log, LogConfig
 from replog.replica.partition import Partition, PartitionConfig, ReplicaState
 from tests.backends.conftest import backend, connect, store, url  # noqa: F401  (fixtures)
 from tests.polling import eventually

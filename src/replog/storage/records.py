@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 import crc32c
 
-from replog.replica.errors import (
+from replog.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
     RecordTooLargeError,
@@ -409,7 +409,7 @@ PURE_PYTHON = BatchCodec("python", _validate_batches_py, _assign_batches_py, _sc
 
 def _load_compiled() -> BatchCodec | None:
     try:
-        from replog.replica import _fastbatch
+        from replog.storage import _fastbatch
     except ImportError:  # not built (no C compiler at install): the pure-Python path serves
         return None
     _fastbatch.bind(BatchHeader, BatchRun, SegmentScan, CorruptRecordError, InvalidRecordError, RecordTooLargeError)

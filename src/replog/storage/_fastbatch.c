@@ -1195,7 +1195,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "_fastbatch", "Compiled fast path of replog.replica.records.", -1, methods,
+    PyModuleDef_HEAD_INIT, "_fastbatch", "Compiled fast path of replog.storage.records.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__fastbatch(void) {

@@ -7,7 +7,7 @@ import pytest
 
 from replog.coord_backends import paths
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, StateChangeRequest
-from replog.replica.state_changes import (
+from replog.replication.state_changes import (
     CLOSE_REPLICA,
     FROM_ADMIN,
     START_REPLICA,

@@ -26,9 +26,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from replog.replica.errors import RecordListTooLargeError
-from replog.replica.index import OffsetIndex, TimeIndex
-from replog.replica.records import (
+from replog.storage.errors import RecordListTooLargeError
+from replog.storage.index import OffsetIndex, TimeIndex
+from replog.storage.records import (
     HEADER_SIZE_BYTES,
     MAX_RELATIVE_OFFSET,
     NO_TIMESTAMP,

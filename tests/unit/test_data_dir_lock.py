@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from replog.replica.data_dir_lock import LOCK_FILE_NAME, DataDirectoryInUse, DataDirectoryLock
+from replog.storage.data_dir_lock import LOCK_FILE_NAME, DataDirectoryInUse, DataDirectoryLock
 
 
 def test_a_second_lock_is_refused_naming_the_holder_until_the_first_is_released(tmp_path):

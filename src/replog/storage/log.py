@@ -36,10 +36,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from replog.replica.checkpoint import TMP_SUFFIX, LeaderEpochCache, OffsetCheckpoint, fsync_directory
-from replog.replica.errors import InvalidRecordError, OffsetOutOfRangeError
-from replog.replica.records import BatchHeader, assign_batches, batch_headers, run_of, validate_batches
-from replog.replica.segment import (
+from replog.storage.checkpoint import TMP_SUFFIX, LeaderEpochCache, OffsetCheckpoint, fsync_directory
+from replog.storage.errors import InvalidRecordError, OffsetOutOfRangeError
+from replog.storage.records import BatchHeader, assign_batches, batch_headers, run_of, validate_batches
+from replog.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,

@@ -31,9 +31,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
-from replog.replica.errors import ReplicaError
+from replog.storage.errors import ReplicaError
 from replog.replica.partition import EpochEndOffset, ErrorCode, Partition, ReplicaState
-from replog.replica.records import complete_batches_size
+from replog.storage.records import complete_batches_size
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from typing import Awaitable, Callable
 from replog.coord_backends import BadVersion, NoNode, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.paths import IsrRecord
-from replog.replica.election import broker_alive
+from replog.replication.election import broker_alive
 from replog.replica.partition import Partition
 
 logger = logging.getLogger(__name__)

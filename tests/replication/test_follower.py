@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replog.replica.fetcher import FetcherConfig, FetcherState, FetchReply, FetchSpec, ReplicaFetcher
-from replog.replica.log import Log, LogConfig
+from replog.replication.fetcher import FetcherConfig, FetcherState, FetchReply, FetchSpec, ReplicaFetcher
+from replog.storage.log import Log, LogConfig
 from replog.replica.partition import EpochEndOffset, ErrorCode, Partition, PartitionConfig, ReplicaState
 from tests.replica.batches import producer_batch
 from tests.unit.log_fixtures import ManualClock, read_all
