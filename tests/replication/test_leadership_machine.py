@@ -48,6 +48,15 @@ def test_our_own_node_changes_nothing_while_we_lead_at_its_epoch():
     assert decide(leading(), machine.LeaderNode(LeaderRecord(ME, 5), version=0)) == (leading(), [])
 
 
+def test_a_leader_node_value_older_than_the_epoch_known_is_ignored():
+    """The watch delivers values late. Found by the simulator (seed 28 before the fix): a late
+    value naming this broker at its previous epoch released the node of its newer leadership (a
+    node created again reuses version 0), and the broker re-elected itself without end."""
+    for state in (leading(epoch=6), State(ME, role=Role.FOLLOWER, leader=OTHER, epoch=6, fetching=True)):
+        for late in (LeaderRecord(ME, 5), LeaderRecord(OTHER, 5)):
+            assert decide(state, machine.LeaderNode(late, version=0)) == (state, [])
+
+
 def test_a_suspended_session_fences_and_the_surviving_node_lifts_the_fence_once_connected():
     state, actions = decide(leading(), machine.SessionSuspended())
     assert state.role is Role.FENCED_LEADER and actions == [machine.Fence()]

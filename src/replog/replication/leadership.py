@@ -227,6 +227,12 @@ def _on_leader_node(state: State, event: LeaderNode) -> tuple[State, list[Action
     record = event.record
     if record is None:
         return _elect(state)
+    if record.leader_epoch < state.epoch:
+        # A value the watch delivered late: this leadership has seen or written a newer epoch
+        # (epochs only grow), and the newer value or its deletion is on its way. Acting on it
+        # would follow a leader that is gone or, as a version is reused by a node created again,
+        # release the current node instead of the stale one.
+        return state, []
     if record.leader == state.broker_id:
         return _on_own_node(state, event)
     if state.role is Role.FOLLOWER and state.fetching and (state.leader, state.epoch) == (record.leader, record.leader_epoch):
