@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from replog.coord_backends import paths
+from replog.coord_backends import CoordinationUnavailable, paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import IsrRecord, ReplicaAssignment
 from replog.replication.commit import IsrMaintainer
@@ -109,20 +109,51 @@ async def test_the_hw_counts_a_follower_while_the_write_adding_it_is_in_flight(t
     assert leading.partition.high_watermark == 5
 
 
-async def test_a_failed_write_stops_counting_the_joining_follower(tmp_path, closing):
-    from replog.coord_backends import CoordinationUnavailable
-
+async def test_a_write_whose_reply_was_lost_keeps_counting_the_follower_until_the_leader_is_fenced(tmp_path, closing):
+    """The write adding FOLLOWER applied and its reply was lost: the store names FOLLOWER in
+    sync (electable), so nothing it lacks may be acknowledged, and the retry meets BadVersion."""
     leading = await elect(tmp_path, alive=())
     closing.append(leading)
+    original_commit = leading.store._commit
+
+    async def reply_lost(ops):
+        await original_commit(ops)
+        raise CoordinationUnavailable("injected: applied, reply lost")
+
+    leading.store._commit = reply_lost
+    leading.fetch(0)
+    with pytest.raises(CoordinationUnavailable):
+        await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER, FOLLOWER)
+    leading.append(3)
+    assert leading.partition.high_watermark == 0, "acknowledged records an electable follower lacks"
+    leading.store._commit = original_commit
+    assert not await leading.maintainer.check()
+    assert leading.partition.fenced
+    leading.append(2)
+    assert leading.partition.high_watermark == 0
+
+
+async def test_a_write_that_failed_before_applying_is_settled_by_the_next_one(tmp_path, closing):
+    """The outcome is unknown until a later write at the same ISR version succeeds: then the
+    failed one never applied, and a follower that stopped fetching meanwhile is not counted."""
+    leading = await elect(tmp_path, alive=())
+    closing.append(leading)
+    original_commit = leading.store._commit
 
     async def failing_commit(ops):
-        raise CoordinationUnavailable("injected")
+        raise CoordinationUnavailable("injected: not applied")
 
     leading.store._commit = failing_commit
     leading.fetch(0)
     with pytest.raises(CoordinationUnavailable):
         await leading.maintainer.check()
     leading.append(3)
+    assert leading.partition.high_watermark == 0
+    leading.store._commit = original_commit
+    leading.clock.advance(LAG_MS + 1)  # FOLLOWER has not fetched since: it may not join
+    assert await leading.maintainer.check()
+    assert leading.partition.isr == {LEADER} and await leading.isr_in_store() == (LEADER,)
     assert leading.partition.high_watermark == 3
 
 

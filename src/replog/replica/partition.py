@@ -471,23 +471,21 @@ class Partition:
 
     def _ready_to_join(self, follower: _Follower) -> bool:
         return (
-            follower.broker_id not in self.isr and follower.broker_id not in self._joining_isr
-            and follower.fetched_at_leader_epoch
+            follower.broker_id not in self.isr and follower.fetched_at_leader_epoch
             and follower.log_end_offset >= max(self.high_watermark, self._leader_epoch_start_offset)
         )
 
     def isr_joining(self, replicas: Collection[int]) -> None:
-        """An ISR write adding `replicas` is in flight (KIP-497): from now until `update_isr` or
-        `isr_join_failed`, the HW counts them, so that nothing they lack is acknowledged while
-        the store may already name them in sync (and so electable)."""
+        """An ISR write adding `replicas` is in flight (KIP-497): from now until `update_isr`
+        the HW counts them, so that nothing they lack is acknowledged while the store may
+        already name them in sync (and so electable). A write whose outcome is unknown leaves
+        them counted: only a later write that succeeds tells what the store holds."""
         self._require(ReplicaState.LEADER)
         self._joining_isr = self._joining_isr | frozenset(replicas)
 
-    def isr_join_failed(self) -> None:
-        """The write adding them failed: the HW counts the ISR alone again."""
-        if self._joining_isr:
-            self._joining_isr = frozenset()
-            self._maybe_advance_high_watermark()
+    @property
+    def joining_isr(self) -> frozenset[int]:
+        return self._joining_isr
 
     def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
         """Fencing: a request that expects another leader epoch than ours is refused."""
@@ -646,7 +644,8 @@ class Partition:
         follower.record_fetch(fetch_offset, self.log_end_offset, now_ms)
         follower.fetched_at_leader_epoch = current_leader_epoch == self.leader_epoch
         self._maybe_advance_high_watermark()
-        if self.on_follower_may_join is not None and self._ready_to_join(follower):
+        # One wake per join: while the write adding it is unsettled, the upkeep retries by itself.
+        if self.on_follower_may_join is not None and follower.broker_id not in self._joining_isr and self._ready_to_join(follower):
             self.on_follower_may_join()
         return ErrorCode.NONE
 

@@ -128,22 +128,25 @@ class IsrMaintainer:
         lagging = partition.out_of_sync_replicas(now_ms, self._lag_ms)
         joining = partition.followers_ready_to_join(now_ms, self._lag_ms)
         new_isr = (partition.isr - lagging) | joining
-        if new_isr == partition.isr:
+        if new_isr == partition.isr and not partition.joining_isr:
             return True
         record = IsrRecord(tuple(sorted(new_isr)), partition.leader_epoch)
         partition.isr_joining(joining)
         try:
             self._isr_version = await self._write_isr(record)
         except (BadVersion, NoNode):
-            partition.isr_join_failed()
+            # The store changed behind this leader (another leader, or a write of ours whose
+            # reply was lost): it no longer knows who is electable, so it stops acknowledging
+            # now, before its leadership hears of it.
+            partition.fence()
             logger.warning("ISR write fenced topic=%s partition=%d broker=%d epoch=%d",
                            partition.topic, partition.partition_id, partition.local_broker_id, partition.leader_epoch)
             return False
-        except BaseException:
-            partition.isr_join_failed()
-            raise
+        # Any other failure leaves the outcome unknown (a lost reply may hide an applied write):
+        # the HW goes on counting the followers it added until a later write at this leader's
+        # ISR version settles it, by succeeding (this one never applied) or by BadVersion (it did).
         logger.info("ISR %s topic=%s partition=%d broker=%d epoch=%d isr=%s out=%s in=%s",
-                    "shrunk" if lagging else "expanded", partition.topic, partition.partition_id,
+                    "shrunk" if lagging else "expanded" if joining else "rewritten", partition.topic, partition.partition_id,
                     partition.local_broker_id, partition.leader_epoch, record.isr, sorted(lagging), sorted(joining))
         partition.update_isr(new_isr)
         return True
