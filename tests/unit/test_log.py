@@ -193,6 +193,20 @@ def test_follower_append_keeps_offsets_and_epochs_and_allows_gaps(log_dir):
     assert log.log_end_offset == 6
 
 
+def test_a_follower_fetch_larger_than_a_segment_is_appended_across_segments(log_dir):
+    """segment.bytes lowered below the follower's fetch size: the follower keeps replicating
+    (found by the simulator, seed 22 before the fix: RecordListTooLargeError on every fetch)."""
+    log = open_log(log_dir, segment_bytes=450)
+    fetched = b"".join(build_batch(record_count=2, payload_bytes=139, base_offset=2 * index, leader_epoch=1)
+                       for index in range(5))  # 200 bytes each: 1000 bytes, two batches per segment
+    assert log.append_as_follower(fetched) == (0, 9)
+    assert [segment.base_offset for segment in log.segments] == [0, 4, 8]
+    assert read_all(log, 0) == fetched
+    with pytest.raises(RecordListTooLargeError):
+        log.append_as_follower(build_batch(payload_bytes=500, base_offset=10))
+    assert log.log_end_offset == 10
+
+
 def test_leader_append_records_epoch_starts(log_dir):
     log = open_log(log_dir)
     log.append(build_batch(record_count=2), leader_epoch=0)

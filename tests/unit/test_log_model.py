@@ -120,12 +120,20 @@ class LogMachine(RuleBasedStateMachine):
             batches.append(ModelBatch(offset, offset + n - 1, ts, data))
             offset += n
         buf = b"".join(b.data for b in batches)
-        if len(buf) > self.config.segment_bytes:
+        limit = self.config.segment_bytes
+        if any(len(b.data) > limit for b in batches):
             with pytest.raises(RecordListTooLargeError):
                 self.log.append_as_follower(buf)
             return
         assert self.log.append_as_follower(buf) == (batches[0].base_offset, batches[-1].last_offset)
-        self.model_append(batches)
+        # A fetch larger than a segment goes in as runs of whole batches that fit one.
+        run: list[ModelBatch] = []
+        for batch in batches:
+            if run and (len(buf) > limit) and sum(len(b.data) for b in run) + len(batch.data) > limit:
+                self.model_append(run)
+                run = []
+            run.append(batch)
+        self.model_append(run)
 
     @rule(data=st.data(), max_bytes=st.integers(1, 1500), capped=st.booleans())
     def read(self, data, max_bytes, capped):

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from replog.storage.checkpoint import TMP_SUFFIX, LeaderEpochCache, OffsetCheckpoint, fsync_directory
-from replog.storage.errors import InvalidRecordError, OffsetOutOfRangeError
+from replog.storage.errors import InvalidRecordError, OffsetOutOfRangeError, RecordListTooLargeError
 from replog.storage.records import BatchHeader, assign_batches, batch_headers, run_of, validate_batches
 from replog.storage.segment import (
     INDEX_SUFFIX,
@@ -264,7 +264,9 @@ class Log:
         """Append batches copied from the leader, keeping their offsets and epochs.
 
         Offsets must increase from the log end offset on (gaps allowed, as compaction leaves
-        them). Returns (first, last) offset.
+        them). A fetch larger than segment.bytes (a topic whose segments were made smaller than
+        the follower's fetch size) is appended as runs of whole batches that each fit a segment.
+        Returns (first, last) offset.
         """
         headers = validate_batches(batches, _NEVER)
         expected = self.log_end_offset
@@ -272,11 +274,12 @@ class Log:
             if header.base_offset < expected:
                 raise InvalidRecordError(f"batch offset {header.base_offset} is below expected offset {expected}")
             expected = header.next_offset
-        _, last_offset, max_timestamp, record_count = run_of(headers)
         now_ms = self._clock()
-        if not self._segments[-1].append(batches, last_offset, max_timestamp, now_ms, headers):
-            self._roll_and_append(batches, headers[0].base_offset, last_offset, max_timestamp, now_ms, headers)
-        self._count_unflushed(record_count, now_ms)
+        for run, run_headers in _runs_within(batches, headers, self.config.segment_bytes):
+            _, last_offset, max_timestamp, record_count = run_of(run_headers)
+            if not self._segments[-1].append(run, last_offset, max_timestamp, now_ms, run_headers):
+                self._roll_and_append(run, run_headers[0].base_offset, last_offset, max_timestamp, now_ms, run_headers)
+            self._count_unflushed(record_count, now_ms)
         for header in headers:
             if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
@@ -591,3 +594,23 @@ class FlushJob:
 
 def _is_segment_stem(stem: str) -> bool:
     return len(stem) == _SEGMENT_NAME_DIGITS and stem.isdigit()
+
+
+def _runs_within(batches, headers: list[BatchHeader], limit_bytes: int):
+    """`batches` as (buffer, headers) runs of whole batches of at most `limit_bytes` each,
+    headers' positions relative to their run; one run, the buffer itself, when it fits. A batch
+    larger than the limit is refused, as on the leader, before anything is appended."""
+    if len(batches) <= limit_bytes:
+        yield batches, headers
+        return
+    for header in headers:  # bounded by the batches of one fetch
+        if header.size_bytes > limit_bytes:
+            raise RecordListTooLargeError(f"batch of {header.size_bytes} bytes at offset {header.base_offset} exceeds segment.bytes {limit_bytes}")
+    view = memoryview(batches)
+    start_index = 0
+    for index in range(1, len(headers) + 1):  # bounded by the batches of one fetch
+        start = headers[start_index].position
+        if index == len(headers) or headers[index].position + headers[index].size_bytes - start > limit_bytes:
+            end = headers[index - 1].position + headers[index - 1].size_bytes
+            yield view[start:end], [header._replace(position=header.position - start) for header in headers[start_index:index]]
+            start_index = index
