@@ -319,12 +319,7 @@ class Broker:
                 leadership.start()
 
     def _topic_config_changed(self, topic: str, settings: TopicSettings) -> None:
-        """IncrementalAlterConfigs took effect in the store: every hosted partition of the topic
-        runs on the new settings from its next request on, as in Kafka."""
-        for partition in self.replicas.partitions:  # bounded by the hosted partitions
-            if partition.topic == topic:
-                partition.update_config(partition_config(settings))
-                partition.log.update_config(log_config(settings))
+        self.replicas.update_topic_config(topic, partition_config(settings), log_config(settings))
 
     async def _stop_replica(self, key: tuple[str, int]) -> None:
         """Stop leading or following the partition and close its replica, keeping the log."""

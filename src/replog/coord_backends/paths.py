@@ -27,6 +27,7 @@ Nothing outside this module spells a path.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 import typing
@@ -59,7 +60,7 @@ class NodeValue:
         version = body.pop("version", None)
         if version != cls.FORMAT_VERSION:
             raise InvalidNodeValue(f"{name}: format version {version!r} is not {cls.FORMAT_VERSION}")
-        hints = typing.get_type_hints(cls)
+        tuple_fields = _tuple_fields(cls)
         values = {}
         for field in dataclasses.fields(cls):
             if field.name not in body:
@@ -67,11 +68,19 @@ class NodeValue:
                     raise InvalidNodeValue(f"{name}: missing field {field.name!r}")
                 continue
             value = body[field.name]
-            values[field.name] = tuple(value) if _is_tuple_type(hints[field.name]) and isinstance(value, list) else value
+            values[field.name] = tuple(value) if field.name in tuple_fields and isinstance(value, list) else value
         try:
             return cls(**values)
         except (TypeError, ValueError) as error:
             raise InvalidNodeValue(f"{name}: {error}") from None
+
+
+@functools.cache
+def _tuple_fields(cls: type) -> frozenset[str]:
+    """The fields of `cls` typed as tuples (JSON gives lists). Cached: resolving type hints
+    costs more than decoding a node, and every leader, ISR and broker node is decoded often."""
+    hints = typing.get_type_hints(cls)
+    return frozenset(field.name for field in dataclasses.fields(cls) if _is_tuple_type(hints[field.name]))
 
 
 def _is_tuple_type(hint: object) -> bool:

@@ -258,6 +258,14 @@ class ReplicaManager:
             logger.info("deleted replica log topic=%s partition=%d broker=%d dir=%s", topic, partition, self.broker_id, directory)
         self._checkpointed_high_watermarks.pop((topic, partition), None)
 
+    def update_topic_config(self, topic: str, partition_settings: PartitionConfig, log_settings: LogConfig) -> None:
+        """The topic's settings changed (IncrementalAlterConfigs): every hosted partition of it
+        runs on them from its next request on, as in Kafka."""
+        for hosted in self._partitions.values():  # bounded by the hosted partitions
+            if hosted.topic == topic:
+                hosted.update_config(partition_settings)
+                hosted.log.update_config(log_settings)
+
     def log_directory(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
 
