@@ -1,0 +1,86 @@
+"""Broker-to-broker messages of the simulation: the follower's Fetch and OffsetForLeaderEpoch.
+
+A request travels for a drawn delay, is served by the leader broker as its handlers serve it
+(net/handlers/fetch.py, net/handlers/offsets.py: the Partition methods, the long poll of a fetch
+that found nothing, the file slices' bytes), and the answer travels back for another drawn
+delay. The serving runs as the leader broker's own task, so a paused leader answers late and a
+crashed one never: its callers' requests fail with a connection error, as the kernel's reset of
+a killed process's sockets does. A message crossing a cut link, or dropped, fails the call with
+ConnectionError (the fetcher backs off and retries); an answer not back within
+REQUEST_TIMEOUT_S fails it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from replog.replication.fetcher import FetchReply
+from replog.replica.partition import EpochEndOffset, ErrorCode, FetchResult, ReadWaiter
+
+DELAY_MAX_S = 0.01
+DROP_P = 0.02
+REQUEST_TIMEOUT_S = 5.0
+
+
+class SimNetwork:
+    def __init__(self, rng: random.Random):
+        self._rng = rng
+        self.brokers: dict[int, Any] = {}  # broker id -> the running SimBroker
+        self.cut: set[frozenset[int]] = set()  # links that carry nothing
+        self.faults_on = True
+
+    async def call(self, source: int, target: int, serve: Callable[[Any], Awaitable[Any]]) -> Any:
+        """`serve(target broker)` as a request from `source`, through the network's faults."""
+        await self._travel(source, target, "request")
+        broker = self.brokers.get(target)
+        if broker is None or broker.owner.crashed:
+            raise ConnectionRefusedError(f"broker {target} is not running")
+        answer = asyncio.get_running_loop().create_future()
+        broker.answer_later(serve, answer)
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                result = await answer
+        except TimeoutError:
+            raise ConnectionError(f"broker {target} did not answer within {REQUEST_TIMEOUT_S}s") from None
+        await self._travel(target, source, "answer")
+        return result
+
+    async def _travel(self, source: int, target: int, what: str) -> None:
+        if not self.faults_on:
+            return
+        await asyncio.sleep(self._rng.uniform(0, DELAY_MAX_S))
+        if frozenset((source, target)) in self.cut:
+            raise ConnectionError(f"injected: link {source}-{target} cut, {what} lost")
+        if self._rng.random() < DROP_P:
+            raise ConnectionError(f"injected: {what} {source}->{target} dropped")
+
+
+# -- the leader's side, as its request handlers do it ---------------------------------------------
+
+async def serve_replica_fetch(replicas, replica_id: int, topic: str, partition: int, fetch_offset: int,
+                              current_leader_epoch: int, max_bytes: int, max_wait_ms: int, now_ms: Callable[[], int]) -> FetchReply:
+    hosted = replicas.hosted(topic, partition)
+    if hosted is None:
+        return FetchReply(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, b"")
+    result = hosted.read_for_follower(replica_id, fetch_offset, max_bytes, now_ms(), current_leader_epoch)
+    if not result.error_code and not result.slices and max_wait_ms > 0:
+        with ReadWaiter() as waiter:
+            waiter.watch(hosted, fetch_offset, for_follower=True)
+            await waiter.wait(max_wait_ms / 1000)
+        result = hosted.read_for_follower(replica_id, fetch_offset, max_bytes, now_ms(), current_leader_epoch)
+    return _reply(result)
+
+
+def _reply(result: FetchResult) -> FetchReply:
+    return FetchReply(result.error_code, result.high_watermark, result.log_start_offset,
+                      b"".join(piece.read() for piece in result.slices))
+
+
+async def serve_epoch_end(replicas, topic: str, partition: int, leader_epoch: int, current_leader_epoch: int) -> EpochEndOffset:
+    hosted = replicas.hosted(topic, partition)
+    if hosted is None:
+        return EpochEndOffset(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1)
+    return hosted.end_offset_for_epoch(leader_epoch, current_leader_epoch)

@@ -1,0 +1,179 @@
+"""One simulated broker: the real replication code of replog wired the way broker.py wires it,
+minus the Kafka server and the metadata cache.
+
+This is the only module of the simulator that knows how a partition's leadership is built and
+driven (replication/driver.py and what it is given): when that interface changes, re-point this
+module and nothing else. What runs here is replog's own code, not a model of it: the
+leadership state machine and its driver (elections through replication/election.py, the ISR upkeep
+of replication/commit.py, the follower fetcher of replication/fetcher.py), ReplicaManager and Partition
+on real logs in a directory, over a client of the shared in-process store (store.py).
+
+broker.py parts mirrored here: registration under /brokers/ids after the replicas started,
+the session follower (every leadership hears every session state; after a lost session the
+broker registers again), and LeaderConnections' `call`, here a call through the simulated
+network (network.py) to the leader broker's partitions.
+
+Every task of the broker runs in its Owner's context (loop.py), so that a pause holds all of
+them and a crash stops all of them without any cleanup running, as SIGKILL does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from replog.config import BrokerConfig, log_config, partition_config
+from replog.coord_backends import NodeExists, SessionState, StoreError, paths
+from replog.coord_backends.paths import BrokerRegistration
+from replog.replication.fetcher import FetchReply
+from replog.replica.manager import ManagerConfig, ReplicaManager
+from replog.replica.partition import EpochEndOffset
+from replog.replication.driver import LeadershipContext, PartitionLeadership
+from replog.replication.topic_configs import TopicConfigs
+from tests.sim.loop import Owner
+from tests.sim.network import SimNetwork, serve_epoch_end, serve_replica_fetch
+from tests.sim.store import SimStore
+
+STORE_RETRY_S = 0.2
+
+
+class SimBroker:
+    def __init__(self, broker_id: int, data_dir: pathlib.Path, config: BrokerConfig, store: SimStore,
+                 network: SimNetwork, partitions: list[tuple[str, int]], clock_ms: Callable[[], int]):
+        self.broker_id = broker_id
+        self.now_ms = clock_ms  # virtual time
+        self.owner = Owner()
+        self.store = store
+        self.network = network
+        self._config = config
+        self._partitions = partitions
+        self._answers: set[asyncio.Future] = set()  # requests this broker is serving
+        # The periodic chores keep their Kafka intervals, in virtual time.
+        self.replicas = ReplicaManager(ManagerConfig(data_dir=data_dir, broker_id=broker_id), self.now_ms)
+        self.leaderships: dict[tuple[str, int], PartitionLeadership] = {}
+        self.topic_configs = TopicConfigs(store, config, lambda topic, settings: self.replicas.update_topic_config(
+            topic, partition_config(settings), log_config(settings)))
+
+    def spawn(self, coroutine) -> asyncio.Task:
+        """Run `coroutine` as one of this broker's tasks (paused and crashed with it)."""
+        return asyncio.get_running_loop().create_task(coroutine, context=self.owner.context)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> asyncio.Task:
+        return self.spawn(self._start())
+
+    async def _start(self) -> None:
+        await self.store.start()
+        self.replicas.start()
+        self.spawn(self._follow_session())
+        context = LeadershipContext(self.broker_id, self.store, self.replicas, _Connections(self), self._config,
+                                    self.now_ms, lambda: None)
+        for topic, partition in self._partitions:
+            await self._retry_store(lambda: self.topic_configs.follow(topic))
+            await self.replicas.load_log(topic, partition, log_config(self.topic_configs.settings(topic)))
+            leadership = PartitionLeadership(context, topic, partition, lambda topic=topic: self.topic_configs.settings(topic))
+            self.leaderships[(topic, partition)] = leadership
+            leadership.start()
+        await self._register_until_done()
+
+    def crash(self) -> None:
+        """SIGKILL: nothing of this broker runs again; what it wrote stays on disk, its store
+        session lives on until the store times it out; requests it was serving fail."""
+        self.owner.crash()
+        for answer in self._answers:
+            if not answer.done():
+                answer.set_exception(ConnectionResetError(f"broker {self.broker_id} died"))
+        self._answers.clear()
+
+    def describe(self, topic: str, partition: int) -> str:
+        """The leadership's and the replica's state, for a failure report."""
+        leadership = self.leaderships.get((topic, partition))
+        replica = self.replicas.hosted(topic, partition)
+        replica_state = "no replica" if replica is None else (
+            f"{replica.state.value} epoch={replica.leader_epoch} fenced={replica.fenced} hw={replica.high_watermark} "
+            f"leo={replica.log_end_offset} isr={sorted(replica.isr)}")
+        role = "none" if leadership is None else f"{leadership.state.role.value} epoch={leadership.state.epoch}"
+        return f"{'crashed ' if self.owner.crashed else ''}leadership {role}, replica {replica_state}"
+
+    # -- broker.py's session follower and registration ---------------------------------------------
+
+    async def _follow_session(self) -> None:
+        lost = False
+        async with self.store.session_events() as states:
+            async for state in states:
+                for leadership in self.leaderships.values():
+                    leadership.session_changed(state)
+                lost = lost or state is SessionState.LOST
+                if state is SessionState.CONNECTED and lost:
+                    lost = False
+                    self.spawn(self._register_until_done())
+
+    async def _register_until_done(self) -> None:
+        registration = BrokerRegistration("127.0.0.1", 9000 + self.broker_id, None).encode()
+        try:
+            await self._retry_store(lambda: self.store.create(paths.broker(self.broker_id), registration, ephemeral=True))
+        except NodeExists:
+            return  # an earlier attempt's reply was lost
+
+    @staticmethod
+    async def _retry_store(operation: Callable[[], Awaitable[Any]]) -> Any:
+        """A simulated start retries its store work until it succeeds (the store's faults end when
+        the simulation heals): what is simulated is replication, not a start's error handling."""
+        while True:
+            try:
+                return await operation()
+            except NodeExists:
+                raise
+            except StoreError:
+                await asyncio.sleep(STORE_RETRY_S)
+
+    # -- serving the network's requests -------------------------------------------------------------
+
+    def answer_later(self, serve, answer: asyncio.Future) -> None:
+        """Serve a request as this broker's task; `answer` gets the result."""
+        self._answers.add(answer)
+
+        async def serving() -> None:
+            try:
+                result = await serve(self)
+            except Exception as error:
+                if not answer.done():
+                    answer.set_exception(error)
+            else:
+                if not answer.done():
+                    answer.set_result(result)
+            finally:
+                self._answers.discard(answer)
+
+        self.spawn(serving())
+
+
+class _Connections:
+    """What the driver uses of LeaderConnections: `call(leader, request)`, where `request` is
+    given a connection offering the follower's two requests."""
+
+    def __init__(self, broker: SimBroker):
+        self._broker = broker
+
+    async def call(self, broker_id: int, request):
+        return await request(_Connection(self._broker, broker_id))
+
+
+class _Connection:
+    def __init__(self, source: SimBroker, target: int):
+        self._source, self._target = source, target
+
+    async def fetch_as_replica(self, replica_id: int, topic: str, partition: int, fetch_offset: int,
+                               current_leader_epoch: int, max_bytes: int, max_wait_ms: int) -> FetchReply:
+        return await self._source.network.call(self._source.broker_id, self._target, lambda leader: serve_replica_fetch(
+            leader.replicas, replica_id, topic, partition, fetch_offset, current_leader_epoch, max_bytes, max_wait_ms,
+            leader.now_ms))
+
+    async def offset_for_leader_epoch(self, topic: str, partition: int, leader_epoch: int, current_leader_epoch: int,
+                                      replica_id: int) -> EpochEndOffset:
+        return await self._source.network.call(self._source.broker_id, self._target, lambda leader: serve_epoch_end(
+            leader.replicas, topic, partition, leader_epoch, current_leader_epoch))
+

@@ -1,0 +1,381 @@
+"""One seeded schedule of the deterministic simulation (after Kafka's RaftEventSimulationTest,
+FoundationDB's simulator and TigerBeetle's VOPR).
+
+Three brokers (node.py: replog's real replication code on real logs) share one in-process store
+and a simulated network, in one event loop with virtual time (loop.py). Everything that varies
+comes from one `random.Random(seed)`: the delays of store operations and messages, which writes
+fail or lose their replies, which messages drop, and the nemesis's faults: topic settings
+altered (min.insync.replicas, segment.bytes, through the brokers' own config watches), flaky
+store clients, cut links, isolated brokers, suspended and expired sessions, pauses (SIGSTOP, past the session
+timeout or not), crashes (SIGKILL) and restarts. A producer appends numbered records with
+acks=all to the partition's leader meanwhile and remembers what was acknowledged.
+
+After every step the invariants of invariants.py are checked. Then everything heals (faults
+off, links mended, sessions reconnected, paused brokers resumed, crashed ones restarted from
+their directories, recovery running as after a real crash) and liveness is required: within
+LIVENESS_S of virtual time every partition has a working leader (the store's leader node names a
+broker whose replica leads it, unfenced, at the node's epoch) that acknowledges an acks=all
+produce.
+
+The same seed gives the same schedule: `Outcome.trace` (what the harness saw, with virtual
+times) is identical from run to run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import pathlib
+import random
+import shutil
+
+from replog.config import load_broker_config
+from replog.coord_backends import NoNode, paths
+from replog.coord_backends.memory import MemoryStore
+from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment, TopicConfig
+from replog.replica.partition import ErrorCode, ReplicaState
+from tests.sim.invariants import Ack, Checker, Violation
+from tests.sim.loop import START_S, Deadlock, VirtualTimeLoop
+from tests.sim.network import SimNetwork
+from tests.sim.node import SimBroker
+from tests.sim.store import SimStore, make_watch_order_deterministic
+from tests.unit.replica_batches import build_batch
+
+TOPIC = "sim"
+PARTITIONS = 2
+BROKER_IDS = (0, 1, 2)
+SESSION_TIMEOUT_MS = 6_000
+TOPIC_OVERRIDES = {"min.insync.replicas": "2"}
+# What the alter_config fault draws from, as IncrementalAlterConfigs would set it: any
+# min.insync.replicas the replication factor allows, and segments small enough to roll often.
+ALTERED_SETTINGS = {"min.insync.replicas": ("1", "2", "3"), "segment.bytes": ("512", "4096", "1073741824")}
+BROKER_SETTINGS = {
+    "replica.lag.time.max.ms": "2000",
+    "preferred.replica.election.wait.ms": "50",
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.check.interval.seconds": "5",
+    "coord.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+}
+FAULT_PHASE_S = 20.0
+LIVENESS_S = 60.0
+PRODUCE_TIMEOUT_MS = 3_000
+POLL_S = 0.1
+FAULT_GAP_S = (0.1, 1.5)
+LIVELOCK_STEPS = 50_000  # a healthy schedule never spins this long at one instant
+FAULTS = ("alter_config", "flaky_store", "cut_link", "isolate", "suspend", "expire", "pause", "crash")
+
+
+@dataclasses.dataclass
+class Outcome:
+    seed: int
+    trace: list[str]
+    violation: str | None
+    virtual_s: float
+    steps: int
+    acknowledged: int
+
+
+class Simulation:
+    def __init__(self, seed: int, root: pathlib.Path):
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.root = root / f"seed-{seed}"
+        self.trace: list[str] = []
+        self.loop = VirtualTimeLoop(after_step=self._after_step)
+        self.loop.set_exception_handler(self._loop_exception)
+        self.checker = Checker(self.note)
+        self.network = SimNetwork(self.rng)
+        self.brokers: dict[int, SimBroker] = {}
+        self._stores: list[MemoryStore] = []  # every client opened, closed at the end
+        self._fault_ends: list[asyncio.TimerHandle] = []
+        self._fault_tasks: set[asyncio.Task] = set()
+        self._config = None
+        self._observer: MemoryStore | None = None
+        self._next_record = 0
+        self._steps = 0
+        self._steps_at_this_time = 0
+        self._last_step_time = 0.0
+        self._unhandled: list[str] = []  # what the loop's exception handler got
+        self._healed = False
+
+    # -- running ----------------------------------------------------------------------------------
+
+    def run(self) -> Outcome:
+        shutil.rmtree(self.root, ignore_errors=True)  # left by a run that was killed
+        self.root.mkdir(parents=True)
+        violation = None
+        replog_logger = logging.getLogger("replog")
+        level, propagate = replog_logger.level, replog_logger.propagate
+        # Errors go to the trace; formatting thousands of info lines would cost more than the simulation.
+        replog_logger.setLevel(logging.ERROR)
+        replog_logger.propagate = False
+        to_trace = _TraceHandler(self.note)
+        replog_logger.addHandler(to_trace)
+        try:
+            self.loop.run_until_complete(self._main())
+        except (Violation, Deadlock) as error:
+            violation = f"{type(error).__name__}: {error}"
+            self.note(f"VIOLATION {violation}")
+        finally:
+            replog_logger.removeHandler(to_trace)
+            replog_logger.setLevel(level)
+            replog_logger.propagate = propagate
+            self._tear_down()
+        return Outcome(self.seed, self.trace, violation, self.loop.time() - START_S, self._steps, len(self.checker.acks))
+
+    def _now_ms(self) -> int:
+        return int(self.loop.time() * 1000)
+
+    def note(self, text: str) -> None:
+        self.trace.append(f"{(self.loop.time() - START_S) * 1000:9.1f}ms {text}")
+
+    def _after_step(self) -> None:
+        self._steps += 1
+        now = self.loop.time()
+        self._steps_at_this_time = self._steps_at_this_time + 1 if now == self._last_step_time else 0
+        self._last_step_time = now
+        if self._steps_at_this_time > LIVELOCK_STEPS:
+            raise Violation(f"livelock: {LIVELOCK_STEPS} steps without virtual time passing")
+        if self._unhandled:
+            raise Violation(f"unhandled in the event loop: {self._unhandled[0]}")
+        self.checker.check_step(self.brokers.values(), now - START_S)
+
+    def _loop_exception(self, loop, context) -> None:
+        """A callback that raised or a task whose failure nobody awaited: a component without
+        an owner that notices its end (issue 11, bug 6), or a bug of the simulator."""
+        message = context.get("message", "")
+        if message.startswith("Task was destroyed but it is pending"):
+            return  # the tasks of crashed brokers, abandoned on purpose
+        self._unhandled.append(f"{message} {context.get('exception')!r}")
+        self.note(f"loop: {self._unhandled[-1]}")
+
+    async def _main(self) -> None:
+        store_path = str(self.root / "store.db")
+        self._config = load_broker_config(None, {"log.dirs": str(self.root), **BROKER_SETTINGS})
+        self._observer = MemoryStore(store_path, SESSION_TIMEOUT_MS)
+        self._stores.append(self._observer)
+        await self._observer.start()
+        make_watch_order_deterministic(self._observer._tree)
+        await self._observer.create(paths.BROKER_IDS, b"", make_parents=True)
+        await self._observer.create(paths.topic_config(TOPIC), TopicConfig(TOPIC_OVERRIDES).encode(), make_parents=True)
+        for partition in range(PARTITIONS):
+            assigned = tuple(BROKER_IDS[(partition + index) % len(BROKER_IDS)] for index in range(len(BROKER_IDS)))
+            await self._observer.create(paths.replicas(TOPIC, partition), ReplicaAssignment(assigned).encode(), make_parents=True)
+        for broker_id in BROKER_IDS:
+            self._start_broker(broker_id)
+        producers = [asyncio.create_task(self._keep_producing(partition)) for partition in range(PARTITIONS)]
+        try:
+            await self._nemesis()
+        finally:
+            for producer in producers:
+                producer.cancel()
+            await asyncio.gather(*producers, return_exceptions=True)
+        await self._heal()
+        await self._require_liveness()
+        self.checker.check_convergence(self.brokers.values())
+        self.note(f"done acknowledged={len(self.checker.acks)}")
+
+    def _tear_down(self) -> None:
+        self.loop.after_step = None
+        for broker in self.brokers.values():
+            broker.owner.crash()  # nothing of theirs may run while the store clients close
+        for broker in self.brokers.values():
+            for replica in broker.replicas.partitions:
+                replica.log.close()
+        for store in self._stores:
+            self.loop.run_until_complete(MemoryStore.close(store))
+        self.loop.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- brokers ----------------------------------------------------------------------------------
+
+    def _start_broker(self, broker_id: int) -> None:
+        store = SimStore(str(self.root / "store.db"), SESSION_TIMEOUT_MS, self.rng, f"broker {broker_id}")
+        store.faults_on = not self._healed  # a broker restarted by the heal runs fault-free too
+        self._stores.append(store)
+        broker = SimBroker(broker_id, self.root / f"broker-{broker_id}", self._config, store, self.network,
+                           [(TOPIC, partition) for partition in range(PARTITIONS)], self._now_ms)
+        self.brokers[broker_id] = broker
+        self.network.brokers[broker_id] = broker
+        broker.start()
+
+    # -- the workload -----------------------------------------------------------------------------
+
+    async def _keep_producing(self, partition: int) -> None:
+        while True:  # until cancelled at the end of the fault phase
+            if not await self._produce(partition):
+                await asyncio.sleep(POLL_S)
+            await asyncio.sleep(self.rng.uniform(0, 0.05))
+
+    async def _leader_record(self, partition: int) -> LeaderRecord | None:
+        try:
+            return LeaderRecord.decode((await self._observer.get(paths.leader(TOPIC, partition)))[0])
+        except NoNode:
+            return None
+
+    async def _produce(self, partition: int) -> bool:
+        """One record with acks=all to the leader the store names; True if acknowledged."""
+        record = await self._leader_record(partition)
+        broker = None if record is None else self.brokers.get(record.leader)
+        replica = None if broker is None or broker.owner.crashed else broker.replicas.hosted(TOPIC, partition)
+        if replica is None:
+            return False
+        self._next_record += 1
+        number, epoch = self._next_record, replica.leader_epoch
+        appending = broker.spawn(replica.append_as_leader(build_batch(max_timestamp=number), -1, PRODUCE_TIMEOUT_MS))
+        done, _ = await asyncio.wait({appending}, timeout=PRODUCE_TIMEOUT_MS / 1000 + 1)
+        if not done or appending.result().error_code != ErrorCode.NONE:
+            return False
+        offset = appending.result().base_offset
+        self.checker.acknowledged(Ack(number, TOPIC, partition, offset, epoch))
+        self.note(f"acked record={number} {TOPIC}-{partition} offset={offset} epoch={epoch} broker={broker.broker_id}")
+        return True
+
+    # -- the nemesis ------------------------------------------------------------------------------
+
+    async def _nemesis(self) -> None:
+        end = self.loop.time() + FAULT_PHASE_S
+        while self.loop.time() < end:
+            await asyncio.sleep(self.rng.uniform(*FAULT_GAP_S))
+            fault = self.rng.choice(FAULTS)
+            broker = self.brokers[self.rng.choice(BROKER_IDS)]
+            if broker.owner.crashed or broker.owner.paused:
+                continue
+            getattr(self, f"_{fault}")(broker)
+
+    def _later(self, delay_s: float, action) -> None:
+        self._fault_ends.append(self.loop.call_later(delay_s, action))
+
+    def _in_background(self, coroutine) -> None:
+        task = asyncio.create_task(coroutine)
+        self._fault_tasks.add(task)
+        task.add_done_callback(self._fault_tasks.discard)
+
+    def _alter_config(self, broker: SimBroker) -> None:
+        """The topic's settings change (not `broker`'s alone: topic settings are cluster-wide)."""
+        settings = {name: self.rng.choice(values) for name, values in ALTERED_SETTINGS.items()}
+        self.note(f"fault: topic settings altered to {settings}")
+        self._in_background(self._observer.set(paths.topic_config(TOPIC), TopicConfig(settings).encode()))
+
+    def _flaky_store(self, broker: SimBroker) -> None:
+        duration = self.rng.uniform(0.5, 4)
+        self.note(f"fault: broker {broker.broker_id}'s store client flaky for {duration:.2f}s")
+        broker.store.flaky = True
+        self._later(duration, lambda: setattr(broker.store, "flaky", False))
+
+    def _cut_link(self, broker: SimBroker) -> None:
+        other = self.rng.choice([peer for peer in BROKER_IDS if peer != broker.broker_id])
+        self._cut({frozenset((broker.broker_id, other))}, self.rng.uniform(0.5, 8))
+
+    def _isolate(self, broker: SimBroker) -> None:
+        self._cut({frozenset((broker.broker_id, peer)) for peer in BROKER_IDS if peer != broker.broker_id}, self.rng.uniform(1, 10))
+
+    def _cut(self, links: set[frozenset[int]], duration: float) -> None:
+        self.note(f"fault: links {sorted(sorted(link) for link in links)} cut for {duration:.2f}s")
+        self.network.cut |= links
+        self._later(duration, lambda: self.network.cut.difference_update(links))
+
+    def _suspend(self, broker: SimBroker) -> None:
+        duration = self.rng.uniform(0.2, 9)
+        expires = duration * 1000 >= SESSION_TIMEOUT_MS
+        self.note(f"fault: broker {broker.broker_id}'s session suspended for {duration:.2f}s{', then expired' if expires else ''}")
+        broker.store.suspend()
+        if expires:
+            self._later(SESSION_TIMEOUT_MS / 1000, lambda: self._in_background(broker.store.expire_session()))
+        else:
+            self._later(duration, broker.store.reconnect)
+
+    def _expire(self, broker: SimBroker) -> None:
+        self.note(f"fault: broker {broker.broker_id}'s session expired")
+        self._in_background(broker.store.expire_session())
+
+    def _pause(self, broker: SimBroker) -> None:
+        duration = self.rng.uniform(0.2, 10)
+        self.note(f"fault: broker {broker.broker_id} paused for {duration:.2f}s")
+        broker.owner.pause()
+        if duration * 1000 >= SESSION_TIMEOUT_MS:  # the store gives up on its session meanwhile
+            self._later(SESSION_TIMEOUT_MS / 1000, lambda: self._in_background(broker.store.expire_session()))
+        self._later(duration, lambda: self._resume(broker))
+
+    def _resume(self, broker: SimBroker) -> None:
+        if broker.owner.paused:
+            self.note(f"broker {broker.broker_id} resumed")
+            broker.owner.resume()
+
+    def _crash(self, broker: SimBroker) -> None:
+        down_s = self.rng.uniform(0.5, 8)
+        self.note(f"fault: broker {broker.broker_id} crashed, restarting {down_s:.2f}s after its session expired")
+        broker.crash()
+        self._in_background(self._restart_later(broker, down_s))
+
+    async def _restart_later(self, crashed: SimBroker, down_s: float) -> None:
+        await asyncio.sleep(SESSION_TIMEOUT_MS / 1000)
+        await self._end_session(crashed)
+        await asyncio.sleep(down_s)
+        self._restart(crashed)
+
+    async def _end_session(self, crashed: SimBroker) -> None:
+        """The store times the dead broker's session out: its ephemeral nodes go."""
+        self.note(f"broker {crashed.broker_id}'s session timed out")
+        await MemoryStore.close(crashed.store)
+
+    def _restart(self, crashed: SimBroker) -> None:
+        self.note(f"broker {crashed.broker_id} restarted")
+        self._start_broker(crashed.broker_id)
+
+    # -- healing and liveness ---------------------------------------------------------------------
+
+    async def _heal(self) -> None:
+        self.note("heal: faults stop")
+        self._healed = True
+        for handle in self._fault_ends:
+            handle.cancel()
+        for task in list(self._fault_tasks):
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        self.network.cut.clear()
+        self.network.faults_on = False
+        for broker_id, broker in list(self.brokers.items()):
+            broker.store.faults_on = False
+            broker.store.flaky = False
+            broker.store.reconnect()
+            self._resume(broker)
+            if broker.owner.crashed:
+                if broker.store._tree is not None:
+                    await self._end_session(broker)
+                self._restart(broker)
+
+    async def _require_liveness(self) -> None:
+        deadline = self.loop.time() + LIVENESS_S
+        for partition in range(PARTITIONS):
+            while not (await self._working_leader(partition) and await self._produce(partition)):
+                if self.loop.time() > deadline:
+                    raise Violation(f"liveness: {TOPIC}-{partition} has no working leader {LIVENESS_S:.0f}s after the faults "
+                                    f"stopped; {await self._describe(partition)}")
+                await asyncio.sleep(POLL_S)
+            self.note(f"live {TOPIC}-{partition}")
+
+    async def _working_leader(self, partition: int) -> bool:
+        record = await self._leader_record(partition)
+        broker = None if record is None else self.brokers.get(record.leader)
+        replica = None if broker is None or broker.owner.crashed else broker.replicas.hosted(TOPIC, partition)
+        return (replica is not None and replica.state is ReplicaState.LEADER and not replica.fenced
+                and replica.leader_epoch == record.leader_epoch)
+
+    async def _describe(self, partition: int) -> str:
+        record = await self._leader_record(partition)
+        parts = [f"leader node={record}"]
+        for broker_id, broker in self.brokers.items():
+            parts.append(f"broker {broker_id}: {broker.describe(TOPIC, partition)}")
+        return "; ".join(parts)
+
+
+class _TraceHandler(logging.Handler):
+    def __init__(self, note):
+        super().__init__()
+        self._note = note
+
+    def emit(self, record: logging.LogRecord) -> None:
+        failure = f" {record.exc_info[1]!r}" if record.exc_info else ""
+        self._note(f"log {record.levelname} {record.name}: {record.getMessage()}{failure}")

@@ -1,0 +1,116 @@
+"""The deterministic simulation of the replication core, run over many seeds.
+
+CI runs SCHEDULES seeded schedules (seeds FIRST_SEED..), spread over one worker process per
+core; the figures (schedules, wall time, virtual time, acknowledged records) are printed.
+
+    REPLOG_SIM_RUNS=100000 pytest tests/sim      # a soak, for humans
+    REPLOG_SIM_FIRST_SEED=500000 pytest tests/sim  # other schedules than CI's
+    REPLOG_SIM_SEED=1234 pytest tests/sim -s     # replay one seed, printing its whole trace
+
+A failing seed fails the test with its violation, the end of its trace and the command that
+replays it. CI's seeds are fixed so that a run that lands is a run that can be repeated; the
+soak's variables explore further.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import multiprocessing
+import os
+import pathlib
+import tempfile
+import time
+
+import pytest
+
+from tests.sim.simulation import Outcome, Simulation
+
+SCHEDULES = int(os.environ.get("REPLOG_SIM_RUNS", "3000"))
+FIRST_SEED = int(os.environ.get("REPLOG_SIM_FIRST_SEED", "0"))
+REPLAY_SEED = os.environ.get("REPLOG_SIM_SEED")
+CHUNK = 25  # seeds per task handed to a worker: small enough to spread evenly, to stop early
+TRACE_TAIL = 60
+FAILURES_SHOWN = 3
+# The logs' files, in memory where the machine has a tmpfs: the schedules' fsyncs are real
+# calls either way, and a disk would only make them slower.
+MEMORY_DIR = "/dev/shm"
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """What a worker sends back of one schedule: all of a failure, figures of a success."""
+
+    seed: int
+    violation: str | None
+    trace_tail: tuple[str, ...]
+    virtual_s: float
+    steps: int
+    acknowledged: int
+
+
+def run_seeds(seeds: range) -> list[Summary]:
+    """Runs in a worker process; every schedule in its own directory under a private root."""
+    summaries = []
+    with tempfile.TemporaryDirectory(prefix="replog-sim-", dir=MEMORY_DIR if os.access(MEMORY_DIR, os.W_OK) else None) as root:
+        for seed in seeds:
+            outcome = Simulation(seed, pathlib.Path(root)).run()
+            # The events before the violation; the acknowledgements, most of a trace, are in the replay.
+            tail = tuple([line for line in outcome.trace if " acked " not in line][-TRACE_TAIL:]) if outcome.violation else ()
+            summaries.append(Summary(seed, outcome.violation, tail, outcome.virtual_s, outcome.steps, outcome.acknowledged))
+    return summaries
+
+
+def replay_command(seed: int) -> str:
+    return f"REPLOG_SIM_SEED={seed} .venv/bin/python -m pytest -p no:cacheprovider -s tests/sim/test_simulation.py"
+
+
+def describe(failure: Summary) -> str:
+    return "\n".join([f"seed {failure.seed}: {failure.violation}", *failure.trace_tail, f"replay: {replay_command(failure.seed)}"])
+
+
+@pytest.mark.skipif(REPLAY_SEED is not None, reason="replaying one seed")
+@pytest.mark.timeout(0)  # bounded by SCHEDULES; the soak runs for hours on purpose
+def test_seeded_schedules_keep_every_invariant(capsys):
+    seeds = range(FIRST_SEED, FIRST_SEED + SCHEDULES)
+    chunks = [seeds[start:start + CHUNK] for start in range(0, len(seeds), CHUNK)]
+    workers = max(1, min(os.cpu_count() or 1, len(chunks)))
+    started = time.monotonic()
+    summaries: list[Summary] = []
+    # spawn, not fork: the parent may hold threads (pytest-timeout, other tests' leftovers).
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending = {pool.submit(run_seeds, chunk) for chunk in chunks}
+        try:
+            for done in concurrent.futures.as_completed(pending):
+                summaries.extend(done.result())
+                if sum(1 for summary in summaries if summary.violation) >= FAILURES_SHOWN:
+                    break
+        finally:
+            for future in pending:
+                future.cancel()
+    elapsed = time.monotonic() - started
+    failures = sorted((summary for summary in summaries if summary.violation), key=lambda summary: summary.seed)
+    with capsys.disabled():
+        print(f"\nsimulation: {len(summaries)} schedules (seeds {seeds.start}..{seeds.stop - 1}) in {elapsed:.1f}s on "
+              f"{workers} workers; {sum(summary.virtual_s for summary in summaries):.0f}s of virtual time, "
+              f"{sum(summary.steps for summary in summaries)} steps, "
+              f"{sum(summary.acknowledged for summary in summaries)} records acknowledged; {len(failures)} failed")
+    if failures:
+        pytest.fail("\n\n".join(describe(failure) for failure in failures), pytrace=False)
+    assert len(summaries) == len(seeds)
+
+
+@pytest.mark.skipif(REPLAY_SEED is None, reason="set REPLOG_SIM_SEED to replay a seed")
+def test_replay_one_seed(tmp_path, capsys):
+    outcome: Outcome = Simulation(int(REPLAY_SEED), tmp_path).run()
+    with capsys.disabled():
+        print("\n" + "\n".join(outcome.trace))
+    assert outcome.violation is None, outcome.violation
+
+
+def test_a_seed_replays_exactly(tmp_path):
+    first = Simulation(7, tmp_path / "first").run()
+    second = Simulation(7, tmp_path / "second").run()
+    assert first.acknowledged > 0 and len(first.trace) > 100  # a schedule with something in it
+    assert first.trace == second.trace
+    assert (first.steps, first.virtual_s) == (second.steps, second.virtual_s)
