@@ -5,6 +5,7 @@ After every step (one iteration of the event loop), on every broker not crashed:
 - one leader per epoch: no two brokers ever hold a partition's replica as LEADER at the same
   leader epoch (so an epoch is never reused by two brokers);
 - the HW of a replica never goes back while it leads at one epoch;
+- every replica the store names in the ISR (so electable) holds every acknowledged record;
 - every record acknowledged with acks=all at leader epoch E, at offset O, is at offset O in the
   log of every replica that leads, unfenced, at an epoch >= E. This is the exact form of "no
   acknowledged write is lost": a leader never truncates its own log, so a record missing from
@@ -22,6 +23,8 @@ A violation raises Violation at the step that broke the rule, which ends the sch
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from replog.replica.partition import Partition, ReplicaState
 from replog.storage.records import batch_headers
@@ -65,28 +68,33 @@ def record_at(replica: Partition, offset: int) -> int | None:
 
 
 class Checker:
-    def __init__(self, trace):
+    def __init__(self, trace, store_isr: Callable[[str, int], tuple[int, ...]]):
         self._trace = trace
+        self._store_isr = store_isr  # the ISR the store names now: who is electable
         self.acks: list[Ack] = []
         self._epoch_leaders: dict[tuple[str, int, int], int] = {}
         self._seen_leaders: set[tuple[str, int, int]] = set()
         self._high_watermarks: dict[tuple[int, str, int, int], int] = {}
         self._acks_checked: dict[tuple[int, str, int, int], int] = {}
+        # (broker, topic, partition) of store ISR members -> (acks checked, log end offset then)
+        self._members_checked: dict[tuple[int, str, int], tuple[int, int]] = {}
         self._next_convergence_check_s = 0.0
 
     def acknowledged(self, ack: Ack) -> None:
         self.acks.append(ack)
 
-    def check_step(self, brokers, now_s: float) -> None:
-        for broker in brokers:
+    def check_step(self, brokers: Mapping[int, Any], partitions: list[tuple[str, int]], now_s: float) -> None:
+        for broker in brokers.values():
             if broker.owner.crashed:
                 continue
             for replica in broker.replicas.partitions:
                 if replica.state is ReplicaState.LEADER:
                     self._check_leader(broker.broker_id, replica)
+        for topic, partition in partitions:
+            self._check_isr_members(brokers, topic, partition)
         if now_s >= self._next_convergence_check_s:
             self._next_convergence_check_s = now_s + CONVERGENCE_CHECK_S
-            self.check_convergence(brokers)
+            self.check_convergence(brokers.values())
 
     def _check_leader(self, broker_id: int, replica: Partition) -> None:
         topic, partition, epoch = replica.topic, replica.partition_id, replica.leader_epoch
@@ -116,6 +124,34 @@ class Checker:
                     f"{'record ' + str(found) if found is not None else 'no record'} there "
                     f"(hw={replica.high_watermark} leo={replica.log_end_offset} isr={sorted(replica.isr)})")
         self._acks_checked[key] = len(self.acks)
+
+    def _check_isr_members(self, brokers: Mapping[int, Any], topic: str, partition: int) -> None:
+        """Every replica the store names in sync holds every acknowledged record: elections
+        rely on it, so a replica admitted without one (KIP-497, KAFKA-7128) is caught when it
+        is admitted, not only if it later wins an election. A crashed broker's replica counts
+        too: its files stay. A replica not open yet is checked once it is."""
+        members = set(self._store_isr(topic, partition))
+        for key in [key for key in self._members_checked if key[1:] == (topic, partition) and key[0] not in members]:
+            del self._members_checked[key]  # left the ISR: checked afresh if it joins again
+        for broker_id in members:
+            replica = brokers[broker_id].replicas.hosted(topic, partition)
+            if replica is None:
+                continue
+            key = (broker_id, topic, partition)
+            checked, log_end_seen = self._members_checked.get(key, (0, -1))
+            if replica.log_end_offset < log_end_seen:
+                checked = 0  # truncated since: check everything again
+            for ack in self.acks[checked:]:
+                if (ack.topic, ack.partition) != (topic, partition):
+                    continue
+                found = record_at(replica, ack.offset)
+                if found != ack.number:
+                    raise Violation(
+                        f"ISR member without an acknowledged record: record {ack.number} acknowledged at {topic}-{partition} "
+                        f"offset {ack.offset} epoch {ack.epoch}; broker {broker_id}, in the store's ISR {sorted(members)}, has "
+                        f"{'record ' + str(found) if found is not None else 'no record'} there "
+                        f"(state={replica.state.value} epoch={replica.leader_epoch} hw={replica.high_watermark} leo={replica.log_end_offset})")
+            self._members_checked[key] = (len(self.acks), replica.log_end_offset)
 
     def check_convergence(self, brokers) -> None:
         hosted: dict[tuple[str, int], list[tuple[int, Partition]]] = {}

@@ -33,7 +33,7 @@ import shutil
 from replog.config import load_broker_config
 from replog.coord_backends import NoNode, paths
 from replog.coord_backends.memory import MemoryStore
-from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment, TopicConfig
+from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
 from replog.replica.partition import ErrorCode, ReplicaState
 from tests.sim.invariants import Ack, Checker, Violation
 from tests.sim.loop import START_S, Deadlock, VirtualTimeLoop
@@ -84,7 +84,8 @@ class Simulation:
         self.trace: list[str] = []
         self.loop = VirtualTimeLoop(after_step=self._after_step)
         self.loop.set_exception_handler(self._loop_exception)
-        self.checker = Checker(self.note)
+        self._partitions = [(TOPIC, partition) for partition in range(PARTITIONS)]
+        self.checker = Checker(self.note, self._store_isr)
         self.network = SimNetwork(self.rng)
         self.brokers: dict[int, SimBroker] = {}
         self._stores: list[MemoryStore] = []  # every client opened, closed at the end
@@ -124,6 +125,11 @@ class Simulation:
             self._tear_down()
         return Outcome(self.seed, self.trace, violation, self.loop.time() - START_S, self._steps, len(self.checker.acks))
 
+    def _store_isr(self, topic: str, partition: int) -> tuple[int, ...]:
+        """Read from the tree itself: the check runs between steps, where nothing may await."""
+        node = None if self._observer is None else self._observer._tree.nodes.get(paths.isr(topic, partition))
+        return () if node is None else IsrRecord.decode(node.data).isr
+
     def _now_ms(self) -> int:
         return int(self.loop.time() * 1000)
 
@@ -139,7 +145,7 @@ class Simulation:
             raise Violation(f"livelock: {LIVELOCK_STEPS} steps without virtual time passing")
         if self._unhandled:
             raise Violation(f"unhandled in the event loop: {self._unhandled[0]}")
-        self.checker.check_step(self.brokers.values(), now - START_S)
+        self.checker.check_step(self.brokers, self._partitions, now - START_S)
 
     def _loop_exception(self, loop, context) -> None:
         """A callback that raised or a task whose failure nobody awaited: a component without
@@ -195,7 +201,7 @@ class Simulation:
         store.faults_on = not self._healed  # a broker restarted by the heal runs fault-free too
         self._stores.append(store)
         broker = SimBroker(broker_id, self.root / f"broker-{broker_id}", self._config, store, self.network,
-                           [(TOPIC, partition) for partition in range(PARTITIONS)], self._now_ms)
+                           self._partitions, self._now_ms)
         self.brokers[broker_id] = broker
         self.network.brokers[broker_id] = broker
         broker.start()
