@@ -13,13 +13,8 @@ After start-up the state-change listener keeps consuming the queue (replication/
 start-replica prepares a new partition's log, close-replica stops the replica and deletes its
 log. Leadership of a new partition starts when the partition appears in the store.
 
-Hosted leaderships converge to the store: whenever the metadata cache sees a partition's
-assignment change (it appeared, vanished, or its replicas changed) and on every start-replica,
-the broker reads the partition's replicas from the store and starts a leadership where this
-broker is assigned and none runs, or stops one where it is not (the log stays; close-replica
-deletes). The cache's view may lag: a partition it reports after this broker consumed the
-partition's close-replica is the deleted one, still in the store for a moment, so a closed
-partition starts again only after a start-replica for it (a new topic of the same name).
+Hosted partitions converge to the store (replication/hosted.py): on every assignment change
+the metadata cache sees and on every start-replica.
 
 Shutdown (SIGTERM), controlled: first hand each partition this broker leads to another in-sync
 replica (leave the ISR, release the leader node), then stop accepting and finish the requests
@@ -48,10 +43,10 @@ from kio.schema.errors import ErrorCode
 
 from replog import admin
 from replog.admin.errors import AdminError
-from replog.config import BrokerConfig, TopicSettings, log_config, partition_config
+from replog.config import BrokerConfig
 from replog.coord_backends import NodeExists, SessionState, StoreError, open_store
 from replog.coord_backends import paths
-from replog.coord_backends.paths import BrokerRegistration, ClusterId, StateChangeRequest
+from replog.coord_backends.paths import BrokerRegistration, ClusterId
 from replog.metadata_cache import MetadataCache
 from replog.net.server import KafkaServer
 from replog.producer_ids import ProducerIdAllocator
@@ -59,8 +54,8 @@ from replog.storage.data_dir_lock import DataDirectoryLock
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replication.state_changes import StateChangeListener
 from replog.net.leader_connections import LeaderConnections
-from replog.replication.driver import LeadershipContext, PartitionLeadership
-from replog.replication.topic_configs import TopicConfigs
+from replog.replication.driver import LeadershipContext
+from replog.replication.hosted import HostedPartitions
 
 logger = logging.getLogger(__name__)
 
@@ -110,17 +105,12 @@ class Broker:
         self.cluster_id: str | None = None
         self._session_follower: asyncio.Task | None = None
         self._registered = False
-        self.state_changes = StateChangeListener(self.store, self.broker_id, self._start_replica_requested, self._close_replica_requested)
-        self._leaderships: dict[tuple[str, int], PartitionLeadership] = {}
-        # Closed by close-replica while the store still assigned them here: not started again
-        # until a start-replica for them, or the store stops assigning them (see _reconcile).
-        self._closed: set[tuple[str, int]] = set()
-        self._reconciling = asyncio.Lock()  # one start or stop of a partition's replica at a time
-        self.topic_configs = TopicConfigs(self.store, config, self._topic_config_changed)
         self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"])
-        self._leadership_context = LeadershipContext(
+        self.hosted = HostedPartitions(LeadershipContext(
             self.broker_id, self.store, self.replicas, self.leader_connections, config, self.now_ms, self.metadata.changed,
-        )
+        ), config)
+        self.state_changes = StateChangeListener(self.store, self.broker_id, self.hosted.start_replica_requested,
+                                                 self.hosted.close_replica_requested)
         # Set when a task the broker cannot run without ended: the broker must stop (see _follow_session).
         self.failed = asyncio.Event()
         self._registering: asyncio.Task | None = None
@@ -134,10 +124,10 @@ class Broker:
         self._session_follower = asyncio.create_task(self._follow_session(), name="session-follower")
         self._session_follower.add_done_callback(self._session_follower_ended)
         await self.state_changes.drain()
-        self.metadata.on_assignment_changed = self._reconcile
+        self.metadata.on_assignment_changed = self.hosted.reconcile
         await self.metadata.start()  # startReplica for every replica the store assigns here
         await self._wait_for_first_leaderships()
-        self._report_stray_logs()
+        self.hosted.report_stray_logs(self.data_dir)
         await self.server.start()
         await self._register()
         self._registered = True
@@ -148,16 +138,9 @@ class Broker:
         broker that says it is listening answers for its partitions (their logs were loaded by
         the startReplicas above, before any election); at most one session timeout, for a
         store that does not answer or an election that waits on another broker."""
-        waits = [asyncio.create_task(leadership.settled.wait()) for leadership in self._leaderships.values()]
-        if not waits:
-            return
-        _, pending = await asyncio.wait(waits, timeout=self.store.session_timeout_ms / 1000)
-        for wait in pending:
-            wait.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        if pending:
-            logger.warning("serving before every partition has a leader broker=%d unsettled=%d",
-                           self.broker_id, len(pending))
+        unsettled = await self.hosted.wait_until_settled(self.store.session_timeout_ms / 1000)
+        if unsettled:
+            logger.warning("serving before every partition has a leader broker=%d unsettled=%d", self.broker_id, unsettled)
 
     async def stop(self) -> None:
         try:
@@ -174,51 +157,14 @@ class Broker:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         await self.state_changes.close()
-        await self._hand_over_leaderships()
+        await self.hosted.hand_over(self.store.session_timeout_ms / 1000)
         await self.server.stop()
         self.metadata.on_assignment_changed = None
-        async with self._reconciling:  # after any start in flight
-            for leadership in list(self._leaderships.values()):
-                await leadership.stop()
-            self._leaderships.clear()
-        await self.topic_configs.close()
+        await self.hosted.stop()
         self.leader_connections.close()
         await self.metadata.close()
         await self.replicas.shutdown()
         await self._end_session()
-
-    async def _hand_over_leaderships(self) -> None:
-        """Controlled shutdown: hand leadership to other in-sync replicas while still serving,
-        so producers see one NOT_LEADER_OR_FOLLOWER and move on.
-
-        Best effort, within the session timeout: a store that fails or does not answer (an
-        outage during shutdown) costs the hand-over only, never the clean local shutdown that
-        follows. A partition not handed over goes to another replica when this session
-        expires, as after a crash, but its log here is still closed cleanly."""
-        leaderships = list(self._leaderships.values())
-        if self.store.session_state is not SessionState.CONNECTED:
-            # Every leader is fenced while the session is in doubt; no store write can succeed.
-            logger.warning("controlled shutdown: hand-over skipped, coordination session %s broker=%d led=%s",
-                           self.store.session_state.value, self.broker_id, self._led())
-            return
-        try:
-            async with asyncio.timeout(self.store.session_timeout_ms / 1000):
-                outcomes = await asyncio.gather(*(leadership.hand_over() for leadership in leaderships), return_exceptions=True)
-        except TimeoutError:
-            logger.warning("controlled shutdown: hand-over abandoned, the store did not answer within %d ms broker=%d led=%s",
-                           self.store.session_timeout_ms, self.broker_id, self._led())
-            return
-        for leadership, outcome in zip(leaderships, outcomes):
-            if isinstance(outcome, BaseException):
-                # Anything but a store error is a bug: logged in full, yet it must not cost the
-                # clean local shutdown either.
-                logger.warning("controlled shutdown: hand-over skipped topic=%s partition=%d broker=%d error=%s",
-                               leadership.topic, leadership.partition, self.broker_id, outcome,
-                               exc_info=None if isinstance(outcome, StoreError) else outcome)
-
-    def _led(self) -> list[str]:
-        """The partitions this broker still leads: those a hand-over did not reach."""
-        return sorted(f"{leadership.topic}-{leadership.partition}" for leadership in self._leaderships.values() if leadership.leading)
 
     async def _end_session(self) -> None:
         """End the store session, so that the registration and leader nodes go at once; bounded
@@ -258,8 +204,7 @@ class Broker:
             async for state in states:
                 if state is not SessionState.CONNECTED:
                     logger.warning("coordination session %s broker=%d", state.value, self.broker_id)
-                for leadership in self._leaderships.values():  # bounded by the hosted partitions
-                    leadership.session_changed(state)
+                self.hosted.session_changed(state)
                 lost = lost or state is SessionState.LOST
                 if state is SessionState.CONNECTED and lost and self._registered:
                     lost = False
@@ -273,8 +218,7 @@ class Broker:
             return
         logger.critical("coordination session follower ended, stopping the broker broker=%d", self.broker_id,
                         exc_info=task.exception())
-        for leadership in self._leaderships.values():  # bounded by the hosted partitions
-            leadership.session_changed(SessionState.SUSPENDED)
+        self.hosted.session_changed(SessionState.SUSPENDED)
         self.failed.set()
 
     async def _register_again(self) -> None:
@@ -293,80 +237,6 @@ class Broker:
                                self.broker_id, delay_s, error)
                 failures += 1
                 await asyncio.sleep(delay_s)
-
-    # replicas of the topics in the store
-    async def _reconcile(self, topic: str, partition_ids: list[int]) -> None:
-        """Make this broker's leaderships of these partitions what the store assigns: startReplica
-        where it is assigned and nothing runs (its leadership task elects, leads or follows as
-        the partition's leader node says, see leadership.py), stop where it is not. Idempotent."""
-        async with self._reconciling:
-            for partition in partition_ids:  # bounded by the topic's partitions
-                key = (topic, partition)
-                assigned = await admin.read_replicas(self.store, paths.replicas(topic, partition))
-                if assigned is None or self.broker_id not in assigned:
-                    # Gone, or assigned elsewhere now: a leadership must not outlive its
-                    # partition, nor an open replica lend its epoch and HW to a recreated one.
-                    self._closed.discard(key)
-                    await self._stop_replica(key)
-                    continue
-                if key in self._closed or key in self._leaderships:
-                    continue
-                await self.topic_configs.follow(topic)
-                await self.replicas.load_log(topic, partition, log_config(self.topic_configs.settings(topic)))
-                leadership = PartitionLeadership(self._leadership_context, topic, partition,
-                                                 lambda: self.topic_configs.settings(topic))
-                self._leaderships[key] = leadership
-                leadership.start()
-
-    def _topic_config_changed(self, topic: str, settings: TopicSettings) -> None:
-        self.replicas.update_topic_config(topic, partition_config(settings), log_config(settings))
-
-    async def _stop_replica(self, key: tuple[str, int]) -> None:
-        """Stop leading or following the partition and close its replica, keeping the log."""
-        leadership = self._leaderships.pop(key, None)
-        if leadership is not None:
-            await leadership.stop()
-        if self.replicas.hosted(*key) is not None:
-            self.replicas.close_replica(*key)
-        self.replicas.close_loaded(*key)
-        if not any(topic == key[0] for topic, _ in self._leaderships):
-            await self.topic_configs.forget(key[0])
-
-    def _report_stray_logs(self) -> None:
-        """Logs of topics the store does not know: kept (the store may be the wrong one), reported."""
-        hosted = {(partition.topic, partition.partition_id) for partition in self.replicas.partitions}
-        for entry in sorted(self.data_dir.iterdir()):
-            topic, dash, partition = entry.name.rpartition("-")
-            if entry.is_dir() and dash and partition.isdigit() and (topic, int(partition)) not in hosted:
-                logger.warning("stray partition log kept broker=%d dir=%s (its topic or assignment is not in the store)", self.broker_id, entry)
-
-    # the state-change listener's actions
-    async def _start_replica_requested(self, request: StateChangeRequest) -> None:
-        """startReplica on request. The seed's startReplica refuses a broker missing from the
-        partition's replicas path, yet its addPartition writes that path only after every
-        start-replica was consumed (and onPartitionsReassigned sends start-replica to replicas
-        not yet in it): the staged assignment under /brokers/partitions_reassigned counts too.
-        The log is prepared at once; leadership starts once the partition's replicas include
-        this broker (for a new partition, when the metadata cache sees it appear)."""
-        topic, partition = request.topic, request.partition
-        assigned = await admin.read_replicas(self.store, paths.replicas(topic, partition)) or ()
-        staged = await admin.read_replicas(self.store, paths.reassigned_partition(topic, partition)) or ()
-        if self.broker_id not in (*assigned, *staged):
-            raise NotReplicaForPartition(f"broker {self.broker_id} is not a replica of {topic}-{partition}"
-                                         f" (replicas {list(assigned)}, staged {list(staged)})")
-        self.replicas.prepare_replica(topic, partition)
-        self._closed.discard((topic, partition))
-        await self._reconcile(topic, [partition])  # starts it if the store already has it
-
-    async def _close_replica_requested(self, request: StateChangeRequest) -> None:
-        """closeReplica: stop leading or following, close the log and delete it."""
-        key = (request.topic, request.partition)
-        async with self._reconciling:
-            await self._stop_replica(key)
-            await self.replicas.delete_replica(*key)
-            assigned = await admin.read_replicas(self.store, paths.replicas(*key))
-            if assigned is not None and self.broker_id in assigned:
-                self._closed.add(key)  # the admin removes it next; until then it stays closed
 
     # services for the request handlers
     def now_ms(self) -> int:
@@ -410,8 +280,4 @@ class Broker:
             if error.code != ErrorCode.topic_already_exists:
                 return error.code
         return ErrorCode.leader_not_available
-
-
-class NotReplicaForPartition(Exception):
-    """A start-replica for a partition whose replicas do not include this broker."""
 

@@ -1,12 +1,14 @@
 """One simulated broker: the real replication code of replog wired the way broker.py wires it,
 minus the Kafka server and the metadata cache.
 
-This is the only module of the simulator that knows how a partition's leadership is built and
-driven (replication/driver.py and what it is given): when that interface changes, re-point this
-module and nothing else. What runs here is replog's own code, not a model of it: the
-leadership state machine and its driver (elections through replication/election.py, the ISR upkeep
-of replication/commit.py, the follower fetcher of replication/fetcher.py), ReplicaManager and Partition
-on real logs in a directory, over a client of the shared in-process store (store.py).
+This is the only module of the simulator that knows how a broker's hosted partitions are built
+(replication/hosted.py and the LeadershipContext it is given): when that interface changes,
+re-point this module and nothing else. What runs here is replog's own code, not a model of it:
+the reconcile against the store's assignment and the topic settings' watches (hosted.py), the
+leadership state machine and its driver (elections through replication/election.py, the ISR
+upkeep of replication/commit.py, the follower fetcher of replication/fetcher.py), ReplicaManager
+and Partition on real logs in a directory, over a client of the shared in-process store
+(store.py).
 
 broker.py parts mirrored here: registration under /brokers/ids after the replicas started,
 the session follower (every leadership hears every session state; after a lost session the
@@ -24,14 +26,14 @@ import pathlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from replog.config import BrokerConfig, log_config, partition_config
+from replog.config import BrokerConfig
 from replog.coord_backends import NodeExists, SessionState, StoreError, paths
 from replog.coord_backends.paths import BrokerRegistration
 from replog.replication.fetcher import FetchReply
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.partition import EpochEndOffset
-from replog.replication.driver import LeadershipContext, PartitionLeadership
-from replog.replication.topic_configs import TopicConfigs
+from replog.replication.driver import LeadershipContext
+from replog.replication.hosted import HostedPartitions
 from tests.sim.loop import Owner
 from tests.sim.network import SimNetwork, serve_epoch_end, serve_replica_fetch
 from tests.sim.store import SimStore
@@ -47,14 +49,12 @@ class SimBroker:
         self.owner = Owner()
         self.store = store
         self.network = network
-        self._config = config
         self._partitions = partitions
         self._answers: set[asyncio.Future] = set()  # requests this broker is serving
         # The periodic chores keep their Kafka intervals, in virtual time.
         self.replicas = ReplicaManager(ManagerConfig(data_dir=data_dir, broker_id=broker_id), self.now_ms)
-        self.leaderships: dict[tuple[str, int], PartitionLeadership] = {}
-        self.topic_configs = TopicConfigs(store, config, lambda topic, settings: self.replicas.update_topic_config(
-            topic, partition_config(settings), log_config(settings)))
+        self.hosted = HostedPartitions(LeadershipContext(broker_id, store, self.replicas, _Connections(self), config,
+                                                         self.now_ms, lambda: None), config)
 
     def spawn(self, coroutine) -> asyncio.Task:
         """Run `coroutine` as one of this broker's tasks (paused and crashed with it)."""
@@ -69,14 +69,12 @@ class SimBroker:
         await self.store.start()
         self.replicas.start()
         self.spawn(self._follow_session())
-        context = LeadershipContext(self.broker_id, self.store, self.replicas, _Connections(self), self._config,
-                                    self.now_ms, lambda: None)
+        # What the metadata cache hands broker.py when it first sees the topic.
+        topics: dict[str, list[int]] = {}
         for topic, partition in self._partitions:
-            await self._retry_store(lambda: self.topic_configs.follow(topic))
-            await self.replicas.load_log(topic, partition, log_config(self.topic_configs.settings(topic)))
-            leadership = PartitionLeadership(context, topic, partition, lambda topic=topic: self.topic_configs.settings(topic))
-            self.leaderships[(topic, partition)] = leadership
-            leadership.start()
+            topics.setdefault(topic, []).append(partition)
+        for topic, partition_ids in topics.items():
+            await self._retry_store(lambda: self.hosted.reconcile(topic, partition_ids))
         await self._register_until_done()
 
     def crash(self) -> None:
@@ -90,7 +88,7 @@ class SimBroker:
 
     def describe(self, topic: str, partition: int) -> str:
         """The leadership's and the replica's state, for a failure report."""
-        leadership = self.leaderships.get((topic, partition))
+        leadership = self.hosted.leaderships.get((topic, partition))
         replica = self.replicas.hosted(topic, partition)
         replica_state = "no replica" if replica is None else (
             f"{replica.state.value} epoch={replica.leader_epoch} fenced={replica.fenced} hw={replica.high_watermark} "
@@ -104,8 +102,7 @@ class SimBroker:
         lost = False
         async with self.store.session_events() as states:
             async for state in states:
-                for leadership in self.leaderships.values():
-                    leadership.session_changed(state)
+                self.hosted.session_changed(state)
                 lost = lost or state is SessionState.LOST
                 if state is SessionState.CONNECTED and lost:
                     lost = False

@@ -58,6 +58,7 @@ from replog.coord_backends.paths import (
     TopicChangeInProgress,
     TopicConfig,
 )
+from replog.replication.hosted import read_replicas
 from replog.replication.state_changes import (
     CLOSE_REPLICA,
     FROM_ADMIN,
@@ -238,12 +239,6 @@ async def _wait_for_registered(store: Store, name: str, sent: Mapping[int, list[
             f"topic {name!r}: brokers {late} did not consume their state-change requests within"
             f" {limits.timeout_s:g} s; {consequence}"
         )
-
-
-async def read_replicas(store: Store, path: str) -> tuple[int, ...] | None:
-    """The ReplicaAssignment at `path` (a partition's replicas, or its staged ones), None if absent."""
-    found = await _get_or_none(store, path)
-    return None if found is None else ReplicaAssignment.decode(found[0]).replicas
 
 
 async def _staged(store: Store, name: str) -> dict[int, list[int]]:

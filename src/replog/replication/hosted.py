@@ -1,0 +1,186 @@
+"""The partitions this broker hosts, converged to what the store assigns it.
+
+Hosted leaderships converge to the store: whenever the metadata cache sees a partition's
+assignment change (it appeared, vanished, or its replicas changed) and on every start-replica,
+`reconcile` reads the partition's replicas from the store and starts a leadership where this
+broker is assigned and none runs (the seed's startReplica: the log is loaded first, then the
+leadership elects, leads or follows as the leader node says), or stops one where it is not
+(the log stays; close-replica deletes it). The cache's view may lag: a partition it reports
+after this broker consumed the partition's close-replica is the deleted one, still in the
+store for a moment, so a closed partition starts again only after a start-replica for it (a
+new topic of the same name).
+
+Each hosted topic's settings are followed here (topic_configs.py) and applied to its running
+partitions. One start or stop of a partition's replica runs at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import pathlib
+
+from replog.config import BrokerConfig, TopicSettings, log_config, partition_config
+from replog.coord_backends import NoNode, SessionState, Store, StoreError
+from replog.coord_backends import paths
+from replog.coord_backends.paths import ReplicaAssignment, StateChangeRequest
+from replog.replica.manager import ReplicaManager
+from replog.replication.driver import LeadershipContext, PartitionLeadership
+from replog.replication.topic_configs import TopicConfigs
+
+logger = logging.getLogger(__name__)
+
+
+class NotReplicaForPartition(Exception):
+    """A start-replica for a partition whose replicas do not include this broker."""
+
+
+async def read_replicas(store: Store, path: str) -> tuple[int, ...] | None:
+    """The ReplicaAssignment at `path` (a partition's replicas, or its staged ones), None if absent."""
+    try:
+        return ReplicaAssignment.decode((await store.get(path))[0]).replicas
+    except NoNode:
+        return None
+
+
+class HostedPartitions:
+    def __init__(self, context: LeadershipContext, config: BrokerConfig):
+        self._context = context
+        self.broker_id = context.broker_id
+        self._store: Store = context.store
+        self._replicas: ReplicaManager = context.replicas
+        self.topic_configs = TopicConfigs(context.store, config, self._topic_config_changed)
+        self.leaderships: dict[tuple[str, int], PartitionLeadership] = {}
+        # Closed by close-replica while the store still assigned them here: not started again
+        # until a start-replica for them, or the store stops assigning them (see reconcile).
+        self._closed: set[tuple[str, int]] = set()
+        self._reconciling = asyncio.Lock()
+
+    async def reconcile(self, topic: str, partition_ids: list[int]) -> None:
+        """Make this broker's leaderships of these partitions what the store assigns. Idempotent."""
+        async with self._reconciling:
+            for partition in partition_ids:  # bounded by the topic's partitions
+                key = (topic, partition)
+                assigned = await read_replicas(self._store, paths.replicas(topic, partition))
+                if assigned is None or self.broker_id not in assigned:
+                    # Gone, or assigned elsewhere now: a leadership must not outlive its
+                    # partition, nor an open replica lend its epoch and HW to a recreated one.
+                    self._closed.discard(key)
+                    await self._stop_replica(key)
+                    continue
+                if key in self._closed or key in self.leaderships:
+                    continue
+                await self.topic_configs.follow(topic)
+                await self._replicas.load_log(topic, partition, log_config(self.topic_configs.settings(topic)))
+                leadership = PartitionLeadership(self._context, topic, partition, lambda: self.topic_configs.settings(topic))
+                self.leaderships[key] = leadership
+                leadership.start()
+
+    def session_changed(self, state: SessionState) -> None:
+        for leadership in self.leaderships.values():  # bounded by the hosted partitions
+            leadership.session_changed(state)
+
+    async def wait_until_settled(self, timeout_s: float) -> int:
+        """Wait until every hosted partition has led, followed or lost its election, at most
+        `timeout_s`; how many had not."""
+        waits = [asyncio.create_task(leadership.settled.wait()) for leadership in self.leaderships.values()]
+        if not waits:
+            return 0
+        _, pending = await asyncio.wait(waits, timeout=timeout_s)
+        for wait in pending:
+            wait.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        return len(pending)
+
+    async def hand_over(self, timeout_s: float) -> None:
+        """Controlled shutdown: hand leadership to other in-sync replicas while still serving,
+        so producers see one NOT_LEADER_OR_FOLLOWER and move on.
+
+        Best effort, within `timeout_s`: a store that fails or does not answer (an outage during
+        shutdown) costs the hand-over only, never the clean local shutdown that follows. A
+        partition not handed over goes to another replica when this session expires, as after
+        a crash, but its log here is still closed cleanly."""
+        leaderships = list(self.leaderships.values())
+        if self._store.session_state is not SessionState.CONNECTED:
+            # Every leader is fenced while the session is in doubt; no store write can succeed.
+            logger.warning("controlled shutdown: hand-over skipped, coordination session %s broker=%d led=%s",
+                           self._store.session_state.value, self.broker_id, self._led())
+            return
+        try:
+            async with asyncio.timeout(timeout_s):
+                outcomes = await asyncio.gather(*(leadership.hand_over() for leadership in leaderships), return_exceptions=True)
+        except TimeoutError:
+            logger.warning("controlled shutdown: hand-over abandoned, the store did not answer within %d ms broker=%d led=%s",
+                           timeout_s * 1000, self.broker_id, self._led())
+            return
+        for leadership, outcome in zip(leaderships, outcomes):
+            if isinstance(outcome, BaseException):
+                # Anything but a store error is a bug: logged in full, yet it must not cost the
+                # clean local shutdown either.
+                logger.warning("controlled shutdown: hand-over skipped topic=%s partition=%d broker=%d error=%s",
+                               leadership.topic, leadership.partition, self.broker_id, outcome,
+                               exc_info=None if isinstance(outcome, StoreError) else outcome)
+
+    def _led(self) -> list[str]:
+        """The partitions this broker still leads: those a hand-over did not reach."""
+        return sorted(f"{leadership.topic}-{leadership.partition}" for leadership in self.leaderships.values() if leadership.leading)
+
+    async def stop(self) -> None:
+        async with self._reconciling:  # after any start in flight
+            for leadership in list(self.leaderships.values()):
+                await leadership.stop()
+            self.leaderships.clear()
+        await self.topic_configs.close()
+
+    def report_stray_logs(self, data_dir: pathlib.Path) -> None:
+        """Logs of topics the store does not know: kept (the store may be the wrong one), reported."""
+        hosted = {(partition.topic, partition.partition_id) for partition in self._replicas.partitions}
+        for entry in sorted(data_dir.iterdir()):
+            topic, dash, partition = entry.name.rpartition("-")
+            if entry.is_dir() and dash and partition.isdigit() and (topic, int(partition)) not in hosted:
+                logger.warning("stray partition log kept broker=%d dir=%s (its topic or assignment is not in the store)", self.broker_id, entry)
+
+    # -- the state-change listener's actions -------------------------------------------------------
+
+    async def start_replica_requested(self, request: StateChangeRequest) -> None:
+        """startReplica on request. The seed's startReplica refuses a broker missing from the
+        partition's replicas path, yet its addPartition writes that path only after every
+        start-replica was consumed (and onPartitionsReassigned sends start-replica to replicas
+        not yet in it): the staged assignment under /brokers/partitions_reassigned counts too.
+        The log is prepared at once; leadership starts once the partition's replicas include
+        this broker (for a new partition, when the metadata cache sees it appear)."""
+        topic, partition = request.topic, request.partition
+        assigned = await read_replicas(self._store, paths.replicas(topic, partition)) or ()
+        staged = await read_replicas(self._store, paths.reassigned_partition(topic, partition)) or ()
+        if self.broker_id not in (*assigned, *staged):
+            raise NotReplicaForPartition(f"broker {self.broker_id} is not a replica of {topic}-{partition}"
+                                         f" (replicas {list(assigned)}, staged {list(staged)})")
+        self._replicas.prepare_replica(topic, partition)
+        self._closed.discard((topic, partition))
+        await self.reconcile(topic, [partition])  # starts it if the store already has it
+
+    async def close_replica_requested(self, request: StateChangeRequest) -> None:
+        """closeReplica: stop leading or following, close the log and delete it."""
+        key = (request.topic, request.partition)
+        async with self._reconciling:
+            await self._stop_replica(key)
+            await self._replicas.delete_replica(*key)
+            assigned = await read_replicas(self._store, paths.replicas(*key))
+            if assigned is not None and self.broker_id in assigned:
+                self._closed.add(key)  # the admin removes it next; until then it stays closed
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _topic_config_changed(self, topic: str, settings: TopicSettings) -> None:
+        self._replicas.update_topic_config(topic, partition_config(settings), log_config(settings))
+
+    async def _stop_replica(self, key: tuple[str, int]) -> None:
+        """Stop leading or following the partition and close its replica, keeping the log."""
+        leadership = self.leaderships.pop(key, None)
+        if leadership is not None:
+            await leadership.stop()
+        if self._replicas.hosted(*key) is not None:
+            self._replicas.close_replica(*key)
+        self._replicas.close_loaded(*key)
+        if not any(topic == key[0] for topic, _ in self.leaderships):
+            await self.topic_configs.forget(key[0])
