@@ -67,6 +67,20 @@ def record_at(replica: Partition, offset: int) -> int | None:
     return header.max_timestamp if header.base_offset == offset else None
 
 
+def _require_acknowledged(replica: Partition, acks: list[Ack], up_to_epoch: int | None, holder: str) -> None:
+    """Every one of `acks` of the replica's partition (acknowledged at `up_to_epoch` or before,
+    if given) is in the replica's log at its offset."""
+    for ack in acks:
+        if (ack.topic, ack.partition) != (replica.topic, replica.partition_id) or (up_to_epoch is not None and ack.epoch > up_to_epoch):
+            continue
+        found = record_at(replica, ack.offset)
+        if found != ack.number:
+            raise Violation(
+                f"{holder} ({replica.state.value} epoch={replica.leader_epoch} hw={replica.high_watermark} "
+                f"leo={replica.log_end_offset} isr={sorted(replica.isr)}), has {'record ' + str(found) if found is not None else 'no record'} "
+                f"at {replica.topic}-{replica.partition_id} offset {ack.offset}, where record {ack.number} was acknowledged at epoch {ack.epoch}")
+
+
 class Checker:
     def __init__(self, trace, store_isr: Callable[[str, int], tuple[int, ...]]):
         self._trace = trace
@@ -113,16 +127,7 @@ class Checker:
         if replica.fenced:
             return
         checked = self._acks_checked.get(key, 0)
-        for ack in self.acks[checked:]:
-            if (ack.topic, ack.partition) != (topic, partition) or ack.epoch > epoch:
-                continue
-            found = record_at(replica, ack.offset)
-            if found != ack.number:
-                raise Violation(
-                    f"acknowledged record lost: record {ack.number} acknowledged at {topic}-{partition} offset {ack.offset} "
-                    f"epoch {ack.epoch}; broker {broker_id} leads at epoch {epoch} with "
-                    f"{'record ' + str(found) if found is not None else 'no record'} there "
-                    f"(hw={replica.high_watermark} leo={replica.log_end_offset} isr={sorted(replica.isr)})")
+        _require_acknowledged(replica, self.acks[checked:], epoch, f"acknowledged record lost: broker {broker_id}, leading")
         self._acks_checked[key] = len(self.acks)
 
     def _check_isr_members(self, brokers: Mapping[int, Any], topic: str, partition: int) -> None:
@@ -141,16 +146,8 @@ class Checker:
             checked, log_end_seen = self._members_checked.get(key, (0, -1))
             if replica.log_end_offset < log_end_seen:
                 checked = 0  # truncated since: check everything again
-            for ack in self.acks[checked:]:
-                if (ack.topic, ack.partition) != (topic, partition):
-                    continue
-                found = record_at(replica, ack.offset)
-                if found != ack.number:
-                    raise Violation(
-                        f"ISR member without an acknowledged record: record {ack.number} acknowledged at {topic}-{partition} "
-                        f"offset {ack.offset} epoch {ack.epoch}; broker {broker_id}, in the store's ISR {sorted(members)}, has "
-                        f"{'record ' + str(found) if found is not None else 'no record'} there "
-                        f"(state={replica.state.value} epoch={replica.leader_epoch} hw={replica.high_watermark} leo={replica.log_end_offset})")
+            _require_acknowledged(replica, self.acks[checked:], None,
+                                  f"ISR member without an acknowledged record: broker {broker_id}, in the store's ISR {sorted(members)}")
             self._members_checked[key] = (len(self.acks), replica.log_end_offset)
 
     def check_convergence(self, brokers) -> None:
