@@ -17,6 +17,7 @@ from replog.replica.producer_state import SNAPSHOT_SUFFIX
 from tests.polling import eventually
 from tests.replica.batches import producer_batch
 from tests.unit.log_fixtures import ManualClock
+from tests.unit.replica_batches import build_batch
 
 BROKER, FOLLOWER = 1, 2
 WAIT_S = 5
@@ -46,6 +47,16 @@ async def test_restart_keeps_data_high_watermark_and_producer_state(tmp_path):
     assert read_all(partition) == committed
     retry = await partition.append_as_leader(producer_batch(4, producer_id=7, producer_epoch=0, base_sequence=0), 1, 10)
     assert (retry.error_code, retry.base_offset, partition.log_end_offset) == (0, 0, 6)
+    await manager.shutdown()
+
+
+async def test_a_loaded_log_opens_on_the_settings_given_to_the_open(tmp_path):
+    """Topic settings changed between the load (before the election) and the open."""
+    manager = make_manager(tmp_path)
+    await manager.load_log("orders", 0, LogConfig(segment_bytes=1000))
+    partition = await manager.open_replica("orders", 0, LogConfig(segment_bytes=5000), (BROKER, FOLLOWER), leader_epoch=0)
+    assert partition.log.config.segment_bytes == 5000
+    assert partition.log.append(build_batch(payload_bytes=3000), leader_epoch=0) == (0, 0)  # more than the old size
     await manager.shutdown()
 
 

@@ -1,3 +1,4 @@
+import dataclasses
 import os
 
 import pytest
@@ -205,6 +206,20 @@ def test_a_follower_fetch_larger_than_a_segment_is_appended_across_segments(log_
     with pytest.raises(RecordListTooLargeError):
         log.append_as_follower(build_batch(payload_bytes=500, base_offset=10))
     assert log.log_end_offset == 10
+
+
+def test_a_segment_active_again_after_truncation_rolls_by_the_current_settings(log_dir):
+    """segment.bytes raised while a later segment was active, then a truncation back into the
+    earlier one: it takes appends up to the new size (found by the simulator, seed 2560 before
+    the fix: every follower fetch failed on the old 450 bytes)."""
+    log = open_log(log_dir, segment_bytes=450)
+    for _ in range(3):
+        log.append(build_batch(payload_bytes=139), leader_epoch=0)  # 200 bytes each: segments at 0 and 2
+    assert [segment.base_offset for segment in log.segments] == [0, 2]
+    log.update_config(dataclasses.replace(log.config, segment_bytes=2000))
+    log.truncate_to(1)
+    assert log.append_as_follower(b"".join(build_batch(payload_bytes=139, base_offset=offset) for offset in range(1, 6))) == (1, 5)
+    assert [segment.base_offset for segment in log.segments] == [0]
 
 
 def test_leader_append_records_epoch_starts(log_dir):

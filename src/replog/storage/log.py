@@ -448,6 +448,8 @@ class Log:
         while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:  # bounded
             self._segment_bases.pop()
             self._segments.pop().delete()
+        # Active again, it rolls by the settings of now, not of when it was active before.
+        self._segments[-1].apply_roll_limits(self._segment_limits)
         bytes_removed = self._segments[-1].truncate_to(offset)
         self._after_truncation()
         logger.info("truncated log topic=%s partition=%d offset=%d log_end_offset=%d bytes_removed=%d",
