@@ -92,6 +92,7 @@ class Checker:
         self._acks_checked: dict[tuple[int, str, int, int], int] = {}
         # (broker, topic, partition) of store ISR members -> (acks checked, log end offset then)
         self._members_checked: dict[tuple[int, str, int], tuple[int, int]] = {}
+        self._members: dict[tuple[str, int], tuple[int, ...]] = {}  # the store's ISR at the last step
         self._next_convergence_check_s = 0.0
 
     def acknowledged(self, ack: Ack) -> None:
@@ -135,9 +136,11 @@ class Checker:
         rely on it, so a replica admitted without one (KIP-497, KAFKA-7128) is caught when it
         is admitted, not only if it later wins an election. A crashed broker's replica counts
         too: its files stay. A replica not open yet is checked once it is."""
-        members = set(self._store_isr(topic, partition))
-        for key in [key for key in self._members_checked if key[1:] == (topic, partition) and key[0] not in members]:
-            del self._members_checked[key]  # left the ISR: checked afresh if it joins again
+        members = self._store_isr(topic, partition)
+        if members != self._members.get((topic, partition)):
+            self._members[(topic, partition)] = members
+            for key in [key for key in self._members_checked if key[1:] == (topic, partition) and key[0] not in members]:
+                del self._members_checked[key]  # left the ISR: checked afresh if it joins again
         for broker_id in members:
             replica = brokers[broker_id].replicas.hosted(topic, partition)
             if replica is None:
@@ -146,6 +149,8 @@ class Checker:
             checked, log_end_seen = self._members_checked.get(key, (0, -1))
             if replica.log_end_offset < log_end_seen:
                 checked = 0  # truncated since: check everything again
+            elif checked == len(self.acks):
+                continue
             _require_acknowledged(replica, self.acks[checked:], None,
                                   f"ISR member without an acknowledged record: broker {broker_id}, in the store's ISR {sorted(members)}")
             self._members_checked[key] = (len(self.acks), replica.log_end_offset)

@@ -50,7 +50,8 @@ class SimBroker:
         self.store = store
         self.network = network
         self._partitions = partitions
-        self._answers: set[asyncio.Future] = set()  # requests this broker is serving
+        # Requests this broker is serving, in arrival order (a set would fail them in address order).
+        self._answers: dict[asyncio.Future, None] = {}
         # The periodic chores keep their Kafka intervals, in virtual time.
         self.replicas = ReplicaManager(ManagerConfig(data_dir=data_dir, broker_id=broker_id), self.now_ms)
         self.hosted = HostedPartitions(LeadershipContext(broker_id, store, self.replicas, _Connections(self), config,
@@ -131,7 +132,7 @@ class SimBroker:
 
     def answer_later(self, serve, answer: asyncio.Future) -> None:
         """Serve a request as this broker's task; `answer` gets the result."""
-        self._answers.add(answer)
+        self._answers[answer] = None
 
         async def serving() -> None:
             try:
@@ -143,7 +144,7 @@ class SimBroker:
                 if not answer.done():
                     answer.set_result(result)
             finally:
-                self._answers.discard(answer)
+                self._answers.pop(answer, None)
 
         self.spawn(serving())
 

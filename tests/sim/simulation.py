@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import pathlib
 import random
@@ -90,7 +91,7 @@ class Simulation:
         self.brokers: dict[int, SimBroker] = {}
         self._stores: list[MemoryStore] = []  # every client opened, closed at the end
         self._fault_ends: list[asyncio.TimerHandle] = []
-        self._fault_tasks: set[asyncio.Task] = set()
+        self._fault_tasks: dict[asyncio.Task, None] = {}  # ordered: cancelled in the order started
         self._config = None
         self._observer: MemoryStore | None = None
         self._next_record = 0
@@ -128,7 +129,7 @@ class Simulation:
     def _store_isr(self, topic: str, partition: int) -> tuple[int, ...]:
         """Read from the tree itself: the check runs between steps, where nothing may await."""
         node = None if self._observer is None else self._observer._tree.nodes.get(paths.isr(topic, partition))
-        return () if node is None else IsrRecord.decode(node.data).isr
+        return () if node is None else _decoded_isr(node.data)
 
     def _now_ms(self) -> int:
         return int(self.loop.time() * 1000)
@@ -255,8 +256,8 @@ class Simulation:
 
     def _in_background(self, coroutine) -> None:
         task = asyncio.create_task(coroutine)
-        self._fault_tasks.add(task)
-        task.add_done_callback(self._fault_tasks.discard)
+        self._fault_tasks[task] = None
+        task.add_done_callback(lambda done: self._fault_tasks.pop(done, None))
 
     def _alter_config(self, broker: SimBroker) -> None:
         """The topic's settings change (not `broker`'s alone: topic settings are cluster-wide)."""
@@ -375,6 +376,12 @@ class Simulation:
         for broker_id, broker in self.brokers.items():
             parts.append(f"broker {broker_id}: {broker.describe(TOPIC, partition)}")
         return "; ".join(parts)
+
+
+@functools.lru_cache(maxsize=64)
+def _decoded_isr(data: bytes) -> tuple[int, ...]:
+    """Read after every step, and the node changes seldom: decode each value once."""
+    return IsrRecord.decode(data).isr
 
 
 class _TraceHandler(logging.Handler):

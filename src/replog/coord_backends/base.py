@@ -227,18 +227,20 @@ class SessionEvents:
 
     def __init__(self) -> None:
         self.state = SessionState.SUSPENDED
-        self._watches: set[Watch[SessionState]] = set()
+        # A dict, not a set: subscribers hear of a state in the order they subscribed, the same
+        # in every run (a set of objects iterates by address).
+        self._watches: dict[Watch[SessionState], None] = {}
 
     def open(self) -> Watch[SessionState]:
         watch: Watch[SessionState] = Watch()
         watch._on_close = self._forget(watch)
         watch.offer(self.state)
-        self._watches.add(watch)
+        self._watches[watch] = None
         return watch
 
     def _forget(self, watch: Watch[SessionState]) -> Callable[[], Awaitable[None]]:
         async def forget() -> None:
-            self._watches.discard(watch)
+            self._watches.pop(watch, None)
 
         return forget
 
