@@ -6,6 +6,7 @@ core; the figures (schedules, wall time, virtual time, acknowledged records) are
     REPLOG_SIM_RUNS=100000 pytest tests/sim      # a soak, for humans
     REPLOG_SIM_FIRST_SEED=500000 pytest tests/sim  # other schedules than CI's
     REPLOG_SIM_SEED=1234 pytest tests/sim -s     # replay one seed, printing its whole trace
+    REPLOG_SIM_HASH_SEED=1 pytest tests/sim      # the same seeds under another PYTHONHASHSEED
 
 A failing seed fails the test with its violation, the end of its trace and the command that
 replays it. CI's seeds are fixed so that a run that lands is a run that can be repeated; the
