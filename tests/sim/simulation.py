@@ -35,7 +35,7 @@ from replog.config import load_broker_config
 from replog.coord_backends import NoNode, paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
-from replog.replica.partition import ErrorCode, ReplicaState
+from replog.replica.partition import ErrorCode, Partition, ReplicaState
 from tests.sim.invariants import Ack, Checker, Violation
 from tests.sim.loop import START_S, Deadlock, VirtualTimeLoop
 from tests.sim.network import SimNetwork
@@ -221,11 +221,16 @@ class Simulation:
         except NoNode:
             return None
 
-    async def _produce(self, partition: int) -> bool:
-        """One record with acks=all to the leader the store names; True if acknowledged."""
+    async def _named_leader(self, partition: int) -> tuple[LeaderRecord | None, SimBroker | None, Partition | None]:
+        """The leader node, the broker it names if running, and that broker's replica (None where absent)."""
         record = await self._leader_record(partition)
         broker = None if record is None else self.brokers.get(record.leader)
         replica = None if broker is None or broker.owner.crashed else broker.replicas.hosted(TOPIC, partition)
+        return record, broker, replica
+
+    async def _produce(self, partition: int) -> bool:
+        """One record with acks=all to the leader the store names; True if acknowledged."""
+        _, broker, replica = await self._named_leader(partition)
         if replica is None:
             return False
         self._next_record += 1
@@ -364,9 +369,7 @@ class Simulation:
             self.note(f"live {TOPIC}-{partition}")
 
     async def _working_leader(self, partition: int) -> bool:
-        record = await self._leader_record(partition)
-        broker = None if record is None else self.brokers.get(record.leader)
-        replica = None if broker is None or broker.owner.crashed else broker.replicas.hosted(TOPIC, partition)
+        record, _, replica = await self._named_leader(partition)
         return (replica is not None and replica.state is ReplicaState.LEADER and not replica.fenced
                 and replica.leader_epoch == record.leader_epoch)
 

@@ -60,7 +60,7 @@ def run_seeds(seeds: range) -> list[Summary]:
     with tempfile.TemporaryDirectory(prefix="replog-sim-", dir=MEMORY_DIR if os.access(MEMORY_DIR, os.W_OK) else None) as root:
         for seed in seeds:
             try:
-                outcome = Simulation(seed, pathlib.Path(root)).run()
+                outcome = run_one(seed, root)
             except Exception:  # a bug of the simulator or one it does not catch: still this seed's
                 summaries.append(Summary(seed, traceback.format_exc(), (), 0.0, 0, 0))
                 continue

@@ -213,9 +213,11 @@ class ReplicaManager:
     def _open(self, start: "_ReplicaStart", loaded: Log | None) -> Partition:
         """The replica's log (unless `loaded` already) and partition state, read from disk:
         any thread."""
-        if loaded is not None:
-            loaded.update_config(start.log_config)  # the topic's settings may have changed since the load
-        log = loaded or Log(self.log_directory(start.topic, start.partition), start.log_config, self._clock)
+        if loaded is None:
+            log = Log(self.log_directory(start.topic, start.partition), start.log_config, self._clock)
+        else:
+            log = loaded
+            log.update_config(start.log_config)  # the topic's settings may have changed since the load
         checkpointed_high_watermark = self._checkpointed_high_watermarks.get((start.topic, start.partition), 0)
         return Partition(log, self.broker_id, start.leader_epoch, start.assigned_replicas, start.isr_or_all,
                          checkpointed_high_watermark, start.partition_config, self._monotonic_clock(), start.leader_id)
