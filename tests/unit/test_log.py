@@ -208,6 +208,25 @@ def test_a_follower_fetch_larger_than_a_segment_is_appended_across_segments(log_
     assert log.log_end_offset == 10
 
 
+def test_a_follower_fetch_of_megabyte_batches_larger_than_a_segment(log_dir):
+    """At librdkafka's batch size: four 1 MiB batches into 2.5 MiB segments go in two runs."""
+    log = open_log(log_dir, segment_bytes=5 << 19)
+    fetched = b"".join(build_batch(payload_bytes=1 << 20, base_offset=offset, leader_epoch=3) for offset in range(4))
+    assert log.append_as_follower(fetched) == (0, 3)
+    assert [segment.base_offset for segment in log.segments] == [0, 2]
+    assert read_all(log, 0) == fetched
+
+
+def test_a_follower_fetch_that_fails_part_way_keeps_the_epochs_of_what_it_wrote(log_dir, monkeypatch):
+    log = open_log(log_dir, segment_bytes=450)
+    fetched = b"".join(build_batch(payload_bytes=139, base_offset=offset, leader_epoch=1 + offset // 2) for offset in range(4))
+    monkeypatch.setattr(log, "_roll_and_append", lambda *args: (_ for _ in ()).throw(OSError("injected: disk full")))
+    with pytest.raises(OSError):
+        log.append_as_follower(fetched)
+    assert log.log_end_offset == 2  # the first run, two batches of epoch 1
+    assert log.leader_epoch_cache.entries == [(1, 0)]
+
+
 def test_a_segment_active_again_after_truncation_rolls_by_the_current_settings(log_dir):
     """segment.bytes raised while a later segment was active, then a truncation back into the
     earlier one: it takes appends up to the new size (found by the simulator, seed 2560 before

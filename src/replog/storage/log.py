@@ -280,9 +280,10 @@ class Log:
             if not self._segments[-1].append(run, last_offset, max_timestamp, now_ms, run_headers):
                 self._roll_and_append(run, run_headers[0].base_offset, last_offset, max_timestamp, now_ms, run_headers)
             self._count_unflushed(record_count, now_ms)
-        for header in headers:
-            if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
-                self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            # Per run: if a later run fails, the epochs of what is written are known.
+            for header in run_headers:
+                if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
+                    self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
         return headers[0].base_offset, last_offset
 
     def _roll_and_append(self, batches, base_offset: int, last_offset: int, max_timestamp: int, now_ms: int,
