@@ -5,6 +5,8 @@ them to Partition.scala). Layout of the data directory:
 
     <data_dir>/<topic>-<partition>/        one Log each (log.py), plus its producer snapshot
     <data_dir>/replication-offset-checkpoint  HW of every hosted partition (Kafka's file)
+    <data_dir>/boot-id                        the machine's boot at the last start, and per log
+                                              `.unclean-reboot` (unclean_reboot.py)
     <data_dir>/.lock                          locked by the broker process using the directory
                                               (data_dir_lock.py), before this manager exists
 
@@ -34,6 +36,7 @@ from pathlib import Path
 from replog.storage.checkpoint import OffsetCheckpoint
 from replog.storage.errors import ReplicaError
 from replog.storage.log import Log, LogConfig
+from replog.storage import unclean_reboot
 from replog.replica.partition import Partition, PartitionConfig
 
 logger = logging.getLogger(__name__)
@@ -71,16 +74,21 @@ class ManagerConfig:
 class ReplicaManager:
     """The replicas hosted by one broker. See the module docstring."""
 
-    def __init__(self, config: ManagerConfig, clock: Callable[[], int], monotonic_clock: Callable[[], int] | None = None):
+    def __init__(self, config: ManagerConfig, clock: Callable[[], int], monotonic_clock: Callable[[], int] | None = None,
+                 boot_id: str | None = unclean_reboot.current_boot_id()):
         """`clock`: wall-clock ms, for log timestamps, retention and producer expiry.
         `monotonic_clock`: ms for the durations of ISR rules (follower lag), which a step of
-        the wall clock must not shrink or grow; `clock` where not given (tests' manual clocks)."""
+        the wall clock must not shrink or grow; `clock` where not given (tests' manual clocks).
+        `boot_id`: the machine's current boot (the simulator's machines have their own)."""
         self.config = config
         self.broker_id = config.broker_id
         self.data_dir = Path(config.data_dir)
         self._clock = clock
         self._monotonic_clock = monotonic_clock or clock
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        for marked in unclean_reboot.mark_logs_after_reboot(self.data_dir, boot_id):
+            logger.warning("log not closed before the machine restarted: it may have lost unflushed writes, and its replica "
+                           "leaves the ISR before it starts broker=%d dir=%s", self.broker_id, marked)
         self._high_watermark_checkpoint = OffsetCheckpoint(self.data_dir / HIGH_WATERMARK_CHECKPOINT_FILE)
         # Read once: a partition started later takes its HW from here (the seed's brokerStartup).
         self._checkpointed_high_watermarks = self._high_watermark_checkpoint.read()
@@ -261,6 +269,14 @@ class ReplicaManager:
             await asyncio.to_thread(shutil.rmtree, directory)
             logger.info("deleted replica log topic=%s partition=%d broker=%d dir=%s", topic, partition, self.broker_id, directory)
         self._checkpointed_high_watermarks.pop((topic, partition), None)
+
+    def lost_unflushed_writes(self, topic: str, partition: int) -> bool:
+        """The log was open when the machine went down: it must not be elected before the
+        replica has left the ISR (unclean_reboot.py)."""
+        return unclean_reboot.lost_unflushed_writes(self.log_directory(topic, partition))
+
+    async def forget_lost_writes(self, topic: str, partition: int) -> None:
+        await asyncio.to_thread(unclean_reboot.forget_lost_writes, self.log_directory(topic, partition))
 
     def update_topic_config(self, topic: str, partition_settings: PartitionConfig, log_settings: LogConfig) -> None:
         """The topic's settings changed (IncrementalAlterConfigs): every hosted partition of it

@@ -30,6 +30,7 @@ from replog.coord_backends.paths import EpochCounter, IsrRecord, LeaderRecord, R
 logger = logging.getLogger(__name__)
 
 EPOCH_CAS_ATTEMPTS_MAX = 64
+ISR_CHANGES_MAX = 64
 
 
 async def next_leader_epoch(store: Store, topic: str, partition: int) -> int:
@@ -77,7 +78,22 @@ async def leader_election(
     preferred_wait_s: float = 0.0,
     unclean_allowed: bool = False,
 ) -> Election | None:
-    """Try to become leader; None if this broker may not lead or lost the race."""
+    """Try to become leader; None if this broker may not lead or lost the race.
+
+    An ISR that changed between its read and the race is read again: not every ISR write comes
+    from a leader (a replica back from an unclean reboot takes itself out, hosted.py), so a
+    changed ISR does not mean that someone else won."""
+    for _ in range(ISR_CHANGES_MAX):  # each retry follows an ISR write that raced this one
+        try:
+            return await _run_for_leader(store, topic, partition, broker_id, preferred_wait_s, unclean_allowed)
+        except BadVersion:
+            logger.info("ISR changed during leader election, reading it again topic=%s partition=%d broker=%d",
+                        topic, partition, broker_id)
+    raise RuntimeError(f"leader election of {topic}-{partition}: the ISR changed {ISR_CHANGES_MAX} times in a row")
+
+
+async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: int, preferred_wait_s: float,
+                          unclean_allowed: bool) -> Election | None:
     assigned = ReplicaAssignment.decode((await store.get(paths.replicas(topic, partition)))[0]).replicas
     try:
         isr_data, isr_version = await store.get(paths.isr(topic, partition))
@@ -109,7 +125,7 @@ async def leader_election(
         txn.set(paths.isr(topic, partition), new_isr.encode(), isr_version)
     try:
         created, isr_written = await txn.commit()
-    except (NodeExists, BadVersion):
+    except NodeExists:
         logger.info("lost leader election topic=%s partition=%d broker=%d epoch=%d", topic, partition, broker_id, epoch)
         return None
     logger.info("became leader topic=%s partition=%d broker=%d epoch=%d isr=%s", topic, partition, broker_id, epoch, new_isr.isr)

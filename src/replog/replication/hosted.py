@@ -8,7 +8,8 @@ leadership elects, leads or follows as the leader node says), or stops one where
 (the log stays; close-replica deletes it). The cache's view may lag: a partition it reports
 after this broker consumed the partition's close-replica is the deleted one, still in the
 store for a moment, so a closed partition starts again only after a start-replica for it (a
-new topic of the same name).
+new topic of the same name). A replica whose log may have lost unflushed writes in a machine
+restart leaves the ISR before its leadership starts (unclean_reboot.py).
 
 Each hosted topic's settings are followed here (topic_configs.py) and applied to its running
 partitions. One start or stop of a partition's replica runs at a time.
@@ -21,14 +22,16 @@ import logging
 import pathlib
 
 from replog.config import BrokerConfig, TopicSettings, log_config, partition_config
-from replog.coord_backends import NoNode, SessionState, Store, StoreError
+from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
 from replog.coord_backends import paths
-from replog.coord_backends.paths import ReplicaAssignment, StateChangeRequest
+from replog.coord_backends.paths import IsrRecord, ReplicaAssignment, StateChangeRequest
 from replog.replica.manager import ReplicaManager
 from replog.replication.driver import LeadershipContext, PartitionLeadership
 from replog.replication.topic_configs import TopicConfigs
 
 logger = logging.getLogger(__name__)
+
+ISR_EXIT_ATTEMPTS_MAX = 64  # ISR writes by the leader that may race one exit
 
 
 class NotReplicaForPartition(Exception):
@@ -72,6 +75,9 @@ class HostedPartitions:
                     continue
                 await self.topic_configs.follow(topic)
                 await self._replicas.load_log(topic, partition, log_config(self.topic_configs.settings(topic)))
+                if self._replicas.lost_unflushed_writes(topic, partition):
+                    await self._leave_isr_after_reboot(topic, partition)
+                    await self._replicas.forget_lost_writes(topic, partition)
                 leadership = PartitionLeadership(self._context, topic, partition, lambda: self.topic_configs.settings(topic))
                 self.leaderships[key] = leadership
                 leadership.start()
@@ -170,6 +176,39 @@ class HostedPartitions:
                 self._closed.add(key)  # the admin removes it next; until then it stays closed
 
     # -- helpers ---------------------------------------------------------------------------------
+
+    async def _leave_isr_after_reboot(self, topic: str, partition: int) -> None:
+        """The log may lack acknowledged records (unclean_reboot.py): take this replica out of
+        the ISR before its leadership starts, so that it is never elected without them (as
+        KIP-966 does for a broker back from an unclean shutdown). A leader that writes the ISR
+        next finds it changed and is fenced; the partition elects again among the others.
+
+        Not if it is the only member: an empty ISR would let any replica lead. There the
+        records acknowledged since its last flush are lost if the machine lost them, as in
+        Kafka; topics that must survive every replica's power loss set flush.messages=1."""
+        path = paths.isr(topic, partition)
+        for _ in range(ISR_EXIT_ATTEMPTS_MAX):  # each retry follows a leader's ISR write
+            try:
+                data, version = await self._store.get(path)
+            except NoNode:
+                return  # never led: nothing acknowledged
+            record = IsrRecord.decode(data)
+            others = tuple(member for member in record.isr if member != self.broker_id)
+            if len(others) == len(record.isr):
+                return
+            if not others:
+                logger.warning("only in-sync replica after an unclean reboot: records acknowledged since the log's last "
+                               "flush may be lost topic=%s partition=%d broker=%d", topic, partition, self.broker_id)
+                return
+            try:
+                await self._store.set(path, IsrRecord(others, record.leader_epoch).encode(), version)
+            except BadVersion:
+                continue
+            logger.warning("left the ISR after an unclean reboot, rejoining by fetching topic=%s partition=%d broker=%d isr=%s",
+                           topic, partition, self.broker_id, list(others))
+            return
+        raise RuntimeError(f"ISR of {topic}-{partition} changed {ISR_EXIT_ATTEMPTS_MAX} times while broker "
+                         f"{self.broker_id} left it")
 
     def _topic_config_changed(self, topic: str, settings: TopicSettings) -> None:
         self._replicas.update_topic_config(topic, partition_config(settings), log_config(settings))
