@@ -135,7 +135,9 @@ class Checker:
         """Every replica the store names in sync holds every acknowledged record: elections
         rely on it, so a replica admitted without one (KIP-497, KAFKA-7128) is caught when it
         is admitted, not only if it later wins an election. A crashed broker's replica counts
-        too: its files stay. A replica not open yet is checked once it is."""
+        too: its files stay, unless its machine lost power: then the files lost their unflushed
+        tail, and the rule is that the broker leaves the ISR before it can be elected, so it is
+        checked again once restarted. A replica not open yet is checked once it is."""
         members = self._store_isr(topic, partition)
         if members != self._members.get((topic, partition)):
             self._members[(topic, partition)] = members
@@ -143,7 +145,7 @@ class Checker:
                 del self._members_checked[key]  # left the ISR: checked afresh if it joins again
         for broker_id in members:
             replica = brokers[broker_id].replicas.hosted(topic, partition)
-            if replica is None:
+            if replica is None or brokers[broker_id].lost_power:
                 continue
             key = (broker_id, topic, partition)
             checked, log_end_seen = self._members_checked.get(key, (0, -1))

@@ -43,7 +43,7 @@ STORE_RETRY_S = 0.2
 
 class SimBroker:
     def __init__(self, broker_id: int, data_dir: pathlib.Path, config: BrokerConfig, store: SimStore,
-                 network: SimNetwork, partitions: list[tuple[str, int]], clock_ms: Callable[[], int]):
+                 network: SimNetwork, partitions: list[tuple[str, int]], clock_ms: Callable[[], int], boot_id: str):
         self.broker_id = broker_id
         self.now_ms = clock_ms  # virtual time
         self.owner = Owner()
@@ -52,8 +52,12 @@ class SimBroker:
         self._partitions = partitions
         # Requests this broker is serving, in arrival order (a set would fail them in address order).
         self._answers: dict[asyncio.Future, None] = {}
-        # The periodic chores keep their Kafka intervals, in virtual time.
-        self.replicas = ReplicaManager(ManagerConfig(data_dir=data_dir, broker_id=broker_id), self.now_ms)
+        self.lost_power = False  # crashed with its machine: its files lost what was not flushed
+        # The periodic chores keep their Kafka intervals, in virtual time, but the flush's,
+        # which the simulation shortens so that a power loss finds logs flushed part-way.
+        manager_config = ManagerConfig(data_dir=data_dir, broker_id=broker_id,
+                                       recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"])
+        self.replicas = ReplicaManager(manager_config, self.now_ms, boot_id=boot_id)
         self.hosted = HostedPartitions(LeadershipContext(broker_id, store, self.replicas, _Connections(self), config,
                                                          self.now_ms, lambda: None), config)
 

@@ -7,7 +7,8 @@ comes from one `random.Random(seed)`: the delays of store operations and message
 fail or lose their replies, which messages drop, and the nemesis's faults: topic settings
 altered (min.insync.replicas, segment.bytes, through the brokers' own config watches), flaky
 store clients, cut links, isolated brokers, suspended and expired sessions, pauses (SIGSTOP, past the session
-timeout or not), crashes (SIGKILL) and restarts. A producer appends numbered records with
+timeout or not), crashes (SIGKILL) and restarts, and power losses: a crash of the broker's machine,
+whose files lose what was not flushed (disk.py) and which restarts with a new boot id. A producer appends numbered records with
 acks=all to the partition's leader meanwhile and remembers what was acknowledged.
 
 After every step the invariants of invariants.py are checked. Then everything heals (faults
@@ -36,6 +37,7 @@ from replog.coord_backends import NoNode, paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
 from replog.replica.partition import ErrorCode, Partition, ReplicaState
+from tests.sim.disk import PageCache
 from tests.sim.invariants import Ack, Checker, Violation
 from tests.sim.loop import START_S, Deadlock, VirtualTimeLoop
 from tests.sim.network import SimNetwork
@@ -57,6 +59,7 @@ BROKER_SETTINGS = {
     "auto.leader.rebalance.enable": "true",
     "leader.imbalance.check.interval.seconds": "5",
     "coord.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "log.flush.offset.checkpoint.interval.ms": "2000",
 }
 FAULT_PHASE_S = 20.0
 LIVENESS_S = 60.0
@@ -64,7 +67,7 @@ PRODUCE_TIMEOUT_MS = 3_000
 POLL_S = 0.1
 FAULT_GAP_S = (0.1, 1.5)
 LIVELOCK_STEPS = 50_000  # a healthy schedule never spins this long at one instant
-FAULTS = ("alter_config", "flaky_store", "cut_link", "isolate", "suspend", "expire", "pause", "crash")
+FAULTS = ("alter_config", "flaky_store", "cut_link", "isolate", "suspend", "expire", "pause", "crash", "power_loss")
 
 
 @dataclasses.dataclass
@@ -89,6 +92,10 @@ class Simulation:
         self.checker = Checker(self.note, self._store_isr)
         self.network = SimNetwork(self.rng)
         self.brokers: dict[int, SimBroker] = {}
+        self.page_cache = PageCache(self.root, self.rng)
+        self._boots = {broker_id: 0 for broker_id in BROKER_IDS}  # machine restarts so far
+        # (topic, partition) -> brokers that lost power while in its ISR and have not left it since
+        self._lost_in_isr: dict[tuple[str, int], set[int]] = {key: set() for key in self._partitions}
         self._stores: list[MemoryStore] = []  # every client opened, closed at the end
         self._fault_ends: list[asyncio.TimerHandle] = []
         self._fault_tasks: dict[asyncio.Task, None] = {}  # ordered: cancelled in the order started
@@ -115,7 +122,8 @@ class Simulation:
         to_trace = _TraceHandler(self.note)
         replog_logger.addHandler(to_trace)
         try:
-            self.loop.run_until_complete(self._main())
+            with self.page_cache.installed():
+                self.loop.run_until_complete(self._main())
         except (Violation, Deadlock) as error:
             violation = f"{type(error).__name__}: {error}"
             self.note(f"VIOLATION {violation}")
@@ -202,7 +210,7 @@ class Simulation:
         store.faults_on = not self._healed  # a broker restarted by the heal runs fault-free too
         self._stores.append(store)
         broker = SimBroker(broker_id, self.root / f"broker-{broker_id}", self._config, store, self.network,
-                           self._partitions, self._now_ms)
+                           self._partitions, self._now_ms, f"boot-{broker_id}-{self._boots[broker_id]}")
         self.brokers[broker_id] = broker
         self.network.brokers[broker_id] = broker
         broker.start()
@@ -319,6 +327,28 @@ class Simulation:
         down_s = self.rng.uniform(0.5, 8)
         self.note(f"fault: broker {broker.broker_id} crashed, restarting {down_s:.2f}s after its session expired")
         broker.crash()
+        self._in_background(self._restart_later(broker, down_s))
+
+    def _power_loss(self, broker: SimBroker) -> None:
+        """As `_crash`, but the machine goes down: unflushed writes are lost and the broker comes
+        back under a new boot id. Only where every partition keeps an ISR member other than this
+        broker that never lost power since it joined: an acknowledged record is on every ISR
+        member, and the design promises it survives as long as one of them keeps its disk."""
+        isrs = {key: set(self._store_isr(*key)) for key in self._partitions}
+        for key, lost in self._lost_in_isr.items():
+            lost &= isrs[key]  # out of the ISR since: it rejoins only with every acknowledged record
+        if any(not isr - {broker.broker_id} - self._lost_in_isr[key] for key, isr in isrs.items()):
+            return self._crash(broker)
+        for key, isr in isrs.items():
+            if broker.broker_id in isr:
+                self._lost_in_isr[key].add(broker.broker_id)
+        down_s = self.rng.uniform(0.5, 8)
+        broker.crash()
+        broker.lost_power = True
+        lost = self.page_cache.lose_unflushed(self.root / f"broker-{broker.broker_id}")
+        self._boots[broker.broker_id] += 1
+        self.note(f"fault: broker {broker.broker_id} lost power, restarting {down_s:.2f}s after its session expired; "
+                  f"lost {', '.join(lost) or 'nothing'}")
         self._in_background(self._restart_later(broker, down_s))
 
     async def _restart_later(self, crashed: SimBroker, down_s: float) -> None:
