@@ -202,6 +202,24 @@ async def test_a_fetch_that_qualifies_a_follower_adds_it_without_waiting_for_the
     await eventually(joined, WAIT_S, "the follower added on its fetch")  # the periodic check is LAG_MS/2 away
 
 
+async def test_a_member_that_fetches_from_below_the_hw_is_shrunk_out_at_once(tmp_path, closing):
+    """It came back without records it had acknowledged (its machine lost unflushed writes):
+    it must not stay electable until replica.lag.time.max.ms has passed."""
+    leading = await elect(tmp_path, alive=(FOLLOWER,))
+    closing.append(leading)
+    leading.append(5)
+    leading.fetch(5)
+    assert leading.partition.high_watermark == 5
+    leading.maintainer.start()
+    leading.fetch(2)
+
+    async def shrunk() -> bool:
+        return await leading.isr_in_store() == (LEADER,)
+
+    await eventually(shrunk, WAIT_S, "the member without committed records shrunk out")  # the periodic check is LAG_MS/2 away
+    assert leading.partition.isr == {LEADER}
+
+
 async def test_a_wall_clock_step_does_not_shrink_the_isr(tmp_path):
     """Bug 9: ISR durations are measured on a monotonic clock, log times on the wall clock."""
     wall, monotonic = ManualClock(now_ms=1_000_000), ManualClock(now_ms=0)

@@ -256,7 +256,7 @@ class Partition:
         # Being added to the ISR by a store write in flight (KIP-497): counted by the HW already.
         self._joining_isr: frozenset[int] = frozenset()
         # Called when a follower's fetch qualifies it to join the ISR (the upkeep writes it).
-        self.on_follower_may_join: Callable[[], None] | None = None
+        self.on_isr_change_due: Callable[[], None] | None = None
         self.fenced = False
         self._leader_epoch_start_offset = UNKNOWN_OFFSET
         # Within the log always: a checkpointed HW may be ahead of a log that lost its tail after
@@ -450,8 +450,16 @@ class Partition:
         return frozenset(
             broker for broker in self.isr  # bounded by the replication factor
             if broker != self.local_broker_id
-            and now_ms - self._followers[broker].last_caught_up_ms > replica_lag_time_max_ms
+            and (now_ms - self._followers[broker].last_caught_up_ms > replica_lag_time_max_ms
+                 or self._lost_committed_records(self._followers[broker]))
         )
+
+    def _lost_committed_records(self, follower: _Follower) -> bool:
+        """It fetched at this epoch from below the HW: a replica in sync holds everything below
+        it, so this one came back without records (a machine restart lost its unflushed writes,
+        unclean_reboot.py). It has taken itself out of the store's ISR; this leader learns it
+        here, and its shrink, finding the ISR changed, fences it so the partition elects again."""
+        return follower.fetched_at_leader_epoch and 0 <= follower.log_end_offset < self.high_watermark
 
     def followers_ready_to_join(self, now_ms: int, replica_lag_time_max_ms: int) -> frozenset[int]:
         """Followers outside the ISR that may join it: Kafka's isFollowerInSync, on a fetch.
@@ -645,8 +653,9 @@ class Partition:
         follower.fetched_at_leader_epoch = current_leader_epoch == self.leader_epoch
         self._maybe_advance_high_watermark()
         # One wake per join: while the write adding it is unsettled, the upkeep retries by itself.
-        if self.on_follower_may_join is not None and follower.broker_id not in self._joining_isr and self._ready_to_join(follower):
-            self.on_follower_may_join()
+        joins = follower.broker_id not in self._joining_isr and self._ready_to_join(follower)
+        if self.on_isr_change_due is not None and (joins or (follower.broker_id in self.isr and self._lost_committed_records(follower))):
+            self.on_isr_change_due()
         return ErrorCode.NONE
 
     def _refusal(self, current_leader_epoch: int) -> ErrorCode:

@@ -1,8 +1,10 @@
 """The leader's ISR duties from the seed's commit thread: followers that have not caught up
 within KeepInSyncTime (`replica.lag.time.max.ms`) move from ISR to CUR, and back once a fetch
 of theirs at this leader's epoch reaches the high watermark and this epoch's start offset
-(Partition.followers_ready_to_join; the fetch wakes the upkeep, which writes at once). The commit queue itself, which answers acks=all as the HW
-passes, lives in Partition; a shrink is what lets it advance past a dead follower.
+(Partition.followers_ready_to_join; the fetch wakes the upkeep, which writes at once). A member
+that fetches from below the HW came back without records and moves out at once too. The commit
+queue itself, which answers acks=all as the HW passes, lives in Partition; a shrink is what lets
+it advance past a dead follower.
 
 Fencing: every ISR change is written to the store in one transaction that checks the version
 of the leader node this leader created when it was elected and compare-and-sets the ISR node
@@ -65,11 +67,11 @@ class IsrMaintainer:
         self._balance_interval_ms = balance_check_interval_ms
         self._next_balance_check_ms = clock_ms() + balance_check_interval_ms
         self._task: asyncio.Task | None = None
-        self._joining_due = asyncio.Event()
+        self._change_due = asyncio.Event()
 
     def start(self) -> asyncio.Task:
         """Run the upkeep as a task; returns it (done once stopped, fenced or resigned)."""
-        self._partition.on_follower_may_join = self._joining_due.set  # from now: no fetch goes unseen
+        self._partition.on_isr_change_due = self._change_due.set  # from now: no fetch goes unseen
         self._task = asyncio.create_task(self._run())
         return self._task
 
@@ -94,11 +96,11 @@ class IsrMaintainer:
 
     async def _run(self) -> None:
         try:
-            while True:  # until stopped: a check per half lag time, or at once when a follower may join
+            while True:  # until stopped: a check per half lag time, or at once when a fetch makes a change due
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self._lag_ms / 2000):
-                        await self._joining_due.wait()
-                self._joining_due.clear()
+                        await self._change_due.wait()
+                self._change_due.clear()
                 try:
                     if not await self.check():
                         await self._on_fenced()
@@ -115,7 +117,7 @@ class IsrMaintainer:
             logger.exception("ISR maintenance stopped topic=%s partition=%d", self._partition.topic, self._partition.partition_id)
             raise
         finally:
-            self._partition.on_follower_may_join = None
+            self._partition.on_isr_change_due = None
 
     async def check(self) -> bool:
         """Shrink or expand the ISR if due; False if this leader has been fenced.
