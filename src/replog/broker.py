@@ -16,12 +16,13 @@ log. Leadership of a new partition starts when the partition appears in the stor
 Hosted partitions converge to the store (replication/hosted.py): on every assignment change
 the metadata cache sees and on every start-replica.
 
-Shutdown (SIGTERM), controlled: first hand each partition this broker leads to another in-sync
-replica (leave the ISR, release the leader node), then stop accepting and finish the requests
-already received, close every log cleanly (flush, checkpoints, clean-shutdown markers), and end
-the store session, which removes the registration. The store steps are best effort, each bounded
-by the session timeout: an outage of the store during shutdown skips the hand-over (logged)
-but never the clean close of the logs.
+Shutdown (SIGTERM), controlled: first remove the registration, so that the leaders this broker
+follows shrink it out of their ISRs; hand each partition this broker leads to another in-sync
+replica (leave the ISR, release the leader node); wait until it is out of the ISRs of the
+partitions it follows; then stop accepting and finish the requests already received, close every
+log cleanly (flush, checkpoints, clean-shutdown markers), and end the store session. The store
+steps are best effort, each bounded by the session timeout: an outage of the store during
+shutdown skips the hand-over (logged) but never the clean close of the logs.
 
 The data directory is locked (storage/data_dir_lock.py) before anything reads or writes it and
 released once the broker has stopped (or failed to be built): a second broker on the same
@@ -44,7 +45,7 @@ from kio.schema.errors import ErrorCode
 from replog import admin
 from replog.admin.errors import AdminError
 from replog.config import BrokerConfig
-from replog.coord_backends import NodeExists, SessionState, StoreError, open_store
+from replog.coord_backends import NodeExists, NoNode, SessionState, StoreError, open_store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, ClusterId
 from replog.metadata_cache import MetadataCache
@@ -108,6 +109,7 @@ class Broker:
         self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"])
         self.hosted = HostedPartitions(LeadershipContext(
             self.broker_id, self.store, self.replicas, self.leader_connections, config, self.now_ms, self.metadata.changed,
+            lambda: self.metadata.registered,
         ), config)
         self.state_changes = StateChangeListener(self.store, self.broker_id, self.hosted.start_replica_requested,
                                                  self.hosted.close_replica_requested)
@@ -125,6 +127,7 @@ class Broker:
         self._session_follower.add_done_callback(self._session_follower_ended)
         await self.state_changes.drain()
         self.metadata.on_assignment_changed = self.hosted.reconcile
+        self.metadata.on_brokers_changed = self.hosted.brokers_changed
         await self.metadata.start()  # startReplica for every replica the store assigns here
         await self._wait_for_first_leaderships()
         self.hosted.report_stray_logs(self.data_dir)
@@ -157,14 +160,43 @@ class Broker:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         await self.state_changes.close()
+        await self._deregister()
         await self.hosted.hand_over(self.store.session_timeout_ms / 1000)
+        await self._wait_until_out_of_followed_isrs(self.store.session_timeout_ms / 1000)
         await self.server.stop()
         self.metadata.on_assignment_changed = None
+        self.metadata.on_brokers_changed = None
         await self.hosted.stop()
         self.leader_connections.close()
         await self.metadata.close()
         await self.replicas.shutdown()
         await self._end_session()
+
+    async def _deregister(self) -> None:
+        """Controlled shutdown starts here: the leaders this broker follows see it go and shrink
+        it out of their ISRs at once (commit.py), as Kafka's controller does on a controlled
+        shutdown, so that no acks=all waits for a replica that is stopping; clients stop
+        being told of it."""
+        try:
+            await self.store.delete(paths.broker(self.broker_id))
+        except NoNode:
+            pass
+        except StoreError as error:
+            logger.warning("controlled shutdown: registration not removed broker=%d error=%s", self.broker_id, error)
+
+    async def _wait_until_out_of_followed_isrs(self, timeout_s: float) -> None:
+        """Serve fetches until every live leader this broker follows has shrunk it out (the
+        metadata cache watches every ISR), at most `timeout_s`."""
+        def out_of_followed_isrs() -> bool:
+            registered = self.metadata.registered or frozenset()
+            return not any(
+                self.broker_id in view.isr and view.leader != self.broker_id and view.leader in registered
+                for partitions in self.metadata.topics.values() for view in partitions.values()  # bounded by the partitions
+            )
+
+        if not await self.metadata.wait_for(out_of_followed_isrs, timeout_s):
+            logger.warning("controlled shutdown: still in the ISR of a partition it follows after %d ms broker=%d",
+                           timeout_s * 1000, self.broker_id)
 
     async def _end_session(self) -> None:
         """End the store session, so that the registration and leader nodes go at once; bounded

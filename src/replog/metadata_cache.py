@@ -49,6 +49,10 @@ class MetadataCache:
         self._changed = asyncio.Event()
         # The broker's hook: the partitions of a topic whose assignment may have changed.
         self.on_assignment_changed: Callable[[str, list[int]], Awaitable[None]] | None = None
+        # And the brokers registered, once first read (None before): a leader shrinks out a
+        # follower whose registration went, on_brokers_changed.
+        self.registered: frozenset[int] | None = None
+        self.on_brokers_changed: Callable[[], None] | None = None
 
     async def start(self) -> None:
         await self._follow("brokers", await self._store.watch_children(paths.BROKER_IDS), self._apply_broker_ids)
@@ -120,6 +124,11 @@ class MetadataCache:
                 if broker_id in self.brokers:
                     brokers[broker_id] = self.brokers[broker_id]
         self.brokers = brokers
+        registered = frozenset(brokers)
+        if registered != self.registered:
+            self.registered = registered
+            if self.on_brokers_changed is not None:
+                self.on_brokers_changed()
 
     async def _apply_topic_names(self, names: tuple[str, ...]) -> None:
         added, removed = set(names) - set(self.topics), set(self.topics) - set(names)

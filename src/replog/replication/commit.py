@@ -2,7 +2,8 @@
 within KeepInSyncTime (`replica.lag.time.max.ms`) move from ISR to CUR, and back once a fetch
 of theirs at this leader's epoch reaches the high watermark and this epoch's start offset
 (Partition.followers_ready_to_join; the fetch wakes the upkeep, which writes at once). A member
-that fetches from below the HW came back without records and moves out at once too. The commit
+that fetches from below the HW came back without records, and one whose registration went is
+dead or stopping: both move out at once. The commit
 queue itself, which answers acks=all as the HW passes, lives in Partition; a shrink is what lets
 it advance past a dead follower.
 
@@ -29,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Collection
 
 from replog.coord_backends import BadVersion, NoNode, Store, StoreError
 from replog.coord_backends import paths
@@ -55,7 +56,10 @@ class IsrMaintainer:
         on_fenced: Callable[[], Awaitable[None]],
         on_preferred_ready: Callable[[], Awaitable[None]] | None = None,
         balance_check_interval_ms: int = 300_000,
+        registered_brokers: Callable[[], Collection[int] | None] = lambda: None,
     ):
+        """`registered_brokers`: the brokers registered now (their sessions live), None while
+        not known; a follower not among them is shrunk out at once (see check)."""
         self._store = store
         self._partition = partition
         self._leader_version = leader_version
@@ -66,12 +70,20 @@ class IsrMaintainer:
         self._on_preferred_ready = on_preferred_ready
         self._balance_interval_ms = balance_check_interval_ms
         self._next_balance_check_ms = clock_ms() + balance_check_interval_ms
+        self._registered_brokers = registered_brokers
         self._task: asyncio.Task | None = None
         self._change_due = asyncio.Event()
+
+    def brokers_changed(self) -> None:
+        """A broker registered or its registration went: check the ISR now."""
+        self._change_due.set()
 
     def start(self) -> asyncio.Task:
         """Run the upkeep as a task; returns it (done once stopped, fenced or resigned)."""
         self._partition.on_isr_change_due = self._change_due.set  # from now: no fetch goes unseen
+        # A broker that went between the election's look at who is alive and now was told to
+        # nobody: the first check runs at once.
+        self._change_due.set()
         self._task = asyncio.create_task(self._run())
         return self._task
 
@@ -129,6 +141,13 @@ class IsrMaintainer:
         now_ms = self._clock_ms()
         lagging = partition.out_of_sync_replicas(now_ms, self._lag_ms)
         joining = partition.followers_ready_to_join(now_ms, self._lag_ms)
+        registered = self._registered_brokers()
+        if registered is not None:
+            # A follower whose registration went is dead (its session ended) or stopping (a
+            # controlled shutdown deregisters first): out now, as Kafka's controller takes a
+            # failed broker out of every ISR, not after replica.lag.time.max.ms of held acks=all.
+            lagging |= {member for member in partition.isr if member != partition.local_broker_id and member not in registered}
+            joining = frozenset(follower for follower in joining if follower in registered)
         new_isr = (partition.isr - lagging) | joining
         if new_isr == partition.isr and not partition.joining_isr:
             return True

@@ -22,7 +22,7 @@ import asyncio
 import collections
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, Protocol
 
 from replog.config import log_config, partition_config
@@ -67,6 +67,7 @@ class LeadershipContext:
     config: Mapping[str, Any]  # broker settings
     now_ms: Callable[[], int]
     leadership_changed: Callable[[], None]  # a leader was started here: metadata answers change
+    registered_brokers: Callable[[], Collection[int] | None] = lambda: None  # None: not known (yet)
 
 
 class PartitionLeadership:
@@ -106,6 +107,10 @@ class PartitionLeadership:
         if session is not SessionState.CONNECTED and self.leading:
             self._hosted().fence()
         self._post(_SESSION_EVENTS[session])
+
+    def brokers_changed(self) -> None:
+        if self._maintainer is not None:
+            self._maintainer.brokers_changed()
 
     async def hand_over(self) -> None:
         """Controlled shutdown: if this broker leads, leave the ISR, stop taking writes and
@@ -256,6 +261,7 @@ class PartitionLeadership:
             on_fenced=self._poster(machine.UpkeepFenced(epoch)),
             on_preferred_ready=self._poster(machine.PreferredReplicaReady(epoch)) if rebalance else None,
             balance_check_interval_ms=context.config["leader.imbalance.check.interval.seconds"] * 1000,
+            registered_brokers=context.registered_brokers,
         )
         self._maintainer = maintainer
         maintainer.start().add_done_callback(lambda task: self._upkeep_ended(maintainer, task, epoch))

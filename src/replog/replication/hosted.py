@@ -86,6 +86,11 @@ class HostedPartitions:
         for leadership in self.leaderships.values():  # bounded by the hosted partitions
             leadership.session_changed(state)
 
+    def brokers_changed(self) -> None:
+        """The registered brokers changed: leaders check whether a follower of theirs went."""
+        for leadership in self.leaderships.values():  # bounded by the hosted partitions
+            leadership.brokers_changed()
+
     async def wait_until_settled(self, timeout_s: float) -> int:
         """Wait until every hosted partition has led, followed or lost its election, at most
         `timeout_s`; how many had not."""
