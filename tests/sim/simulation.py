@@ -31,10 +31,11 @@ import pathlib
 import random
 import shutil
 
+from replog import admin
 from replog.config import load_broker_config
 from replog.coord_backends import NoNode, paths
 from replog.coord_backends.memory import MemoryStore
-from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
+from replog.coord_backends.paths import IsrRecord, LeaderRecord, TopicConfig
 from replog.replica.partition import ErrorCode, Partition, ReplicaState
 from tests.sim.invariants import Ack, Checker, Violation
 from tests.sim.loop import START_S, Deadlock, VirtualTimeLoop
@@ -165,10 +166,10 @@ class Simulation:
         await self._observer.start()
         make_watch_order_deterministic(self._observer._tree)
         await self._observer.create(paths.BROKER_IDS, b"", make_parents=True)
-        await self._observer.create(paths.topic_config(TOPIC), TopicConfig(TOPIC_OVERRIDES).encode(), make_parents=True)
-        for partition in range(PARTITIONS):
-            assigned = tuple(BROKER_IDS[(partition + index) % len(BROKER_IDS)] for index in range(len(BROKER_IDS)))
-            await self._observer.create(paths.replicas(TOPIC, partition), ReplicaAssignment(assigned).encode(), make_parents=True)
+        # No broker runs yet: each finds its start-replicas in its queue when it starts.
+        assignment = {partition: [BROKER_IDS[(partition + index) % len(BROKER_IDS)] for index in range(len(BROKER_IDS))]
+                      for partition in range(PARTITIONS)}
+        await admin.create_topic(self._observer, TOPIC, None, None, TOPIC_OVERRIDES, replica_assignment=assignment)
         for broker_id in BROKER_IDS:
             self._start_broker(broker_id)
         producers = [asyncio.create_task(self._keep_producing(partition)) for partition in range(PARTITIONS)]
@@ -201,8 +202,7 @@ class Simulation:
         store = SimStore(str(self.root / "store.db"), SESSION_TIMEOUT_MS, self.rng, f"broker {broker_id}")
         store.faults_on = not self._healed  # a broker restarted by the heal runs fault-free too
         self._stores.append(store)
-        broker = SimBroker(broker_id, self.root / f"broker-{broker_id}", self._config, store, self.network,
-                           self._partitions, self._now_ms)
+        broker = SimBroker(broker_id, self.root / f"broker-{broker_id}", self._config, store, self.network, self._now_ms)
         self.brokers[broker_id] = broker
         self.network.brokers[broker_id] = broker
         broker.start()
