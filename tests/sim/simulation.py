@@ -87,7 +87,7 @@ class Simulation:
         self.loop = VirtualTimeLoop(after_step=self._after_step)
         self.loop.set_exception_handler(self._loop_exception)
         self._partitions = [(TOPIC, partition) for partition in range(PARTITIONS)]
-        self.checker = Checker(self.note, self._store_isr)
+        self.checker = Checker(self.note, self._store_isr, self._store_leader)
         self.network = SimNetwork(self.rng)
         self.brokers: dict[int, SimBroker] = {}
         self._stores: list[MemoryStore] = []  # every client opened, closed at the end
@@ -131,6 +131,10 @@ class Simulation:
         """Read from the tree itself: the check runs between steps, where nothing may await."""
         node = None if self._observer is None else self._observer._tree.nodes.get(paths.isr(topic, partition))
         return () if node is None else _decoded_isr(node.data)
+
+    def _store_leader(self, topic: str, partition: int) -> LeaderRecord | None:
+        node = None if self._observer is None else self._observer._tree.nodes.get(paths.leader(topic, partition))
+        return None if node is None else _decoded_leader(node.data)
 
     def _now_ms(self) -> int:
         return int(self.loop.time() * 1000)
@@ -234,13 +238,13 @@ class Simulation:
         if replica is None:
             return False
         self._next_record += 1
-        number, epoch = self._next_record, replica.leader_epoch
+        number, epoch, incarnation = self._next_record, replica.leader_epoch, self.checker.incarnations.current
         appending = broker.spawn(replica.append_as_leader(build_batch(max_timestamp=number), -1, PRODUCE_TIMEOUT_MS))
         done, _ = await asyncio.wait({appending}, timeout=PRODUCE_TIMEOUT_MS / 1000 + 1)
         if not done or appending.result().error_code != ErrorCode.NONE:
             return False
         offset = appending.result().base_offset
-        self.checker.acknowledged(Ack(number, TOPIC, partition, offset, epoch))
+        self.checker.acknowledged(Ack(number, TOPIC, partition, offset, epoch, incarnation), replica)
         self.note(f"acked record={number} {TOPIC}-{partition} offset={offset} epoch={epoch} broker={broker.broker_id}")
         return True
 
@@ -385,6 +389,11 @@ class Simulation:
 def _decoded_isr(data: bytes) -> tuple[int, ...]:
     """Read after every step, and the node changes seldom: decode each value once."""
     return IsrRecord.decode(data).isr
+
+
+@functools.lru_cache(maxsize=64)
+def _decoded_leader(data: bytes) -> LeaderRecord:
+    return LeaderRecord.decode(data)
 
 
 class _TraceHandler(logging.Handler):
