@@ -2,7 +2,8 @@
 the metadata cache reports a change: the cache reports each change once, so a reconcile that
 met a store error must be tried again (found by the simulator: a partition created while its
 broker's store client failed was never hosted there, and one deleted then kept its leadership).
-One broker in this process over the embedded store; the topic is written by a second client."""
+And a start-replica is acted on when the admin's create commits between its reads. One broker
+in this process over the embedded store; the topic is written by a second client."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import pytest
 
 from replog.broker import Broker
 from replog.config import load_broker_config
-from replog.coord_backends import CoordinationUnavailable, paths
+from replog.coord_backends import CoordinationUnavailable, NoNode, paths
 from replog.coord_backends.memory import MemoryStore
-from replog.coord_backends.paths import ReplicaAssignment
+from replog.coord_backends.paths import ReplicaAssignment, StateChangeRequest
+from replog.replication.state_changes import FROM_ADMIN, START_REPLICA
 from replog.replica.partition import ReplicaState
 from tests.polling import eventually
 
@@ -99,3 +101,28 @@ async def test_a_partition_deleted_while_the_store_fails_stops_being_hosted_once
         return not broker.hosted.leaderships and broker.replicas.hosted(TOPIC, 0) is None
 
     await eventually(gone, WAIT_S, "the deleted partition's leadership stopped and its replica closed")
+
+
+async def test_a_start_replica_whose_reads_straddle_the_creates_commit_is_acted_on(broker_and_tool):
+    """The commit moves the partition's assignment from its staging node to its replicas node:
+    read in the other order, both were missing, the request was refused as for a partition
+    not assigned here, and a broker that had closed the partition's deleted namesake never
+    hosted the new one (found by the simulator)."""
+    broker, tool = broker_and_tool
+    assignment = ReplicaAssignment((BROKER,)).encode()
+    await tool.create(paths.reassigned_partition(TOPIC, 0), assignment, make_parents=True)
+    original = broker.store.get
+    committed: list[bool] = []
+
+    async def get_committing_between_the_reads(path, *args, **kwargs):
+        if path == paths.replicas(TOPIC, 0) and not committed:
+            committed.append(True)
+            await tool.transaction().create(paths.topic(TOPIC)).create(paths.partition(TOPIC, 0)) \
+                .create(paths.replicas(TOPIC, 0), assignment).delete(paths.reassigned_partition(TOPIC, 0)).commit()
+            raise NoNode(path)  # read just before the commit
+        return await original(path, *args, **kwargs)
+
+    broker.store.get = get_committing_between_the_reads
+    await broker.hosted.start_replica_requested(StateChangeRequest(START_REPLICA, TOPIC, 0, FROM_ADMIN, FROM_ADMIN))
+
+    assert committed

@@ -184,8 +184,10 @@ class HostedPartitions:
         The log is prepared at once; leadership starts once the partition's replicas include
         this broker (for a new partition, when the metadata cache sees it appear)."""
         topic, partition = request.topic, request.partition
-        assigned = await read_replicas(self._store, paths.replicas(topic, partition)) or ()
+        # Staged first: the admin's commit moves the assignment from there to the replicas
+        # node, so in this order one of the reads finds it, whenever the commit comes.
         staged = await read_replicas(self._store, paths.reassigned_partition(topic, partition)) or ()
+        assigned = await read_replicas(self._store, paths.replicas(topic, partition)) or ()
         if self.broker_id not in (*assigned, *staged):
             raise NotReplicaForPartition(f"broker {self.broker_id} is not a replica of {topic}-{partition}"
                                          f" (replicas {list(assigned)}, staged {list(staged)})")
