@@ -14,7 +14,8 @@ start-replica prepares a new partition's log, close-replica stops the replica an
 log. Leadership of a new partition starts when the partition appears in the store.
 
 Hosted partitions converge to the store (replication/hosted.py): on every assignment change
-the metadata cache sees and on every start-replica.
+the metadata cache sees (again after a pause, if the store failed then) and on every
+start-replica.
 
 Shutdown (SIGTERM), controlled: first remove the registration, so that the leaders this broker
 follows shrink it out of their ISRs; hand each partition this broker leads to another in-sync
@@ -126,7 +127,7 @@ class Broker:
         self._session_follower = asyncio.create_task(self._follow_session(), name="session-follower")
         self._session_follower.add_done_callback(self._session_follower_ended)
         await self.state_changes.drain()
-        self.metadata.on_assignment_changed = self.hosted.reconcile
+        self.metadata.on_assignment_changed = self.hosted.assignment_changed
         self.metadata.on_brokers_changed = self.hosted.brokers_changed
         await self.metadata.start()  # startReplica for every replica the store assigns here
         await self._wait_for_first_leaderships()

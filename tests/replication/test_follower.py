@@ -417,6 +417,22 @@ async def test_stop_cancels_a_long_poll_and_is_final(cluster):
     assert fetcher.stopped and cluster.problems == []
 
 
+async def test_stop_passes_on_the_cancellation_of_its_caller(cluster):
+    """A leadership stopped while it was stopping its fetcher must stop: swallowing the
+    cancellation left it waiting for events for ever, and its broker's state-change listener
+    waiting for it (found by the simulator)."""
+    cluster.open(A, A, 0, assigned=(A, B))
+    cluster.open(B, A, 0, assigned=(A, B))
+    fetcher = cluster.start_fetcher(B, FetcherConfig(max_wait_ms=60_000))
+    await eventually(lambda: fetcher.state is FetcherState.FETCHING)
+    stopping = asyncio.create_task(cluster.stop_fetcher(B))
+    await asyncio.sleep(0)  # it has cancelled the fetcher's task and waits for its end
+    stopping.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await stopping
+    assert stopping.cancelled()
+
+
 # -- the follower state ---------------------------------------------------------------------------
 
 

@@ -15,7 +15,16 @@ After every step (one iteration of the event loop), on every broker not crashed:
 
 Every CONVERGENCE_CHECK_S of virtual time and at the end (it reads whole logs):
 - the logs of any two replicas agree (same record at each offset) below the smaller of their
-  two HWs.
+  two HWs;
+- no replica holds a record produced before its topic was last created (a deleted topic's
+  record served as the new topic's).
+
+All of it holds per incarnation of the topic (incarnations.py): a topic deleted and created
+again starts its leader epochs afresh, and loses what it acknowledged on purpose. A replica of
+an earlier incarnation still open (its broker has not consumed its close-replica yet) is held
+to its own incarnation's rules, and must not act for the new one: acknowledge a record produced
+to the new topic, lead at the epoch the new topic's leader node names for its broker, or sit in
+the new topic's ISR without the new topic's acknowledged records.
 
 A violation raises Violation at the step that broke the rule, which ends the schedule there.
 """
@@ -26,8 +35,10 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from replog.coord_backends.paths import LeaderRecord
 from replog.replica.partition import Partition, ReplicaState
 from replog.storage.records import batch_headers
+from tests.sim.incarnations import Incarnations
 
 CONVERGENCE_CHECK_S = 1.0
 READ_ALL_BYTES = 1 << 26
@@ -44,6 +55,7 @@ class Ack:
     partition: int
     offset: int
     epoch: int  # the leader epoch of the replica that acknowledged it
+    incarnation: int  # of the topic whose leader node the producer read
 
 
 def records_below(replica: Partition, end: int) -> dict[int, int]:
@@ -67,11 +79,12 @@ def record_at(replica: Partition, offset: int) -> int | None:
     return header.max_timestamp if header.base_offset == offset else None
 
 
-def _require_acknowledged(replica: Partition, acks: list[Ack], up_to_epoch: int | None, holder: str) -> None:
-    """Every one of `acks` of the replica's partition (acknowledged at `up_to_epoch` or before,
-    if given) is in the replica's log at its offset."""
+def _require_acknowledged(replica: Partition, incarnation: int, acks: list[Ack], up_to_epoch: int | None, holder: str) -> None:
+    """Every one of `acks` of the replica's partition and incarnation (acknowledged at
+    `up_to_epoch` or before, if given) is in the replica's log at its offset."""
     for ack in acks:
-        if (ack.topic, ack.partition) != (replica.topic, replica.partition_id) or (up_to_epoch is not None and ack.epoch > up_to_epoch):
+        if ((ack.topic, ack.partition, ack.incarnation) != (replica.topic, replica.partition_id, incarnation)
+                or (up_to_epoch is not None and ack.epoch > up_to_epoch)):
             continue
         found = record_at(replica, ack.offset)
         if found != ack.number:
@@ -82,23 +95,34 @@ def _require_acknowledged(replica: Partition, acks: list[Ack], up_to_epoch: int 
 
 
 class Checker:
-    def __init__(self, trace, store_isr: Callable[[str, int], tuple[int, ...]]):
+    def __init__(self, trace, store_isr: Callable[[str, int], tuple[int, ...]],
+                 store_leader: Callable[[str, int], LeaderRecord | None]):
         self._trace = trace
         self._store_isr = store_isr  # the ISR the store names now: who is electable
+        self._store_leader = store_leader  # the leader node now: where producers go
+        self.incarnations = Incarnations()
         self.acks: list[Ack] = []
-        self._epoch_leaders: dict[tuple[str, int, int], int] = {}
-        self._seen_leaders: set[tuple[str, int, int]] = set()
-        self._high_watermarks: dict[tuple[int, str, int, int], int] = {}
-        self._acks_checked: dict[tuple[int, str, int, int], int] = {}
-        # (broker, topic, partition) of store ISR members -> (acks checked, log end offset then)
-        self._members_checked: dict[tuple[int, str, int], tuple[int, int]] = {}
+        self._found: list[str] = []  # violations seen between steps, raised at the next check
+        # Keyed by incarnation first: epochs start again with a new topic.
+        self._epoch_leaders: dict[tuple[int, str, int, int], int] = {}
+        self._seen_leaders: set[tuple[int, str, int, int]] = set()
+        self._high_watermarks: dict[tuple[int, int, str, int, int], int] = {}
+        self._acks_checked: dict[tuple[int, int, str, int, int], int] = {}
+        # (broker, topic, partition) of store ISR members -> (the replica, acks checked, log end offset then)
+        self._members_checked: dict[tuple[int, str, int], tuple[Partition, int, int]] = {}
         self._members: dict[tuple[str, int], tuple[int, ...]] = {}  # the store's ISR at the last step
         self._next_convergence_check_s = 0.0
 
-    def acknowledged(self, ack: Ack) -> None:
+    def acknowledged(self, ack: Ack, by: Partition) -> None:
+        """`ack` was acknowledged by the replica `by`."""
         self.acks.append(ack)
+        if self.incarnations.of(by) != ack.incarnation:
+            self._found.append(f"a replica of topic incarnation {self.incarnations.of(by)} acknowledged record {ack.number} "
+                               f"produced to incarnation {ack.incarnation}: {ack}")
 
     def check_step(self, brokers: Mapping[int, Any], partitions: list[tuple[str, int]], now_s: float) -> None:
+        if self._found:
+            raise Violation(self._found[0])
         for broker in brokers.values():
             if broker.owner.crashed:
                 continue
@@ -106,6 +130,7 @@ class Checker:
                 if replica.state is ReplicaState.LEADER:
                     self._check_leader(broker.broker_id, replica)
         for topic, partition in partitions:
+            self._check_named_leader(brokers, topic, partition)
             self._check_isr_members(brokers, topic, partition)
         if now_s >= self._next_convergence_check_s:
             self._next_convergence_check_s = now_s + CONVERGENCE_CHECK_S
@@ -113,23 +138,42 @@ class Checker:
 
     def _check_leader(self, broker_id: int, replica: Partition) -> None:
         topic, partition, epoch = replica.topic, replica.partition_id, replica.leader_epoch
-        first = self._epoch_leaders.setdefault((topic, partition, epoch), broker_id)
+        incarnation = self.incarnations.of(replica)
+        first = self._epoch_leaders.setdefault((incarnation, topic, partition, epoch), broker_id)
         if first != broker_id:
-            raise Violation(f"two leaders in one epoch: {topic}-{partition} epoch {epoch} led by broker {first} and broker {broker_id}")
-        if (topic, partition, epoch) not in self._seen_leaders:
-            self._seen_leaders.add((topic, partition, epoch))
-            self._trace(f"leader {topic}-{partition} epoch={epoch} broker={broker_id} isr={sorted(replica.isr)} "
-                        f"hw={replica.high_watermark} leo={replica.log_end_offset}")
-        key = (broker_id, topic, partition, epoch)
+            raise Violation(f"two leaders in one epoch: {topic}-{partition} incarnation {incarnation} epoch {epoch} "
+                            f"led by broker {first} and broker {broker_id}")
+        if (incarnation, topic, partition, epoch) not in self._seen_leaders:
+            self._seen_leaders.add((incarnation, topic, partition, epoch))
+            self._trace(f"leader {topic}-{partition} incarnation={incarnation} epoch={epoch} broker={broker_id} "
+                        f"isr={sorted(replica.isr)} hw={replica.high_watermark} leo={replica.log_end_offset}")
+        key = (incarnation, broker_id, topic, partition, epoch)
         previous = self._high_watermarks.get(key, -1)
         if replica.high_watermark < previous:
-            raise Violation(f"HW went back: {topic}-{partition} broker {broker_id} epoch {epoch} from {previous} to {replica.high_watermark}")
+            raise Violation(f"HW went back: {topic}-{partition} incarnation {incarnation} broker {broker_id} epoch {epoch} "
+                            f"from {previous} to {replica.high_watermark}")
         self._high_watermarks[key] = replica.high_watermark
         if replica.fenced:
             return
         checked = self._acks_checked.get(key, 0)
-        _require_acknowledged(replica, self.acks[checked:], epoch, f"acknowledged record lost: broker {broker_id}, leading")
+        _require_acknowledged(replica, incarnation, self.acks[checked:], epoch, f"acknowledged record lost: broker {broker_id}, leading")
         self._acks_checked[key] = len(self.acks)
+
+    def _check_named_leader(self, brokers: Mapping[int, Any], topic: str, partition: int) -> None:
+        """The broker the leader node names leads on a replica of the current incarnation: one
+        of the deleted topic's, at the epoch the new topic gave this broker, would serve the
+        deleted topic's log as the new topic's."""
+        if self.incarnations.current == 0:
+            return  # every replica is of the first incarnation
+        record = self._store_leader(topic, partition)
+        broker = None if record is None else brokers.get(record.leader)
+        if broker is None or broker.owner.crashed:
+            return
+        replica = broker.replicas.hosted(topic, partition)
+        if (replica is not None and replica.state is ReplicaState.LEADER and replica.leader_epoch == record.leader_epoch
+                and self.incarnations.of(replica) != self.incarnations.current):
+            raise Violation(f"{topic}-{partition} incarnation {self.incarnations.current} is led by broker {broker.broker_id} "
+                            f"at epoch {record.leader_epoch} on its replica of incarnation {self.incarnations.of(replica)}")
 
     def _check_isr_members(self, brokers: Mapping[int, Any], topic: str, partition: int) -> None:
         """Every replica the store names in sync holds every acknowledged record: elections
@@ -137,34 +181,45 @@ class Checker:
         is admitted, not only if it later wins an election. A crashed broker's replica counts
         too: its files stay, unless its machine lost power: then the files lost their unflushed
         tail, and the rule is that the broker leaves the ISR before it can be elected, so it is
-        checked again once restarted. A replica not open yet is checked once it is."""
+        checked again once restarted. A replica not open yet is checked once it is. One its
+        broker opened before the topic was created again counts as well: the broker takes it for
+        the new topic's until it consumes its close-replica, and its leadership may elect it."""
         members = self._store_isr(topic, partition)
         if members != self._members.get((topic, partition)):
             self._members[(topic, partition)] = members
             for key in [key for key in self._members_checked if key[1:] == (topic, partition) and key[0] not in members]:
                 del self._members_checked[key]  # left the ISR: checked afresh if it joins again
+        current = self.incarnations.current
         for broker_id in members:
             replica = brokers[broker_id].replicas.hosted(topic, partition)
             if replica is None or brokers[broker_id].lost_power:
                 continue
             key = (broker_id, topic, partition)
-            checked, log_end_seen = self._members_checked.get(key, (0, -1))
-            if replica.log_end_offset < log_end_seen:
-                checked = 0  # truncated since: check everything again
+            checked_replica, checked, log_end_seen = self._members_checked.get(key, (None, 0, -1))
+            if replica is not checked_replica or replica.log_end_offset < log_end_seen:
+                checked = 0  # another replica, or truncated since: check everything again
             elif checked == len(self.acks):
                 continue
-            _require_acknowledged(replica, self.acks[checked:], None,
+            _require_acknowledged(replica, current, self.acks[checked:], None,
                                   f"ISR member without an acknowledged record: broker {broker_id}, in the store's ISR {sorted(members)}")
-            self._members_checked[key] = (len(self.acks), replica.log_end_offset)
+            self._members_checked[key] = (replica, len(self.acks), replica.log_end_offset)
 
     def check_convergence(self, brokers) -> None:
-        hosted: dict[tuple[str, int], list[tuple[int, Partition]]] = {}
+        hosted: dict[tuple[int, str, int], list[tuple[int, Partition]]] = {}
         for broker in brokers:
             if not broker.owner.crashed:
                 for replica in broker.replicas.partitions:
-                    hosted.setdefault((replica.topic, replica.partition_id), []).append((broker.broker_id, replica))
-        for (topic, partition), replicas in hosted.items():
-            contents = {broker_id: records_below(replica, replica.high_watermark) for broker_id, replica in replicas}
+                    key = (self.incarnations.of(replica), replica.topic, replica.partition_id)
+                    hosted.setdefault(key, []).append((broker.broker_id, replica))
+        for (incarnation, topic, partition), replicas in hosted.items():
+            contents = {broker_id: records_below(replica, replica.log_end_offset) for broker_id, replica in replicas}
+            first_record = self.incarnations.first_record(incarnation)
+            for broker_id, replica in replicas:
+                older = next(((offset, number) for offset, number in contents[broker_id].items() if number < first_record), None)
+                if older is not None:
+                    raise Violation(f"a deleted topic's record in a replica of the new one: broker {broker_id} has record "
+                                    f"{older[1]} at {topic}-{partition} offset {older[0]}, in its replica of incarnation "
+                                    f"{incarnation}, created after record {first_record - 1}")
             for index, (first_id, first) in enumerate(replicas):
                 for second_id, second in replicas[index + 1:]:
                     below = min(first.high_watermark, second.high_watermark)
@@ -172,5 +227,6 @@ class Checker:
                         mine, theirs = contents[first_id].get(offset), contents[second_id].get(offset)
                         if mine != theirs:
                             raise Violation(
-                                f"logs disagree below the HW: {topic}-{partition} offset {offset}: broker {first_id} has "
-                                f"{mine} (hw={first.high_watermark}), broker {second_id} has {theirs} (hw={second.high_watermark})")
+                                f"logs disagree below the HW: {topic}-{partition} incarnation {incarnation} offset {offset}: "
+                                f"broker {first_id} has {mine} (hw={first.high_watermark}), broker {second_id} has {theirs} "
+                                f"(hw={second.high_watermark})")

@@ -39,12 +39,14 @@ class Deadlock(RuntimeError):
 
 
 class Owner:
-    """What the loop needs to know of a simulated broker to hold or drop its callbacks."""
+    """What the loop needs to know of a simulated broker to hold or drop its callbacks. Made
+    while its loop runs."""
 
     def __init__(self) -> None:
         self.paused = False
         self.crashed = False
         self._held: list[tuple[asyncio.Handle, Callable, tuple, contextvars.Context]] = []
+        self._loop = asyncio.get_running_loop()
         self.context = contextvars.copy_context()
         self.context.run(OWNER.set, self)
 
@@ -59,6 +61,12 @@ class Owner:
             loop.call_soon(_unless_cancelled, handle, callback, *args, context=context)
 
     def crash(self) -> None:
+        # Its tasks never run again, and never end; kept by the loop, they are never collected
+        # either. Collecting a pending task closes its coroutine, which runs its finally blocks
+        # and `async with` exits (a watch unregistering itself while the store iterates that
+        # very registry to notify it, say) at whatever moment the garbage collector picks, and
+        # so the history of the process would decide the schedule.
+        self._loop.abandoned.extend(asyncio.all_tasks(self._loop))
         self.crashed = True
         self._held = []
 
@@ -125,6 +133,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._now = START_S
         super().__init__(_VirtualSelector(self._advance))
         self.after_step = after_step  # called after every iteration: the invariants
+        self.abandoned: list[asyncio.Task] = []  # pending when an owner crashed (see Owner.crash)
 
     def _advance(self, seconds: float) -> None:
         self._now += max(seconds, 0.0)

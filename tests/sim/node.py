@@ -1,18 +1,21 @@
 """One simulated broker: the real replication code of replog wired the way broker.py wires it,
-minus the Kafka server and the metadata cache.
+minus the Kafka server.
 
 This is the only module of the simulator that knows how a broker's hosted partitions are built
 (replication/hosted.py and the LeadershipContext it is given): when that interface changes,
 re-point this module and nothing else. What runs here is replog's own code, not a model of it:
-the reconcile against the store's assignment and the topic settings' watches (hosted.py), the
-leadership state machine and its driver (elections through replication/election.py, the ISR
-upkeep of replication/commit.py, the follower fetcher of replication/fetcher.py), ReplicaManager
-and Partition on real logs in a directory, over a client of the shared in-process store
-(store.py).
+the reconcile against the store's assignment and the topic settings' watches (hosted.py), driven
+by the metadata cache's watches of the topics (metadata_cache.py) and by the state-change
+listener consuming the broker's queue (replication/state_changes.py), the leadership state
+machine and its driver (elections through replication/election.py, the ISR upkeep of
+replication/commit.py, the follower fetcher of replication/fetcher.py), ReplicaManager and
+Partition on real logs in a directory, over a client of the shared in-process store (store.py).
 
-broker.py parts mirrored here: registration under /brokers/ids after the replicas started,
-the session follower (every leadership hears every session state; after a lost session the
-broker registers again), and LeaderConnections' `call`, here a call through the simulated
+broker.py parts mirrored here: its start-up order (the queue drained before the metadata cache
+first reconciles, so that the close-replicas of a topic deleted while the broker was down delete
+their logs before anything opens them), registration under /brokers/ids after the replicas
+started, the session follower (every leadership hears every session state; after a lost session
+the broker registers again), and LeaderConnections' `call`, here a call through the simulated
 network (network.py) to the leader broker's partitions.
 
 Every task of the broker runs in its Owner's context (loop.py), so that a pause holds all of
@@ -29,11 +32,13 @@ from typing import Any
 from replog.config import BrokerConfig
 from replog.coord_backends import NodeExists, SessionState, StoreError, paths
 from replog.coord_backends.paths import BrokerRegistration
+from replog.metadata_cache import MetadataCache
 from replog.replication.fetcher import FetchReply
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.partition import EpochEndOffset
 from replog.replication.driver import LeadershipContext
 from replog.replication.hosted import HostedPartitions
+from replog.replication.state_changes import StateChangeListener
 from tests.sim.loop import Owner
 from tests.sim.network import SimNetwork, serve_epoch_end, serve_replica_fetch
 from tests.sim.store import SimStore
@@ -43,13 +48,12 @@ STORE_RETRY_S = 0.2
 
 class SimBroker:
     def __init__(self, broker_id: int, data_dir: pathlib.Path, config: BrokerConfig, store: SimStore,
-                 network: SimNetwork, partitions: list[tuple[str, int]], clock_ms: Callable[[], int], boot_id: str):
+                 network: SimNetwork, clock_ms: Callable[[], int], boot_id: str):
         self.broker_id = broker_id
         self.now_ms = clock_ms  # virtual time
         self.owner = Owner()
         self.store = store
         self.network = network
-        self._partitions = partitions
         # Requests this broker is serving, in arrival order (a set would fail them in address order).
         self._answers: dict[asyncio.Future, None] = {}
         self.lost_power = False  # crashed with its machine: its files lost what was not flushed
@@ -58,8 +62,12 @@ class SimBroker:
         manager_config = ManagerConfig(data_dir=data_dir, broker_id=broker_id,
                                        recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"])
         self.replicas = ReplicaManager(manager_config, self.now_ms, boot_id=boot_id)
+        self.metadata = MetadataCache(store)
         self.hosted = HostedPartitions(LeadershipContext(broker_id, store, self.replicas, _Connections(self), config,
-                                                         self.now_ms, lambda: None), config)
+                                                         self.now_ms, self.metadata.changed, lambda: self.metadata.registered),
+                                       config)
+        self.state_changes = StateChangeListener(store, broker_id, self.hosted.start_replica_requested,
+                                                 self.hosted.close_replica_requested)
 
     def spawn(self, coroutine) -> asyncio.Task:
         """Run `coroutine` as one of this broker's tasks (paused and crashed with it)."""
@@ -71,15 +79,16 @@ class SimBroker:
         return self.spawn(self._start())
 
     async def _start(self) -> None:
+        """broker.py's start, in its order; the tasks its components create are this broker's
+        (they inherit the Owner's context this runs in)."""
         await self.store.start()
         self.replicas.start()
+        await self.state_changes.listen()
         self.spawn(self._follow_session())
-        # What the metadata cache hands broker.py when it first sees the topic.
-        topics: dict[str, list[int]] = {}
-        for topic, partition in self._partitions:
-            topics.setdefault(topic, []).append(partition)
-        for topic, partition_ids in topics.items():
-            await self._retry_store(lambda: self.hosted.reconcile(topic, partition_ids))
+        await self.state_changes.drain()
+        self.metadata.on_assignment_changed = self.hosted.assignment_changed
+        self.metadata.on_brokers_changed = self.hosted.brokers_changed
+        await self.metadata.start()
         await self._register_until_done()
 
     def crash(self) -> None:

@@ -32,10 +32,11 @@ import pathlib
 import random
 import shutil
 
+from replog import admin
 from replog.config import load_broker_config
 from replog.coord_backends import NoNode, paths
 from replog.coord_backends.memory import MemoryStore
-from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
+from replog.coord_backends.paths import IsrRecord, LeaderRecord, TopicConfig
 from replog.replica.partition import ErrorCode, Partition, ReplicaState
 from tests.sim.disk import PageCache
 from tests.sim.invariants import Ack, Checker, Violation
@@ -89,7 +90,7 @@ class Simulation:
         self.loop = VirtualTimeLoop(after_step=self._after_step)
         self.loop.set_exception_handler(self._loop_exception)
         self._partitions = [(TOPIC, partition) for partition in range(PARTITIONS)]
-        self.checker = Checker(self.note, self._store_isr)
+        self.checker = Checker(self.note, self._store_isr, self._store_leader)
         self.network = SimNetwork(self.rng)
         self.brokers: dict[int, SimBroker] = {}
         self.page_cache = PageCache(self.root, self.rng)
@@ -139,6 +140,10 @@ class Simulation:
         node = None if self._observer is None else self._observer._tree.nodes.get(paths.isr(topic, partition))
         return () if node is None else _decoded_isr(node.data)
 
+    def _store_leader(self, topic: str, partition: int) -> LeaderRecord | None:
+        node = None if self._observer is None else self._observer._tree.nodes.get(paths.leader(topic, partition))
+        return None if node is None else _decoded_leader(node.data)
+
     def _now_ms(self) -> int:
         return int(self.loop.time() * 1000)
 
@@ -173,10 +178,10 @@ class Simulation:
         await self._observer.start()
         make_watch_order_deterministic(self._observer._tree)
         await self._observer.create(paths.BROKER_IDS, b"", make_parents=True)
-        await self._observer.create(paths.topic_config(TOPIC), TopicConfig(TOPIC_OVERRIDES).encode(), make_parents=True)
-        for partition in range(PARTITIONS):
-            assigned = tuple(BROKER_IDS[(partition + index) % len(BROKER_IDS)] for index in range(len(BROKER_IDS)))
-            await self._observer.create(paths.replicas(TOPIC, partition), ReplicaAssignment(assigned).encode(), make_parents=True)
+        # No broker runs yet: each finds its start-replicas in its queue when it starts.
+        assignment = {partition: [BROKER_IDS[(partition + index) % len(BROKER_IDS)] for index in range(len(BROKER_IDS))]
+                      for partition in range(PARTITIONS)}
+        await admin.create_topic(self._observer, TOPIC, None, None, TOPIC_OVERRIDES, replica_assignment=assignment)
         for broker_id in BROKER_IDS:
             self._start_broker(broker_id)
         producers = [asyncio.create_task(self._keep_producing(partition)) for partition in range(PARTITIONS)]
@@ -209,8 +214,8 @@ class Simulation:
         store = SimStore(str(self.root / "store.db"), SESSION_TIMEOUT_MS, self.rng, f"broker {broker_id}")
         store.faults_on = not self._healed  # a broker restarted by the heal runs fault-free too
         self._stores.append(store)
-        broker = SimBroker(broker_id, self.root / f"broker-{broker_id}", self._config, store, self.network,
-                           self._partitions, self._now_ms, f"boot-{broker_id}-{self._boots[broker_id]}")
+        broker = SimBroker(broker_id, self.root / f"broker-{broker_id}", self._config, store, self.network, self._now_ms,
+                           f"boot-{broker_id}-{self._boots[broker_id]}")
         self.brokers[broker_id] = broker
         self.network.brokers[broker_id] = broker
         broker.start()
@@ -242,13 +247,13 @@ class Simulation:
         if replica is None:
             return False
         self._next_record += 1
-        number, epoch = self._next_record, replica.leader_epoch
+        number, epoch, incarnation = self._next_record, replica.leader_epoch, self.checker.incarnations.current
         appending = broker.spawn(replica.append_as_leader(build_batch(max_timestamp=number), -1, PRODUCE_TIMEOUT_MS))
         done, _ = await asyncio.wait({appending}, timeout=PRODUCE_TIMEOUT_MS / 1000 + 1)
         if not done or appending.result().error_code != ErrorCode.NONE:
             return False
         offset = appending.result().base_offset
-        self.checker.acknowledged(Ack(number, TOPIC, partition, offset, epoch))
+        self.checker.acknowledged(Ack(number, TOPIC, partition, offset, epoch, incarnation), replica)
         self.note(f"acked record={number} {TOPIC}-{partition} offset={offset} epoch={epoch} broker={broker.broker_id}")
         return True
 
@@ -415,6 +420,11 @@ class Simulation:
 def _decoded_isr(data: bytes) -> tuple[int, ...]:
     """Read after every step, and the node changes seldom: decode each value once."""
     return IsrRecord.decode(data).isr
+
+
+@functools.lru_cache(maxsize=64)
+def _decoded_leader(data: bytes) -> LeaderRecord:
+    return LeaderRecord.decode(data)
 
 
 class _TraceHandler(logging.Handler):

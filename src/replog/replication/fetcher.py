@@ -164,10 +164,9 @@ class ReplicaFetcher:
             self._transition(FetcherState.STOPPED, "stopped before start")
             return
         self._task.cancel()
-        try:
-            await self._task
-        except asyncio.CancelledError:
-            pass
+        # Not `except CancelledError` around an await of the task: that would swallow the
+        # cancellation of the caller too, which then goes on as if never stopped.
+        await asyncio.gather(self._task, return_exceptions=True)
         # Cancelled before its first step, the task never ran to record this.
         self._transition(FetcherState.STOPPED, "stopped")
 

@@ -1,15 +1,17 @@
 """The partitions this broker hosts, converged to what the store assigns it.
 
 Hosted leaderships converge to the store: whenever the metadata cache sees a partition's
-assignment change (it appeared, vanished, or its replicas changed) and on every start-replica,
-`reconcile` reads the partition's replicas from the store and starts a leadership where this
-broker is assigned and none runs (the seed's startReplica: the log is loaded first, then the
-leadership elects, leads or follows as the leader node says), or stops one where it is not
-(the log stays; close-replica deletes it). The cache's view may lag: a partition it reports
-after this broker consumed the partition's close-replica is the deleted one, still in the
-store for a moment, so a closed partition starts again only after a start-replica for it (a
-new topic of the same name). A replica whose log may have lost unflushed writes in a machine
-restart leaves the ISR before its leadership starts (unclean_reboot.py).
+assignment change (it appeared, vanished, or its replicas changed: `assignment_changed`) and on
+every start-replica, `reconcile` reads the partition's replicas from the store and starts a
+leadership where this broker is assigned and none runs (the seed's startReplica: the log is
+loaded first, then the leadership elects, leads or follows as the leader node says), or stops
+one where it is not (the log stays; close-replica deletes it). The cache's view may lag: a
+partition it reports after this broker consumed the partition's close-replica is the deleted
+one, still in the store for a moment, so a closed partition starts again only after a
+start-replica for it (a new topic of the same name). The cache reports a change once:
+partitions whose reconcile met a store error are reconciled again every
+RECONCILE_RETRY_PAUSE_S until one succeeds. A replica whose log may have lost unflushed writes in
+a machine restart leaves the ISR before its leadership starts (unclean_reboot.py).
 
 Each hosted topic's settings are followed here (topic_configs.py) and applied to its running
 partitions. One start or stop of a partition's replica runs at a time.
@@ -31,6 +33,7 @@ from replog.replication.topic_configs import TopicConfigs
 
 logger = logging.getLogger(__name__)
 
+RECONCILE_RETRY_PAUSE_S = 1.0
 ISR_EXIT_ATTEMPTS_MAX = 64  # ISR writes by the leader that may race one exit
 
 
@@ -58,6 +61,10 @@ class HostedPartitions:
         # until a start-replica for them, or the store stops assigning them (see reconcile).
         self._closed: set[tuple[str, int]] = set()
         self._reconciling = asyncio.Lock()
+        # Partitions to reconcile again, in the order they failed; bounded by the partitions the
+        # cache reports. One task retries them while any are left.
+        self._to_retry: dict[tuple[str, int], None] = {}
+        self._retrying: asyncio.Task | None = None
 
     async def reconcile(self, topic: str, partition_ids: list[int]) -> None:
         """Make this broker's leaderships of these partitions what the store assigns. Idempotent."""
@@ -81,6 +88,29 @@ class HostedPartitions:
                 leadership = PartitionLeadership(self._context, topic, partition, lambda: self.topic_configs.settings(topic))
                 self.leaderships[key] = leadership
                 leadership.start()
+
+    async def assignment_changed(self, topic: str, partition_ids: list[int]) -> None:
+        """What the metadata cache calls: reconcile now, or after a pause if the store fails."""
+        try:
+            await self.reconcile(topic, partition_ids)
+        except StoreError as error:
+            logger.warning("reconcile failed, retrying in %.1f s topic=%s partitions=%s broker=%d error=%s",
+                           RECONCILE_RETRY_PAUSE_S, topic, partition_ids, self.broker_id, error)
+            self._to_retry.update(dict.fromkeys((topic, partition) for partition in partition_ids))
+            if self._retrying is None or self._retrying.done():
+                self._retrying = asyncio.create_task(self._retry_reconciles(), name="reconcile-retry")
+
+    async def _retry_reconciles(self) -> None:
+        while self._to_retry:  # a partition leaves once reconciled; a failure waits the pause again
+            await asyncio.sleep(RECONCILE_RETRY_PAUSE_S)
+            for key in list(self._to_retry):
+                try:
+                    await self.reconcile(key[0], [key[1]])
+                except StoreError as error:
+                    logger.warning("reconcile failed again topic=%s partition=%d broker=%d error=%s",
+                                   key[0], key[1], self.broker_id, error)
+                    break
+                self._to_retry.pop(key, None)
 
     def session_changed(self, state: SessionState) -> None:
         for leadership in self.leaderships.values():  # bounded by the hosted partitions
@@ -137,6 +167,9 @@ class HostedPartitions:
         return sorted(f"{leadership.topic}-{leadership.partition}" for leadership in self.leaderships.values() if leadership.leading)
 
     async def stop(self) -> None:
+        if self._retrying is not None:
+            self._retrying.cancel()
+            await asyncio.gather(self._retrying, return_exceptions=True)
         async with self._reconciling:  # after any start in flight
             for leadership in list(self.leaderships.values()):
                 await leadership.stop()
@@ -161,8 +194,10 @@ class HostedPartitions:
         The log is prepared at once; leadership starts once the partition's replicas include
         this broker (for a new partition, when the metadata cache sees it appear)."""
         topic, partition = request.topic, request.partition
-        assigned = await read_replicas(self._store, paths.replicas(topic, partition)) or ()
+        # Staged first: the admin's commit moves the assignment from there to the replicas
+        # node, so in this order one of the reads finds it, whenever the commit comes.
         staged = await read_replicas(self._store, paths.reassigned_partition(topic, partition)) or ()
+        assigned = await read_replicas(self._store, paths.replicas(topic, partition)) or ()
         if self.broker_id not in (*assigned, *staged):
             raise NotReplicaForPartition(f"broker {self.broker_id} is not a replica of {topic}-{partition}"
                                          f" (replicas {list(assigned)}, staged {list(staged)})")
