@@ -124,7 +124,9 @@ class MetadataCache:
                 if broker_id in self.brokers:
                     brokers[broker_id] = self.brokers[broker_id]
         self.brokers = brokers
-        registered = frozenset(brokers)
+        # Who is registered is the children's names: a registration that could not be read is
+        # still there, and a leader must not shrink out a live follower for a failed read.
+        registered = frozenset(int(name) for name in names if name.isdigit())
         if registered != self.registered:
             self.registered = registered
             if self.on_brokers_changed is not None:

@@ -109,3 +109,31 @@ async def test_a_registration_that_cannot_be_read_is_not_taken_for_a_broker_gone
         assert cache.brokers[1] == BrokerRegistration("127.0.0.1", 9092, None)
     finally:
         await cache.close()
+
+
+async def test_a_broker_registered_is_counted_even_before_its_registration_could_be_read(connect):
+    """Leaders shrink out followers that are not registered (issue 12): a broker whose
+    registration's first read failed is registered all the same (found by the simulator: a
+    follower kept out of the ISR for good, and acks=all refused, after one failed read)."""
+    from replog.coord_backends import CoordinationUnavailable
+
+    admin, broker_side = await connect(), await connect()
+    await admin.create(paths.TOPICS, b"", make_parents=True)
+    await admin.create(paths.BROKER_IDS, b"", make_parents=True)
+    cache = MetadataCache(broker_side)
+    await cache.start()
+    try:
+        assert cache.registered == frozenset()
+        original_get = broker_side.get
+
+        async def registration_unreadable(path, *args, **kwargs):
+            if path == paths.broker(1):
+                raise CoordinationUnavailable("injected: connection lost", path)
+            return await original_get(path, *args, **kwargs)
+
+        broker_side.get = registration_unreadable
+        await admin.create(paths.broker(1), BrokerRegistration("127.0.0.1", 9092, None).encode(), ephemeral=True)
+        assert await cache.wait_for(lambda: cache.registered == frozenset({1}), WAIT_S)
+        assert 1 not in cache.brokers  # no address known yet for clients
+    finally:
+        await cache.close()

@@ -47,7 +47,7 @@ class Leading:
 
 
 async def elect(tmp_path, *, alive: tuple[int, ...], replicas: tuple[int, ...] = (LEADER, FOLLOWER),
-                old_records: int = 0, checkpointed_hw: int = 0):
+                old_records: int = 0, checkpointed_hw: int = 0, registered: set[int] | None = None):
     """LEADER elected; of the other replicas only those `alive` are in the ISR (the election
     keeps live members). `old_records` already in the log from an earlier epoch, with the HW
     checkpointed at `checkpointed_hw`, make a leader whose HW may lag its epoch's start offset."""
@@ -64,7 +64,8 @@ async def elect(tmp_path, *, alive: tuple[int, ...], replicas: tuple[int, ...] =
     partition = Partition(log, LEADER, won.isr.leader_epoch, won.assigned, won.isr.isr, checkpointed_hw,
                           PartitionConfig(), now_ms=clock())
     maintainer = IsrMaintainer(store, partition, won.leader_version, won.isr_version,
-                               replica_lag_time_max_ms=LAG_MS, clock_ms=clock, on_fenced=_never)
+                               replica_lag_time_max_ms=LAG_MS, clock_ms=clock, on_fenced=_never,
+                               registered_brokers=lambda: registered)
     return Leading(store, partition, maintainer, clock)
 
 
@@ -218,6 +219,25 @@ async def test_a_member_that_fetches_from_below_the_hw_is_shrunk_out_at_once(tmp
 
     await eventually(shrunk, WAIT_S, "the member without committed records shrunk out")  # the periodic check is LAG_MS/2 away
     assert leading.partition.isr == {LEADER}
+
+
+async def test_a_follower_whose_registration_went_rejoins_only_by_a_fetch_of_its_next_life(tmp_path, closing):
+    """Its broker may come back having lost or truncated records it had fetched: what the
+    leader remembers of its fetches before it went must not take it back into the ISR."""
+    registered = {LEADER, FOLLOWER}
+    leading = await elect(tmp_path, alive=(FOLLOWER,), registered=registered)
+    closing.append(leading)
+    leading.append(5)
+    leading.fetch(5)
+    registered.discard(FOLLOWER)
+    assert await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER,)
+    registered.add(FOLLOWER)  # registered again at once, and fetched within the lag time
+    assert await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER,)
+    leading.fetch(5)
+    assert await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER, FOLLOWER)
 
 
 async def test_a_wall_clock_step_does_not_shrink_the_isr(tmp_path):

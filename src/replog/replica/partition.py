@@ -49,7 +49,7 @@ import logging
 import struct
 import threading
 import zlib
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import NamedTuple
 
 from replog.storage.checkpoint import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
@@ -482,6 +482,15 @@ class Partition:
             follower.broker_id not in self.isr and follower.fetched_at_leader_epoch
             and follower.log_end_offset >= max(self.high_watermark, self._leader_epoch_start_offset)
         )
+
+    def forget_fetches(self, brokers: Iterable[int]) -> None:
+        """These followers' brokers went (their registrations did): what they fetched before
+        does not qualify them to join the ISR again, only a fetch of the broker's next life
+        does (it may come back without the records it had, unclean_reboot.py)."""
+        for broker in brokers:
+            follower = self._followers.get(broker)
+            if follower is not None:
+                follower.fetched_at_leader_epoch = False
 
     def isr_joining(self, replicas: Collection[int]) -> None:
         """An ISR write adding `replicas` is in flight (KIP-497): from now until `update_isr`

@@ -139,13 +139,16 @@ class IsrMaintainer:
         acknowledged anything they lack in the meantime."""
         partition = self._partition
         now_ms = self._clock_ms()
+        registered = self._registered_brokers()
+        if registered is not None:
+            partition.forget_fetches(broker for broker in partition.assigned_replicas if broker not in registered)
         lagging = partition.out_of_sync_replicas(now_ms, self._lag_ms)
         joining = partition.followers_ready_to_join(now_ms, self._lag_ms)
-        registered = self._registered_brokers()
         if registered is not None:
             # A follower whose registration went is dead (its session ended) or stopping (a
             # controlled shutdown deregisters first): out now, as Kafka's controller takes a
             # failed broker out of every ISR, not after replica.lag.time.max.ms of held acks=all.
+            # It joins again by a fetch of its next life, once registered.
             lagging |= {member for member in partition.isr if member != partition.local_broker_id and member not in registered}
             joining = frozenset(follower for follower in joining if follower in registered)
         new_isr = (partition.isr - lagging) | joining
