@@ -5,7 +5,10 @@ Three brokers (node.py: replog's real replication code on real logs) share one i
 and a simulated network, in one event loop with virtual time (loop.py). Everything that varies
 comes from one `random.Random(seed)`: the delays of store operations and messages, which writes
 fail or lose their replies, which messages drop, and the nemesis's faults: topic settings
-altered (min.insync.replicas, segment.bytes, through the brokers' own config watches), flaky
+altered (min.insync.replicas, segment.bytes, through the brokers' own config watches), the
+topic deleted and created again (recreate.py, through the brokers' state-change queues and
+metadata caches; at most RECREATES_MAX times a schedule, so that most of it replicates; only
+with REPLOG_SIM_TOPIC_RECREATE=1, see FAULTS), flaky
 store clients, cut links, isolated brokers, suspended and expired sessions, pauses (SIGSTOP, past the session
 timeout or not), crashes (SIGKILL) and restarts, and power losses: a crash of the broker's machine,
 whose files lose what was not flushed (disk.py) and which restarts with a new boot id. A producer appends numbered records with
@@ -14,9 +17,9 @@ acks=all to the partition's leader meanwhile and remembers what was acknowledged
 After every step the invariants of invariants.py are checked. Then everything heals (faults
 off, links mended, sessions reconnected, paused brokers resumed, crashed ones restarted from
 their directories, recovery running as after a real crash) and liveness is required: within
-LIVENESS_S of virtual time every partition has a working leader (the store's leader node names a
-broker whose replica leads it, unfenced, at the node's epoch) that acknowledges an acks=all
-produce.
+LIVENESS_S of virtual time the topic exists (a create in flight has completed) and every
+partition has a working leader (the store's leader node names a broker whose replica leads it,
+unfenced, at the node's epoch) that acknowledges an acks=all produce.
 
 The same seed gives the same schedule: `Outcome.trace` (what the harness saw, with virtual
 times) is identical from run to run.
@@ -28,6 +31,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import os
 import pathlib
 import random
 import shutil
@@ -43,6 +47,7 @@ from tests.sim.invariants import Ack, Checker, Violation
 from tests.sim.loop import START_S, Deadlock, VirtualTimeLoop
 from tests.sim.network import SimNetwork
 from tests.sim.node import SimBroker
+from tests.sim.recreate import recreate_topic
 from tests.sim.store import SimStore, make_watch_order_deterministic
 from tests.unit.replica_batches import build_batch
 
@@ -69,6 +74,12 @@ POLL_S = 0.1
 FAULT_GAP_S = (0.1, 1.5)
 LIVELOCK_STEPS = 50_000  # a healthy schedule never spins this long at one instant
 FAULTS = ("alter_config", "flaky_store", "cut_link", "isolate", "suspend", "expire", "pause", "crash", "power_loss")
+# Off until partitions carry a topic id (issue 11's note): a broker behind cannot yet tell a
+# deleted topic's queued requests and leaderships from its namesake's, and about 7% of seeds
+# fail. REPLOG_SIM_TOPIC_RECREATE=1 runs them, to work on that.
+if os.environ.get("REPLOG_SIM_TOPIC_RECREATE") == "1":
+    FAULTS = (*FAULTS, "recreate_topic")
+RECREATES_MAX = 2
 
 
 @dataclasses.dataclass
@@ -102,6 +113,7 @@ class Simulation:
         self._fault_tasks: dict[asyncio.Task, None] = {}  # ordered: cancelled in the order started
         self._config = None
         self._observer: MemoryStore | None = None
+        self._recreates: list[asyncio.Task] = []  # not cancelled by the heal: a topic must come of it
         self._next_record = 0
         self._steps = 0
         self._steps_at_this_time = 0
@@ -281,7 +293,28 @@ class Simulation:
         """The topic's settings change (not `broker`'s alone: topic settings are cluster-wide)."""
         settings = {name: self.rng.choice(values) for name, values in ALTERED_SETTINGS.items()}
         self.note(f"fault: topic settings altered to {settings}")
-        self._in_background(self._observer.set(paths.topic_config(TOPIC), TopicConfig(settings).encode()))
+        self._in_background(self._set_topic_config(settings))
+
+    async def _set_topic_config(self, settings: dict[str, str]) -> None:
+        try:
+            await self._observer.set(paths.topic_config(TOPIC), TopicConfig(settings).encode())
+        except NoNode:
+            self.note("topic settings not altered: the topic is being created again")
+
+    def _recreate_topic(self, broker: SimBroker) -> None:
+        """The topic is deleted and created again (not `broker`'s alone), one at a time."""
+        if len(self._recreates) >= RECREATES_MAX or (self._recreates and not self._recreates[-1].done()):
+            return
+        assignment = {partition: self.rng.sample(BROKER_IDS, len(BROKER_IDS)) for partition in range(PARTITIONS)}
+        self.note(f"fault: topic deleted, to be created again with replicas {assignment}")
+        self._recreates.append(asyncio.create_task(self._recreate(assignment)))
+
+    async def _recreate(self, assignment: dict[int, list[int]]) -> None:
+        await recreate_topic(self._observer, TOPIC, assignment, TOPIC_OVERRIDES, self.note)
+        # In the step of the create's commit: no replica of the new topic can be open yet.
+        self.checker.incarnations.begin_next(
+            [replica for broker in self.brokers.values() for replica in broker.replicas.partitions], self._next_record + 1)
+        self.note(f"topic created again: incarnation {self.checker.incarnations.current}")
 
     def _flaky_store(self, broker: SimBroker) -> None:
         duration = self.rng.uniform(0.5, 4)
@@ -395,6 +428,12 @@ class Simulation:
 
     async def _require_liveness(self) -> None:
         deadline = self.loop.time() + LIVENESS_S
+        if self._recreates:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await self._recreates[-1]
+            except TimeoutError:
+                raise Violation(f"liveness: {TOPIC} not created again {LIVENESS_S:.0f}s after the faults stopped") from None
         for partition in range(PARTITIONS):
             while not (await self._working_leader(partition) and await self._produce(partition)):
                 if self.loop.time() > deadline:
