@@ -85,10 +85,22 @@ async def test_the_broker_hears_of_every_change_of_assignment(connect):
         await cache.close()
 
 
-async def test_a_registration_that_cannot_be_read_is_not_taken_for_a_broker_gone(connect):
-    """Issue 11, bug 9: a failed read of /brokers/ids/[id] is not the broker's death."""
+def make_registration_unreadable(store, broker_id: int) -> None:
+    """From now on, reading `broker_id`'s registration through `store` fails as a lost connection."""
     from replog.coord_backends import CoordinationUnavailable
 
+    original_get = store.get
+
+    async def registration_unreadable(path, *args, **kwargs):
+        if path == paths.broker(broker_id):
+            raise CoordinationUnavailable("injected: connection lost", path)
+        return await original_get(path, *args, **kwargs)
+
+    store.get = registration_unreadable
+
+
+async def test_a_registration_that_cannot_be_read_is_not_taken_for_a_broker_gone(connect):
+    """Issue 11, bug 9: a failed read of /brokers/ids/[id] is not the broker's death."""
     admin, broker_side = await connect(), await connect()
     await admin.create(paths.TOPICS, b"", make_parents=True)
     await admin.create(paths.broker(1), BrokerRegistration("127.0.0.1", 9092, None).encode(), ephemeral=True, make_parents=True)
@@ -96,14 +108,7 @@ async def test_a_registration_that_cannot_be_read_is_not_taken_for_a_broker_gone
     await cache.start()
     try:
         assert await cache.wait_for(lambda: 1 in cache.brokers, WAIT_S)
-        original_get = broker_side.get
-
-        async def registration_unreadable(path, *args, **kwargs):
-            if path == paths.broker(1):
-                raise CoordinationUnavailable("injected: connection lost", path)
-            return await original_get(path, *args, **kwargs)
-
-        broker_side.get = registration_unreadable
+        make_registration_unreadable(broker_side, 1)
         await admin.create(paths.broker(2), BrokerRegistration("127.0.0.1", 9093, None).encode(), ephemeral=True)
         assert await cache.wait_for(lambda: 2 in cache.brokers, WAIT_S)
         assert cache.brokers[1] == BrokerRegistration("127.0.0.1", 9092, None)
@@ -115,8 +120,6 @@ async def test_a_broker_registered_is_counted_even_before_its_registration_could
     """Leaders shrink out followers that are not registered (issue 12): a broker whose
     registration's first read failed is registered all the same (found by the simulator: a
     follower kept out of the ISR for good, and acks=all refused, after one failed read)."""
-    from replog.coord_backends import CoordinationUnavailable
-
     admin, broker_side = await connect(), await connect()
     await admin.create(paths.TOPICS, b"", make_parents=True)
     await admin.create(paths.BROKER_IDS, b"", make_parents=True)
@@ -124,14 +127,7 @@ async def test_a_broker_registered_is_counted_even_before_its_registration_could
     await cache.start()
     try:
         assert cache.registered == frozenset()
-        original_get = broker_side.get
-
-        async def registration_unreadable(path, *args, **kwargs):
-            if path == paths.broker(1):
-                raise CoordinationUnavailable("injected: connection lost", path)
-            return await original_get(path, *args, **kwargs)
-
-        broker_side.get = registration_unreadable
+        make_registration_unreadable(broker_side, 1)
         await admin.create(paths.broker(1), BrokerRegistration("127.0.0.1", 9092, None).encode(), ephemeral=True)
         assert await cache.wait_for(lambda: cache.registered == frozenset({1}), WAIT_S)
         assert 1 not in cache.brokers  # no address known yet for clients
