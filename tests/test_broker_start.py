@@ -156,3 +156,46 @@ def test_a_second_broker_on_a_directory_in_use_exits_with_one_line_and_touches_n
         assert metadata.topics["held"].partitions[0].leader == 0
     finally:
         assert running.stop() == 0
+
+
+@pytest.mark.parametrize("store, server_fixture", [("zk", "zookeeper_server"), ("etcd", "etcd_server")])
+def test_a_broker_restarted_right_after_sigkill_waits_for_its_previous_registration_and_starts(
+        store, server_fixture, tmp_path, request):
+    """Issue 12, point 3: the killed process's session, and its registration, outlive it for up
+    to a session timeout; the restart waits for them instead of failing on NodeExists."""
+    from confluent_kafka.admin import AdminClient
+
+    coord_url = f"{store}://{request.getfixturevalue(server_fixture).address}{unique_root()}"
+    broker = BrokerProcess(tmp_path / "data", coord_url=coord_url, extra_args=("--set", "coord.session.timeout.ms=4000"))
+    broker.start()
+    broker.kill()
+    broker.start()  # at once: the killed life's session still holds /brokers/ids/0
+    try:
+        assert any("still registered" in line for line in broker.output), "".join(broker.output)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        wait_for(lambda: 0 in admin.list_topics(timeout=5).brokers, "the restarted broker registered")
+    finally:
+        assert broker.stop() == 0
+
+
+async def test_a_broker_id_registered_by_a_live_broker_fails_the_start_saying_so(tmp_path):
+    from replog.broker import Broker, BrokerIdInUse
+    from replog.config import load_broker_config
+    from replog.coord_backends import paths
+    from replog.coord_backends.memory import MemoryStore
+
+    other = MemoryStore(str(tmp_path / "store.db"))
+    await other.start()
+    try:
+        await other.create(paths.broker(0), b'{"host": "127.0.0.1", "port": 1, "rack": null}', ephemeral=True, make_parents=True)
+        broker = Broker(load_broker_config(None, {
+            "log.dirs": str(tmp_path / "data"), "coord.url": f"memory://{tmp_path / 'store.db'}", "listeners": "127.0.0.1:0",
+            "coord.session.timeout.ms": "1000",
+        }))
+        try:
+            with pytest.raises(BrokerIdInUse, match="broker id 0 is registered by another live broker"):
+                await broker.start()
+        finally:
+            await broker.stop()
+    finally:
+        await other.close()

@@ -73,6 +73,12 @@ def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+class BrokerIdInUse(Exception):
+    def __init__(self, broker_id: int, waited_s: float):
+        super().__init__(f"broker id {broker_id} is registered by another live broker (its registration outlived "
+                         f"{waited_s:.0f} s, two coordination session timeouts); give each broker its own broker.id")
+
+
 class Broker:
     def __init__(self, config: BrokerConfig):
         self.config = config
@@ -133,7 +139,7 @@ class Broker:
         await self._wait_for_first_leaderships()
         self.hosted.report_stray_logs(self.data_dir)
         await self.server.start()
-        await self._register()
+        await self._register_at_start()
         self._registered = True
         logger.info("broker started broker=%d port=%d data_dir=%s", self.broker_id, self.server.port, self.data_dir)
 
@@ -226,6 +232,29 @@ class Broker:
         port = advertised.port or self.server.port  # port 0 means "whatever was bound"
         registration = BrokerRegistration(advertised.host, port, self.config["broker.rack"])
         await self.store.create(paths.broker(self.broker_id), registration.encode(), ephemeral=True)
+
+    async def _register_at_start(self) -> None:
+        """A broker started again right after a crash (SIGKILL) finds its previous life's
+        registration, which stays until the store ends that life's session, within
+        coord.session.timeout.ms: wait for it to go, as Kafka does, rather than fail. A
+        registration that outlives two session timeouts is a live broker with the same id."""
+        path = paths.broker(self.broker_id)
+        timeout_s = 2 * self.store.session_timeout_ms / 1000
+        try:
+            async with asyncio.timeout(timeout_s):
+                while True:  # bounded by the timeout: each turn waits for the node to go
+                    try:
+                        await self._register()
+                        return
+                    except NodeExists:
+                        logger.warning("broker id still registered, by this broker's previous life until its session "
+                                       "ends; waiting broker=%d", self.broker_id)
+                    async with await self.store.watch_data(path) as registrations:
+                        async for registration in registrations:
+                            if not registration.exists:
+                                break
+        except TimeoutError:
+            raise BrokerIdInUse(self.broker_id, timeout_s) from None
 
     async def _follow_session(self) -> None:
         """Tell every partition's leadership of the session's state: a leader is fenced as soon

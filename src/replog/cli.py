@@ -140,9 +140,11 @@ def broker_start(config_file: str | None, assignments: tuple[str, ...], log_leve
         config = load_broker_config(config_file, overrides)
     except (ConfigError, OSError) as error:
         fail(str(error), USAGE_ERROR_STATUS)
+    from replog.broker import BrokerIdInUse  # here, as in _serve: the other commands start without it
+
     try:
         _run(_serve(config))
-    except DataDirectoryInUse as error:
+    except (DataDirectoryInUse, BrokerIdInUse) as error:
         fail(str(error), FAILURE_STATUS)
     except StoreError as error:
         fail(f"{config['coord.url']}: {error}", FAILURE_STATUS)
