@@ -452,3 +452,18 @@ async def test_etcd_lease_gone_on_the_server_reports_lost_and_recovers(private_e
         assert await observer.exists("/registered") is None
         await owner.create("/registered", b"again", ephemeral=True)
         assert (await observer.get("/registered"))[0] == b"again"
+
+
+async def test_closing_a_watch_passes_on_the_cancellation_of_its_closer(store):
+    """A task cancelled while it closes a watch is cancelled, not returned from normally: the
+    ZooKeeper watch's close awaits its re-reading task, and caught that task's CancelledError
+    and its closer's alike (the fetcher's stop had the same bug, found by the simulator)."""
+    await store.create("/closing", b"")
+    watch = await store.watch_data("/closing")
+    closing = asyncio.create_task(watch.close())
+    await asyncio.sleep(0)  # into the close
+    if closing.done():
+        return  # a close with nothing to wait for: no cancellation to pass on
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing

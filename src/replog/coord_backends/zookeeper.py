@@ -374,7 +374,6 @@ class _Rearming:
         self._store._watchers.discard(self)
         if self._task is not None:
             self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            # Not `except CancelledError` around an await of the task: that would swallow the
+            # cancellation of the caller too (the fetcher had this bug, found by the simulator).
+            await asyncio.gather(self._task, return_exceptions=True)

@@ -99,6 +99,14 @@ class HostedPartitions:
             self._to_retry.update(dict.fromkeys((topic, partition) for partition in partition_ids))
             if self._retrying is None or self._retrying.done():
                 self._retrying = asyncio.create_task(self._retry_reconciles(), name="reconcile-retry")
+                self._retrying.add_done_callback(self._retries_ended)
+
+    def _retries_ended(self, task: asyncio.Task) -> None:
+        """Retries end when every partition was reconciled, or with the broker (cancelled);
+        anything else is a bug that leaves partitions unreconciled until their next change."""
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("reconcile retries stopped broker=%d partitions=%s", self.broker_id, sorted(self._to_retry),
+                         exc_info=task.exception())
 
     async def _retry_reconciles(self) -> None:
         while self._to_retry:  # a partition leaves once reconciled; a failure waits the pause again
