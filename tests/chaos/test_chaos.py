@@ -47,15 +47,25 @@ def other_leader(cluster, old_leader: int) -> bool:
     return leader_of(cluster, TOPIC, excluded=(old_leader,)) not in (-1, old_leader)
 
 
+def agreed_leader(cluster) -> int:
+    """The leader every live broker names, once they agree on one: after the previous fault
+    their views may differ for a moment (an ISR change in flight), and then none is the leader."""
+    def named() -> tuple[int] | None:  # a tuple: broker 0 is a leader too
+        leader = leader_of(cluster, TOPIC)
+        return (leader,) if leader in cluster.brokers else None
+
+    return wait_until(named, "the live brokers to agree on a leader")[0]
+
+
 def kill_leader(cluster, producer, rng) -> None:
-    leader = leader_of(cluster, TOPIC)
+    leader = agreed_leader(cluster)
     cluster.brokers[leader].kill()
     wait_until(lambda: other_leader(cluster, leader), f"a new leader after SIGKILL of {leader}")
     cluster.brokers[leader].restart()
 
 
 def pause_leader(cluster, producer, rng) -> None:
-    leader = leader_of(cluster, TOPIC)
+    leader = agreed_leader(cluster)
     cluster.brokers[leader].pause()
     try:
         # A new leader is elected only once the paused one's session has expired.
@@ -65,7 +75,7 @@ def pause_leader(cluster, producer, rng) -> None:
 
 
 def restart_follower(cluster, producer, rng) -> None:
-    leader = leader_of(cluster, TOPIC)
+    leader = agreed_leader(cluster)
     follower = rng.choice(sorted(broker for broker in cluster.brokers if broker != leader))
     cluster.brokers[follower].stop()
     wait_until(lambda: follower not in (isr_of(cluster, TOPIC) or (follower,)), f"follower {follower} to leave the ISR")
@@ -80,7 +90,7 @@ def restart_coordination(cluster, producer, rng) -> None:
 
 
 def terminate_leader(cluster, producer, rng) -> None:
-    leader = leader_of(cluster, TOPIC)
+    leader = agreed_leader(cluster)
     assert cluster.brokers[leader].stop() == 0
     wait_until(lambda: other_leader(cluster, leader), f"a new leader after controlled shutdown of {leader}")
     cluster.brokers[leader].restart()
