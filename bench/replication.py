@@ -1,6 +1,6 @@
 """Replication costs and failover, on this machine: three brokers over ZooKeeper or etcd.
 
-    .venv/bin/python bench/replication.py [--records N] [--store zk|etcd|both]
+    .venv/bin/python bench/replication.py [--records N] [--store zk|etcd|both] [--session-timeout-ms MS]
 
 Prints (never asserts):
 - produce throughput with `replog perf produce`, 1 KB records: RF=1 acks=1 against RF=3
@@ -12,7 +12,12 @@ Prints (never asserts):
   the kill to the first acknowledgement from the new leader, and the longest gap between
   consecutive acknowledgements around the kill (the partition's unavailability), with the
   session timeout used;
-- controlled shutdown: the same with SIGTERM instead of SIGKILL.
+- controlled shutdown: the same with SIGTERM instead of SIGKILL;
+- a follower stopped (SIGKILL, then SIGTERM): the longest gap between acknowledgements around
+  the signal, which is how long acks=all waited for the follower to leave the ISR.
+
+`--session-timeout-ms` sets coord.session.timeout.ms (default 4000; the broker's own default is
+18000), replica.lag.time.max.ms keeps the broker's default (30000).
 
 The producer keeps librdkafka's defaults for finding a new leader (retry.backoff.ms 100,
 retry.backoff.max.ms 1000, metadata refreshed at once on NOT_LEADER_OR_FOLLOWER or a lost
@@ -41,7 +46,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from tests.broker_process import BrokerProcess  # noqa: E402
 from tests.conftest import ServerProcess  # noqa: E402
 
-SESSION_TIMEOUT_MS = 4000
+SESSION_TIMEOUT_MS = 4000  # the default of --session-timeout-ms
 SEND_INTERVAL_S = 0.005
 FAILOVER_WAIT_S = 60
 # Record values telling whether a record was sent before or after the signal: only an
@@ -49,10 +54,10 @@ FAILOVER_WAIT_S = 60
 BEFORE_STOP, AFTER_STOP = b"b", b"a"
 
 
-def start_cluster(coord_url: str, base: pathlib.Path) -> dict[int, BrokerProcess]:
+def start_cluster(coord_url: str, base: pathlib.Path, session_timeout_ms: int) -> dict[int, BrokerProcess]:
     brokers = {
         broker_id: BrokerProcess(base / f"broker-{broker_id}", coord_url=coord_url, extra_args=(
-            "--broker-id", str(broker_id), "--set", f"coord.session.timeout.ms={SESSION_TIMEOUT_MS}"))
+            "--broker-id", str(broker_id), "--set", f"coord.session.timeout.ms={session_timeout_ms}"))
         for broker_id in range(3)
     }
     for broker in brokers.values():
@@ -89,8 +94,8 @@ class Unavailability(NamedTuple):
     longest_gap_s: float  # between consecutive acknowledgements, from a second before the signal
 
 
-def unavailability(brokers: dict[int, BrokerProcess], topic: str, signum: int) -> Unavailability:
-    """Stop the partition's leader with `signum` under a steady acks=all producer."""
+def unavailability(brokers: dict[int, BrokerProcess], topic: str, signum: int, stop_leader: bool = True) -> Unavailability:
+    """Stop the partition's leader (or a follower) with `signum` under a steady acks=all producer."""
     admin = AdminClient({"bootstrap.servers": bootstrap(brokers)})
     deadline = time.monotonic() + FAILOVER_WAIT_S
     leader = -1
@@ -118,14 +123,15 @@ def unavailability(brokers: dict[int, BrokerProcess], topic: str, signum: int) -
     while not acknowledged_at and time.monotonic() < deadline:
         send_for(0.1, BEFORE_STOP)
     send_for(1.0, BEFORE_STOP)
+    stopped = leader if stop_leader else min(broker_id for broker_id in brokers if broker_id != leader)
     stopped_at = time.monotonic()
-    brokers[leader].process.send_signal(signum)  # not waiting for it to exit: the producer keeps going
+    brokers[stopped].process.send_signal(signum)  # not waiting for it to exit: the producer keeps going
     deadline = stopped_at + FAILOVER_WAIT_S
     while not acknowledged_sent_after_stop and time.monotonic() < deadline:
         send_for(0.1, AFTER_STOP)
     send_for(1.0, AFTER_STOP)  # and a second after the first acknowledgement past the stop
     producer.flush(10)
-    brokers[leader].stop()  # reap it
+    brokers[stopped].stop()  # reap it
     around = [moment for moment in acknowledged_at if moment > stopped_at - 1.0]
     gaps = [(later - earlier, later) for earlier, later in zip(around, around[1:])]
     if not gaps:
@@ -145,26 +151,29 @@ def throughput(store: str, admin: AdminClient, servers: str, records: int) -> No
         print(f"[{store}] RF=3 acks=all {label} / RF=1 acks=1: {rate(replicated) / rate(single):.0%} of the records/sec")
 
 
-def measure(store: str, records: int) -> None:
+def measure(store: str, records: int, session_timeout_ms: int) -> None:
     with tempfile.TemporaryDirectory(prefix="replog-bench-repl-") as scratch:
         server = ServerProcess("zookeeper" if store == "zk" else "etcd", pathlib.Path(scratch) / store)
         server.start()
         address = server.address
         try:
             for stop_name, signum in (("SIGKILL", signal.SIGKILL), ("SIGTERM (controlled shutdown)", signal.SIGTERM)):
-                brokers = start_cluster(f"{store}://{address}/bench-{uuid.uuid4().hex[:8]}", pathlib.Path(scratch) / stop_name[:4])
-                try:
-                    admin = AdminClient({"bootstrap.servers": bootstrap(brokers)})
-                    if signum == signal.SIGKILL:
-                        throughput(store, admin, bootstrap(brokers), records)
-                    create(admin, "failover", 3)
-                    found = unavailability(brokers, "failover", signum)
-                    print(f"[{store}] {stop_name} of the leader: first acks=all acknowledgement from the new leader "
-                          f"{found.recovered_after_s:.2f} s after the signal, longest gap between acknowledgements {found.longest_gap_s:.2f} s "
-                          f"(session timeout {SESSION_TIMEOUT_MS / 1000:.1f} s)")
-                finally:
-                    for broker in brokers.values():
-                        broker.stop()
+                for role in ("leader", "follower"):
+                    base = pathlib.Path(scratch) / f"{stop_name[:4]}-{role}"
+                    brokers = start_cluster(f"{store}://{address}/bench-{uuid.uuid4().hex[:8]}", base, session_timeout_ms)
+                    try:
+                        admin = AdminClient({"bootstrap.servers": bootstrap(brokers)})
+                        if signum == signal.SIGKILL and role == "leader":
+                            throughput(store, admin, bootstrap(brokers), records)
+                        create(admin, "failover", 3)
+                        found = unavailability(brokers, "failover", signum, stop_leader=role == "leader")
+                        first = (f"first acks=all acknowledgement from the new leader {found.recovered_after_s:.2f} s after "
+                                 f"the signal, " if role == "leader" else "")
+                        print(f"[{store}] {stop_name} of a {role}: {first}longest gap between acknowledgements "
+                              f"{found.longest_gap_s:.2f} s (session timeout {session_timeout_ms / 1000:.1f} s)")
+                    finally:
+                        for broker in brokers.values():
+                            broker.stop()
         finally:
             server.stop()
 
@@ -173,9 +182,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--store", choices=["zk", "etcd", "both"], default="both")
+    parser.add_argument("--session-timeout-ms", type=int, default=SESSION_TIMEOUT_MS)
     args = parser.parse_args()
     for store in (["zk", "etcd"] if args.store == "both" else [args.store]):
-        measure(store, args.records)
+        measure(store, args.records, args.session_timeout_ms)
 
 
 if __name__ == "__main__":
