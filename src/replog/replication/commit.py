@@ -3,9 +3,8 @@ within KeepInSyncTime (`replica.lag.time.max.ms`) move from ISR to CUR, and back
 of theirs at this leader's epoch reaches the high watermark and this epoch's start offset
 (Partition.followers_ready_to_join; the fetch wakes the upkeep, which writes at once). A member
 that fetches from below the HW came back without records, and one whose registration went is
-dead or stopping: both move out at once. The commit
-queue itself, which answers acks=all as the HW passes, lives in Partition; a shrink is what lets
-it advance past a dead follower.
+dead or stopping: both move out at once. The commit queue itself, which answers acks=all as the
+HW passes, lives in Partition; a shrink is what lets it advance past a dead follower.
 
 Fencing: every ISR change is written to the store in one transaction that checks the version
 of the leader node this leader created when it was elected and compare-and-sets the ISR node
@@ -139,18 +138,17 @@ class IsrMaintainer:
         acknowledged anything they lack in the meantime."""
         partition = self._partition
         now_ms = self._clock_ms()
+        # A follower whose registration went is dead (its session ended) or stopping (a
+        # controlled shutdown deregisters first): out now, as Kafka's controller takes a failed
+        # broker out of every ISR, not after replica.lag.time.max.ms of held acks=all. It joins
+        # again by a fetch of its next life, once registered.
         registered = self._registered_brokers()
-        if registered is not None:
-            partition.forget_fetches(broker for broker in partition.assigned_replicas if broker not in registered)
-        lagging = partition.out_of_sync_replicas(now_ms, self._lag_ms)
-        joining = partition.followers_ready_to_join(now_ms, self._lag_ms)
-        if registered is not None:
-            # A follower whose registration went is dead (its session ended) or stopping (a
-            # controlled shutdown deregisters first): out now, as Kafka's controller takes a
-            # failed broker out of every ISR, not after replica.lag.time.max.ms of held acks=all.
-            # It joins again by a fetch of its next life, once registered.
-            lagging |= {member for member in partition.isr if member != partition.local_broker_id and member not in registered}
-            joining = frozenset(follower for follower in joining if follower in registered)
+        departed = frozenset() if registered is None else frozenset(
+            broker for broker in partition.isr.union(partition.assigned_replicas)
+            if broker != partition.local_broker_id and broker not in registered)
+        partition.forget_fetches(departed)
+        lagging = partition.out_of_sync_replicas(now_ms, self._lag_ms) | (partition.isr & departed)
+        joining = partition.followers_ready_to_join(now_ms, self._lag_ms) - departed
         new_isr = (partition.isr - lagging) | joining
         if new_isr == partition.isr and not partition.joining_isr:
             return True
