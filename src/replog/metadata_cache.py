@@ -6,8 +6,10 @@ and ISR from `/brokers/topics/...`. One task per watched node applies each chang
 the view may lag the store by one notification, exactly as Kafka's metadata cache lags its
 controller, and clients recover the same way (they retry on NOT_LEADER_OR_FOLLOWER).
 
-Watches: /brokers/ids (children), /brokers/topics (children), per topic its partitions
-(children), per partition its replicas, leader and ISR (data).
+Watches: /brokers/ids (children), /brokers/topics (children), /admin/delete_topics (children),
+per topic its partitions (children), per partition its replicas, leader and ISR (data). A topic
+marked for deletion is out of the view, as in Kafka's metadata cache: its partitions count as
+gone (replication/topic_deletion.py).
 
 The broker hears of every change of assignment the cache sees (`on_assignment_changed`): a
 partition's replicas node changed (appeared with it included), or the partition vanished with
@@ -45,7 +47,7 @@ class MetadataCache:
         self._store = store
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, dict[int, PartitionView]] = {}
-        self._followers: dict[str, list[asyncio.Task]] = {}  # "brokers" | "topics" | "topic:<t>" | "topic:<t>:<p>"
+        self._followers: dict[str, list[asyncio.Task]] = {}  # "brokers" | "topics" | "deletions" | "topic:<t>" | "topic:<t>:<p>"
         self._changed = asyncio.Event()
         # The broker's hook: the partitions of a topic whose assignment may have changed.
         self.on_assignment_changed: Callable[[str, list[int]], Awaitable[None]] | None = None
@@ -53,9 +55,13 @@ class MetadataCache:
         # follower whose registration went, on_brokers_changed.
         self.registered: frozenset[int] | None = None
         self.on_brokers_changed: Callable[[], None] | None = None
+        self._topic_names: frozenset[str] = frozenset()
+        self._being_deleted: frozenset[str] = frozenset()
+        self._applying_topics = asyncio.Lock()  # two watches feed it; one topic, one follower
 
     async def start(self) -> None:
         await self._follow("brokers", await self._store.watch_children(paths.BROKER_IDS), self._apply_broker_ids)
+        await self._follow("deletions", await self._store.watch_children(paths.TOPIC_DELETIONS), self._apply_deletions)
         await self._follow("topics", await self._store.watch_children(paths.TOPICS), self._apply_topic_names)
 
     async def close(self) -> None:
@@ -133,13 +139,24 @@ class MetadataCache:
                 self.on_brokers_changed()
 
     async def _apply_topic_names(self, names: tuple[str, ...]) -> None:
-        added, removed = set(names) - set(self.topics), set(self.topics) - set(names)
-        for topic in removed:
-            await self._forget(f"topic:{topic}")
-            await self._assignment_changed(topic, sorted(self.topics.pop(topic, {})))
-        for topic in added:
-            self.topics[topic] = {}
-            await self._follow(f"topic:{topic}", await self._store.watch_children(paths.topic(topic)), self._partitions_applier(topic))
+        self._topic_names = frozenset(names)
+        await self._apply_visible_topics()
+
+    async def _apply_deletions(self, names: tuple[str, ...]) -> None:
+        self._being_deleted = frozenset(names)
+        await self._apply_visible_topics()
+
+    async def _apply_visible_topics(self) -> None:
+        async with self._applying_topics:
+            visible = self._topic_names - self._being_deleted
+            added, removed = visible - set(self.topics), set(self.topics) - visible
+            for topic in removed:
+                await self._forget(f"topic:{topic}")
+                await self._assignment_changed(topic, sorted(self.topics.pop(topic, {})))
+            for topic in added:
+                self.topics[topic] = {}
+                await self._follow(f"topic:{topic}", await self._store.watch_children(paths.topic(topic)),
+                                   self._partitions_applier(topic))
 
     def _partitions_applier(self, topic: str) -> Callable[[tuple[str, ...]], Awaitable[None]]:
         async def apply(names: tuple[str, ...]) -> None:

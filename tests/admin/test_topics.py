@@ -31,7 +31,8 @@ from replog.admin import (
 from replog.config import load_broker_config
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment, StateChangeRequest, TopicConfig
-from replog.replication.state_changes import CLOSE_REPLICA, FROM_ADMIN, START_REPLICA
+from replog.replication.state_changes import CLOSE_REPLICA, FROM_ADMIN, START_REPLICA, send_state_change
+from tests.polling import eventually
 from tests.recording_listener import recording_listener
 
 
@@ -290,6 +291,53 @@ async def test_delete_removes_partitions_leader_state_config_and_reassignment(co
     for path in (paths.topic("doomed"), paths.topic_config("doomed"), paths.reassigned_topic("doomed")):
         assert await admin.exists(path) is None, path
     assert await stored_replicas(admin, "kept")
+
+
+async def test_a_deletion_completes_only_once_every_replica_closed_and_hides_the_topic_meanwhile(store, register_brokers):
+    await register_brokers({2: None})
+    await create_topic(store, "doomed", None, None, replica_assignment={0: [1, 2]})  # broker 1 is down
+    # Broker 1 registered but does not consume its queue: paused, say, with the topic's
+    # leadership still in its memory.
+    await store.create(paths.broker(1), BrokerRegistration("127.0.0.1", 9093).encode(), ephemeral=True)
+    late = StateChangeLimits(timeout_s=0.3)
+
+    with pytest.raises(RequestTimedOut, match=r"brokers \[1\] did not consume.*marked for deletion") as caught:
+        await delete_topic(store, "doomed", limits=late)
+    assert caught.value.code == 7
+    assert await store.exists(paths.replicas("doomed", 0)) is not None  # its nodes stay until broker 1 closed it
+    assert await list_topics(store) == []
+    with pytest.raises(TopicAlreadyExists, match=r"'doomed' is marked for deletion.* brokers \[1\] consume"):
+        await create_topic(store, "doomed", 1, 1, limits=late)
+    for command in (lambda: describe_topic(store, "doomed"), lambda: create_partitions(store, "doomed", 2, limits=late)):
+        with pytest.raises(UnknownTopicOrPartition, match="marked for deletion"):
+            await command()
+    with pytest.raises(RequestTimedOut):  # a second delete waits again; it sends nothing new
+        await delete_topic(store, "doomed", limits=late)
+    assert len(await store.children(paths.state_queue(1))) == 2  # the start-replica and one close-replica
+
+    listener, consumed = await recording_listener(store, 1)  # broker 1 resumes
+    try:
+        async def gone() -> bool:
+            return await store.exists(paths.topic("doomed")) is None and await store.exists(paths.topic_deletion("doomed")) is None
+
+        await eventually(gone, 10, "the deletion completed by broker 1's listener")
+    finally:
+        await listener.close()
+    assert requests_of(consumed) == [(START_REPLICA, "doomed", 0), (CLOSE_REPLICA, "doomed", 0)]
+    assert await create_topic(store, "doomed", None, None, replica_assignment={0: [2]}) == {0: [2]}
+
+
+async def test_a_close_replica_of_a_failed_creation_attempt_does_not_close_the_partition_created_since(store, register_brokers):
+    await register_brokers({1: None})
+    await create_topic(store, "orders", None, None, replica_assignment={0: [1]})
+    # What cleanFailedTopicCreationAttempt sent, reaching a broker that is behind only now.
+    await send_state_change(store, CLOSE_REPLICA, 1, "orders", 0, FROM_ADMIN, FROM_ADMIN, queue_max_requests=100)
+
+    async def consumed() -> bool:
+        return await store.children(paths.state_queue(1)) == []
+
+    await eventually(consumed, 10, "broker 1 to consume its queue")
+    assert requests_of(register_brokers.consumed[1]) == [(START_REPLICA, "orders", 0)]
 
 
 async def test_delete_of_an_unknown_topic_is_refused(store):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from replog.coord_backends import paths
-from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment
+from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment, TopicDeletion
 from replog.metadata_cache import NO_LEADER, MetadataCache, PartitionView
 
 WAIT_S = 10
@@ -54,11 +54,9 @@ async def test_wait_for_gives_up_at_its_deadline(store):
         await cache.close()
 
 
-async def test_the_broker_hears_of_every_change_of_assignment(connect):
-    admin, broker_side = await connect(), await connect()
-    await admin.create(paths.BROKER_IDS, b"", make_parents=True)
-    await admin.create(paths.replicas("orders", 0), ReplicaAssignment((1, 2)).encode(), make_parents=True)
-    cache = MetadataCache(broker_side)
+async def started_cache_hearing_assignments(store) -> tuple[MetadataCache, list[tuple[str, list[int]]]]:
+    """A started cache, and the assignment changes it reports to the broker, in order."""
+    cache = MetadataCache(store)
     heard: list[tuple[str, list[int]]] = []
 
     async def record(topic: str, partitions: list[int]) -> None:
@@ -66,6 +64,14 @@ async def test_the_broker_hears_of_every_change_of_assignment(connect):
 
     cache.on_assignment_changed = record
     await cache.start()
+    return cache, heard
+
+
+async def test_the_broker_hears_of_every_change_of_assignment(connect):
+    admin, broker_side = await connect(), await connect()
+    await admin.create(paths.BROKER_IDS, b"", make_parents=True)
+    await admin.create(paths.replicas("orders", 0), ReplicaAssignment((1, 2)).encode(), make_parents=True)
+    cache, heard = await started_cache_hearing_assignments(broker_side)
     try:
         assert heard == [("orders", [0])]  # before start() returns: the broker's startReplica
 
@@ -81,6 +87,23 @@ async def test_the_broker_hears_of_every_change_of_assignment(connect):
         await hears(("orders", [1]))
         await admin.delete(paths.topic("orders"), recursive=True)
         await hears(("orders", [0]))
+    finally:
+        await cache.close()
+
+
+async def test_a_topic_marked_for_deletion_leaves_the_view_and_its_partitions_count_as_gone(connect):
+    admin, broker_side = await connect(), await connect()
+    await admin.create(paths.BROKER_IDS, b"", make_parents=True)
+    await admin.create(paths.replicas("doomed", 0), ReplicaAssignment((1, 2)).encode(), make_parents=True)
+    await admin.create(paths.replicas("kept", 0), ReplicaAssignment((1,)).encode(), make_parents=True)
+    cache, heard = await started_cache_hearing_assignments(broker_side)
+    try:
+        assert set(cache.topics) == {"doomed", "kept"}
+        heard.clear()
+        await admin.create(paths.topic_deletion("doomed"), TopicDeletion({"1": ["0000000003"]}).encode(), make_parents=True)
+        assert await cache.wait_for(lambda: "doomed" not in cache.topics, WAIT_S)
+        assert await cache.wait_for(lambda: heard == [("doomed", [0])], WAIT_S), heard
+        assert set(cache.topics) == {"kept"}
     finally:
         await cache.close()
 

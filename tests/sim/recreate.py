@@ -1,14 +1,15 @@
 """The nemesis's topic delete and create again, through replog's own admin commands
 (admin/topics.py) on the observer's store client, as `replog topics delete` then `create` run.
 
-Delete: a close-replica to every assigned broker through its state-change queue, a wait of at
-most ADMIN_TIMEOUT_S for the registered brokers to consume theirs, then the topic's nodes go
-whether or not they did: a broker crashed, paused or cut off from the store keeps its requests
-queued and acts on them when it runs again (it drains its queue at start-up before it opens any
-replica). Create: the same name, an explicit assignment and the topic's overrides. A create whose
-registered brokers did not consume their start-replicas in time fails with REQUEST_TIMED_OUT and
-leaves its partitions staged; the admin tries again after a pause, as an operator would, and the
-next attempt closes what the failed one staged before it stages its own.
+Delete: the topic is marked for deletion and a close-replica goes to every assigned broker
+through its state-change queue; the delete waits at most ADMIN_TIMEOUT_S for the registered
+brokers to consume theirs, and the topic's nodes go once every broker did, whoever sees it last
+(replication/topic_deletion.py): a broker crashed, paused or cut off from the store acts on its
+requests when it runs again. Create: the same name, an explicit assignment and the topic's
+overrides. A create refused because the name is still being deleted, or whose registered
+brokers did not consume their start-replicas in time (REQUEST_TIMED_OUT, its partitions left
+staged), is tried again after a pause, as an operator would; the next attempt closes what a
+failed one staged before it stages its own.
 """
 
 from __future__ import annotations
@@ -40,6 +41,6 @@ async def recreate_topic(store: Store, topic: str, assignment: Mapping[int, Sequ
         try:
             await admin.create_topic(store, topic, None, None, overrides, replica_assignment=assignment, limits=limits)
             return
-        except admin.RequestTimedOut as late:
-            note(f"recreate: {late.message}")
+        except (admin.RequestTimedOut, admin.TopicAlreadyExists) as refused:  # the latter: still being deleted
+            note(f"recreate: {refused.message}")
         await asyncio.sleep(CREATE_RETRY_PAUSE_S)

@@ -7,8 +7,7 @@ comes from one `random.Random(seed)`: the delays of store operations and message
 fail or lose their replies, which messages drop, and the nemesis's faults: topic settings
 altered (min.insync.replicas, segment.bytes, through the brokers' own config watches), the
 topic deleted and created again (recreate.py, through the brokers' state-change queues and
-metadata caches; at most RECREATES_MAX times a schedule, so that most of it replicates; only
-with REPLOG_SIM_TOPIC_RECREATE=1, see FAULTS), flaky
+metadata caches; at most RECREATES_MAX times a schedule, so that most of it replicates), flaky
 store clients, cut links, isolated brokers, suspended and expired sessions, pauses (SIGSTOP, past the session
 timeout or not), crashes (SIGKILL) and restarts, and power losses: a crash of the broker's machine,
 whose files lose what was not flushed (disk.py) and which restarts with a new boot id. A producer appends numbered records with
@@ -31,7 +30,6 @@ import asyncio
 import dataclasses
 import functools
 import logging
-import os
 import pathlib
 import random
 import shutil
@@ -73,12 +71,8 @@ PRODUCE_TIMEOUT_MS = 3_000
 POLL_S = 0.1
 FAULT_GAP_S = (0.1, 1.5)
 LIVELOCK_STEPS = 50_000  # a healthy schedule never spins this long at one instant
-FAULTS = ("alter_config", "flaky_store", "cut_link", "isolate", "suspend", "expire", "pause", "crash", "power_loss")
-# Off until partitions carry a topic id (issue 11's note): a broker behind cannot yet tell a
-# deleted topic's queued requests and leaderships from its namesake's, and some seeds fail (3 of
-# seeds 0-299, e.g. 37, 112, 199). REPLOG_SIM_TOPIC_RECREATE=1 runs them, to work on that.
-if os.environ.get("REPLOG_SIM_TOPIC_RECREATE") == "1":
-    FAULTS = (*FAULTS, "recreate_topic")
+FAULTS = ("alter_config", "flaky_store", "cut_link", "isolate", "suspend", "expire", "pause", "crash", "power_loss",
+          "recreate_topic")
 RECREATES_MAX = 2
 
 

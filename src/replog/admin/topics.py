@@ -9,6 +9,7 @@ in their state-change queues (replication/state_changes.py). Nodes written (path
     /brokers/partitions_reassigned/[topic]/[partition] ReplicaAssignment of a partition being added
     /config/topics/[topic]                             TopicConfig: the topic's overrides, as text
     /admin/topic_changes/[topic]                       held (ephemeral) while partitions are added
+    /admin/delete_topics/[topic]                       TopicDeletion: the topic is being deleted
 
 Adding partitions (create, grow) is the seed's addPartition, for all new partitions at once so
 that a reader never sees half a topic: take the topic's change marker, clean a failed earlier
@@ -19,8 +20,11 @@ that is not registered drains its queue when it starts), then one transaction cr
 partitions and removes the staging. A wait that runs out fails with REQUEST_TIMED_OUT naming the
 brokers, and leaves the staging for the next create to clean.
 
-Deleting a topic sends close-replica to every assigned broker, down or not, waits for the
-registered ones, and removes the topic in one transaction.
+Deleting a topic marks it for deletion, sends close-replica to every assigned broker, down or
+not, and removes the topic's nodes once every one of them consumed its request
+(replication/topic_deletion.py says why not sooner, and who finishes it). A marked topic is
+hidden from listings and metadata, unknown to every command but delete, and its name refused to
+create until the deletion completes, as Kafka's "marked for deletion".
 
 A transaction that conflicts with a concurrent writer (NodeExists, NoNode, BadVersion,
 NotEmpty) is re-planned from a fresh read, at most CONFLICT_ATTEMPTS_MAX times; the fresh read
@@ -32,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
@@ -57,6 +62,7 @@ from replog.coord_backends.paths import (
     ReplicaAssignment,
     TopicChangeInProgress,
     TopicConfig,
+    TopicDeletion,
 )
 from replog.replication.hosted import read_replicas
 from replog.replication.state_changes import (
@@ -67,6 +73,7 @@ from replog.replication.state_changes import (
     send_state_change,
     wait_till_state_change_requests_consumed,
 )
+from replog.replication.topic_deletion import finish_topic_deletion, pending_close_replicas
 
 from .assignment import BrokerRack, assign_replicas, check_assignment
 from .errors import (
@@ -80,6 +87,8 @@ from .errors import (
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
+
+logger = logging.getLogger(__name__)
 
 TOPIC_NAME_LENGTH_MAX = 249  # Kafka's: a partition directory "<topic>-<partition>" must fit in 255 bytes
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
@@ -152,15 +161,20 @@ async def live_brokers(store: Store) -> list[BrokerRack]:
 
 
 async def list_topics(store: Store) -> list[str]:
-    return await _children_or_none(store, paths.TOPICS)
+    """The topics, but those marked for deletion."""
+    marked = set(await _children_or_none(store, paths.TOPIC_DELETIONS))
+    return [topic for topic in await _children_or_none(store, paths.TOPICS) if topic not in marked]
 
 
 async def _partition_ids(store: Store, name: str) -> list[int]:
     validate_topic_name(name)
     try:
-        return sorted(int(child) for child in await store.children(paths.topic(name)))
+        partition_ids = sorted(int(child) for child in await store.children(paths.topic(name)))
     except NoNode:
         raise UnknownTopicOrPartition(f"topic {name!r} does not exist") from None
+    if await store.exists(paths.topic_deletion(name)) is not None:
+        raise UnknownTopicOrPartition(f"topic {name!r} is marked for deletion")
+    return partition_ids
 
 
 def _topic_config_errors(name: str, configs: Mapping[str, str]) -> None:
@@ -357,6 +371,8 @@ async def create_topic(
     assignment = await _plan_assignment(store, name, partitions, replication_factor, replica_assignment)
 
     async def refuse_existing() -> None:
+        if not await finish_topic_deletion(store, name):
+            raise TopicAlreadyExists(f"topic {name!r} is marked for deletion; {await _deletion_waits_for(store, name)}")
         existing = await list_topics(store)
         if name in existing:
             raise TopicAlreadyExists(f"topic {name!r} already exists")
@@ -389,59 +405,56 @@ async def create_topic(
     return await _retrying(lambda: _changing_topic(store, name, "create", limits, create))
 
 
-async def _subtree(store: Store, path: str) -> list[str]:
-    """`path` and everything below it, deepest first (the order a transaction can delete them)."""
-    below = []
-    for child in await _children_or_none(store, path):
-        below.extend(await _subtree(store, f"{path}/{child}"))
-    return [*below, path]
-
-
 async def delete_topic(store: Store, name: str, *, limits: StateChangeLimits = StateChangeLimits()) -> None:
-    """deleteTopic: close-replica to every broker holding a replica (of the topic's partitions
-    and of any staged for it), down or not; wait for the registered ones; then remove the
-    partitions (replicas, leader, ISR, epoch nodes), the config and any staging, in one
-    transaction.
+    """deleteTopic: mark the topic for deletion and send close-replica to every broker holding a
+    replica (of its partitions and of any staged for it), down or not, then wait for the
+    registered ones and remove the topic once all consumed theirs (topic_deletion.py).
 
     The seed's deletePartition has each partition's leader send the close-replicas, prompted by
     an empty reassignment; the admin sends them itself here, which also reaches partitions that
-    have no leader. A broker that was down acts on its close-replica when it starts, before it
-    opens any replica. When the registered brokers do not all consume in time the topic is
-    removed all the same (their requests stay queued, so they delete their logs when they get
-    to them) and the call fails with REQUEST_TIMED_OUT naming them, as Kafka's DeleteTopics
-    times out while the deletion goes on.
+    have no leader. A delete of a topic already marked sends nothing again: it waits, and
+    finishes the deletion if it can.
+
+    Returns once the topic is gone, or is marked and only brokers that are not registered still
+    have to consume their requests (they do when they start, before opening any replica, and
+    the last of them removes the topic), as Kafka's DeleteTopics returns while a replica's
+    broker is offline. Fails with REQUEST_TIMED_OUT naming the registered brokers that did not
+    consume theirs within the timeout; the topic stays marked, and goes when they do.
     """
     validate_topic_name(name)
     if await store.exists(paths.topic(name)) is None:
         raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
-    assignment = await _staged(store, name)
-    for partition_id in await _partition_ids(store, name):
-        replicas = await read_replicas(store, paths.replicas(name, partition_id))
-        if replicas is not None:
-            assignment[partition_id] = sorted({*assignment.get(partition_id, ()), *replicas})
-    sent = await _send_to_replicas(store, CLOSE_REPLICA, name, assignment, limits)
-    late: RequestTimedOut | None = None
-    try:
-        await _wait_for_registered(store, name, sent, limits,
-                                   "the topic is deleted; they delete their replicas when they reach the requests")
-    except RequestTimedOut as error:
-        late = error
-    await _retrying(lambda: _remove_topic_nodes(store, name))
-    if late is not None:
-        raise late
+    sent = await _retrying(lambda: _changing_topic(store, name, "delete", limits, lambda: _mark_for_deletion(store, name, limits)))
+    if sent:
+        await _wait_for_registered(store, name, sent, limits, "the topic is marked for deletion, which completes when they do")
+    if not await finish_topic_deletion(store, name):
+        logger.info("topic marked for deletion topic=%s %s", name, await _deletion_waits_for(store, name))
 
 
-async def _remove_topic_nodes(store: Store, name: str) -> None:
+async def _mark_for_deletion(store: Store, name: str, limits: StateChangeLimits) -> dict[int, list[str]]:
+    """Send the close-replicas and record them in the topic's deletion mark, in that order: a
+    mark names every request it waits for. Returns the requests, by broker (those already sent
+    when the topic was marked before)."""
     if await store.exists(paths.topic(name)) is None:
         raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
-    doomed = await _subtree(store, paths.topic(name))
-    for optional in (paths.reassigned_topic(name), paths.topic_config(name)):
-        if await store.exists(optional) is not None:
-            doomed += await _subtree(store, optional)
-    transaction = store.transaction()
-    for path in doomed:
-        transaction.delete(path)
-    await transaction.commit()
+    pending = await pending_close_replicas(store, name)
+    if pending is not None:
+        return pending
+    assignment = await _staged(store, name)
+    for partition_id in await _children_or_none(store, paths.topic(name)):
+        replicas = await read_replicas(store, paths.replicas(name, int(partition_id)))
+        if replicas is not None:
+            assignment[int(partition_id)] = sorted({*assignment.get(int(partition_id), ()), *replicas})
+    sent = await _send_to_replicas(store, CLOSE_REPLICA, name, assignment, limits)
+    await _ensure_exists(store, paths.TOPIC_DELETIONS)
+    await store.create(paths.topic_deletion(name),
+                       TopicDeletion({str(broker): names for broker, names in sent.items()}).encode())
+    return sent
+
+
+async def _deletion_waits_for(store: Store, name: str) -> str:
+    pending = await pending_close_replicas(store, name) or {}
+    return f"the deletion completes when brokers {sorted(pending)} consume their close-replica requests"
 
 
 async def create_partitions(

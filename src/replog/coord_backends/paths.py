@@ -13,6 +13,7 @@ configurable root:
     /brokers/state/[broker_id]/[seq]                    StateChangeRequest   (persistent queue)
     /config/topics/[topic]                              TopicConfig
     /admin/topic_changes/[topic]                        TopicChangeInProgress (ephemeral)
+    /admin/delete_topics/[topic]                        TopicDeletion        (removed with the topic)
     /cluster/id                                         ClusterId
     /latest_producer_id_block                           ProducerIdBlock      (Kafka's own path)
 
@@ -146,6 +147,15 @@ class TopicChangeInProgress(NodeValue):
 
 
 @dataclasses.dataclass(frozen=True)
+class TopicDeletion(NodeValue):
+    """A topic marked for deletion (Kafka's /admin/delete_topics): the close-replica requests
+    sent for it, by broker id (as text: a JSON key) to the request names in that broker's queue.
+    The topic's nodes go once every one of them is consumed."""
+
+    close_replicas: dict[str, list[str]]
+
+
+@dataclasses.dataclass(frozen=True)
 class TopicConfig(NodeValue):
     configs: dict[str, str]
 
@@ -172,6 +182,7 @@ PARTITIONS_REASSIGNED = "/brokers/partitions_reassigned"
 STATE_QUEUES = "/brokers/state"
 TOPIC_CONFIGS = "/config/topics"
 TOPIC_CHANGES = "/admin/topic_changes"
+TOPIC_DELETIONS = "/admin/delete_topics"
 CLUSTER_ID = "/cluster/id"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
@@ -227,3 +238,7 @@ def topic_config(name: str) -> str:
 
 def topic_change(name: str) -> str:
     return f"{TOPIC_CHANGES}/{name}"
+
+
+def topic_deletion(name: str) -> str:
+    return f"{TOPIC_DELETIONS}/{name}"

@@ -10,7 +10,8 @@ partition it reports after this broker consumed the partition's close-replica is
 one, still in the store for a moment, so a closed partition starts again only after a
 start-replica for it (a new topic of the same name). The cache reports a change once:
 partitions whose reconcile met a store error are reconciled again every
-RECONCILE_RETRY_PAUSE_S until one succeeds. A replica whose log may have lost unflushed writes in
+RECONCILE_RETRY_PAUSE_S until one succeeds. Partitions of a topic marked for deletion are
+stopped and never started (topic_deletion.py). A replica whose log may have lost unflushed writes in
 a machine restart leaves the ISR before its leadership starts (unclean_reboot.py).
 
 Each hosted topic's settings are followed here (topic_configs.py) and applied to its running
@@ -69,6 +70,7 @@ class HostedPartitions:
     async def reconcile(self, topic: str, partition_ids: list[int]) -> None:
         """Make this broker's leaderships of these partitions what the store assigns. Idempotent."""
         async with self._reconciling:
+            being_deleted = await self._store.exists(paths.topic_deletion(topic)) is not None
             for partition in partition_ids:  # bounded by the topic's partitions
                 key = (topic, partition)
                 assigned = await read_replicas(self._store, paths.replicas(topic, partition))
@@ -76,6 +78,12 @@ class HostedPartitions:
                     # Gone, or assigned elsewhere now: a leadership must not outlive its
                     # partition, nor an open replica lend its epoch and HW to a recreated one.
                     self._closed.discard(key)
+                    await self._stop_replica(key)
+                    continue
+                if being_deleted:
+                    # Not started again once closed (a broker restarted after its close-replica),
+                    # nor left running when the mark is seen before the close-replica, which
+                    # deletes the log.
                     await self._stop_replica(key)
                     continue
                 if key in self._closed or key in self.leaderships:

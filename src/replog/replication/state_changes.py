@@ -10,8 +10,9 @@ drains its queue at start-up, before it computes the replicas assigned to it.
 
 The listener on the broker processes requests strictly in sequence order, one at a time, and
 deletes each once it is done; a sender learns that a request was consumed when its node is
-gone. close-replica is acted on whatever its epoch (a broker that was down must still delete
-what was deleted meanwhile); start-replica is acted on only when the partition has no leader
+gone. After an admin's close-replica, the listener removes the topic if that was the last
+replica of a topic being deleted (topic_deletion.py). close-replica is acted on whatever its epoch (a broker that was down must still delete
+what was deleted meanwhile), but for an admin's that a later create of the partition overtook; start-replica is acted on only when the partition has no leader
 yet (a new topic or partition) or when its epoch is the partition's latest (the ISR's), so that
 a slow broker ignores a request queued by an earlier leader.
 
@@ -35,7 +36,8 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 
 from replog.coord_backends import CoordinationUnavailable, NoNode, SessionLost, Store, StoreError
 from replog.coord_backends import paths
-from replog.coord_backends.paths import InvalidNodeValue, IsrRecord, StateChangeRequest
+from replog.coord_backends.paths import InvalidNodeValue, IsrRecord, ReplicaAssignment, StateChangeRequest
+from replog.replication.topic_deletion import finish_topic_deletion
 
 logger = logging.getLogger("replog.state_change")
 
@@ -140,6 +142,22 @@ async def start_replica_is_current(store: Store, request: StateChangeRequest) ->
     return request.leader_epoch == latest, latest
 
 
+async def close_replica_is_overtaken(store: Store, request: StateChangeRequest, broker_id: int) -> bool:
+    """An admin's close-replica for a partition that exists, is assigned to this broker and whose
+    topic is not being deleted comes from a failed attempt to create it (cleanFailedTopicCreation-
+    Attempt closing what the attempt staged), overtaken by the attempt that created it: a broker
+    that is behind in its queue would otherwise delete a replica of the live partition, perhaps
+    one in its ISR. A deletion's close-replicas always find their topic marked: the mark goes only
+    once all are consumed (topic_deletion.py)."""
+    if request.from_broker != FROM_ADMIN:
+        return False
+    try:
+        assigned = ReplicaAssignment.decode((await store.get(paths.replicas(request.topic, request.partition)))[0])
+    except NoNode:
+        return False
+    return broker_id in assigned.replicas and await store.exists(paths.topic_deletion(request.topic)) is None
+
+
 async def wait_till_state_change_requests_consumed(
     store: Store, sent: Mapping[int, Collection[str]], timeout_s: float
 ) -> list[int]:
@@ -242,9 +260,15 @@ class StateChangeListener:
             await self._store.delete(path)
         except NoNode:
             pass
+        if request.kind == CLOSE_REPLICA and request.from_broker == FROM_ADMIN:
+            # Perhaps the last replica of a topic being deleted: its nodes can go now.
+            await finish_topic_deletion(self._store, request.topic)
 
     async def _act(self, request: StateChangeRequest) -> bool:
         if request.kind == CLOSE_REPLICA:
+            if await close_replica_is_overtaken(self._store, request, self._broker_id):
+                logger.info("ignored overtaken %s", describe(request, self._broker_id))
+                return False
             await self._close_replica(request)  # whatever the epoch: deletes reach a broker that was down
             return True
         current, latest = await start_replica_is_current(self._store, request)

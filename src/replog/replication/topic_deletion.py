@@ -1,0 +1,91 @@
+"""A deleted topic's nodes go only once every replica has closed: the seed's deleteTopic, whose
+deletePartition removes a partition's paths after waitTillStateChangeRequestConsumed, never
+before (and Kafka's TopicDeletionManager, which waits for every replica however long it is away).
+
+    /admin/delete_topics/[topic]  ->  TopicDeletion: the close-replica requests sent, by broker
+
+Why not remove the nodes at once and let the brokers that are behind catch up through their
+queues: a broker that is behind may still run the topic's leadership in memory (paused, cut off
+from the store, its session expired and not yet noticed). Its writes are compare-and-sets keyed
+by path and version, and the nodes of a topic created again under the same name start their
+versions at 0 again: the old leader's ISR write could land on the new topic's ISR, naming a
+replica that never had its records (simulator seed 37 with the recreate fault). A broker that
+has consumed its close-replica has stopped the partition and deleted its log, and does not
+start it again while the topic is marked (hosted.py), so once every request is consumed no
+broker holds anything of the old topic, and the name is free.
+
+Whoever sees the last request consumed removes the topic: the admin command that waits for
+them, the state-change listener of each broker right after it consumed an admin's close-replica
+(so a broker that was down finishes the deletion when it starts), and a later create or delete
+of the name. A broker that never comes back holds the deletion until it is removed from the
+cluster; until then, the topic is hidden (the admin's listing, the brokers' metadata) and its
+name refused to a create with "marked for deletion", as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from replog.coord_backends import BadVersion, NodeExists, NoNode, NotEmpty, Store
+from replog.coord_backends import paths
+from replog.coord_backends.paths import TopicDeletion
+
+logger = logging.getLogger(__name__)
+
+
+async def pending_close_replicas(store: Store, topic: str) -> dict[int, list[str]] | None:
+    """The close-replica requests of the topic's deletion not consumed yet, by broker; None when
+    the topic is not marked for deletion."""
+    try:
+        deletion = TopicDeletion.decode((await store.get(paths.topic_deletion(topic)))[0])
+    except NoNode:
+        return None
+    pending = {}
+    for broker, names in sorted(deletion.close_replicas.items()):  # bounded by the topic's replicas
+        try:
+            queued = set(await store.children(paths.state_queue(int(broker))))
+        except NoNode:
+            queued = set()
+        left = [name for name in names if name in queued]
+        if left:
+            pending[int(broker)] = left
+    return pending
+
+
+async def finish_topic_deletion(store: Store, topic: str) -> bool:
+    """Remove a topic marked for deletion, with its config, staging and mark, if every replica
+    consumed its close-replica. True when no deletion of it is pending any more."""
+    try:
+        _, marked_version = await store.get(paths.topic_deletion(topic))
+    except NoNode:
+        return True
+    if await pending_close_replicas(store, topic):
+        return False
+    doomed = []
+    for root in (paths.topic(topic), paths.reassigned_topic(topic), paths.topic_config(topic)):
+        doomed += await _subtree(store, root)
+    transaction = store.transaction()
+    for path in doomed:
+        transaction.delete(path)
+    transaction.delete(paths.topic_deletion(topic), marked_version)
+    try:
+        await transaction.commit()
+    except (NoNode, BadVersion, NotEmpty, NodeExists):
+        # Another finisher won, or a broker wrote under the topic between the listing and the
+        # commit (a leader node): whoever comes next finishes it.
+        return await store.exists(paths.topic_deletion(topic)) is None
+    logger.info("topic deleted topic=%s", topic)
+    return True
+
+
+async def _subtree(store: Store, path: str) -> list[str]:
+    """`path` and everything below it, deepest first (the order a transaction can delete them);
+    nothing if it does not exist."""
+    try:
+        children = await store.children(path)
+    except NoNode:
+        return []
+    below = []
+    for child in children:
+        below.extend(await _subtree(store, f"{path}/{child}"))
+    return [*below, path]
