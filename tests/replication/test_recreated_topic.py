@@ -16,7 +16,7 @@ from replog.coord_backends import paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import IsrRecord, LeaderRecord
 from replog.replica.partition import ReplicaState
-from replog.replication.topic_deletion import pending_close_replicas
+from replog.replication.topic_deletion import pending_close_replicas, read_deletion
 from tests.polling import eventually
 from tests.recording_listener import recording_listener
 
@@ -42,7 +42,7 @@ async def test_a_topic_deleted_while_a_replica_broker_was_down_goes_when_it_is_b
         assert await admin.list_topics(tool) == []
 
         async def only_broker_pending() -> bool:
-            return list(await pending_close_replicas(tool, TOPIC)) == [BROKER]
+            return list(await pending_close_replicas(tool, (await read_deletion(tool, TOPIC))[0])) == [BROKER]
 
         await eventually(only_broker_pending, WAIT_S, "the other replica's close-replica consumed")
         with pytest.raises(admin.TopicAlreadyExists, match=rf"marked for deletion.* brokers \[{BROKER}\] consume"):

@@ -73,7 +73,7 @@ from replog.replication.state_changes import (
     send_state_change,
     wait_till_state_change_requests_consumed,
 )
-from replog.replication.topic_deletion import finish_topic_deletion, pending_close_replicas
+from replog.replication.topic_deletion import finish_topic_deletion, pending_close_replicas, read_deletion
 
 from .assignment import BrokerRack, assign_replicas, check_assignment
 from .errors import (
@@ -432,28 +432,36 @@ async def delete_topic(store: Store, name: str, *, limits: StateChangeLimits = S
 
 
 async def _mark_for_deletion(store: Store, name: str, limits: StateChangeLimits) -> dict[int, list[str]]:
-    """Send the close-replicas and record them in the topic's deletion mark, in that order: a
-    mark names every request it waits for. Returns the requests, by broker (those already sent
-    when the topic was marked before)."""
+    """Mark the topic, send the close-replicas, and name them in the mark, in that order: a
+    broker consuming its request finds the topic marked (else it takes the request for a failed
+    creation's, state_changes.close_replica_is_overtaken), and the deletion completes only once
+    the mark names every request to wait for. Returns the requests not consumed yet, by broker
+    (of an earlier delete that named them, if there was one)."""
     if await store.exists(paths.topic(name)) is None:
         raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
-    pending = await pending_close_replicas(store, name)
-    if pending is not None:
-        return pending
+    marked = await read_deletion(store, name)
+    if marked is not None and marked[0].close_replicas is not None:
+        return await pending_close_replicas(store, marked[0])
+    if marked is None:
+        await _ensure_exists(store, paths.TOPIC_DELETIONS)
+        await store.create(paths.topic_deletion(name), TopicDeletion().encode())
+        marked = await read_deletion(store, name)
     assignment = await _staged(store, name)
     for partition_id in await _children_or_none(store, paths.topic(name)):
         replicas = await read_replicas(store, paths.replicas(name, int(partition_id)))
         if replicas is not None:
             assignment[int(partition_id)] = sorted({*assignment.get(int(partition_id), ()), *replicas})
     sent = await _send_to_replicas(store, CLOSE_REPLICA, name, assignment, limits)
-    await _ensure_exists(store, paths.TOPIC_DELETIONS)
-    await store.create(paths.topic_deletion(name),
-                       TopicDeletion({str(broker): names for broker, names in sent.items()}).encode())
+    named = TopicDeletion({str(broker): names for broker, names in sent.items()})
+    await store.set(paths.topic_deletion(name), named.encode(), marked[1])
     return sent
 
 
 async def _deletion_waits_for(store: Store, name: str) -> str:
-    pending = await pending_close_replicas(store, name) or {}
+    marked = await read_deletion(store, name)
+    if marked is None or marked[0].close_replicas is None:
+        return "its close-replica requests are being sent"
+    pending = await pending_close_replicas(store, marked[0])
     return f"the deletion completes when brokers {sorted(pending)} consume their close-replica requests"
 
 

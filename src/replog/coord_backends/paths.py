@@ -149,10 +149,11 @@ class TopicChangeInProgress(NodeValue):
 @dataclasses.dataclass(frozen=True)
 class TopicDeletion(NodeValue):
     """A topic marked for deletion (Kafka's /admin/delete_topics): the close-replica requests
-    sent for it, by broker id (as text: a JSON key) to the request names in that broker's queue.
-    The topic's nodes go once every one of them is consumed."""
+    sent for it, by broker id (as text: a JSON key) to the request names in that broker's queue;
+    None while they are being sent (the mark comes first, so that a broker consuming one finds
+    the topic marked). The topic's nodes go once every one of them is consumed."""
 
-    close_replicas: dict[str, list[str]]
+    close_replicas: dict[str, list[str]] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,15 +33,19 @@ from replog.coord_backends.paths import TopicDeletion
 logger = logging.getLogger(__name__)
 
 
-async def pending_close_replicas(store: Store, topic: str) -> dict[int, list[str]] | None:
-    """The close-replica requests of the topic's deletion not consumed yet, by broker; None when
-    the topic is not marked for deletion."""
+async def read_deletion(store: Store, topic: str) -> tuple[TopicDeletion, int] | None:
+    """The topic's deletion mark and its version; None when the topic is not marked."""
     try:
-        deletion = TopicDeletion.decode((await store.get(paths.topic_deletion(topic)))[0])
+        data, version = await store.get(paths.topic_deletion(topic))
     except NoNode:
         return None
+    return TopicDeletion.decode(data), version
+
+
+async def pending_close_replicas(store: Store, deletion: TopicDeletion) -> dict[int, list[str]]:
+    """The close-replica requests the deletion names that are not consumed yet, by broker."""
     pending = {}
-    for broker, names in sorted(deletion.close_replicas.items()):  # bounded by the topic's replicas
+    for broker, names in sorted((deletion.close_replicas or {}).items()):  # bounded by the topic's replicas
         try:
             queued = set(await store.children(paths.state_queue(int(broker))))
         except NoNode:
@@ -55,11 +59,11 @@ async def pending_close_replicas(store: Store, topic: str) -> dict[int, list[str
 async def finish_topic_deletion(store: Store, topic: str) -> bool:
     """Remove a topic marked for deletion, with its config, staging and mark, if every replica
     consumed its close-replica. True when no deletion of it is pending any more."""
-    try:
-        _, marked_version = await store.get(paths.topic_deletion(topic))
-    except NoNode:
+    marked = await read_deletion(store, topic)
+    if marked is None:
         return True
-    if await pending_close_replicas(store, topic):
+    deletion, marked_version = marked
+    if deletion.close_replicas is None or await pending_close_replicas(store, deletion):
         return False
     doomed = []
     for root in (paths.topic(topic), paths.reassigned_topic(topic), paths.topic_config(topic)):
