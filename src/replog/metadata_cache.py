@@ -32,6 +32,7 @@ from replog.coord_backends.paths import BrokerRegistration, InvalidNodeValue, Is
 logger = logging.getLogger(__name__)
 
 NO_LEADER = -1
+REGISTRATION_REREAD_PAUSE_S = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +48,7 @@ class MetadataCache:
         self._store = store
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, dict[int, PartitionView]] = {}
-        self._followers: dict[str, list[asyncio.Task]] = {}  # "brokers" | "topics" | "deletions" | "topic:<t>" | "topic:<t>:<p>"
+        self._followers: dict[str, list[asyncio.Task]] = {}  # "brokers" | "brokers-reread" | "topics" | "deletions" | "topic:<t>" | "topic:<t>:<p>"
         self._changed = asyncio.Event()
         # The broker's hook: the partitions of a topic whose assignment may have changed.
         self.on_assignment_changed: Callable[[str, list[int]], Awaitable[None]] | None = None
@@ -115,6 +116,20 @@ class MetadataCache:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _apply_broker_ids(self, names: tuple[str, ...]) -> None:
+        if not await self._read_registrations(names):
+            self._reread_registrations_later()
+        # Who is registered is the children's names: a registration that could not be read is
+        # still there, and a leader must not shrink out a live follower for a failed read.
+        registered = frozenset(int(name) for name in names if name.isdigit())
+        if registered != self.registered:
+            self.registered = registered
+            if self.on_brokers_changed is not None:
+                self.on_brokers_changed()
+
+    async def _read_registrations(self, names: tuple[str, ...]) -> bool:
+        """Read each registered broker's address; False if some could not be read (its last
+        one read is kept meanwhile)."""
+        readable = True
         brokers = {}
         for name in names:
             try:
@@ -127,16 +142,32 @@ class MetadataCache:
                 # Unreadable is not gone: a live broker must not vanish from metadata (and from
                 # its followers' connections) because one read failed.
                 logger.warning("broker registration unreadable, keeping the last one read name=%s error=%s", name, error)
+                readable = False
                 if broker_id in self.brokers:
                     brokers[broker_id] = self.brokers[broker_id]
         self.brokers = brokers
-        # Who is registered is the children's names: a registration that could not be read is
-        # still there, and a leader must not shrink out a live follower for a failed read.
-        registered = frozenset(int(name) for name in names if name.isdigit())
-        if registered != self.registered:
-            self.registered = registered
-            if self.on_brokers_changed is not None:
-                self.on_brokers_changed()
+        return readable
+
+    def _reread_registrations_later(self) -> None:
+        """Read the registrations again after a pause, until all are read: the watch reports
+        only the next change, and a broker registered while the store failed this one would
+        stay unknown (no address for its followers, nor for clients) until then."""
+        rereads = self._followers.setdefault("brokers-reread", [])
+        if rereads and not rereads[0].done():
+            return
+
+        async def reread() -> None:
+            while True:  # until every registration was read, or close() cancels it
+                await asyncio.sleep(REGISTRATION_REREAD_PAUSE_S)
+                try:
+                    names = tuple(await self._store.children(paths.BROKER_IDS))
+                except StoreError:
+                    continue
+                if await self._read_registrations(names):
+                    self._changed.set()
+                    return
+
+        rereads[:] = [asyncio.create_task(reread(), name="metadata-brokers-reread")]
 
     async def _apply_topic_names(self, names: tuple[str, ...]) -> None:
         self._topic_names = frozenset(names)

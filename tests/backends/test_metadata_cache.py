@@ -154,5 +154,9 @@ async def test_a_broker_registered_is_counted_even_before_its_registration_could
         await admin.create(paths.broker(1), BrokerRegistration("127.0.0.1", 9092, None).encode(), ephemeral=True)
         assert await cache.wait_for(lambda: cache.registered == frozenset({1}), WAIT_S)
         assert 1 not in cache.brokers  # no address known yet for clients
+        broker_side.get = type(broker_side).get.__get__(broker_side)  # the store answers again
+        # Read again without any further change of /brokers/ids (found by the simulator: a
+        # follower that never learned its restarted leader's address).
+        assert await cache.wait_for(lambda: 1 in cache.brokers, WAIT_S)
     finally:
         await cache.close()
