@@ -116,8 +116,9 @@ class Broker:
         self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"])
         self.hosted = HostedPartitions(LeadershipContext(
             self.broker_id, self.store, self.replicas, self.leader_connections, config, self.now_ms, self.metadata.changed,
-            lambda: self.metadata.registered,
+            lambda: self.metadata.registered, self.leader_connections.presumed_gone,
         ), config)
+        self.leader_connections.on_presumed_gone = self.hosted.broker_presumed_gone
         self.state_changes = StateChangeListener(self.store, self.broker_id, self.hosted.start_replica_requested,
                                                  self.hosted.close_replica_requested)
         # Set when a task the broker cannot run without ended: the broker must stop (see _follow_session).
@@ -325,6 +326,9 @@ class Broker:
     def unknown_partition_error(self, topic: str) -> int:
         """A partition this broker does not host: unknown, or led elsewhere."""
         return ErrorCode.not_leader_or_follower if topic in self.metadata.topics else ErrorCode.unknown_topic_or_partition
+
+    def follower_connection_lost(self, broker_id: int) -> None:
+        self.leader_connections.connection_failed(broker_id)
 
     async def topic_missing(self, name: str, allow_auto_create: bool) -> int:
         """The error a Metadata answer gives for a topic absent from the cache; auto-creates it

@@ -10,6 +10,7 @@ from tests.conftest import unique_root
 
 SESSION_TIMEOUT_MS = 4000
 REPLICA_LAG_TIME_MAX_MS = 2000  # short, so ISR changes happen within a test's patience
+LONG_SESSION_TIMEOUT_MS = 120_000
 
 
 class Cluster:
@@ -69,3 +70,11 @@ def private_cluster(request, tmp_path):
     at INFO, so that their "became leader ... epoch=" lines can be checked."""
     servers = {"zk": "private_zookeeper_server", "etcd": "private_etcd_server"}
     yield from _running_cluster(request, tmp_path, servers, ("--log-level", "INFO"))
+
+
+@pytest.fixture(params=["zk", "etcd"])
+def long_session_cluster(request, tmp_path):
+    """Sessions that outlast every wait of a test (WAIT_S): what happens there before a killed
+    broker's session expires happened without it."""
+    yield from _running_cluster(request, tmp_path, {"zk": "zookeeper_server", "etcd": "etcd_server"},
+                                ("--set", f"coord.session.timeout.ms={LONG_SESSION_TIMEOUT_MS}"))

@@ -47,7 +47,8 @@ class Leading:
 
 
 async def elect(tmp_path, *, alive: tuple[int, ...], replicas: tuple[int, ...] = (LEADER, FOLLOWER),
-                old_records: int = 0, checkpointed_hw: int = 0, registered: set[int] | None = None):
+                old_records: int = 0, checkpointed_hw: int = 0, registered: set[int] | None = None,
+                gone: set[int] | None = None):
     """LEADER elected; of the other replicas only those `alive` are in the ISR (the election
     keeps live members). `old_records` already in the log from an earlier epoch, with the HW
     checkpointed at `checkpointed_hw`, make a leader whose HW may lag its epoch's start offset."""
@@ -65,7 +66,8 @@ async def elect(tmp_path, *, alive: tuple[int, ...], replicas: tuple[int, ...] =
                           PartitionConfig(), now_ms=clock())
     maintainer = IsrMaintainer(store, partition, won.leader_version, won.isr_version,
                                replica_lag_time_max_ms=LAG_MS, clock_ms=clock, on_fenced=_never,
-                               registered_brokers=lambda: registered)
+                               registered_brokers=lambda: registered,
+                               presumed_gone=lambda broker: broker in (gone or ()))
     return Leading(store, partition, maintainer, clock)
 
 
@@ -233,6 +235,27 @@ async def test_a_follower_whose_registration_went_rejoins_only_by_a_fetch_of_its
     assert await leading.maintainer.check()
     assert await leading.isr_in_store() == (LEADER,)
     registered.add(FOLLOWER)  # registered again at once, and fetched within the lag time
+    assert await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER,)
+    leading.fetch(5)
+    assert await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER, FOLLOWER)
+
+
+async def test_a_follower_presumed_gone_is_shrunk_out_at_once_while_still_registered(tmp_path, closing):
+    """Its process refused a connection (its session lives on until it times out): acks=all
+    stops waiting for it now, and it joins again by a fetch once no longer presumed gone."""
+    gone: set[int] = set()
+    leading = await elect(tmp_path, alive=(FOLLOWER,), registered={LEADER, FOLLOWER}, gone=gone)
+    closing.append(leading)
+    leading.append(5)
+    leading.fetch(5)
+    assert await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER, FOLLOWER)
+    gone.add(FOLLOWER)
+    assert await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER,)
+    gone.discard(FOLLOWER)  # a restarted process answers the probe
     assert await leading.maintainer.check()
     assert await leading.isr_in_store() == (LEADER,)
     leading.fetch(5)

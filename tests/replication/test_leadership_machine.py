@@ -114,3 +114,12 @@ def test_closed_takes_nothing():
     state, actions = decide(leading(), machine.Stop())
     assert state.role is Role.CLOSED and actions == [machine.Shutdown()]
     assert decide(state, machine.LeaderNode(None)) == (state, [])
+
+
+def test_a_follower_deposes_its_leader_once_the_leader_is_presumed_gone_and_nobody_else_does():
+    following = State(ME, role=Role.FOLLOWER, leader=OTHER, epoch=4, fetching=True)
+    assert decide(following, machine.BrokerPresumedGone(OTHER)) == (following, [machine.DeposeLeader(OTHER, 4)])
+    third = 3
+    for state, gone in ((following, third), (leading(), OTHER), (State(ME), OTHER),
+                        (State(ME, role=Role.ELECTING), OTHER)):
+        assert decide(state, machine.BrokerPresumedGone(gone)) == (state, [])

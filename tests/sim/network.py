@@ -5,7 +5,7 @@ A request travels for a drawn delay, is served by the leader broker as its handl
 that found nothing, the file slices' bytes), and the answer travels back for another drawn
 delay. The serving runs as the leader broker's own task, so a paused leader answers late and a
 crashed one never: its callers' requests fail with a connection error, as the kernel's reset of
-a killed process's sockets does. A message crossing a cut link, or dropped, fails the call with
+a killed process's sockets does, and a new connection to it is refused. A message crossing a cut link, or dropped, fails the call with
 ConnectionError (the fetcher backs off and retries); an answer not back within
 REQUEST_TIMEOUT_S fails it too.
 """
@@ -30,14 +30,25 @@ class SimNetwork:
         self._rng = rng
         self.brokers: dict[int, Any] = {}  # broker id -> the running SimBroker
         self.cut: set[frozenset[int]] = set()  # links that carry nothing
+        self.refusing: set[int] = set()  # brokers whose port refuses and resets connections, running or not
         self.faults_on = True
 
-    async def call(self, source: int, target: int, serve: Callable[[Any], Awaitable[Any]]) -> Any:
-        """`serve(target broker)` as a request from `source`, through the network's faults."""
+    async def connect(self, source: int, target: int) -> Any:
+        """A connection from `source` to the process running as `target` now: refused when none
+        runs; a paused one accepts, as its kernel does."""
+        await self._travel(source, target, "connect")
+        broker = self.brokers.get(target)
+        if broker is None or broker.owner.crashed or target in self.refusing:
+            raise ConnectionRefusedError(f"broker {target} is not running, or its port refuses")
+        return broker
+
+    async def call(self, source: int, target: int, serve: Callable[[Any], Awaitable[Any]], process: Any) -> Any:
+        """`serve(target broker)` as a request from `source` on a connection to `process`,
+        through the network's faults."""
         await self._travel(source, target, "request")
         broker = self.brokers.get(target)
-        if broker is None or broker.owner.crashed:
-            raise ConnectionRefusedError(f"broker {target} is not running")
+        if broker is not process or broker.owner.crashed or target in self.refusing:
+            raise ConnectionResetError(f"broker {target}'s process is gone, or its port resets")
         answer = asyncio.get_running_loop().create_future()
         broker.answer_later(serve, answer)
         try:

@@ -15,8 +15,10 @@ broker.py parts mirrored here: its start-up order (the queue drained before the 
 first reconciles, so that the close-replicas of a topic deleted while the broker was down delete
 their logs before anything opens them), registration under /brokers/ids after the replicas
 started, the session follower (every leadership hears every session state; after a lost session
-the broker registers again), and LeaderConnections' `call`, here a call through the simulated
-network (network.py) to the leader broker's partitions.
+the broker registers again), and LeaderConnections (which brokers are presumed gone, and the
+deposal and shrinking that follow), here over connections through the simulated network
+(network.py) to the leader broker's partitions; a crash closes the connections from the
+crashed broker, which the others probe.
 
 Every task of the broker runs in its Owner's context (loop.py), so that a pause holds all of
 them and a crash stops all of them without any cleanup running, as SIGKILL does.
@@ -33,6 +35,8 @@ from replog.config import BrokerConfig
 from replog.coord_backends import NodeExists, SessionState, StoreError, paths
 from replog.coord_backends.paths import BrokerRegistration
 from replog.metadata_cache import MetadataCache
+from replog.net.client import BrokerRefused, BrokerUnavailable
+from replog.net.leader_connections import LeaderConnections
 from replog.replication.fetcher import FetchReply
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.partition import EpochEndOffset
@@ -63,9 +67,13 @@ class SimBroker:
                                        recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"])
         self.replicas = ReplicaManager(manager_config, self.now_ms, boot_id=boot_id)
         self.metadata = MetadataCache(store)
-        self.hosted = HostedPartitions(LeadershipContext(broker_id, store, self.replicas, _Connections(self), config,
-                                                         self.now_ms, self.metadata.changed, lambda: self.metadata.registered),
+        self.leader_connections = LeaderConnections(broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"],
+                                                    open_connection=self._connect)
+        self.hosted = HostedPartitions(LeadershipContext(broker_id, store, self.replicas, self.leader_connections, config,
+                                                         self.now_ms, self.metadata.changed, lambda: self.metadata.registered,
+                                                         self.leader_connections.presumed_gone),
                                        config)
+        self.leader_connections.on_presumed_gone = self.hosted.broker_presumed_gone
         self.state_changes = StateChangeListener(store, broker_id, self.hosted.start_replica_requested,
                                                  self.hosted.close_replica_requested)
 
@@ -93,12 +101,25 @@ class SimBroker:
 
     def crash(self) -> None:
         """SIGKILL: nothing of this broker runs again; what it wrote stays on disk, its store
-        session lives on until the store times it out; requests it was serving fail."""
+        session lives on until the store times it out; requests it was serving fail, and the
+        brokers it was connected to see their connections from it close (and probe it)."""
         self.owner.crash()
         for answer in self._answers:
             if not answer.done():
                 answer.set_exception(ConnectionResetError(f"broker {self.broker_id} died"))
         self._answers.clear()
+        for other in self.network.brokers.values():
+            if other is not self and not other.owner.crashed:
+                other.owner.context.run(other.leader_connections.connection_failed, self.broker_id)
+
+    async def _connect(self, broker_id: int, registration: BrokerRegistration) -> _Connection:
+        """LeaderConnections' opener: a connection to the process running as `broker_id` now."""
+        try:
+            return _Connection(self, broker_id, await self.network.connect(self.broker_id, broker_id))
+        except ConnectionRefusedError as refused:
+            raise BrokerRefused(str(refused)) from None
+        except ConnectionError as failed:
+            raise BrokerUnavailable(str(failed)) from None
 
     def describe(self, topic: str, partition: int) -> str:
         """The leadership's and the replica's state, for a failure report."""
@@ -162,29 +183,38 @@ class SimBroker:
         self.spawn(serving())
 
 
-class _Connections:
-    """What the driver uses of LeaderConnections: `call(leader, request)`, where `request` is
-    given a connection offering the follower's two requests."""
-
-    def __init__(self, broker: SimBroker):
-        self._broker = broker
-
-    async def call(self, broker_id: int, request):
-        return await request(_Connection(self._broker, broker_id))
-
-
 class _Connection:
-    def __init__(self, source: SimBroker, target: int):
-        self._source, self._target = source, target
+    """What LeaderConnections and the driver use of a BrokerConnection: the follower's two
+    requests, through the simulated network, to the process it was opened to; closed once that
+    process is gone, as its kernel's reset closes a real one."""
+
+    def __init__(self, source: SimBroker, target: int, process: SimBroker):
+        self._source, self._target, self._process = source, target, process
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or self._process.owner.crashed
+
+    def close(self) -> None:
+        self._closed = True
 
     async def fetch_as_replica(self, replica_id: int, topic: str, partition: int, fetch_offset: int,
                                current_leader_epoch: int, max_bytes: int, max_wait_ms: int) -> FetchReply:
-        return await self._source.network.call(self._source.broker_id, self._target, lambda leader: serve_replica_fetch(
+        return await self._call(lambda leader: serve_replica_fetch(
             leader.replicas, replica_id, topic, partition, fetch_offset, current_leader_epoch, max_bytes, max_wait_ms,
             leader.now_ms))
 
     async def offset_for_leader_epoch(self, topic: str, partition: int, leader_epoch: int, current_leader_epoch: int,
                                       replica_id: int) -> EpochEndOffset:
-        return await self._source.network.call(self._source.broker_id, self._target, lambda leader: serve_epoch_end(
+        return await self._call(lambda leader: serve_epoch_end(
             leader.replicas, topic, partition, leader_epoch, current_leader_epoch))
+
+    async def _call(self, serve):
+        if self.closed:
+            raise BrokerUnavailable(f"connection to broker {self._target} closed")
+        try:
+            return await self._source.network.call(self._source.broker_id, self._target, serve, self._process)
+        except ConnectionError as failed:
+            raise BrokerUnavailable(str(failed)) from None
 

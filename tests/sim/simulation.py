@@ -8,7 +8,8 @@ fail or lose their replies, which messages drop, and the nemesis's faults: topic
 altered (min.insync.replicas, segment.bytes, through the brokers' own config watches), the
 topic deleted and created again (recreate.py, through the brokers' state-change queues and
 metadata caches; at most RECREATES_MAX times a schedule, so that most of it replicates), flaky
-store clients, cut links, isolated brokers, suspended and expired sessions, pauses (SIGSTOP, past the session
+store clients, cut links, ports that refuse connections of a running broker (which its peers then
+presume gone), isolated brokers, suspended and expired sessions, pauses (SIGSTOP, past the session
 timeout or not), crashes (SIGKILL) and restarts, and power losses: a crash of the broker's machine,
 whose files lose what was not flushed (disk.py) and which restarts with a new boot id. A producer appends numbered records with
 acks=all to the partition's leader meanwhile and remembers what was acknowledged.
@@ -72,7 +73,7 @@ POLL_S = 0.1
 FAULT_GAP_S = (0.1, 1.5)
 LIVELOCK_STEPS = 50_000  # a healthy schedule never spins this long at one instant
 FAULTS = ("alter_config", "flaky_store", "cut_link", "isolate", "suspend", "expire", "pause", "crash", "power_loss",
-          "recreate_topic")
+          "recreate_topic", "refuse_connections")
 RECREATES_MAX = 2
 
 
@@ -328,6 +329,16 @@ class Simulation:
         self.network.cut |= links
         self._later(duration, lambda: self.network.cut.difference_update(links))
 
+    def _refuse_connections(self, broker: SimBroker) -> None:
+        """The broker's port refuses and resets connections while its process runs (a firewall's
+        REJECT rule): its peers presume it gone although it is not, and depose it where it
+        leads. What the presumption's design claims is that this costs elections, never an
+        acknowledged record."""
+        duration = self.rng.uniform(0.2, 4)
+        self.note(f"fault: broker {broker.broker_id}'s port refuses connections for {duration:.2f}s")
+        self.network.refusing.add(broker.broker_id)
+        self._later(duration, lambda: self.network.refusing.discard(broker.broker_id))
+
     def _suspend(self, broker: SimBroker) -> None:
         duration = self.rng.uniform(0.2, 9)
         expires = duration * 1000 >= SESSION_TIMEOUT_MS
@@ -409,6 +420,7 @@ class Simulation:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         self.network.cut.clear()
+        self.network.refusing.clear()
         self.network.faults_on = False
         for broker_id, broker in list(self.brokers.items()):
             broker.store.faults_on = False

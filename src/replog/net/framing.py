@@ -48,8 +48,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         max_request_bytes: int,
         in_flight_max: int,
         connections: set[KafkaConnection],
+        on_lost: Callable[[], None] | None = None,
     ):
         self._dispatch = dispatch
+        self._on_lost = on_lost
         self._on_unsupported = on_unsupported
         self._max_request_bytes = max_request_bytes
         self._in_flight_max = in_flight_max
@@ -78,6 +80,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._in_order.clear()
         if not self._closed.done():
             self._closed.set_result(None)
+        if self._on_lost is not None:
+            self._on_lost()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._filled == len(self._buffer):

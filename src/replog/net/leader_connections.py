@@ -1,5 +1,5 @@
-"""Connections from a follower to the leader brokers it fetches from, and which leader brokers
-are presumed gone (see LeaderConnections)."""
+"""Connections from a follower to the leader brokers it fetches from, and which brokers are
+presumed gone (see LeaderConnections)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,20 @@ from replog.net.client import BrokerConnection, BrokerRefused, BrokerUnavailable
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# How often a leader presumed gone is probed: a restarted one is believed again within this.
+# How often a broker presumed gone is probed: a restarted one is believed again within this.
 GONE_PROBE_INTERVAL_S = 0.25
+# The client id of a follower's connections, which tells a leader whose connection it was.
+FOLLOWER_CLIENT_ID_PREFIX = "replog-follower-"
+
+Opener = Callable[[int, BrokerRegistration], Awaitable[BrokerConnection]]
+
+
+def follower_of(client_id: str | None) -> int | None:
+    """The broker id in a follower connection's client id, None for any other client."""
+    if client_id is None or not client_id.startswith(FOLLOWER_CLIENT_ID_PREFIX):
+        return None
+    broker_id = client_id[len(FOLLOWER_CLIENT_ID_PREFIX):]
+    return int(broker_id) if broker_id.isdigit() else None
 
 
 class _Refusal(NamedTuple):
@@ -25,7 +37,7 @@ class _Refusal(NamedTuple):
 
 class LeaderConnections:
     """One connection per leader broker, opened on first use, replaced after a failure; and
-    which leader brokers are presumed gone.
+    which brokers are presumed gone.
 
     A leader killed outright keeps its registration and leader nodes until its session expires,
     so for seconds the store names a leader that cannot answer, and clients sent there
@@ -38,16 +50,32 @@ class LeaderConnections:
     A presumption holds for the registration that refused, is re-probed every
     GONE_PROBE_INTERVAL_S, ends with the first connection that succeeds, and lasts at most one
     session timeout per run of refusals: by then a dead broker's session has expired and its
-    registration with it, so a broker the store still holds live is believed."""
+    registration with it, so a broker the store still holds live is believed.
 
-    def __init__(self, broker_id: int, registrations: Callable[[], dict[int, BrokerRegistration]], session_timeout_ms: int):
+    The same evidence serves the other direction: when a follower's connection to this broker
+    closes (a killed process's sockets are closed by its kernel at once), the broker probes the
+    follower's own address, and a refusal presumes the follower gone. `on_presumed_gone` hears
+    of each new presumption: replication acts on it (driver.py: a follower deposes a leader
+    presumed gone; commit.py: a leader shrinks a follower presumed gone out of the ISR). A paused
+    process keeps its sockets and its listener, whose backlog still accepts connections: it is
+    never presumed gone, and its session decides, as before."""
+
+    def __init__(self, broker_id: int, registrations: Callable[[], dict[int, BrokerRegistration]], session_timeout_ms: int,
+                 open_connection: Opener | None = None):
         self._broker_id = broker_id
         self._registrations = registrations  # the live brokers as the metadata cache sees them
         self._presumption_max_s = session_timeout_ms / 1000
+        self._open = open_connection or self._open_over_tcp
         self._connections: dict[int, BrokerConnection] = {}
         self._locks: dict[int, asyncio.Lock] = {}
         self._refusals: dict[int, _Refusal] = {}  # bounded by the brokers in the cluster
         self._probes: dict[int, asyncio.Task] = {}
+        self._closed = False
+        self.on_presumed_gone: Callable[[int], None] | None = None
+
+    async def _open_over_tcp(self, broker_id: int, registration: BrokerRegistration) -> BrokerConnection:
+        return await BrokerConnection.open(registration.host, registration.port,
+                                           client_id=f"{FOLLOWER_CLIENT_ID_PREFIX}{self._broker_id}")
 
     async def get(self, broker_id: int) -> BrokerConnection:
         async with self._locks.setdefault(broker_id, asyncio.Lock()):
@@ -59,7 +87,7 @@ class LeaderConnections:
                 self._refusals.pop(broker_id, None)  # what refused says nothing of its next registration
                 raise ConnectionError(f"leader broker {broker_id} is not registered")
             try:
-                connection = await BrokerConnection.open(registration.host, registration.port, client_id=f"replog-follower-{self._broker_id}")
+                connection = await self._open(broker_id, registration)
             except BrokerRefused:
                 self._refused(broker_id, registration)
                 raise
@@ -87,17 +115,22 @@ class LeaderConnections:
         )
 
     def connection_failed(self, broker_id: int) -> None:
-        """A request to `broker_id` failed: find out now whether it is gone (see the class)."""
+        """A connection to or from `broker_id` failed: find out now whether it is gone (see the
+        class)."""
+        if self._closed or broker_id == self._broker_id:
+            return
         probe = self._probes.get(broker_id)
         if probe is None or probe.done():
-            self._probes[broker_id] = asyncio.create_task(self._probe(broker_id))
+            self._probes[broker_id] = asyncio.create_task(self._probe(broker_id), name=f"probe-broker-{broker_id}")
 
     def _refused(self, broker_id: int, registration: BrokerRegistration) -> None:
         refusal = self._refusals.get(broker_id)
         if refusal is None or refusal.registration != registration:
             self._refusals[broker_id] = _Refusal(registration, asyncio.get_running_loop().time())
-            logger.info("leader broker presumed gone (connection refused) broker=%d leader_broker=%d address=%s:%d",
+            logger.info("broker presumed gone (connection refused) broker=%d gone_broker=%d address=%s:%d",
                         self._broker_id, broker_id, registration.host, registration.port)
+            if self.on_presumed_gone is not None:
+                self.on_presumed_gone(broker_id)
 
     async def _probe(self, broker_id: int) -> None:
         """Reconnect now, and while refused and presumed gone again every interval: the
@@ -114,6 +147,7 @@ class LeaderConnections:
             await asyncio.sleep(GONE_PROBE_INTERVAL_S)
 
     def close(self) -> None:
+        self._closed = True
         for probe in self._probes.values():
             probe.cancel()
         self._probes.clear()

@@ -14,6 +14,7 @@ from . import codec
 from .framing import KafkaConnection
 from .handlers import HANDLERS
 from .handlers.api_versions import unsupported_version_answer
+from .leader_connections import follower_of
 from .services import Services
 
 logger = logging.getLogger(__name__)
@@ -35,12 +36,25 @@ class KafkaServer:
         self.port = self._server.sockets[0].getsockname()[1]
 
     def _connection(self) -> KafkaConnection:
+        follower: list[int] = []  # the broker whose follower connection this is, once it said so
+
+        async def dispatch(request: codec.Request) -> list[bytes] | None:
+            if not follower and (broker_id := follower_of(request.client_id)) is not None:
+                follower.append(broker_id)
+            return await self._dispatch(request)
+
+        def lost() -> None:
+            if follower:
+                # Perhaps its process died: the broker finds out at once (LeaderConnections).
+                self._services.follower_connection_lost(follower[0])
+
         return KafkaConnection(
-            self._dispatch,
+            dispatch,
             unsupported_version_answer,
             max_request_bytes=self._max_request_bytes,
             in_flight_max=IN_FLIGHT_PER_CONNECTION_MAX,
             connections=self._connections,
+            on_lost=lost,
         )
 
     async def _dispatch(self, request: codec.Request) -> list[bytes] | None:

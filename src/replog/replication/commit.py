@@ -2,8 +2,9 @@
 within KeepInSyncTime (`replica.lag.time.max.ms`) move from ISR to CUR, and back once a fetch
 of theirs at this leader's epoch reaches the high watermark and this epoch's start offset
 (Partition.followers_ready_to_join; the fetch wakes the upkeep, which writes at once). A member
-that fetches from below the HW came back without records, and one whose registration went is
-dead or stopping: both move out at once. The commit queue itself, which answers acks=all as the
+that fetches from below the HW came back without records, and one whose registration went, or
+whose process is known gone (net/leader_connections.py), is dead or stopping: all move out at
+once. The commit queue itself, which answers acks=all as the
 HW passes, lives in Partition; a shrink is what lets it advance past a dead follower.
 
 Fencing: every ISR change is written to the store in one transaction that checks the version
@@ -56,9 +57,12 @@ class IsrMaintainer:
         on_preferred_ready: Callable[[], Awaitable[None]] | None = None,
         balance_check_interval_ms: int = 300_000,
         registered_brokers: Callable[[], Collection[int] | None] = lambda: None,
+        presumed_gone: Callable[[int], bool] = lambda broker_id: False,
     ):
         """`registered_brokers`: the brokers registered now (their sessions live), None while
-        not known; a follower not among them is shrunk out at once (see check)."""
+        not known; `presumed_gone`: whether a broker's process is known gone (its address
+        refused a connection); a follower not registered or presumed gone is shrunk out at
+        once (see check)."""
         self._store = store
         self._partition = partition
         self._leader_version = leader_version
@@ -70,6 +74,7 @@ class IsrMaintainer:
         self._balance_interval_ms = balance_check_interval_ms
         self._next_balance_check_ms = clock_ms() + balance_check_interval_ms
         self._registered_brokers = registered_brokers
+        self._presumed_gone = presumed_gone
         self._task: asyncio.Task | None = None
         self._change_due = asyncio.Event()
 
@@ -139,13 +144,15 @@ class IsrMaintainer:
         partition = self._partition
         now_ms = self._clock_ms()
         # A follower whose registration went is dead (its session ended) or stopping (a
-        # controlled shutdown deregisters first): out now, as Kafka's controller takes a failed
-        # broker out of every ISR, not after replica.lag.time.max.ms of held acks=all. It joins
-        # again by a fetch of its next life, once registered.
+        # controlled shutdown deregisters first), and one whose process is known gone before
+        # its session ends is dead: out now, as Kafka's controller takes a failed broker out of
+        # every ISR, not after replica.lag.time.max.ms of held acks=all. Shrinking is always
+        # safe for what was acknowledged; it joins again by a fetch of its next life.
         registered = self._registered_brokers()
-        departed = frozenset() if registered is None else frozenset(
+        departed = frozenset(
             broker for broker in partition.isr.union(partition.assigned_replicas)
-            if broker != partition.local_broker_id and broker not in registered)
+            if broker != partition.local_broker_id
+            and ((registered is not None and broker not in registered) or self._presumed_gone(broker)))
         partition.forget_fetches(departed)
         lagging = partition.out_of_sync_replicas(now_ms, self._lag_ms) | (partition.isr & departed)
         joining = partition.followers_ready_to_join(now_ms, self._lag_ms) - departed

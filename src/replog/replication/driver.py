@@ -8,6 +8,7 @@ Sources of events, all into one bounded queue consumed by one task:
 - the ends of the tasks this driver starts: the ISR upkeep (IsrMaintainer, the seed's commit
   thread) and the follower fetcher (ReplicaFetcher); each reports how it ended, so none dies
   unnoticed (issue 11, bug 6);
+- brokers presumed gone (`broker_presumed_gone`: a follower deposes such a leader);
 - its own recheck timer.
 
 Ownership: the watch reader and the event loop of the driver run in one task group. If either
@@ -68,6 +69,7 @@ class LeadershipContext:
     now_ms: Callable[[], int]
     leadership_changed: Callable[[], None]  # a leader was started here: metadata answers change
     registered_brokers: Callable[[], Collection[int] | None] = lambda: None  # None: not known (yet)
+    presumed_gone: Callable[[int], bool] = lambda broker_id: False  # its process is gone (leader_connections.py)
 
 
 class PartitionLeadership:
@@ -111,6 +113,10 @@ class PartitionLeadership:
     def brokers_changed(self) -> None:
         if self._maintainer is not None:
             self._maintainer.brokers_changed()
+
+    def broker_presumed_gone(self, broker_id: int) -> None:
+        self.brokers_changed()
+        self._post(machine.BrokerPresumedGone(broker_id))
 
     async def hand_over(self) -> None:
         """Controlled shutdown: if this broker leads, leave the ISR, stop taking writes and
@@ -218,6 +224,8 @@ class PartitionLeadership:
                 self._close_if_leading()
             case machine.ReleaseLeaderNode(version):
                 await self._release(version)
+            case machine.DeposeLeader(leader, epoch):
+                await self._depose(leader, epoch)
             case machine.ReadLeaderNode():
                 return await self._read_leader_node()
             case machine.RecheckAfter(delay_s):
@@ -262,6 +270,7 @@ class PartitionLeadership:
             on_preferred_ready=self._poster(machine.PreferredReplicaReady(epoch)) if rebalance else None,
             balance_check_interval_ms=context.config["leader.imbalance.check.interval.seconds"] * 1000,
             registered_brokers=context.registered_brokers,
+            presumed_gone=context.presumed_gone,
         )
         self._maintainer = maintainer
         maintainer.start().add_done_callback(lambda task: self._upkeep_ended(maintainer, task, epoch))
@@ -293,6 +302,17 @@ class PartitionLeadership:
             return  # gone or replaced meanwhile: the watch brings the news
         logger.info("released leader node topic=%s partition=%d broker=%d version=%s",
                     self.topic, self.partition, self._context.broker_id, version)
+
+    async def _depose(self, leader: int, epoch: int) -> None:
+        node = await self._read_leader_node()
+        if node.record is None or (node.record.leader, node.record.leader_epoch) != (leader, epoch):
+            return  # another leadership already: the watch brings the news
+        try:
+            await self._context.store.delete(paths.leader(self.topic, self.partition), node.version)
+        except (NoNode, BadVersion):
+            return
+        logger.info("deposed a leader presumed gone topic=%s partition=%d broker=%d leader=%d epoch=%d",
+                    self.topic, self.partition, self._context.broker_id, leader, epoch)
 
     async def _read_leader_node(self) -> machine.LeaderNode:
         try:

@@ -137,6 +137,12 @@ class HostedPartitions:
         for leadership in self.leaderships.values():  # bounded by the hosted partitions
             leadership.brokers_changed()
 
+    def broker_presumed_gone(self, broker_id: int) -> None:
+        """`broker_id`'s process is gone (its address refused a connection): its followers
+        depose it where it leads, and leaders shrink it out where it follows."""
+        for leadership in self.leaderships.values():  # bounded by the hosted partitions
+            leadership.broker_presumed_gone(broker_id)
+
     async def wait_until_settled(self, timeout_s: float) -> int:
         """Wait until every hosted partition has led, followed or lost its election, at most
         `timeout_s`; how many had not."""

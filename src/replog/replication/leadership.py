@@ -133,6 +133,12 @@ class FetcherEnded:
 
 
 @dataclasses.dataclass(frozen=True)
+class BrokerPresumedGone:
+    """`broker`'s process is gone: its address refused a connection (net/leader_connections.py)."""
+    broker: int
+
+
+@dataclasses.dataclass(frozen=True)
 class StoreFailed:
     reason: str
 
@@ -148,7 +154,7 @@ class Stop:
 
 
 Event = (LeaderNode | Elected | NotElected | SessionSuspended | SessionConnected | SessionLost | UpkeepFenced
-         | UpkeepEnded | PreferredReplicaReady | FetcherEnded | StoreFailed | RecheckDue | Stop)
+         | UpkeepEnded | PreferredReplicaReady | FetcherEnded | BrokerPresumedGone | StoreFailed | RecheckDue | Stop)
 
 
 # -- actions --------------------------------------------------------------------------------------
@@ -194,6 +200,14 @@ class ReleaseLeaderNode:
 
 
 @dataclasses.dataclass(frozen=True)
+class DeposeLeader:
+    """Delete the leader node if it still names `leader` at `epoch`: a leader whose process is
+    gone would otherwise hold it until its session expires."""
+    leader: int
+    epoch: int
+
+
+@dataclasses.dataclass(frozen=True)
 class ReadLeaderNode:
     pass
 
@@ -208,7 +222,8 @@ class Shutdown:
     """Stop the upkeep and the fetcher for good."""
 
 
-Action = Elect | Lead | Follow | Fence | LiftFence | StopLeading | ReleaseLeaderNode | ReadLeaderNode | RecheckAfter | Shutdown
+Action = (Elect | Lead | Follow | Fence | LiftFence | StopLeading | ReleaseLeaderNode | DeposeLeader | ReadLeaderNode
+          | RecheckAfter | Shutdown)
 
 
 def backoff_s(retries: int) -> float:
@@ -335,6 +350,20 @@ def _on_fetcher_ended(state: State, event: FetcherEnded) -> tuple[State, list[Ac
     return stalled, [RecheckAfter(backoff_s(state.retries))]
 
 
+def _on_broker_presumed_gone(state: State, event: BrokerPresumedGone) -> tuple[State, list[Action]]:
+    """A follower deposes its leader once the leader's process is known gone, so that the
+    replicas in sync elect now rather than after the dead leader's session times out.
+
+    Safe even were the presumption wrong (the leader alive but deposed): an election takes an
+    ISR member, whose fetches the old leader's HW waited for, so nothing that leader
+    acknowledged is missing from the winner, which stopped fetching from it before it led; and
+    the election's ISR write moves the ISR version on, so the old leader's next ISR write is
+    fenced. What a wrong deposal costs is an election."""
+    if state.role is not Role.FOLLOWER or state.leader != event.broker:
+        return state, []
+    return state, [DeposeLeader(state.leader, state.epoch)]
+
+
 def _on_store_failed(state: State, event: StoreFailed) -> tuple[State, list[Action]]:
     """The read this backoff ends with decides again; a follower whose start failed half-way
     starts its fetcher again then."""
@@ -376,6 +405,7 @@ _HANDLERS = {
     UpkeepEnded: _on_upkeep_ended,
     PreferredReplicaReady: _on_preferred_ready,
     FetcherEnded: _on_fetcher_ended,
+    BrokerPresumedGone: _on_broker_presumed_gone,
     StoreFailed: _on_store_failed,
     RecheckDue: _on_recheck,
     Stop: _on_stop,

@@ -1,0 +1,76 @@
+"""Which brokers are presumed gone: a refusal of their registered address, told once, ended by
+the first connection that succeeds."""
+
+from __future__ import annotations
+
+from replog.coord_backends.paths import BrokerRegistration
+from replog.net.client import BrokerRefused, BrokerUnavailable
+from replog.net.leader_connections import LeaderConnections, follower_of
+from tests.polling import eventually
+
+ME, PEER = 1, 2
+WAIT_S = 10
+
+
+class _Opened:
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def telling(open_connection) -> tuple[LeaderConnections, list[int]]:
+    """Connections to PEER through `open_connection`, and the brokers they presumed gone."""
+    connections = LeaderConnections(ME, lambda: {PEER: BrokerRegistration("127.0.0.1", 9999)}, 60_000,
+                                    open_connection=open_connection)
+    told: list[int] = []
+    connections.on_presumed_gone = told.append
+    return connections, told
+
+
+async def test_a_refusal_presumes_a_broker_gone_once_and_a_connection_believes_it_again():
+    answers = {"next": BrokerRefused("nothing listens")}
+
+    async def open_connection(broker_id: int, registration: BrokerRegistration) -> _Opened:
+        if answers["next"] is not None:
+            raise answers["next"]
+        return _Opened()
+
+    connections, told = telling(open_connection)
+    try:
+        connections.connection_failed(PEER)
+
+        async def presumed() -> bool:
+            return connections.presumed_gone(PEER)
+
+        await eventually(presumed, WAIT_S, "the refusal to presume it gone")
+        assert told == [PEER]
+        answers["next"] = None  # it restarted: the next probe connects
+
+        async def believed() -> bool:
+            return not connections.presumed_gone(PEER)
+
+        await eventually(believed, WAIT_S, "the probe to find it back")
+        assert told == [PEER]
+    finally:
+        connections.close()
+
+
+async def test_a_failure_that_is_not_a_refusal_presumes_nothing():
+    async def open_connection(broker_id: int, registration: BrokerRegistration) -> _Opened:
+        raise BrokerUnavailable("timed out: a paused host, or a cut link")
+
+    connections, told = telling(open_connection)
+    try:
+        connections.connection_failed(PEER)
+        probe = connections._probes[PEER]
+        await probe
+        assert not connections.presumed_gone(PEER) and told == []
+    finally:
+        connections.close()
+
+
+def test_a_follower_connection_names_its_broker_and_no_other_client_does():
+    assert follower_of("replog-follower-3") == 3
+    for client_id in (None, "rdkafka", "replog-follower-", "replog-follower-x", "replog"):
+        assert follower_of(client_id) is None
