@@ -22,7 +22,7 @@ from replog.storage import LogConfig
 
 def test_defaults():
     assert defaults()["coord.url"] == "memory://"
-    assert defaults()["coord.session.timeout.ms"] == 18_000
+    assert defaults()["coord.session.timeout.ms"] == 9_000
 
 
 def test_values_are_parsed():

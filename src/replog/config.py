@@ -27,6 +27,7 @@ import types
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, NamedTuple
 
+from replog.coord_backends.base import SESSION_TIMEOUT_MS_DEFAULT
 from replog.storage import LogConfig
 from replog.replica.manager import ManagerConfig
 from replog.replica.partition import PartitionConfig
@@ -162,7 +163,7 @@ SETTINGS: dict[str, Setting] = {
         Setting(
             "coord.session.timeout.ms",
             _int32(1000),
-            18_000,
+            SESSION_TIMEOUT_MS_DEFAULT,
             "how long the store keeps a silent broker's session (and its ephemeral nodes) alive",
         ),
         Setting("broker.id", _int32(0), 0, "this broker's id, unique in the cluster"),

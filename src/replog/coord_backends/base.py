@@ -30,7 +30,9 @@ from typing import AsyncIterator, Awaitable, Callable, Generic, TypeVar
 
 SEQUENCE_DIGITS = 10
 WATCH_BACKLOG_MAX = 256
-SESSION_TIMEOUT_MS_DEFAULT = 18_000
+# KRaft's broker.session.timeout.ms: a dead process is known sooner (peers see its port refuse),
+# so this bounds failover only for hosts that vanish, partitions and stalls; see README.
+SESSION_TIMEOUT_MS_DEFAULT = 9_000
 
 
 class StoreError(Exception):
