@@ -11,10 +11,16 @@ from tests.conftest import unique_root
 SESSION_TIMEOUT_MS = 4000
 REPLICA_LAG_TIME_MAX_MS = 2000  # short, so ISR changes happen within a test's patience
 LONG_SESSION_TIMEOUT_MS = 120_000
+QUICK_SETTINGS = (
+    "--set", f"coord.session.timeout.ms={SESSION_TIMEOUT_MS}",
+    "--set", f"replica.lag.time.max.ms={REPLICA_LAG_TIME_MAX_MS}",
+    "--set", "leader.imbalance.check.interval.seconds=1",
+)
 
 
 class Cluster:
-    def __init__(self, coord_url: str, base_dir, size: int, extra_args: tuple[str, ...] = ()):
+    def __init__(self, coord_url: str, base_dir, size: int, extra_args: tuple[str, ...] = (),
+                 settings: tuple[str, ...] = QUICK_SETTINGS):
         self.coord_url = coord_url
         self.base_dir = base_dir
         self.server = None  # the ServerProcess behind coord_url
@@ -24,9 +30,7 @@ class Cluster:
                 coord_url=coord_url,
                 extra_args=(
                     "--broker-id", str(broker_id),
-                    "--set", f"coord.session.timeout.ms={SESSION_TIMEOUT_MS}",
-                    "--set", f"replica.lag.time.max.ms={REPLICA_LAG_TIME_MAX_MS}",
-                    "--set", "leader.imbalance.check.interval.seconds=1",
+                    *settings,
                     *extra_args,
                 ),
             )
@@ -48,9 +52,10 @@ class Cluster:
             (self.base_dir / f"broker-{broker_id}.log").write_text("".join(broker.output))
 
 
-def _running_cluster(request, tmp_path, server_fixtures: dict[str, str], extra_args: tuple[str, ...] = ()):
+def _running_cluster(request, base_dir, server_fixtures: dict[str, str], extra_args: tuple[str, ...] = (),
+                     settings: tuple[str, ...] = QUICK_SETTINGS):
     server = request.getfixturevalue(server_fixtures[request.param])
-    running = Cluster(f"{request.param}://{server.address}{unique_root()}", tmp_path, 3, extra_args)
+    running = Cluster(f"{request.param}://{server.address}{unique_root()}", base_dir, 3, extra_args, settings)
     running.server = server
     running.start()
     try:
@@ -59,9 +64,20 @@ def _running_cluster(request, tmp_path, server_fixtures: dict[str, str], extra_a
         running.stop()
 
 
+SHARED_SERVERS = {"zk": "zookeeper_server", "etcd": "etcd_server"}
+
+
 @pytest.fixture(params=["zk", "etcd"])
 def cluster(request, tmp_path):
-    yield from _running_cluster(request, tmp_path, {"zk": "zookeeper_server", "etcd": "etcd_server"})
+    yield from _running_cluster(request, tmp_path, SHARED_SERVERS)
+
+
+@pytest.fixture(scope="module", params=["zk", "etcd"])
+def default_cluster(request, tmp_path_factory):
+    """At the broker's own settings (9 s sessions, 30 s replica lag): what an operator gets.
+    Shared by a module's tests, since its failovers are slow; a test that kills a broker leaves
+    it down, and the next brings it back (failover.restart_stopped); all stop at the end."""
+    yield from _running_cluster(request, tmp_path_factory.mktemp(f"default-{request.param}"), SHARED_SERVERS, settings=())
 
 
 @pytest.fixture(params=["zk", "etcd"])
@@ -76,5 +92,4 @@ def private_cluster(request, tmp_path):
 def long_session_cluster(request, tmp_path):
     """Sessions that outlast every wait of a test (WAIT_S): what happens there before a killed
     broker's session expires happened without it."""
-    yield from _running_cluster(request, tmp_path, {"zk": "zookeeper_server", "etcd": "etcd_server"},
-                                ("--set", f"coord.session.timeout.ms={LONG_SESSION_TIMEOUT_MS}"))
+    yield from _running_cluster(request, tmp_path, SHARED_SERVERS, ("--set", f"coord.session.timeout.ms={LONG_SESSION_TIMEOUT_MS}"))
