@@ -74,3 +74,22 @@ def test_a_follower_connection_names_its_broker_and_no_other_client_does():
     assert follower_of("replog-follower-3") == 3
     for client_id in (None, "rdkafka", "replog-follower-", "replog-follower-x", "replog"):
         assert follower_of(client_id) is None
+
+
+async def test_a_refusal_after_a_presumption_ran_out_is_a_new_death_to_tell():
+    """A broker presumed gone past the session timeout, back meanwhile without anyone connecting
+    to it, then killed again: its second death is told too (the bench's 9 s failovers)."""
+    async def open_connection(broker_id: int, registration: BrokerRegistration) -> _Opened:
+        raise BrokerRefused("nothing listens")
+
+    connections = LeaderConnections(ME, lambda: {PEER: BrokerRegistration("127.0.0.1", 9999)}, 100,
+                                    open_connection=open_connection)
+    told: list[int] = []
+    connections.on_presumed_gone = told.append
+    try:
+        for death in (1, 2):
+            connections.connection_failed(PEER)
+            await connections._probes[PEER]  # ends when the presumption runs out, after 0.1 s
+            assert told == [PEER] * death
+    finally:
+        connections.close()

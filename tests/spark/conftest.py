@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("pyspark", reason="the Spark tests need the spark extra: pip install -e '.[spark]'")
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster.conftest import Cluster
@@ -119,12 +119,26 @@ class Consumed(NamedTuple):
     timestamp_ms: int
 
 
+def _high_watermark(consumer: Consumer, topic: str, partition: int) -> int:
+    """Asked again while the client does not know the partition's leader yet: right after a
+    broker's restart, librdkafka answered "Local: Unknown partition" once (CI, not reproduced)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+        except KafkaException as error:
+            if error.args[0].code() not in (KafkaError._UNKNOWN_PARTITION, KafkaError.LEADER_NOT_AVAILABLE) \
+                    or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)  # the client's metadata refresh, not ours to wait on otherwise
+
+
 def consume_all(bootstrap: str, topic: str) -> list[Consumed]:
     """Every committed record of `topic`, read with confluent-kafka up to each partition's high
     watermark, by partition and offset."""
     with contextlib.closing(Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-tests", "enable.auto.commit": False})) as consumer:
         partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        ends = {index: consumer.get_watermark_offsets(TopicPartition(topic, index), timeout=10)[1] for index in partitions}
+        ends = {index: _high_watermark(consumer, topic, index) for index in partitions}
         consumer.assign([TopicPartition(topic, index, 0) for index in partitions])
         records = []
         deadline = time.monotonic() + TIMEOUT_S

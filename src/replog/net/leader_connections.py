@@ -108,11 +108,10 @@ class LeaderConnections:
     def presumed_gone(self, broker_id: int) -> bool:
         """Whether `broker_id`, as registered now, refused connections lately (see the class)."""
         refusal = self._refusals.get(broker_id)
-        return (
-            refusal is not None
-            and refusal.registration == self._registrations().get(broker_id)
-            and asyncio.get_running_loop().time() < refusal.first_at_s + self._presumption_max_s
-        )
+        return refusal is not None and refusal.registration == self._registrations().get(broker_id) and self._lasts(refusal)
+
+    def _lasts(self, refusal: _Refusal) -> bool:
+        return asyncio.get_running_loop().time() < refusal.first_at_s + self._presumption_max_s
 
     def connection_failed(self, broker_id: int) -> None:
         """A connection to or from `broker_id` failed: find out now whether it is gone (see the
@@ -141,6 +140,9 @@ class LeaderConnections:
                 return  # it answers, and its fetchers find a connection waiting
             except BrokerRefused:
                 if not self.presumed_gone(broker_id):
+                    # Over: a refusal after this, of a broker killed again once it came back
+                    # (with no connection to it meanwhile to end the presumption), is a new death.
+                    self._refusals.pop(broker_id, None)
                     return
             except ConnectionError:
                 return  # unregistered, or not a refusal: nothing to presume
