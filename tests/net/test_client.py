@@ -23,6 +23,7 @@ from replog.net.client import (
     ProtocolError,
 )
 from replog.net.codec import ApiKey
+from replog.replication.fetcher import FetchSpec
 from tests.clients.conftest import broker  # noqa: F401 -- the module's broker process
 from tests.polling import eventually
 from tests.unit.replica_batches import build_batch
@@ -111,11 +112,16 @@ async def leader_epoch_of(connection: BrokerConnection, topic: str) -> int:
     return (await connection.metadata([topic])).topics[topic].partitions[0].leader_epoch
 
 
+async def fetch_as_replica(connection: BrokerConnection, topic: str, current_leader_epoch: int):
+    spec = FetchSpec(topic, 0, 0, current_leader_epoch, 1 << 20, 0)
+    return (await connection.fetch_as_replica(FOLLOWER_ID, [spec], max_wait_ms=0, max_bytes=1 << 20))[topic, 0]
+
+
 async def test_a_fetch_as_a_replica_not_assigned_the_partition_is_refused(connection):
     topic = await create_topic(connection)
     await connection.produce(topic, 0, bytes(build_batch()), acks=-1, timeout_ms=5000)
     # With one broker the only assigned replica is the leader itself: no follower may fetch.
-    refused = await connection.fetch_as_replica(FOLLOWER_ID, topic, 0, 0, -1, max_bytes=1 << 20, max_wait_ms=0)
+    refused = await fetch_as_replica(connection, topic, -1)
     assert (refused.error_code, refused.records) == (ErrorCode.not_leader_or_follower, b"")
 
 
@@ -132,7 +138,7 @@ async def test_a_leader_epoch_ahead_of_the_leaders_is_unknown_leader_epoch(conne
     topic = await create_topic(connection)
     epoch = await leader_epoch_of(connection, topic)
     # A replica the leader does not know yet, naming its epoch: it may retry (a reassignment).
-    unknown_replica = await connection.fetch_as_replica(FOLLOWER_ID, topic, 0, 0, epoch, max_bytes=1 << 20, max_wait_ms=0)
+    unknown_replica = await fetch_as_replica(connection, topic, epoch)
     ahead = await connection.offset_for_leader_epoch(topic, 0, epoch, epoch + 1, FOLLOWER_ID)
     assert (unknown_replica.error_code, ahead.error_code) == (ErrorCode.unknown_leader_epoch, ErrorCode.unknown_leader_epoch)
 
@@ -145,6 +151,18 @@ async def test_pipelined_requests_each_get_their_own_answer(broker):
         topic = await create_topic(connection)
         produced = await asyncio.gather(*(connection.produce(topic, 0, bytes(build_batch()), acks=1, timeout_ms=5000) for _ in range(50)))
         assert sorted(result.base_offset for result in produced) == list(range(50))
+
+
+async def test_a_parked_fetch_answers_when_a_later_request_arrives_on_its_connection(broker):
+    """Responses leave in request order: a fetch parked for its whole wait would hold the
+    answer of the request behind it (a follower's next fetch round, a Metadata request)."""
+    async with await BrokerConnection.open("127.0.0.1", broker.port, request_timeout_s=WAIT_S) as connection:
+        topic = await create_topic(connection)
+        parked = asyncio.ensure_future(connection.fetch(topic, 0, 0, max_bytes=1 << 20, max_wait_ms=600_000))
+        # Far below the fetch's wait: without the cut, this answer would come after it.
+        answered = await asyncio.wait_for(connection.metadata([topic]), WAIT_S)
+        assert list(answered.topics) == [topic]
+        assert (await parked).records == b""
 
 
 async def test_connecting_to_a_closed_port_is_broker_unavailable():

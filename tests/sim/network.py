@@ -17,7 +17,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from replog.replication.fetcher import FetchReply
+from replog.replication.fetcher import FetchReply, FetchSpec
 from replog.replica.partition import EpochEndOffset, ErrorCode, FetchResult, ReadWaiter
 
 DELAY_MAX_S = 0.01
@@ -71,18 +71,25 @@ class SimNetwork:
 
 # -- the leader's side, as its request handlers do it ---------------------------------------------
 
-async def serve_replica_fetch(replicas, replica_id: int, topic: str, partition: int, fetch_offset: int,
-                              current_leader_epoch: int, max_bytes: int, max_wait_ms: int, now_ms: Callable[[], int]) -> FetchReply:
-    hosted = replicas.hosted(topic, partition)
-    if hosted is None:
-        return FetchReply(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, b"")
-    result = hosted.read_for_follower(replica_id, fetch_offset, max_bytes, now_ms(), current_leader_epoch)
-    if not result.error_code and not result.slices and max_wait_ms > 0:
+async def serve_replica_fetch(replicas, replica_id: int, specs: list[FetchSpec], max_wait_ms: int,
+                              now_ms: Callable[[], int]) -> dict[tuple[str, int], FetchReply]:
+    """The leader's side of a follower's fetch of several partitions: answered at once if any
+    has data or an error, else once the first gets data or after `max_wait_ms` (the broker's
+    Fetch handler)."""
+    def read_all() -> list:
+        return [(spec, hosted, None if hosted is None else hosted.read_for_follower(
+                    replica_id, spec.fetch_offset, spec.max_bytes, now_ms(), spec.current_leader_epoch))
+                for spec in specs for hosted in [replicas.hosted(spec.topic, spec.partition)]]
+
+    results = read_all()
+    if max_wait_ms > 0 and all(result is not None and not result.error_code and not result.slices for _, _, result in results):
         with ReadWaiter() as waiter:
-            waiter.watch(hosted, fetch_offset, for_follower=True)
+            for spec, hosted, _ in results:
+                waiter.watch(hosted, spec.fetch_offset, for_follower=True)
             await waiter.wait(max_wait_ms / 1000)
-        result = hosted.read_for_follower(replica_id, fetch_offset, max_bytes, now_ms(), current_leader_epoch)
-    return _reply(result)
+        results = read_all()
+    return {(spec.topic, spec.partition): FetchReply(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, b"") if result is None
+            else _reply(result) for spec, _, result in results}
 
 
 def _reply(result: FetchResult) -> FetchReply:

@@ -37,7 +37,7 @@ from replog.coord_backends.paths import BrokerRegistration
 from replog.metadata_cache import MetadataCache
 from replog.net.client import BrokerRefused, BrokerUnavailable
 from replog.net.leader_connections import LeaderConnections
-from replog.replication.fetcher import FetchReply
+from replog.replication.fetcher import FetchReply, FetchSpec
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.partition import EpochEndOffset
 from replog.replication.driver import LeadershipContext
@@ -199,11 +199,10 @@ class _Connection:
     def close(self) -> None:
         self._closed = True
 
-    async def fetch_as_replica(self, replica_id: int, topic: str, partition: int, fetch_offset: int,
-                               current_leader_epoch: int, max_bytes: int, max_wait_ms: int) -> FetchReply:
-        return await self._call(lambda leader: serve_replica_fetch(
-            leader.replicas, replica_id, topic, partition, fetch_offset, current_leader_epoch, max_bytes, max_wait_ms,
-            leader.now_ms))
+    async def fetch_as_replica(self, replica_id: int, specs: list[FetchSpec], max_wait_ms: int,
+                               max_bytes: int) -> dict[tuple[str, int], FetchReply]:
+        return await self._call(lambda leader: serve_replica_fetch(leader.replicas, replica_id, specs, max_wait_ms,
+                                                                   leader.now_ms))
 
     async def offset_for_leader_epoch(self, topic: str, partition: int, leader_epoch: int, current_leader_epoch: int,
                                       replica_id: int) -> EpochEndOffset:

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 from kio.schema.errors import ErrorCode
 
 from replog import __version__
+from replog.replication.fetcher import FetchSpec
 
 from . import codec
 from .codec import ApiKey
@@ -373,34 +374,46 @@ class BrokerConnection:
         partition: int,
         fetch_offset: int,
         *,
-        replica_id: int = CONSUMER_REPLICA_ID,
         current_leader_epoch: int = NO_LEADER_EPOCH,
         max_bytes: int,
         max_wait_ms: int,
         min_bytes: int = 1,
     ) -> ReplicaFetchResult:
-        """One partition's records from `fetch_offset`: up to the HW as a consumer
-        (replica_id -1), up to the log end as replica `replica_id`, which also tells the leader
-        this replica's log end offset."""
+        """One partition's records from `fetch_offset`, up to the HW, as a consumer."""
+        spec = FetchSpec(topic, partition, fetch_offset, current_leader_epoch, max_bytes, max_wait_ms)
+        fetched = await self._fetch([spec], CONSUMER_REPLICA_ID, max_bytes, max_wait_ms, min_bytes)
+        return fetched[topic, partition]
+
+    async def fetch_as_replica(self, replica_id: int, specs: list[FetchSpec], max_wait_ms: int,
+                               max_bytes: int) -> dict[tuple[str, int], ReplicaFetchResult]:
+        """The follower's fetch (the seed's replicaFetch) of several partitions at once, up to the
+        log end, which also tells the leader this replica's log end offset in each. The leader
+        answers once any has data, or after `max_wait_ms`."""
+        return await self._fetch(specs, replica_id, max_bytes, max_wait_ms, 1)
+
+    async def _fetch(self, specs: list[FetchSpec], replica_id: int, max_bytes: int, max_wait_ms: int,
+                     min_bytes: int) -> dict[tuple[str, int], ReplicaFetchResult]:
+        by_topic: dict[str, list[dict]] = {}
+        for spec in specs:
+            by_topic.setdefault(spec.topic, []).append({
+                "partition": spec.partition, "current_leader_epoch": spec.current_leader_epoch, "fetch_offset": spec.fetch_offset,
+                "last_fetched_epoch": NO_LEADER_EPOCH, "log_start_offset": -1, "partition_max_bytes": spec.max_bytes})
         answer = await self.request(ApiKey.FETCH, None, {
             "replica_id": replica_id, "max_wait": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
             "isolation_level": READ_UNCOMMITTED, "session_id": NO_FETCH_SESSION_ID, "session_epoch": FULL_FETCH_SESSION_EPOCH,
-            "topics": [{"topic": topic, "partitions": [{
-                "partition": partition, "current_leader_epoch": current_leader_epoch, "fetch_offset": fetch_offset,
-                "last_fetched_epoch": NO_LEADER_EPOCH, "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+            "topics": [{"topic": topic, "partitions": partitions} for topic, partitions in by_topic.items()],
             "forgotten_topics_data": [], "rack_id": "",
         }, timeout_s=self.request_timeout_s + max_wait_ms / 1000)  # the broker may hold it max_wait_ms
-        if getattr(answer, "error_code", ErrorCode.none) != ErrorCode.none:  # v7+: the whole request refused
-            return ReplicaFetchResult(answer.error_code, -1, -1, b"")
-        found = self._find(self._find(answer.responses, "topic", topic, "topic").partitions, "partition_index", partition, "partition")
-        return ReplicaFetchResult(found.error_code, found.high_watermark, found.log_start_offset, found.records or b"")
-
-    async def fetch_as_replica(self, replica_id: int, topic: str, partition: int, fetch_offset: int,
-                               current_leader_epoch: int, max_bytes: int, max_wait_ms: int,
-                               min_bytes: int = 1) -> ReplicaFetchResult:
-        """The follower's fetch (the seed's replicaFetch), by position as the fetcher calls it."""
-        return await self.fetch(topic, partition, fetch_offset, replica_id=replica_id, current_leader_epoch=current_leader_epoch,
-                                max_bytes=max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
+        refused = getattr(answer, "error_code", ErrorCode.none)  # v7+: the whole request refused
+        if refused != ErrorCode.none:
+            return {(spec.topic, spec.partition): ReplicaFetchResult(refused, -1, -1, b"") for spec in specs}
+        fetched = {(topic.topic, found.partition_index): ReplicaFetchResult(found.error_code, found.high_watermark,
+                                                                           found.log_start_offset, found.records or b"")
+                   for topic in answer.responses for found in topic.partitions}
+        for spec in specs:
+            if (spec.topic, spec.partition) not in fetched:
+                raise ProtocolError(f"{self.peer}: fetch answer without {spec.topic}-{spec.partition}")
+        return fetched
 
     async def offset_for_leader_epoch(self, topic: str, partition: int, leader_epoch: int,
                                       current_leader_epoch: int, replica_id: int) -> EpochEndOffset:

@@ -85,6 +85,32 @@ class UnsupportedVersion(Exception):
         self.api_key, self.api_version, self.correlation_id = api_key, api_version, correlation_id
 
 
+class Overtaken:
+    """Whether a later request arrived on the connection of a request still being served. A
+    connection's responses leave in request order, so a long poll (Fetch's max_wait) would hold
+    the later request's answer: it should answer now with what it has. Kafka's own network
+    layer reads nothing more from a connection until it answered, so no client relies on a
+    parked fetch staying parked."""
+
+    __slots__ = ("happened", "_listener")
+
+    def __init__(self) -> None:
+        self.happened = False
+        self._listener: Callable[[], None] | None = None
+
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Call `listener` when it happens (at once if it has)."""
+        self._listener = listener
+        if self.happened:
+            listener()
+
+    def set(self) -> None:
+        if not self.happened:
+            self.happened = True
+            if self._listener is not None:
+                self._listener()
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Request:
     api_key: int
@@ -92,6 +118,9 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: Any
+    # Set by the connection (net/framing.py) for a request that may wait; None where nothing
+    # can overtake it (a handler called directly).
+    overtaken: Overtaken | None = None
 
 
 @cache

@@ -8,7 +8,9 @@ decoded at once (decoding copies what it keeps), so the buffer can be compacted 
 
 Ordering: Kafka clients rely on responses arriving in request order on a connection. Every
 request gets a task; finished tasks are written strictly from the front of `_in_order`, so a
-slow request holds back the responses behind it but not their processing.
+slow request holds back the responses behind it but not their processing; a long poll (Fetch)
+is told when a later request arrives (codec.Overtaken) and answers at once, rather than
+holding that later answer for its whole wait.
 
 Backpressure, with bounds: reading pauses while `in_flight_max` requests are pending or while
 the transport's write buffer is above its high-water mark, and resumes when both clear.
@@ -20,6 +22,7 @@ one log line; a known API at an unsupported version is answered by `on_unsupport
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import collections
 import logging
 import struct
@@ -61,6 +64,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
         self._in_order: collections.deque[asyncio.Future] = collections.deque()
+        # The last request that may wait (a Fetch), which the next request overtakes.
+        self._may_wait: codec.Overtaken | None = None
         self._writing_paused = False
         self._reading_paused = False
         self._closed = asyncio.get_running_loop().create_future()
@@ -150,6 +155,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except codec.FrameError as error:
             self._abort(str(error))
             return
+        if self._may_wait is not None:
+            self._may_wait.set()
+            self._may_wait = None
+        if request.api_key == codec.ApiKey.FETCH:
+            self._may_wait = codec.Overtaken()
+            request = dataclasses.replace(request, overtaken=self._may_wait)
         task = asyncio.ensure_future(self._dispatch(request))
         self._in_order.append(task)
         task.add_done_callback(self._write_finished)

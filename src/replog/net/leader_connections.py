@@ -10,6 +10,8 @@ from typing import NamedTuple, TypeVar
 
 from replog.coord_backends.paths import BrokerRegistration
 from replog.net.client import BrokerConnection, BrokerRefused, BrokerUnavailable
+from replog.net.fetch_rounds import FetchRounds
+from replog.replication.fetcher import FetchReply, FetchSpec
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -70,6 +72,7 @@ class LeaderConnections:
         self._locks: dict[int, asyncio.Lock] = {}
         self._refusals: dict[int, _Refusal] = {}  # bounded by the brokers in the cluster
         self._probes: dict[int, asyncio.Task] = {}
+        self._fetch_rounds: dict[int, FetchRounds] = {}  # bounded by the brokers in the cluster
         self._closed = False
         self.on_presumed_gone: Callable[[int], None] | None = None
 
@@ -104,6 +107,17 @@ class LeaderConnections:
         except BrokerUnavailable as error:
             self.connection_failed(broker_id)
             raise ConnectionError(str(error)) from None
+
+    async def fetch_as_replica(self, broker_id: int, spec: FetchSpec) -> FetchReply:
+        """A follower's fetch of one partition from leader `broker_id`, sent together with this
+        broker's other fetches from it (net/fetch_rounds.py)."""
+        rounds = self._fetch_rounds.get(broker_id)
+        if rounds is None:
+            async def send_round(specs: list[FetchSpec], max_wait_ms: int, max_bytes: int) -> dict:
+                return await self.call(broker_id, lambda connection: connection.fetch_as_replica(
+                    self._broker_id, specs, max_wait_ms, max_bytes))
+            rounds = self._fetch_rounds[broker_id] = FetchRounds(send_round, f"{self._broker_id}-from-{broker_id}")
+        return await rounds.fetch(spec)
 
     def presumed_gone(self, broker_id: int) -> bool:
         """Whether `broker_id`, as registered now, refused connections lately (see the class)."""
@@ -153,6 +167,9 @@ class LeaderConnections:
         for probe in self._probes.values():
             probe.cancel()
         self._probes.clear()
+        for rounds in self._fetch_rounds.values():
+            rounds.close()
+        self._fetch_rounds.clear()
         for connection in self._connections.values():
             connection.close()
         self._connections.clear()

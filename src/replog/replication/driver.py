@@ -56,6 +56,8 @@ class LeaderCalls(Protocol):
 
     async def call(self, broker_id: int, request: Callable[[Any], Awaitable[Any]]) -> Any: ...
 
+    async def fetch_as_replica(self, broker_id: int, spec: FetchSpec) -> FetchReply: ...
+
 
 @dataclasses.dataclass(frozen=True)
 class LeadershipContext:
@@ -350,14 +352,11 @@ class PartitionLeadership:
     # -- fetcher plumbing: replica/ does not import net/, so it gets callables ------------------------
 
     def _fetch_from(self, leader: int):
-        connections, replica_id = self._context.connections, self._context.broker_id
+        connections = self._context.connections
 
         async def fetch(spec: FetchSpec) -> FetchReply:
-            result = await connections.call(leader, lambda connection: connection.fetch_as_replica(
-                replica_id, spec.topic, spec.partition, spec.fetch_offset, spec.current_leader_epoch,
-                spec.max_bytes, spec.max_wait_ms,
-            ))
-            return FetchReply(_code(result.error_code), result.high_watermark, result.log_start_offset, result.records)
+            reply = await connections.fetch_as_replica(leader, spec)
+            return reply._replace(error_code=_code(reply.error_code))
 
         return fetch
 

@@ -8,6 +8,10 @@ first partition with data always returns at least one whole batch (KIP-74), so a
 batch never stalls a consumer. Partitions in error carry empty, never null, records: some
 clients cannot parse null there.
 
+A later request on the same connection cuts the wait short (codec.Overtaken): responses
+leave in request order, and a follower sends its next fetch round, or a new partition's
+OffsetForLeaderEpoch, while an idle round is parked (net/fetch_rounds.py).
+
 Fetch sessions (KIP-227) are declined: the response's session id is 0, so clients keep
 sending full fetch requests.
 
@@ -155,6 +159,8 @@ async def fetch(services, request: Request):
             for _, fetch, partition, _ in results:
                 if partition is not None:
                     waiter.watch(partition, fetch.fetch_offset, for_follower=body.replica_id >= 0)
+            if request.overtaken is not None:
+                request.overtaken.listen(waiter.wake)
             await waiter.wait(max(0.0, deadline - loop.time()))
         results, _ = _read_all(services, body, services.now_ms())
     for topic, fetch, partition, result in results:

@@ -1,0 +1,142 @@
+"""A follower's fetches from one leader, sent together: Kafka's ReplicaFetcherThread asks a
+leader for every partition it follows there in one Fetch request.
+
+Each partition has its own ReplicaFetcher (replication/fetcher.py), which asks for one
+partition at a time. Sent as requests of their own on the one connection to the leader, a
+long-polling fetch of an idle partition held every answer behind it for up to its max wait,
+since a connection's responses leave in request order: one idle partition slowed acks=all on
+every busy partition the same follower fetched from that leader to a round trip per 500 ms.
+
+So the asks are gathered into rounds: one request carrying every partition whose fetcher waits
+for an answer, which the leader answers as soon as any of them has data. A partition's reply
+goes to its fetcher when it says something (records or an error) or once the fetcher's own
+max wait has passed, which is when the leader would have answered a fetch of that partition
+alone; otherwise the partition rides along in the next round, so an idle partition costs
+nothing between its long polls.
+
+A partition that asks while a round is parked at the leader goes out at once, in a new round
+with every other waiting partition: the leader cuts a parked fetch short when a later request
+arrives on its connection (net/framing.py), so the new round is not held behind the old one.
+At most ROUNDS_IN_FLIGHT_MAX rounds are out at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable
+
+from replog.replication.fetcher import UNKNOWN_TOPIC_OR_PARTITION, FetchReply, FetchSpec
+
+# Two: the parked round and the one that cuts it short; a third ask waits for the cut round.
+ROUNDS_IN_FLIGHT_MAX = 2
+# Kafka's replica.fetch.response.max.bytes: a round's answer is bounded as a whole, yet its
+# first partition with data always gets a whole batch (KIP-74).
+ROUND_MAX_BYTES = 10 * 1024 * 1024
+
+PartitionKey = tuple[str, int]
+# A partition the leader's answer left out: its fetcher re-reads who leads it.
+_NOT_ANSWERED = FetchReply(UNKNOWN_TOPIC_OR_PARTITION, -1, -1, b"")
+# (specs, max_wait_ms, max_bytes) -> each asked partition's reply
+SendRound = Callable[[list[FetchSpec], int, int], Awaitable[dict[PartitionKey, FetchReply]]]
+
+
+class _Ask:
+    """One fetcher's outstanding ask."""
+
+    __slots__ = ("spec", "answer", "deadline_s", "rounds_out")
+
+    def __init__(self, spec: FetchSpec, loop: asyncio.AbstractEventLoop):
+        self.spec = spec
+        self.answer: asyncio.Future[FetchReply] = loop.create_future()
+        self.deadline_s = loop.time() + spec.max_wait_ms / 1000
+        self.rounds_out = 0  # rounds in flight that carry it
+
+    @property
+    def key(self) -> PartitionKey:
+        return self.spec.topic, self.spec.partition
+
+
+class FetchRounds:
+    """The rounds to one leader. See the module docstring."""
+
+    def __init__(self, send_round: SendRound, name: str):
+        self._send_round = send_round
+        self._name = name
+        self._asks: dict[PartitionKey, _Ask] = {}  # bounded by the partitions followed from this leader
+        self._rounds_in_flight = 0
+        self._changed = asyncio.Event()
+        self._sender: asyncio.Task | None = None
+
+    async def fetch(self, spec: FetchSpec) -> FetchReply:
+        """The leader's answer for `spec`'s partition, as a fetch of it alone would have it."""
+        ask = _Ask(spec, asyncio.get_running_loop())
+        replaced = self._asks.get(ask.key)
+        if replaced is not None:
+            replaced.answer.cancel()  # a fetcher has one ask at a time: that one's fetcher is gone
+        self._asks[ask.key] = ask
+        self._changed.set()
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send_rounds(), name=f"fetch-rounds-{self._name}")
+            self._sender.add_done_callback(self._sender_ended)
+        try:
+            return await ask.answer
+        finally:
+            if self._asks.get(ask.key) is ask:
+                del self._asks[ask.key]
+                self._changed.set()  # the sender ends once nobody asks
+
+    def close(self) -> None:
+        if self._sender is not None:
+            self._sender.cancel()
+        for ask in self._asks.values():
+            ask.answer.cancel()
+        self._asks.clear()
+
+    def _sender_ended(self, sender: asyncio.Task) -> None:
+        """A sender ends by itself only when nobody asks; an exception is a bug that must not
+        leave fetchers waiting for rounds nobody sends."""
+        if sender.cancelled() or sender.exception() is None:
+            return
+        for ask in self._asks.values():
+            if not ask.answer.done():
+                ask.answer.set_exception(sender.exception())
+
+    async def _send_rounds(self) -> None:
+        """Ends when no fetcher asks; the next ask starts it again. Each round is a task of this
+        one's group, which a round's failure never ends (_round hands it to its asks)."""
+        async with asyncio.TaskGroup() as rounds:
+            while self._asks or self._rounds_in_flight:  # each turn waits for an ask or a round's end
+                waiting = [ask for ask in self._asks.values() if not ask.answer.done()]
+                unsent = any(ask.rounds_out == 0 for ask in waiting)
+                if unsent and self._rounds_in_flight < ROUNDS_IN_FLIGHT_MAX:
+                    # Counted out before the task runs, so that this loop's next turn sees them sent.
+                    self._rounds_in_flight += 1
+                    for ask in waiting:
+                        ask.rounds_out += 1
+                    rounds.create_task(self._round(sorted(waiting, key=lambda ask: ask.deadline_s)))
+                    continue
+                self._changed.clear()
+                await self._changed.wait()
+
+    async def _round(self, asks: list[_Ask]) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            # Answered by the first asker's deadline, when a fetch of its partition alone would be.
+            wait_ms = max(0, math.ceil((min(ask.deadline_s for ask in asks) - loop.time()) * 1000))
+            replies = await self._send_round([ask.spec for ask in asks], wait_ms, ROUND_MAX_BYTES)
+        except Exception as error:  # noqa: BLE001 - each fetcher decides what a failure means
+            for ask in asks:
+                if not ask.answer.done():
+                    ask.answer.set_exception(error)
+        else:
+            now_s = loop.time()
+            for ask in asks:
+                reply = replies.get(ask.key, _NOT_ANSWERED)
+                if not ask.answer.done() and (reply.error_code or reply.records or now_s >= ask.deadline_s):
+                    ask.answer.set_result(reply)
+        finally:
+            self._rounds_in_flight -= 1
+            for ask in asks:
+                ask.rounds_out -= 1
+            self._changed.set()

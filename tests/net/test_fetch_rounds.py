@@ -1,0 +1,108 @@
+"""A follower's fetches from one leader go out together (net/fetch_rounds.py), against a fake
+leader that answers a round as the broker's Fetch handler does: at once when any asked
+partition has data, when a later round arrives (the connection's cut), or after the wait."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from replog.net.fetch_rounds import FetchRounds
+from replog.replication.fetcher import FetchReply, FetchSpec
+from tests.polling import eventually
+
+WAIT_S = 10
+LONG_POLL_MS = 60_000  # a wait no test sits out: only data, a cut or the test's end ends it
+
+
+class FakeLeader:
+    def __init__(self) -> None:
+        self.records: dict[tuple[str, int], bytes] = {}  # what the next round gives each partition
+        self.rounds: list[list[tuple[str, int]]] = []  # the partitions each round asked for
+        self.failure: Exception | None = None
+        self._changed = asyncio.Event()
+
+    def append(self, partition: int, records: bytes) -> None:
+        self.records["t", partition] = records
+        self._changed.set()
+
+    async def send_round(self, specs: list[FetchSpec], max_wait_ms: int, max_bytes: int) -> dict:
+        asked = [(spec.topic, spec.partition) for spec in specs]
+        self.rounds.append(asked)
+        self._changed.set()  # a later request overtakes a parked one
+        self._changed = changed = asyncio.Event()
+        if self.failure is not None:
+            raise self.failure
+        if not any(key in self.records for key in asked):
+            try:
+                await asyncio.wait_for(changed.wait(), max_wait_ms / 1000)
+            except TimeoutError:
+                pass
+        return {key: FetchReply(0, 0, 0, self.records.pop(key, b"")) for key in asked}
+
+
+def spec(partition: int, max_wait_ms: int = LONG_POLL_MS) -> FetchSpec:
+    return FetchSpec("t", partition, 0, 0, 1 << 20, max_wait_ms)
+
+
+async def test_an_idle_partition_does_not_hold_the_answers_of_a_busy_one():
+    leader = FakeLeader()
+    rounds = FetchRounds(leader.send_round, "test")
+    idle = asyncio.ensure_future(rounds.fetch(spec(0)))
+    for n in range(5):
+        leader.append(1, b"batch %d" % n)
+        answered = await asyncio.wait_for(rounds.fetch(spec(1)), WAIT_S)
+        assert answered.records == b"batch %d" % n
+    assert not idle.done()  # an empty answer before its wait says nothing: it rides along
+    assert all(("t", 0) in asked for asked in leader.rounds)
+    leader.append(0, b"at last")
+    assert (await asyncio.wait_for(idle, WAIT_S)).records == b"at last"
+    rounds.close()
+
+
+async def test_an_idle_partition_is_answered_empty_once_its_own_wait_is_over():
+    leader = FakeLeader()
+    rounds = FetchRounds(leader.send_round, "test")
+    answered = await asyncio.wait_for(rounds.fetch(spec(0, max_wait_ms=20)), WAIT_S)
+    assert answered == FetchReply(0, 0, 0, b"")
+    rounds.close()
+
+
+async def test_a_partition_asking_while_a_round_is_parked_goes_out_at_once_with_the_others():
+    leader = FakeLeader()
+    rounds = FetchRounds(leader.send_round, "test")
+    parked = asyncio.ensure_future(rounds.fetch(spec(0)))
+    async def first_round_out() -> bool:
+        return bool(leader.rounds)
+
+    await eventually(first_round_out, WAIT_S, "the first round, which parks")
+    leader.records["t", 1] = b"ready"  # no wake-up: only the new round can find it
+    answered = await asyncio.wait_for(rounds.fetch(spec(1)), WAIT_S)
+    assert answered.records == b"ready"
+    assert leader.rounds[:2] == [[("t", 0)], [("t", 0), ("t", 1)]]
+    assert not parked.done()
+    rounds.close()
+    with pytest.raises(asyncio.CancelledError):
+        await parked
+
+
+async def test_a_failed_round_fails_every_ask_in_it_and_the_next_asks_go_out_again():
+    leader = FakeLeader()
+    rounds = FetchRounds(leader.send_round, "test")
+    leader.failure = ConnectionError("leader gone")
+    outcomes = await asyncio.gather(rounds.fetch(spec(0)), rounds.fetch(spec(1)), return_exceptions=True)
+    assert [type(outcome) for outcome in outcomes] == [ConnectionError, ConnectionError]
+    leader.failure = None
+    leader.append(0, b"back")
+    assert (await asyncio.wait_for(rounds.fetch(spec(0)), WAIT_S)).records == b"back"
+    rounds.close()
+
+
+async def test_a_partition_the_answer_leaves_out_is_unknown_to_its_fetcher():
+    async def forgetful(specs, max_wait_ms, max_bytes):
+        return {}
+
+    rounds = FetchRounds(forgetful, "test")
+    assert (await asyncio.wait_for(rounds.fetch(spec(0)), WAIT_S)).error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    rounds.close()
