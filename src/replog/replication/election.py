@@ -69,6 +69,18 @@ class Election(NamedTuple):
     isr_version: int
 
 
+async def _leader_named_within(store: Store, topic: str, partition: int, timeout_s: float) -> bool:
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with await store.watch_data(paths.leader(topic, partition)) as watch:
+                async for event in watch:  # until a leader is named or the time is up
+                    if event.exists:
+                        return True
+    except TimeoutError:
+        pass
+    return False
+
+
 async def leader_election(
     store: Store,
     topic: str,
@@ -110,7 +122,13 @@ async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: i
         return None
     preferred = assigned[0]
     if preferred != broker_id and (not isr or preferred in isr) and await broker_alive(store, preferred):
-        await asyncio.sleep(preferred_wait_s)  # the seed's PreferredReplicaTime: the preferred replica races first
+        # The seed's PreferredReplicaTime: the preferred replica races first. Once it has won
+        # there is nothing left to race for, and the new leader's acks=all waits for this
+        # replica to follow it: stop waiting at once.
+        if await _leader_named_within(store, topic, partition, preferred_wait_s):
+            logger.info("lost leader election topic=%s partition=%d broker=%d (elected during the preferred replica's head start)",
+                        topic, partition, broker_id)
+            return None
     epoch = await next_leader_epoch(store, topic, partition)
     # A new partition starts with every assigned replica in sync (all are empty); after an
     # unclean election only the new leader is. Either way only live replicas stay (the seed's

@@ -1,0 +1,39 @@
+"""leaderElection over memory, ZooKeeper and etcd: the preferred replica's head start."""
+
+from __future__ import annotations
+
+import asyncio
+
+from replog.coord_backends import paths
+from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment
+from replog.replication.election import leader_election
+from tests.backends.conftest import backend, connect, store, url  # noqa: F401  (fixtures)
+
+TOPIC = "orders"
+PREFERRED, OTHER = 1, 2
+WAIT_S = 10
+HEAD_START_S = 600  # longer than any test runs: only the preferred replica's win ends it
+
+
+async def assigned_with_both_alive(store) -> None:
+    await store.create(paths.replicas(TOPIC, 0), ReplicaAssignment((PREFERRED, OTHER)).encode(), make_parents=True)
+    for broker_id in (PREFERRED, OTHER):  # both alive: the winner keeps the other in the ISR
+        await store.create(paths.broker(broker_id), ephemeral=True, make_parents=True)
+
+
+async def test_a_replica_stops_giving_the_preferred_one_its_head_start_once_it_won(store):
+    """The new leader's acks=all waits for this replica to follow it: the rest of the head start
+    would be a stall."""
+    await assigned_with_both_alive(store)
+    waiting = asyncio.ensure_future(leader_election(store, TOPIC, 0, OTHER, preferred_wait_s=HEAD_START_S))
+    won = await leader_election(store, TOPIC, 0, PREFERRED)
+    assert await asyncio.wait_for(waiting, WAIT_S) is None
+    leader = LeaderRecord.decode((await store.get(paths.leader(TOPIC, 0)))[0])
+    assert (leader.leader, leader.leader_epoch) == (PREFERRED, won.isr.leader_epoch)
+
+
+async def test_a_replica_races_once_the_head_start_is_over_if_nobody_won(store):
+    await assigned_with_both_alive(store)
+    elected = await asyncio.wait_for(leader_election(store, TOPIC, 0, OTHER, preferred_wait_s=0.05), WAIT_S)
+    assert elected is not None
+    assert LeaderRecord.decode((await store.get(paths.leader(TOPIC, 0)))[0]).leader == OTHER
