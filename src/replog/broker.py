@@ -46,9 +46,9 @@ from kio.schema.errors import ErrorCode
 from replog import admin
 from replog.admin.errors import AdminError
 from replog.config import BrokerConfig
-from replog.coord_backends import NodeExists, NoNode, SessionState, StoreError, open_store
+from replog.coord_backends import BadVersion, NodeExists, NoNode, SessionState, StoreError, open_store
 from replog.coord_backends import paths
-from replog.coord_backends.paths import BrokerRegistration, ClusterId
+from replog.coord_backends.paths import BrokerRegistration, ClusterId, InvalidNodeValue
 from replog.metadata_cache import MetadataCache
 from replog.net.server import KafkaServer
 from replog.producer_ids import ProducerIdAllocator
@@ -228,26 +228,33 @@ class Broker:
             pass
         self.cluster_id = ClusterId.decode((await self.store.get(paths.CLUSTER_ID))[0]).cluster_id
 
-    async def _register(self) -> None:
+    def _registration(self) -> BrokerRegistration:
         advertised = self.config["advertised.listeners"]
         port = advertised.port or self.server.port  # port 0 means "whatever was bound"
-        registration = BrokerRegistration(advertised.host, port, self.config["broker.rack"])
-        await self.store.create(paths.broker(self.broker_id), registration.encode(), ephemeral=True)
+        return BrokerRegistration(advertised.host, port, self.config["broker.rack"])
+
+    async def _register(self) -> None:
+        await self.store.create(paths.broker(self.broker_id), self._registration().encode(), ephemeral=True)
 
     async def _register_at_start(self) -> None:
         """A broker started again right after a crash (SIGKILL) finds its previous life's
         registration, which stays until the store ends that life's session, within
-        coord.session.timeout.ms: wait for it to go, as Kafka does, rather than fail. A
-        registration that outlives two session timeouts is a live broker with the same id."""
+        coord.session.timeout.ms. If it names this broker's own address, that life is over:
+        this process listens there now (and holds the data directory), so nothing else can
+        answer at that address; the registration is removed at once. Otherwise wait for it to
+        go, as Kafka does, rather than fail. A registration that outlives two session timeouts
+        is a live broker with the same id."""
         path = paths.broker(self.broker_id)
         timeout_s = 2 * self.store.session_timeout_ms / 1000
         try:
             async with asyncio.timeout(timeout_s):
-                while True:  # bounded by the timeout: each turn waits for the node to go
+                while True:  # bounded by the timeout: each turn removes or waits for the node
                     try:
                         await self._register()
                         return
                     except NodeExists:
+                        if await self._remove_previous_life_registration(path):
+                            continue
                         logger.warning("broker id still registered, by this broker's previous life until its session "
                                        "ends; waiting broker=%d", self.broker_id)
                     async with await self.store.watch_data(path) as registrations:
@@ -256,6 +263,27 @@ class Broker:
                                 break
         except TimeoutError:
             raise BrokerIdInUse(self.broker_id, timeout_s) from None
+
+    async def _remove_previous_life_registration(self, path: str) -> bool:
+        """Whether the registration at `path` named this broker's address and is gone now."""
+        try:
+            data, version = await self.store.get(path)
+            registered = BrokerRegistration.decode(data)
+        except NoNode:
+            return True
+        except InvalidNodeValue:
+            return False  # not ours to judge: wait for its session
+        mine = self._registration()
+        if (registered.host, registered.port) != (mine.host, mine.port):
+            return False
+        try:
+            await self.store.delete(path, version)
+        except (NoNode, BadVersion):
+            return True  # gone or replaced meanwhile: the next attempt finds out which
+        logger.warning("removed this broker's previous registration, which names the address this process listens on "
+                       "(its previous life ended before its session did) broker=%d address=%s:%d",
+                       self.broker_id, mine.host, mine.port)
+        return True
 
     async def _follow_session(self) -> None:
         """Tell every partition's leadership of the session's state: a leader is fenced as soon
