@@ -21,9 +21,11 @@ default settings (coord.session.timeout.ms 9000, replica.lag.time.max.ms 30000; 
     killed broker is restarted, and the next kill waits until it is back in every ISR;
   - SIGKILL of a follower (of a topic whose partitions it only follows): the longest gap between
     consecutive acknowledgements, i.e. how long acks=all waited for it to leave the ISR;
-  - SIGTERM (controlled shutdown) of the leader of partition 0: the time to the first
-    acknowledgement on partition 0 of a record sent after the signal, and the longest gap between
-    acknowledgements.
+  - SIGTERM (controlled shutdown) of the leader of partition 0, --kills times: the time to the
+    first acknowledgement on partition 0 of a record sent after the signal (the stopping leader
+    still acknowledges records that reach it before it hands over, so this is often a few ms),
+    and the longest gap between acknowledgements, which is the stall a producer sees; p50 and
+    max over the stops.
   "The longest gap" is over every partition, from a second before the signal.
 
 The producer keeps librdkafka's defaults for finding a new leader (retry.backoff.ms 100,
@@ -131,12 +133,17 @@ def follower_kill(store: str, cluster: Cluster) -> None:
           f"of the {PARTITIONS} partitions: {max(failover.first_acknowledged_s.values()):.2f} s")
 
 
-def leader_termination(store: str, cluster: Cluster) -> None:
-    leaders = {index: meta.leader for index, meta in wait_until_in_sync(cluster.bootstrap, "failover").items()}
-    failover = stop_and_restart(cluster, "failover", leaders[0], signal.SIGTERM)
-    print(f"[{store}] SIGTERM (controlled shutdown) of a leader: first acknowledgement of a record sent after the "
-          f"signal, on partition 0, which it led: {failover.first_acknowledged_s[0]:.2f} s; longest gap between acknowledgements "
-          f"{failover.longest_gap_s:.2f} s")
+def leader_terminations(store: str, cluster: Cluster, stops: int) -> None:
+    led, gaps = [], []
+    for _ in range(stops):
+        leaders = {index: meta.leader for index, meta in wait_until_in_sync(cluster.bootstrap, "failover").items()}
+        failover = stop_and_restart(cluster, "failover", leaders[0], signal.SIGTERM)
+        led.append(failover.first_acknowledged_s[0])
+        gaps.append(failover.longest_gap_s)
+    print(f"[{store}] SIGTERM (controlled shutdown) of a leader, {stops} stops: first acknowledgement of a record sent "
+          f"after the signal, on partition 0, which it led: {spread(led)}")
+    print(f"[{store}] SIGTERM (controlled shutdown) of a leader, {stops} stops: longest gap between acknowledgements: "
+          f"{spread(gaps)}")
 
 
 def measure(store: str, records: int, kills: int, session_timeout_ms: int | None, failover_only: bool) -> None:
@@ -155,7 +162,7 @@ def measure(store: str, records: int, kills: int, session_timeout_ms: int | None
                 create_topic(cluster.bootstrap, "failover", PARTITIONS)
                 leader_kills(store, cluster, kills)
                 follower_kill(store, cluster)
-                leader_termination(store, cluster)
+                leader_terminations(store, cluster, kills)
             finally:
                 cluster.stop()
         finally:
@@ -166,7 +173,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=300_000, help="records per throughput run")
     parser.add_argument("--store", choices=["zk", "etcd", "both"], default="both")
-    parser.add_argument("--kills", type=int, default=5, help="SIGKILLs of a leader to take the p50 and max over")
+    parser.add_argument("--kills", type=int, default=5, help="SIGKILLs (and SIGTERMs) of a leader to take the p50 and max over")
     parser.add_argument("--failover-only", action="store_true", help="skip the throughput runs")
     parser.add_argument("--session-timeout-ms", type=int, default=None,
                         help="coord.session.timeout.ms for the brokers (default: not passed, the broker's own default)")
