@@ -336,6 +336,8 @@ class AdminCommand(OneLineUsage):
             return super().invoke(ctx)
         except (DoorChoiceError, BadStoreUrl) as error:
             fail(f"{_subcommand(ctx)}: {error}", USAGE_ERROR_STATUS)
+        except click.UsageError as error:
+            fail(f"{_subcommand(ctx)}: {error.format_message()}", USAGE_ERROR_STATUS)
         except AdminError as error:
             fail(f"{error}{ADMIN_HINTS.get(type(error).__name__, '')}", FAILURE_STATUS)
         except StoreError as error:
@@ -427,11 +429,11 @@ def topics_create(topic: str, partitions: int | None, replication_factor: int | 
     from replog.admin import mixed_separators_warning
     from replog.admin.doors import NewTopic
 
-    warning = mixed_separators_warning(topic)
-    if warning:
-        click.echo(f"replog: warning: {warning}", err=True)
     request = NewTopic(topic, partitions, replication_factor, configs, replica_assignment)
     created = _through_door(coord_url, bootstrap, lambda door: door.create_topic(request, if_not_exists=if_not_exists))
+    warning = mixed_separators_warning(topic)
+    if created and warning:  # after success, so that a refusal stays one line
+        click.echo(f"replog: warning: {warning}", err=True)
     _print_outcome(output, {"topic": topic, "created": created},
                    f"Created topic {topic}." if created else f"Topic {topic} exists already.")
 

@@ -264,7 +264,9 @@ class KafkaDoor(AdminDoor):
         except KafkaException as exception:
             error = exception.args[0]
             message = error.str()
-            if repr(topic) not in message:  # librdkafka's text for a code ("Broker: ..."), not the broker's
+            if error.code() == UnknownTopicOrPartition.CODE:
+                message = f"topic {topic!r} does not exist"  # librdkafka's DeleteTopics drops the broker's words
+            elif repr(topic) not in message:  # librdkafka's text for a code ("Broker: ..."), not the broker's
                 message = f"topic {topic!r}: {message}"
             raise error_for_code(error.code(), message) from None
 

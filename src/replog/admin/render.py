@@ -42,7 +42,7 @@ def print_topics(statuses: Sequence[TopicStatus]) -> None:
             out.print()
         configs = ",".join(f"{name}={value}" for name, value in sorted(status.overrides.items())) or "none"
         out.print(f"[bold]{status.name}[/bold]  partitions: {status.partition_count}  "
-                  f"replication factor: {status.replication_factor}  configs: {configs}", soft_wrap=False)
+                  f"replication factor: {status.replication_factor}  configs: {configs}")
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
         for header in ("PART", "LEADER", "EPOCH", "REPLICAS", "ISR", "ADDING", "REMOVING"):
             table.add_column(header, no_wrap=header in ("PART", "LEADER", "EPOCH"))

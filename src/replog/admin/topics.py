@@ -226,12 +226,15 @@ def check_given_assignment(
     except AdminError as error:
         raise _naming_topic(name, error) from None
     given_factor = len(assignment[0])
-    if (partitions is not None and partitions != len(assignment)) or (
-        replication_factor is not None and replication_factor != given_factor
-    ):
+    disagreements = []
+    if partitions is not None and partitions != len(assignment):
+        disagreements.append(f"{partitions} partitions")
+    if replication_factor is not None and replication_factor != given_factor:
+        disagreements.append(f"replication factor {replication_factor}")
+    if disagreements:
         raise InvalidReplicaAssignment(
             f"topic {name!r}: the replica assignment has {len(assignment)} partitions of {given_factor} replicas,"
-            f" not {partitions} of {replication_factor}"
+            f" not {' and '.join(disagreements)}"
         )
     return assignment
 
