@@ -29,19 +29,13 @@ from replog.coord_backends import Store, StoreError, open_store
 
 from .errors import AdminError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
 from .topic_status import TopicStatus
+from . import topics
 from .topics import (
     AlterOp,
     ConfigOperation,
     ConfigSource,
     PartitionDescription,
-    alter_topic_config,
     check_given_assignment,
-    create_partitions,
-    create_topic,
-    delete_topic,
-    describe_topic,
-    describe_topic_config,
-    list_topics,
     validate_topic_name,
 )
 
@@ -193,7 +187,7 @@ class StoreDoor(AdminDoor):
         await self.store.close()
 
     async def list_topics(self) -> list[str]:
-        return sorted(await list_topics(self.store))
+        return sorted(await topics.list_topics(self.store))
 
     async def _create_topic(self, topic: NewTopic) -> None:
         partitions, replication_factor = topic.partitions, topic.replication_factor
@@ -202,33 +196,30 @@ class StoreDoor(AdminDoor):
             defaults = load_broker_config()
             partitions = partitions or defaults["num.partitions"]
             replication_factor = replication_factor or defaults["default.replication.factor"]
-        await create_topic(self.store, topic.name, partitions, replication_factor, topic.configs,
+        await topics.create_topic(self.store, topic.name, partitions, replication_factor, topic.configs,
                            replica_assignment=topic.replica_assignment)
 
     async def _delete_topic(self, name: str) -> None:
-        await delete_topic(self.store, name)
+        await topics.delete_topic(self.store, name)
 
     async def _describe_topics(self, names: Sequence[str]) -> list[TopicStatus]:
         described = []
         for name in names or await self.list_topics():
             try:
-                description = await describe_topic(self.store, name)
-                entries = {entry.name: entry for entry in await describe_topic_config(self.store, name)}
+                description = await topics.describe_topic(self.store, name)
+                entries = {entry.name: entry for entry in await topics.describe_topic_config(self.store, name)}
             except UnknownTopicOrPartition:
                 if names:
                     raise
                 continue  # deleted since the listing
-            overrides = {entry.name: entry.value for entry in entries.values()
-                         if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG}
-            described.append(TopicStatus.of(name, description.partitions, overrides,
-                                            int(entries["min.insync.replicas"].value)))
+            described.append(_topic_status(name, description.partitions, entries))
         return described
 
     async def _create_partitions(self, name: str, total: int) -> None:
-        await create_partitions(self.store, name, total)
+        await topics.create_partitions(self.store, name, total)
 
     async def _alter_topic_config(self, name: str, operations: Sequence[ConfigOperation], *, validate_only: bool) -> None:
-        await alter_topic_config(self.store, name, operations, validate_only=validate_only)
+        await topics.alter_topic_config(self.store, name, operations, validate_only=validate_only)
 
 
 class KafkaDoor(AdminDoor):
@@ -305,13 +296,11 @@ class KafkaDoor(AdminDoor):
         described = []
         for name, resource in resources.items():
             entries = await self._outcome(futures[resource], name)
-            overrides = {entry.name: entry.value for entry in entries.values()
-                         if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG}
             partitions = tuple(
                 _described_partition(partition, live)
                 for _, partition in sorted(metadata.topics[name].partitions.items())
             )
-            described.append(TopicStatus.of(name, partitions, overrides, int(entries["min.insync.replicas"].value)))
+            described.append(_topic_status(name, partitions, entries))
         return described
 
     async def _create_partitions(self, name: str, total: int) -> None:
@@ -347,3 +336,10 @@ def _described_partition(partition, live: set[int]) -> PartitionDescription:
         adding_replicas=None,
         removing_replicas=None,
     )
+
+
+def _topic_status(name: str, partitions: tuple[PartitionDescription, ...], entries: Mapping) -> TopicStatus:
+    """From the topic's config entries by name (replog's ConfigEntry or confluent-kafka's: both
+    have name, value and a Kafka config source)."""
+    overrides = {entry.name: entry.value for entry in entries.values() if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG}
+    return TopicStatus.of(name, partitions, overrides, int(entries["min.insync.replicas"].value))
