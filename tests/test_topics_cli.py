@@ -46,14 +46,28 @@ def described(door: list[str], *args: str) -> dict[str, dict]:
     return {topic["name"]: topic for topic in document["topics"]}
 
 
+def described_when(door: list[str], name: str, condition, what: str) -> dict:
+    """The topic's description once `condition(description)` holds. Brokers learn of a change
+    from the store a moment apart, and the broker door may ask one that has not yet."""
+    def attempt() -> dict | None:
+        done = replog("topics", "describe", name, "--output", "json", *door)
+        if done.returncode == 1 and "does not exist" in done.stderr:
+            return None
+        topic = json.loads(succeeded(done).stdout)["topics"][0]
+        return topic if condition(topic) else None
+
+    return wait_until(attempt, f"topic {name}: {what}", SETTLE_S)
+
+
 def settled(door: list[str], name: str) -> dict:
     """The topic's description once every partition is led by its preferred replica with every
     replica in sync (no flag), as a fresh topic on a healthy cluster ends up."""
-    def healthy() -> dict | None:
-        topic = described(door, name)[name]
-        return topic if all(p["leader"] is not None and not p["flags"] for p in topic["partitions"]) else None
+    return described_when(door, name, lambda topic: all(p["leader"] is not None and not p["flags"] for p in topic["partitions"]),
+                          "led by its preferred replicas, all in sync")
 
-    return wait_until(healthy, f"topic {name} led by its preferred replicas, all in sync", SETTLE_S)
+
+def listed(door: list[str]) -> list[str]:
+    return json.loads(succeeded(replog("topics", "list", "--output", "json", *door)).stdout)["topics"]
 
 
 def unique(prefix: str) -> str:
@@ -97,14 +111,15 @@ def test_create_list_describe_delete(door):
     assert name in succeeded(replog("topics", "list", *door)).stdout.split()
 
     assert succeeded(replog("topics", "delete", name, *door)).stdout.strip() == f"Deleted topic {name}."
-    assert name not in json.loads(succeeded(replog("topics", "list", "--output", "json", *door)).stdout)["topics"]
+    wait_until(lambda: name not in listed(door), f"topic {name} gone from the listing", SETTLE_S)
 
 
 def test_replica_assignment_if_not_exists_and_if_exists(door):
     name = unique("metrics.raw_events")
     done = succeeded(replog("topics", "create", name, "--replica-assignment", "0:1,1:2", *door))
     assert "mixes '.' and '_'" in done.stderr, "Kafka's metric-name collision warning"
-    assert [p["replicas"] for p in described(door, name)[name]["partitions"]] == [[0, 1], [1, 2]]
+    described_when(door, name, lambda topic: [p["replicas"] for p in topic["partitions"]] == [[0, 1], [1, 2]],
+                   "on the assigned replicas")
 
     again = replog("topics", "create", name, "--partitions", "1", "--replication-factor", "1", *door)
     assert "already exists" in one_line_error(again, 1)
@@ -123,8 +138,7 @@ def test_alter_adds_partitions_and_sets_and_deletes_configs_all_or_nothing(door)
     succeeded(replog("topics", "create", name, "--partitions", "2", "--replication-factor", "2", *door))
     succeeded(replog("topics", "alter", name, "--partitions", "4", "--config", "retention.ms=60000",
                      "--config", "cleanup.policy=delete", *door))
-    topic = described(door, name)[name]
-    assert topic["partition_count"] == 4
+    topic = described_when(door, name, lambda topic: topic["partition_count"] == 4, "4 partitions")
     assert topic["configs"] == {"cleanup.policy": "delete", "retention.ms": "60000"}
 
     succeeded(replog("topics", "alter", name, "--delete-config", "retention.ms", *door))
