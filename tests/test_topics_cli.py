@@ -232,3 +232,4 @@ def test_every_command_has_help_with_an_example():
         done = succeeded(replog("topics", command, "--help"))
         example = done.stdout.split("Example:", 1)[1]
         assert example.split()[:3] == ["replog", "topics", command], done.stdout
+        assert max(len(line) for line in done.stdout.splitlines()) <= 80, done.stdout

@@ -469,8 +469,9 @@ def topics_list(coord_url: str | None, bootstrap: str | None, output: str) -> No
     names = _through_door(coord_url, bootstrap, lambda door: door.list_topics())
     if output == "json":
         print_json({"topics": names})
-    for name in names if output == "table" else ():
-        click.echo(name)
+    else:
+        for name in names:
+            click.echo(name)
 
 
 @topics.command("describe", cls=AdminCommand)
@@ -493,7 +494,8 @@ def topics_describe(topic_names: tuple[str, ...], coord_url: str | None, bootstr
 
     \b
     Example:
-      replog topics describe --under-replicated-partitions --coord zk://127.0.0.1:2181/replog
+      replog topics describe --under-replicated-partitions \\
+          --coord zk://127.0.0.1:2181/replog
     """
     from replog.admin.render import print_json, print_topics
     from replog.admin.topic_status import PartitionFlag
@@ -522,8 +524,9 @@ def topics_alter(topic: str, partitions: int | None, configs: dict[str, str], de
 
     \b
     Example:
-      replog topics alter clicks --partitions 12 --config retention.ms=86400000 \\
-          --delete-config min.insync.replicas --bootstrap-server 127.0.0.1:9092
+      replog topics alter clicks --partitions 12 \\
+          --config retention.ms=86400000 --delete-config min.insync.replicas \\
+          --bootstrap-server 127.0.0.1:9092
     """
     from replog.admin import AlterOp, ConfigOperation
 
