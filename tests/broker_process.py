@@ -28,10 +28,12 @@ class BrokerHandle:
 
 
 class BrokerProcess(BrokerHandle):
-    def __init__(self, data_dir: pathlib.Path, *, coord_url: str = "memory://", extra_args: tuple[str, ...] = ()):
+    def __init__(self, data_dir: pathlib.Path, *, coord_url: str = "memory://", extra_args: tuple[str, ...] = (),
+                 cwd: pathlib.Path | None = None):
         self.data_dir = data_dir
         self.coord_url = coord_url
         self.extra_args = extra_args
+        self.cwd = cwd
         self.port = 0
         self.process: subprocess.Popen | None = None
         self.output: list[str] = []
@@ -40,13 +42,16 @@ class BrokerProcess(BrokerHandle):
     def running(self) -> bool:
         return self.process is not None
 
-    def start(self) -> None:
-        command = [
+    def command(self) -> list[str]:
+        return [
             sys.executable, "-m", "replog", "broker", "start",
             "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir), "--coord", self.coord_url,
             *self.extra_args,
         ]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ | {"PYTHONUNBUFFERED": "1"})
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        env=os.environ | {"PYTHONUNBUFFERED": "1"}, cwd=self.cwd)
         started = threading.Event()
 
         def pump(stream) -> None:

@@ -430,6 +430,16 @@ async def test_describe_reports_leader_epoch_isr_and_offline_replicas(store, reg
         await describe_topic(store, "ghost")
 
 
+async def test_describe_reports_the_replicas_a_reassignment_adds_and_removes(store):
+    await create_topic(store, "moving", None, None, replica_assignment={0: [1, 2], 1: [2, 1]})
+    await store.create(paths.reassigned_partition("moving", 0), ReplicaAssignment((2, 3)).encode(), make_parents=True)
+
+    moving, staying = (await describe_topic(store, "moving")).partitions
+
+    assert (moving.adding_replicas, moving.removing_replicas) == ((3,), (1,))
+    assert (staying.adding_replicas, staying.removing_replicas) == ((), ())
+
+
 # --- configs ----------------------------------------------------------------------------------
 
 

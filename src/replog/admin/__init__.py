@@ -23,6 +23,8 @@ from replog.admin.topics import (
     TopicDescription,
     add_partitions,
     alter_topic_config,
+    check_given_assignment,
+    check_partition_increase,
     clean_failed_topic_creation_attempt,
     create_partitions,
     create_topic,
@@ -31,6 +33,7 @@ from replog.admin.topics import (
     describe_topic_config,
     list_topics,
     live_brokers,
+    mixed_separators_warning,
     read_replicas,
     validate_topic_name,
 )
@@ -57,6 +60,8 @@ __all__ = [
     "alter_topic_config",
     "assign_replicas",
     "check_assignment",
+    "check_given_assignment",
+    "check_partition_increase",
     "clean_failed_topic_creation_attempt",
     "create_partitions",
     "create_topic",
@@ -65,6 +70,7 @@ __all__ = [
     "describe_topic_config",
     "list_topics",
     "live_brokers",
+    "mixed_separators_warning",
     "read_replicas",
     "validate_topic_name",
 ]

@@ -57,3 +57,12 @@ class InvalidReplicaAssignment(_KafkaError):
 
 class InvalidConfig(_KafkaError):
     CODE = 40
+
+
+def error_for_code(code: int, message: str) -> AdminError:
+    """The AdminError a Kafka error code stands for (a broker's answer to an admin request), so
+    that both doors of an admin command raise the same classes."""
+    for kind in _KafkaError.__subclasses__():
+        if kind.CODE == code:
+            return kind(message)
+    return AdminError(code, message)

@@ -114,6 +114,17 @@ def validate_topic_name(name: str) -> None:
         )
 
 
+def mixed_separators_warning(name: str) -> str | None:
+    """Kafka's warning for a name with both '.' and '_': metric names turn '.' into '_', so such
+    a topic's metrics collide with a namesake's that differs only there."""
+    if "." in name and "_" in name:
+        return (
+            f"topic {name!r} mixes '.' and '_': metric names collide for topics that differ only there;"
+            " it is best to use one or the other"
+        )
+    return None
+
+
 def _collision_key(name: str) -> str:
     # Kafka refuses topics differing only in '.' versus '_': their metric names collide.
     return name.replace(".", "_")
@@ -195,21 +206,35 @@ async def _plan_assignment(
     replication_factor: int | None,
     replica_assignment: Mapping[int, Sequence[int]] | None,
 ) -> dict[int, list[int]]:
+    if replica_assignment is not None:
+        return check_given_assignment(name, replica_assignment, partitions, replication_factor)
+    if partitions is None or replication_factor is None:
+        raise InvalidReplicaAssignment(f"topic {name!r}: give a partition count and a replication factor, or a replica assignment")
     try:
-        if replica_assignment is None:
-            if partitions is None or replication_factor is None:
-                raise InvalidReplicaAssignment("give a partition count and a replication factor, or a replica assignment")
-            return assign_replicas(await live_brokers(store), partitions, replication_factor)
+        return assign_replicas(await live_brokers(store), partitions, replication_factor)
+    except AdminError as error:
+        raise _naming_topic(name, error) from None
+
+
+def check_given_assignment(
+    name: str, replica_assignment: Mapping[int, Sequence[int]], partitions: int | None, replication_factor: int | None
+) -> dict[int, list[int]]:
+    """An explicit assignment for a new topic, validated (check_assignment), and agreeing with the
+    partition count and replication factor where those are given too."""
+    try:
         assignment = check_assignment(replica_assignment)
     except AdminError as error:
         raise _naming_topic(name, error) from None
     given_factor = len(assignment[0])
-    if (partitions is not None and partitions != len(assignment)) or (
-        replication_factor is not None and replication_factor != given_factor
-    ):
+    disagreements = []
+    if partitions is not None and partitions != len(assignment):
+        disagreements.append(f"{partitions} partitions")
+    if replication_factor is not None and replication_factor != given_factor:
+        disagreements.append(f"replication factor {replication_factor}")
+    if disagreements:
         raise InvalidReplicaAssignment(
             f"topic {name!r}: the replica assignment has {len(assignment)} partitions of {given_factor} replicas,"
-            f" not {partitions} of {replication_factor}"
+            f" not {' and '.join(disagreements)}"
         )
     return assignment
 
@@ -478,10 +503,7 @@ async def create_partitions(
 
     async def grow() -> dict[int, list[int]]:
         existing = await _partition_ids(store, name)
-        if new_total <= len(existing):
-            raise InvalidPartitions(
-                f"topic {name!r} has {len(existing)} partitions; the new count {new_total} must be larger"
-            )
+        check_partition_increase(name, len(existing), new_total)
         first_replicas = await _stored_replicas(store, name, 0)
         added = await _plan_new_partitions(store, name, len(existing), new_total, first_replicas, assignment)
         await clean_failed_topic_creation_attempt(store, name, limits)
@@ -492,6 +514,19 @@ async def create_partitions(
 
     await _partition_ids(store, name)  # an unknown topic is refused before anything is taken
     return await _retrying(lambda: _changing_topic(store, name, "add-partitions", limits, grow))
+
+
+def check_partition_increase(name: str, current: int, new_total: int) -> None:
+    """A partition count only grows. Kafka refuses to shrink one too: a keyed record's partition
+    is hash(key) mod the count, so fewer partitions would send keys to other partitions than
+    their earlier records, and the removed partitions' records would have nowhere to go."""
+    if new_total < current:
+        raise InvalidPartitions(
+            f"topic {name!r} has {current} partitions and cannot shrink to {new_total}: keyed records would"
+            " move to other partitions (Kafka refuses too); create a new topic with fewer partitions instead"
+        )
+    if new_total == current:
+        raise InvalidPartitions(f"topic {name!r} already has {current} partitions; give a larger count to add some")
 
 
 async def _plan_new_partitions(
@@ -534,6 +569,10 @@ class PartitionDescription:
     leader_epoch: int | None  # the current leader's, else the last one the ISR record names
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...]  # assigned to brokers that are not registered
+    # Of a reassignment in flight (/brokers/partitions_reassigned): target replicas not yet in
+    # the assignment, and replicas that leave it. None: the door asked cannot tell.
+    adding_replicas: tuple[int, ...] | None = ()
+    removing_replicas: tuple[int, ...] | None = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -551,6 +590,7 @@ async def describe_topic(store: Store, name: str) -> TopicDescription:
         isr_node = await _get_or_none(store, paths.isr(name, partition_id))
         leader = LeaderRecord.decode(leader_node[0]) if leader_node else None
         isr = IsrRecord.decode(isr_node[0]) if isr_node else None
+        target = await read_replicas(store, paths.reassigned_partition(name, partition_id)) or replicas
         described.append(
             PartitionDescription(
                 partition=partition_id,
@@ -559,6 +599,8 @@ async def describe_topic(store: Store, name: str) -> TopicDescription:
                 leader_epoch=leader.leader_epoch if leader else (isr.leader_epoch if isr else None),
                 isr=isr.isr if isr else (),
                 offline_replicas=tuple(replica for replica in replicas if replica not in live),
+                adding_replicas=tuple(replica for replica in target if replica not in replicas),
+                removing_replicas=tuple(replica for replica in replicas if replica not in target),
             )
         )
     return TopicDescription(name, tuple(described))

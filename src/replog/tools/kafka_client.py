@@ -6,6 +6,8 @@ forever in the background."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 CONNECT_TIMEOUT_S = 10.0
 # One metadata attempt; short so that a refused connection is noticed between attempts.
@@ -63,34 +65,50 @@ def send(producer, topic: str, value: bytes, **fields) -> None:
             producer.poll(QUEUE_FULL_WAIT_S)
 
 
-def topic_partition_count(bootstrap: str, topic: str, partition: int | None = None) -> int:
-    """How many partitions `topic` has; ToolError if no broker answers within
-    CONNECT_TIMEOUT_S, the topic does not exist, or `partition` is not one of them."""
-    confluent_kafka = kafka()
+def admin_client(bootstrap: str) -> tuple[Any, list]:
+    """An AdminClient, and the list its error_cb fills (answered_metadata reads it)."""
+    kafka()
     from confluent_kafka.admin import AdminClient
 
     errors: list = []
-    admin = AdminClient(client_config(bootstrap) | {"error_cb": errors.append})
+    return AdminClient(client_config(bootstrap) | {"error_cb": errors.append}), errors
+
+
+def answered_metadata(admin, errors: list, bootstrap: str, topic: str | None = None,
+                      ready: Callable[[Any], bool] = lambda metadata: True):
+    """Metadata (of `topic`, else of every topic) once `ready(metadata)` holds; ToolError as soon
+    as every broker refused the connection, or after CONNECT_TIMEOUT_S. `ready` may raise
+    ToolError itself."""
+    confluent_kafka = kafka()
     deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    detail = f"no usable answer within {CONNECT_TIMEOUT_S:g} s"
     while True:
         try:
             metadata = admin.list_topics(topic, timeout=METADATA_ATTEMPT_S)
         except confluent_kafka.KafkaException as error:
-            metadata = None
-            last_error = error.args[0]
-        if metadata is not None:
-            found = metadata.topics[topic]
-            if found.error is None:
-                break
-            last_error = found.error
-            # LEADER_NOT_AVAILABLE: the topic is being created (auto-create) and will answer soon.
-            if found.error.code() != confluent_kafka.KafkaError.LEADER_NOT_AVAILABLE:
-                raise ToolError(f"topic {topic!r}: {last_error.str()}")
+            metadata, detail = None, error.args[0].str()
+        if metadata is not None and ready(metadata):
+            return metadata
         admin.poll(0)  # serves error_cb, which says when every broker refused
         all_down = any(error.code() == confluent_kafka.KafkaError._ALL_BROKERS_DOWN for error in errors)
         if all_down or time.monotonic() > deadline:
-            raise ToolError(f"cannot reach a broker at {bootstrap}: {last_error.str()}")
-    count = len(found.partitions)
+            raise ToolError(f"cannot reach a broker at {bootstrap}: {detail}")
+
+
+def topic_partition_count(bootstrap: str, topic: str, partition: int | None = None) -> int:
+    """How many partitions `topic` has; ToolError if no broker answers within
+    CONNECT_TIMEOUT_S, the topic does not exist, or `partition` is not one of them."""
+    confluent_kafka = kafka()
+
+    def has_leaders(metadata) -> bool:
+        found = metadata.topics[topic]
+        # LEADER_NOT_AVAILABLE: the topic is being created (auto-create) and will answer soon.
+        if found.error is not None and found.error.code() != confluent_kafka.KafkaError.LEADER_NOT_AVAILABLE:
+            raise ToolError(f"topic {topic!r}: {found.error.str()}")
+        return found.error is None
+
+    admin, errors = admin_client(bootstrap)
+    count = len(answered_metadata(admin, errors, bootstrap, topic, has_leaders).topics[topic].partitions)
     if partition is not None and not 0 <= partition < count:
         raise ToolError(f"topic {topic!r} has partitions 0..{count - 1}, not {partition}")
     return count

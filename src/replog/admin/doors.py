@@ -1,0 +1,346 @@
+"""The two doors of every admin command, behind one interface (AdminDoor):
+
+- StoreDoor, `--coord URL`: replog.admin's functions acting on the coordination store, as the
+  seed's admin commands do (and `kafka-topics --zookeeper` did); works while every broker is
+  down.
+- KafkaDoor, `--bootstrap-server HOST:PORT`: Kafka admin requests to a broker through
+  confluent-kafka's AdminClient; replog's brokers answer them with those same functions. The
+  only door to the embedded store, and the one Kafka's own tools use.
+
+The checks that need no cluster (topic names, an explicit assignment's shape) run here, before
+either door is used, so both refuse bad input with the same words. Every failure is an
+AdminError: a Kafka error code and one line naming the topic; Unreachable when the store or
+the brokers do not answer. What a door cannot tell (the Kafka door has no leader epoch and no
+reassignment in its Metadata answer) is None in the descriptions.
+
+A door is an async context manager: `async with open_door(coord_url, bootstrap) as door: ...`.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import dataclasses
+import urllib.parse
+from collections.abc import Mapping, Sequence
+
+from replog.config import load_broker_config
+from replog.coord_backends import Store, StoreError, open_store
+
+from .errors import AdminError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
+from .topic_status import TopicStatus
+from . import topics
+from .topics import (
+    AlterOp,
+    ConfigOperation,
+    ConfigSource,
+    PartitionDescription,
+    check_given_assignment,
+    validate_topic_name,
+)
+
+COORD_ENV = "REPLOG_COORD"
+BOOTSTRAP_ENV = "REPLOG_BOOTSTRAP_SERVER"
+# A broker answering CreateTopics or DeleteTopics first waits, up to the operation timeout, for
+# every replica broker to consume its state-change requests; the request outlives that wait.
+OPERATION_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = 45.0
+UNREACHABLE_CODE = -1  # Kafka's UNKNOWN_SERVER_ERROR: no server answered at all
+
+
+class DoorChoiceError(ValueError):
+    """Not exactly one door given, or a door that cannot work: a usage error."""
+
+
+class Unreachable(AdminError):
+    def __init__(self, message: str):
+        super().__init__(UNREACHABLE_CODE, message)
+
+
+@dataclasses.dataclass(frozen=True)
+class NewTopic:
+    """A topic to create: a partition count and replication factor (None: the brokers' defaults,
+    num.partitions and default.replication.factor), or an explicit replica assignment."""
+
+    name: str
+    partitions: int | None = None
+    replication_factor: int | None = None
+    configs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    replica_assignment: Mapping[int, Sequence[int]] | None = None
+
+
+def open_door(coord_url: str | None, bootstrap: str | None) -> AdminDoor:
+    """The door the operator chose; DoorChoiceError (or BadStoreUrl) if the choice is not one
+    door that can work."""
+    if coord_url and bootstrap:
+        raise DoorChoiceError(
+            f"both --coord and --bootstrap-server are given (as flags, or by {COORD_ENV} and {BOOTSTRAP_ENV}); give one"
+        )
+    if not coord_url and not bootstrap:
+        raise DoorChoiceError(
+            "give --coord URL to act on the coordination store (works while brokers are down) or --bootstrap-server"
+            f" HOST:PORT to ask a broker, or set {COORD_ENV} or {BOOTSTRAP_ENV}"
+        )
+    if bootstrap:
+        return KafkaDoor(bootstrap)
+    parsed = urllib.parse.urlsplit(coord_url)
+    if parsed.scheme == "memory" and not parsed.path.strip("/"):
+        raise DoorChoiceError(
+            f"--coord {coord_url}: the embedded store lives inside its broker's process; use --bootstrap-server"
+            " HOST:PORT of that broker"
+        )
+    return StoreDoor(open_store(coord_url), coord_url)
+
+
+class AdminDoor(abc.ABC):
+    where: str  # the store URL or the bootstrap servers, as the operator gave them
+
+    async def __aenter__(self) -> AdminDoor:
+        await self._open()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self._close()
+
+    async def create_topic(self, topic: NewTopic, *, if_not_exists: bool = False) -> bool:
+        """Create the topic; False if it existed and `if_not_exists` allows that."""
+        validate_topic_name(topic.name)
+        if topic.replica_assignment is not None:
+            topic = dataclasses.replace(topic, replica_assignment=check_given_assignment(
+                topic.name, topic.replica_assignment, topic.partitions, topic.replication_factor))
+        try:
+            await self._create_topic(topic)
+        except TopicAlreadyExists as error:
+            # A topic marked for deletion refuses its name too, but is gone; replog and Kafka say
+            # so in the message. Not a listing: a broker's metadata may not show a new topic yet.
+            if if_not_exists and "marked for deletion" not in error.message:
+                return False
+            raise
+        return True
+
+    async def delete_topic(self, name: str, *, if_exists: bool = False) -> bool:
+        """Delete the topic; False if there was none and `if_exists` allows that."""
+        validate_topic_name(name)
+        try:
+            await self._delete_topic(name)
+        except UnknownTopicOrPartition:
+            if if_exists:
+                return False
+            raise
+        return True
+
+    async def describe_topics(self, names: Sequence[str] = ()) -> list[TopicStatus]:
+        """The named topics, by name; every topic when none is named."""
+        for name in names:
+            validate_topic_name(name)
+        return sorted(await self._describe_topics(names), key=lambda status: status.name)
+
+    async def alter_topic(self, name: str, *, partitions: int | None = None,
+                          operations: Sequence[ConfigOperation] = ()) -> None:
+        """Grow the topic to `partitions` and apply the config operations. The operations are
+        validated first, so that bad ones leave the partitions as they were too."""
+        validate_topic_name(name)
+        if operations:
+            await self._alter_topic_config(name, operations, validate_only=True)
+        if partitions is not None:
+            await self._create_partitions(name, partitions)
+        if operations:
+            await self._alter_topic_config(name, operations, validate_only=False)
+
+    @abc.abstractmethod
+    async def list_topics(self) -> list[str]:
+        """Every topic but those marked for deletion, by name."""
+
+    @abc.abstractmethod
+    async def _open(self) -> None: ...
+
+    @abc.abstractmethod
+    async def _close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def _create_topic(self, topic: NewTopic) -> None: ...
+
+    @abc.abstractmethod
+    async def _delete_topic(self, name: str) -> None: ...
+
+    @abc.abstractmethod
+    async def _describe_topics(self, names: Sequence[str]) -> list[TopicStatus]: ...
+
+    @abc.abstractmethod
+    async def _create_partitions(self, name: str, total: int) -> None: ...
+
+    @abc.abstractmethod
+    async def _alter_topic_config(self, name: str, operations: Sequence[ConfigOperation], *, validate_only: bool) -> None: ...
+
+
+class StoreDoor(AdminDoor):
+    def __init__(self, store: Store, url: str):
+        self.store = store
+        self.where = url
+
+    async def _open(self) -> None:
+        try:
+            await self.store.start()
+        except StoreError as error:
+            raise Unreachable(f"{self.where}: {error}") from None
+
+    async def _close(self) -> None:
+        await self.store.close()
+
+    async def list_topics(self) -> list[str]:
+        return sorted(await topics.list_topics(self.store))
+
+    async def _create_topic(self, topic: NewTopic) -> None:
+        partitions, replication_factor = topic.partitions, topic.replication_factor
+        if topic.replica_assignment is None:
+            # Away from any broker, its defaults are the registry's, as describe_topic_config's are.
+            defaults = load_broker_config()
+            partitions = partitions or defaults["num.partitions"]
+            replication_factor = replication_factor or defaults["default.replication.factor"]
+        await topics.create_topic(self.store, topic.name, partitions, replication_factor, topic.configs,
+                           replica_assignment=topic.replica_assignment)
+
+    async def _delete_topic(self, name: str) -> None:
+        await topics.delete_topic(self.store, name)
+
+    async def _describe_topics(self, names: Sequence[str]) -> list[TopicStatus]:
+        described = []
+        for name in names or await self.list_topics():
+            try:
+                description = await topics.describe_topic(self.store, name)
+                entries = {entry.name: entry for entry in await topics.describe_topic_config(self.store, name)}
+            except UnknownTopicOrPartition:
+                if names:
+                    raise
+                continue  # deleted since the listing
+            described.append(_topic_status(name, description.partitions, entries))
+        return described
+
+    async def _create_partitions(self, name: str, total: int) -> None:
+        await topics.create_partitions(self.store, name, total)
+
+    async def _alter_topic_config(self, name: str, operations: Sequence[ConfigOperation], *, validate_only: bool) -> None:
+        await topics.alter_topic_config(self.store, name, operations, validate_only=validate_only)
+
+
+class KafkaDoor(AdminDoor):
+    def __init__(self, bootstrap: str):
+        self.where = bootstrap
+        self._admin = None
+        self._errors: list = []
+
+    async def _open(self) -> None:
+        from replog.tools.kafka_client import admin_client
+
+        self._admin, self._errors = admin_client(self.where)
+        await self._metadata()  # a broker answers, or the command ends here with one line
+
+    async def _close(self) -> None:
+        self._admin = None  # librdkafka closes its connections when the client is collected
+
+    async def _metadata(self):
+        from replog.tools import ToolError
+        from replog.tools.kafka_client import answered_metadata
+
+        try:
+            return await asyncio.to_thread(answered_metadata, self._admin, self._errors, self.where)
+        except ToolError as error:
+            raise Unreachable(str(error)) from None
+
+    async def _outcome(self, future, topic: str):
+        """The result of one of AdminClient's futures; a Kafka error as the AdminError it stands for."""
+        from confluent_kafka import KafkaException
+
+        try:
+            return await asyncio.wrap_future(future)
+        except KafkaException as exception:
+            error = exception.args[0]
+            message = error.str()
+            if error.code() == UnknownTopicOrPartition.CODE:
+                message = f"topic {topic!r} does not exist"  # librdkafka's DeleteTopics drops the broker's words
+            elif repr(topic) not in message:  # librdkafka's text for a code ("Broker: ..."), not the broker's
+                message = f"topic {topic!r}: {message}"
+            raise error_for_code(error.code(), message) from None
+
+    async def list_topics(self) -> list[str]:
+        metadata = await self._metadata()
+        return sorted(name for name, topic in metadata.topics.items() if topic.error is None or topic.partitions)
+
+    async def _create_topic(self, topic: NewTopic) -> None:
+        from confluent_kafka.admin import NewTopic as KafkaNewTopic
+
+        if topic.replica_assignment is not None:
+            assignment = topic.replica_assignment
+            request = KafkaNewTopic(topic.name, len(assignment), config=dict(topic.configs),
+                                    replica_assignment=[list(assignment[partition]) for partition in sorted(assignment)])
+        else:
+            request = KafkaNewTopic(topic.name, topic.partitions or -1, topic.replication_factor or -1,
+                                    config=dict(topic.configs))
+        futures = self._admin.create_topics([request], operation_timeout=OPERATION_TIMEOUT_S, request_timeout=REQUEST_TIMEOUT_S)
+        await self._outcome(futures[topic.name], topic.name)
+
+    async def _delete_topic(self, name: str) -> None:
+        futures = self._admin.delete_topics([name], operation_timeout=OPERATION_TIMEOUT_S, request_timeout=REQUEST_TIMEOUT_S)
+        await self._outcome(futures[name], name)
+
+    async def _describe_topics(self, names: Sequence[str]) -> list[TopicStatus]:
+        from confluent_kafka.admin import ConfigResource, ResourceType
+
+        metadata = await self._metadata()
+        listed = [name for name, topic in metadata.topics.items() if topic.error is None or topic.partitions]
+        for name in names:
+            if name not in listed:
+                raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
+        live = set(metadata.brokers)
+        resources = {name: ConfigResource(ResourceType.TOPIC, name) for name in names or listed}
+        futures = self._admin.describe_configs(list(resources.values()), request_timeout=REQUEST_TIMEOUT_S) if resources else {}
+        described = []
+        for name, resource in resources.items():
+            entries = await self._outcome(futures[resource], name)
+            partitions = tuple(
+                _described_partition(partition, live)
+                for _, partition in sorted(metadata.topics[name].partitions.items())
+            )
+            described.append(_topic_status(name, partitions, entries))
+        return described
+
+    async def _create_partitions(self, name: str, total: int) -> None:
+        from confluent_kafka.admin import NewPartitions
+
+        futures = self._admin.create_partitions([NewPartitions(name, total)], operation_timeout=OPERATION_TIMEOUT_S,
+                                                request_timeout=REQUEST_TIMEOUT_S)
+        await self._outcome(futures[name], name)
+
+    async def _alter_topic_config(self, name: str, operations: Sequence[ConfigOperation], *, validate_only: bool) -> None:
+        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+        kinds = {AlterOp.SET: AlterConfigOpType.SET, AlterOp.DELETE: AlterConfigOpType.DELETE,
+                 AlterOp.APPEND: AlterConfigOpType.APPEND, AlterOp.SUBTRACT: AlterConfigOpType.SUBTRACT}
+        entries = [ConfigEntry(operation.name, operation.value, incremental_operation=kinds[operation.op])
+                   for operation in operations]
+        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
+        futures = self._admin.incremental_alter_configs([resource], validate_only=validate_only, request_timeout=REQUEST_TIMEOUT_S)
+        await self._outcome(futures[resource], name)
+
+
+def _described_partition(partition, live: set[int]) -> PartitionDescription:
+    """A Metadata answer's partition (confluent-kafka's PartitionMetadata): it names no leader
+    epoch and no reassignment."""
+    replicas = tuple(partition.replicas)
+    return PartitionDescription(
+        partition=partition.id,
+        replicas=replicas,
+        leader=partition.leader if partition.leader >= 0 else None,
+        leader_epoch=None,
+        isr=tuple(partition.isrs),
+        offline_replicas=tuple(replica for replica in replicas if replica not in live),
+        adding_replicas=None,
+        removing_replicas=None,
+    )
+
+
+def _topic_status(name: str, partitions: tuple[PartitionDescription, ...], entries: Mapping) -> TopicStatus:
+    """From the topic's config entries by name (replog's ConfigEntry or confluent-kafka's: both
+    have name, value and a Kafka config source)."""
+    overrides = {entry.name: entry.value for entry in entries.values() if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG}
+    return TopicStatus.of(name, partitions, overrides, int(entries["min.insync.replicas"].value))
