@@ -1,6 +1,7 @@
 """Admin commands on the coordination store: topic lifecycle and replica assignment."""
 
 from replog.admin.assignment import assign_replicas, check_assignment
+from replog.admin.planner import Move, Plan, lower_bound, plan_balance
 from replog.admin.errors import (
     AdminError,
     BrokerNotAvailable,
@@ -47,7 +48,9 @@ __all__ = [
     "InvalidReplicaAssignment",
     "InvalidReplicationFactor",
     "InvalidTopic",
+    "Move",
     "PartitionDescription",
+    "Plan",
     "RequestTimedOut",
     "StateChangeLimits",
     "TopicAlreadyExists",
@@ -64,7 +67,9 @@ __all__ = [
     "describe_topic",
     "describe_topic_config",
     "list_topics",
+    "lower_bound",
     "live_brokers",
+    "plan_balance",
     "read_replicas",
     "validate_topic_name",
 ]
