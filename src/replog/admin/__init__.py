@@ -1,7 +1,6 @@
-"""Admin commands on the coordination store: topic lifecycle and replica assignment."""
+"""Admin commands on the coordination store: topic lifecycle, replica assignment, reassignment plans."""
 
 from replog.admin.assignment import assign_replicas, check_assignment
-from replog.admin.planner import Move, Plan, lower_bound, plan_balance
 from replog.admin.errors import (
     AdminError,
     BrokerNotAvailable,
@@ -13,6 +12,13 @@ from replog.admin.errors import (
     RequestTimedOut,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
+)
+from replog.admin.planner import Move, Plan, lower_bound, plan_balance
+from replog.admin.reassignment_plan import (
+    format_reassignment,
+    format_topics_to_move,
+    parse_reassignment,
+    parse_topics_to_move,
 )
 from replog.admin.topics import (
     AlterOp,
@@ -66,9 +72,13 @@ __all__ = [
     "delete_topic",
     "describe_topic",
     "describe_topic_config",
+    "format_reassignment",
+    "format_topics_to_move",
     "list_topics",
     "lower_bound",
     "live_brokers",
+    "parse_reassignment",
+    "parse_topics_to_move",
     "plan_balance",
     "read_replicas",
     "validate_topic_name",
