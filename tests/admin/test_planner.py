@@ -16,7 +16,7 @@ from replog.admin import (
     InvalidReplicationFactor,
     assign_replicas,
     check_assignment,
-    lower_bound,
+    moves_lower_bound,
     plan_balance,
 )
 
@@ -175,6 +175,11 @@ def test_uneven_racks_give_up_the_least_spread_that_balance_needs():
     assert within_one(replica_counts(plan.assignment, [1, 2, 3]))
 
 
+def test_no_partitions_make_an_empty_plan():
+    assert plan_balance({}, [], remove=[]) == plan_balance({}, [(1, None)], remove=[1])
+    assert plan_balance({}, [(1, None)]).moves == ()
+
+
 def test_the_plan_does_not_depend_on_the_order_of_its_input():
     current = topic_assignment("orders", TWO_RACKS, 12, 3)
     shuffled = list(current.items())
@@ -186,9 +191,9 @@ def test_the_plan_does_not_depend_on_the_order_of_its_input():
 def test_lower_bound_gives_the_ceil_to_the_fullest_brokers():
     current = {("foo", 0): [1, 2], ("foo", 1): [1, 2], ("foo", 2): [1, 3]}
     # 6 replicas on 4 brokers: targets 2, 2, 1, 1; broker 1 (3) keeps 2 and gives 1, broker 2 keeps 2.
-    assert lower_bound(current, [1, 2, 3, 4]) == 1
-    assert lower_bound(current, [2, 3, 4]) == 3
-    assert lower_bound({}, [1]) == 0
+    assert moves_lower_bound(current, [1, 2, 3, 4]) == 1
+    assert moves_lower_bound(current, [2, 3, 4]) == 3
+    assert moves_lower_bound({}, [1]) == 0
 
 
 # --- properties over random layouts ------------------------------------------------------------------

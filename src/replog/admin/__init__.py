@@ -13,7 +13,7 @@ from replog.admin.errors import (
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
-from replog.admin.planner import Move, Plan, lower_bound, plan_balance
+from replog.admin.planner import Move, Plan, moves_lower_bound, plan_balance
 from replog.admin.reassignment_plan import (
     format_reassignment,
     format_topics_to_move,
@@ -75,7 +75,7 @@ __all__ = [
     "format_reassignment",
     "format_topics_to_move",
     "list_topics",
-    "lower_bound",
+    "moves_lower_bound",
     "live_brokers",
     "parse_reassignment",
     "parse_topics_to_move",

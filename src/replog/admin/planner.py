@@ -21,7 +21,7 @@ weights so large that each goal outranks every later one: a unit of flow is one 
 to a broker that already holds the partition's replica costs nothing, any other costs
 `move + size_bytes`; a partition's second replica in one rack costs `rack`; a broker's replica
 above floor costs `ceil`, so min cost fills every floor. The flow picks by itself which brokers get
-the ceil, so it meets the arithmetic lower bound (`lower_bound`) whenever the rack rule allows it.
+the ceil, so it meets the arithmetic lower bound (`moves_lower_bound`) whenever the rack rule allows.
 
 Preferred leaders come after, as a second flow over each partition's new replicas: every broker
 leads floor or ceil of partitions / brokers, and a partition keeps its preferred leader whenever
@@ -95,6 +95,8 @@ def plan_balance(
     _check_removable(current, rack_of, remove)
     targets = sorted(set(rack_of) - set(remove))
     _check_replication_factors(current, targets, remove)
+    if not current:  # nothing to place, and perhaps no broker to place it on
+        return Plan(assignment={}, moves=(), replicas_moved=0, bytes_moved=0, lower_bound=0)
     sizes = sizes or {}
     keys = sorted(current)
     replica_sets = _place_replicas(keys, current, {broker: rack_of[broker] for broker in targets}, sizes)
@@ -110,12 +112,12 @@ def plan_balance(
         moves=moves,
         replicas_moved=sum(len(move.added) for move in moves),
         bytes_moved=sum(move.copied_bytes for move in moves),
-        lower_bound=lower_bound(current, targets),
+        lower_bound=moves_lower_bound(current, targets),
     )
 
 
-def lower_bound(current: Mapping[PartitionKey, Sequence[int]], targets: Collection[int]) -> int:
-    """Replicas that must move to bring every target broker to floor or ceil of the mean.
+def moves_lower_bound(current: Mapping[PartitionKey, Sequence[int]], targets: Collection[int]) -> int:
+    """Replicas that must move to bring every target broker (at least one) to floor or ceil of the mean.
 
     Every replica off the targets moves, and so does every replica above a broker's target; the
     ceil goes to the brokers holding most, which leaves the least above the targets.
@@ -200,7 +202,8 @@ def _place_replicas(
             if len(members) > 1:
                 entry = network.add_node()
                 network.add_edge(node, entry, 1, 0)
-                network.add_edge(node, entry, min(len(replicas), len(members)) - 1, rack_cost)
+                if (doubled := min(len(replicas), len(members)) - 1) > 0:
+                    network.add_edge(node, entry, doubled, rack_cost)
             for broker in members:
                 edge = network.add_edge(entry, broker_node[broker], 1, 0 if broker in replicas else move)
                 placements[key].append((edge, broker))
@@ -272,10 +275,11 @@ def _ordered(old: Sequence[int], chosen: set[int], leader: int) -> tuple[int, ..
 class _Network:
     """Min-cost max-flow by successive shortest paths.
 
-    Dijkstra over reduced costs (costs plus node potentials, kept non-negative) finds the
-    cheapest augmenting paths; all paths of that cost are then filled at once, Dinic-style, over
-    the edges of zero reduced cost. Costs must be non-negative, so the potentials start at zero.
-    Edge e and e ^ 1 are a pair: the forward edge and its residual.
+    Dijkstra over reduced costs (costs plus node potentials, kept non-negative) finds a
+    cheapest augmenting path. While the cheapest cost stays the same, all paths of that cost are
+    filled at once, Dinic-style, over the edges of zero reduced cost: the first round fills every
+    kept replica in one go. Costs must be non-negative, so the potentials start at zero. Edge e
+    and e ^ 1 are a pair: the forward edge and its residual.
     """
 
     def __init__(self) -> None:
@@ -305,7 +309,8 @@ class _Network:
 
     def min_cost_max_flow(self, source: int, sink: int) -> int:
         total = 0
-        # Each round raises the cost of the cheapest path, which is bounded: bounded rounds.
+        # Each round adds at least one unit (the path Dijkstra found), and the source's edges
+        # bound the flow: bounded rounds.
         while (found := self._update_potentials(source, sink)) is not None:
             rise, path = found
             if rise:
@@ -332,31 +337,34 @@ class _Network:
         reduced cost >= 0 and makes the cheapest paths to the sink exactly the zero-cost ones.
         """
         head_of, capacity, cost, potential = self._head, self._capacity, self._cost, self._potential
-        distance: dict[int, int] = {source: 0}
-        reached_by: dict[int, int] = {}
-        settled: set[int] = set()
+        unreached = None
+        distance: list[int | None] = [unreached] * len(potential)
+        distance[source] = 0
+        reached_by = [-1] * len(potential)
+        settled = [False] * len(potential)
         queue = [(0, source)]
         while queue:
             reached, node = heapq.heappop(queue)
-            if node in settled:
+            if settled[node]:
                 continue
             if node == sink:
                 break
-            settled.add(node)
+            settled[node] = True
             base = reached + potential[node]
             for edge in self._edges_from[node]:
                 if capacity[edge]:
                     head = head_of[edge]
                     via = base + cost[edge] - potential[head]
-                    if via < distance.get(head, via + 1):
+                    known = distance[head]
+                    if known is unreached or via < known:
                         distance[head] = via
                         reached_by[head] = edge
                         heapq.heappush(queue, (via, head))
-        if sink not in distance:
-            return None
         rise = distance[sink]
-        for node in range(len(potential)):
-            potential[node] += min(distance.get(node, rise), rise)
+        if rise is unreached:
+            return None
+        for node, reached in enumerate(distance):
+            potential[node] += rise if reached is unreached or reached > rise else reached
         path = []
         node = sink
         while node != source:
