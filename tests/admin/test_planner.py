@@ -134,8 +134,8 @@ def test_brokers_with_and_without_racks_are_refused():
 
 def test_the_smaller_partitions_move():
     current = {("foo", partition): [1 + partition % 2] for partition in range(6)}
-    sizes_bytes = {("foo", 0): 900, ("foo", 2): 5, ("foo", 4): 300, ("foo", 1): 7, ("foo", 3): 800, ("foo", 5): 600}
-    plan = plan_balance(current, [(1, None), (2, None), (3, None)], sizes=sizes_bytes)
+    size_bytes = {("foo", 0): 900, ("foo", 2): 5, ("foo", 4): 300, ("foo", 1): 7, ("foo", 3): 800, ("foo", 5): 600}
+    plan = plan_balance(current, [(1, None), (2, None), (3, None)], size_bytes=size_bytes)
 
     assert [(move.partition, move.new_replicas) for move in plan.moves] == [(1, (3,)), (2, (3,))]
     assert plan.bytes_moved == 12
@@ -218,15 +218,15 @@ def layouts(draw, *, max_brokers: int = 7, max_partitions: int = 8):
         rf = first_rf if uniform_rf else draw(st.integers(1, min(3, len(old), remaining)))
         for partition in range(draw(st.integers(1, max_partitions))):
             current[topic, partition] = draw(st.permutations(old))[:rf]
-    sizes_bytes = draw(st.none() | st.fixed_dictionaries({key: st.integers(0, 1000) for key in current}))
-    return current, brokers, removed, sizes_bytes, added
+    size_bytes = draw(st.none() | st.fixed_dictionaries({key: st.integers(0, 1000) for key in current}))
+    return current, brokers, removed, size_bytes, added
 
 
 @settings(max_examples=200, deadline=None)
 @given(layouts())
 def test_plans_are_valid_balanced_and_minimal(layout):
-    current, brokers, removed, sizes_bytes, added = layout
-    plan = plan_balance(current, brokers, removed, sizes_bytes)
+    current, brokers, removed, size_bytes, added = layout
+    plan = plan_balance(current, brokers, removed, size_bytes)
     rack_of = dict(brokers)
     targets = sorted(set(rack_of) - set(removed))
 
@@ -250,21 +250,21 @@ def test_plans_are_valid_balanced_and_minimal(layout):
         key for key in current if tuple(current[key]) != plan.assignment[key]
     )
     assert plan.replicas_moved == sum(len(set(plan.assignment[key]) - set(current[key])) for key in current)
-    assert plan_balance(dict(reversed(current.items())), brokers[::-1], removed, sizes_bytes) == plan
+    assert plan_balance(dict(reversed(current.items())), brokers[::-1], removed, size_bytes) == plan
 
 
 @settings(max_examples=200, deadline=None)
 @given(layouts(max_brokers=4, max_partitions=2))
 def test_plans_match_exhaustive_search(layout):
-    current, brokers, removed, sizes_bytes, _ = layout
-    plan = plan_balance(current, brokers, removed, sizes_bytes)
+    current, brokers, removed, size_bytes, _ = layout
+    plan = plan_balance(current, brokers, removed, size_bytes)
     rack_of = dict(brokers)
     targets = sorted(set(rack_of) - set(removed))
-    sizes_bytes = sizes_bytes or {}
+    size_bytes = size_bytes or {}
 
     def costs(assignment) -> tuple[int, int, int]:
         added = {key: set(assignment[key]) - set(current[key]) for key in current}
-        moved_bytes = sum(sizes_bytes.get(key, 0) * len(brokers_added) for key, brokers_added in added.items())
+        moved_bytes = sum(size_bytes.get(key, 0) * len(brokers_added) for key, brokers_added in added.items())
         return rack_deficit(assignment, rack_of), sum(map(len, added.values())), moved_bytes
 
     best = min(costs(candidate) for candidate in balanced_assignments(current, targets))

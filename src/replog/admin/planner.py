@@ -82,12 +82,12 @@ def plan_balance(
     current: Mapping[PartitionKey, Sequence[int]],
     brokers: Sequence[BrokerRack],
     remove: Collection[int] = (),
-    sizes: Mapping[PartitionKey, int] | None = None,
+    size_bytes: Mapping[PartitionKey, int] | None = None,
 ) -> Plan:
     """The assignment of `current`'s partitions over `brokers` minus `remove`, and the moves to it.
 
     A replica on a broker missing from `brokers` (not registered, or left out of a `reassign
-    generate` broker list) is moved off it, as from a removed broker. `sizes` (bytes per
+    generate` broker list) is moved off it, as from a removed broker. `size_bytes` (per
     partition, 0 where missing) only decides between plans that move as many replicas.
     """
     rack_of = _racks(brokers)
@@ -97,13 +97,13 @@ def plan_balance(
     _check_replication_factors(current, targets, remove)
     if not current:  # nothing to place, and perhaps no broker to place it on
         return Plan(assignment={}, moves=(), replicas_moved=0, bytes_moved=0, lower_bound=0)
-    sizes = sizes or {}
+    size_bytes = size_bytes or {}
     keys = sorted(current)
-    replica_sets = _place_replicas(keys, current, {broker: rack_of[broker] for broker in targets}, sizes)
+    replica_sets = _place_replicas(keys, current, {broker: rack_of[broker] for broker in targets}, size_bytes)
     leaders = _choose_leaders(keys, current, replica_sets, targets)
     assignment = {key: _ordered(current[key], replica_sets[key], leaders[key]) for key in keys}
     moves = tuple(
-        Move(topic, partition, tuple(current[topic, partition]), assignment[topic, partition], sizes.get((topic, partition), 0))
+        Move(topic, partition, tuple(current[topic, partition]), assignment[topic, partition], size_bytes.get((topic, partition), 0))
         for topic, partition in keys
         if tuple(current[topic, partition]) != assignment[topic, partition]
     )
@@ -175,11 +175,11 @@ def _place_replicas(
     keys: Sequence[PartitionKey],
     current: Mapping[PartitionKey, Sequence[int]],
     rack_of: Mapping[int, str | None],
-    sizes: Mapping[PartitionKey, int],
+    size_bytes: Mapping[PartitionKey, int],
 ) -> dict[PartitionKey, set[int]]:
     """Each partition's new replica set: goals 1-4 of the module docstring, as one min-cost flow."""
     total = sum(len(current[key]) for key in keys)
-    most_bytes = sum(sizes.get(key, 0) * len(current[key]) for key in keys)
+    most_bytes = sum(size_bytes.get(key, 0) * len(current[key]) for key in keys)
     # Each weight exceeds the most that all later goals together can cost.
     move_cost = most_bytes + 1
     rack_cost = (total + 1) * move_cost
@@ -195,7 +195,7 @@ def _place_replicas(
     for key, node in zip(keys, partition_nodes):
         replicas = current[key]
         network.add_edge(source, node, len(replicas), 0)
-        move = move_cost + sizes.get(key, 0)
+        move = move_cost + size_bytes.get(key, 0)
         placements[key] = []
         for members in racks:
             entry = node
