@@ -1,4 +1,4 @@
-"""Admin commands on the coordination store: topic lifecycle and replica assignment."""
+"""Admin commands on the coordination store: topic lifecycle, replica assignment, reassignment plans."""
 
 from replog.admin.assignment import assign_replicas, check_assignment
 from replog.admin.errors import (
@@ -12,6 +12,13 @@ from replog.admin.errors import (
     RequestTimedOut,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
+)
+from replog.admin.planner import Move, Plan, moves_lower_bound, plan_balance
+from replog.admin.reassignment_plan import (
+    format_reassignment,
+    format_topics_to_move,
+    parse_reassignment,
+    parse_topics_to_move,
 )
 from replog.admin.topics import (
     AlterOp,
@@ -50,7 +57,9 @@ __all__ = [
     "InvalidReplicaAssignment",
     "InvalidReplicationFactor",
     "InvalidTopic",
+    "Move",
     "PartitionDescription",
+    "Plan",
     "RequestTimedOut",
     "StateChangeLimits",
     "TopicAlreadyExists",
@@ -68,9 +77,15 @@ __all__ = [
     "delete_topic",
     "describe_topic",
     "describe_topic_config",
+    "format_reassignment",
+    "format_topics_to_move",
     "list_topics",
+    "moves_lower_bound",
     "live_brokers",
     "mixed_separators_warning",
+    "parse_reassignment",
+    "parse_topics_to_move",
+    "plan_balance",
     "read_replicas",
     "validate_topic_name",
 ]
