@@ -67,6 +67,12 @@ def test_bad_setting_is_one_line_with_status_2(tmp_path):
     assert done.returncode == 2 and "no.such.setting" in done.stderr
 
 
+def test_a_bad_flag_value_names_the_flag_with_status_2(tmp_path):
+    done = broker_command("--data-dir", str(tmp_path), "--broker-id", "abc")
+    assert done.returncode == 2
+    assert done.stderr == "replog: --broker-id: 'abc' is not an integer\n"
+
+
 def test_config_file_is_layered_under_flags(tmp_path):
     config = tmp_path / "broker.toml"
     config.write_text('"broker.id" = 7\n"listeners" = "127.0.0.1:1"\n')

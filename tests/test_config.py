@@ -166,6 +166,30 @@ def test_layering_errors_name_the_key_and_source(tmp_path, toml_text, overrides,
         assert complaint in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "toml_text, overrides, flags, message",
+    [
+        ("", {}, {"broker.id": ("--broker-id", "abc")}, "--broker-id: 'abc' is not an integer"),
+        ("", {"broker.id": "abc"}, {}, "broker.id (from --set): 'abc' is not an integer"),
+        ('"broker.id" = "abc"', {}, {}, "broker.id (from file {toml_path}): 'abc' is not an integer"),
+        ("", {}, {"listeners": ("--listen", "SSL://h:1")}, "--listen: 'SSL://h:1' uses SSL; only PLAINTEXT listeners are served"),
+        ("", {"auto.create.topics.enable": "yes"}, {}, "auto.create.topics.enable (from --set): 'yes' must be true or false"),
+    ],
+)
+def test_a_bad_value_is_named_as_the_operator_wrote_it(tmp_path, toml_text, overrides, flags, message):
+    """Issue 13, point 7: a flag's bad value named the flag as --set, in Python's words."""
+    toml_path = write_toml(tmp_path, toml_text)
+    with pytest.raises(ConfigError) as caught:
+        load_broker_config(toml_path, overrides, flags)
+    assert str(caught.value) == message.format(toml_path=toml_path)
+
+
+def test_flags_win_over_set_and_are_their_values_source():
+    config = load_broker_config(None, {"broker.id": "1", "broker.rack": "r1"}, {"broker.id": ("--broker-id", "2")})
+    assert config["broker.id"] == 2 and config.sources["broker.id"] == "--broker-id"
+    assert config.sources["broker.rack"] == "--set"
+
+
 def test_missing_file_is_named(tmp_path):
     missing = str(tmp_path / "absent.toml")
     with pytest.raises(ConfigError, match=f"cannot read config file {missing}"):

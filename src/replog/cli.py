@@ -99,14 +99,14 @@ def broker() -> None:
     """Run a broker."""
 
 
-# Named flags and the setting each one stands for; they win over --set and the file.
+# Named flags, by parameter, and the setting each one stands for; they win over --set and the file.
 BROKER_FLAGS = {
-    "broker_id": "broker.id",
-    "listen": "listeners",
-    "advertised": "advertised.listeners",
-    "rack": "broker.rack",
-    "data_dir": "log.dirs",
-    "coord_url": "coord.url",
+    "broker_id": ("--broker-id", "broker.id"),
+    "listen": ("--listen", "listeners"),
+    "advertised": ("--advertised", "advertised.listeners"),
+    "rack": ("--rack", "broker.rack"),
+    "data_dir": ("--data-dir", "log.dirs"),
+    "coord_url": ("--coord", "coord.url"),
 }
 
 
@@ -134,10 +134,9 @@ def _parse_assignments(assignments: tuple[str, ...]) -> dict[str, str]:
 def broker_start(config_file: str | None, assignments: tuple[str, ...], log_level: str, **flags: str | None) -> None:
     """Start a broker: with no options, broker 0 on 127.0.0.1:9092, embedded store, ./replog-data."""
     logging.getLogger().setLevel(log_level.upper())
-    overrides = _parse_assignments(assignments)
-    overrides.update({BROKER_FLAGS[flag]: value for flag, value in flags.items() if value is not None})
+    named = {BROKER_FLAGS[flag][1]: (BROKER_FLAGS[flag][0], value) for flag, value in flags.items() if value is not None}
     try:
-        config = load_broker_config(config_file, overrides)
+        config = load_broker_config(config_file, _parse_assignments(assignments), named)
     except (ConfigError, OSError) as error:
         fail(str(error), USAGE_ERROR_STATUS)
     from replog.broker import BrokerIdInUse  # here, as in _serve: the other commands start without it

@@ -61,12 +61,16 @@ class HostPort(NamedTuple):
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
-# parsers: text -> value, raising ValueError with the reason (parse_setting adds the name)
+# parsers: text -> value, raising ValueError with the reason, phrased to follow the value
+# ("'abc' is not an integer"); _parse puts the setting's name, or the flag, in front.
 
 
 def _integer(minimum: int, maximum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
-        value = int(text)
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError("is not an integer") from None
         if not minimum <= value <= maximum:
             raise ValueError(f"must be at least {minimum}" if value < minimum else f"must be at most {maximum}")
         return value
@@ -116,10 +120,10 @@ def _host_port(text: str, minimum_port: int) -> HostPort:
     if separator:
         # Kafka writes listeners as NAME://host:port; replog serves one plaintext listener.
         if scheme.upper() != "PLAINTEXT":
-            raise ValueError(f"only PLAINTEXT listeners are served, not {scheme}")
+            raise ValueError(f"uses {scheme}; only PLAINTEXT listeners are served")
         address = rest
     if "," in address:
-        raise ValueError("replog serves exactly one listener")
+        raise ValueError("names more than one listener; replog serves exactly one listener")
     host, separator, port = address.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
     if not separator or not host or not port.isdigit() or not minimum_port <= int(port) <= 65535:
@@ -138,16 +142,19 @@ def _advertised_listener(text: str) -> HostPort:
 def _cleanup_policy(text: str) -> tuple[str, ...]:
     policies = tuple(part.strip() for part in text.split(",") if part.strip())
     if "compact" in policies:
-        raise ValueError("compact is not supported (replog has no log cleaner); use delete")
+        raise ValueError("is refused: compact is not supported (replog has no log cleaner); use delete")
     if set(policies) != {"delete"}:
         raise ValueError("must be delete")
     return ("delete",)
 
 
 def _coord_url(text: str) -> str:
-    from replog.coord_backends import open_store
+    from replog.coord_backends import ACCEPTED_FORMS, BadStoreUrl, open_store
 
-    open_store(text)  # raises BadStoreUrl naming the accepted forms
+    try:
+        open_store(text)
+    except BadStoreUrl as error:
+        raise ValueError(f"is not a coordination URL: {error.reason}; accepted forms: {ACCEPTED_FORMS}") from None
     return text
 
 
@@ -317,12 +324,12 @@ def _lookup(registry: Mapping[str, Setting], name: str, kind: str) -> Setting:
     raise ConfigError(f"unknown {kind}setting {name!r}{hint}")
 
 
-def _parse(setting: Setting, text: str, source: str = "") -> Any:
+def _parse(setting: Setting, text: str, label: str = "") -> Any:
+    """`label` says what the operator wrote the value as: a flag, or the setting and its source."""
     try:
         return setting.parse(text)
     except ValueError as error:
-        where = f" (from {source})" if source else ""
-        raise ConfigError(f"invalid value {text!r} for {setting.name}{where}: {error}") from None
+        raise ConfigError(f"{label or setting.name}: {text!r} {error}") from None
 
 
 def parse_setting(name: str, text: str) -> Any:
@@ -357,8 +364,8 @@ SET_SOURCE = "--set"
 class ResolvedSettings(Mapping[str, Any]):
     """Parsed values by Kafka name (`settings["log.retention.ms"]`), and where each came from.
 
-    A source is "default", "file <path>" or "--set" for a broker setting; "topic" or the broker
-    setting's own source for a topic setting.
+    A source is "default", "file <path>", "--set" or a flag ("--broker-id") for a broker
+    setting; "topic" or the broker setting's own source for a topic setting.
     """
 
     parsed: Mapping[str, Any]
@@ -414,23 +421,32 @@ def _read_toml(toml_path: str) -> dict[str, str]:
     return {name: _toml_text(value) for name, value in _flatten_toml(document)}
 
 
-def load_broker_config(toml_path: str | None = None, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
-    """Registry defaults, then the TOML file's keys, then `--set key=value` overrides.
+def load_broker_config(
+    toml_path: str | None = None,
+    overrides: Mapping[str, str] | None = None,
+    flags: Mapping[str, tuple[str, str]] | None = None,
+) -> BrokerConfig:
+    """Registry defaults, then the TOML file's keys, then `--set key=value` overrides, then
+    `flags`: named command-line options, setting name -> (option, text), e.g.
+    `{"broker.id": ("--broker-id", "7")}`.
 
     Every key must be a broker setting's Kafka name; a ConfigError names the key and where it was
-    written. `advertised.listeners` left unset resolves to `listeners`.
+    written (a flag's error names the flag, which is what the operator typed). The source a
+    flag's value records is the flag. `advertised.listeners` left unset resolves to `listeners`.
     """
     values = defaults()
     sources = dict.fromkeys(values, DEFAULT_SOURCE)
-    layers = [(f"file {toml_path}", _read_toml(toml_path))] if toml_path is not None else []
-    layers.append((SET_SOURCE, dict(overrides or {})))
-    for source, texts in layers:
+    # (source, setting name -> text, whether the source alone names the setting)
+    layers = [(f"file {toml_path}", _read_toml(toml_path), False)] if toml_path is not None else []
+    layers.append((SET_SOURCE, dict(overrides or {}), False))
+    layers.extend((option, {name: text}, True) for name, (option, text) in (flags or {}).items())
+    for source, texts, names_setting in layers:
         for name, text in texts.items():
             try:
                 setting = _lookup(SETTINGS, name, "")
             except ConfigError as error:
                 raise ConfigError(f"{error} (from {source})") from None
-            values[name] = _parse(setting, text, source)
+            values[name] = _parse(setting, text, source if names_setting else f"{name} (from {source})")
             sources[name] = source
     if values["advertised.listeners"] is None:
         values["advertised.listeners"] = values["listeners"]

@@ -29,6 +29,7 @@ from .base import (
 )
 
 __all__ = [
+    "ACCEPTED_FORMS",
     "BadStoreUrl",
     "BadVersion",
     "CoordinationUnavailable",
@@ -53,6 +54,7 @@ EMBEDDED_FILE_NAME = "coordination.sqlite"
 class BadStoreUrl(ValueError):
     def __init__(self, url: str, reason: str):
         super().__init__(f"bad coordination URL {url!r}: {reason}; accepted forms: {ACCEPTED_FORMS}")
+        self.reason = reason
 
 
 def _host_port(url: str, netloc: str) -> tuple[str, int]:
