@@ -93,6 +93,19 @@ def test_port_in_use_is_one_line_with_status_1(tmp_path):
     assert done.stderr.count("\n") == 1 and "cannot listen" in done.stderr
 
 
+@pytest.mark.parametrize("below_the_file", ["", "sub"])
+def test_a_data_dir_that_is_a_file_or_under_one_is_named_with_status_1(tmp_path, below_the_file):
+    """Issue 13, point 7: it said `cannot listen on ...: [Errno 17] File exists`."""
+    a_file = tmp_path.resolve() / "afile"
+    a_file.write_text("")
+    data_dir = a_file / below_the_file if below_the_file else a_file
+    done = broker_command("--data-dir", str(data_dir), "--listen", "127.0.0.1:0")
+    assert done.returncode == 1
+    at_fault = "" if data_dir == a_file else f"{a_file} "
+    assert done.stderr == (f"replog: data directory {data_dir}: {at_fault}is a file, not a directory; "
+                           "give log.dirs (--data-dir) a directory\n")
+
+
 def files_under(directory: pathlib.Path) -> dict[str, str] | None:
     """Every file under `directory`, by relative name, with a digest of its bytes; None while the
     running broker is between writing a checkpoint's `.tmp` and renaming it over the file."""

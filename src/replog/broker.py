@@ -84,7 +84,6 @@ class Broker:
         self.config = config
         self.broker_id: int = config["broker.id"]
         self.data_dir = pathlib.Path(config["log.dirs"][0]).resolve()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         # Before anything reads or writes the directory (the embedded store keeps its file there,
         # the replica manager reads its checkpoint): a second broker on it must touch nothing.
         self.data_dir_lock = DataDirectoryLock(self.data_dir)

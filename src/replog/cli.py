@@ -13,7 +13,7 @@ import click
 from replog import __version__, tools
 from replog.config import SETTINGS, ConfigError, load_broker_config
 from replog.coord_backends import BadStoreUrl, Store, StoreError, open_store
-from replog.storage.data_dir_lock import DataDirectoryInUse
+from replog.storage.data_dir_lock import DataDirectoryInUse, DataDirectoryUnusable
 
 USAGE_ERROR_STATUS = 2
 FAILURE_STATUS = 1
@@ -139,16 +139,18 @@ def broker_start(config_file: str | None, assignments: tuple[str, ...], log_leve
         config = load_broker_config(config_file, _parse_assignments(assignments), named)
     except (ConfigError, OSError) as error:
         fail(str(error), USAGE_ERROR_STATUS)
-    from replog.broker import BrokerIdInUse  # here, as in _serve: the other commands start without it
+    # here, as in _serve: the other commands start without them
+    from replog.broker import BrokerIdInUse
+    from replog.net.server import CannotListen
 
     try:
         _run(_serve(config))
-    except (DataDirectoryInUse, BrokerIdInUse) as error:
+    except (DataDirectoryInUse, DataDirectoryUnusable, BrokerIdInUse, CannotListen) as error:
         fail(str(error), FAILURE_STATUS)
     except StoreError as error:
         fail(f"{config['coord.url']}: {error}", FAILURE_STATUS)
-    except OSError as error:
-        fail(f"cannot listen on {config['listeners']}: {error}", FAILURE_STATUS)
+    except OSError as error:  # reading or writing the partition logs: the error names the file
+        fail(f"broker {config['broker.id']} cannot start: {error}", FAILURE_STATUS)
 
 
 def _run(main_coroutine) -> None:

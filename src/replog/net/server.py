@@ -22,6 +22,10 @@ logger = logging.getLogger(__name__)
 IN_FLIGHT_PER_CONNECTION_MAX = 64
 
 
+class CannotListen(Exception):
+    """The listener's address cannot be bound (in use, not local, not resolvable)."""
+
+
 class KafkaServer:
     def __init__(self, services: Services, host: str, port: int, *, max_request_bytes: int):
         self._services = services
@@ -32,7 +36,10 @@ class KafkaServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._connection, self.host, self.port, reuse_address=True)
+        try:
+            self._server = await loop.create_server(self._connection, self.host, self.port, reuse_address=True)
+        except OSError as error:
+            raise CannotListen(f"cannot listen on {self.host}:{self.port}: {error.strerror or error}") from None
         self.port = self._server.sockets[0].getsockname()[1]
 
     def _connection(self) -> KafkaConnection:

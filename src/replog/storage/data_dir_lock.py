@@ -42,13 +42,36 @@ class DataDirectoryInUse(Exception):
         super().__init__(f"data directory {data_dir} is in use by {holder}: another broker is running on it")
 
 
+class DataDirectoryUnusable(Exception):
+    """The data directory cannot be created, or its lock file cannot be opened."""
+
+    def __init__(self, data_dir: Path, error: OSError):
+        self.data_dir = data_dir
+        super().__init__(f"data directory {data_dir}: {_what_is_wrong(data_dir, error)}")
+
+
+def _what_is_wrong(data_dir: Path, error: OSError) -> str:
+    # mkdir says only "File exists" or "Not a directory"; the operator needs the path at fault.
+    for path in (data_dir, *data_dir.parents):
+        # os.path's checks, unlike Path's, answer False rather than raise where stat is denied.
+        if os.path.exists(path) and not os.path.isdir(path):
+            where = "" if path == data_dir else f"{path} "
+            return f"{where}is a file, not a directory; give log.dirs (--data-dir) a directory"
+    return f"cannot create it or its lock file {data_dir / LOCK_FILE_NAME}: {error.strerror}"
+
+
 class DataDirectoryLock:
-    """Held from construction until `release`. See the module docstring."""
+    """Held from construction until `release`; creates the directory if it is missing. See the
+    module docstring."""
 
     def __init__(self, data_dir: Path):
         self.path = data_dir / LOCK_FILE_NAME
-        # Neither O_TRUNC nor a write before the flock: the holder's pid must survive a refusal.
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            # Neither O_TRUNC nor a write before the flock: the holder's pid must survive a refusal.
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as error:
+            raise DataDirectoryUnusable(data_dir, error) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
