@@ -13,6 +13,7 @@ import pytest
 
 from tests.broker_process import BrokerProcess
 from tests.conftest import unique_root
+from tests.test_cli import closed_port
 
 SETTLE_TIMEOUT_S = 10
 POLL_INTERVAL_S = 0.02
@@ -104,6 +105,16 @@ def test_a_data_dir_that_is_a_file_or_under_one_is_named_with_status_1(tmp_path,
     at_fault = "" if data_dir == a_file else f"{a_file} "
     assert done.stderr == (f"replog: data directory {data_dir}: {at_fault}is a file, not a directory; "
                            "give log.dirs (--data-dir) a directory\n")
+
+
+def test_a_start_failing_on_an_unreachable_store_says_only_that(tmp_path):
+    """Issue 13, point 7: a broker that never started logged controlled-shutdown warnings
+    (registration not removed, hand-over skipped) before its failure line."""
+    url = f"etcd://127.0.0.1:{closed_port()}"
+    done = broker_command("--data-dir", str(tmp_path), "--listen", "127.0.0.1:0", "--coord", url)
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"replog: {url}: coordination store unavailable"), done.stderr
 
 
 def files_under(directory: pathlib.Path) -> dict[str, str] | None:
@@ -218,5 +229,7 @@ async def test_a_broker_id_registered_by_a_live_broker_fails_the_start_saying_so
                 await broker.start()
         finally:
             await broker.stop()
+        # A broker that never registered removes nothing: the registration is the other's.
+        assert await other.exists(paths.broker(0)) is not None
     finally:
         await other.close()

@@ -184,6 +184,10 @@ class Broker:
         it out of their ISRs at once (commit.py), as Kafka's controller does on a controlled
         shutdown, so that no acks=all waits for a replica that is stopping; clients stop
         being told of it."""
+        if not self._registered:
+            # A start that failed before registering: the node, if any, is another broker's
+            # (BrokerIdInUse), and a store that never connected has nothing to remove.
+            return
         try:
             await self.store.delete(paths.broker(self.broker_id))
         except NoNode:

@@ -164,6 +164,8 @@ class HostedPartitions:
         partition not handed over goes to another replica when this session expires, as after
         a crash, but its log here is still closed cleanly."""
         leaderships = list(self.leaderships.values())
+        if not leaderships:
+            return  # nothing hosted, so nothing to skip: no warning (a start that failed early)
         if self._store.session_state is not SessionState.CONNECTED:
             # Every leader is fenced while the session is in doubt; no store write can succeed.
             logger.warning("controlled shutdown: hand-over skipped, coordination session %s broker=%d led=%s",
