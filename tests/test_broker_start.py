@@ -117,6 +117,17 @@ def test_a_start_failing_on_an_unreachable_store_says_only_that(tmp_path):
     assert len(lines) == 1 and lines[0].startswith(f"replog: {url}: coordination store unavailable"), done.stderr
 
 
+def test_a_start_on_an_unreachable_zookeeper_says_at_once_that_it_waits_and_how_long(tmp_path):
+    """Issue 13, point 7: it was silent for the whole connection timeout before its error."""
+    url = f"zk://127.0.0.1:{closed_port()}/replog"
+    done = broker_command("--data-dir", str(tmp_path), "--listen", "127.0.0.1:0", "--coord", url,
+                          "--set", "coord.session.timeout.ms=1000")
+    assert done.returncode == 1
+    waiting, failure = done.stderr.splitlines()
+    assert waiting == f"replog: waiting for the coordination store at {url} (at most 1 s)"
+    assert failure.startswith(f"replog: {url}: coordination store unavailable: cannot reach ZooKeeper"), failure
+
+
 def files_under(directory: pathlib.Path) -> dict[str, str] | None:
     """Every file under `directory`, by relative name, with a digest of its bytes; None while the
     running broker is between writing a checkpoint's `.tmp` and renaming it over the file."""

@@ -166,6 +166,9 @@ async def _serve(config) -> None:
     from replog.broker import Broker
 
     node = Broker(config)
+    if node.store.start_wait_s:
+        click.echo(f"replog: waiting for the coordination store at {config['coord.url']} "
+                   f"(at most {node.store.start_wait_s:g} s)", err=True)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

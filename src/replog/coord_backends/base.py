@@ -302,6 +302,12 @@ class Store(abc.ABC):
     async def start(self) -> None:
         """Connect and open a session; returns once the session is CONNECTED."""
 
+    @property
+    def start_wait_s(self) -> float:
+        """How long `start` may wait for a server that does not answer before it fails; 0 when
+        it fails at once, so that a caller knows whether to say it is waiting."""
+        return 0.0
+
     @abc.abstractmethod
     async def close(self) -> None:
         """End the session (its ephemeral nodes vanish at once) and release resources."""

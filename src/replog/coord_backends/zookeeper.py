@@ -91,6 +91,11 @@ class ZooKeeperStore(Store):
         self._last_state = SessionState.SUSPENDED
 
     # lifecycle and session
+    @property
+    def start_wait_s(self) -> float:
+        # kazoo retries the connection, refused or not, for start's whole timeout.
+        return self.session_timeout_ms / 1000
+
     async def start(self) -> None:
         if self._client is not None:
             return
@@ -103,10 +108,10 @@ class ZooKeeperStore(Store):
         )
         client.add_listener(self._on_kazoo_state)
         try:
-            await self._loop.run_in_executor(None, client.start, self.session_timeout_ms / 1000)
+            await self._loop.run_in_executor(None, client.start, self.start_wait_s)
         except Exception as error:
             await self._loop.run_in_executor(None, client.close)
-            raise CoordinationUnavailable(f"cannot reach ZooKeeper at {self.hosts}: {error}") from None
+            raise CoordinationUnavailable(f"cannot reach ZooKeeper at {self.hosts} within {self.start_wait_s:g} s: {error}") from None
         self._client = client
         if self._root:
             await self._ensure_root()
