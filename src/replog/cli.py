@@ -220,14 +220,14 @@ def _subcommand(ctx: click.Context) -> str:
     return " ".join(reversed(names))
 
 
-def _parse_headers(_ctx, _param, assignments: tuple[str, ...]) -> list[tuple[str, bytes]]:
-    headers = []
+def _parse_key_values(_ctx, _param, assignments: tuple[str, ...]) -> list[tuple[str, str]]:
+    pairs = []
     for assignment in assignments:
         name, sep, value = assignment.partition("=")
         if not sep or not name:
             raise click.BadParameter(f"takes key=value, got {assignment!r}")
-        headers.append((name, value.encode()))
-    return headers
+        pairs.append((name, value))
+    return pairs
 
 
 bootstrap_option = click.option(
@@ -249,7 +249,9 @@ partition_option = click.option("--partition", type=click.IntRange(min=0), help=
 @acks_option
 @compression_option
 @partition_option
-@click.option("--header", "headers", multiple=True, callback=_parse_headers, metavar="KEY=VALUE", help="add to every record; repeatable")
+@click.option("--header", "headers", multiple=True, callback=_parse_key_values, metavar="KEY=VALUE", help="add to every record; repeatable")
+@click.option("--producer-property", "producer_properties", multiple=True, callback=_parse_key_values, metavar="KEY=VALUE",
+              help="librdkafka producer setting, e.g. message.max.bytes=2000000 for larger records; repeatable")
 def produce(input_file, key_separator: str | None, **options) -> None:
     """Send one record per input line, like kafka-console-producer."""
     separator = key_separator.encode() if key_separator is not None else None

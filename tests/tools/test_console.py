@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from tests.clients.conftest import create_topic
 from tests.tools.conftest import CLIENT_TIMEOUT_S, produce_records, read_partition, replog
 
 # Bytes a text-minded tool would mangle: non-UTF-8, carriage return, tab, an empty value.
@@ -146,11 +147,40 @@ def test_a_line_without_the_separator_is_one_line_with_status_1(broker, topic):
     assert_one_line_error(done, 1, "line 2")
 
 
+LINE_OVER_LIBRDKAFKAS_LIMIT = b"x" * 2_000_000  # librdkafka's message.max.bytes is 1000000
+
+
+def test_a_line_over_the_producers_limit_is_one_line_naming_the_setting_to_raise(broker, topic):
+    """Issue 13, point 7: it was a Python traceback ending in KafkaException: MSG_SIZE_TOO_LARGE."""
+    done = produce_to_partition_0(broker, topic, [b"small", LINE_OVER_LIBRDKAFKAS_LIMIT])
+    assert_one_line_error(done, 1, "line 2", "2000000 bytes", "message.max.bytes (1000000)",
+                          "--producer-property message.max.bytes=", "max.message.bytes")
+
+
+def test_a_record_over_the_topics_limit_is_one_line_naming_the_topic_setting(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, {"max.message.bytes": "1000"})
+    done = produce_to_partition_0(broker, topic_name, [b"y" * 5000])
+    assert_one_line_error(done, 1, "not delivered", "the topic's max.message.bytes", "broker's message.max.bytes")
+
+
+def test_raising_both_limits_sends_the_line(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, {"max.message.bytes": "3000000"})
+    done = produce_to_partition_0(broker, topic_name, [LINE_OVER_LIBRDKAFKAS_LIMIT], "--producer-property", "message.max.bytes=3000000")
+    assert done.returncode == 0, done.stderr
+    assert read_partition(broker.bootstrap, topic_name, 0, 1)[0].value() == LINE_OVER_LIBRDKAFKAS_LIMIT
+
+
+def test_a_producer_property_librdkafka_refuses_is_one_line_with_status_2(broker, topic):
+    done = produce_to_partition_0(broker, topic, [b"x"], "--producer-property", "no.such.property=1")
+    assert_one_line_error(done, 2, "produce", "no.such.property")
+
+
 @pytest.mark.parametrize(
     "args, named",
     [
         (["produce"], "--topic"),
         (["produce", "--topic", "t", "--header", "novalue"], "--header"),
+        (["produce", "--topic", "t", "--producer-property", "novalue"], "--producer-property"),
         (["produce", "--topic", "t", "--acks", "2"], "--acks"),
         (["consume", "--topic", "t", "--offset", "soon"], "--offset"),
         (["consume", "--topic", "t", "--offset", "3"], "--partition"),

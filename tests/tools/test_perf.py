@@ -80,3 +80,22 @@ def test_idempotence_with_acks_1_is_a_usage_error(broker, topic):
                   "--num-records", "10", "--acks", "1", "--idempotence")
     assert done.returncode == 2
     assert b"idempotence needs --acks all" in done.stderr
+
+
+def test_records_over_the_producers_limit_are_one_line_naming_the_option(broker, topic):
+    """Issue 13, point 7: a Python traceback (KafkaException: MSG_SIZE_TOO_LARGE) after a report."""
+    done = replog("perf", "produce", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+                  "--num-records", "2", "--record-size", "2000000")
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        "replog: a record of 2000000 bytes is over the producer's limit, librdkafka's message.max.bytes (1000000): "
+        "give a smaller --record-size"
+    ]
+
+
+def test_a_setting_librdkafka_refuses_is_one_line_with_status_2(broker, topic):
+    done = replog("perf", "consume", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+                  "--num-records", "2", "--fetch-size", "2000000000")
+    assert done.returncode == 2
+    lines = done.stderr.decode().splitlines()
+    assert len(lines) == 1 and "perf consume: librdkafka refused a setting" in lines[0], done.stderr

@@ -16,6 +16,8 @@ METADATA_ATTEMPT_S = 1.0
 DEFAULT_KEY_SEPARATOR = "\t"
 # How long to let librdkafka drain its queue when produce() finds it full.
 QUEUE_FULL_WAIT_S = 0.05
+# librdkafka's own default for message.max.bytes: produce() refuses a larger record outright.
+LIBRDKAFKA_MESSAGE_MAX_BYTES = 1_000_000
 ACKS_CHOICES = ("0", "1", "all", "-1")
 COMPRESSION_CHOICES = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -26,6 +28,11 @@ class ToolError(Exception):
 
 class BadArguments(ToolError):
     """Arguments that contradict each other; the command exits with status 2, as for usage errors."""
+
+
+class RecordTooLarge(ToolError):
+    """librdkafka refused a record over its message.max.bytes before sending it; the tool that
+    sent it adds how to send it after all."""
 
 
 def kafka():
@@ -55,14 +62,39 @@ def producer_settings(acks: str, idempotence: bool | None = None) -> dict:
     return {"acks": acks, "enable.idempotence": acks_all if idempotence is None else idempotence}
 
 
+def new_client(client_class, settings: dict):
+    """A confluent-kafka Producer or Consumer; BadArguments when librdkafka refuses a setting."""
+    try:
+        return client_class(settings)
+    except kafka().KafkaException as error:
+        raise BadArguments(f"librdkafka refused a setting: {error.args[0].str().strip()}") from None
+
+
 def send(producer, topic: str, value: bytes, **fields) -> None:
-    """producer.produce, waiting while librdkafka's queue is full instead of failing."""
+    """producer.produce, waiting while librdkafka's queue is full instead of failing; a record
+    librdkafka refuses is a ToolError (RecordTooLarge for one over its message.max.bytes)."""
     while True:  # bounded: each wait lets librdkafka deliver or expire queued records
         try:
             producer.produce(topic, value, **fields)
             return
         except BufferError:
             producer.poll(QUEUE_FULL_WAIT_S)
+        except kafka().KafkaException as error:  # an expression evaluated only once produce() raised
+            refusal = error.args[0]
+            if refusal.code() == kafka().KafkaError.MSG_SIZE_TOO_LARGE:
+                size = len(value) + len(fields.get("key") or b"")
+                raise RecordTooLarge(f"a record of {size} bytes is over the producer's limit, librdkafka's "
+                                     "message.max.bytes") from None
+            raise ToolError(f"the producer refused a record: {refusal.str()}") from None
+
+
+def delivery_failure(error) -> str:
+    """A delivery report's error as the operator reads it: for a batch the broker refused as too
+    large, which settings decide."""
+    if error.code() != kafka().KafkaError.MSG_SIZE_TOO_LARGE:
+        return error.str()
+    return (f"{error.str()}: a record batch is over the topic's max.message.bytes (which defaults to the broker's "
+            "message.max.bytes); raise it, or send smaller records and batches (librdkafka's batch.size)")
 
 
 def admin_client(bootstrap: str) -> tuple[Any, list]:

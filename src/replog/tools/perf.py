@@ -11,7 +11,18 @@ import time
 from dataclasses import dataclass
 
 from replog.tools.consume import OFFSET_BEGINNING
-from replog.tools.kafka_client import ToolError, client_config, kafka, producer_settings, send, topic_partition_count
+from replog.tools.kafka_client import (
+    LIBRDKAFKA_MESSAGE_MAX_BYTES,
+    RecordTooLarge,
+    ToolError,
+    client_config,
+    delivery_failure,
+    kafka,
+    new_client,
+    producer_settings,
+    send,
+    topic_partition_count,
+)
 
 BYTES_PER_MB = 1024 * 1024
 PERF_GROUP_ID = "replog-perf-consumer"
@@ -100,7 +111,8 @@ def perf_produce(
         else:
             failures.append(error)
 
-    producer = confluent_kafka.Producer(
+    producer = new_client(
+        confluent_kafka.Producer,
         client_config(bootstrap)
         | producer_settings(acks, idempotence)
         | {
@@ -118,7 +130,10 @@ def perf_produce(
     for sent in range(num_records):
         if throttled:
             _wait_for_schedule(producer, sent, throughput_records_per_s, started)
-        send(producer, topic, payload)
+        try:
+            send(producer, topic, payload)
+        except RecordTooLarge as error:
+            raise ToolError(f"{error} ({LIBRDKAFKA_MESSAGE_MAX_BYTES}): give a smaller --record-size") from None
         if sent % POLL_EVERY_RECORDS == 0:
             producer.poll(0)
     pending = producer.flush(60)
@@ -131,7 +146,7 @@ def perf_produce(
         elapsed_s=elapsed_s,
         latencies_ms=sorted(latency_s * 1000 for latency_s in latencies_s),
         failed=len(failures),
-        first_error=failures[0].str() if failures else None,
+        first_error=delivery_failure(failures[0]) if failures else None,
     )
 
 
@@ -146,9 +161,10 @@ def perf_consume(*, bootstrap: str, topic: str, num_records: int, idle_timeout_m
     or none arrived for `idle_timeout_ms`; time runs from assignment to the last record."""
     confluent_kafka = kafka()
     count = topic_partition_count(bootstrap, topic)
-    consumer = confluent_kafka.Consumer(
+    consumer = new_client(
+        confluent_kafka.Consumer,
         client_config(bootstrap)
-        | {"group.id": PERF_GROUP_ID, "enable.auto.commit": False, "max.partition.fetch.bytes": fetch_size_bytes}
+        | {"group.id": PERF_GROUP_ID, "enable.auto.commit": False, "max.partition.fetch.bytes": fetch_size_bytes},
     )
     records = size_bytes = 0
     try:

@@ -6,7 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from replog.tools.kafka_client import ToolError, client_config, kafka, producer_settings, send, topic_partition_count
+from replog.tools.kafka_client import (
+    LIBRDKAFKA_MESSAGE_MAX_BYTES,
+    RecordTooLarge,
+    ToolError,
+    client_config,
+    delivery_failure,
+    kafka,
+    new_client,
+    producer_settings,
+    send,
+    topic_partition_count,
+)
 
 # librdkafka gives up on a record after this long; the final flush waits a little past it so
 # that every record ends delivered or reported, never silently pending.
@@ -33,11 +44,12 @@ def produce_lines(
     acks: str,
     compression: str,
     partition: int | None,
-    headers: list[tuple[str, bytes]],
+    headers: list[tuple[str, str]],
+    producer_properties: list[tuple[str, str]],
 ) -> int:
     """Send each line as a record; returns how many were delivered. ToolError names the first
-    record the broker refused, or the line that could not be parsed."""
-    confluent_kafka = kafka()
+    record the broker refused, or the line that could not be parsed or sent. `producer_properties`
+    are librdkafka settings (Kafka's --producer-property), over the tool's own."""
     topic_partition_count(bootstrap, topic, partition)
     failures: list = []
 
@@ -45,25 +57,34 @@ def produce_lines(
         if error is not None:
             failures.append(error)
 
-    producer = confluent_kafka.Producer(
+    settings = (
         client_config(bootstrap)
         | producer_settings(acks)
         | {"compression.type": compression, "delivery.timeout.ms": DELIVERY_TIMEOUT_MS, "on_delivery": on_delivery}
+        | dict(producer_properties)
     )
+    producer = new_client(kafka().Producer, settings)
     target = {"partition": partition} if partition is not None else {}
+    encoded_headers = [(name, value.encode()) for name, value in headers] or None
     sent = 0
     try:
         for line_number, line in enumerate(lines, start=1):
             key, value = split_key(line.removesuffix(b"\n"), key_separator, line_number)
-            send(producer, topic, value, key=key, headers=headers or None, **target)
+            try:
+                send(producer, topic, value, key=key, headers=encoded_headers, **target)
+            except RecordTooLarge as error:
+                limit = settings.get("message.max.bytes", LIBRDKAFKA_MESSAGE_MAX_BYTES)
+                raise ToolError(
+                    f"line {line_number}: {error} ({limit}); raise it with --producer-property message.max.bytes=BYTES "
+                    "(the topic's max.message.bytes, which defaults to the broker's message.max.bytes, must allow it too)"
+                ) from None
             sent += 1
             producer.poll(0)
     finally:
         # Records already queued end delivered or reported even when a later line is malformed.
         pending = producer.flush(DELIVERY_TIMEOUT_MS / 1000 + FLUSH_MARGIN_S)
     if failures:
-        raise ToolError(f"{len(failures)} of {sent} records not delivered to {topic!r}: {failures[0].str()}")
+        raise ToolError(f"{len(failures)} of {sent} records not delivered to {topic!r}: {delivery_failure(failures[0])}")
     if pending:
         raise ToolError(f"{pending} of {sent} records still undelivered to {topic!r}")
     return sent
-
