@@ -11,18 +11,8 @@ import time
 from dataclasses import dataclass
 
 from replog.tools.consume import OFFSET_BEGINNING
-from replog.tools.kafka_client import (
-    LIBRDKAFKA_MESSAGE_MAX_BYTES,
-    RecordTooLarge,
-    ToolError,
-    client_config,
-    delivery_failure,
-    kafka,
-    new_client,
-    producer_settings,
-    send,
-    topic_partition_count,
-)
+from replog.tools.kafka_client import (LIBRDKAFKA_MESSAGE_MAX_BYTES, RecordTooLarge, ToolError, client_config, delivery_failure,
+                                       kafka, new_client, producer_settings, send, topic_partition_count)
 
 BYTES_PER_MB = 1024 * 1024
 PERF_GROUP_ID = "replog-perf-consumer"

@@ -6,18 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from replog.tools.kafka_client import (
-    LIBRDKAFKA_MESSAGE_MAX_BYTES,
-    RecordTooLarge,
-    ToolError,
-    client_config,
-    delivery_failure,
-    kafka,
-    new_client,
-    producer_settings,
-    send,
-    topic_partition_count,
-)
+from replog.tools.kafka_client import (LIBRDKAFKA_MESSAGE_MAX_BYTES, RecordTooLarge, ToolError, client_config, delivery_failure,
+                                       kafka, new_client, producer_settings, send, topic_partition_count)
 
 # librdkafka gives up on a record after this long; the final flush waits a little past it so
 # that every record ends delivered or reported, never silently pending.
