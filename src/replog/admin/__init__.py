@@ -9,10 +9,13 @@ from replog.admin.errors import (
     InvalidReplicaAssignment,
     InvalidReplicationFactor,
     InvalidTopic,
+    NoReassignmentInProgress,
+    ReassignmentInProgress,
     RequestTimedOut,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
+from replog.admin.reassignment import ReassignmentStatus, alter_partition_reassignments, list_partition_reassignments
 from replog.admin.topics import (
     AlterOp,
     ConfigEntry,
@@ -53,7 +56,11 @@ __all__ = [
     "TopicAlreadyExists",
     "TopicDescription",
     "UnknownTopicOrPartition",
+    "NoReassignmentInProgress",
+    "ReassignmentInProgress",
+    "ReassignmentStatus",
     "add_partitions",
+    "alter_partition_reassignments",
     "alter_topic_config",
     "assign_replicas",
     "check_assignment",
@@ -63,6 +70,7 @@ __all__ = [
     "delete_topic",
     "describe_topic",
     "describe_topic_config",
+    "list_partition_reassignments",
     "list_topics",
     "live_brokers",
     "read_replicas",

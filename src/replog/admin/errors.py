@@ -57,3 +57,11 @@ class InvalidReplicaAssignment(_KafkaError):
 
 class InvalidConfig(_KafkaError):
     CODE = 40
+
+
+class ReassignmentInProgress(_KafkaError):
+    CODE = 60
+
+
+class NoReassignmentInProgress(_KafkaError):
+    CODE = 85
