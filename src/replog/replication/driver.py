@@ -108,11 +108,14 @@ class PartitionLeadership:
         """`moved_off`: the partition is no longer assigned here (a reassignment moved it). A
         leader then releases its leader node, so that the replicas it moved to elect now rather
         than when this broker's session ends; the reassignment's own resignation may not have
-        run yet (the assignment watch can stop the leadership first). A store error propagates,
-        and the caller stops again later: the release checks the node still names this
-        leadership, so a successor's node is never taken for it."""
+        run yet, or been cut short (the assignment watch or the close-replica can stop the
+        leadership first). A store error propagates, and the caller stops again later: the
+        release checks the node still names this broker at this leadership's epoch, so a
+        successor's node is never taken for it."""
         await self._stop_driver()
-        if moved_off and self._state.role is machine.Role.LEADER:
+        if moved_off:
+            # Whatever the driver was doing when stopped (a resignation half carried out
+            # included): the node goes if it still names this broker at its last epoch.
             self._close_if_leading()
             await self._depose(self._context.broker_id, self._state.epoch, "moved off by a reassignment")
         await self._shut_down()
