@@ -39,7 +39,7 @@ from replog import admin
 from replog.config import load_broker_config
 from replog.coord_backends import NoNode, paths
 from replog.coord_backends.memory import MemoryStore
-from replog.coord_backends.paths import IsrRecord, LeaderRecord, TopicConfig
+from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
 from replog.replica.partition import ErrorCode, Partition, ReplicaState
 from tests.sim.disk import PageCache
 from tests.sim.invariants import Ack, Checker, Violation
@@ -73,7 +73,8 @@ POLL_S = 0.1
 FAULT_GAP_S = (0.1, 1.5)
 LIVELOCK_STEPS = 50_000  # a healthy schedule never spins this long at one instant
 FAULTS = ("alter_config", "flaky_store", "cut_link", "isolate", "suspend", "expire", "pause", "crash", "power_loss",
-          "recreate_topic", "refuse_connections")
+          "recreate_topic", "refuse_connections", "reassign")
+REASSIGNMENT_CANCEL_CHANCE = 0.3
 RECREATES_MAX = 2
 
 
@@ -311,6 +312,24 @@ class Simulation:
             [replica for broker in self.brokers.values() for replica in broker.replicas.partitions], self._next_record + 1)
         self.note(f"topic created again: incarnation {self.checker.incarnations.current}")
 
+    def _reassign(self, broker: SimBroker) -> None:
+        """A partition is moved (not `broker`'s alone) to two or three brokers in any order, as
+        AlterPartitionReassignments asks: its leader adds replicas, switches, closes the ones
+        moved off, and may move itself off (replication/reassignment.py). Sometimes cancelled
+        a moment later, which moves it back to where it was."""
+        partition = self.rng.randrange(PARTITIONS)
+        target = self.rng.sample(BROKER_IDS, self.rng.choice((2, 3)))
+        self.note(f"fault: {TOPIC}-{partition} reassigned to {target}")
+        self._in_background(self._alter_reassignment(partition, target))
+        if self.rng.random() < REASSIGNMENT_CANCEL_CHANCE:
+            self._later(self.rng.uniform(0.1, 3), lambda: self._in_background(self._alter_reassignment(partition, None)))
+
+    async def _alter_reassignment(self, partition: int, target: list[int] | None) -> None:
+        outcome = (await admin.alter_partition_reassignments(
+            self._observer, {(TOPIC, partition): target}, limits=admin.StateChangeLimits(timeout_s=3.0)))[TOPIC, partition]
+        what = "cancel" if target is None else f"reassignment to {target}"
+        self.note(f"{what} of {TOPIC}-{partition}: {'accepted' if outcome is None else outcome.message}")
+
     def _flaky_store(self, broker: SimBroker) -> None:
         duration = self.rng.uniform(0.5, 4)
         self.note(f"fault: broker {broker.broker_id}'s store client flaky for {duration:.2f}s")
@@ -441,7 +460,8 @@ class Simulation:
             except TimeoutError:
                 raise Violation(f"liveness: {TOPIC} not created again {LIVENESS_S:.0f}s after the faults stopped") from None
         for partition in range(PARTITIONS):
-            while not (await self._working_leader(partition) and await self._produce(partition)):
+            while not (await self._working_leader(partition)
+                       and (not await self._writable(partition) or await self._produce(partition))):
                 if self.loop.time() > deadline:
                     raise Violation(f"liveness: {TOPIC}-{partition} has no working leader {LIVENESS_S:.0f}s after the faults "
                                     f"stopped; {await self._describe(partition)}")
@@ -452,6 +472,13 @@ class Simulation:
         record, _, replica = await self._named_leader(partition)
         return (replica is not None and replica.state is ReplicaState.LEADER and not replica.fenced
                 and replica.leader_epoch == record.leader_epoch)
+
+    async def _writable(self, partition: int) -> bool:
+        """Whether an acks=all write can succeed at all: a partition moved to fewer replicas than
+        min.insync.replicas refuses every one (NOT_ENOUGH_REPLICAS), rightly, as Kafka's does."""
+        settings = TopicConfig.decode((await self._observer.get(paths.topic_config(TOPIC)))[0]).configs
+        replicas = ReplicaAssignment.decode((await self._observer.get(paths.replicas(TOPIC, partition)))[0]).replicas
+        return len(replicas) >= int(settings.get("min.insync.replicas", "1"))
 
     async def _describe(self, partition: int) -> str:
         record = await self._leader_record(partition)

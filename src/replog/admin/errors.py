@@ -59,6 +59,14 @@ class InvalidConfig(_KafkaError):
     CODE = 40
 
 
+class ReassignmentInProgress(_KafkaError):
+    CODE = 60
+
+
+class NoReassignmentInProgress(_KafkaError):
+    CODE = 85
+
+
 def error_for_code(code: int, message: str) -> AdminError:
     """The AdminError a Kafka error code stands for (a broker's answer to an admin request), so
     that both doors of an admin command raise the same classes."""

@@ -9,7 +9,7 @@ configurable root:
     /brokers/topics/[topic]/[partition]/leader          LeaderRecord         (ephemeral)
     /brokers/topics/[topic]/[partition]/ISR             IsrRecord
     /brokers/topics/[topic]/[partition]/leader_epoch    EpochCounter         (only grows)
-    /brokers/partitions_reassigned/[topic]/[partition]  ReplicaAssignment    (removed when done)
+    /brokers/partitions_reassigned/[topic]/[partition]  PartitionReassignment (removed when done)
     /brokers/state/[broker_id]/[seq]                    StateChangeRequest   (persistent queue)
     /config/topics/[topic]                              TopicConfig
     /admin/topic_changes/[topic]                        TopicChangeInProgress (ephemeral)
@@ -100,6 +100,19 @@ class BrokerRegistration(NodeValue):
 @dataclasses.dataclass(frozen=True)
 class ReplicaAssignment(NodeValue):
     replicas: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionReassignment(NodeValue):
+    """What /brokers/partitions_reassigned holds: `replicas`, the target (RAR), for a partition
+    being added (staged by the admin, replog/admin/topics.py) or moved (its leader carries the
+    move out, replication/reassignment.py). A move also keeps the `original` replicas, which a
+    cancellation moves back to, and, once its leader switched the assignment, the replicas it
+    is `closing`. Readable as a ReplicaAssignment: the extra fields are ignored there."""
+
+    replicas: tuple[int, ...]
+    original: tuple[int, ...] | None = None
+    closing: tuple[int, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

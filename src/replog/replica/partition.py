@@ -340,6 +340,22 @@ class Partition:
                     self.topic, self.partition_id, self.local_broker_id, leader_epoch, leader_id,
                     self.high_watermark, self.log_end_offset)
 
+    def reassign(self, assigned_replicas: Collection[int], now_ms: int) -> None:
+        """The assignment changed while this replica leads (a partition reassignment,
+        replication/reassignment.py, already written to the store): a replica added is
+        followed from its first fetch and joins the ISR once caught up; one removed must
+        already be out of the ISR."""
+        self._require(ReplicaState.LEADER)
+        assigned_replicas = self._checked_assignment(assigned_replicas)
+        if not self.isr <= set(assigned_replicas):
+            raise ValueError(f"ISR {sorted(self.isr)} must lie within assigned replicas {list(assigned_replicas)}")
+        self._followers = {broker: self._followers.get(broker) or _Follower(broker, now_ms)
+                           for broker in assigned_replicas if broker != self.local_broker_id}
+        logger.info("changed assigned replicas topic=%s partition=%d broker=%d epoch=%d assigned_replicas=%s previous=%s",
+                    self.topic, self.partition_id, self.local_broker_id, self.leader_epoch, list(assigned_replicas),
+                    list(self.assigned_replicas))
+        self.assigned_replicas = assigned_replicas
+
     def _checked_assignment(self, assigned_replicas: Collection[int]) -> tuple[int, ...]:
         assigned_replicas = tuple(assigned_replicas)
         if self.local_broker_id not in assigned_replicas or len(set(assigned_replicas)) != len(assigned_replicas):

@@ -36,6 +36,7 @@ from replog.coord_backends import BadVersion, NoNode, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.paths import IsrRecord
 from replog.replication.election import broker_alive
+from replog.replication.reassignment import Reassigner, Step
 from replog.replica.partition import Partition
 
 logger = logging.getLogger(__name__)
@@ -58,11 +59,14 @@ class IsrMaintainer:
         balance_check_interval_ms: int = 300_000,
         registered_brokers: Callable[[], Collection[int] | None] = lambda: None,
         presumed_gone: Callable[[int], bool] = lambda broker_id: False,
+        reassigner: Reassigner | None = None,
+        on_moved_off: Callable[[], Awaitable[None]] | None = None,
     ):
         """`registered_brokers`: the brokers registered now (their sessions live), None while
         not known; `presumed_gone`: whether a broker's process is known gone (its address
         refused a connection); a follower not registered or presumed gone is shrunk out at
-        once (see check)."""
+        once (see check). `reassigner` carries out a reassignment of the partition after each
+        check (reassignment.py); `on_moved_off` hears that it moved this leader off."""
         self._store = store
         self._partition = partition
         self._leader_version = leader_version
@@ -75,6 +79,8 @@ class IsrMaintainer:
         self._next_balance_check_ms = clock_ms() + balance_check_interval_ms
         self._registered_brokers = registered_brokers
         self._presumed_gone = presumed_gone
+        self._reassigner = reassigner
+        self._on_moved_off = on_moved_off
         self._task: asyncio.Task | None = None
         self._change_due = asyncio.Event()
 
@@ -90,6 +96,17 @@ class IsrMaintainer:
         self._change_due.set()
         self._task = asyncio.create_task(self._run())
         return self._task
+
+    async def _run(self) -> None:
+        if self._reassigner is None:
+            await self._checks()
+            return
+        async with asyncio.TaskGroup() as group:  # the reassignment watch lives as long as the checks
+            watching = group.create_task(self._reassigner.watch(self._change_due.set))
+            try:
+                await self._checks()
+            finally:
+                watching.cancel()
 
     async def leave_isr(self) -> bool:
         """Controlled shutdown: write the ISR without this leader, so that it cannot be elected
@@ -110,7 +127,7 @@ class IsrMaintainer:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
-    async def _run(self) -> None:
+    async def _checks(self) -> None:
         try:
             while True:  # until stopped: a check per half lag time, or at once when a fetch makes a change due
                 with contextlib.suppress(TimeoutError):
@@ -123,6 +140,8 @@ class IsrMaintainer:
                         return
                     if await self.preferred_replica_ready():
                         await self._on_preferred_ready()
+                        return
+                    if self._reassigner is not None and not await self._reassignment_step():
                         return
                 except StoreError as error:  # store unreachable: keep the ISR as it is and retry
                     logger.warning("ISR check failed topic=%s partition=%d error=%s",
@@ -178,6 +197,18 @@ class IsrMaintainer:
                     "shrunk" if lagging else "expanded" if joining else "rewritten", partition.topic, partition.partition_id,
                     partition.local_broker_id, partition.leader_epoch, record.isr, sorted(lagging), sorted(joining))
         partition.update_isr(new_isr)
+        return True
+
+    async def _reassignment_step(self) -> bool:
+        """The next step of a reassignment in progress; False once this leader is done."""
+        step, self._isr_version = await self._reassigner.step(self._leader_version, self._isr_version)
+        if step is Step.FENCED:
+            self._partition.fence()
+            await self._on_fenced()
+            return False
+        if step is Step.MOVED_OFF:
+            await self._on_moved_off()
+            return False
         return True
 
     async def _write_isr(self, record: IsrRecord) -> int:

@@ -33,6 +33,7 @@ from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment
 from replog.replication.commit import IsrMaintainer
 from replog.replication.election import leader_election
 from replog.replication.fetcher import FetcherConfig, FetchReply, FetchSpec, ReplicaFetcher
+from replog.replication.reassignment import Reassigner
 from replog.replica.manager import ReplicaManager
 from replog.replica.partition import EpochEndOffset, Partition, ReplicaState
 from replog.replication import leadership as machine
@@ -103,8 +104,20 @@ class PartitionLeadership:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"leadership-{self.topic}-{self.partition}")
 
-    async def stop(self) -> None:
+    async def stop(self, *, moved_off: bool = False) -> None:
+        """`moved_off`: the partition is no longer assigned here (a reassignment moved it). A
+        leader then releases its leader node, so that the replicas it moved to elect now rather
+        than when this broker's session ends; the reassignment's own resignation may not have
+        run yet, or been cut short (the assignment watch or the close-replica can stop the
+        leadership first). A store error propagates, and the caller stops again later: the
+        release checks the node still names this broker at this leadership's epoch, so a
+        successor's node is never taken for it."""
         await self._stop_driver()
+        if moved_off:
+            # Whatever the driver was doing when stopped (a resignation half carried out
+            # included): the node goes if it still names this broker at its last epoch.
+            self._close_if_leading()
+            await self._depose(self._context.broker_id, self._state.epoch, "moved off by a reassignment")
         await self._shut_down()
 
     def session_changed(self, session: SessionState) -> None:
@@ -227,7 +240,7 @@ class PartitionLeadership:
             case machine.ReleaseLeaderNode(version):
                 await self._release(version)
             case machine.DeposeLeader(leader, epoch):
-                await self._depose(leader, epoch)
+                await self._depose(leader, epoch, "presumed gone")
             case machine.ReadLeaderNode():
                 return await self._read_leader_node()
             case machine.RecheckAfter(delay_s):
@@ -273,6 +286,9 @@ class PartitionLeadership:
             balance_check_interval_ms=context.config["leader.imbalance.check.interval.seconds"] * 1000,
             registered_brokers=context.registered_brokers,
             presumed_gone=context.presumed_gone,
+            reassigner=Reassigner(context.store, hosted, clock_ms=context.now_ms,
+                                  queue_max_requests=context.config["state.change.queue.max.requests"]),
+            on_moved_off=self._poster(machine.MovedOff(epoch)),
         )
         self._maintainer = maintainer
         maintainer.start().add_done_callback(lambda task: self._upkeep_ended(maintainer, task, epoch))
@@ -305,7 +321,7 @@ class PartitionLeadership:
         logger.info("released leader node topic=%s partition=%d broker=%d version=%s",
                     self.topic, self.partition, self._context.broker_id, version)
 
-    async def _depose(self, leader: int, epoch: int) -> None:
+    async def _depose(self, leader: int, epoch: int, reason: str) -> None:
         node = await self._read_leader_node()
         if node.record is None or (node.record.leader, node.record.leader_epoch) != (leader, epoch):
             return  # another leadership already: the watch brings the news
@@ -313,8 +329,8 @@ class PartitionLeadership:
             await self._context.store.delete(paths.leader(self.topic, self.partition), node.version)
         except (NoNode, BadVersion):
             return
-        logger.info("deposed a leader presumed gone topic=%s partition=%d broker=%d leader=%d epoch=%d",
-                    self.topic, self.partition, self._context.broker_id, leader, epoch)
+        logger.info("deposed a leader topic=%s partition=%d broker=%d leader=%d epoch=%d reason=%s",
+                    self.topic, self.partition, self._context.broker_id, leader, epoch, reason)
 
     async def _read_leader_node(self) -> machine.LeaderNode:
         try:

@@ -78,7 +78,7 @@ class HostedPartitions:
                     # Gone, or assigned elsewhere now: a leadership must not outlive its
                     # partition, nor an open replica lend its epoch and HW to a recreated one.
                     self._closed.discard(key)
-                    await self._stop_replica(key)
+                    await self._stop_replica(key, moved_off=assigned is not None)
                     continue
                 if being_deleted:
                     # Not started again once closed (a broker restarted after its close-replica),
@@ -233,9 +233,9 @@ class HostedPartitions:
         """closeReplica: stop leading or following, close the log and delete it."""
         key = (request.topic, request.partition)
         async with self._reconciling:
-            await self._stop_replica(key)
-            await self._replicas.delete_replica(*key)
             assigned = await read_replicas(self._store, paths.replicas(*key))
+            await self._stop_replica(key, moved_off=assigned is not None and self.broker_id not in assigned)
+            await self._replicas.delete_replica(*key)
             if assigned is not None and self.broker_id in assigned:
                 self._closed.add(key)  # the admin removes it next; until then it stays closed
 
@@ -277,11 +277,14 @@ class HostedPartitions:
     def _topic_config_changed(self, topic: str, settings: TopicSettings) -> None:
         self._replicas.update_topic_config(topic, partition_config(settings), log_config(settings))
 
-    async def _stop_replica(self, key: tuple[str, int]) -> None:
-        """Stop leading or following the partition and close its replica, keeping the log."""
-        leadership = self.leaderships.pop(key, None)
+    async def _stop_replica(self, key: tuple[str, int], *, moved_off: bool = False) -> None:
+        """Stop leading or following the partition and close its replica, keeping the log.
+        `moved_off`: it is assigned elsewhere now (PartitionLeadership.stop); a store error
+        leaves the leadership here for the reconcile's retry."""
+        leadership = self.leaderships.get(key)
         if leadership is not None:
-            await leadership.stop()
+            await leadership.stop(moved_off=moved_off)
+            self.leaderships.pop(key, None)
         if self._replicas.hosted(*key) is not None:
             self._replicas.close_replica(*key)
         self._replicas.close_loaded(*key)

@@ -125,6 +125,13 @@ class PreferredReplicaReady:
 
 
 @dataclasses.dataclass(frozen=True)
+class MovedOff:
+    """A reassignment this leader carried out moved the partition off this broker
+    (reassignment.py): the replicas it moved to are the ISR, and elect once this one resigns."""
+    epoch: int
+
+
+@dataclasses.dataclass(frozen=True)
 class FetcherEnded:
     """The fetcher following `leader` at `epoch` stopped: the leader refused us, or it failed."""
     leader: int
@@ -154,7 +161,7 @@ class Stop:
 
 
 Event = (LeaderNode | Elected | NotElected | SessionSuspended | SessionConnected | SessionLost | UpkeepFenced
-         | UpkeepEnded | PreferredReplicaReady | FetcherEnded | BrokerPresumedGone | StoreFailed | RecheckDue | Stop)
+         | UpkeepEnded | PreferredReplicaReady | MovedOff | FetcherEnded | BrokerPresumedGone | StoreFailed | RecheckDue | Stop)
 
 
 # -- actions --------------------------------------------------------------------------------------
@@ -333,9 +340,10 @@ def _on_upkeep_ended(state: State, event: UpkeepEnded) -> tuple[State, list[Acti
     return _given_up(state), [Fence(), StopLeading(), ReadLeaderNode()]
 
 
-def _on_preferred_ready(state: State, event: PreferredReplicaReady) -> tuple[State, list[Action]]:
-    """Resign: stop taking writes, then release the node; the preferred replica races without
-    waiting while this one waits PreferredReplicaTime, so it wins and this one follows."""
+def _resign(state: State, event: PreferredReplicaReady | MovedOff) -> tuple[State, list[Action]]:
+    """Stop taking writes, then release the node. For the preferred replica: it races without
+    waiting while this one waits PreferredReplicaTime, so it wins and this one follows. For a
+    leader moved off: it is out of the ISR, so it cannot win again."""
     if state.role is not Role.LEADER or state.epoch != event.epoch:
         return state, []
     return _given_up(state), [StopLeading(), ReleaseLeaderNode(state.leader_version)]
@@ -403,7 +411,8 @@ _HANDLERS = {
     SessionLost: _on_lost,
     UpkeepFenced: _on_upkeep_fenced,
     UpkeepEnded: _on_upkeep_ended,
-    PreferredReplicaReady: _on_preferred_ready,
+    PreferredReplicaReady: _resign,
+    MovedOff: _resign,
     FetcherEnded: _on_fetcher_ended,
     BrokerPresumedGone: _on_broker_presumed_gone,
     StoreFailed: _on_store_failed,

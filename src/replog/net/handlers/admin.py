@@ -1,5 +1,5 @@
 """Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
-IncrementalAlterConfigs.
+IncrementalAlterConfigs, AlterPartitionReassignments, ListPartitionReassignments.
 
 Each acts on the coordination store through replog.admin, as the seed's admin commands do, so
 any broker can take them (Metadata names the answering broker as "controller"). Create, grow
@@ -175,3 +175,39 @@ async def incremental_alter_configs(services, request: Request):
             result |= _failure(request, resource.resource_name, error)
         results.append(result)
     return build_response(request, {"throttle_time": 0, "responses": results})
+
+
+@handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
+async def alter_partition_reassignments(services, request: Request):
+    """Accepted once written to the store: the partitions' leaders carry the moves out
+    (replication/reassignment.py), and ListPartitionReassignments follows them."""
+    targets = {(topic.name, partition.partition_index): partition.replicas
+               for topic in request.body.topics for partition in topic.partitions}
+    outcomes = await admin.alter_partition_reassignments(services.store, targets,
+                                                          limits=services.state_change_limits(_timeout_s(request)))
+    responses = [
+        {"name": topic.name, "partitions": [
+            {"partition_index": partition.partition_index, "error_code": ErrorCode.none, "error_message": None}
+            | _refused(request, f"{topic.name}-{partition.partition_index}", outcomes[topic.name, partition.partition_index])
+            for partition in topic.partitions]}
+        for topic in request.body.topics
+    ]
+    return build_response(request, {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+                                    "responses": responses})
+
+
+def _refused(request: Request, subject: str, error: AdminError | None) -> dict:
+    return {} if error is None else _failure(request, subject, error)
+
+
+@handles(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+async def list_partition_reassignments(services, request: Request):
+    asked = None if request.body.topics is None else [
+        (topic.name, index) for topic in request.body.topics for index in topic.partition_indexes]
+    by_topic: dict[str, list[dict]] = {}
+    for status in await admin.list_partition_reassignments(services.store, asked):
+        by_topic.setdefault(status.topic, []).append({
+            "partition_index": status.partition, "replicas": status.replicas,
+            "adding_replicas": status.adding, "removing_replicas": status.removing})
+    return build_response(request, {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+                                    "topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]})
