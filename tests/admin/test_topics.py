@@ -30,7 +30,15 @@ from replog.admin import (
 )
 from replog.config import load_broker_config
 from replog.coord_backends import paths
-from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment, StateChangeRequest, TopicConfig
+from replog.coord_backends.paths import (
+    BrokerRegistration,
+    IsrRecord,
+    LeaderRecord,
+    PartitionReassignment,
+    ReplicaAssignment,
+    StateChangeRequest,
+    TopicConfig,
+)
 from replog.replication.state_changes import CLOSE_REPLICA, FROM_ADMIN, START_REPLICA, send_state_change
 from tests.polling import eventually
 from tests.recording_listener import recording_listener
@@ -438,6 +446,11 @@ async def test_describe_reports_the_replicas_a_reassignment_adds_and_removes(sto
 
     assert (moving.adding_replicas, moving.removing_replicas) == ((3,), (1,))
     assert (staying.adding_replicas, staying.removing_replicas) == ((), ())
+    # Once its leader added broker 3 to the assignment, as a move does first.
+    await store.set(paths.reassigned_partition("moving", 0), PartitionReassignment((2, 3), original=(1, 2)).encode())
+    await store.set(paths.replicas("moving", 0), ReplicaAssignment((2, 3, 1)).encode())
+    moving = (await describe_topic(store, "moving")).partitions[0]
+    assert (moving.adding_replicas, moving.removing_replicas) == ((3,), (1,))
 
 
 # --- configs ----------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ from replog.coord_backends.paths import (
     BrokerRegistration,
     IsrRecord,
     LeaderRecord,
+    PartitionReassignment,
     ReplicaAssignment,
     TopicChangeInProgress,
     TopicConfig,
@@ -590,7 +591,11 @@ async def describe_topic(store: Store, name: str) -> TopicDescription:
         isr_node = await _get_or_none(store, paths.isr(name, partition_id))
         leader = LeaderRecord.decode(leader_node[0]) if leader_node else None
         isr = IsrRecord.decode(isr_node[0]) if isr_node else None
-        target = await read_replicas(store, paths.reassigned_partition(name, partition_id)) or replicas
+        moving = await _get_or_none(store, paths.reassigned_partition(name, partition_id))
+        reassignment = PartitionReassignment.decode(moving[0]) if moving else PartitionReassignment(replicas)
+        # A move's leader first adds the target's replicas to the assignment (reassignment.py):
+        # what it adds is counted from the replicas the move began with.
+        target, original = reassignment.replicas, reassignment.original or replicas
         described.append(
             PartitionDescription(
                 partition=partition_id,
@@ -599,7 +604,7 @@ async def describe_topic(store: Store, name: str) -> TopicDescription:
                 leader_epoch=leader.leader_epoch if leader else (isr.leader_epoch if isr else None),
                 isr=isr.isr if isr else (),
                 offline_replicas=tuple(replica for replica in replicas if replica not in live),
-                adding_replicas=tuple(replica for replica in target if replica not in replicas),
+                adding_replicas=tuple(replica for replica in target if replica not in original),
                 removing_replicas=tuple(replica for replica in replicas if replica not in target),
             )
         )
