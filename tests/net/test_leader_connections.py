@@ -4,7 +4,7 @@ the first connection that succeeds."""
 from __future__ import annotations
 
 from replog.coord_backends.paths import BrokerRegistration
-from replog.net.client import BrokerRefused, BrokerUnavailable
+from replog.net.client import BrokerRefused, BrokerUnavailable, ConnectionLost
 from replog.net.leader_connections import LeaderConnections, follower_of
 from tests.polling import eventually
 
@@ -65,6 +65,41 @@ async def test_a_failure_that_is_not_a_refusal_presumes_nothing():
         connections.connection_failed(PEER)
         probe = connections._probes[PEER]
         await probe
+        assert not connections.presumed_gone(PEER) and told == []
+    finally:
+        connections.close()
+
+
+async def test_a_broker_caught_dying_is_probed_again_until_it_refuses():
+    """A process being killed completes connections to its dying listener and drops them: the
+    first probe loses its connection, a later one is refused (a probe that stopped at the lost
+    connection left a killed leader named until its session expired)."""
+    answers = [ConnectionLost("connection lost"), ConnectionLost("connection lost"), BrokerRefused("nothing listens")]
+
+    async def open_connection(broker_id: int, registration: BrokerRegistration) -> _Opened:
+        raise answers.pop(0) if len(answers) > 1 else answers[0]
+
+    connections, told = telling(open_connection)
+    try:
+        connections.connection_failed(PEER)
+
+        async def presumed() -> bool:
+            return connections.presumed_gone(PEER)
+
+        await eventually(presumed, WAIT_S, "a probe after the lost connections to be refused")
+        assert told == [PEER]
+    finally:
+        connections.close()
+
+
+async def test_a_broker_that_keeps_dropping_connections_is_not_presumed_gone():
+    async def open_connection(broker_id: int, registration: BrokerRegistration) -> _Opened:
+        raise ConnectionLost("connection lost")
+
+    connections, told = telling(open_connection)
+    try:
+        connections.connection_failed(PEER)
+        await connections._probes[PEER]  # gives up after PROBES_AFTER_LOST_CONNECTION_MAX
         assert not connections.presumed_gone(PEER) and told == []
     finally:
         connections.close()

@@ -73,6 +73,12 @@ class BrokerRefused(BrokerUnavailable):
     that is down or cut off times out instead)."""
 
 
+class ConnectionLost(BrokerUnavailable):
+    """The broker's end closed or reset the connection. Right after connecting, a process being
+    killed does this: its kernel completed the handshake for its listener's backlog, then
+    closed everything it had."""
+
+
 class ProtocolError(BrokerUnavailable):
     """The broker sent something that cannot be read or matched; the connection is closed."""
 
@@ -155,7 +161,7 @@ class _FrameReceiver(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         reason = f": {exc}" if exc else ""
-        self._connection._fail(BrokerUnavailable(f"{self._connection.peer}: connection lost{reason}"))
+        self._connection._fail(ConnectionLost(f"{self._connection.peer}: connection lost{reason}"))
 
     def pause_writing(self) -> None:
         self._connection._writable.clear()

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import NamedTuple, TypeVar
 
 from replog.coord_backends.paths import BrokerRegistration
-from replog.net.client import BrokerConnection, BrokerRefused, BrokerUnavailable
+from replog.net.client import BrokerConnection, BrokerRefused, BrokerUnavailable, ConnectionLost
 from replog.net.fetch_rounds import FetchRounds
 from replog.replication.fetcher import FetchReply, FetchSpec
 
@@ -18,6 +18,9 @@ T = TypeVar("T")
 
 # How often a broker presumed gone is probed: a restarted one is believed again within this.
 GONE_PROBE_INTERVAL_S = 0.25
+# Probes after one whose connection the broker's end closed: a process being killed completes
+# connections to its dying listener and drops them, and refuses only a moment later.
+PROBES_AFTER_LOST_CONNECTION_MAX = 8
 # The client id of a follower's connections, which tells a leader whose connection it was.
 FOLLOWER_CLIENT_ID_PREFIX = "replog-follower-"
 
@@ -147,7 +150,11 @@ class LeaderConnections:
 
     async def _probe(self, broker_id: int) -> None:
         """Reconnect now, and while refused and presumed gone again every interval: the
-        presumption ends by the session timeout, so this loop does too."""
+        presumption ends by the session timeout, so this loop does too. A connection the
+        broker's end closes is probed again too, a bounded number of times (see
+        PROBES_AFTER_LOST_CONNECTION_MAX): it was caught dying, and a probe that stopped there
+        left a killed leader named until its session expired."""
+        lost_connections = 0
         while True:
             try:
                 await self.get(broker_id)
@@ -158,9 +165,18 @@ class LeaderConnections:
                     # (with no connection to it meanwhile to end the presumption), is a new death.
                     self._refusals.pop(broker_id, None)
                     return
-            except ConnectionError:
-                return  # unregistered, or not a refusal: nothing to presume
+            except ConnectionLost as error:
+                lost_connections += 1
+                if lost_connections > PROBES_AFTER_LOST_CONNECTION_MAX:
+                    self._not_presumed(broker_id, error)
+                    return
+            except ConnectionError as error:
+                self._not_presumed(broker_id, error)  # unregistered, or not a refusal: nothing to presume
+                return
             await asyncio.sleep(GONE_PROBE_INTERVAL_S)
+
+    def _not_presumed(self, broker_id: int, error: ConnectionError) -> None:
+        logger.info("broker not presumed gone (not refused) broker=%d probed_broker=%d error=%s", self._broker_id, broker_id, error)
 
     def close(self) -> None:
         self._closed = True
