@@ -43,17 +43,22 @@ class ReassignmentStatus:
 
 
 async def alter_partition_reassignments(
-    store: Store, targets: Mapping[PartitionKey, Sequence[int] | None], *, limits: StateChangeLimits = StateChangeLimits(),
+    store: Store, targets: Mapping[PartitionKey, Sequence[int] | None], *, throttle_bytes_per_s: int | None = None,
+    limits: StateChangeLimits = StateChangeLimits(),
 ) -> dict[PartitionKey, AdminError | None]:
     """Start, change or cancel (None) the move of each partition; per partition, None or the
-    error that refused it (the others go ahead, as in Kafka)."""
+    error that refused it (the others go ahead, as in Kafka). `throttle_bytes_per_s` bounds
+    what each moving partition's leader sends the replicas it adds (all its throttled
+    partitions together, replica/throttle.py); None keeps a move's throttle as it was."""
+    if throttle_bytes_per_s is not None and throttle_bytes_per_s < 1:
+        raise InvalidReplicaAssignment(f"the throttle must be a positive number of bytes per second, not {throttle_bytes_per_s}")
     known = await cluster_brokers(store)
     outcomes: dict[PartitionKey, AdminError | None] = {}
     for topic in sorted({topic for topic, _ in targets}):  # bounded by the request
         asked = {partition: target for (name, partition), target in targets.items() if name == topic}
 
         async def alter_topic() -> dict[PartitionKey, AdminError | None]:
-            return {(topic, partition): await _refusal(store, topic, partition, target, known)
+            return {(topic, partition): await _refusal(store, topic, partition, target, known, throttle_bytes_per_s)
                     for partition, target in sorted(asked.items())}
 
         try:
@@ -71,15 +76,16 @@ async def cluster_brokers(store: Store) -> set[int]:
 
 
 async def _refusal(store: Store, topic: str, partition: int, target: Sequence[int] | None,
-                   known: set[int]) -> AdminError | None:
+                   known: set[int], throttle_bytes_per_s: int | None) -> AdminError | None:
     try:
-        await _alter_one(store, topic, partition, target, known)
+        await _alter_one(store, topic, partition, target, known, throttle_bytes_per_s)
     except AdminError as error:
         return error
     return None
 
 
-async def _alter_one(store: Store, topic: str, partition: int, target: Sequence[int] | None, known: set[int]) -> None:
+async def _alter_one(store: Store, topic: str, partition: int, target: Sequence[int] | None, known: set[int],
+                     throttle_bytes_per_s: int | None) -> None:
     subject = f"{topic}-{partition}"
     if partition not in await _partition_ids(store, topic):
         raise UnknownTopicOrPartition(f"partition {subject} does not exist")
@@ -96,12 +102,15 @@ async def _alter_one(store: Store, topic: str, partition: int, target: Sequence[
     target = _checked_target(subject, target, known)
     if current is None:
         try:
-            await store.create(path, PartitionReassignment(target, tuple(assigned)).encode(), make_parents=True)
+            await store.create(path, PartitionReassignment(target, tuple(assigned), throttle_bytes_per_s=throttle_bytes_per_s).encode(),
+                               make_parents=True)
         except NodeExists:
             raise ReassignmentInProgress(f"{subject}: another reassignment started meanwhile; try again") from None
         return
+    throttle_bytes_per_s = current[0].throttle_bytes_per_s if throttle_bytes_per_s is None else throttle_bytes_per_s
     try:
-        await store.set(path, dataclasses.replace(current[0], replicas=target).encode(), current[1])
+        await store.set(path, dataclasses.replace(current[0], replicas=target, throttle_bytes_per_s=throttle_bytes_per_s).encode(),
+                        current[1])
     except BadVersion:
         raise ReassignmentInProgress(f"{subject}: its reassignment changed meanwhile; try again") from None
 

@@ -108,11 +108,13 @@ class PartitionReassignment(NodeValue):
     being added (staged by the admin, replog/admin/topics.py) or moved (its leader carries the
     move out, replication/reassignment.py). A move also keeps the `original` replicas, which a
     cancellation moves back to, and, once its leader switched the assignment, the replicas it
-    is `closing`. Readable as a ReplicaAssignment: the extra fields are ignored there."""
+    is `closing`; `throttle_bytes_per_s` bounds what its leader sends the replicas it adds
+    (replica/throttle.py). Readable as a ReplicaAssignment: the extra fields are ignored there."""
 
     replicas: tuple[int, ...]
     original: tuple[int, ...] | None = None
     closing: tuple[int, ...] | None = None
+    throttle_bytes_per_s: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,6 +37,7 @@ from replog.storage.checkpoint import OffsetCheckpoint
 from replog.storage.errors import ReplicaError
 from replog.storage.log import Log, LogConfig
 from replog.storage import unclean_reboot
+from replog.replica.throttle import ReplicationThrottle
 from replog.replica.partition import Partition, PartitionConfig
 
 logger = logging.getLogger(__name__)
@@ -82,6 +83,8 @@ class ReplicaManager:
         `boot_id`: the machine's current boot (the simulator's machines have their own)."""
         self.config = config
         self.broker_id = config.broker_id
+        # What this broker as a leader sends the replicas reassignments add (throttle.py).
+        self.replication_throttle = ReplicationThrottle()
         self.data_dir = Path(config.data_dir)
         self._clock = clock
         self._monotonic_clock = monotonic_clock or clock

@@ -52,6 +52,7 @@ import zlib
 from collections.abc import Callable, Collection, Iterable
 from typing import NamedTuple
 
+from replog.replica.throttle import ReplicationThrottle
 from replog.storage.checkpoint import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from replog.storage.errors import ReplicaError
 from replog.storage.log import FlushJob, Log
@@ -257,6 +258,8 @@ class Partition:
         self._joining_isr: frozenset[int] = frozenset()
         # Called when a follower's fetch qualifies it to join the ISR (the upkeep writes it).
         self.on_isr_change_due: Callable[[], None] | None = None
+        # Replicas a reassignment adds, whose fetches draw on a throttle (throttle.py).
+        self._throttled: tuple[frozenset[int], ReplicationThrottle, int] | None = None
         self.fenced = False
         self._leader_epoch_start_offset = UNKNOWN_OFFSET
         # Within the log always: a checkpointed HW may be ahead of a log that lost its tail after
@@ -661,7 +664,33 @@ class Partition:
             error = self.record_follower_fetch(replica_id, fetch_offset, now_ms, current_leader_epoch)
         if error is not ErrorCode.NONE:
             return self._fetch_error(error)
-        return self._fetch_result(self.log.read(fetch_offset, max_bytes))
+        if not self._is_throttled(replica_id):
+            return self._fetch_result(self.log.read(fetch_offset, max_bytes))
+        _, throttle, rate_bytes_per_s = self._throttled
+        allowance_bytes = throttle.allowance_bytes(rate_bytes_per_s, now_ms)
+        if not allowance_bytes:
+            return self._fetch_result([])
+        result = self._fetch_result(self.log.read(fetch_offset, min(max_bytes, allowance_bytes)))
+        throttle.spent(sum(piece.size_bytes for piece in result.slices))
+        return result
+
+    def throttles(self, replica_id: int, now_ms: int) -> bool:
+        """Whether the throttle holds a fetch of `replica_id` back now: a long poll should not
+        wake for this partition's data, which it could not send."""
+        if not self._is_throttled(replica_id):
+            return False
+        _, throttle, rate_bytes_per_s = self._throttled
+        return not throttle.allowance_bytes(rate_bytes_per_s, now_ms)
+
+    def _is_throttled(self, replica_id: int) -> bool:
+        # As Kafka: a throttled replica that joined the ISR is not throttled, or acks=all would
+        # wait on the throttle.
+        return self._throttled is not None and replica_id in self._throttled[0] and replica_id not in self.isr
+
+    def throttle(self, replicas: Collection[int], throttle: ReplicationThrottle, rate_bytes_per_s: int | None) -> None:
+        """Fetches of `replicas` (a move's added replicas) draw on `throttle` at
+        `rate_bytes_per_s`; none are throttled with no replicas or no rate."""
+        self._throttled = (frozenset(replicas), throttle, rate_bytes_per_s) if replicas and rate_bytes_per_s else None
 
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
                               current_leader_epoch: int = NO_LEADER_EPOCH) -> ErrorCode:

@@ -286,7 +286,7 @@ class PartitionLeadership:
             balance_check_interval_ms=context.config["leader.imbalance.check.interval.seconds"] * 1000,
             registered_brokers=context.registered_brokers,
             presumed_gone=context.presumed_gone,
-            reassigner=Reassigner(context.store, hosted, clock_ms=context.now_ms,
+            reassigner=Reassigner(context.store, hosted, context.replicas.replication_throttle, clock_ms=context.now_ms,
                                   queue_max_requests=context.config["state.change.queue.max.requests"]),
             on_moved_off=self._poster(machine.MovedOff(epoch)),
         )

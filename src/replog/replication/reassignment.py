@@ -37,6 +37,7 @@ from replog.coord_backends import BadVersion, NoNode, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.paths import IsrRecord, PartitionReassignment, ReplicaAssignment
 from replog.replica.partition import Partition
+from replog.replica.throttle import ReplicationThrottle
 from replog.replication.state_changes import CLOSE_REPLICA, START_REPLICA, FollowerStateChangeQueueFull, send_state_change
 
 logger = logging.getLogger(__name__)
@@ -75,9 +76,11 @@ class Reassigner:
     after each check, with the versions that fence this leader's writes. `watch()` runs while
     the upkeep does and calls `on_change` when the reassignment node changes."""
 
-    def __init__(self, store: Store, partition: Partition, *, clock_ms: Callable[[], int], queue_max_requests: int):
+    def __init__(self, store: Store, partition: Partition, throttle: ReplicationThrottle, *, clock_ms: Callable[[], int],
+                 queue_max_requests: int):
         self._store = store
         self._partition = partition
+        self._throttle = throttle
         self._watch: ReassignmentWatch | None = None
         self._clock_ms = clock_ms
         self._queue_max_requests = queue_max_requests
@@ -90,10 +93,13 @@ class Reassigner:
         """Take the next step of the reassignment in progress, if any; with the ISR node's
         version after it."""
         seen = None if self._watch is None else self._watch.current
+        partition = self._partition
         if seen is None or seen[0].original is None:
+            partition.throttle((), self._throttle, None)
             return Step.NONE, isr_version  # none, or a new partition being staged: not a move
         reassignment, version = seen
-        partition = self._partition
+        added = [broker for broker in reassignment.replicas if broker not in reassignment.original]
+        partition.throttle(added, self._throttle, reassignment.throttle_bytes_per_s)
         if reassignment.closing is not None:
             await self._finish(reassignment, version)
             return (Step.MOVED_OFF if partition.local_broker_id in reassignment.closing else Step.NONE), isr_version

@@ -156,8 +156,11 @@ async def fetch(services, request: Request):
     results, total_bytes = _read_all(services, body, services.now_ms())
     if total_bytes < body.min_bytes and loop.time() < deadline and not _any_error(results):
         with ReadWaiter() as waiter:
+            now_ms = services.now_ms()
             for _, fetch, partition, _ in results:
-                if partition is not None:
+                # A partition whose data the reassignment throttle holds back would wake this
+                # poll at once, again and again: it waits out the poll instead.
+                if partition is not None and not (body.replica_id >= 0 and partition.throttles(body.replica_id, now_ms)):
                     waiter.watch(partition, fetch.fetch_offset, for_follower=body.replica_id >= 0)
             if request.overtaken is not None:
                 request.overtaken.listen(waiter.wake)
