@@ -5,11 +5,14 @@ throughout and a read-back at the end: nothing acknowledged is lost."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 from kafka import KafkaAdminClient, TopicPartition
 
+from replog import admin
+from replog.coord_backends import open_store
 from tests.chaos.harness import wait_until
 from tests.cluster.conftest import SHARED_SERVERS, Cluster
 from tests.cluster.failover import (
@@ -139,3 +142,28 @@ def test_a_move_survives_its_leaders_death(cluster):
         acknowledged = producer.stop()
     assert missing_after_read_back(cluster.bootstrap, topic, acknowledged) == {0: [], 1: [], 2: []}
     wait_until(lambda: f"{topic}-1" not in log_dirs(cluster, 0, topic), "broker 0's replica of partition 1 deleted")
+
+
+async def reassign_throttled(coord_url: str, targets: dict[tuple[str, int], list[int]], throttle_bytes_per_s: int) -> None:
+    """Through the store, as `replog reassign execute --coord ... --throttle` does: Kafka's API has
+    no throttle of its own."""
+    store = open_store(coord_url)
+    await store.start()
+    try:
+        refused = await admin.alter_partition_reassignments(store, targets, throttle_bytes_per_s=throttle_bytes_per_s)
+    finally:
+        await store.close()
+    assert all(error is None for error in refused.values()), refused
+
+
+def test_a_throttled_move_completes_with_nothing_lost(cluster):
+    """Above the rate the producer writes at, so the added replica catches up: the throttle
+    paces the copy, and the replica joins the ISR, where nothing throttles it."""
+    topic = "throttled"
+    create_topic(cluster.bootstrap, topic, PARTITIONS, ON_FIRST_THREE)
+    with TimedProducer(cluster.bootstrap, topic, PARTITIONS) as producer:
+        wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition")
+        asyncio.run(reassign_throttled(cluster.coord_url, {(topic, 2): [2, 3, 1]}, throttle_bytes_per_s=50_000))
+        wait_until(lambda: settled_on(cluster, topic, {2: [2, 3, 1]}), "partition 2 on brokers 2, 3, 1", FAILOVER_WAIT_S)
+        acknowledged = producer.stop()
+    assert missing_after_read_back(cluster.bootstrap, topic, acknowledged) == {0: [], 1: [], 2: []}
