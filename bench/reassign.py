@@ -31,9 +31,8 @@ sys.path.insert(0, str(REPO))
 from replog import admin  # noqa: E402
 from replog.coord_backends import open_store  # noqa: E402
 from tests.chaos.harness import wait_until  # noqa: E402
-from tests.cluster.conftest import Cluster  # noqa: E402
+from tests.cluster.conftest import cluster_with_own_server  # noqa: E402
 from tests.cluster.failover import TimedProducer, create_topic  # noqa: E402
-from tests.conftest import ServerProcess, unique_root  # noqa: E402
 
 MOVE_WAIT_S = 1800
 RECORD_BYTES = 1024
@@ -76,35 +75,25 @@ def latencies_ms(producer: TimedProducer, since: float, until: float) -> str:
 
 def measure(size_gib: float, throttle_mb_per_s: float) -> None:
     with tempfile.TemporaryDirectory(prefix="replog-bench-reassign-") as scratch:
-        server = ServerProcess("zookeeper", pathlib.Path(scratch) / "zk")
-        server.start()
-        try:
-            coord_url = f"zk://{server.address}{unique_root()}"
-            cluster = Cluster(coord_url, pathlib.Path(scratch), 3, settings=())
-            cluster.start()
-            try:
-                size_bytes = int(size_gib * (1 << 30))
-                create_topic(cluster.bootstrap, "big", 1, [[0, 1]])
-                create_topic(cluster.bootstrap, "live", 3, [[0, 1, 2], [0, 1, 2], [0, 1, 2]])
-                started = time.monotonic()
-                fill(cluster.bootstrap, "big", size_bytes)
-                print(f"filled big-0 with {size_bytes / 1e9:.2f} GB in {time.monotonic() - started:.1f} s")
-                with TimedProducer(cluster.bootstrap, "live", 3) as producer:
-                    wait_until(producer.acknowledged_on_every_partition, "the producer under way")
-                    quiet_from = time.monotonic()
-                    time.sleep(5)  # a baseline of latencies, not synchronisation
-                    for label, target, throttle in (("unthrottled", [0, 2], None),
-                                                    (f"throttled to {throttle_mb_per_s:g} MB/s", [0, 1], int(throttle_mb_per_s * 1e6))):
-                        begun = time.monotonic()
-                        took_s = asyncio.run(move(coord_url, "big", target, throttle))
-                        print(f"move of big-0 to {target}, {label}: {took_s:.1f} s, {size_bytes / took_s / 1e6:.0f} MB/s")
-                        print(f"  producer during it: {latencies_ms(producer, begun, begun + took_s)}")
-                    print(f"producer before the moves: {latencies_ms(producer, quiet_from, quiet_from + 5)}")
-                    producer.stop()
-            finally:
-                cluster.stop()
-        finally:
-            server.stop()
+        with cluster_with_own_server("zk", pathlib.Path(scratch)) as cluster:
+            size_bytes = int(size_gib * (1 << 30))
+            create_topic(cluster.bootstrap, "big", 1, [[0, 1]])
+            create_topic(cluster.bootstrap, "live", 3, [[0, 1, 2], [0, 1, 2], [0, 1, 2]])
+            started = time.monotonic()
+            fill(cluster.bootstrap, "big", size_bytes)
+            print(f"filled big-0 with {size_bytes / 1e9:.2f} GB in {time.monotonic() - started:.1f} s")
+            with TimedProducer(cluster.bootstrap, "live", 3) as producer:
+                wait_until(producer.acknowledged_on_every_partition, "the producer under way")
+                quiet_from = time.monotonic()
+                time.sleep(5)  # a baseline of latencies, not synchronisation
+                for label, target, throttle in (("unthrottled", [0, 2], None),
+                                                (f"throttled to {throttle_mb_per_s:g} MB/s", [0, 1], int(throttle_mb_per_s * 1e6))):
+                    begun = time.monotonic()
+                    took_s = asyncio.run(move(cluster.coord_url, "big", target, throttle))
+                    print(f"move of big-0 to {target}, {label}: {took_s:.1f} s, {size_bytes / took_s / 1e6:.0f} MB/s")
+                    print(f"  producer during it: {latencies_ms(producer, begun, begun + took_s)}")
+                print(f"producer before the moves: {latencies_ms(producer, quiet_from, quiet_from + 5)}")
+                producer.stop()
 
 
 def main() -> None:

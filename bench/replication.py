@@ -51,7 +51,7 @@ sys.path.insert(0, str(REPO))
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from replog.config import SETTINGS  # noqa: E402
-from tests.cluster.conftest import Cluster  # noqa: E402
+from tests.cluster.conftest import Cluster, cluster_with_own_server  # noqa: E402
 from tests.cluster.failover import (  # noqa: E402
     FOLLOWED_ONLY_BY_2,
     PARTITIONS,
@@ -61,7 +61,6 @@ from tests.cluster.failover import (  # noqa: E402
     signal_under_writes,
     wait_until_in_sync,
 )
-from tests.conftest import ServerProcess, unique_root  # noqa: E402
 
 DEFAULT_SETTINGS = (f"coord.session.timeout.ms {SETTINGS['coord.session.timeout.ms'].default}, "
                     f"replica.lag.time.max.ms {SETTINGS['replica.lag.time.max.ms'].default}")
@@ -151,22 +150,13 @@ def measure(store: str, records: int, kills: int, session_timeout_ms: int | None
     print(f"[{store}] brokers at their default settings ({DEFAULT_SETTINGS})" if session_timeout_ms is None else
           f"[{store}] brokers at their default settings but coord.session.timeout.ms {session_timeout_ms}")
     with tempfile.TemporaryDirectory(prefix="replog-bench-repl-") as scratch:
-        server = ServerProcess("zookeeper" if store == "zk" else "etcd", pathlib.Path(scratch) / store)
-        server.start()
-        try:
-            cluster = Cluster(f"{store}://{server.address}{unique_root()}", pathlib.Path(scratch), 3, settings=settings)
-            cluster.start()
-            try:
-                if not failover_only:
-                    throughput(store, cluster.bootstrap, records)
-                create_topic(cluster.bootstrap, "failover", PARTITIONS)
-                leader_kills(store, cluster, kills)
-                follower_kill(store, cluster)
-                leader_terminations(store, cluster, kills)
-            finally:
-                cluster.stop()
-        finally:
-            server.stop()
+        with cluster_with_own_server(store, pathlib.Path(scratch), settings=settings) as cluster:
+            if not failover_only:
+                throughput(store, cluster.bootstrap, records)
+            create_topic(cluster.bootstrap, "failover", PARTITIONS)
+            leader_kills(store, cluster, kills)
+            follower_kill(store, cluster)
+            leader_terminations(store, cluster, kills)
 
 
 def main() -> None:

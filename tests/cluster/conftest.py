@@ -3,10 +3,13 @@ applies, the embedded store), for the replication tests."""
 
 from __future__ import annotations
 
+import contextlib
+import pathlib
+
 import pytest
 
 from tests.broker_process import BrokerProcess
-from tests.conftest import unique_root
+from tests.conftest import ServerProcess, unique_root
 
 SESSION_TIMEOUT_MS = 4000
 REPLICA_LAG_TIME_MAX_MS = 2000  # short, so ISR changes happen within a test's patience
@@ -50,6 +53,24 @@ class Cluster:
             broker.stop()
             # Kept beside the data dirs (pytest keeps the last runs' tmp_path) to read after a failure.
             (self.base_dir / f"broker-{broker_id}.log").write_text("".join(broker.output))
+
+
+@contextlib.contextmanager
+def cluster_with_own_server(kind: str, scratch: pathlib.Path, size: int = 3, settings: tuple[str, ...] = ()):
+    """For the benchmarks: a ZooKeeper or etcd server ("zk" | "etcd") of its own in `scratch`,
+    and `size` brokers over it (at the broker's own settings unless `settings`); both stopped
+    at the end."""
+    server = ServerProcess("zookeeper" if kind == "zk" else "etcd", scratch / kind)
+    server.start()
+    try:
+        cluster = Cluster(f"{kind}://{server.address}{unique_root()}", scratch, size, settings=settings)
+        cluster.start()
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+    finally:
+        server.stop()
 
 
 def _running_cluster(request, base_dir, server_fixtures: dict[str, str], extra_args: tuple[str, ...] = (),

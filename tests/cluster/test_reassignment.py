@@ -6,6 +6,7 @@ throughout and a read-back at the end: nothing acknowledged is lost."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -105,14 +106,22 @@ def test_moved_partitions_end_on_their_targets_with_nothing_lost_and_the_old_rep
     assert log_dirs(cluster, 3, topic) == [f"{topic}-{index}" for index in range(PARTITIONS)]
 
 
-def test_a_cancelled_reassignment_goes_back_to_the_old_replicas_and_deletes_the_added_one(cluster):
-    """Broker 3 is down, so the move to it cannot finish; cancelled, the partition is on its old
-    replicas again, and broker 3 deletes what it was sent once it is back."""
-    topic = "cancelled"
+@contextlib.contextmanager
+def producing_with_broker_3_down(cluster, topic: str):
+    """`topic` on brokers 0-2, broker 3 stopped (a move to it cannot finish), and a
+    TimedProducer that has had an acknowledgement on every partition."""
     create_topic(cluster.bootstrap, topic, PARTITIONS, ON_FIRST_THREE)
     cluster.brokers[3].stop()
     with TimedProducer(cluster.bootstrap, topic, PARTITIONS) as producer:
         wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition")
+        yield producer
+
+
+def test_a_cancelled_reassignment_goes_back_to_the_old_replicas_and_deletes_the_added_one(cluster):
+    """Broker 3 is down, so the move to it cannot finish; cancelled, the partition is on its old
+    replicas again, and broker 3 deletes what it was sent once it is back."""
+    topic = "cancelled"
+    with producing_with_broker_3_down(cluster, topic) as producer:
         reassign(cluster, {(topic, 0): [0, 1, 3]})
         wait_until(lambda: in_flight(cluster).get((topic, 0), {}).get("adding_replicas") == [3]
                    and 3 in replicas_and_isr(cluster, topic)[0][0], "broker 3 added to the replicas of partition 0")
@@ -128,10 +137,7 @@ def test_a_move_survives_its_leaders_death(cluster):
     """The move waits for broker 3, which is down, when the leader is killed; the next leader
     finds the move in the store and finishes it once broker 3 is back."""
     topic = "orphaned"
-    create_topic(cluster.bootstrap, topic, PARTITIONS, ON_FIRST_THREE)
-    cluster.brokers[3].stop()
-    with TimedProducer(cluster.bootstrap, topic, PARTITIONS) as producer:
-        wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition")
+    with producing_with_broker_3_down(cluster, topic) as producer:
         reassign(cluster, {(topic, 1): [1, 2, 3]})
         wait_until(lambda: 3 in replicas_and_isr(cluster, topic)[1][0], "broker 3 added to the replicas of partition 1")
         leader = quiet_admin(cluster.bootstrap).list_topics(topic, timeout=30).topics[topic].partitions[1].leader

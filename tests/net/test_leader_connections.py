@@ -3,6 +3,8 @@ the first connection that succeeds."""
 
 from __future__ import annotations
 
+import pytest
+
 from replog.coord_backends.paths import BrokerRegistration
 from replog.net.client import BrokerRefused, BrokerUnavailable, ConnectionLost
 from replog.net.leader_connections import LeaderConnections, follower_of
@@ -28,6 +30,13 @@ def telling(open_connection) -> tuple[LeaderConnections, list[int]]:
     return connections, told
 
 
+async def until_presumed_gone(connections: LeaderConnections, what: str) -> None:
+    async def presumed() -> bool:
+        return connections.presumed_gone(PEER)
+
+    await eventually(presumed, WAIT_S, what)
+
+
 async def test_a_refusal_presumes_a_broker_gone_once_and_a_connection_believes_it_again():
     answers = {"next": BrokerRefused("nothing listens")}
 
@@ -39,11 +48,7 @@ async def test_a_refusal_presumes_a_broker_gone_once_and_a_connection_believes_i
     connections, told = telling(open_connection)
     try:
         connections.connection_failed(PEER)
-
-        async def presumed() -> bool:
-            return connections.presumed_gone(PEER)
-
-        await eventually(presumed, WAIT_S, "the refusal to presume it gone")
+        await until_presumed_gone(connections, "the refusal to presume it gone")
         assert told == [PEER]
         answers["next"] = None  # it restarted: the next probe connects
 
@@ -56,15 +61,19 @@ async def test_a_refusal_presumes_a_broker_gone_once_and_a_connection_believes_i
         connections.close()
 
 
-async def test_a_failure_that_is_not_a_refusal_presumes_nothing():
+@pytest.mark.parametrize("failure", [
+    BrokerUnavailable("timed out: a paused host, or a cut link"),
+    # Dropped every time, not refused: given up after PROBES_AFTER_LOST_CONNECTION_MAX probes.
+    ConnectionLost("connection lost"),
+])
+async def test_a_failure_that_is_not_a_refusal_presumes_nothing(failure):
     async def open_connection(broker_id: int, registration: BrokerRegistration) -> _Opened:
-        raise BrokerUnavailable("timed out: a paused host, or a cut link")
+        raise failure
 
     connections, told = telling(open_connection)
     try:
         connections.connection_failed(PEER)
-        probe = connections._probes[PEER]
-        await probe
+        await connections._probes[PEER]
         assert not connections.presumed_gone(PEER) and told == []
     finally:
         connections.close()
@@ -82,25 +91,8 @@ async def test_a_broker_caught_dying_is_probed_again_until_it_refuses():
     connections, told = telling(open_connection)
     try:
         connections.connection_failed(PEER)
-
-        async def presumed() -> bool:
-            return connections.presumed_gone(PEER)
-
-        await eventually(presumed, WAIT_S, "a probe after the lost connections to be refused")
+        await until_presumed_gone(connections, "a probe after the lost connections to be refused")
         assert told == [PEER]
-    finally:
-        connections.close()
-
-
-async def test_a_broker_that_keeps_dropping_connections_is_not_presumed_gone():
-    async def open_connection(broker_id: int, registration: BrokerRegistration) -> _Opened:
-        raise ConnectionLost("connection lost")
-
-    connections, told = telling(open_connection)
-    try:
-        connections.connection_failed(PEER)
-        await connections._probes[PEER]  # gives up after PROBES_AFTER_LOST_CONNECTION_MAX
-        assert not connections.presumed_gone(PEER) and told == []
     finally:
         connections.close()
 
