@@ -99,6 +99,18 @@ async def test_close_keeps_the_data_and_close_with_delete_removes_it(tmp_path):
     await manager.shutdown()
 
 
+async def test_a_deleted_replica_leaves_the_checkpoint_file_at_once(tmp_path):
+    """A crash before the next periodic checkpoint must not leave the deleted replica's HW for
+    one created again under its name."""
+    manager = make_manager(tmp_path)
+    started = manager.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
+    await started.append_as_leader(producer_batch(3), acks=1, timeout_ms=1000)
+    manager.checkpoint_high_watermarks()
+    await manager.delete_replica("orders", 0)
+    assert OffsetCheckpoint(tmp_path / HIGH_WATERMARK_CHECKPOINT_FILE).read() == {}
+    await manager.shutdown()
+
+
 async def test_starting_a_hosted_replica_again_takes_the_new_epoch(tmp_path):
     manager = make_manager(tmp_path)
     first = manager.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
