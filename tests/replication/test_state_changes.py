@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from replog.coord_backends import paths
-from replog.coord_backends.paths import IsrRecord, LeaderRecord, StateChangeRequest
+from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment, StateChangeRequest
 from replog.replication.state_changes import (
     CLOSE_REPLICA,
     FROM_ADMIN,
@@ -127,3 +127,17 @@ async def test_waiting_names_the_brokers_that_did_not_consume(store, listening):
     consumed = await send(store, START_REPLICA, "t", 0, FROM_ADMIN)
     unconsumed = await send(store, START_REPLICA, "t", 0, FROM_ADMIN, to=8)  # no listener on broker 8
     assert await wait_till_state_change_requests_consumed(store, {BROKER: [consumed], 8: [unconsumed]}, 0.5) == [8]
+
+
+async def test_a_leaders_close_replica_overtaken_by_a_move_back_is_ignored(store, listening):
+    """A reassignment moved partition 0 off BROKER and a later one moved it back before BROKER
+    got to the close-replica (it was down): closing it would leave it closed for good, and the
+    move back waiting for it. Partition 1 was moved off and stays off: closed."""
+    await store.create(paths.replicas("t", 0), ReplicaAssignment((1, BROKER)).encode(), make_parents=True)
+    await store.create(paths.replicas("t", 1), ReplicaAssignment((1, 2)).encode(), make_parents=True)
+    await send(store, CLOSE_REPLICA, "t", 0, 3)
+    await send(store, CLOSE_REPLICA, "t", 1, 3)
+
+    acted = await listening()
+
+    assert requests_of(acted) == [(CLOSE_REPLICA, "t", 1, 3)]

@@ -143,14 +143,17 @@ async def start_replica_is_current(store: Store, request: StateChangeRequest) ->
 
 
 async def close_replica_is_overtaken(store: Store, request: StateChangeRequest, broker_id: int) -> bool:
-    """An admin's close-replica for a partition that exists, is assigned to this broker and whose
-    topic is not being deleted comes from a failed attempt to create it (cleanFailedTopicCreation-
-    Attempt closing what the attempt staged), overtaken by the attempt that created it: a broker
-    that is behind in its queue would otherwise delete a replica of the live partition, perhaps
-    one in its ISR. A deletion's close-replicas always find their topic marked: the mark goes only
-    once all are consumed (topic_deletion.py)."""
-    if request.from_broker != FROM_ADMIN:
-        return False
+    """A close-replica for a partition that exists, is assigned to this broker and whose topic is
+    not being deleted was overtaken, and a broker that is behind in its queue would otherwise
+    delete a replica of the live partition, perhaps one in its ISR:
+    - an admin's comes from a failed attempt to create the partition (cleanFailedTopicCreation-
+      Attempt closing what the attempt staged), overtaken by the attempt that created it;
+    - a leader's comes from a reassignment that moved the partition off this broker
+      (reassignment.py sends it once the assignment excludes the broker), overtaken by a later
+      one that moved it back (simulator seed 981: the replica stayed closed for good, and the
+      move back waited for it forever).
+    A deletion's close-replicas always find their topic marked: the mark goes only once all are
+    consumed (topic_deletion.py)."""
     try:
         assigned = ReplicaAssignment.decode((await store.get(paths.replicas(request.topic, request.partition)))[0])
     except NoNode:
