@@ -390,11 +390,11 @@ class KafkaDoor(AdminDoor):
         body = {"timeout": int(OPERATION_TIMEOUT_S * 1000), "topics": asked}
         answer = await self._ask_any(lambda connection: connection.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, None, body))
         _raise_for(answer, "ListPartitionReassignments")
-        return sorted(
+        return sorted((
             ReassignmentStatus(topic.name, partition.partition_index, tuple(partition.replicas),
                                tuple(partition.adding_replicas), tuple(partition.removing_replicas))
             for topic in answer.topics for partition in topic.partitions
-        )
+        ), key=lambda status: (status.topic, status.partition))
 
     async def end_offsets(self, partitions: Collection[PartitionKey]) -> dict[PartitionKey, int | None]:
         from replog.net.client import LATEST_TIMESTAMP
