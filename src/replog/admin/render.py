@@ -79,10 +79,11 @@ def print_reassignment_progress(progress: Sequence[PartitionProgress]) -> None:
 
 @contextlib.contextmanager
 def reassignment_progress_bar() -> Iterator[Callable[[Sequence[PartitionProgress]], None]]:
-    """A bar of the plan's partitions on their targets, on stderr (stdout keeps the result);
-    yields the function that moves it."""
+    """A bar of the plan's partitions on their targets, on stderr (stdout keeps the result), and
+    only on a terminal: in a log it would be noise; yields the function that moves it."""
+    terminal = Console(stderr=True, highlight=False)
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=Console(stderr=True, highlight=False), transient=True)
+                   console=terminal, transient=True, disable=not terminal.is_terminal)
     with bar:
         task = bar.add_task("reassigning", total=None)
 
