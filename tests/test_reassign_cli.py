@@ -13,9 +13,17 @@ import sys
 import pytest
 
 from tests.chaos.harness import wait_until
-from tests.cluster.conftest import Cluster
-from tests.conftest import unique_root
-from tests.test_topics_cli import SETTLE_S, described_when, one_line_error, replog, settled, succeeded, unique
+from tests.test_topics_cli import (  # noqa: F401 (door: the fixture, over this module's cluster)
+    SETTLE_S,
+    described_when,
+    door,
+    one_line_error,
+    replog,
+    running_cluster,
+    settled,
+    succeeded,
+    unique,
+)
 
 BROKERS = 4
 COMMANDS = ("generate", "execute", "verify", "cancel")
@@ -23,17 +31,7 @@ COMMANDS = ("generate", "execute", "verify", "cancel")
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper_server, tmp_path_factory):
-    running = Cluster(f"zk://{zookeeper_server.address}{unique_root()}", tmp_path_factory.mktemp("reassign-cli"), BROKERS)
-    try:
-        running.start()
-        yield running
-    finally:
-        running.stop()
-
-
-@pytest.fixture(params=["coord", "bootstrap"])
-def door(request, cluster) -> list[str]:
-    return ["--coord", cluster.coord_url] if request.param == "coord" else ["--bootstrap-server", cluster.bootstrap]
+    yield from running_cluster(zookeeper_server, tmp_path_factory.mktemp("reassign-cli"), BROKERS)
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +166,7 @@ def test_cancel_puts_back_moves_that_cannot_finish(cluster, tmp_path):
      "partition RESTING-7 does not exist (topic 'RESTING' has 2 partitions)"),
     ("execute", '{"partitions":[{"topic":"RESTING","partition":0,"replicas":[0,9]}]}', 1,
      "brokers [9] of target [0, 9] are not in the cluster"),
-])
+], ids=["not-json", "log-dir", "version", "unknown-topic", "unknown-partition", "unknown-broker"])
 def test_bad_plans_and_unknown_partitions_are_one_line_errors(door, resting, tmp_path, command, plan, status, says):
     path = tmp_path / "plan.json"
     path.write_text(plan.replace("RESTING", resting))

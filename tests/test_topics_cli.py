@@ -74,14 +74,20 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-@pytest.fixture(scope="module")
-def cluster(zookeeper_server, tmp_path_factory):
-    running = Cluster(f"zk://{zookeeper_server.address}{unique_root()}", tmp_path_factory.mktemp("topics-cli"), 3)
+def running_cluster(zookeeper_server, base_dir, size: int):
+    """`size` brokers over a root of their own on the shared ZooKeeper, all stopped at the end:
+    the body of a module's cluster fixture."""
+    running = Cluster(f"zk://{zookeeper_server.address}{unique_root()}", base_dir, size)
     try:
         running.start()
         yield running
     finally:
         running.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper_server, tmp_path_factory):
+    yield from running_cluster(zookeeper_server, tmp_path_factory.mktemp("topics-cli"), 3)
 
 
 @pytest.fixture(params=["coord", "bootstrap"])

@@ -604,6 +604,21 @@ def _partition_names(keys) -> str:
     return ",".join(f"{topic}-{partition}" for topic, partition in keys)
 
 
+def _print_then_refuse(output: str, document: dict, lines: list[str], outcome) -> None:
+    """What a request did (the JSON document, or the lines), then the first of the partitions it
+    refused, if any, as the command's error: the others went ahead, so both are said."""
+    from replog.admin.render import print_json
+
+    if output == "json":
+        print_json(document)
+    else:
+        for line in lines:
+            click.echo(line)
+    refused = outcome.first_error()
+    if refused is not None:
+        raise refused
+
+
 @reassign.command("generate", cls=AdminCommand)
 @click.option("--topics-to-move-json-file", "topics_to_move", type=click.File("r"), required=True, metavar="FILE",
               callback=_plan_file("parse_topics_to_move"),
@@ -655,24 +670,18 @@ def reassign_execute(plan: dict, throttle: int | None, coord_url: str | None, bo
     """
     from replog.admin import format_reassignment
     from replog.admin.reassign_commands import execute
-    from replog.admin.render import print_json
 
     if throttle is not None:
         click.echo("replog: warning: --throttle is not enforced yet: moves replicate at full speed", err=True)
     started = _through_door(coord_url, bootstrap, lambda door: execute(door, plan))
-    if output == "json":
-        print_json({"rollback": _plan_json(started.rollback), "started": _partition_keys(started.started),
-                    "unchanged": _partition_keys(started.unchanged)})
-    else:
-        click.echo(f"Current partition replica assignment\n\n{format_reassignment(started.rollback)}\n\n"
-                   "Save this to use as the --reassignment-json-file option during rollback")
-        if started.started:
-            click.echo(f"Successfully started partition reassignments for {_partition_names(started.started)}")
-        if started.unchanged:
-            click.echo(f"Already on their target replicas: {_partition_names(started.unchanged)}")
-    refused = started.first_error()
-    if refused is not None:
-        raise refused
+    lines = [f"Current partition replica assignment\n\n{format_reassignment(started.rollback)}\n\n"
+             "Save this to use as the --reassignment-json-file option during rollback"]
+    if started.started:
+        lines.append(f"Successfully started partition reassignments for {_partition_names(started.started)}")
+    if started.unchanged:
+        lines.append(f"Already on their target replicas: {_partition_names(started.unchanged)}")
+    _print_then_refuse(output, {"rollback": _plan_json(started.rollback), "started": _partition_keys(started.started),
+                                "unchanged": _partition_keys(started.unchanged)}, lines, started)
 
 
 @reassign.command("verify", cls=AdminCommand)
@@ -721,16 +730,12 @@ def reassign_cancel(plan: dict, coord_url: str | None, bootstrap: str | None, ou
           --bootstrap-server 127.0.0.1:9092
     """
     from replog.admin.reassign_commands import cancel
-    from replog.admin.render import print_json
 
     cancelled = _through_door(coord_url, bootstrap, lambda door: cancel(door, plan))
-    if output == "json":
-        print_json({"cancelled": _partition_keys(cancelled.cancelled), "idle": _partition_keys(cancelled.idle)})
-    else:
-        if cancelled.cancelled:
-            click.echo(f"Successfully cancelled partition reassignments for {_partition_names(cancelled.cancelled)}")
-        if cancelled.idle:
-            click.echo(f"No reassignment in flight for {_partition_names(cancelled.idle)}")
-    refused = cancelled.first_error()
-    if refused is not None:
-        raise refused
+    lines = []
+    if cancelled.cancelled:
+        lines.append(f"Successfully cancelled partition reassignments for {_partition_names(cancelled.cancelled)}")
+    if cancelled.idle:
+        lines.append(f"No reassignment in flight for {_partition_names(cancelled.idle)}")
+    _print_then_refuse(output, {"cancelled": _partition_keys(cancelled.cancelled), "idle": _partition_keys(cancelled.idle)},
+                       lines, cancelled)
