@@ -15,6 +15,7 @@ import pytest
 from tests.chaos.harness import wait_until
 from tests.test_topics_cli import (  # noqa: F401 (door: the fixture, over this module's cluster)
     SETTLE_S,
+    assert_help_with_examples,
     described_when,
     door,
     one_line_error,
@@ -192,8 +193,4 @@ def test_bad_generate_arguments_are_one_line_errors(cluster, resting, tmp_path):
 
 
 def test_every_command_has_help_with_an_example():
-    for command in COMMANDS:
-        done = succeeded(replog("reassign", command, "--help"))
-        example = done.stdout.split("Example:", 1)[1]
-        assert example.split()[:3] == ["replog", "reassign", command], done.stdout
-        assert max(len(line) for line in done.stdout.splitlines()) <= 80, done.stdout
+    assert_help_with_examples("reassign", COMMANDS)

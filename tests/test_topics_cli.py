@@ -233,9 +233,14 @@ def test_the_door_comes_from_one_flag_or_variable(cluster):
     assert "cannot reach a broker" in one_line_error(unreachable, 1)
 
 
-def test_every_command_has_help_with_an_example():
-    for command in COMMANDS:
-        done = succeeded(replog("topics", command, "--help"))
+def assert_help_with_examples(group: str, commands: tuple[str, ...]) -> None:
+    """`replog GROUP COMMAND --help` fits 80 columns and ends with an example of the command."""
+    for command in commands:
+        done = succeeded(replog(group, command, "--help"))
         example = done.stdout.split("Example:", 1)[1]
-        assert example.split()[:3] == ["replog", "topics", command], done.stdout
+        assert example.split()[:3] == ["replog", group, command], done.stdout
         assert max(len(line) for line in done.stdout.splitlines()) <= 80, done.stdout
+
+
+def test_every_command_has_help_with_an_example():
+    assert_help_with_examples("topics", COMMANDS)

@@ -32,7 +32,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.config import load_broker_config
 from replog.coord_backends import Store, StoreError, open_store
-from replog.net.client import BrokerConnection, BrokerUnavailable
+from replog.net.client import LATEST_TIMESTAMP, BrokerConnection, BrokerUnavailable
 from replog.net.codec import ApiKey
 
 from .assignment import BrokerRack
@@ -364,7 +364,6 @@ class KafkaDoor(AdminDoor):
         futures = self._admin.incremental_alter_configs([resource], validate_only=validate_only, request_timeout=REQUEST_TIMEOUT_S)
         await self._outcome(futures[resource], name)
 
-
     async def registered_brokers(self) -> list[BrokerRack]:
         metadata = await self._ask_any(lambda connection: connection.metadata([]))
         return sorted((broker, address.rack) for broker, address in metadata.brokers.items())
@@ -397,8 +396,6 @@ class KafkaDoor(AdminDoor):
         ), key=lambda status: (status.topic, status.partition))
 
     async def end_offsets(self, partitions: Collection[PartitionKey]) -> dict[PartitionKey, int | None]:
-        from replog.net.client import LATEST_TIMESTAMP
-
         if not partitions:
             return {}
         metadata = await self._ask_any(lambda connection: connection.metadata(sorted({topic for topic, _ in partitions})))

@@ -44,7 +44,7 @@ class Refusals:
         """One error that stands for all: the first partition's, counting the others."""
         if not self.refused:
             return None
-        key, error = min(self.refused.items())
+        error = self.refused[min(self.refused)]
         others = len(self.refused) - 1
         if others:
             return AdminError(error.code, f"{error} (and {others} more partitions refused)")
@@ -146,8 +146,9 @@ async def verify(door: AdminDoor, plan: Mapping[PartitionKey, Sequence[int]]) ->
 async def wait_until_settled(door: AdminDoor, plan: Mapping[PartitionKey, Sequence[int]],
                              on_progress: Callable[[list[PartitionProgress]], None]) -> list[PartitionProgress]:
     """verify, again and again, until no partition of the plan is in progress; `on_progress`
-    hears each round."""
-    while True:  # bounded by the moves: each ends done, or cancelled by an operator
+    hears each round. A move waiting for a broker that is down waits with it: stopping the
+    wait (Ctrl-C) leaves the moves going, and cancel ends them."""
+    while True:  # until every move ends, done or cancelled
         progress = await verify(door, plan)
         on_progress(progress)
         if all(partition.state is not State.MOVING for partition in progress):
