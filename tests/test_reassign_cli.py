@@ -5,6 +5,7 @@ test works on topics of its own)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -12,6 +13,8 @@ import sys
 
 import pytest
 
+from replog.coord_backends import open_store, paths
+from replog.coord_backends.paths import PartitionReassignment
 from tests.chaos.harness import wait_until
 from tests.test_topics_cli import (  # noqa: F401 (door: the fixture, over this module's cluster)
     SETTLE_S,
@@ -66,6 +69,16 @@ def verified(door: list[str], plan: str, *args: str) -> dict[tuple[str, int], di
     return {(partition["topic"], partition["partition"]): partition for partition in document["partitions"]}
 
 
+async def throttles(cluster, partitions) -> list[int | None]:
+    store = open_store(cluster.coord_url)
+    await store.start()
+    try:
+        return [PartitionReassignment.decode((await store.get(paths.reassigned_partition(*key)))[0]).throttle_bytes_per_s
+                for key in partitions]
+    finally:
+        await store.close()
+
+
 def log_dirs(cluster, broker: int, topic: str) -> list[str]:
     data_dir = cluster.brokers[broker].data_dir
     return sorted(entry.name for entry in data_dir.iterdir() if entry.name.startswith(f"{topic}-")) if data_dir.exists() else []
@@ -91,8 +104,8 @@ def test_generate_execute_verify_moves_the_topic_off_a_broker(cluster, door, tmp
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(generated["proposed"]))
 
-    executed = succeeded(replog("reassign", "execute", "--reassignment-json-file", str(plan), "--throttle", "50000000", *door))
-    assert "--throttle is not enforced yet" in executed.stderr
+    throttle = ["--throttle", "10000000"] if door[0] == "--coord" else []  # Kafka's API carries none
+    executed = succeeded(replog("reassign", "execute", "--reassignment-json-file", str(plan), *throttle, *door))
     assert json.dumps(generated["current"], separators=(",", ":")) in executed.stdout.splitlines(), "the rollback plan"
     moved = sorted(index for index in targets if targets[index] != before[index])
     assert f"Successfully started partition reassignments for {','.join(f'{topic}-{index}' for index in moved)}" in executed.stdout
@@ -123,9 +136,12 @@ def test_cancel_puts_back_moves_that_cannot_finish(cluster, tmp_path):
     cluster.brokers[3].stop()
     try:
         bootstrap = ["--bootstrap-server", cluster.bootstrap]
-        executed = json.loads(succeeded(replog("reassign", "execute", "--reassignment-json-file", plan, "--output", "json",
-                                               *bootstrap)).stdout)
+        unthrottled = replog("reassign", "execute", "--reassignment-json-file", plan, "--throttle", "1000000", *bootstrap)
+        assert "a throttle goes through --coord only" in one_line_error(unthrottled, 2)
+        executed = json.loads(succeeded(replog("reassign", "execute", "--reassignment-json-file", plan, "--throttle", "1000000",
+                                               "--output", "json", *coord)).stdout)
         assert executed["started"] == [{"topic": topic, "partition": 0}, {"topic": topic, "partition": 1}]
+        assert asyncio.run(throttles(cluster, targets)) == [1_000_000, 1_000_000], "the leaders' limit, in the moves' nodes"
         rollback = tmp_path / "rollback.json"
         rollback.write_text(json.dumps(executed["rollback"]))
 

@@ -656,24 +656,23 @@ def reassign_generate(topics_to_move: list[str], broker_ids: list[int], coord_ur
 @reassign.command("execute", cls=AdminCommand)
 @reassignment_file_option
 @click.option("--throttle", type=click.IntRange(min=1), metavar="BYTES/S",
-              help="accepted for kafka-reassign-partitions' scripts; not enforced yet")
+              help="each moving partition's leader sends the replicas it adds at most this (with --coord)")
 @admin_options
 def reassign_execute(plan: dict, throttle: int | None, coord_url: str | None, bootstrap: str | None, output: str) -> None:
     """Start moving each partition of the plan to its replicas (those already there are left
     alone). Prints the assignment before the moves first: save it, execute it to roll back. A
-    partition being moved already is refused (verify follows it, cancel ends it).
+    partition being moved already is refused (verify follows it, cancel ends it). --throttle
+    needs --coord: Kafka's AlterPartitionReassignments carries no throttle.
 
     \b
     Example:
       replog reassign execute --reassignment-json-file plan.json \\
-          --bootstrap-server 127.0.0.1:9092
+          --throttle 50000000 --coord zk://127.0.0.1:2181/replog
     """
     from replog.admin import format_reassignment
     from replog.admin.reassign_commands import execute
 
-    if throttle is not None:
-        click.echo("replog: warning: --throttle is not enforced yet: moves replicate at full speed", err=True)
-    started = _through_door(coord_url, bootstrap, lambda door: execute(door, plan))
+    started = _through_door(coord_url, bootstrap, lambda door: execute(door, plan, throttle_bytes_per_s=throttle))
     lines = [f"Current partition replica assignment\n\n{format_reassignment(started.rollback)}\n\n"
              "Save this to use as the --reassignment-json-file option during rollback"]
     if started.started:

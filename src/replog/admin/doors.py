@@ -167,8 +167,10 @@ class AdminDoor(abc.ABC):
         """(id, rack) of each running broker, by id."""
 
     @abc.abstractmethod
-    async def alter_reassignments(self, targets: Mapping[PartitionKey, Sequence[int] | None]) -> dict[PartitionKey, AdminError | None]:
-        """Start, change or cancel (None) each partition's move; per partition, the refusal or None."""
+    async def alter_reassignments(self, targets: Mapping[PartitionKey, Sequence[int] | None], *,
+                                  throttle_bytes_per_s: int | None = None) -> dict[PartitionKey, AdminError | None]:
+        """Start, change or cancel (None) each partition's move, the moves' replication
+        throttled if asked; per partition, the refusal or None."""
 
     @abc.abstractmethod
     async def list_reassignments(self, partitions: Collection[PartitionKey] | None = None) -> list[ReassignmentStatus]:
@@ -249,8 +251,9 @@ class StoreDoor(AdminDoor):
     async def registered_brokers(self) -> list[BrokerRack]:
         return await topics.live_brokers(self.store)
 
-    async def alter_reassignments(self, targets: Mapping[PartitionKey, Sequence[int] | None]) -> dict[PartitionKey, AdminError | None]:
-        return await reassignment.alter_partition_reassignments(self.store, targets)
+    async def alter_reassignments(self, targets: Mapping[PartitionKey, Sequence[int] | None], *,
+                                  throttle_bytes_per_s: int | None = None) -> dict[PartitionKey, AdminError | None]:
+        return await reassignment.alter_partition_reassignments(self.store, targets, throttle_bytes_per_s=throttle_bytes_per_s)
 
     async def list_reassignments(self, partitions: Collection[PartitionKey] | None = None) -> list[ReassignmentStatus]:
         return await reassignment.list_partition_reassignments(self.store, partitions)
@@ -368,7 +371,14 @@ class KafkaDoor(AdminDoor):
         metadata = await self._ask_any(lambda connection: connection.metadata([]))
         return sorted((broker, address.rack) for broker, address in metadata.brokers.items())
 
-    async def alter_reassignments(self, targets: Mapping[PartitionKey, Sequence[int] | None]) -> dict[PartitionKey, AdminError | None]:
+    async def alter_reassignments(self, targets: Mapping[PartitionKey, Sequence[int] | None], *,
+                                  throttle_bytes_per_s: int | None = None) -> dict[PartitionKey, AdminError | None]:
+        if throttle_bytes_per_s is not None:
+            # Refused rather than dropped: a move the operator meant to throttle would crowd out
+            # the clients at full speed.
+            raise DoorChoiceError(
+                "a throttle goes through --coord only: Kafka's AlterPartitionReassignments carries none (Kafka sets it"
+                " as broker configs, which replog's brokers do not take)")
         by_topic: dict[str, list[dict]] = {}
         for (topic, partition), target in sorted(targets.items()):
             by_topic.setdefault(topic, []).append({"partition_index": partition, "replicas": None if target is None else list(target)})

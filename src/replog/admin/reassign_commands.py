@@ -109,7 +109,10 @@ async def generate(door: AdminDoor, topics: Sequence[str], broker_ids: Collectio
     return current, plan_balance(current, [(broker, registered[broker]) for broker in sorted(broker_ids)])
 
 
-async def execute(door: AdminDoor, plan: Mapping[PartitionKey, Sequence[int]]) -> Started:
+async def execute(door: AdminDoor, plan: Mapping[PartitionKey, Sequence[int]], *,
+                  throttle_bytes_per_s: int | None = None) -> Started:
+    """Start the plan's moves; `throttle_bytes_per_s` bounds what each moving partition's leader
+    sends the replicas it adds (replica/throttle.py)."""
     current = _assignment(await _partitions(door, plan))
     moving = await door.list_reassignments(plan)
     if moving:
@@ -118,7 +121,7 @@ async def execute(door: AdminDoor, plan: Mapping[PartitionKey, Sequence[int]]) -
             f"partition {subject((moving[0].topic, moving[0].partition))} is being moved already{more}: "
             "`replog reassign verify` follows a move, `replog reassign cancel` ends it")
     changes = {key: tuple(target) for key, target in plan.items() if tuple(target) != current[key]}
-    outcomes = await door.alter_reassignments(changes) if changes else {}
+    outcomes = await door.alter_reassignments(changes, throttle_bytes_per_s=throttle_bytes_per_s) if changes else {}
     refused = {key: error for key, error in outcomes.items() if error is not None}
     return Started(refused=refused, rollback=current,
                    started=tuple(sorted(key for key in changes if key not in refused)),
