@@ -74,14 +74,20 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-@pytest.fixture(scope="module")
-def cluster(zookeeper_server, tmp_path_factory):
-    running = Cluster(f"zk://{zookeeper_server.address}{unique_root()}", tmp_path_factory.mktemp("topics-cli"), 3)
+def running_cluster(zookeeper_server, base_dir, size: int):
+    """`size` brokers over a root of their own on the shared ZooKeeper, all stopped at the end:
+    the body of a module's cluster fixture."""
+    running = Cluster(f"zk://{zookeeper_server.address}{unique_root()}", base_dir, size)
     try:
         running.start()
         yield running
     finally:
         running.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper_server, tmp_path_factory):
+    yield from running_cluster(zookeeper_server, tmp_path_factory.mktemp("topics-cli"), 3)
 
 
 @pytest.fixture(params=["coord", "bootstrap"])
@@ -227,9 +233,14 @@ def test_the_door_comes_from_one_flag_or_variable(cluster):
     assert "cannot reach a broker" in one_line_error(unreachable, 1)
 
 
-def test_every_command_has_help_with_an_example():
-    for command in COMMANDS:
-        done = succeeded(replog("topics", command, "--help"))
+def assert_help_with_examples(group: str, commands: tuple[str, ...]) -> None:
+    """`replog GROUP COMMAND --help` fits 80 columns and ends with an example of the command."""
+    for command in commands:
+        done = succeeded(replog(group, command, "--help"))
         example = done.stdout.split("Example:", 1)[1]
-        assert example.split()[:3] == ["replog", "topics", command], done.stdout
+        assert example.split()[:3] == ["replog", group, command], done.stdout
         assert max(len(line) for line in done.stdout.splitlines()) <= 80, done.stdout
+
+
+def test_every_command_has_help_with_an_example():
+    assert_help_with_examples("topics", COMMANDS)

@@ -1,6 +1,7 @@
-"""The text forms operators type for admin commands, parsed: `key=value` settings and
-kafka-topics' `--replica-assignment`. A ValueError says what is wrong with the text; whether
-the values make sense (known settings, distinct brokers) is the admin commands' to check."""
+"""The text forms operators type for admin commands, parsed: `key=value` settings,
+kafka-topics' `--replica-assignment` and kafka-reassign-partitions' `--broker-list`. A ValueError
+says what is wrong with the text; whether the values make sense (known settings, distinct
+brokers) is the admin commands' to check."""
 
 from __future__ import annotations
 
@@ -34,3 +35,15 @@ def replica_assignment(text: str) -> dict[int, list[int]]:
                 f"partition {partition_id}: {replicas.strip()!r} is not broker ids separated by ':' (as in 0:1:2,1:2:0)"
             ) from None
     return assignment
+
+
+def broker_list(text: str) -> list[int]:
+    """kafka-reassign-partitions' `--broker-list 0,1,2`: distinct broker ids."""
+    brokers = []
+    for item in text.split(","):
+        if not item.strip().isdigit():
+            raise ValueError(f"{text!r} is not broker ids separated by ',' (as in 0,1,2)")
+        if int(item) in brokers:
+            raise ValueError(f"broker {int(item)} is listed twice")
+        brokers.append(int(item))
+    return brokers

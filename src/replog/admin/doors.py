@@ -11,7 +11,11 @@ The checks that need no cluster (topic names, an explicit assignment's shape) ru
 either door is used, so both refuse bad input with the same words. Every failure is an
 AdminError: a Kafka error code and one line naming the topic; Unreachable when the store or
 the brokers do not answer. What a door cannot tell (the Kafka door has no leader epoch and no
-reassignment in its Metadata answer) is None in the descriptions.
+reassignment in its Metadata answer) is None in the descriptions, and the store door knows no
+log offsets.
+
+confluent-kafka has no call for AlterPartitionReassignments, ListPartitionReassignments or a
+broker's rack, so the Kafka door sends those with replog's own client (net/client.py).
 
 A door is an async context manager: `async with open_door(coord_url, bootstrap) as door: ...`.
 """
@@ -22,14 +26,20 @@ import abc
 import asyncio
 import dataclasses
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+
+from kio.schema.errors import ErrorCode
 
 from replog.config import load_broker_config
 from replog.coord_backends import Store, StoreError, open_store
+from replog.net.client import LATEST_TIMESTAMP, BrokerConnection, BrokerUnavailable
+from replog.net.codec import ApiKey
 
+from .assignment import BrokerRack
 from .errors import AdminError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
+from .reassignment import PartitionKey, ReassignmentStatus
 from .topic_status import TopicStatus
-from . import topics
+from . import reassignment, topics
 from .topics import (
     AlterOp,
     ConfigOperation,
@@ -46,6 +56,7 @@ BOOTSTRAP_ENV = "REPLOG_BOOTSTRAP_SERVER"
 OPERATION_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_S = 45.0
 UNREACHABLE_CODE = -1  # Kafka's UNKNOWN_SERVER_ERROR: no server answered at all
+KAFKA_DEFAULT_PORT = 9092  # librdkafka's, for a bootstrap server given without one
 
 
 class DoorChoiceError(ValueError):
@@ -152,6 +163,24 @@ class AdminDoor(abc.ABC):
         """Every topic but those marked for deletion, by name."""
 
     @abc.abstractmethod
+    async def registered_brokers(self) -> list[BrokerRack]:
+        """(id, rack) of each running broker, by id."""
+
+    @abc.abstractmethod
+    async def alter_reassignments(self, targets: Mapping[PartitionKey, Sequence[int] | None], *,
+                                  throttle_bytes_per_s: int | None = None) -> dict[PartitionKey, AdminError | None]:
+        """Start, change or cancel (None) each partition's move, the moves' replication
+        throttled if asked; per partition, the refusal or None."""
+
+    @abc.abstractmethod
+    async def list_reassignments(self, partitions: Collection[PartitionKey] | None = None) -> list[ReassignmentStatus]:
+        """The moves in flight, of the given partitions or of all."""
+
+    @abc.abstractmethod
+    async def end_offsets(self, partitions: Collection[PartitionKey]) -> dict[PartitionKey, int | None]:
+        """Each partition's high watermark on its leader; None where the door cannot tell."""
+
+    @abc.abstractmethod
     async def _open(self) -> None: ...
 
     @abc.abstractmethod
@@ -219,6 +248,19 @@ class StoreDoor(AdminDoor):
     async def _create_partitions(self, name: str, total: int) -> None:
         await topics.create_partitions(self.store, name, total)
 
+    async def registered_brokers(self) -> list[BrokerRack]:
+        return await topics.live_brokers(self.store)
+
+    async def alter_reassignments(self, targets: Mapping[PartitionKey, Sequence[int] | None], *,
+                                  throttle_bytes_per_s: int | None = None) -> dict[PartitionKey, AdminError | None]:
+        return await reassignment.alter_partition_reassignments(self.store, targets, throttle_bytes_per_s=throttle_bytes_per_s)
+
+    async def list_reassignments(self, partitions: Collection[PartitionKey] | None = None) -> list[ReassignmentStatus]:
+        return await reassignment.list_partition_reassignments(self.store, partitions)
+
+    async def end_offsets(self, partitions: Collection[PartitionKey]) -> dict[PartitionKey, int | None]:
+        return dict.fromkeys(partitions)  # offsets live in the brokers' logs, not in the store
+
     async def _alter_topic_config(self, name: str, operations: Sequence[ConfigOperation], *, validate_only: bool) -> None:
         await topics.alter_topic_config(self.store, name, operations, validate_only=validate_only)
 
@@ -228,6 +270,7 @@ class KafkaDoor(AdminDoor):
         self.where = bootstrap
         self._admin = None
         self._errors: list = []
+        self._connections: dict[tuple[str, int], BrokerConnection] = {}
 
     async def _open(self) -> None:
         from replog.tools.kafka_client import admin_client
@@ -237,6 +280,8 @@ class KafkaDoor(AdminDoor):
 
     async def _close(self) -> None:
         self._admin = None  # librdkafka closes its connections when the client is collected
+        for connection in self._connections.values():
+            connection.close()
 
     async def _metadata(self):
         from replog.tools import ToolError
@@ -321,6 +366,107 @@ class KafkaDoor(AdminDoor):
         resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
         futures = self._admin.incremental_alter_configs([resource], validate_only=validate_only, request_timeout=REQUEST_TIMEOUT_S)
         await self._outcome(futures[resource], name)
+
+    async def registered_brokers(self) -> list[BrokerRack]:
+        metadata = await self._ask_any(lambda connection: connection.metadata([]))
+        return sorted((broker, address.rack) for broker, address in metadata.brokers.items())
+
+    async def alter_reassignments(self, targets: Mapping[PartitionKey, Sequence[int] | None], *,
+                                  throttle_bytes_per_s: int | None = None) -> dict[PartitionKey, AdminError | None]:
+        if throttle_bytes_per_s is not None:
+            # Refused rather than dropped: a move the operator meant to throttle would crowd out
+            # the clients at full speed.
+            raise DoorChoiceError(
+                "a throttle goes through --coord only: Kafka's AlterPartitionReassignments carries none (Kafka sets it"
+                " as broker configs, which replog's brokers do not take)")
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, partition), target in sorted(targets.items()):
+            by_topic.setdefault(topic, []).append({"partition_index": partition, "replicas": None if target is None else list(target)})
+        body = {"timeout": int(OPERATION_TIMEOUT_S * 1000),
+                "topics": [{"name": topic, "partitions": partitions} for topic, partitions in by_topic.items()]}
+        answer = await self._ask_any(lambda connection: connection.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, None, body))
+        _raise_for(answer, "AlterPartitionReassignments")
+        return {(topic.name, partition.partition_index): _partition_error(topic.name, partition)
+                for topic in answer.responses for partition in topic.partitions}
+
+    async def list_reassignments(self, partitions: Collection[PartitionKey] | None = None) -> list[ReassignmentStatus]:
+        asked = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in sorted(partitions):
+                by_topic.setdefault(topic, []).append(partition)
+            asked = [{"name": topic, "partition_indexes": indexes} for topic, indexes in by_topic.items()]
+        body = {"timeout": int(OPERATION_TIMEOUT_S * 1000), "topics": asked}
+        answer = await self._ask_any(lambda connection: connection.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, None, body))
+        _raise_for(answer, "ListPartitionReassignments")
+        return sorted((
+            ReassignmentStatus(topic.name, partition.partition_index, tuple(partition.replicas),
+                               tuple(partition.adding_replicas), tuple(partition.removing_replicas))
+            for topic in answer.topics for partition in topic.partitions
+        ), key=lambda status: (status.topic, status.partition))
+
+    async def end_offsets(self, partitions: Collection[PartitionKey]) -> dict[PartitionKey, int | None]:
+        if not partitions:
+            return {}
+        metadata = await self._ask_any(lambda connection: connection.metadata(sorted({topic for topic, _ in partitions})))
+
+        async def high_watermark(topic: str, partition: int) -> int | None:
+            found = metadata.topics.get(topic)
+            leader = found.partitions.get(partition) if found is not None else None
+            address = metadata.brokers.get(leader.leader_id) if leader is not None else None
+            if address is None:  # no leader now: nobody can tell
+                return None
+            try:
+                connection = await self._connection((address.host, address.port))
+                listed = await connection.list_offsets(topic, partition, LATEST_TIMESTAMP)
+            except BrokerUnavailable:
+                return None
+            return listed.offset if listed.error_code == ErrorCode.none else None
+
+        keys = sorted(partitions)
+        return dict(zip(keys, await asyncio.gather(*(high_watermark(*key) for key in keys))))
+
+    async def _connection(self, address: tuple[str, int]) -> BrokerConnection:
+        connection = self._connections.get(address)
+        if connection is None or connection.closed:
+            connection = await BrokerConnection.open(*address, request_timeout_s=REQUEST_TIMEOUT_S)
+            self._connections[address] = connection
+        return connection
+
+    async def _ask_any(self, ask):
+        """`await ask(connection)` on the first bootstrap server that answers it."""
+        failure = None
+        for address in _bootstrap_addresses(self.where):
+            try:
+                return await ask(await self._connection(address))
+            except BrokerUnavailable as error:
+                failure = error
+        raise Unreachable(f"cannot reach a broker at {self.where}: {failure}")
+
+
+def _bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
+    addresses = []
+    for server in filter(None, (entry.strip() for entry in bootstrap.split(","))):
+        host, colon, port = server.rpartition(":")
+        if not colon:
+            host, port = server, str(KAFKA_DEFAULT_PORT)
+        if not host or not port.isdigit():
+            raise DoorChoiceError(f"--bootstrap-server {bootstrap}: {server!r} is not HOST:PORT")
+        addresses.append((host, int(port)))
+    return addresses
+
+
+def _raise_for(answer, api: str) -> None:
+    """The error a whole admin answer carries, as its AdminError."""
+    if answer.error_code != ErrorCode.none:
+        raise error_for_code(int(answer.error_code), answer.error_message or f"{api}: {answer.error_code.name}")
+
+
+def _partition_error(topic: str, partition) -> AdminError | None:
+    if partition.error_code == ErrorCode.none:
+        return None
+    subject = f"{topic}-{partition.partition_index}"
+    return error_for_code(int(partition.error_code), partition.error_message or f"{subject}: {partition.error_code.name}")
 
 
 def _described_partition(partition, live: set[int]) -> PartitionDescription:

@@ -4,13 +4,16 @@ documented beside the data: topic_status.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from rich import box
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .reassign_commands import PartitionProgress, State
 from .topic_status import TopicStatus
 
 UNKNOWN = "-"  # a value the door asked cannot tell
@@ -54,3 +57,41 @@ def print_topics(statuses: Sequence[TopicStatus]) -> None:
                 _ids(partition.removing_replicas), " ".join(status.flags(partition)),
             )
         out.print(table)
+
+
+def print_reassignment_progress(progress: Sequence[PartitionProgress]) -> None:
+    """`reassign verify`: a row per partition of the plan."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("PARTITION", overflow="fold")
+    for header in ("STATUS", "TARGET", "REPLICAS", "ADDING", "REMOVING"):
+        table.add_column(header)
+    table.add_column("HW", justify="right")
+    for partition in progress:
+        adding = ", ".join(f"{broker} {'in sync' if broker in partition.in_sync else 'catching up'}"
+                           for broker in partition.adding)
+        moving = partition.state is State.MOVING
+        table.add_row(
+            f"{partition.topic}-{partition.partition}", str(partition.state), _ids(partition.target),
+            _ids(partition.replicas), adding, _ids(partition.removing), _value(partition.high_watermark) if moving else "",
+        )
+    console().print(table)
+
+
+@contextlib.contextmanager
+def reassignment_progress_bar() -> Iterator[Callable[[Sequence[PartitionProgress]], None]]:
+    """A bar of the plan's partitions on their targets, on stderr (stdout keeps the result), and
+    only on a terminal: in a log it would be noise; yields the function that moves it."""
+    terminal = Console(stderr=True, highlight=False)
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=terminal, transient=True, disable=not terminal.is_terminal)
+    with bar:
+        task = bar.add_task("reassigning", total=None)
+
+        def update(progress: Sequence[PartitionProgress]) -> None:
+            adding = sum(len(partition.adding) for partition in progress)
+            in_sync = sum(len(partition.in_sync) for partition in progress)
+            catching_up = f", {in_sync}/{adding} added replicas in sync" if adding else ""
+            bar.update(task, total=len(progress), completed=sum(partition.state is State.DONE for partition in progress),
+                       description=f"partitions on their targets{catching_up}")
+
+        yield update

@@ -1,0 +1,200 @@
+"""What `replog reassign generate|execute|verify|cancel` decides, through either door (doors.py),
+as kafka-reassign-partitions does. Plans are `{(topic, partition): replicas}`; their files are
+read and written by reassignment_plan.py, and the CLI only parses and prints.
+
+    generate  the topics' assignment now, and the planner's balanced one over the brokers given
+    execute   starts the moves that change something; answers the assignment before them, the
+              rollback plan (a move already in flight is refused: its rollback would be lost)
+    verify    per partition: done, in progress (replicas being added, whether each is in the
+              ISR yet, the leader's high watermark they catch up to) or not on its target with
+              no move in flight (cancelled, refused, or never executed)
+    cancel    ends the moves in flight; each partition goes back to the replicas it had when
+              its move began, which the leader never stopped replicating to
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+from collections.abc import Callable, Collection, Mapping, Sequence
+
+from .doors import AdminDoor
+from .errors import AdminError, BrokerNotAvailable, NoReassignmentInProgress, ReassignmentInProgress, UnknownTopicOrPartition
+from .planner import Plan, plan_balance
+from .reassignment import PartitionKey
+from .topics import PartitionDescription
+
+Assignment = dict[PartitionKey, tuple[int, ...]]
+
+VERIFY_POLL_S = 0.5
+
+
+def subject(key: PartitionKey) -> str:
+    return f"{key[0]}-{key[1]}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusals:
+    """Partitions a door refused, while the others of the same request went ahead (as in Kafka)."""
+
+    refused: Mapping[PartitionKey, AdminError]
+
+    def first_error(self) -> AdminError | None:
+        """One error that stands for all: the first partition's, counting the others."""
+        if not self.refused:
+            return None
+        error = self.refused[min(self.refused)]
+        others = len(self.refused) - 1
+        if others:
+            return AdminError(error.code, f"{error} (and {others} more partitions refused)")
+        return error
+
+
+@dataclasses.dataclass(frozen=True)
+class Started(Refusals):
+    rollback: Assignment  # every partition of the plan as it was: execute this to undo the moves
+    started: tuple[PartitionKey, ...]
+    unchanged: tuple[PartitionKey, ...]  # on their targets already: nothing to move
+
+
+@dataclasses.dataclass(frozen=True)
+class Cancelled(Refusals):
+    cancelled: tuple[PartitionKey, ...]
+    idle: tuple[PartitionKey, ...]  # no move in flight: nothing to cancel
+
+
+class State(enum.StrEnum):
+    DONE = "done"
+    MOVING = "in progress"
+    NOT_ON_TARGET = "not on target"
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionProgress:
+    topic: str
+    partition: int
+    target: tuple[int, ...]
+    replicas: tuple[int, ...]
+    state: State
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+    in_sync: tuple[int, ...] = ()  # those of `adding` in the ISR: caught up with the leader
+    # The leader's high watermark, which an adding replica reaches to join the ISR; None where
+    # the door cannot tell (the store door: offsets live in the brokers' logs).
+    high_watermark: int | None = None
+
+    def as_json(self) -> dict:
+        return {
+            "topic": self.topic, "partition": self.partition, "status": str(self.state),
+            "target": list(self.target), "replicas": list(self.replicas),
+            "adding": [{"broker": broker, "in_sync": broker in self.in_sync} for broker in self.adding],
+            "removing": list(self.removing), "high_watermark": self.high_watermark,
+        }
+
+
+def verified_json(progress: Sequence[PartitionProgress]) -> dict:
+    return {"partitions": [partition.as_json() for partition in progress],
+            "done": all(partition.state is State.DONE for partition in progress)}
+
+
+async def generate(door: AdminDoor, topics: Sequence[str], broker_ids: Collection[int]) -> tuple[Assignment, Plan]:
+    """The topics' assignment now, and the planner's over `broker_ids` (each one registered)."""
+    current = _assignment(await _described(door, topics))
+    registered = dict(await door.registered_brokers())
+    unknown = sorted(set(broker_ids) - set(registered))
+    if unknown:
+        raise BrokerNotAvailable(f"brokers {unknown} are not registered (running brokers: {sorted(registered)}); "
+                                 "plans are made onto running brokers, for their racks")
+    return current, plan_balance(current, [(broker, registered[broker]) for broker in sorted(broker_ids)])
+
+
+async def execute(door: AdminDoor, plan: Mapping[PartitionKey, Sequence[int]], *,
+                  throttle_bytes_per_s: int | None = None) -> Started:
+    """Start the plan's moves; `throttle_bytes_per_s` bounds what each moving partition's leader
+    sends the replicas it adds (replica/throttle.py)."""
+    current = _assignment(await _partitions(door, plan))
+    moving = await door.list_reassignments(plan)
+    if moving:
+        more = f" (and {len(moving) - 1} more)" if len(moving) > 1 else ""
+        raise ReassignmentInProgress(
+            f"partition {subject((moving[0].topic, moving[0].partition))} is being moved already{more}: "
+            "`replog reassign verify` follows a move, `replog reassign cancel` ends it")
+    changes = {key: tuple(target) for key, target in plan.items() if tuple(target) != current[key]}
+    outcomes = await door.alter_reassignments(changes, throttle_bytes_per_s=throttle_bytes_per_s) if changes else {}
+    refused = {key: error for key, error in outcomes.items() if error is not None}
+    return Started(refused=refused, rollback=current,
+                   started=tuple(sorted(key for key in changes if key not in refused)),
+                   unchanged=tuple(sorted(set(plan) - set(changes))))
+
+
+async def verify(door: AdminDoor, plan: Mapping[PartitionKey, Sequence[int]]) -> list[PartitionProgress]:
+    described = await _partitions(door, plan)
+    moving = {(status.topic, status.partition): status for status in await door.list_reassignments(plan)}
+    high_watermarks = await door.end_offsets(moving)
+    progress = []
+    for key in sorted(plan):
+        target, now = tuple(plan[key]), described[key]
+        status = moving.get(key)
+        if status is None:
+            state = State.DONE if now.replicas == target else State.NOT_ON_TARGET
+            progress.append(PartitionProgress(*key, target, now.replicas, state))
+            continue
+        progress.append(PartitionProgress(
+            *key, target, status.replicas, State.MOVING, status.adding, status.removing,
+            in_sync=tuple(broker for broker in status.adding if broker in now.isr), high_watermark=high_watermarks.get(key)))
+    return progress
+
+
+async def wait_until_settled(door: AdminDoor, plan: Mapping[PartitionKey, Sequence[int]],
+                             on_progress: Callable[[list[PartitionProgress]], None]) -> list[PartitionProgress]:
+    """verify, again and again, until no partition of the plan is in progress; `on_progress`
+    hears each round. A move waiting for a broker that is down waits with it: stopping the
+    wait (Ctrl-C) leaves the moves going, and cancel ends them."""
+    while True:  # until every move ends, done or cancelled
+        progress = await verify(door, plan)
+        on_progress(progress)
+        if all(partition.state is not State.MOVING for partition in progress):
+            return progress
+        await asyncio.sleep(VERIFY_POLL_S)
+
+
+async def cancel(door: AdminDoor, partitions: Collection[PartitionKey]) -> Cancelled:
+    await _partitions(door, partitions)
+    outcomes = await door.alter_reassignments(dict.fromkeys(partitions))
+    idle = tuple(sorted(key for key, error in outcomes.items() if isinstance(error, NoReassignmentInProgress)))
+    refused = {key: error for key, error in outcomes.items() if error is not None and key not in idle}
+    return Cancelled(refused=refused, cancelled=tuple(sorted(set(outcomes) - set(idle) - set(refused))), idle=idle)
+
+
+def not_on_target_error(progress: Sequence[PartitionProgress]) -> AdminError | None:
+    """verify's failure: partitions off their targets with no move left to bring them there."""
+    stuck = [partition for partition in progress if partition.state is State.NOT_ON_TARGET]
+    if not stuck:
+        return None
+    first = stuck[0]
+    more = f" (and {len(stuck) - 1} more partitions)" if len(stuck) > 1 else ""
+    return AdminError(NoReassignmentInProgress.CODE,
+                      f"partition {first.topic}-{first.partition} is on {list(first.replicas)}, not its target "
+                      f"{list(first.target)}, and no move is in flight{more}: cancelled, refused, or never executed")
+
+
+async def _described(door: AdminDoor, topics: Collection[str]) -> dict[PartitionKey, PartitionDescription]:
+    return {(status.name, partition.partition): partition
+            for status in await door.describe_topics(sorted(set(topics))) for partition in status.partitions}
+
+
+async def _partitions(door: AdminDoor, partitions: Collection[PartitionKey]) -> dict[PartitionKey, PartitionDescription]:
+    """The named partitions' descriptions; UnknownTopicOrPartition if one does not exist, before
+    anything is changed."""
+    described = await _described(door, {topic for topic, _ in partitions})
+    missing = sorted(set(partitions) - set(described))
+    if missing:
+        topic = missing[0][0]
+        count = sum(1 for name, _ in described if name == topic)
+        raise UnknownTopicOrPartition(f"partition {subject(missing[0])} does not exist (topic {topic!r} has {count} partitions)")
+    return {key: described[key] for key in partitions}
+
+
+def _assignment(described: Mapping[PartitionKey, PartitionDescription]) -> Assignment:
+    return {key: tuple(partition.replicas) for key, partition in sorted(described.items())}

@@ -1,0 +1,212 @@
+"""`replog reassign` as an operator runs it: real `replog` processes through both doors (--coord on
+a real ZooKeeper, --bootstrap-server through Kafka's AlterPartitionReassignments and
+ListPartitionReassignments), against four broker processes that the module's tests share (each
+test works on topics of its own)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from replog.coord_backends import open_store, paths
+from replog.coord_backends.paths import PartitionReassignment
+from tests.chaos.harness import wait_until
+from tests.test_topics_cli import (  # noqa: F401 (door: the fixture, over this module's cluster)
+    SETTLE_S,
+    assert_help_with_examples,
+    described_when,
+    door,
+    one_line_error,
+    replog,
+    running_cluster,
+    settled,
+    succeeded,
+    unique,
+)
+
+BROKERS = 4
+COMMANDS = ("generate", "execute", "verify", "cancel")
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper_server, tmp_path_factory):
+    yield from running_cluster(zookeeper_server, tmp_path_factory.mktemp("reassign-cli"), BROKERS)
+
+
+@pytest.fixture(scope="module")
+def resting(cluster) -> str:
+    """A topic no test moves: partition 0 on brokers 0, 1 and partition 1 on 1, 2."""
+    topic = unique("resting")
+    door = ["--coord", cluster.coord_url]
+    succeeded(replog("topics", "create", topic, "--replica-assignment", "0:1,1:2", *door))
+    settled(door, topic)
+    return topic
+
+
+def produce(cluster, topic: str, count: int) -> None:
+    lines = "".join(f"record {number}\n" for number in range(count))
+    done = subprocess.run([sys.executable, "-m", "replog", "produce", "--topic", topic, "--bootstrap-server", cluster.bootstrap],
+                          input=lines, capture_output=True, text=True, timeout=120,
+                          env={name: value for name, value in os.environ.items() if not name.startswith("REPLOG_")})
+    succeeded(done)
+
+
+def plan_file(directory, name: str, partitions: dict[tuple[str, int], list[int]]) -> str:
+    path = directory / name
+    path.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": partition, "replicas": replicas} for (topic, partition), replicas in partitions.items()]}))
+    return str(path)
+
+
+def verified(door: list[str], plan: str, *args: str) -> dict[tuple[str, int], dict]:
+    document = json.loads(succeeded(replog("reassign", "verify", "--reassignment-json-file", plan, "--output", "json",
+                                           *args, *door)).stdout)
+    return {(partition["topic"], partition["partition"]): partition for partition in document["partitions"]}
+
+
+async def throttles(cluster, partitions) -> list[int | None]:
+    store = open_store(cluster.coord_url)
+    await store.start()
+    try:
+        return [PartitionReassignment.decode((await store.get(paths.reassigned_partition(*key)))[0]).throttle_bytes_per_s
+                for key in partitions]
+    finally:
+        await store.close()
+
+
+def log_dirs(cluster, broker: int, topic: str) -> list[str]:
+    data_dir = cluster.brokers[broker].data_dir
+    return sorted(entry.name for entry in data_dir.iterdir() if entry.name.startswith(f"{topic}-")) if data_dir.exists() else []
+
+
+def test_generate_execute_verify_moves_the_topic_off_a_broker(cluster, door, tmp_path):
+    topic = unique("moving")
+    succeeded(replog("topics", "create", topic, "--replica-assignment", "0:1,1:2,2:0", *door))
+    settled(door, topic)
+    produce(cluster, topic, 300)
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
+
+    generated = json.loads(succeeded(replog("reassign", "generate", "--topics-to-move-json-file", str(topics_file),
+                                            "--broker-list", "1,2,3", "--output", "json", *door)).stdout)
+    before = {0: [0, 1], 1: [1, 2], 2: [2, 0]}
+    assert generated["current"] == {"version": 1, "partitions": [
+        {"topic": topic, "partition": index, "replicas": replicas, "log_dirs": ["any", "any"]} for index, replicas in before.items()]}
+    targets = {entry["partition"]: entry["replicas"] for entry in generated["proposed"]["partitions"]}
+    assert all(len(replicas) == 2 and 0 not in replicas for replicas in targets.values()), targets
+    assert sorted(broker for replicas in targets.values() for broker in replicas) == [1, 1, 2, 2, 3, 3], "balanced"
+    assert generated["replicas_moved"] == generated["lower_bound"] == 2, "only broker 0's two replicas move"
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(generated["proposed"]))
+
+    throttle = ["--throttle", "10000000"] if door[0] == "--coord" else []  # Kafka's API carries none
+    executed = succeeded(replog("reassign", "execute", "--reassignment-json-file", str(plan), *throttle, *door))
+    assert json.dumps(generated["current"], separators=(",", ":")) in executed.stdout.splitlines(), "the rollback plan"
+    moved = sorted(index for index in targets if targets[index] != before[index])
+    assert f"Successfully started partition reassignments for {','.join(f'{topic}-{index}' for index in moved)}" in executed.stdout
+
+    progress = verified(door, str(plan), "--wait")
+    assert {key[1]: (status["status"], status["replicas"]) for key, status in progress.items()} == {
+        index: ("done", replicas) for index, replicas in targets.items()}
+    table = succeeded(replog("reassign", "verify", "--reassignment-json-file", str(plan), *door)).stdout
+    assert max(len(line) for line in table.splitlines()) <= 80, table
+    assert [line.split()[:2] for line in table.splitlines() if line.startswith(topic)] == [
+        [f"{topic}-{index}", "done"] for index in targets]
+    described_when(door, topic, lambda described: {p["partition"]: p["replicas"] for p in described["partitions"]} == targets
+                   and all(sorted(p["isr"]) == sorted(p["replicas"]) for p in described["partitions"]),
+                   "every partition on its target, all in sync")
+    wait_until(lambda: not log_dirs(cluster, 0, topic), "broker 0's replicas deleted", SETTLE_S)
+
+
+def test_cancel_puts_back_moves_that_cannot_finish(cluster, tmp_path):
+    """Broker 3 is down, so the moves to it wait; cancelled, the partitions are on their old
+    replicas, and broker 3 deletes what it was sent once it is back."""
+    coord = ["--coord", cluster.coord_url]
+    topic = unique("stuck")
+    succeeded(replog("topics", "create", topic, "--replica-assignment", "0:1,1:0", *coord))
+    settled(coord, topic)
+    produce(cluster, topic, 50)
+    targets = {(topic, 0): [0, 3], (topic, 1): [1, 3]}
+    plan = plan_file(tmp_path, "plan.json", targets)
+    cluster.brokers[3].stop()
+    try:
+        bootstrap = ["--bootstrap-server", cluster.bootstrap]
+        unthrottled = replog("reassign", "execute", "--reassignment-json-file", plan, "--throttle", "1000000", *bootstrap)
+        assert "a throttle goes through --coord only" in one_line_error(unthrottled, 2)
+        executed = json.loads(succeeded(replog("reassign", "execute", "--reassignment-json-file", plan, "--throttle", "1000000",
+                                               "--output", "json", *coord)).stdout)
+        assert executed["started"] == [{"topic": topic, "partition": 0}, {"topic": topic, "partition": 1}]
+        assert asyncio.run(throttles(cluster, targets)) == [1_000_000, 1_000_000], "the leaders' limit, in the moves' nodes"
+        rollback = tmp_path / "rollback.json"
+        rollback.write_text(json.dumps(executed["rollback"]))
+
+        def waiting_for_broker_3(door: list[str]) -> dict | None:
+            progress = verified(door, plan)
+            waiting = all(status["status"] == "in progress" and status["adding"] == [{"broker": 3, "in_sync": False}]
+                          for status in progress.values())
+            return progress if waiting else None
+
+        in_store = wait_until(lambda: waiting_for_broker_3(coord), "broker 3 being added", SETTLE_S)
+        assert [status["high_watermark"] for status in in_store.values()] == [None, None], "the store has no offsets"
+        in_brokers = wait_until(lambda: waiting_for_broker_3(bootstrap), "broker 3 being added", SETTLE_S)
+        assert sum(status["high_watermark"] for status in in_brokers.values()) == 50
+        again = replog("reassign", "execute", "--reassignment-json-file", plan, *coord)
+        assert f"partition {topic}-0 is being moved already (and 1 more)" in one_line_error(again, 1)
+
+        cancelled = succeeded(replog("reassign", "cancel", "--reassignment-json-file", plan, *bootstrap))
+        assert cancelled.stdout.strip() == f"Successfully cancelled partition reassignments for {topic}-0,{topic}-1"
+        assert {status["status"] for status in verified(coord, str(rollback), "--wait").values()} == {"done"}
+        not_moved = replog("reassign", "verify", "--reassignment-json-file", plan, *coord)
+        assert (f"partition {topic}-0 is on [0, 1], not its target [0, 3], and no move is in flight (and 1 more partitions)"
+                in one_line_error(not_moved, 1))
+        idle = succeeded(replog("reassign", "cancel", "--reassignment-json-file", plan, *coord))
+        assert idle.stdout.strip() == f"No reassignment in flight for {topic}-0,{topic}-1"
+    finally:
+        cluster.brokers[3].restart()
+    settled(coord, topic)
+    wait_until(lambda: not log_dirs(cluster, 3, topic), "broker 3 without a replica of the cancelled moves", SETTLE_S)
+
+
+@pytest.mark.parametrize("command, plan, status, says", [
+    ("execute", "not json", 2, "is not valid JSON"),
+    ("verify", '{"version":1,"partitions":[{"topic":"RESTING","partition":0,"replicas":[0,1],"log_dirs":["/d","any"]}]}',
+     2, 'log_dirs "/d" is not supported'),
+    ("cancel", '{"version":2,"partitions":[]}', 2, "unsupported version 2"),
+    ("execute", '{"partitions":[{"topic":"ghost","partition":0,"replicas":[0,1]}]}', 1,
+     "'ghost' does not exist; `replog topics list` shows the topics"),
+    ("verify", '{"partitions":[{"topic":"RESTING","partition":7,"replicas":[0,1]}]}', 1,
+     "partition RESTING-7 does not exist (topic 'RESTING' has 2 partitions)"),
+    ("execute", '{"partitions":[{"topic":"RESTING","partition":0,"replicas":[0,9]}]}', 1,
+     "brokers [9] of target [0, 9] are not in the cluster"),
+], ids=["not-json", "log-dir", "version", "unknown-topic", "unknown-partition", "unknown-broker"])
+def test_bad_plans_and_unknown_partitions_are_one_line_errors(door, resting, tmp_path, command, plan, status, says):
+    path = tmp_path / "plan.json"
+    path.write_text(plan.replace("RESTING", resting))
+    done = replog("reassign", command, "--reassignment-json-file", str(path), *door)
+    assert says.replace("RESTING", resting) in one_line_error(done, status)
+
+
+def test_bad_generate_arguments_are_one_line_errors(cluster, resting, tmp_path):
+    door = ["--bootstrap-server", cluster.bootstrap]
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": resting}]}))
+
+    def generate(*args: str) -> subprocess.CompletedProcess:
+        return replog("reassign", "generate", "--topics-to-move-json-file", str(topics), *args, *door)
+
+    assert "needs 2 replicas and only 1 brokers are given" in one_line_error(generate("--broker-list", "1"), 1)
+    assert "brokers [9] are not registered" in one_line_error(generate("--broker-list", "1,9"), 1)
+    assert "is not broker ids" in one_line_error(generate("--broker-list", "1,x"), 2)
+    missing = replog("reassign", "generate", "--topics-to-move-json-file", str(tmp_path / "none.json"), "--broker-list", "1,2", *door)
+    assert "No such file" in one_line_error(missing, 2)
+    topics.write_text('{"version":1,"topics":[{"topic":"ghost"}]}')
+    assert "'ghost' does not exist" in one_line_error(generate("--broker-list", "1,2"), 1)
+
+
+def test_every_command_has_help_with_an_example():
+    assert_help_with_examples("reassign", COMMANDS)
