@@ -658,19 +658,21 @@ def _change_membership(command: str, broker_ids: list[int], execute: bool, dry_r
         if output != "json":
             print_plan(plan)
         if not execute:
-            return plan, None
+            return plan, [], None
         await door.execute_plan(plan)
         if output == "json" or not plan.moves:
             await door.wait_for_moves(plan, lambda done, total: None)
         else:
             with moves_progress(len(plan.moves)) as advance:
                 await door.wait_for_moves(plan, advance)
-        return plan, (await door.finish_removal(broker_ids) if remove else None)
+        elections = await door.lead_as_planned(plan)
+        return plan, elections, (await door.finish_removal(broker_ids) if remove else None)
 
-    plan, removal = _through_door(coord_url, bootstrap, change)
+    plan, elections, removal = _through_door(coord_url, bootstrap, change)
     ids = ",".join(map(str, broker_ids))
     if output == "json":
-        document = {"brokers": broker_ids, "plan": plan_as_json(plan), "executed": execute}
+        document = {"brokers": broker_ids, "plan": plan_as_json(plan), "executed": execute,
+                    "elections": [result.as_json() for result in elections]}
         if removal is not None:
             document |= {"queues_deleted": list(removal.queues_deleted),
                          "deletions_finished": list(removal.deletions_finished)}
@@ -680,7 +682,11 @@ def _change_membership(command: str, broker_ids: list[int], execute: bool, dry_r
         if not dry_run:
             click.echo(f"Nothing changed. To execute: replog cluster {command} {ids} --yes")
         return
-    click.echo(f"All {len(plan.moves)} moves completed.")
+    led = sum(result.error is None or result.outcome == "not needed" for result in elections)
+    click.echo(f"All {len(plan.moves)} moves completed; {led} of them led by their preferred replica.")
+    for result in elections:
+        if result.outcome not in ("elected", "not needed"):
+            click.echo(f"replog: warning: {result.detail}", err=True)
     if removal is not None:
         for topic in removal.deletions_finished:
             click.echo(f"Topic {topic}: its deletion, which waited for the removed brokers, completed.")

@@ -11,6 +11,7 @@ DescribeCluster requests.
                             brokers or off removed ones
     execute_plan            those moves as reassignments, carried out by each partition's leader
     wait_for_moves          until none of them is in flight
+    lead_as_planned         leadership to the preferred leaders the plan balanced
     finish_removal          the seed's "alter cluster remove brokers": the removed brokers'
                             state-change paths go, and with them any topic deletion that was
                             waiting for their close-replicas
@@ -450,6 +451,14 @@ async def wait_for_moves(store: Store, plan: Plan, on_progress: Callable[[int, i
         if not in_flight:
             return
         await asyncio.sleep(MOVES_POLL_S)
+
+
+async def lead_as_planned(store: Store, plan: Plan, timeout_s: float) -> list[ElectionResult]:
+    """A preferred election of the moved partitions, once their moves completed: the plan
+    balanced the preferred leaders, and leadership follows them now rather than at each leader's
+    next leader.imbalance.check.interval (or never, with auto.leader.rebalance.enable off)."""
+    return await elect_leaders(store, ElectionType.PREFERRED, [(move.topic, move.partition) for move in plan.moves],
+                               timeout_s)
 
 
 @dataclasses.dataclass(frozen=True)

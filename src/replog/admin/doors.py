@@ -202,6 +202,9 @@ class AdminDoor(abc.ABC):
     async def wait_for_moves(self, plan: Plan, on_progress: Callable[[int, int], None]) -> None:
         raise DoorChoiceError(_MEMBERSHIP_NEEDS_THE_STORE)
 
+    async def lead_as_planned(self, plan: Plan) -> list[cluster.ElectionResult]:
+        raise DoorChoiceError(_MEMBERSHIP_NEEDS_THE_STORE)
+
     async def finish_removal(self, brokers: Collection[int]) -> cluster.Removal:
         raise DoorChoiceError(_MEMBERSHIP_NEEDS_THE_STORE)
 
@@ -281,6 +284,9 @@ class StoreDoor(AdminDoor):
 
     async def wait_for_moves(self, plan: Plan, on_progress: Callable[[int, int], None]) -> None:
         await cluster.wait_for_moves(self.store, plan, on_progress)
+
+    async def lead_as_planned(self, plan: Plan) -> list[cluster.ElectionResult]:
+        return await cluster.lead_as_planned(self.store, plan, ELECTION_TIMEOUT_S)
 
     async def finish_removal(self, brokers: Collection[int]) -> cluster.Removal:
         return await cluster.finish_removal(self.store, brokers)
@@ -412,9 +418,10 @@ class KafkaDoor(AdminDoor):
             indexes = sorted(metadata.topics[topic].partitions) if partition is None else [partition]
             asked = [TopicPartition(topic, index) for index in indexes]
         kind = KafkaElectionType.PREFERRED if election_type is cluster.ElectionType.PREFERRED else KafkaElectionType.UNCLEAN
-        future = self._admin.elect_leaders(kind, asked, operation_timeout=ELECTION_TIMEOUT_S,
-                                           request_timeout=ELECTION_TIMEOUT_S + REQUEST_TIMEOUT_S)
-        outcomes = await self._cluster_outcome(future)
+        # No timeouts given: confluent-kafka 2.16's elect_leaders fails on any keyword argument
+        # (a SystemError from its argument parsing); librdkafka's defaults, socket.timeout.ms,
+        # bound the request and the broker's wait.
+        outcomes = await self._cluster_outcome(self._admin.elect_leaders(kind, asked))
         leaders = {(name, index): (meta.leader if meta.leader >= 0 else None)
                    for name, described in (await self._metadata()).topics.items()
                    for index, meta in described.partitions.items()}
