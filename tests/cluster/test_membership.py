@@ -128,6 +128,8 @@ def test_removing_brokers_below_the_replication_factor_is_refused(cluster):
     line = one_line_error(replog("cluster", "remove-brokers", "1,2", "--yes", *coord(cluster)), 1)
     assert "cannot remove brokers 1, 2" in line and "needs 3 replicas" in line
     assert status(*coord(cluster))["reassignments"] == 0
+    through_broker = replog("cluster", "remove-brokers", "3", "--bootstrap-server", cluster.bootstrap)
+    assert "needs --coord URL" in one_line_error(through_broker, 2)
 
 
 def leader(cluster, topic: str, partition: int) -> int | None:
