@@ -407,7 +407,7 @@ async def plan_membership(store: Store, *, add: Collection[int] = (), remove: Co
     for broker in sorted(add):
         if broker not in registered:
             raise BrokerNotAvailable(f"broker {broker} is not registered: start it (replog broker start --broker-id "
-                                     f"{broker} --coord ...) and add it again")
+                                     f"{broker} --coord ...), then add it")
     unknown = sorted(set(remove) - known)
     if unknown:
         raise InvalidReplicaAssignment(f"brokers {unknown} are not in the cluster (`replog cluster status` lists them)")

@@ -87,7 +87,9 @@ def print_elections(results: Sequence[ElectionResult]) -> None:
         table.add_column(header, no_wrap=header != "TOPIC", overflow="fold")
     table.add_column("DETAIL", overflow="fold")
     for result in results:
-        table.add_row(result.topic, str(result.partition), result.outcome, _text(result.leader), result.detail)
+        # The row names the partition already; the detail names it too, to stand alone elsewhere.
+        detail = result.detail.removeprefix(f"{result.topic}-{result.partition}: ")
+        table.add_row(result.topic, str(result.partition), result.outcome, _text(result.leader), detail)
     console().print(table)
 
 
