@@ -1,6 +1,8 @@
 """`replog cluster` (issue 13): status, adding and removing brokers, preferred and unclean leader
 elections, on broker processes over ZooKeeper in two racks, with an acks=all idempotent producer
-of numbered records running through each change and a read-back at the end.
+of numbered records running through each change and a read-back at the end (not through the
+unclean election, which may lose records by design). DescribeCluster and ElectLeaders are asked
+through confluent-kafka's and kafka-python's admin clients too.
 
 The tests share one cluster and run in order: brokers 0-3 (racks a, b, a, b) hold a 12-partition
 topic; broker 4 (rack a) is added, then removed again. Automatic leader rebalancing is off, so
@@ -13,6 +15,7 @@ import json
 
 import pytest
 from confluent_kafka import ElectionType, TopicPartition
+from kafka import KafkaAdminClient
 
 from tests.chaos.harness import wait_until
 from tests.cluster.conftest import QUICK_SETTINGS, Cluster
@@ -92,6 +95,13 @@ def test_a_topic_spans_both_racks_with_balanced_preferred_leaders_and_status_sho
     assert [(b["broker"], b["rack"], b["replicas"], b["queue_depth"]) for b in through_broker["brokers"]] == [
         (broker, RACKS[broker], 9, None) for broker in range(4)]
     assert through_broker["reassignments"] is None
+    kafka_python = KafkaAdminClient(bootstrap_servers=cluster.bootstrap.split(","))
+    try:
+        described = kafka_python.describe_cluster()
+    finally:
+        kafka_python.close()
+    assert sorted((broker["broker_id"], broker["rack"], broker["is_fenced"]) for broker in described["brokers"]) == [
+        (broker, RACKS[broker], False) for broker in range(4)]
 
 
 def test_adding_a_broker_moves_the_lower_bound_and_balances_within_one(cluster):
@@ -163,6 +173,11 @@ def test_preferred_election_after_a_restart_moves_leadership_back(cluster):
         again = json.loads(succeeded(replog("cluster", "elect-leaders", "--preferred", "--topic", topic, "--output",
                                             "json", "--bootstrap-server", cluster.bootstrap)).stdout)
         assert [p["outcome"] for p in again["partitions"]] == ["not needed", "not needed"]
+        kafka_python = KafkaAdminClient(bootstrap_servers=cluster.bootstrap.split(","))
+        try:  # raises on any error but ELECTION_NOT_NEEDED
+            kafka_python.elect_leaders(0, {topic: [0, 1]})
+        finally:
+            kafka_python.close()
         acknowledged = producer.stop()
     missing = missing_after_read_back(cluster.bootstrap, topic, acknowledged)
     assert all(not numbers for numbers in missing.values()), missing
