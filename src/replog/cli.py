@@ -738,3 +738,183 @@ def reassign_cancel(plan: dict, coord_url: str | None, bootstrap: str | None, ou
         lines.append(f"No reassignment in flight for {_partition_names(cancelled.idle)}")
     _print_then_refuse(output, {"cancelled": _partition_keys(cancelled.cancelled), "idle": _partition_keys(cancelled.idle)},
                        lines, cancelled)
+
+
+@main.group()
+def cluster() -> None:
+    """Brokers, leaders and the cluster's health: status, elect-leaders, add-brokers,
+    remove-brokers. Takes --coord URL or --bootstrap-server HOST:PORT like `replog topics`
+    (adding and removing brokers: --coord only).
+    """
+    logging.getLogger("replog.state_change").setLevel(logging.WARNING)
+    # An unclean election is logged for the brokers' operators; here the command's own output
+    # reports it.
+    logging.getLogger("replog.admin.cluster").setLevel(logging.ERROR)
+
+
+@cluster.command("status", cls=AdminCommand)
+@admin_options
+def cluster_status(coord_url: str | None, bootstrap: str | None, output: str) -> None:
+    """Show each broker (address, rack, alive, replicas, leaders, state-change queue depth),
+    the moves in flight and the under-replicated and offline partitions. A broker that is known
+    to the cluster (it has a state-change queue) but not registered is down. Through
+    --bootstrap-server the queues and the moves are not visible ('-').
+
+    \b
+    Example:
+      replog cluster status --coord zk://127.0.0.1:2181/replog
+    """
+    from replog.admin.render import print_cluster_status, print_json
+
+    status = _through_door(coord_url, bootstrap, lambda door: door.cluster_status())
+    if output == "json":
+        print_json(status.as_json())
+    else:
+        print_cluster_status(status)
+
+
+@cluster.command("elect-leaders", cls=AdminCommand)
+@click.option("--preferred", "election", flag_value="preferred",
+              help="move leadership to each partition's first assigned replica, if it is alive and in sync")
+@click.option("--unclean", "election", flag_value="unclean",
+              help="where no in-sync replica is alive, let a live out-of-sync replica lead: records may be lost")
+@click.option("--topic", help="only this topic's partitions [default: every partition]")
+@click.option("--partition", type=click.IntRange(min=0), help="only this partition (needs --topic)")
+@admin_options
+def cluster_elect_leaders(election: str | None, topic: str | None, partition: int | None, coord_url: str | None,
+                          bootstrap: str | None, output: str) -> None:
+    """Elect leaders and report per partition: elected, not needed (already on its preferred
+    replica, or led), or not available and why. Exit status 1 if any partition was not
+    elected for another reason than not needing it.
+
+    \b
+    Example:
+      replog cluster elect-leaders --preferred --topic clicks \\
+          --bootstrap-server 127.0.0.1:9092
+    """
+    from replog.admin import ElectionType
+    from replog.admin.render import print_elections, print_json
+
+    if election is None:
+        raise click.UsageError("give --preferred or --unclean")
+    if partition is not None and topic is None:
+        raise click.UsageError("--partition needs --topic")
+    kind = ElectionType.PREFERRED if election == "preferred" else ElectionType.UNCLEAN
+    results = _through_door(coord_url, bootstrap, lambda door: door.elect_leaders(kind, topic, partition))
+    if output == "json":
+        print_json({"election": election, "partitions": [result.as_json() for result in results]})
+    else:
+        print_elections(results)
+    for result in results:
+        if result.unclean_after_isr is not None:
+            click.echo(f"replog: warning: {result.detail}", err=True)
+    failed = [result for result in results if result.outcome not in ("elected", "not needed")]
+    if failed:
+        fail(f"cluster elect-leaders: {len(failed)} of {len(results)} partitions not elected; the first: "
+             f"{failed[0].detail}", FAILURE_STATUS)
+
+
+def _broker_ids(_ctx, _param, values: tuple[str, ...]) -> list[int]:
+    ids = []
+    for value in values:
+        for part in filter(None, value.split(",")):
+            if not part.strip().isdigit():
+                raise click.BadParameter(f"broker ids are non-negative integers, got {part!r}")
+            ids.append(int(part))
+    if not ids:
+        raise click.BadParameter("give at least one broker id")
+    return sorted(set(ids))
+
+
+def _membership_options(command):
+    options = (
+        click.argument("broker_ids", metavar="IDS...", nargs=-1, required=True, callback=_broker_ids),
+        click.option("--yes", "execute", is_flag=True, help="execute the plan and wait for its moves"),
+        click.option("--dry-run", is_flag=True, help="show the plan only"),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return admin_options(command)
+
+
+def _change_membership(command: str, broker_ids: list[int], execute: bool, dry_run: bool, coord_url: str | None,
+                       bootstrap: str | None, output: str, *, remove: bool) -> None:
+    """Plan; show; on --yes start the moves, wait for them with a progress bar and, removing,
+    finish the removal."""
+    from replog.admin.cluster import plan_as_json
+    from replog.admin.render import moves_progress, print_json, print_plan
+
+    if execute and dry_run:
+        raise click.UsageError("--yes and --dry-run exclude each other")
+    plan_args = {"remove": broker_ids} if remove else {"add": broker_ids}
+
+    async def change(door):
+        plan = await door.plan_membership(**plan_args)
+        if output != "json":
+            print_plan(plan)
+        if not execute:
+            return plan, [], None
+        await door.execute_plan(plan)
+        if output == "json" or not plan.moves:
+            await door.wait_for_moves(plan, lambda done, total: None)
+        else:
+            with moves_progress(len(plan.moves)) as advance:
+                await door.wait_for_moves(plan, advance)
+        elections = await door.lead_as_planned(plan)
+        return plan, elections, (await door.finish_removal(broker_ids) if remove else None)
+
+    plan, elections, removal = _through_door(coord_url, bootstrap, change)
+    ids = ",".join(map(str, broker_ids))
+    if output == "json":
+        document = {"brokers": broker_ids, "plan": plan_as_json(plan), "executed": execute,
+                    "elections": [result.as_json() for result in elections]}
+        if removal is not None:
+            document |= {"queues_deleted": list(removal.queues_deleted),
+                         "deletions_finished": list(removal.deletions_finished)}
+        print_json(document)
+        return
+    if not execute:
+        if not dry_run:
+            click.echo(f"Nothing changed. To execute: replog cluster {command} {ids} --yes")
+        return
+    led = sum(result.error is None or result.outcome == "not needed" for result in elections)
+    click.echo(f"All {len(plan.moves)} moves completed; {led} of them led by their preferred replica.")
+    for result in elections:
+        if result.outcome not in ("elected", "not needed"):
+            click.echo(f"replog: warning: {result.detail}", err=True)
+    if removal is not None:
+        for topic in removal.deletions_finished:
+            click.echo(f"Topic {topic}: its deletion, which waited for the removed brokers, completed.")
+        click.echo(f"Removed brokers {ids}: their state-change paths are deleted; they may now be stopped.")
+
+
+@cluster.command("add-brokers", cls=AdminCommand)
+@_membership_options
+def cluster_add_brokers(broker_ids: list[int], execute: bool, dry_run: bool, coord_url: str | None,
+                        bootstrap: str | None, output: str) -> None:
+    """Spread replicas and preferred leaders onto new brokers (started already, for their
+    racks): every broker ends within one replica and one preferred leader of the mean, racks
+    kept distinct where the layout allows, moving as few replicas as possible. Shows the plan;
+    --yes executes it and waits for the moves. IDS: comma- or space-separated.
+
+    \b
+    Example:
+      replog cluster add-brokers 4 --yes --coord zk://127.0.0.1:2181/replog
+    """
+    _change_membership("add-brokers", broker_ids, execute, dry_run, coord_url, bootstrap, output, remove=False)
+
+
+@cluster.command("remove-brokers", cls=AdminCommand)
+@_membership_options
+def cluster_remove_brokers(broker_ids: list[int], execute: bool, dry_run: bool, coord_url: str | None,
+                           bootstrap: str | None, output: str) -> None:
+    """Move every replica off the brokers (racks kept distinct where the rest allows), wait for
+    the moves, then delete the brokers' state-change paths: topic deletions waiting for them
+    complete, and the brokers may be stopped. Refused when the other brokers cannot hold a
+    partition's replication factor. Shows the plan; --yes executes it.
+
+    \b
+    Example:
+      replog cluster remove-brokers 2 --dry-run --coord zk://127.0.0.1:2181/replog
+    """
+    _change_membership("remove-brokers", broker_ids, execute, dry_run, coord_url, bootstrap, output, remove=True)

@@ -26,7 +26,7 @@ import abc
 import asyncio
 import dataclasses
 import urllib.parse
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
@@ -35,8 +35,10 @@ from replog.coord_backends import Store, StoreError, open_store
 from replog.net.client import LATEST_TIMESTAMP, BrokerConnection, BrokerUnavailable
 from replog.net.codec import ApiKey
 
+from . import cluster
 from .assignment import BrokerRack
 from .errors import AdminError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
+from .planner import Plan
 from .reassignment import PartitionKey, ReassignmentStatus
 from .topic_status import TopicStatus
 from . import reassignment, topics
@@ -55,6 +57,8 @@ BOOTSTRAP_ENV = "REPLOG_BOOTSTRAP_SERVER"
 # every replica broker to consume its state-change requests; the request outlives that wait.
 OPERATION_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_S = 45.0
+# A broker answering ElectLeaders waits up to this long for the new leaders.
+ELECTION_TIMEOUT_S = 30.0
 UNREACHABLE_CODE = -1  # Kafka's UNKNOWN_SERVER_ERROR: no server answered at all
 KAFKA_DEFAULT_PORT = 9092  # librdkafka's, for a bootstrap server given without one
 
@@ -201,6 +205,46 @@ class AdminDoor(abc.ABC):
     @abc.abstractmethod
     async def _alter_topic_config(self, name: str, operations: Sequence[ConfigOperation], *, validate_only: bool) -> None: ...
 
+    # -- the cluster: `replog cluster` ------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def cluster_status(self) -> cluster.ClusterStatus: ...
+
+    async def elect_leaders(self, election_type: cluster.ElectionType, topic: str | None = None,
+                            partition: int | None = None) -> list[cluster.ElectionResult]:
+        """Elect the leaders of the partition, of the topic's partitions, or of every partition."""
+        if topic is not None:
+            validate_topic_name(topic)
+        return await self._elect_leaders(election_type, topic, partition)
+
+    @abc.abstractmethod
+    async def _elect_leaders(self, election_type: cluster.ElectionType, topic: str | None,
+                             partition: int | None) -> list[cluster.ElectionResult]: ...
+
+    async def plan_membership(self, *, add: Collection[int] = (), remove: Collection[int] = ()) -> Plan:
+        """Adding and removing brokers acts on the store only (StoreDoor); see KafkaDoor."""
+        raise DoorChoiceError(_MEMBERSHIP_NEEDS_THE_STORE)
+
+    async def execute_plan(self, plan: Plan) -> None:
+        raise DoorChoiceError(_MEMBERSHIP_NEEDS_THE_STORE)
+
+    async def wait_for_moves(self, plan: Plan, on_progress: Callable[[int, int], None]) -> None:
+        raise DoorChoiceError(_MEMBERSHIP_NEEDS_THE_STORE)
+
+    async def lead_as_planned(self, plan: Plan) -> list[cluster.ElectionResult]:
+        raise DoorChoiceError(_MEMBERSHIP_NEEDS_THE_STORE)
+
+    async def finish_removal(self, brokers: Collection[int]) -> cluster.Removal:
+        raise DoorChoiceError(_MEMBERSHIP_NEEDS_THE_STORE)
+
+
+# Through a broker, a plan would miss the brokers that are down (Metadata and DescribeCluster
+# name registered brokers only) and the removal could not delete the state-change paths:
+# Kafka's UnregisterBroker would carry that, but confluent-kafka's AdminClient has no call for
+# it, and membership changes are rare enough that the operator's store URL is at hand.
+_MEMBERSHIP_NEEDS_THE_STORE = ("adding and removing brokers needs --coord URL: it plans with every broker of the "
+                               "cluster, down ones included, and deletes their state-change paths in the store")
+
 
 class StoreDoor(AdminDoor):
     def __init__(self, store: Store, url: str):
@@ -263,6 +307,31 @@ class StoreDoor(AdminDoor):
 
     async def _alter_topic_config(self, name: str, operations: Sequence[ConfigOperation], *, validate_only: bool) -> None:
         await topics.alter_topic_config(self.store, name, operations, validate_only=validate_only)
+
+    # -- the cluster ----------------------------------------------------------------------------
+
+    async def cluster_status(self) -> cluster.ClusterStatus:
+        return await cluster.cluster_status(self.store)
+
+    async def _elect_leaders(self, election_type: cluster.ElectionType, topic: str | None,
+                             partition: int | None) -> list[cluster.ElectionResult]:
+        return await cluster.elect_leaders(self.store, election_type, await cluster.election_partitions(
+            self.store, topic, partition), ELECTION_TIMEOUT_S)
+
+    async def plan_membership(self, *, add: Collection[int] = (), remove: Collection[int] = ()) -> Plan:
+        return await cluster.plan_membership(self.store, add=add, remove=remove)
+
+    async def execute_plan(self, plan: Plan) -> None:
+        await cluster.execute_plan(self.store, plan)
+
+    async def wait_for_moves(self, plan: Plan, on_progress: Callable[[int, int], None]) -> None:
+        await cluster.wait_for_moves(self.store, plan, on_progress)
+
+    async def lead_as_planned(self, plan: Plan) -> list[cluster.ElectionResult]:
+        return await cluster.lead_as_planned(self.store, plan, ELECTION_TIMEOUT_S)
+
+    async def finish_removal(self, brokers: Collection[int]) -> cluster.Removal:
+        return await cluster.finish_removal(self.store, brokers)
 
 
 class KafkaDoor(AdminDoor):
@@ -467,6 +536,57 @@ def _partition_error(topic: str, partition) -> AdminError | None:
         return None
     subject = f"{topic}-{partition.partition_index}"
     return error_for_code(int(partition.error_code), partition.error_message or f"{subject}: {partition.error_code.name}")
+
+
+    # -- the cluster ----------------------------------------------------------------------------
+
+    async def cluster_status(self) -> cluster.ClusterStatus:
+        from replog.coord_backends.paths import BrokerRegistration
+
+        described = await self._cluster_outcome(self._admin.describe_cluster(request_timeout=REQUEST_TIMEOUT_S))
+        metadata = await self._metadata()
+        registered = {node.id: BrokerRegistration(node.host, node.port, node.rack) for node in described.nodes}
+        partitions = [_described_partition(partition, set(registered))
+                      for name, topic in sorted(metadata.topics.items()) if topic.error is None or topic.partitions
+                      for _, partition in sorted(topic.partitions.items())]
+        # Neither the state-change queues nor the moves in flight are in these answers.
+        return cluster.summarize(described.cluster_id, registered, (), partitions, None, None)
+
+    async def _elect_leaders(self, election_type: cluster.ElectionType, topic: str | None,
+                             partition: int | None) -> list[cluster.ElectionResult]:
+        from confluent_kafka import ElectionType as KafkaElectionType, TopicPartition
+
+        asked = None
+        if topic is not None:
+            metadata = await self._metadata()
+            if topic not in metadata.topics or metadata.topics[topic].error is not None:
+                raise UnknownTopicOrPartition(f"topic {topic!r} does not exist")
+            indexes = sorted(metadata.topics[topic].partitions) if partition is None else [partition]
+            asked = [TopicPartition(topic, index) for index in indexes]
+        kind = KafkaElectionType.PREFERRED if election_type is cluster.ElectionType.PREFERRED else KafkaElectionType.UNCLEAN
+        # No timeouts given: confluent-kafka 2.16's elect_leaders fails on any keyword argument
+        # (a SystemError from its argument parsing); librdkafka's defaults, socket.timeout.ms,
+        # bound the request and the broker's wait.
+        outcomes = await self._cluster_outcome(self._admin.elect_leaders(kind, asked))
+        leaders = {(name, index): (meta.leader if meta.leader >= 0 else None)
+                   for name, described in (await self._metadata()).topics.items()
+                   for index, meta in described.partitions.items()}
+        results = []
+        for key, error in sorted(outcomes.items(), key=lambda item: (item[0].topic, item[0].partition)):
+            failure = None if error is None else error_for_code(error.code(), error.str())
+            unclean = () if failure is None and election_type is cluster.ElectionType.UNCLEAN else None
+            results.append(cluster.ElectionResult(key.topic, key.partition, failure, leaders.get((key.topic, key.partition)),
+                                                  unclean))
+        return results
+
+    async def _cluster_outcome(self, future):
+        from confluent_kafka import KafkaException
+
+        try:
+            return await asyncio.wrap_future(future)
+        except KafkaException as exception:
+            error = exception.args[0]
+            raise error_for_code(error.code(), f"{self.where}: {error.str()}") from None
 
 
 def _described_partition(partition, live: set[int]) -> PartitionDescription:

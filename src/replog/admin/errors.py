@@ -63,6 +63,18 @@ class ReassignmentInProgress(_KafkaError):
     CODE = 60
 
 
+class PreferredLeaderNotAvailable(_KafkaError):
+    CODE = 80
+
+
+class EligibleLeadersNotAvailable(_KafkaError):
+    CODE = 83
+
+
+class ElectionNotNeeded(_KafkaError):
+    CODE = 84
+
+
 class NoReassignmentInProgress(_KafkaError):
     CODE = 85
 

@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .cluster import ClusterStatus, ElectionResult
+from .planner import Plan
 from .reassign_commands import PartitionProgress, State
 from .topic_status import TopicStatus
 
@@ -95,3 +97,65 @@ def reassignment_progress_bar() -> Iterator[Callable[[Sequence[PartitionProgress
                        description=f"partitions on their targets{catching_up}")
 
         yield update
+
+
+# -- replog cluster --------------------------------------------------------------------------------
+
+def _text(value: object) -> str:
+    return UNKNOWN if value is None else str(value)
+
+
+def print_cluster_status(status: ClusterStatus) -> None:
+    out = console()
+    out.print(f"[bold]cluster[/bold] {_text(status.cluster_id)}  partitions: {status.partitions}  "
+              f"under-replicated: {status.under_replicated}  offline: {status.offline}  "
+              f"reassignments: {_text(status.reassignments)}")
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for header in ("BROKER", "ADDRESS", "RACK", "ALIVE", "REPLICAS", "LEADERS", "QUEUE"):
+        table.add_column(header, no_wrap=True)
+    for broker in status.brokers:
+        address = f"{broker.host}:{broker.port}" if broker.host is not None else UNKNOWN
+        table.add_row(str(broker.broker), address, _text(broker.rack), "yes" if broker.alive else "no",
+                      str(broker.replicas), str(broker.leaders), _text(broker.queue_depth))
+    out.print(table)
+
+
+def print_elections(results: Sequence[ElectionResult]) -> None:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for header in ("TOPIC", "PART", "OUTCOME", "LEADER"):
+        table.add_column(header, no_wrap=header != "TOPIC", overflow="fold")
+    table.add_column("DETAIL", overflow="fold")
+    for result in results:
+        # The row names the partition already; the detail names it too, to stand alone elsewhere.
+        detail = result.detail.removeprefix(f"{result.topic}-{result.partition}: ")
+        table.add_row(result.topic, str(result.partition), result.outcome, _text(result.leader), detail)
+    console().print(table)
+
+
+def print_plan(plan: Plan) -> None:
+    """The moves, then what they copy: bytes where the sizes are known, else replicas."""
+    out = console()
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for header in ("TOPIC", "PART", "FROM", "TO", "ADDED", "REMOVED"):
+        table.add_column(header, no_wrap=header != "TOPIC", overflow="fold")
+    for move in plan.moves:
+        table.add_row(move.topic, str(move.partition), _ids(move.old_replicas), _ids(move.new_replicas),
+                      _ids(move.added) or UNKNOWN, _ids(move.removed) or UNKNOWN)
+    if plan.moves:
+        out.print(table)
+    copied = f"{plan.bytes_moved} bytes" if plan.bytes_moved else f"{plan.replicas_moved} replicas"
+    out.print(f"{len(plan.moves)} partitions change; {copied} to copy "
+              f"(balance alone needs at least {plan.lower_bound} replicas moved)")
+
+
+@contextlib.contextmanager
+def moves_progress(total: int) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr; yields the callback that advances it: (done, total)."""
+    with Progress(TextColumn("moving partitions"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True, highlight=False), transient=False) as progress:
+        task = progress.add_task("moves", total=total)
+
+        def advance(done: int, _total: int) -> None:
+            progress.update(task, completed=done)
+
+        yield advance

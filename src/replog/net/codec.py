@@ -46,8 +46,10 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
     INCREMENTAL_ALTER_CONFIGS = 44
+    ELECT_LEADERS = 43
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    DESCRIBE_CLUSTER = 60
 
 
 # api key -> (min version, max version) that replog implements: static, so that the client
@@ -68,6 +70,8 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
 }
 
 

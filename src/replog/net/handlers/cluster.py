@@ -1,0 +1,59 @@
+"""The cluster as a whole: ElectLeaders and DescribeCluster, answered from the store through
+replog.admin, as `replog cluster` answers them with --coord."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from replog import admin
+from replog.admin import ElectionType
+from replog.admin.reassignment import cluster_brokers
+
+from ..codec import ApiKey, Request, build_response
+from . import handles, log_refusal
+
+
+@handles(ApiKey.ELECT_LEADERS)
+async def elect_leaders(services, request: Request):
+    """Answered once every partition has its new leader, or the request's timeout ran out
+    (REQUEST_TIMED_OUT for the ones still electing). v0 knows only preferred elections. An
+    unclean election that succeeded says so in the message beside its error code 0: records
+    may be lost."""
+    body = request.body
+    asked = None if body.topic_partitions is None else [
+        (topic.topic, partition) for topic in body.topic_partitions for partition in topic.partitions]
+    election_type = ElectionType(getattr(body, "election_type", ElectionType.PREFERRED))
+    results = await admin.elect_leaders(services.store, election_type, asked, max(0.0, body.timeout.total_seconds()))
+    by_topic: dict[str, list[dict]] = {}
+    for result in results:
+        if result.error is not None and result.error.code != ErrorCode.election_not_needed:
+            log_refusal(request, f"{election_type.name.lower()} election", f"{result.topic}-{result.partition}",
+                        result.error.code)
+        by_topic.setdefault(result.topic, []).append({
+            "partition_id": result.partition,
+            "error_code": ErrorCode.none if result.error is None else result.error.code,
+            "error_message": result.detail if result.error is not None or result.unclean_after_isr is not None else None,
+        })
+    return build_response(request, {
+        "throttle_time": 0, "error_code": ErrorCode.none,
+        "replica_election_results": [{"topic": topic, "partition_result": partitions}
+                                     for topic, partitions in by_topic.items()],
+    })
+
+
+@handles(ApiKey.DESCRIBE_CLUSTER)
+async def describe_cluster(services, request: Request):
+    """The registered brokers, and from v2, when asked (include_fenced_brokers), the brokers the
+    cluster knows that are not registered, as fenced, with no address: down, or stopped without
+    being removed. Any broker takes admin requests, so the controller is the broker asked."""
+    brokers = [{"broker_id": broker_id, "host": registration.host, "port": registration.port,
+                "rack": registration.rack, "is_fenced": False}
+               for broker_id, registration in sorted(services.metadata.brokers.items())]
+    if getattr(request.body, "include_fenced_brokers", False):
+        down = await cluster_brokers(services.store) - set(services.metadata.brokers)
+        brokers += [{"broker_id": broker_id, "host": "", "port": -1, "rack": None, "is_fenced": True}
+                    for broker_id in sorted(down)]
+    return build_response(request, {
+        "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+        "cluster_id": services.cluster_id or "", "controller_id": services.broker_id, "brokers": brokers,
+    })
