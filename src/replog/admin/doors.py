@@ -512,32 +512,6 @@ class KafkaDoor(AdminDoor):
                 failure = error
         raise Unreachable(f"cannot reach a broker at {self.where}: {failure}")
 
-
-def _bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
-    addresses = []
-    for server in filter(None, (entry.strip() for entry in bootstrap.split(","))):
-        host, colon, port = server.rpartition(":")
-        if not colon:
-            host, port = server, str(KAFKA_DEFAULT_PORT)
-        if not host or not port.isdigit():
-            raise DoorChoiceError(f"--bootstrap-server {bootstrap}: {server!r} is not HOST:PORT")
-        addresses.append((host, int(port)))
-    return addresses
-
-
-def _raise_for(answer, api: str) -> None:
-    """The error a whole admin answer carries, as its AdminError."""
-    if answer.error_code != ErrorCode.none:
-        raise error_for_code(int(answer.error_code), answer.error_message or f"{api}: {answer.error_code.name}")
-
-
-def _partition_error(topic: str, partition) -> AdminError | None:
-    if partition.error_code == ErrorCode.none:
-        return None
-    subject = f"{topic}-{partition.partition_index}"
-    return error_for_code(int(partition.error_code), partition.error_message or f"{subject}: {partition.error_code.name}")
-
-
     # -- the cluster ----------------------------------------------------------------------------
 
     async def cluster_status(self) -> cluster.ClusterStatus:
@@ -587,6 +561,32 @@ def _partition_error(topic: str, partition) -> AdminError | None:
         except KafkaException as exception:
             error = exception.args[0]
             raise error_for_code(error.code(), f"{self.where}: {error.str()}") from None
+
+
+def _bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
+    addresses = []
+    for server in filter(None, (entry.strip() for entry in bootstrap.split(","))):
+        host, colon, port = server.rpartition(":")
+        if not colon:
+            host, port = server, str(KAFKA_DEFAULT_PORT)
+        if not host or not port.isdigit():
+            raise DoorChoiceError(f"--bootstrap-server {bootstrap}: {server!r} is not HOST:PORT")
+        addresses.append((host, int(port)))
+    return addresses
+
+
+def _raise_for(answer, api: str) -> None:
+    """The error a whole admin answer carries, as its AdminError."""
+    if answer.error_code != ErrorCode.none:
+        raise error_for_code(int(answer.error_code), answer.error_message or f"{api}: {answer.error_code.name}")
+
+
+def _partition_error(topic: str, partition) -> AdminError | None:
+    if partition.error_code == ErrorCode.none:
+        return None
+    subject = f"{topic}-{partition.partition_index}"
+    return error_for_code(int(partition.error_code), partition.error_message or f"{subject}: {partition.error_code.name}")
+
 
 
 def _described_partition(partition, live: set[int]) -> PartitionDescription:
