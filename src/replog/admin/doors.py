@@ -588,7 +588,6 @@ def _partition_error(topic: str, partition) -> AdminError | None:
     return error_for_code(int(partition.error_code), partition.error_message or f"{subject}: {partition.error_code.name}")
 
 
-
 def _described_partition(partition, live: set[int]) -> PartitionDescription:
     """A Metadata answer's partition (confluent-kafka's PartitionMetadata): it names no leader
     epoch and no reassignment."""
