@@ -60,6 +60,7 @@ from .topics import (
     describe_topic,
     list_topics,
     read_replicas,
+    registered_brokers,
 )
 
 logger = logging.getLogger(__name__)
@@ -134,15 +135,6 @@ def summarize(cluster_id: str | None, registered: Mapping[int, BrokerRegistratio
         offline=sum(part.leader is None or part.leader not in registered for part in partitions),
         reassignments=reassignments,
     )
-
-
-async def registered_brokers(store: Store) -> dict[int, BrokerRegistration]:
-    registered = {}
-    for child in await _children_or_none(store, paths.BROKER_IDS):
-        node = await _get_or_none(store, paths.broker(int(child)))
-        if node is not None:  # None: its session ended since the listing
-            registered[int(child)] = BrokerRegistration.decode(node[0])
-    return registered
 
 
 async def cluster_status(store: Store) -> ClusterStatus:

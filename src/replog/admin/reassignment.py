@@ -28,7 +28,7 @@ from .errors import (
     ReassignmentInProgress,
     UnknownTopicOrPartition,
 )
-from .topics import StateChangeLimits, _changing_topic, _children_or_none, _partition_ids, live_brokers, read_replicas
+from .topics import StateChangeLimits, _changing_topic, _children_or_none, _partition_ids, read_replicas
 
 PartitionKey = tuple[str, int]
 
@@ -71,8 +71,8 @@ async def alter_partition_reassignments(
 async def cluster_brokers(store: Store) -> set[int]:
     """The brokers of the cluster, running or not: those registered, and those with a state-change
     queue (the seed's path of a broker added to the cluster, deleted when it is removed)."""
-    queues = {int(child) for child in await _children_or_none(store, paths.STATE_QUEUES) if child.isdigit()}
-    return queues | {broker for broker, _ in await live_brokers(store)}
+    return {int(child) for path in (paths.STATE_QUEUES, paths.BROKER_IDS)
+            for child in await _children_or_none(store, path) if child.isdigit()}
 
 
 async def _refusal(store: Store, topic: str, partition: int, target: Sequence[int] | None,

@@ -162,14 +162,19 @@ async def _ensure_exists(store: Store, path: str) -> None:
             pass  # another admin or broker made it first
 
 
+async def registered_brokers(store: Store) -> dict[int, BrokerRegistration]:
+    """Every registered broker's registration, by id."""
+    registered = {}
+    for child in await _children_or_none(store, paths.BROKER_IDS):
+        node = await _get_or_none(store, paths.broker(int(child)))
+        if node is not None:  # None: the broker's session ended since the listing
+            registered[int(child)] = BrokerRegistration.decode(node[0])
+    return registered
+
+
 async def live_brokers(store: Store) -> list[BrokerRack]:
     """(broker id, rack) of every registered broker, by id."""
-    brokers = []
-    for child in await _children_or_none(store, paths.BROKER_IDS):
-        registered = await _get_or_none(store, paths.broker(int(child)))
-        if registered is not None:  # None: the broker's session ended since the listing
-            brokers.append((int(child), BrokerRegistration.decode(registered[0]).rack))
-    return sorted(brokers)
+    return [(broker, registration.rack) for broker, registration in sorted((await registered_brokers(store)).items())]
 
 
 async def list_topics(store: Store) -> list[str]:

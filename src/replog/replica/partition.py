@@ -664,28 +664,28 @@ class Partition:
             error = self.record_follower_fetch(replica_id, fetch_offset, now_ms, current_leader_epoch)
         if error is not ErrorCode.NONE:
             return self._fetch_error(error)
-        if not self._is_throttled(replica_id):
+        allowance_bytes = self._throttle_allowance_bytes(replica_id, now_ms)
+        if allowance_bytes is None:
             return self._fetch_result(self.log.read(fetch_offset, max_bytes))
-        _, throttle, rate_bytes_per_s = self._throttled
-        allowance_bytes = throttle.allowance_bytes(rate_bytes_per_s, now_ms)
         if not allowance_bytes:
             return self._fetch_result([])
         result = self._fetch_result(self.log.read(fetch_offset, min(max_bytes, allowance_bytes)))
-        throttle.spent(sum(piece.size_bytes for piece in result.slices))
+        self._throttled[1].spent(sum(piece.size_bytes for piece in result.slices))
         return result
 
     def throttles(self, replica_id: int, now_ms: int) -> bool:
         """Whether the throttle holds a fetch of `replica_id` back now: a long poll should not
         wake for this partition's data, which it could not send."""
-        if not self._is_throttled(replica_id):
-            return False
-        _, throttle, rate_bytes_per_s = self._throttled
-        return not throttle.allowance_bytes(rate_bytes_per_s, now_ms)
+        return self._throttle_allowance_bytes(replica_id, now_ms) == 0
 
-    def _is_throttled(self, replica_id: int) -> bool:
-        # As Kafka: a throttled replica that joined the ISR is not throttled, or acks=all would
-        # wait on the throttle.
-        return self._throttled is not None and replica_id in self._throttled[0] and replica_id not in self.isr
+    def _throttle_allowance_bytes(self, replica_id: int, now_ms: int) -> int | None:
+        """What the throttle lets `replica_id` have now; None if it is not throttled. As Kafka:
+        a throttled replica that joined the ISR is not throttled, or acks=all would wait on the
+        throttle."""
+        if self._throttled is None or replica_id not in self._throttled[0] or replica_id in self.isr:
+            return None
+        _, throttle, rate_bytes_per_s = self._throttled
+        return throttle.allowance_bytes(rate_bytes_per_s, now_ms)
 
     def throttle(self, replicas: Collection[int], throttle: ReplicationThrottle, rate_bytes_per_s: int | None) -> None:
         """Fetches of `replicas` (a move's added replicas) draw on `throttle` at

@@ -29,6 +29,7 @@ rather than sending the close-replicas first (the seed's order, which loses them
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import logging
 from collections.abc import Callable
@@ -55,17 +56,17 @@ class ReassignmentWatch:
     """The partition's reassignment node as last seen, kept current by a watch while this
     broker leads the partition; `on_change` hears of each change."""
 
-    def __init__(self, store: Store, topic: str, partition: int, on_change: Callable[[], None]):
-        self._store, self._path, self._on_change = store, paths.reassigned_partition(topic, partition), on_change
+    def __init__(self, store: Store, topic: str, partition: int):
+        self._store, self._path = store, paths.reassigned_partition(topic, partition)
         self.current: tuple[PartitionReassignment, int] | None = None
 
-    async def run(self) -> None:
+    async def run(self, on_change: Callable[[], None]) -> None:
         while True:  # until cancelled with the leadership; a failed watch is watched again
             try:
                 async with await self._store.watch_data(self._path) as watch:
                     async for event in watch:
                         self.current = (PartitionReassignment.decode(event.data), event.version) if event.exists else None
-                        self._on_change()
+                        on_change()
             except StoreError as error:
                 logger.warning("reassignment watch failed, watching again path=%s error=%s", self._path, error)
             await asyncio.sleep(WATCH_RETRY_PAUSE_S)
@@ -81,18 +82,17 @@ class Reassigner:
         self._store = store
         self._partition = partition
         self._throttle = throttle
-        self._watch: ReassignmentWatch | None = None
+        self._watch = ReassignmentWatch(store, partition.topic, partition.partition_id)
         self._clock_ms = clock_ms
         self._queue_max_requests = queue_max_requests
 
     async def watch(self, on_change: Callable[[], None]) -> None:
-        self._watch = ReassignmentWatch(self._store, self._partition.topic, self._partition.partition_id, on_change)
-        await self._watch.run()
+        await self._watch.run(on_change)
 
     async def step(self, leader_version: int, isr_version: int) -> tuple[Step, int]:
         """Take the next step of the reassignment in progress, if any; with the ISR node's
         version after it."""
-        seen = None if self._watch is None else self._watch.current
+        seen = self._watch.current
         partition = self._partition
         if seen is None or seen[0].original is None:
             partition.throttle((), self._throttle, None)
@@ -135,7 +135,7 @@ class Reassigner:
         topic, partition_id, me = partition.topic, partition.partition_id, partition.local_broker_id
         target = reassignment.replicas
         closing = tuple(broker for broker in partition.assigned_replicas if broker not in target)
-        switched = PartitionReassignment(target, reassignment.original, closing)
+        switched = dataclasses.replace(reassignment, closing=closing)
         txn = self._store.transaction()
         txn.check(paths.leader(topic, partition_id), leader_version)
         txn.set(paths.isr(topic, partition_id), IsrRecord(tuple(sorted(target)), partition.leader_epoch).encode(), isr_version)
