@@ -48,8 +48,8 @@ def resting(cluster) -> str:
     return topic
 
 
-def produce(cluster, topic: str, count: int) -> None:
-    lines = "".join(f"record {number}\n" for number in range(count))
+def produce(cluster, topic: str, count: int, padding: int = 0) -> None:
+    lines = "".join(f"record {number} {'x' * padding}\n" for number in range(count))
     done = subprocess.run([sys.executable, "-m", "replog", "produce", "--topic", topic, "--bootstrap-server", cluster.bootstrap],
                           input=lines, capture_output=True, text=True, timeout=120,
                           env={name: value for name, value in os.environ.items() if not name.startswith("REPLOG_")})
@@ -79,6 +79,10 @@ async def throttles(cluster, partitions) -> list[int | None]:
         await store.close()
 
 
+def log_size(cluster, broker: int, topic: str, partition: int) -> int:
+    return sum(segment.stat().st_size for segment in (cluster.brokers[broker].data_dir / f"{topic}-{partition}").glob("*.log"))
+
+
 def log_dirs(cluster, broker: int, topic: str) -> list[str]:
     data_dir = cluster.brokers[broker].data_dir
     return sorted(entry.name for entry in data_dir.iterdir() if entry.name.startswith(f"{topic}-")) if data_dir.exists() else []
@@ -101,6 +105,9 @@ def test_generate_execute_verify_moves_the_topic_off_a_broker(cluster, door, tmp
     assert all(len(replicas) == 2 and 0 not in replicas for replicas in targets.values()), targets
     assert sorted(broker for replicas in targets.values() for broker in replicas) == [1, 1, 2, 2, 3, 3], "balanced"
     assert generated["replicas_moved"] == generated["lower_bound"] == 2, "only broker 0's two replicas move"
+    copied = {index: set(targets[index]) - set(before[index]) for index in targets}
+    assert generated["bytes_moved"] == sum(log_size(cluster, before[index][0], topic, index) * len(added)
+                                           for index, added in copied.items()), "the moved partitions' sizes"
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(generated["proposed"]))
 
@@ -147,14 +154,15 @@ def test_cancel_puts_back_moves_that_cannot_finish(cluster, tmp_path):
 
         def waiting_for_broker_3(door: list[str]) -> dict | None:
             progress = verified(door, plan)
-            waiting = all(status["status"] == "in progress" and status["adding"] == [{"broker": 3, "in_sync": False}]
+            waiting = all(status["status"] == "in progress" and [replica["broker"] for replica in status["adding"]] == [3]
                           for status in progress.values())
             return progress if waiting else None
 
-        in_store = wait_until(lambda: waiting_for_broker_3(coord), "broker 3 being added", SETTLE_S)
-        assert [status["high_watermark"] for status in in_store.values()] == [None, None], "the store has no offsets"
-        in_brokers = wait_until(lambda: waiting_for_broker_3(bootstrap), "broker 3 being added", SETTLE_S)
-        assert sum(status["high_watermark"] for status in in_brokers.values()) == 50
+        for door in (coord, bootstrap):
+            waiting = wait_until(lambda: waiting_for_broker_3(door), "broker 3 being added", SETTLE_S)
+            assert sum(status["leader_log_end_offset"] for status in waiting.values()) == 50, "asked of the leaders"
+            assert [status["adding"] for status in waiting.values()] == [
+                [{"broker": 3, "in_sync": False, "offsets_behind": None, "bytes_behind": None}]] * 2, "broker 3 is down"
         again = replog("reassign", "execute", "--reassignment-json-file", plan, *coord)
         assert f"partition {topic}-0 is being moved already (and 1 more)" in one_line_error(again, 1)
 
@@ -170,6 +178,37 @@ def test_cancel_puts_back_moves_that_cannot_finish(cluster, tmp_path):
         cluster.brokers[3].restart()
     settled(coord, topic)
     wait_until(lambda: not log_dirs(cluster, 3, topic), "broker 3 without a replica of the cancelled moves", SETTLE_S)
+
+
+def test_verify_shows_how_far_each_added_replica_is_behind_its_leader(cluster, tmp_path):
+    """A move throttled to 100 kB/s copies 2 MB for about 20 s: verify shows the replica being
+    added with the offsets and bytes it lacks, through both doors, until it is cancelled."""
+    coord, bootstrap = ["--coord", cluster.coord_url], ["--bootstrap-server", cluster.bootstrap]
+    topic = unique("behind")
+    succeeded(replog("topics", "create", topic, "--replica-assignment", "0:1", *coord))
+    settled(coord, topic)
+    produce(cluster, topic, 2000, padding=1000)
+    size = log_size(cluster, 0, topic, 0)
+    plan = plan_file(tmp_path, "plan.json", {(topic, 0): [0, 1, 2]})
+    succeeded(replog("reassign", "execute", "--reassignment-json-file", plan, "--throttle", "100000", *coord))
+
+    def catching_up(door: list[str]) -> dict | None:
+        [status] = verified(door, plan).values()
+        [added] = status["adding"]
+        return status if (added["broker"] == 2 and not added["in_sync"] and (added["offsets_behind"] or 0) > 0
+                          and (added["bytes_behind"] or 0) > 0) else None
+
+    try:
+        for door in (coord, bootstrap):
+            status = wait_until(lambda: catching_up(door), "broker 2 catching up", SETTLE_S)
+            [added] = status["adding"]
+            assert status["leader_log_end_offset"] == 2000 and added["offsets_behind"] <= 2000, status
+            assert added["bytes_behind"] <= size, (status, size)
+        table = succeeded(replog("reassign", "verify", "--reassignment-json-file", plan, *coord)).stdout
+        assert " offsets, " in table and ("MB behind" in table or "kB behind" in table), table
+    finally:
+        succeeded(replog("reassign", "cancel", "--reassignment-json-file", plan, *coord))
+    settled(coord, topic)
 
 
 @pytest.mark.parametrize("command, plan, status, says", [

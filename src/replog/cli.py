@@ -646,11 +646,12 @@ def reassign_generate(topics_to_move: list[str], broker_ids: list[int], coord_ur
     current, plan = _through_door(coord_url, bootstrap, lambda door: generate(door, topics_to_move, broker_ids))
     if output == "json":
         print_json({"current": _plan_json(current), "proposed": _plan_json(plan.assignment),
-                    "replicas_moved": plan.replicas_moved, "lower_bound": plan.lower_bound})
+                    "replicas_moved": plan.replicas_moved, "bytes_moved": plan.bytes_moved, "lower_bound": plan.lower_bound})
         return
     click.echo(f"Current partition replica assignment\n{format_reassignment(current)}\n")
     click.echo(f"Proposed partition reassignment configuration\n{format_reassignment(plan.assignment)}\n")
-    click.echo(f"The proposal moves {plan.replicas_moved} replicas (balance alone needs {plan.lower_bound}).")
+    click.echo(f"The proposal moves {plan.replicas_moved} replicas, {plan.bytes_moved} bytes "
+               f"(balance alone needs {plan.lower_bound} replicas).")
 
 
 @reassign.command("execute", cls=AdminCommand)

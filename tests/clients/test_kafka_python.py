@@ -185,3 +185,27 @@ def test_resent_produce_batch_is_acknowledged_at_its_first_offset_and_not_append
         wire.close()
     assert_same(sent, KafkaPython().read(broker.bootstrap, topic, len(sent)))
     assert KafkaPython().offset_for_time(broker.bootstrap, topic, sent[-1].timestamp_ms + 1) is None  # nothing after
+
+
+def test_describe_log_dirs_gives_each_hosted_partition_its_size_on_disk(broker, make_topic):
+    """kafka-python's describe_log_dirs (DescribeLogDirs): the broker's data directory, the size of
+    each replica's log, and the filter by partition."""
+    topic, idle = make_topic(), make_topic()
+    KafkaPython().produce(broker.bootstrap, topic, records(20))
+    size = sum(segment.stat().st_size for segment in (broker.data_dir / f"{topic}-0").glob("*.log"))
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        everything = admin.describe_log_dirs()
+        asked = admin.describe_log_dirs(topic_partitions={topic: [0]})
+    finally:
+        admin.close()
+
+    def sizes(answer) -> dict[str, list]:
+        [(log_dir, topics)] = [(result["log_dir"], result["topics"]) for broker_answer in answer for result in broker_answer["log_dirs"]]
+        assert log_dir == str(broker.data_dir.resolve())
+        return {entry["name"]: [(p["partition_index"], p["partition_size"], p["offset_lag"]) for p in entry["partitions"]]
+                for entry in topics}
+
+    described = sizes(everything)
+    assert size > 0 and described[topic] == [(0, size, 0)] and described[idle] == [(0, 0, 0)]
+    assert sizes(asked) == {topic: [(0, size, 0)]}

@@ -282,6 +282,19 @@ async def test_list_offsets_answers_committed_offsets_only(replicated):
     assert replicated.list_offsets(150) == (0, 200, 2, 0)
 
 
+async def test_any_replica_answers_list_offsets_from_its_own_log_end(replicated):
+    """Kafka's debugging replica id: a follower answers too, and "latest" is the log end, past
+    the HW; epochs are still fenced."""
+    await replicated.append_as_leader(records(3), acks=1, timeout_ms=1000)
+    assert replicated.list_offsets(LATEST_TIMESTAMP)[:3] == (0, -1, 0), "consumers see the HW"
+    assert replicated.list_offsets(LATEST_TIMESTAMP, any_replica=True)[:3] == (0, -1, 3)
+    replicated.become_follower(FOLLOWER, 1, now_ms=1)
+    assert replicated.list_offsets(LATEST_TIMESTAMP).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert replicated.list_offsets(LATEST_TIMESTAMP, any_replica=True)[:3] == (0, -1, 3)
+    assert replicated.list_offsets(EARLIEST_TIMESTAMP, any_replica=True)[:3] == (0, -1, 0)
+    assert replicated.list_offsets(LATEST_TIMESTAMP, current_leader_epoch=0, any_replica=True).error_code == 74
+
+
 async def test_end_offset_for_epoch_follows_kip_101(single):
     await single.append_as_leader(records(3), acks=1, timeout_ms=1000)
     single.become_leader(2, (LEADER,), (LEADER,), now_ms=0)

@@ -390,10 +390,12 @@ async def current_assignment(store: Store) -> dict[PartitionKey, tuple[int, ...]
     return assignment
 
 
-async def plan_membership(store: Store, *, add: Collection[int] = (), remove: Collection[int] = ()) -> Plan:
+async def plan_membership(store: Store, *, add: Collection[int] = (), remove: Collection[int] = (),
+                          size_bytes: Mapping[PartitionKey, int] | None = None) -> Plan:
     """The planner's moves over the cluster's brokers, the added ones included (they must be
     running, for their racks) and the removed ones excluded; refused while moves are in flight,
-    since their partitions' replicas are changing."""
+    since their partitions' replicas are changing. `size_bytes`: the partitions' sizes, which
+    the plan reports and, between plans moving as many replicas, keeps small."""
     registered = await registered_brokers(store)
     known = await cluster_brokers(store)
     for broker in sorted(add):
@@ -419,7 +421,7 @@ async def plan_membership(store: Store, *, add: Collection[int] = (), remove: Co
     # A removed broker that is down and holds nothing needs no move, only its paths deleted,
     # which the planner would take for a typo.
     planned_removal = {broker for broker in remove if broker in registered or broker in holding}
-    return plan_balance(current, brokers, remove=planned_removal)
+    return plan_balance(current, brokers, remove=planned_removal, size_bytes=size_bytes)
 
 
 async def execute_plan(store: Store, plan: Plan, limits: StateChangeLimits = StateChangeLimits()) -> None:
@@ -490,11 +492,12 @@ async def finish_removal(store: Store, brokers: Collection[int], limits: StateCh
 
 
 def plan_as_json(plan: Plan) -> dict:
-    """JSON of a plan: {"moves": [{"topic", "partition", "from", "to", "added", "removed"}],
-    "replicas_moved": int, "bytes_moved": int, "lower_bound": int}."""
+    """JSON of a plan: {"moves": [{"topic", "partition", "from", "to", "added", "removed",
+    "size_bytes"}], "replicas_moved": int, "bytes_moved": int, "lower_bound": int}."""
     return {
         "moves": [{"topic": move.topic, "partition": move.partition, "from": list(move.old_replicas),
-                   "to": list(move.new_replicas), "added": list(move.added), "removed": list(move.removed)}
+                   "to": list(move.new_replicas), "added": list(move.added), "removed": list(move.removed),
+                   "size_bytes": move.size_bytes}
                   for move in plan.moves],
         "replicas_moved": plan.replicas_moved, "bytes_moved": plan.bytes_moved, "lower_bound": plan.lower_bound,
     }

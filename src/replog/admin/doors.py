@@ -11,11 +11,12 @@ The checks that need no cluster (topic names, an explicit assignment's shape) ru
 either door is used, so both refuse bad input with the same words. Every failure is an
 AdminError: a Kafka error code and one line naming the topic; Unreachable when the store or
 the brokers do not answer. What a door cannot tell (the Kafka door has no leader epoch and no
-reassignment in its Metadata answer) is None in the descriptions, and the store door knows no
-log offsets.
+reassignment in its Metadata answer) is None in the descriptions. Log sizes and offsets live
+in the brokers: both doors ask the running brokers for them (replica_logs.py).
 
-confluent-kafka has no call for AlterPartitionReassignments, ListPartitionReassignments or a
-broker's rack, so the Kafka door sends those with replog's own client (net/client.py).
+confluent-kafka has no call for AlterPartitionReassignments, ListPartitionReassignments,
+DescribeLogDirs or a broker's rack, so the doors send those with replog's own client
+(net/client.py).
 
 A door is an async context manager: `async with open_door(coord_url, bootstrap) as door: ...`.
 """
@@ -32,7 +33,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.config import load_broker_config
 from replog.coord_backends import Store, StoreError, open_store
-from replog.net.client import LATEST_TIMESTAMP, BrokerConnection, BrokerUnavailable
+from replog.net.client import BrokerConnection, BrokerUnavailable
 from replog.net.codec import ApiKey
 
 from . import cluster
@@ -40,8 +41,9 @@ from .assignment import BrokerRack
 from .errors import AdminError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
 from .planner import Plan
 from .reassignment import PartitionKey, ReassignmentStatus
+from .replica_logs import ReplicaKey, ReplicaLog
 from .topic_status import TopicStatus
-from . import reassignment, topics
+from . import reassignment, replica_logs, topics
 from .topics import (
     AlterOp,
     ConfigOperation,
@@ -110,12 +112,20 @@ def open_door(coord_url: str | None, bootstrap: str | None) -> AdminDoor:
 class AdminDoor(abc.ABC):
     where: str  # the store URL or the bootstrap servers, as the operator gave them
 
+    def __init__(self) -> None:
+        # Replog's own client, for what neither the store nor confluent-kafka's AdminClient answers.
+        self._connections: dict[tuple[str, int], BrokerConnection] = {}
+
     async def __aenter__(self) -> AdminDoor:
         await self._open()
         return self
 
     async def __aexit__(self, *exc_info) -> None:
-        await self._close()
+        try:
+            await self._close()
+        finally:
+            for connection in self._connections.values():
+                connection.close()
 
     async def create_topic(self, topic: NewTopic, *, if_not_exists: bool = False) -> bool:
         """Create the topic; False if it existed and `if_not_exists` allows that."""
@@ -180,9 +190,33 @@ class AdminDoor(abc.ABC):
     async def list_reassignments(self, partitions: Collection[PartitionKey] | None = None) -> list[ReassignmentStatus]:
         """The moves in flight, of the given partitions or of all."""
 
+    async def replica_logs(self, wanted: Mapping[int, Collection[PartitionKey] | None], *,
+                           with_end_offsets: bool = True) -> dict[ReplicaKey, ReplicaLog]:
+        """The logs of the replicas each broker of `wanted` hosts among its partitions (None: all),
+        asked of the brokers themselves (replica_logs.py); those of brokers down are left out."""
+        addresses = await self._broker_addresses()
+
+        async def connect(broker: int) -> BrokerConnection | None:
+            address = addresses.get(broker)
+            return None if address is None else await self._connection(address)
+
+        return await replica_logs.replica_logs(connect, wanted, with_end_offsets=with_end_offsets)
+
+    async def partition_sizes(self) -> dict[PartitionKey, int]:
+        """Each partition's size on disk, as its running brokers tell: what a plan weighs."""
+        hosting = dict.fromkeys(await self._broker_addresses())
+        return replica_logs.partition_sizes(await self.replica_logs(hosting, with_end_offsets=False))
+
     @abc.abstractmethod
-    async def end_offsets(self, partitions: Collection[PartitionKey]) -> dict[PartitionKey, int | None]:
-        """Each partition's high watermark on its leader; None where the door cannot tell."""
+    async def _broker_addresses(self) -> dict[int, tuple[str, int]]:
+        """(host, port) of each running broker, by id."""
+
+    async def _connection(self, address: tuple[str, int]) -> BrokerConnection:
+        connection = self._connections.get(address)
+        if connection is None or connection.closed:
+            connection = await BrokerConnection.open(*address, request_timeout_s=REQUEST_TIMEOUT_S)
+            self._connections[address] = connection
+        return connection
 
     @abc.abstractmethod
     async def _open(self) -> None: ...
@@ -248,6 +282,7 @@ _MEMBERSHIP_NEEDS_THE_STORE = ("adding and removing brokers needs --coord URL: i
 
 class StoreDoor(AdminDoor):
     def __init__(self, store: Store, url: str):
+        super().__init__()
         self.store = store
         self.where = url
 
@@ -302,8 +337,9 @@ class StoreDoor(AdminDoor):
     async def list_reassignments(self, partitions: Collection[PartitionKey] | None = None) -> list[ReassignmentStatus]:
         return await reassignment.list_partition_reassignments(self.store, partitions)
 
-    async def end_offsets(self, partitions: Collection[PartitionKey]) -> dict[PartitionKey, int | None]:
-        return dict.fromkeys(partitions)  # offsets live in the brokers' logs, not in the store
+    async def _broker_addresses(self) -> dict[int, tuple[str, int]]:
+        return {broker: (registration.host, registration.port)
+                for broker, registration in (await topics.registered_brokers(self.store)).items()}
 
     async def _alter_topic_config(self, name: str, operations: Sequence[ConfigOperation], *, validate_only: bool) -> None:
         await topics.alter_topic_config(self.store, name, operations, validate_only=validate_only)
@@ -319,7 +355,7 @@ class StoreDoor(AdminDoor):
             self.store, topic, partition), ELECTION_TIMEOUT_S)
 
     async def plan_membership(self, *, add: Collection[int] = (), remove: Collection[int] = ()) -> Plan:
-        return await cluster.plan_membership(self.store, add=add, remove=remove)
+        return await cluster.plan_membership(self.store, add=add, remove=remove, size_bytes=await self.partition_sizes())
 
     async def execute_plan(self, plan: Plan) -> None:
         await cluster.execute_plan(self.store, plan)
@@ -336,10 +372,10 @@ class StoreDoor(AdminDoor):
 
 class KafkaDoor(AdminDoor):
     def __init__(self, bootstrap: str):
+        super().__init__()
         self.where = bootstrap
         self._admin = None
         self._errors: list = []
-        self._connections: dict[tuple[str, int], BrokerConnection] = {}
 
     async def _open(self) -> None:
         from replog.tools.kafka_client import admin_client
@@ -349,8 +385,6 @@ class KafkaDoor(AdminDoor):
 
     async def _close(self) -> None:
         self._admin = None  # librdkafka closes its connections when the client is collected
-        for connection in self._connections.values():
-            connection.close()
 
     async def _metadata(self):
         from replog.tools import ToolError
@@ -474,33 +508,9 @@ class KafkaDoor(AdminDoor):
             for topic in answer.topics for partition in topic.partitions
         ), key=lambda status: (status.topic, status.partition))
 
-    async def end_offsets(self, partitions: Collection[PartitionKey]) -> dict[PartitionKey, int | None]:
-        if not partitions:
-            return {}
-        metadata = await self._ask_any(lambda connection: connection.metadata(sorted({topic for topic, _ in partitions})))
-
-        async def high_watermark(topic: str, partition: int) -> int | None:
-            found = metadata.topics.get(topic)
-            leader = found.partitions.get(partition) if found is not None else None
-            address = metadata.brokers.get(leader.leader_id) if leader is not None else None
-            if address is None:  # no leader now: nobody can tell
-                return None
-            try:
-                connection = await self._connection((address.host, address.port))
-                listed = await connection.list_offsets(topic, partition, LATEST_TIMESTAMP)
-            except BrokerUnavailable:
-                return None
-            return listed.offset if listed.error_code == ErrorCode.none else None
-
-        keys = sorted(partitions)
-        return dict(zip(keys, await asyncio.gather(*(high_watermark(*key) for key in keys))))
-
-    async def _connection(self, address: tuple[str, int]) -> BrokerConnection:
-        connection = self._connections.get(address)
-        if connection is None or connection.closed:
-            connection = await BrokerConnection.open(*address, request_timeout_s=REQUEST_TIMEOUT_S)
-            self._connections[address] = connection
-        return connection
+    async def _broker_addresses(self) -> dict[int, tuple[str, int]]:
+        metadata = await self._ask_any(lambda connection: connection.metadata([]))
+        return {broker: (address.host, address.port) for broker, address in metadata.brokers.items()}
 
     async def _ask_any(self, ask):
         """`await ask(connection)` on the first bootstrap server that answers it."""

@@ -5,9 +5,10 @@ read and written by reassignment_plan.py, and the CLI only parses and prints.
     generate  the topics' assignment now, and the planner's balanced one over the brokers given
     execute   starts the moves that change something; answers the assignment before them, the
               rollback plan (a move already in flight is refused: its rollback would be lost)
-    verify    per partition: done, in progress (replicas being added, whether each is in the
-              ISR yet, the leader's high watermark they catch up to) or not on its target with
-              no move in flight (cancelled, refused, or never executed)
+    verify    per partition: done, in progress (replicas being added: whether each is in the
+              ISR yet, and how many offsets and bytes it is behind its leader, asked of the
+              brokers) or not on its target with no move in flight (cancelled, refused, or
+              never executed)
     cancel    ends the moves in flight; each partition goes back to the replicas it had when
               its move began, which the leader never stopped replicating to
 """
@@ -23,6 +24,7 @@ from .doors import AdminDoor
 from .errors import AdminError, BrokerNotAvailable, NoReassignmentInProgress, ReassignmentInProgress, UnknownTopicOrPartition
 from .planner import Plan, plan_balance
 from .reassignment import PartitionKey
+from .replica_logs import ReplicaLog
 from .topics import PartitionDescription
 
 Assignment = dict[PartitionKey, tuple[int, ...]]
@@ -71,25 +73,36 @@ class State(enum.StrEnum):
 
 
 @dataclasses.dataclass(frozen=True)
+class CatchingUp:
+    """A replica being added, against its leader's log; None where a broker did not tell (down,
+    or no leader now)."""
+
+    broker: int
+    in_sync: bool
+    offsets_behind: int | None
+    bytes_behind: int | None
+
+    def as_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
 class PartitionProgress:
     topic: str
     partition: int
     target: tuple[int, ...]
     replicas: tuple[int, ...]
     state: State
-    adding: tuple[int, ...] = ()
+    adding: tuple[CatchingUp, ...] = ()
     removing: tuple[int, ...] = ()
-    in_sync: tuple[int, ...] = ()  # those of `adding` in the ISR: caught up with the leader
-    # The leader's high watermark, which an adding replica reaches to join the ISR; None where
-    # the door cannot tell (the store door: offsets live in the brokers' logs).
-    high_watermark: int | None = None
+    leader_log_end_offset: int | None = None  # what the adding replicas catch up to, while moving
 
     def as_json(self) -> dict:
         return {
             "topic": self.topic, "partition": self.partition, "status": str(self.state),
             "target": list(self.target), "replicas": list(self.replicas),
-            "adding": [{"broker": broker, "in_sync": broker in self.in_sync} for broker in self.adding],
-            "removing": list(self.removing), "high_watermark": self.high_watermark,
+            "adding": [replica.as_json() for replica in self.adding], "removing": list(self.removing),
+            "leader_log_end_offset": self.leader_log_end_offset,
         }
 
 
@@ -106,7 +119,8 @@ async def generate(door: AdminDoor, topics: Sequence[str], broker_ids: Collectio
     if unknown:
         raise BrokerNotAvailable(f"brokers {unknown} are not registered (running brokers: {sorted(registered)}); "
                                  "plans are made onto running brokers, for their racks")
-    return current, plan_balance(current, [(broker, registered[broker]) for broker in sorted(broker_ids)])
+    return current, plan_balance(current, [(broker, registered[broker]) for broker in sorted(broker_ids)],
+                                 size_bytes=await door.partition_sizes())
 
 
 async def execute(door: AdminDoor, plan: Mapping[PartitionKey, Sequence[int]], *,
@@ -131,7 +145,12 @@ async def execute(door: AdminDoor, plan: Mapping[PartitionKey, Sequence[int]], *
 async def verify(door: AdminDoor, plan: Mapping[PartitionKey, Sequence[int]]) -> list[PartitionProgress]:
     described = await _partitions(door, plan)
     moving = {(status.topic, status.partition): status for status in await door.list_reassignments(plan)}
-    high_watermarks = await door.end_offsets(moving)
+    asked: dict[int, set[PartitionKey]] = {}
+    for key, status in moving.items():
+        leader = described[key].leader
+        for broker in (*status.adding, *([] if leader is None else [leader])):
+            asked.setdefault(broker, set()).add(key)
+    logs = await door.replica_logs(asked) if asked else {}
     progress = []
     for key in sorted(plan):
         target, now = tuple(plan[key]), described[key]
@@ -140,10 +159,22 @@ async def verify(door: AdminDoor, plan: Mapping[PartitionKey, Sequence[int]]) ->
             state = State.DONE if now.replicas == target else State.NOT_ON_TARGET
             progress.append(PartitionProgress(*key, target, now.replicas, state))
             continue
-        progress.append(PartitionProgress(
-            *key, target, status.replicas, State.MOVING, status.adding, status.removing,
-            in_sync=tuple(broker for broker in status.adding if broker in now.isr), high_watermark=high_watermarks.get(key)))
+        leader_log = None if now.leader is None else logs.get((now.leader, *key))
+        adding = tuple(_catching_up(broker, broker in now.isr, leader_log, logs.get((broker, *key)))
+                       for broker in status.adding)
+        progress.append(PartitionProgress(*key, target, status.replicas, State.MOVING, adding, status.removing,
+                                          None if leader_log is None else leader_log.log_end_offset))
     return progress
+
+
+def _catching_up(broker: int, in_sync: bool, leader: ReplicaLog | None, replica: ReplicaLog | None) -> CatchingUp:
+    if leader is None or replica is None:
+        return CatchingUp(broker, in_sync, None, None)
+    offsets_behind = None
+    if leader.log_end_offset is not None and replica.log_end_offset is not None:
+        offsets_behind = max(leader.log_end_offset - replica.log_end_offset, 0)
+    # Retention may have deleted segments on one replica before the other: a size never goes below 0.
+    return CatchingUp(broker, in_sync, offsets_behind, max(leader.size_bytes - replica.size_bytes, 0))
 
 
 async def wait_until_settled(door: AdminDoor, plan: Mapping[PartitionKey, Sequence[int]],

@@ -8,14 +8,14 @@ import contextlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from rich import box
+from rich import box, filesize
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .cluster import ClusterStatus, ElectionResult
 from .planner import Plan
-from .reassign_commands import PartitionProgress, State
+from .reassign_commands import CatchingUp, PartitionProgress, State
 from .topic_status import TopicStatus
 
 UNKNOWN = "-"  # a value the door asked cannot tell
@@ -62,21 +62,28 @@ def print_topics(statuses: Sequence[TopicStatus]) -> None:
 
 
 def print_reassignment_progress(progress: Sequence[PartitionProgress]) -> None:
-    """`reassign verify`: a row per partition of the plan."""
+    """`reassign verify`: a row per partition of the plan; each replica being added with how far
+    it is behind its leader."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("PARTITION", overflow="fold")
-    for header in ("STATUS", "TARGET", "REPLICAS", "ADDING", "REMOVING"):
+    for header in ("STATUS", "TARGET", "REPLICAS", "REMOVING"):
         table.add_column(header)
-    table.add_column("HW", justify="right")
+    table.add_column("ADDING", overflow="fold")
     for partition in progress:
-        adding = ", ".join(f"{broker} {'in sync' if broker in partition.in_sync else 'catching up'}"
-                           for broker in partition.adding)
-        moving = partition.state is State.MOVING
         table.add_row(
             f"{partition.topic}-{partition.partition}", str(partition.state), _ids(partition.target),
-            _ids(partition.replicas), adding, _ids(partition.removing), _value(partition.high_watermark) if moving else "",
+            _ids(partition.replicas), _ids(partition.removing), "\n".join(map(_catching_up, partition.adding)),
         )
     console().print(table)
+
+
+def _catching_up(replica: CatchingUp) -> str:
+    if replica.in_sync:
+        return f"{replica.broker}: in sync"
+    if replica.bytes_behind is None:
+        return f"{replica.broker}: catching up (its broker or the leader does not answer)"
+    offsets = "" if replica.offsets_behind is None else f"{replica.offsets_behind} offsets, "
+    return f"{replica.broker}: {offsets}{filesize.decimal(replica.bytes_behind)} behind"
 
 
 @contextlib.contextmanager
@@ -90,9 +97,10 @@ def reassignment_progress_bar() -> Iterator[Callable[[Sequence[PartitionProgress
         task = bar.add_task("reassigning", total=None)
 
         def update(progress: Sequence[PartitionProgress]) -> None:
-            adding = sum(len(partition.adding) for partition in progress)
-            in_sync = sum(len(partition.in_sync) for partition in progress)
-            catching_up = f", {in_sync}/{adding} added replicas in sync" if adding else ""
+            adding = [replica for partition in progress for replica in partition.adding]
+            in_sync = sum(replica.in_sync for replica in adding)
+            behind = sum(replica.bytes_behind or 0 for replica in adding)
+            catching_up = f", {in_sync}/{len(adding)} added replicas in sync, {filesize.decimal(behind)} to copy" if adding else ""
             bar.update(task, total=len(progress), completed=sum(partition.state is State.DONE for partition in progress),
                        description=f"partitions on their targets{catching_up}")
 
@@ -143,7 +151,7 @@ def print_plan(plan: Plan) -> None:
                       _ids(move.added) or UNKNOWN, _ids(move.removed) or UNKNOWN)
     if plan.moves:
         out.print(table)
-    copied = f"{plan.bytes_moved} bytes" if plan.bytes_moved else f"{plan.replicas_moved} replicas"
+    copied = f"{filesize.decimal(plan.bytes_moved)} in {plan.replicas_moved} replicas" if plan.bytes_moved else f"{plan.replicas_moved} replicas"
     out.print(f"{len(plan.moves)} partitions change; {copied} to copy "
               f"(balance alone needs at least {plan.lower_bound} replicas moved)")
 

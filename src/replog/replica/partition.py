@@ -865,30 +865,35 @@ class Partition:
 
     # -- offsets -------------------------------------------------------------------------------
 
-    def list_offsets(self, timestamp: int, current_leader_epoch: int = NO_LEADER_EPOCH) -> ListOffsetsResult:
+    def list_offsets(self, timestamp: int, current_leader_epoch: int = NO_LEADER_EPOCH, *,
+                     any_replica: bool = False) -> ListOffsetsResult:
         """ListOffsets for consumers: earliest (-2) is the log start, latest (-1) the HW, otherwise
         the first batch below the HW whose max timestamp is >= `timestamp` (batch granularity).
 
         KIP-207: a new leader learns the committed offset from its followers, so its HW may start
         below the one the previous leader reported. Until it reaches the start offset of our epoch
         (everything the old leader can have committed is below it), an answer that depends on the
-        HW is OFFSET_NOT_AVAILABLE rather than an offset lower than clients were already told."""
-        error = self._refusal(current_leader_epoch)
+        HW is OFFSET_NOT_AVAILABLE rather than an offset lower than clients were already told.
+
+        `any_replica`: Kafka's debugging replica id (-2), which followers answer too, from their
+        own log, with the log end in place of the HW: how far a replica has come."""
+        error = self.check_leader_epoch(current_leader_epoch) if any_replica else self._refusal(current_leader_epoch)
         if error is not ErrorCode.NONE:
             return ListOffsetsResult(error, NO_TIMESTAMP, UNKNOWN_OFFSET, UNDEFINED_EPOCH)
-        high_watermark_lags = self.high_watermark < self._leader_epoch_start_offset
+        end_offset = self.log_end_offset if any_replica else self.high_watermark
+        end_offset_lags = not any_replica and self.high_watermark < self._leader_epoch_start_offset
         if timestamp == EARLIEST_TIMESTAMP:
             offset, found_timestamp = self.log_start_offset, NO_TIMESTAMP
-        elif high_watermark_lags and timestamp == LATEST_TIMESTAMP:
+        elif end_offset_lags and timestamp == LATEST_TIMESTAMP:
             return ListOffsetsResult(ErrorCode.OFFSET_NOT_AVAILABLE, NO_TIMESTAMP, UNKNOWN_OFFSET, UNDEFINED_EPOCH)
         elif timestamp == LATEST_TIMESTAMP:
-            offset, found_timestamp = self.high_watermark, NO_TIMESTAMP
+            offset, found_timestamp = end_offset, NO_TIMESTAMP
         else:
             found = self.log.offset_for_timestamp(timestamp)
             if found is not None:
                 found = _first_record_at_or_after(self.log.read(found[0], 1), timestamp) or found
-            if found is None or found[0] >= self.high_watermark:
-                error = ErrorCode.OFFSET_NOT_AVAILABLE if high_watermark_lags else ErrorCode.NONE
+            if found is None or found[0] >= end_offset:
+                error = ErrorCode.OFFSET_NOT_AVAILABLE if end_offset_lags else ErrorCode.NONE
                 return ListOffsetsResult(error, NO_TIMESTAMP, UNKNOWN_OFFSET, UNDEFINED_EPOCH)
             offset, found_timestamp = found
         return ListOffsetsResult(ErrorCode.NONE, found_timestamp, offset, self._epoch_at(offset))

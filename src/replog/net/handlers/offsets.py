@@ -8,6 +8,9 @@ from ..codec import ApiKey, Request, build_response
 from . import handles
 
 NO_EPOCH = -1
+# Kafka's replica id for tools reading any replica's own log (ListOffsets answers it from
+# followers too, with the log end for "latest"): what `replog reassign verify` asks.
+DEBUGGING_REPLICA_ID = -2
 
 
 def _partition_or_error(services, topic: str, partition_index: int):
@@ -19,6 +22,7 @@ def _partition_or_error(services, topic: str, partition_index: int):
 
 @handles(ApiKey.LIST_OFFSETS)
 async def list_offsets(services, request: Request):
+    any_replica = request.body.replica_id == DEBUGGING_REPLICA_ID
     topics = []
     for topic in request.body.topics:
         answers = []
@@ -27,7 +31,8 @@ async def list_offsets(services, request: Request):
             if partition is None:
                 answers.append({"partition_index": asked.partition_index, "error_code": error, "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
-            found = partition.list_offsets(asked.timestamp, getattr(asked, "current_leader_epoch", NO_EPOCH))
+            found = partition.list_offsets(asked.timestamp, getattr(asked, "current_leader_epoch", NO_EPOCH),
+                                           any_replica=any_replica)
             answers.append(
                 {
                     "partition_index": asked.partition_index,
