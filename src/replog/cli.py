@@ -743,8 +743,7 @@ def reassign_cancel(plan: dict, coord_url: str | None, bootstrap: str | None, ou
 @main.group()
 def cluster() -> None:
     """Brokers, leaders and the cluster's health: status, elect-leaders, add-brokers,
-    remove-brokers. Takes --coord URL or --bootstrap-server HOST:PORT like `replog topics`
-    (adding and removing brokers: --coord only).
+    remove-brokers. Takes --coord URL or --bootstrap-server HOST:PORT like `replog topics`.
     """
     logging.getLogger("replog.state_change").setLevel(logging.WARNING)
     # An unclean election is logged for the brokers' operators; here the command's own output
@@ -869,8 +868,9 @@ def _change_membership(command: str, broker_ids: list[int], execute: bool, dry_r
         document = {"brokers": broker_ids, "plan": plan_as_json(plan), "executed": execute,
                     "elections": [result.as_json() for result in elections]}
         if removal is not None:
+            finished = removal.deletions_finished
             document |= {"queues_deleted": list(removal.queues_deleted),
-                         "deletions_finished": list(removal.deletions_finished)}
+                         "deletions_finished": None if finished is None else list(finished)}
         print_json(document)
         return
     if not execute:
@@ -883,7 +883,10 @@ def _change_membership(command: str, broker_ids: list[int], execute: bool, dry_r
         if result.outcome not in ("elected", "not needed"):
             click.echo(f"replog: warning: {result.detail}", err=True)
     if removal is not None:
-        for topic in removal.deletions_finished:
+        if removal.deletions_finished is None:
+            click.echo("Topic deletions that waited for the removed brokers completed with them (the broker does not "
+                       "say which).")
+        for topic in removal.deletions_finished or ():
             click.echo(f"Topic {topic}: its deletion, which waited for the removed brokers, completed.")
         click.echo(f"Removed brokers {ids}: their state-change paths are deleted; they may now be stopped.")
 
