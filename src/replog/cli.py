@@ -662,7 +662,8 @@ def reassign_execute(plan: dict, throttle: int | None, coord_url: str | None, bo
     """Start moving each partition of the plan to its replicas (those already there are left
     alone). Prints the assignment before the moves first: save it, execute it to roll back. A
     partition being moved already is refused (verify follows it, cancel ends it). --throttle
-    needs --coord: Kafka's AlterPartitionReassignments carries no throttle.
+    through --coord goes into the moves; through --bootstrap-server it is set as the brokers'
+    leader.replication.throttled.rate (every move's, until verify removes it).
 
     \b
     Example:
@@ -690,27 +691,39 @@ def reassign_execute(plan: dict, throttle: int | None, coord_url: str | None, bo
 def reassign_verify(plan: dict, wait: bool, coord_url: str | None, bootstrap: str | None, output: str) -> None:
     """Show each partition of the plan: done, in progress (replicas being added, each in sync
     or catching up to the leader's high watermark HW, and replicas being removed) or not on
-    its target with no move in flight. Status 1 if a partition is not on its target.
+    its target with no move in flight. Once nothing moves in the cluster, removes the brokers'
+    throttle rates (leader.replication.throttled.rate), as an execute --throttle through
+    --bootstrap-server or Kafka's tool set them. Status 1 if a partition is not on its target.
 
     \b
     Example:
       replog reassign verify --reassignment-json-file plan.json --wait \\
           --coord zk://127.0.0.1:2181/replog
     """
-    from replog.admin.reassign_commands import not_on_target_error, verified_json, verify, wait_until_settled
+    from replog.admin.reassign_commands import (
+        not_on_target_error,
+        remove_throttle_when_settled,
+        verified_json,
+        verify,
+        wait_until_settled,
+    )
     from replog.admin.render import print_json, print_reassignment_progress, reassignment_progress_bar
 
     async def follow(door):
         if not wait:
-            return await verify(door, plan)
-        with reassignment_progress_bar() as update:
-            return await wait_until_settled(door, plan, update)
+            progress = await verify(door, plan)
+        else:
+            with reassignment_progress_bar() as update:
+                progress = await wait_until_settled(door, plan, update)
+        return progress, await remove_throttle_when_settled(door, progress)
 
-    progress = _through_door(coord_url, bootstrap, follow)
+    progress, throttle_removed = _through_door(coord_url, bootstrap, follow)
     if output == "json":
-        print_json(verified_json(progress))
+        print_json(verified_json(progress) | {"throttle_removed": throttle_removed})
     else:
         print_reassignment_progress(progress)
+        if throttle_removed:
+            click.echo("Throttle removed: no partition is moving.")
     stuck = not_on_target_error(progress)
     if stuck is not None:
         raise stuck

@@ -311,6 +311,41 @@ TOPIC_SETTINGS: dict[str, Setting] = {
 }
 
 
+# Broker settings that change while brokers run (IncrementalAlterConfigs on a BROKER resource,
+# kept in the store, admin/broker_configs.py), per broker or as the cluster's default; no
+# default value: unset, nothing is throttled. Kafka's reassignment throttle. replog's leaders
+# apply the leader rate to the replicas that moves add (replica/throttle.py); the follower rate
+# is accepted, for Kafka's kafka-reassign-partitions, and shown, but replog's followers fetch
+# unthrottled: the leader's throttle alone bounds a move's traffic.
+LEADER_THROTTLE_RATE = "leader.replication.throttled.rate"
+DYNAMIC_BROKER_SETTINGS: dict[str, Setting] = {
+    setting.name: setting
+    for setting in [
+        Setting(LEADER_THROTTLE_RATE, _int64(1), None,
+                "bytes per second this broker, as a leader, sends the replicas that moves add"),
+        Setting("follower.replication.throttled.rate", _int64(1), None,
+                "accepted for Kafka's tools; replog's followers are not throttled"),
+    ]
+}
+
+
+def dynamic_broker_setting(name: str) -> Setting:
+    """ConfigError for a name that cannot change while brokers run, saying which can."""
+    setting = DYNAMIC_BROKER_SETTINGS.get(name)
+    if setting is None:
+        raise ConfigError(f"{name!r} cannot be changed while brokers run: only {', '.join(DYNAMIC_BROKER_SETTINGS)} can "
+                          "(set the others in each broker's config file or with --set)")
+    return setting
+
+
+def parse_dynamic_broker_setting(name: str, text: str | None) -> int:
+    """The value of a dynamic broker setting; ConfigError names it and says what it takes."""
+    setting = dynamic_broker_setting(name)
+    if text is None:
+        raise ConfigError(f"{name}: give a value in bytes per second")
+    return _parse(setting, text)
+
+
 def _lookup(registry: Mapping[str, Setting], name: str, kind: str) -> Setting:
     setting = registry.get(name)
     if setting is not None:

@@ -14,8 +14,14 @@ the brokers do not answer. What a door cannot tell (the Kafka door has no leader
 reassignment in its Metadata answer) is None in the descriptions, and the store door knows no
 log offsets.
 
-confluent-kafka has no call for AlterPartitionReassignments, ListPartitionReassignments or a
-broker's rack, so the Kafka door sends those with replog's own client (net/client.py).
+confluent-kafka has no call for AlterPartitionReassignments, ListPartitionReassignments,
+UnregisterBroker or a broker's rack, so the Kafka door sends those with replog's own client
+(net/client.py).
+
+A move's throttle: the store door writes it into the move's node; AlterPartitionReassignments
+carries none, so the Kafka door sets it as Kafka's tool does, as the dynamic broker config
+leader.replication.throttled.rate (admin/broker_configs.py), which `reassign verify` removes
+once nothing moves.
 
 A door is an async context manager: `async with open_door(coord_url, bootstrap) as door: ...`.
 """
@@ -30,12 +36,12 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from replog.config import load_broker_config
+from replog.config import DYNAMIC_BROKER_SETTINGS, LEADER_THROTTLE_RATE, load_broker_config
 from replog.coord_backends import Store, StoreError, open_store
 from replog.net.client import LATEST_TIMESTAMP, BrokerConnection, BrokerUnavailable
 from replog.net.codec import ApiKey
 
-from . import cluster
+from . import broker_configs, cluster
 from .assignment import BrokerRack
 from .errors import AdminError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
 from .planner import Plan
@@ -62,6 +68,7 @@ ELECTION_TIMEOUT_S = 30.0
 MOVES_POLL_S = 0.5  # how often a wait for a plan's moves asks again
 UNREACHABLE_CODE = -1  # Kafka's UNKNOWN_SERVER_ERROR: no server answered at all
 KAFKA_DEFAULT_PORT = 9092  # librdkafka's, for a bootstrap server given without one
+RESOURCE_BROKER = 4  # Kafka's config resource type
 
 
 class DoorChoiceError(ValueError):
@@ -180,6 +187,11 @@ class AdminDoor(abc.ABC):
     @abc.abstractmethod
     async def list_reassignments(self, partitions: Collection[PartitionKey] | None = None) -> list[ReassignmentStatus]:
         """The moves in flight, of the given partitions or of all."""
+
+    @abc.abstractmethod
+    async def remove_throttle_rates(self) -> bool:
+        """Delete the brokers' configured throttle rates (broker_configs.remove_throttle_rates);
+        whether there was one."""
 
     @abc.abstractmethod
     async def end_offsets(self, partitions: Collection[PartitionKey]) -> dict[PartitionKey, int | None]:
@@ -315,6 +327,9 @@ class StoreDoor(AdminDoor):
     async def list_reassignments(self, partitions: Collection[PartitionKey] | None = None) -> list[ReassignmentStatus]:
         return await reassignment.list_partition_reassignments(self.store, partitions)
 
+    async def remove_throttle_rates(self) -> bool:
+        return bool(await broker_configs.remove_throttle_rates(self.store))
+
     async def end_offsets(self, partitions: Collection[PartitionKey]) -> dict[PartitionKey, int | None]:
         return dict.fromkeys(partitions)  # offsets live in the brokers' logs, not in the store
 
@@ -449,11 +464,10 @@ class KafkaDoor(AdminDoor):
     async def alter_reassignments(self, targets: Mapping[PartitionKey, Sequence[int] | None], *,
                                   throttle_bytes_per_s: int | None = None) -> dict[PartitionKey, AdminError | None]:
         if throttle_bytes_per_s is not None:
-            # Refused rather than dropped: a move the operator meant to throttle would crowd out
-            # the clients at full speed.
-            raise DoorChoiceError(
-                "a throttle goes through --coord only: Kafka's AlterPartitionReassignments carries none (Kafka sets it"
-                " as broker configs, which replog's brokers do not take)")
+            # The cluster's default rather than the moving partitions' leaders, as Kafka's tool
+            # does: a leader that changes during the move (a failover, or the leader moved off)
+            # would lead it unthrottled. Set first, so that no move starts at full speed.
+            await self._alter_broker_configs({"": {LEADER_THROTTLE_RATE: (AlterOp.SET, str(throttle_bytes_per_s))}})
         by_topic: dict[str, list[dict]] = {}
         for (topic, partition), target in sorted(targets.items()):
             by_topic.setdefault(topic, []).append({"partition_index": partition, "replicas": None if target is None else list(target)})
@@ -479,6 +493,40 @@ class KafkaDoor(AdminDoor):
                                tuple(partition.adding_replicas), tuple(partition.removing_replicas))
             for topic in answer.topics for partition in topic.partitions
         ), key=lambda status: (status.topic, status.partition))
+
+    async def remove_throttle_rates(self) -> bool:
+        # Every broker registered and the default; a rate left on a broker that is down goes
+        # through --coord (its node in the store).
+        names = ["", *(str(broker) for broker, _ in await self.registered_brokers())]
+        body = {"resources": [{"resource_type": RESOURCE_BROKER, "resource_name": name,
+                               "configuration_keys": list(DYNAMIC_BROKER_SETTINGS)} for name in names],
+                "include_synonyms": False, "include_documentation": False}
+        answer = await self._ask_any(lambda connection: connection.request(ApiKey.DESCRIBE_CONFIGS, None, body))
+        own_level = {"": ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG}
+        deletes = {}
+        for result in answer.results:
+            if result.error_code != ErrorCode.none:
+                raise error_for_code(int(result.error_code), result.error_message or f"broker {result.resource_name!r}: "
+                                                                                     f"{result.error_code.name}")
+            level = own_level.get(result.resource_name, ConfigSource.DYNAMIC_BROKER_CONFIG)
+            found = {entry.name: (AlterOp.DELETE, None) for entry in result.configs if entry.config_source == level}
+            if found:
+                deletes[result.resource_name] = found
+        if deletes:
+            await self._alter_broker_configs(deletes)
+        return bool(deletes)
+
+    async def _alter_broker_configs(self, changes: Mapping[str, Mapping[str, tuple[AlterOp, str | None]]]) -> None:
+        """IncrementalAlterConfigs of BROKER resources: by resource name, (operation, value) by config."""
+        body = {"validate_only": False, "resources": [
+            {"resource_type": RESOURCE_BROKER, "resource_name": name, "configs": [
+                {"name": config, "config_operation": op, "value": value} for config, (op, value) in configs.items()]}
+            for name, configs in changes.items()]}
+        answer = await self._ask_any(lambda connection: connection.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, None, body))
+        for response in answer.responses:
+            if response.error_code != ErrorCode.none:
+                raise error_for_code(int(response.error_code), response.error_message or
+                                     f"broker config {response.resource_name!r}: {response.error_code.name}")
 
     async def end_offsets(self, partitions: Collection[PartitionKey]) -> dict[PartitionKey, int | None]:
         if not partitions:
