@@ -897,7 +897,7 @@ def _change_membership(command: str, broker_ids: list[int], execute: bool, dry_r
             click.echo(f"replog: warning: {result.detail}", err=True)
     if removal is not None:
         if removal.deletions_finished is None:
-            click.echo("Topic deletions that waited for the removed brokers completed with them (the broker does not "
+            click.echo("Any topic deletion that waited for the removed brokers completed with them (the broker does not "
                        "say which).")
         for topic in removal.deletions_finished or ():
             click.echo(f"Topic {topic}: its deletion, which waited for the removed brokers, completed.")

@@ -11,7 +11,7 @@ Two registries:
   < `--set` overrides, into a frozen `BrokerConfig`.
 - `TOPIC_SETTINGS`: Kafka's topic-level names. Each takes its parser from, and defaults to, a
   broker setting (Kafka's synonyms: `retention.ms` <- `log.retention.ms`, `max.message.bytes`
-  <- `message.max.bytes`, ...). A topic stores only its overrides, as text, under
+  <- `message.max.bytes`, ...), but the reassignment throttle's replica lists, which have none. A topic stores only its overrides, as text, under
   `/config/topics/[topic]`; `effective_topic_config` resolves them against the broker's values,
   and `log_config` maps the result onto the partition log's `LogConfig`.
 
@@ -146,6 +146,17 @@ def _cleanup_policy(text: str) -> tuple[str, ...]:
     if set(policies) != {"delete"}:
         raise ValueError("must be delete")
     return ("delete",)
+
+
+def _throttled_replicas(text: str) -> tuple[str, ...]:
+    entries = tuple(part.strip() for part in text.split(",") if part.strip())
+    if entries == ("*",):
+        return entries
+    for entry in entries:
+        partition, colon, broker = entry.partition(":")
+        if not (colon and partition.strip().isdigit() and broker.strip().isdigit()):
+            raise ValueError("is not '*' or PARTITION:BROKER pairs, comma-separated (e.g. 0:1,1:2)")
+    return entries
 
 
 def _coord_url(text: str) -> str:
@@ -305,10 +316,24 @@ TOPIC_SETTING_SYNONYMS: dict[str, str] = {
     "message.timestamp.type": "log.message.timestamp.type",
 }
 
+# Topic settings without a broker default: the replica lists of Kafka's reassignment throttle,
+# which kafka-reassign-partitions --throttle sets on the moving topics (and --verify deletes).
+# Accepted and validated so that Kafka's tool works; replog's leaders throttle the replicas a
+# move adds, whatever these say (replica/throttle.py).
+TOPIC_ONLY_SETTINGS: dict[str, Setting] = {
+    setting.name: setting
+    for setting in [
+        Setting("leader.replication.throttled.replicas", _throttled_replicas, (),
+                "accepted for Kafka's tools; a leader throttles the replicas moves add", is_list=True),
+        Setting("follower.replication.throttled.replicas", _throttled_replicas, (),
+                "accepted for Kafka's tools; followers are not throttled", is_list=True),
+    ]
+}
+
 TOPIC_SETTINGS: dict[str, Setting] = {
     name: dataclasses.replace(SETTINGS[broker_name], name=name)
     for name, broker_name in TOPIC_SETTING_SYNONYMS.items()
-}
+} | TOPIC_ONLY_SETTINGS
 
 
 # Broker settings that change while brokers run (IncrementalAlterConfigs on a BROKER resource,
@@ -350,7 +375,7 @@ def _lookup(registry: Mapping[str, Setting], name: str, kind: str) -> Setting:
     setting = registry.get(name)
     if setting is not None:
         return setting
-    if registry is SETTINGS and name in TOPIC_SETTINGS:
+    if registry is SETTINGS and name in TOPIC_SETTING_SYNONYMS:
         hint = f"; {name} is a topic setting, its broker default is {TOPIC_SETTING_SYNONYMS[name]}"
     elif registry is TOPIC_SETTINGS and name in SETTINGS:
         hint = "; that is a broker setting"
@@ -419,7 +444,8 @@ class ResolvedSettings(Mapping[str, Any]):
 class BrokerConfig(ResolvedSettings):
     def topic_defaults(self) -> dict[str, Any]:
         """Topic-level names and the values a topic without overrides gets from this broker."""
-        return {name: self[broker_name] for name, broker_name in TOPIC_SETTING_SYNONYMS.items()}
+        return ({name: self[broker_name] for name, broker_name in TOPIC_SETTING_SYNONYMS.items()}
+                | {name: setting.default for name, setting in TOPIC_ONLY_SETTINGS.items()})
 
 
 class TopicSettings(ResolvedSettings):
@@ -503,11 +529,14 @@ def effective_topic_config(broker_config: BrokerConfig, topic_overrides: Mapping
     """Every topic setting: the topic's override where it has one, else the broker's value."""
     overrides = validate_topic_configs(topic_overrides)
     values, sources = {}, {}
-    for name, broker_name in TOPIC_SETTING_SYNONYMS.items():
+    for name, setting in TOPIC_SETTINGS.items():
         if name in overrides:
             values[name], sources[name] = overrides[name], TOPIC_SOURCE
-        else:
+        elif name in TOPIC_SETTING_SYNONYMS:
+            broker_name = TOPIC_SETTING_SYNONYMS[name]
             values[name], sources[name] = broker_config[broker_name], broker_config.sources[broker_name]
+        else:
+            values[name], sources[name] = setting.default, DEFAULT_SOURCE
     return TopicSettings(types.MappingProxyType(values), types.MappingProxyType(sources))
 
 
