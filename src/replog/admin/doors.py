@@ -505,9 +505,7 @@ class KafkaDoor(AdminDoor):
         own_level = {"": ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG}
         deletes = {}
         for result in answer.results:
-            if result.error_code != ErrorCode.none:
-                raise error_for_code(int(result.error_code), result.error_message or f"broker {result.resource_name!r}: "
-                                                                                     f"{result.error_code.name}")
+            _raise_for_resource(result)
             level = own_level.get(result.resource_name, ConfigSource.DYNAMIC_BROKER_CONFIG)
             found = {entry.name: (AlterOp.DELETE, None) for entry in result.configs if entry.config_source == level}
             if found:
@@ -524,9 +522,7 @@ class KafkaDoor(AdminDoor):
             for name, configs in changes.items()]}
         answer = await self._ask_any(lambda connection: connection.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, None, body))
         for response in answer.responses:
-            if response.error_code != ErrorCode.none:
-                raise error_for_code(int(response.error_code), response.error_message or
-                                     f"broker config {response.resource_name!r}: {response.error_code.name}")
+            _raise_for_resource(response)
 
     async def end_offsets(self, partitions: Collection[PartitionKey]) -> dict[PartitionKey, int | None]:
         if not partitions:
@@ -665,6 +661,13 @@ def _raise_for(answer, api: str) -> None:
     """The error a whole admin answer carries, as its AdminError."""
     if answer.error_code != ErrorCode.none:
         raise error_for_code(int(answer.error_code), answer.error_message or f"{api}: {answer.error_code.name}")
+
+
+def _raise_for_resource(result) -> None:
+    """The error of one broker resource in a config answer, as its AdminError."""
+    if result.error_code != ErrorCode.none:
+        raise error_for_code(int(result.error_code), result.error_message or
+                             f"broker config {result.resource_name!r}: {result.error_code.name}")
 
 
 def _partition_error(topic: str, partition) -> AdminError | None:
