@@ -244,6 +244,9 @@ def test_log_config_carries_every_log_setting():
         ({"min.insync.replicas": "0"}, "min.insync.replicas"),
         ({"message.timestamp.type": "Now"}, "CreateTime, LogAppendTime"),
         ({"flush.messages": "0"}, "flush.messages"),
+        ({"leader.replication.throttled.replicas": "0-1"},
+         "leader.replication.throttled.replicas: '0-1' is not '*' or PARTITION:BROKER pairs, comma-separated (e.g. 0:1,1:2)"),
+        ({"follower.replication.throttled.replicas": "*,0:1"}, "follower.replication.throttled.replicas"),
     ],
 )
 def test_validate_topic_configs_names_the_bad_setting(configs, complaint):
@@ -257,6 +260,18 @@ def test_validate_topic_configs_returns_parsed_values():
         "cleanup.policy": ("delete",),
         "unclean.leader.election.enable": True,
     }
+
+
+def test_kafkas_throttled_replicas_are_accepted_and_default_to_none():
+    """Set by kafka-reassign-partitions --throttle; replog throttles moving replicas regardless."""
+    assert validate_topic_configs({"leader.replication.throttled.replicas": "0:1,1:2",
+                                   "follower.replication.throttled.replicas": "*"}) == {
+        "leader.replication.throttled.replicas": ("0:1", "1:2"),
+        "follower.replication.throttled.replicas": ("*",),
+    }
+    settings = effective_topic_config(load_broker_config(None, {}), {})
+    assert (settings["leader.replication.throttled.replicas"], settings.sources["leader.replication.throttled.replicas"]) \
+        == ((), "default")
 
 
 @pytest.mark.parametrize(

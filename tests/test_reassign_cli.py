@@ -1,7 +1,8 @@
 """`replog reassign` as an operator runs it: real `replog` processes through both doors (--coord on
 a real ZooKeeper, --bootstrap-server through Kafka's AlterPartitionReassignments and
-ListPartitionReassignments), against four broker processes that the module's tests share (each
-test works on topics of its own)."""
+ListPartitionReassignments, and a throttle as the dynamic broker config Kafka's tool sets),
+against four broker processes that the module's tests share (each test works on topics of its
+own)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,14 @@ import subprocess
 import sys
 
 import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from replog.admin.topics import ConfigSource
 from replog.coord_backends import open_store, paths
 from replog.coord_backends.paths import PartitionReassignment
 from tests.chaos.harness import wait_until
+from tests.cluster.failover import quiet_admin
 from tests.test_topics_cli import (  # noqa: F401 (door: the fixture, over this module's cluster)
     SETTLE_S,
     assert_help_with_examples,
@@ -48,9 +53,11 @@ def resting(cluster) -> str:
     return topic
 
 
-def produce(cluster, topic: str, count: int, padding: int = 0) -> None:
-    lines = "".join(f"record {number} {'x' * padding}\n" for number in range(count))
-    done = subprocess.run([sys.executable, "-m", "replog", "produce", "--topic", topic, "--bootstrap-server", cluster.bootstrap],
+def produce(cluster, topic: str, count: int, size_bytes: int = 0, *flags: str) -> None:
+    """`count` records "record N", padded to `size_bytes`."""
+    lines = "".join(f"record {number}".ljust(size_bytes) + "\n" for number in range(count))
+    done = subprocess.run([sys.executable, "-m", "replog", "produce", "--topic", topic, "--bootstrap-server", cluster.bootstrap,
+                           *flags],
                           input=lines, capture_output=True, text=True, timeout=120,
                           env={name: value for name, value in os.environ.items() if not name.startswith("REPLOG_")})
     succeeded(done)
@@ -79,10 +86,6 @@ async def throttles(cluster, partitions) -> list[int | None]:
         await store.close()
 
 
-def log_size(cluster, broker: int, topic: str, partition: int) -> int:
-    return sum(segment.stat().st_size for segment in (cluster.brokers[broker].data_dir / f"{topic}-{partition}").glob("*.log"))
-
-
 def log_dirs(cluster, broker: int, topic: str) -> list[str]:
     data_dir = cluster.brokers[broker].data_dir
     return sorted(entry.name for entry in data_dir.iterdir() if entry.name.startswith(f"{topic}-")) if data_dir.exists() else []
@@ -106,7 +109,7 @@ def test_generate_execute_verify_moves_the_topic_off_a_broker(cluster, door, tmp
     assert sorted(broker for replicas in targets.values() for broker in replicas) == [1, 1, 2, 2, 3, 3], "balanced"
     assert generated["replicas_moved"] == generated["lower_bound"] == 2, "only broker 0's two replicas move"
     copied = {index: set(targets[index]) - set(before[index]) for index in targets}
-    assert generated["bytes_moved"] == sum(log_size(cluster, before[index][0], topic, index) * len(added)
+    assert generated["bytes_moved"] == sum(log_bytes(cluster, before[index][0], topic, index) * len(added)
                                            for index, added in copied.items()), "the moved partitions' sizes"
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(generated["proposed"]))
@@ -143,8 +146,6 @@ def test_cancel_puts_back_moves_that_cannot_finish(cluster, tmp_path):
     cluster.brokers[3].stop()
     try:
         bootstrap = ["--bootstrap-server", cluster.bootstrap]
-        unthrottled = replog("reassign", "execute", "--reassignment-json-file", plan, "--throttle", "1000000", *bootstrap)
-        assert "a throttle goes through --coord only" in one_line_error(unthrottled, 2)
         executed = json.loads(succeeded(replog("reassign", "execute", "--reassignment-json-file", plan, "--throttle", "1000000",
                                                "--output", "json", *coord)).stdout)
         assert executed["started"] == [{"topic": topic, "partition": 0}, {"topic": topic, "partition": 1}]
@@ -180,35 +181,84 @@ def test_cancel_puts_back_moves_that_cannot_finish(cluster, tmp_path):
     wait_until(lambda: not log_dirs(cluster, 3, topic), "broker 3 without a replica of the cancelled moves", SETTLE_S)
 
 
-def test_verify_shows_how_far_each_added_replica_is_behind_its_leader(cluster, tmp_path):
-    """A move throttled to 100 kB/s copies 2 MB for about 20 s: verify shows the replica being
-    added with the offsets and bytes it lacks, through both doors, until it is cancelled."""
-    coord, bootstrap = ["--coord", cluster.coord_url], ["--bootstrap-server", cluster.bootstrap]
-    topic = unique("behind")
-    succeeded(replog("topics", "create", topic, "--replica-assignment", "0:1", *coord))
-    settled(coord, topic)
-    produce(cluster, topic, 2000, padding=1000)
-    size = log_size(cluster, 0, topic, 0)
+THROTTLED_RECORDS = 3000
+THROTTLED_RECORD_BYTES = 1000  # 3 MB: 30 s at the throttle, well under a second without it
+THROTTLE_BYTES_PER_S = 100_000
+RATE = "leader.replication.throttled.rate"
+
+
+def broker_rates(cluster) -> dict[int, tuple[str, str]]:
+    """Each broker's throttle rate, as Kafka's admin client describes it (it cannot name the
+    default, ""): (value, "own" or "default"), where it has one."""
+    admin = quiet_admin(cluster.bootstrap)
+    described = {}
+    for broker in cluster.brokers:  # one BROKER resource a call, says librdkafka
+        resource = ConfigResource(ResourceType.BROKER, str(broker))
+        described[broker] = admin.describe_configs([resource])[resource].result(timeout=SETTLE_S)
+    kinds = {ConfigSource.DYNAMIC_BROKER_CONFIG: "own", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: "default"}
+    return {broker: (entries[RATE].value, kinds[entries[RATE].source]) for broker, entries in described.items()
+            if RATE in entries}
+
+
+def log_bytes(cluster, broker: int, topic: str, partition: int = 0) -> int:
+    log_dir = cluster.brokers[broker].data_dir / f"{topic}-{partition}"
+    return sum(path.stat().st_size for path in log_dir.glob("*.log")) if log_dir.exists() else 0
+
+
+def test_a_throttle_through_a_broker_holds_the_move_back_and_verify_removes_it(cluster, tmp_path):
+    """execute --throttle through a broker sets the cluster's default rate, which partition 0's
+    leader applies to the replica the move adds: broker 2 copies, but far slower than it could.
+    Kafka's admin client raises the leader's own rate; the move completes and verify removes
+    both rates."""
+    bootstrap = ["--bootstrap-server", cluster.bootstrap]
+    topic = unique("throttled")
+    succeeded(replog("topics", "create", topic, "--replica-assignment", "0:1", *bootstrap))
+    settled(bootstrap, topic)
+    produce(cluster, topic, THROTTLED_RECORDS, THROTTLED_RECORD_BYTES, "--producer-property", "batch.size=16384")
+    total_bytes = log_bytes(cluster, 0, topic)
     plan = plan_file(tmp_path, "plan.json", {(topic, 0): [0, 1, 2]})
-    succeeded(replog("reassign", "execute", "--reassignment-json-file", plan, "--throttle", "100000", *coord))
+    succeeded(replog("reassign", "execute", "--reassignment-json-file", plan, "--throttle", str(THROTTLE_BYTES_PER_S),
+                     *bootstrap))
+    throttled = {broker: (str(THROTTLE_BYTES_PER_S), "default") for broker in cluster.brokers}
+    assert broker_rates(cluster) == throttled
 
-    def catching_up(door: list[str]) -> dict | None:
-        [status] = verified(door, plan).values()
-        [added] = status["adding"]
-        return status if (added["broker"] == 2 and not added["in_sync"] and (added["offsets_behind"] or 0) > 0
-                          and (added["bytes_behind"] or 0) > 0) else None
+    wait_until(lambda: log_bytes(cluster, 2, topic) >= 2 * THROTTLE_BYTES_PER_S, "broker 2 copying", SETTLE_S)
+    for door in (bootstrap, ["--coord", cluster.coord_url]):  # both ask the brokers how far broker 2 is
+        moving = verified(door, plan)[(topic, 0)]
+        [added] = moving["adding"]
+        assert (moving["status"], moving["leader_log_end_offset"]) == ("in progress", THROTTLED_RECORDS), moving
+        assert (added["broker"], added["in_sync"]) == (2, False), moving
+        assert 0 < added["offsets_behind"] < THROTTLED_RECORDS and 0 < added["bytes_behind"] < total_bytes, moving
+    table = succeeded(replog("reassign", "verify", "--reassignment-json-file", plan, *bootstrap)).stdout
+    assert "2: " in table and " offsets," in table and "B behind" in table, table
+    assert log_bytes(cluster, 2, topic) < total_bytes / 2, "held back by the throttle"
+    assert broker_rates(cluster) == throttled, "verify keeps the rate while the move goes on"
 
-    try:
-        for door in (coord, bootstrap):
-            status = wait_until(lambda: catching_up(door), "broker 2 catching up", SETTLE_S)
-            [added] = status["adding"]
-            assert status["leader_log_end_offset"] == 2000 and added["offsets_behind"] <= 2000, status
-            assert added["bytes_behind"] <= size, (status, size)
-        table = succeeded(replog("reassign", "verify", "--reassignment-json-file", plan, *coord)).stdout
-        assert " offsets, " in table and ("MB behind" in table or "kB behind" in table), table
-    finally:
-        succeeded(replog("reassign", "cancel", "--reassignment-json-file", plan, *coord))
-    settled(coord, topic)
+    admin = quiet_admin(cluster.bootstrap)
+    raised = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[  # the leader's own, over the default
+        ConfigEntry(RATE, str(1_000_000_000), incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([raised])[raised].result(timeout=SETTLE_S)
+    done = succeeded(replog("reassign", "verify", "--reassignment-json-file", plan, "--wait", *bootstrap))
+    assert "Throttle removed: no partition is moving." in done.stdout, done.stdout
+    assert broker_rates(cluster) == {}
+    described_when(bootstrap, topic, lambda described: sorted(described["partitions"][0]["isr"]) == [0, 1, 2],
+                   "broker 2 in sync")
+
+
+def test_bad_broker_configs_are_refused_with_one_line_each(cluster):
+    admin = quiet_admin(cluster.bootstrap)
+    for name, value, says in [
+        (RATE, "fast", f"{RATE}: 'fast' is not an integer"),
+        (RATE, "0", f"{RATE}: '0' must be at least 1"),
+        ("log.retention.ms", "1", "'log.retention.ms' cannot be changed while brokers run"),
+    ]:
+        resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
+        with pytest.raises(KafkaException) as refused:
+            admin.incremental_alter_configs([resource])[resource].result(timeout=SETTLE_S)
+        message = refused.value.args[0].str()
+        assert says in message and "\n" not in message, message
+    assert broker_rates(cluster) == {}
 
 
 @pytest.mark.parametrize("command, plan, status, says", [

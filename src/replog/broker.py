@@ -55,6 +55,7 @@ from replog.producer_ids import ProducerIdAllocator
 from replog.storage.data_dir_lock import DataDirectoryLock
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replication.state_changes import StateChangeListener
+from replog.replication.throttle_rates import ThrottleRates
 from replog.net.leader_connections import LeaderConnections
 from replog.replication.driver import LeadershipContext
 from replog.replication.hosted import HostedPartitions
@@ -123,12 +124,15 @@ class Broker:
         # Set when a task the broker cannot run without ended: the broker must stop (see _follow_session).
         self.failed = asyncio.Event()
         self._registering: asyncio.Task | None = None
+        self._throttle_rates: asyncio.Task | None = None
 
     # lifecycle
     async def start(self) -> None:
         await self.store.start()
         await self._ensure_paths()
         self.replicas.start()
+        self._throttle_rates = asyncio.create_task(
+            ThrottleRates(self.store, self.broker_id, self.replicas.replication_throttle).run(), name="throttle-rates")
         await self.state_changes.listen()
         self._session_follower = asyncio.create_task(self._follow_session(), name="session-follower")
         self._session_follower.add_done_callback(self._session_follower_ended)
@@ -162,7 +166,7 @@ class Broker:
         logger.info("broker stopped broker=%d", self.broker_id)
 
     async def _stop_components(self) -> None:
-        for task in (self._session_follower, self._registering):
+        for task in (self._session_follower, self._registering, self._throttle_rates):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)

@@ -663,7 +663,8 @@ def reassign_execute(plan: dict, throttle: int | None, coord_url: str | None, bo
     """Start moving each partition of the plan to its replicas (those already there are left
     alone). Prints the assignment before the moves first: save it, execute it to roll back. A
     partition being moved already is refused (verify follows it, cancel ends it). --throttle
-    needs --coord: Kafka's AlterPartitionReassignments carries no throttle.
+    through --coord goes into the moves; through --bootstrap-server it is set as the brokers'
+    leader.replication.throttled.rate (every move's, until verify removes it).
 
     \b
     Example:
@@ -691,27 +692,39 @@ def reassign_execute(plan: dict, throttle: int | None, coord_url: str | None, bo
 def reassign_verify(plan: dict, wait: bool, coord_url: str | None, bootstrap: str | None, output: str) -> None:
     """Show each partition of the plan: done, in progress (replicas being added, each in sync
     or catching up to the leader's high watermark HW, and replicas being removed) or not on
-    its target with no move in flight. Status 1 if a partition is not on its target.
+    its target with no move in flight. Once nothing moves in the cluster, removes the brokers'
+    throttle rates (leader.replication.throttled.rate), as an execute --throttle through
+    --bootstrap-server or Kafka's tool set them. Status 1 if a partition is not on its target.
 
     \b
     Example:
       replog reassign verify --reassignment-json-file plan.json --wait \\
           --coord zk://127.0.0.1:2181/replog
     """
-    from replog.admin.reassign_commands import not_on_target_error, verified_json, verify, wait_until_settled
+    from replog.admin.reassign_commands import (
+        not_on_target_error,
+        remove_throttle_when_settled,
+        verified_json,
+        verify,
+        wait_until_settled,
+    )
     from replog.admin.render import print_json, print_reassignment_progress, reassignment_progress_bar
 
     async def follow(door):
         if not wait:
-            return await verify(door, plan)
-        with reassignment_progress_bar() as update:
-            return await wait_until_settled(door, plan, update)
+            progress = await verify(door, plan)
+        else:
+            with reassignment_progress_bar() as update:
+                progress = await wait_until_settled(door, plan, update)
+        return progress, await remove_throttle_when_settled(door, progress)
 
-    progress = _through_door(coord_url, bootstrap, follow)
+    progress, throttle_removed = _through_door(coord_url, bootstrap, follow)
     if output == "json":
-        print_json(verified_json(progress))
+        print_json(verified_json(progress) | {"throttle_removed": throttle_removed})
     else:
         print_reassignment_progress(progress)
+        if throttle_removed:
+            click.echo("Throttle removed: no partition is moving.")
     stuck = not_on_target_error(progress)
     if stuck is not None:
         raise stuck
@@ -744,8 +757,7 @@ def reassign_cancel(plan: dict, coord_url: str | None, bootstrap: str | None, ou
 @main.group()
 def cluster() -> None:
     """Brokers, leaders and the cluster's health: status, elect-leaders, add-brokers,
-    remove-brokers. Takes --coord URL or --bootstrap-server HOST:PORT like `replog topics`
-    (adding and removing brokers: --coord only).
+    remove-brokers. Takes --coord URL or --bootstrap-server HOST:PORT like `replog topics`.
     """
     logging.getLogger("replog.state_change").setLevel(logging.WARNING)
     # An unclean election is logged for the brokers' operators; here the command's own output
@@ -870,8 +882,9 @@ def _change_membership(command: str, broker_ids: list[int], execute: bool, dry_r
         document = {"brokers": broker_ids, "plan": plan_as_json(plan), "executed": execute,
                     "elections": [result.as_json() for result in elections]}
         if removal is not None:
+            finished = removal.deletions_finished
             document |= {"queues_deleted": list(removal.queues_deleted),
-                         "deletions_finished": list(removal.deletions_finished)}
+                         "deletions_finished": None if finished is None else list(finished)}
         print_json(document)
         return
     if not execute:
@@ -884,7 +897,10 @@ def _change_membership(command: str, broker_ids: list[int], execute: bool, dry_r
         if result.outcome not in ("elected", "not needed"):
             click.echo(f"replog: warning: {result.detail}", err=True)
     if removal is not None:
-        for topic in removal.deletions_finished:
+        if removal.deletions_finished is None:
+            click.echo("Any topic deletion that waited for the removed brokers completed with them (the broker does not "
+                       "say which).")
+        for topic in removal.deletions_finished or ():
             click.echo(f"Topic {topic}: its deletion, which waited for the removed brokers, completed.")
         click.echo(f"Removed brokers {ids}: their state-change paths are deleted; they may now be stopped.")
 

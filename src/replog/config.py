@@ -11,7 +11,7 @@ Two registries:
   < `--set` overrides, into a frozen `BrokerConfig`.
 - `TOPIC_SETTINGS`: Kafka's topic-level names. Each takes its parser from, and defaults to, a
   broker setting (Kafka's synonyms: `retention.ms` <- `log.retention.ms`, `max.message.bytes`
-  <- `message.max.bytes`, ...). A topic stores only its overrides, as text, under
+  <- `message.max.bytes`, ...), but the reassignment throttle's replica lists, which have none. A topic stores only its overrides, as text, under
   `/config/topics/[topic]`; `effective_topic_config` resolves them against the broker's values,
   and `log_config` maps the result onto the partition log's `LogConfig`.
 
@@ -146,6 +146,17 @@ def _cleanup_policy(text: str) -> tuple[str, ...]:
     if set(policies) != {"delete"}:
         raise ValueError("must be delete")
     return ("delete",)
+
+
+def _throttled_replicas(text: str) -> tuple[str, ...]:
+    entries = tuple(part.strip() for part in text.split(",") if part.strip())
+    if entries == ("*",):
+        return entries
+    for entry in entries:
+        partition, colon, broker = entry.partition(":")
+        if not (colon and partition.strip().isdigit() and broker.strip().isdigit()):
+            raise ValueError("is not '*' or PARTITION:BROKER pairs, comma-separated (e.g. 0:1,1:2)")
+    return entries
 
 
 def _coord_url(text: str) -> str:
@@ -305,17 +316,66 @@ TOPIC_SETTING_SYNONYMS: dict[str, str] = {
     "message.timestamp.type": "log.message.timestamp.type",
 }
 
+# Topic settings without a broker default: the replica lists of Kafka's reassignment throttle,
+# which kafka-reassign-partitions --throttle sets on the moving topics (and --verify deletes).
+# Accepted and validated so that Kafka's tool works; replog's leaders throttle the replicas a
+# move adds, whatever these say (replica/throttle.py).
+TOPIC_ONLY_SETTINGS: dict[str, Setting] = {
+    setting.name: setting
+    for setting in [
+        Setting("leader.replication.throttled.replicas", _throttled_replicas, (),
+                "accepted for Kafka's tools; a leader throttles the replicas moves add", is_list=True),
+        Setting("follower.replication.throttled.replicas", _throttled_replicas, (),
+                "accepted for Kafka's tools; followers are not throttled", is_list=True),
+    ]
+}
+
 TOPIC_SETTINGS: dict[str, Setting] = {
     name: dataclasses.replace(SETTINGS[broker_name], name=name)
     for name, broker_name in TOPIC_SETTING_SYNONYMS.items()
+} | TOPIC_ONLY_SETTINGS
+
+
+# Broker settings that change while brokers run (IncrementalAlterConfigs on a BROKER resource,
+# kept in the store, admin/broker_configs.py), per broker or as the cluster's default; no
+# default value: unset, nothing is throttled. Kafka's reassignment throttle. replog's leaders
+# apply the leader rate to the replicas that moves add (replica/throttle.py); the follower rate
+# is accepted, for Kafka's kafka-reassign-partitions, and shown, but replog's followers fetch
+# unthrottled: the leader's throttle alone bounds a move's traffic.
+LEADER_THROTTLE_RATE = "leader.replication.throttled.rate"
+DYNAMIC_BROKER_SETTINGS: dict[str, Setting] = {
+    setting.name: setting
+    for setting in [
+        Setting(LEADER_THROTTLE_RATE, _int64(1), None,
+                "bytes per second this broker, as a leader, sends the replicas that moves add"),
+        Setting("follower.replication.throttled.rate", _int64(1), None,
+                "accepted for Kafka's tools; replog's followers are not throttled"),
+    ]
 }
+
+
+def dynamic_broker_setting(name: str) -> Setting:
+    """ConfigError for a name that cannot change while brokers run, saying which can."""
+    setting = DYNAMIC_BROKER_SETTINGS.get(name)
+    if setting is None:
+        raise ConfigError(f"{name!r} cannot be changed while brokers run: only {', '.join(DYNAMIC_BROKER_SETTINGS)} can "
+                          "(set the others in each broker's config file or with --set)")
+    return setting
+
+
+def parse_dynamic_broker_setting(name: str, text: str | None) -> int:
+    """The value of a dynamic broker setting; ConfigError names it and says what it takes."""
+    setting = dynamic_broker_setting(name)
+    if text is None:
+        raise ConfigError(f"{name}: give a value in bytes per second")
+    return _parse(setting, text)
 
 
 def _lookup(registry: Mapping[str, Setting], name: str, kind: str) -> Setting:
     setting = registry.get(name)
     if setting is not None:
         return setting
-    if registry is SETTINGS and name in TOPIC_SETTINGS:
+    if registry is SETTINGS and name in TOPIC_SETTING_SYNONYMS:
         hint = f"; {name} is a topic setting, its broker default is {TOPIC_SETTING_SYNONYMS[name]}"
     elif registry is TOPIC_SETTINGS and name in SETTINGS:
         hint = "; that is a broker setting"
@@ -384,7 +444,8 @@ class ResolvedSettings(Mapping[str, Any]):
 class BrokerConfig(ResolvedSettings):
     def topic_defaults(self) -> dict[str, Any]:
         """Topic-level names and the values a topic without overrides gets from this broker."""
-        return {name: self[broker_name] for name, broker_name in TOPIC_SETTING_SYNONYMS.items()}
+        return ({name: self[broker_name] for name, broker_name in TOPIC_SETTING_SYNONYMS.items()}
+                | {name: setting.default for name, setting in TOPIC_ONLY_SETTINGS.items()})
 
 
 class TopicSettings(ResolvedSettings):
@@ -468,11 +529,14 @@ def effective_topic_config(broker_config: BrokerConfig, topic_overrides: Mapping
     """Every topic setting: the topic's override where it has one, else the broker's value."""
     overrides = validate_topic_configs(topic_overrides)
     values, sources = {}, {}
-    for name, broker_name in TOPIC_SETTING_SYNONYMS.items():
+    for name, setting in TOPIC_SETTINGS.items():
         if name in overrides:
             values[name], sources[name] = overrides[name], TOPIC_SOURCE
-        else:
+        elif name in TOPIC_SETTING_SYNONYMS:
+            broker_name = TOPIC_SETTING_SYNONYMS[name]
             values[name], sources[name] = broker_config[broker_name], broker_config.sources[broker_name]
+        else:
+            values[name], sources[name] = setting.default, DEFAULT_SOURCE
     return TopicSettings(types.MappingProxyType(values), types.MappingProxyType(sources))
 
 

@@ -5,17 +5,23 @@ unclean election, which may lose records by design). DescribeCluster and ElectLe
 through confluent-kafka's and kafka-python's admin clients too.
 
 The tests share one cluster and run in order: brokers 0-3 (racks a, b, a, b) hold a 12-partition
-topic; broker 4 (rack a) is added, then removed again. Automatic leader rebalancing is off, so
+topic; broker 4 (rack a) is added, then removed again, both through a broker (--bootstrap-server:
+Kafka's requests, UnregisterBroker to finish the removal) after the store door planned the same. Automatic leader rebalancing is off, so
 that only the command under test moves leadership back."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 
 import pytest
 from confluent_kafka import ElectionType, TopicPartition
 from kafka import KafkaAdminClient
+from kio.schema.errors import ErrorCode
+
+from replog.net.client import BrokerConnection
+from replog.net.codec import ApiKey
 
 from tests.chaos.harness import wait_until
 from tests.cluster.conftest import QUICK_SETTINGS, Cluster
@@ -26,6 +32,9 @@ from tests.test_topics_cli import one_line_error, replog, succeeded
 RACKS = {0: "a", 1: "b", 2: "a", 3: "b", 4: "a"}
 SPREAD = "spread"
 SPREAD_PARTITIONS = 12
+# What plans made moments apart share while records are produced: the sizes grow meanwhile, and
+# they break ties between plans moving as many replicas.
+SAME_PLAN = ("replicas_moved", "lower_bound")
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +89,12 @@ def assert_balanced(described: dict[int, dict], brokers) -> None:
         assert {RACKS[broker] for broker in part["replicas"]} == {"a", "b"}, (index, part["replicas"])
 
 
-def plan(cluster, command: str, ids: str, *flags: str) -> dict:
-    return json.loads(succeeded(replog("cluster", command, ids, *flags, "--output", "json", *coord(cluster))).stdout)
+def bootstrap(cluster) -> tuple[str, str]:
+    return "--bootstrap-server", cluster.bootstrap
+
+
+def plan(cluster, command: str, ids: str, *flags: str, door=coord) -> dict:
+    return json.loads(succeeded(replog("cluster", command, ids, *flags, "--output", "json", *door(cluster))).stdout)
 
 
 def test_a_topic_spans_both_racks_with_balanced_preferred_leaders_and_status_shows_the_brokers(cluster):
@@ -110,12 +123,14 @@ def test_adding_a_broker_moves_the_lower_bound_and_balances_within_one(cluster):
         wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition")
         dry = plan(cluster, "add-brokers", "4", "--dry-run")
         assert not dry["executed"] and dry["plan"]["replicas_moved"] == dry["plan"]["lower_bound"] > 0
-        moves = dry["plan"]["moves"]
-        assert all(move["size_bytes"] > 0 for move in moves if move["added"]), "the brokers told each partition's size"
-        assert dry["plan"]["bytes_moved"] == sum(move["size_bytes"] * len(move["added"]) for move in moves)
-        done = plan(cluster, "add-brokers", "4", "--yes")
-        # The sizes grew meanwhile, and they break ties between plans moving as many replicas.
-        assert done["plan"]["replicas_moved"] == dry["plan"]["replicas_moved"]
+        through_broker = plan(cluster, "add-brokers", "4", "--dry-run", door=bootstrap)["plan"]
+        for planned in (dry["plan"], through_broker):  # either door asks the brokers for the sizes
+            moves = planned["moves"]
+            assert all(move["size_bytes"] > 0 for move in moves if move["added"]), "each partition's size"
+            assert planned["bytes_moved"] == sum(move["size_bytes"] * len(move["added"]) for move in moves)
+        assert [through_broker[key] for key in SAME_PLAN] == [dry["plan"][key] for key in SAME_PLAN]
+        done = plan(cluster, "add-brokers", "4", "--yes", door=bootstrap)
+        assert [done["plan"][key] for key in SAME_PLAN] == [dry["plan"][key] for key in SAME_PLAN]
         described = wait_until(lambda: settled(cluster, SPREAD), "every move in sync", FAILOVER_WAIT_S)
         acknowledged = producer.stop()
     assert_balanced(described, range(5))
@@ -126,8 +141,11 @@ def test_adding_a_broker_moves_the_lower_bound_and_balances_within_one(cluster):
 def test_removing_a_broker_leaves_nothing_on_it_and_deletes_its_state_path(cluster):
     with TimedProducer(cluster.bootstrap, SPREAD, SPREAD_PARTITIONS) as producer:
         wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition")
-        done = replog("cluster", "remove-brokers", "4", "--yes", *coord(cluster))
-        assert "may now be stopped" in succeeded(done).stdout
+        through_broker = plan(cluster, "remove-brokers", "4", "--dry-run", door=bootstrap)["plan"]
+        through_store = plan(cluster, "remove-brokers", "4", "--dry-run")["plan"]
+        assert [through_broker[key] for key in SAME_PLAN] == [through_store[key] for key in SAME_PLAN]
+        done = plan(cluster, "remove-brokers", "4", "--yes", door=bootstrap)
+        assert (done["queues_deleted"], done["deletions_finished"]) == ([4], None), "the broker cannot say which"
         described = wait_until(lambda: settled(cluster, SPREAD), "every partition in sync", FAILOVER_WAIT_S)
         acknowledged = producer.stop()
     assert_balanced(described, range(4))
@@ -142,8 +160,28 @@ def test_removing_brokers_below_the_replication_factor_is_refused(cluster):
     line = one_line_error(replog("cluster", "remove-brokers", "1,2", "--yes", *coord(cluster)), 1)
     assert "cannot remove brokers 1, 2" in line and "needs 3 replicas" in line
     assert status(*coord(cluster))["reassignments"] == 0
-    through_broker = replog("cluster", "remove-brokers", "3", "--bootstrap-server", cluster.bootstrap)
-    assert "needs --coord URL" in one_line_error(through_broker, 2)
+    through_broker = replog("cluster", "remove-brokers", "1,2", "--yes", *bootstrap(cluster))
+    assert one_line_error(through_broker, 1) == line
+    unknown = replog("cluster", "remove-brokers", "9", *bootstrap(cluster))
+    assert "brokers [9] are not in the cluster" in one_line_error(unknown, 1)
+
+
+def test_unregistering_a_broker_that_holds_replicas_is_refused_and_deletes_nothing(cluster):
+    answer = asyncio.run(unregister(cluster, 3))
+    assert answer.error_code == ErrorCode.reassignment_in_progress, answer
+    assert answer.error_message.startswith("brokers [3] still hold a replica of "), answer.error_message
+    assert 3 in [b["broker"] for b in status(*coord(cluster))["brokers"]]
+    gone = asyncio.run(unregister(cluster, 9))
+    assert gone.error_code == ErrorCode.broker_id_not_registered and "broker 9 has no state-change path" in gone.error_message
+
+
+async def unregister(cluster, broker_id: int):
+    """Kafka's UnregisterBroker, asked of broker 0."""
+    connection = await BrokerConnection.open("127.0.0.1", cluster.brokers[0].port)
+    try:
+        return await connection.request(ApiKey.UNREGISTER_BROKER, None, {"broker_id": broker_id})
+    finally:
+        connection.close()
 
 
 def leader(cluster, topic: str, partition: int) -> int | None:

@@ -60,3 +60,20 @@ def test_without_a_rate_nothing_is_throttled(tmp_path):
         assert sent_bytes(partition, ADDED, now_ms=0) == partition.log.size_bytes
     finally:
         partition.close()
+
+
+def test_the_brokers_configured_rate_throttles_a_move_without_one_and_the_lower_rate_wins(tmp_path):
+    throttle = ReplicationThrottle()
+    assert throttle.rate_bytes_per_s(None) is None
+    throttle.configured_rate_bytes_per_s = RATE_BYTES_PER_S
+    assert (throttle.rate_bytes_per_s(None), throttle.rate_bytes_per_s(SLOW_RATE_BYTES_PER_S)) == (
+        RATE_BYTES_PER_S, SLOW_RATE_BYTES_PER_S)
+    partition = leading(tmp_path)
+    throttle.configured_rate_bytes_per_s = SLOW_RATE_BYTES_PER_S
+    partition.throttle([ADDED], throttle, None)  # the move has none: the broker's applies
+    try:
+        assert 0 < sent_bytes(partition, ADDED, now_ms=0) < partition.log.size_bytes
+        throttle.configured_rate_bytes_per_s = None  # removed: applies at the next read
+        assert sent_bytes(partition, ADDED, now_ms=0) == partition.log.size_bytes
+    finally:
+        partition.close()

@@ -10,10 +10,8 @@ from replog.admin.cluster import (
     Removal,
     cluster_status,
     elect_leaders,
-    execute_plan,
     finish_removal,
     plan_membership,
-    wait_for_moves,
 )
 from replog.admin.errors import (
     AdminError,
@@ -79,10 +77,8 @@ __all__ = [
     "Removal",
     "cluster_status",
     "elect_leaders",
-    "execute_plan",
     "finish_removal",
     "plan_membership",
-    "wait_for_moves",
     "ConfigEntry",
     "ConfigOperation",
     "ConfigSource",

@@ -8,13 +8,12 @@ DescribeCluster requests.
                             unclean: a live replica outside the ISR leads a partition whose
                             in-sync replicas are all down, once, when asked
     plan_membership         the planner's moves (planner.py) that spread replicas onto added
-                            brokers or off removed ones
-    execute_plan            those moves as reassignments, carried out by each partition's leader
-    wait_for_moves          until none of them is in flight
-    lead_as_planned         leadership to the preferred leaders the plan balanced
+                            brokers or off removed ones (decide_membership, from what either
+                            door reads); the doors execute them as reassignments, wait for
+                            them and elect the preferred leaders the plan balanced (doors.py)
     finish_removal          the seed's "alter cluster remove brokers": the removed brokers'
                             state-change paths go, and with them any topic deletion that was
-                            waiting for their close-replicas
+                            waiting for their close-replicas (Kafka's UnregisterBroker)
 
 A broker of the cluster is one registered under /brokers/ids or one with a state-change queue
 (the seed's path of a broker added to the cluster; reassignment.cluster_brokers): one with a
@@ -28,7 +27,7 @@ import dataclasses
 import enum
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from replog.coord_backends import BadVersion, NodeExists, NoNode, Store
 from replog.coord_backends import paths
@@ -50,7 +49,7 @@ from .errors import (
     error_for_code,
 )
 from .planner import Plan, plan_balance
-from .reassignment import alter_partition_reassignments, cluster_brokers, list_partition_reassignments
+from .reassignment import cluster_brokers, list_partition_reassignments
 from .topics import (
     PartitionDescription,
     StateChangeLimits,
@@ -66,8 +65,7 @@ from .topics import (
 logger = logging.getLogger(__name__)
 
 PartitionKey = tuple[str, int]
-POLL_S = 0.1  # how often a wait for leaders or moves looks at the store again
-MOVES_POLL_S = 0.5
+POLL_S = 0.1  # how often a wait for leaders looks at the store again
 
 
 # -- status ----------------------------------------------------------------------------------------
@@ -392,42 +390,55 @@ async def current_assignment(store: Store) -> dict[PartitionKey, tuple[int, ...]
 
 async def plan_membership(store: Store, *, add: Collection[int] = (), remove: Collection[int] = (),
                           size_bytes: Mapping[PartitionKey, int] | None = None) -> Plan:
-    """The planner's moves over the cluster's brokers, the added ones included (they must be
-    running, for their racks) and the removed ones excluded; refused while moves are in flight,
-    since their partitions' replicas are changing. `size_bytes`: the partitions' sizes, which
-    the plan reports and, between plans moving as many replicas, keeps small."""
+    """decide_membership over what the store says."""
     registered = await registered_brokers(store)
-    known = await cluster_brokers(store)
+    return decide_membership({broker: registration.rack for broker, registration in registered.items()},
+                             await cluster_brokers(store), await current_assignment(store),
+                             len(await list_partition_reassignments(store)), add=add, remove=remove, size_bytes=size_bytes)
+
+
+def decide_membership(racks: Mapping[int, str | None], known: Collection[int],
+                      current: Mapping[PartitionKey, Sequence[int]], moving: int, *, add: Collection[int] = (),
+                      remove: Collection[int] = (), size_bytes: Mapping[PartitionKey, int] | None = None) -> Plan:
+    """The planner's moves over the cluster's brokers, the added ones included (they must be
+    running, for their racks) and the removed ones excluded; refused while moves are in flight
+    (`moving` of them), since their partitions' replicas are changing.
+
+    From the facts either door reads: the registered brokers' racks, every broker the cluster
+    knows (registered or down), each partition's replicas, and its size, which the plan reports
+    and, between plans moving as many replicas, keeps small."""
+    known = set(known) | set(racks)
     for broker in sorted(add):
-        if broker not in registered:
+        if broker not in racks:
             raise BrokerNotAvailable(f"broker {broker} is not registered: start it (replog broker start --broker-id "
                                      f"{broker} --coord ...), then add it")
     unknown = sorted(set(remove) - known)
     if unknown:
         raise InvalidReplicaAssignment(f"brokers {unknown} are not in the cluster (`replog cluster status` lists them)")
-    moving = await list_partition_reassignments(store)
     if moving:
-        raise ReassignmentInProgress(f"{len(moving)} partitions are being reassigned; wait for them (replog reassign "
+        raise ReassignmentInProgress(f"{moving} partitions are being reassigned; wait for them (replog reassign "
                                      "verify) or cancel them, then plan again")
-    current = await current_assignment(store)
-    down = sorted(known - set(registered) - set(remove))
-    racks_used = any(registration.rack is not None for registration in registered.values())
-    if down and racks_used:
+    down = sorted(known - set(racks) - set(remove))
+    if down and any(rack is not None for rack in racks.values()):
         raise BrokerNotAvailable(f"brokers {down} are down, and their racks are needed to plan: start them, or "
                                  "remove them too")
-    brokers = [(broker, registration.rack) for broker, registration in sorted(registered.items())]
-    brokers += [(broker, None) for broker in down]
+    brokers = sorted(racks.items()) + [(broker, None) for broker in down]
     holding = {broker for replicas in current.values() for broker in replicas}
     # A removed broker that is down and holds nothing needs no move, only its paths deleted,
     # which the planner would take for a typo.
-    planned_removal = {broker for broker in remove if broker in registered or broker in holding}
-    return plan_balance(current, brokers, remove=planned_removal, size_bytes=size_bytes)
+    planned_removal = {broker for broker in remove if broker in racks or broker in holding}
+    return plan_balance({key: tuple(replicas) for key, replicas in current.items()}, brokers, remove=planned_removal,
+                        size_bytes=size_bytes)
 
 
-async def execute_plan(store: Store, plan: Plan, limits: StateChangeLimits = StateChangeLimits()) -> None:
-    """Start every move of the plan; the first refusal, if any, as an error (the others go on)."""
-    refused = await alter_partition_reassignments(
-        store, {(move.topic, move.partition): move.new_replicas for move in plan.moves}, limits=limits)
+def plan_targets(plan: Plan) -> dict[PartitionKey, tuple[int, ...]]:
+    """The plan's moves as reassignment targets."""
+    return {(move.topic, move.partition): move.new_replicas for move in plan.moves}
+
+
+def raise_refusals(refused: Mapping[PartitionKey, AdminError | None]) -> None:
+    """The first refusal of a plan's moves, if any, as an error naming how many more there were
+    (the others went on)."""
     errors = [error for _, error in sorted(refused.items()) if error is not None]
     if len(errors) == 1:
         raise errors[0]
@@ -435,31 +446,13 @@ async def execute_plan(store: Store, plan: Plan, limits: StateChangeLimits = Sta
         raise error_for_code(errors[0].code, f"{errors[0].message} (and {len(errors) - 1} more moves refused)")
 
 
-async def wait_for_moves(store: Store, plan: Plan, on_progress: Callable[[int, int], None]) -> None:
-    """Until no move of the plan is in flight; `on_progress(done, total)` after each look. Not
-    bounded: moves copy whole partitions, and go on in the cluster if the wait is abandoned."""
-    keys = [(move.topic, move.partition) for move in plan.moves]
-    while True:  # until every move has completed
-        in_flight = len(await list_partition_reassignments(store, keys))
-        on_progress(len(keys) - in_flight, len(keys))
-        if not in_flight:
-            return
-        await asyncio.sleep(MOVES_POLL_S)
-
-
-async def lead_as_planned(store: Store, plan: Plan, timeout_s: float) -> list[ElectionResult]:
-    """A preferred election of the moved partitions, once their moves completed: the plan
-    balanced the preferred leaders, and leadership follows them now rather than at each leader's
-    next leader.imbalance.check.interval (or never, with auto.leader.rebalance.enable off)."""
-    return await elect_leaders(store, ElectionType.PREFERRED, [(move.topic, move.partition) for move in plan.moves],
-                               timeout_s)
-
-
 @dataclasses.dataclass(frozen=True)
 class Removal:
     brokers: tuple[int, ...]
     queues_deleted: tuple[int, ...]
-    deletions_finished: tuple[str, ...]  # topics whose deletion waited for a removed broker
+    # Topics whose deletion waited for a removed broker; None where the door cannot tell (Kafka's
+    # UnregisterBroker answers an error code only).
+    deletions_finished: tuple[str, ...] | None
 
 
 async def finish_removal(store: Store, brokers: Collection[int], limits: StateChangeLimits = StateChangeLimits()) -> Removal:

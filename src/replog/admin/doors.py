@@ -15,8 +15,13 @@ reassignment in its Metadata answer) is None in the descriptions. Log sizes and 
 in the brokers: both doors ask the running brokers for them (replica_logs.py).
 
 confluent-kafka has no call for AlterPartitionReassignments, ListPartitionReassignments,
-DescribeLogDirs or a broker's rack, so the doors send those with replog's own client
-(net/client.py).
+DescribeLogDirs, UnregisterBroker or a broker's rack, so the doors send those with replog's own
+client (net/client.py).
+
+A move's throttle: the store door writes it into the move's node; AlterPartitionReassignments
+carries none, so the Kafka door sets it as Kafka's tool does, as the dynamic broker config
+leader.replication.throttled.rate (admin/broker_configs.py), which `reassign verify` removes
+once nothing moves.
 
 A door is an async context manager: `async with open_door(coord_url, bootstrap) as door: ...`.
 """
@@ -31,12 +36,12 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from replog.config import load_broker_config
+from replog.config import DYNAMIC_BROKER_SETTINGS, LEADER_THROTTLE_RATE, load_broker_config
 from replog.coord_backends import Store, StoreError, open_store
 from replog.net.client import BrokerConnection, BrokerUnavailable
 from replog.net.codec import ApiKey
 
-from . import cluster
+from . import broker_configs, cluster
 from .assignment import BrokerRack
 from .errors import AdminError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
 from .planner import Plan
@@ -61,8 +66,10 @@ OPERATION_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_S = 45.0
 # A broker answering ElectLeaders waits up to this long for the new leaders.
 ELECTION_TIMEOUT_S = 30.0
+MOVES_POLL_S = 0.5  # how often a wait for a plan's moves asks again
 UNREACHABLE_CODE = -1  # Kafka's UNKNOWN_SERVER_ERROR: no server answered at all
 KAFKA_DEFAULT_PORT = 9092  # librdkafka's, for a bootstrap server given without one
+RESOURCE_BROKER = 4  # Kafka's config resource type
 
 
 class DoorChoiceError(ValueError):
@@ -208,6 +215,11 @@ class AdminDoor(abc.ABC):
         return replica_logs.partition_sizes(await self.replica_logs(hosting, with_end_offsets=False))
 
     @abc.abstractmethod
+    async def remove_throttle_rates(self) -> bool:
+        """Delete the brokers' configured throttle rates (broker_configs.remove_throttle_rates);
+        whether there was one."""
+
+    @abc.abstractmethod
     async def _broker_addresses(self) -> dict[int, tuple[str, int]]:
         """(host, port) of each running broker, by id."""
 
@@ -249,35 +261,47 @@ class AdminDoor(abc.ABC):
         """Elect the leaders of the partition, of the topic's partitions, or of every partition."""
         if topic is not None:
             validate_topic_name(topic)
-        return await self._elect_leaders(election_type, topic, partition)
+        return await self._elect_leaders(election_type, await self._election_partitions(topic, partition))
 
     @abc.abstractmethod
-    async def _elect_leaders(self, election_type: cluster.ElectionType, topic: str | None,
-                             partition: int | None) -> list[cluster.ElectionResult]: ...
+    async def _election_partitions(self, topic: str | None, partition: int | None) -> list[PartitionKey] | None:
+        """The partitions an election names: one, a topic's, or every one (None)."""
 
+    @abc.abstractmethod
+    async def _elect_leaders(self, election_type: cluster.ElectionType,
+                             partitions: Collection[PartitionKey] | None) -> list[cluster.ElectionResult]: ...
+
+    # -- adding and removing brokers: plan, execute, wait, lead, finish ---------------------------
+
+    @abc.abstractmethod
     async def plan_membership(self, *, add: Collection[int] = (), remove: Collection[int] = ()) -> Plan:
-        """Adding and removing brokers acts on the store only (StoreDoor); see KafkaDoor."""
-        raise DoorChoiceError(_MEMBERSHIP_NEEDS_THE_STORE)
+        """cluster.decide_membership over what this door reads."""
 
     async def execute_plan(self, plan: Plan) -> None:
-        raise DoorChoiceError(_MEMBERSHIP_NEEDS_THE_STORE)
+        """Start every move of the plan; the first refusal, if any, as an error (the others go on)."""
+        cluster.raise_refusals(await self.alter_reassignments(cluster.plan_targets(plan)))
 
     async def wait_for_moves(self, plan: Plan, on_progress: Callable[[int, int], None]) -> None:
-        raise DoorChoiceError(_MEMBERSHIP_NEEDS_THE_STORE)
+        """Until no move of the plan is in flight; `on_progress(done, total)` after each look. Not
+        bounded: moves copy whole partitions, and go on in the cluster if the wait is abandoned."""
+        keys = list(cluster.plan_targets(plan))
+        while True:  # until every move has completed
+            in_flight = len(await self.list_reassignments(keys))
+            on_progress(len(keys) - in_flight, len(keys))
+            if not in_flight:
+                return
+            await asyncio.sleep(MOVES_POLL_S)
 
     async def lead_as_planned(self, plan: Plan) -> list[cluster.ElectionResult]:
-        raise DoorChoiceError(_MEMBERSHIP_NEEDS_THE_STORE)
+        """A preferred election of the moved partitions, once their moves completed: the plan
+        balanced the preferred leaders, and leadership follows them now rather than at each
+        leader's next leader.imbalance.check.interval (or never, with auto.leader.rebalance.enable
+        off)."""
+        return await self._elect_leaders(cluster.ElectionType.PREFERRED, list(cluster.plan_targets(plan)))
 
+    @abc.abstractmethod
     async def finish_removal(self, brokers: Collection[int]) -> cluster.Removal:
-        raise DoorChoiceError(_MEMBERSHIP_NEEDS_THE_STORE)
-
-
-# Through a broker, a plan would miss the brokers that are down (Metadata and DescribeCluster
-# name registered brokers only) and the removal could not delete the state-change paths:
-# Kafka's UnregisterBroker would carry that, but confluent-kafka's AdminClient has no call for
-# it, and membership changes are rare enough that the operator's store URL is at hand.
-_MEMBERSHIP_NEEDS_THE_STORE = ("adding and removing brokers needs --coord URL: it plans with every broker of the "
-                               "cluster, down ones included, and deletes their state-change paths in the store")
+        """cluster.finish_removal: the brokers' state-change paths go, once nothing is on them."""
 
 
 class StoreDoor(AdminDoor):
@@ -341,6 +365,9 @@ class StoreDoor(AdminDoor):
         return {broker: (registration.host, registration.port)
                 for broker, registration in (await topics.registered_brokers(self.store)).items()}
 
+    async def remove_throttle_rates(self) -> bool:
+        return bool(await broker_configs.remove_throttle_rates(self.store))
+
     async def _alter_topic_config(self, name: str, operations: Sequence[ConfigOperation], *, validate_only: bool) -> None:
         await topics.alter_topic_config(self.store, name, operations, validate_only=validate_only)
 
@@ -349,22 +376,15 @@ class StoreDoor(AdminDoor):
     async def cluster_status(self) -> cluster.ClusterStatus:
         return await cluster.cluster_status(self.store)
 
-    async def _elect_leaders(self, election_type: cluster.ElectionType, topic: str | None,
-                             partition: int | None) -> list[cluster.ElectionResult]:
-        return await cluster.elect_leaders(self.store, election_type, await cluster.election_partitions(
-            self.store, topic, partition), ELECTION_TIMEOUT_S)
+    async def _election_partitions(self, topic: str | None, partition: int | None) -> list[PartitionKey] | None:
+        return await cluster.election_partitions(self.store, topic, partition)
+
+    async def _elect_leaders(self, election_type: cluster.ElectionType,
+                             partitions: Collection[PartitionKey] | None) -> list[cluster.ElectionResult]:
+        return await cluster.elect_leaders(self.store, election_type, partitions, ELECTION_TIMEOUT_S)
 
     async def plan_membership(self, *, add: Collection[int] = (), remove: Collection[int] = ()) -> Plan:
         return await cluster.plan_membership(self.store, add=add, remove=remove, size_bytes=await self.partition_sizes())
-
-    async def execute_plan(self, plan: Plan) -> None:
-        await cluster.execute_plan(self.store, plan)
-
-    async def wait_for_moves(self, plan: Plan, on_progress: Callable[[int, int], None]) -> None:
-        await cluster.wait_for_moves(self.store, plan, on_progress)
-
-    async def lead_as_planned(self, plan: Plan) -> list[cluster.ElectionResult]:
-        return await cluster.lead_as_planned(self.store, plan, ELECTION_TIMEOUT_S)
 
     async def finish_removal(self, brokers: Collection[int]) -> cluster.Removal:
         return await cluster.finish_removal(self.store, brokers)
@@ -477,11 +497,10 @@ class KafkaDoor(AdminDoor):
     async def alter_reassignments(self, targets: Mapping[PartitionKey, Sequence[int] | None], *,
                                   throttle_bytes_per_s: int | None = None) -> dict[PartitionKey, AdminError | None]:
         if throttle_bytes_per_s is not None:
-            # Refused rather than dropped: a move the operator meant to throttle would crowd out
-            # the clients at full speed.
-            raise DoorChoiceError(
-                "a throttle goes through --coord only: Kafka's AlterPartitionReassignments carries none (Kafka sets it"
-                " as broker configs, which replog's brokers do not take)")
+            # The cluster's default rather than the moving partitions' leaders, as Kafka's tool
+            # does: a leader that changes during the move (a failover, or the leader moved off)
+            # would lead it unthrottled. Set first, so that no move starts at full speed.
+            await self._alter_broker_configs({"": {LEADER_THROTTLE_RATE: (AlterOp.SET, str(throttle_bytes_per_s))}})
         by_topic: dict[str, list[dict]] = {}
         for (topic, partition), target in sorted(targets.items()):
             by_topic.setdefault(topic, []).append({"partition_index": partition, "replicas": None if target is None else list(target)})
@@ -512,6 +531,36 @@ class KafkaDoor(AdminDoor):
         metadata = await self._ask_any(lambda connection: connection.metadata([]))
         return {broker: (address.host, address.port) for broker, address in metadata.brokers.items()}
 
+    async def remove_throttle_rates(self) -> bool:
+        # Every broker registered and the default; a rate left on a broker that is down goes
+        # through --coord (its node in the store).
+        names = ["", *(str(broker) for broker, _ in await self.registered_brokers())]
+        body = {"resources": [{"resource_type": RESOURCE_BROKER, "resource_name": name,
+                               "configuration_keys": list(DYNAMIC_BROKER_SETTINGS)} for name in names],
+                "include_synonyms": False, "include_documentation": False}
+        answer = await self._ask_any(lambda connection: connection.request(ApiKey.DESCRIBE_CONFIGS, None, body))
+        own_level = {"": ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG}
+        deletes = {}
+        for result in answer.results:
+            _raise_for_resource(result)
+            level = own_level.get(result.resource_name, ConfigSource.DYNAMIC_BROKER_CONFIG)
+            found = {entry.name: (AlterOp.DELETE, None) for entry in result.configs if entry.config_source == level}
+            if found:
+                deletes[result.resource_name] = found
+        if deletes:
+            await self._alter_broker_configs(deletes)
+        return bool(deletes)
+
+    async def _alter_broker_configs(self, changes: Mapping[str, Mapping[str, tuple[AlterOp, str | None]]]) -> None:
+        """IncrementalAlterConfigs of BROKER resources: by resource name, (operation, value) by config."""
+        body = {"validate_only": False, "resources": [
+            {"resource_type": RESOURCE_BROKER, "resource_name": name, "configs": [
+                {"name": config, "config_operation": op, "value": value} for config, (op, value) in configs.items()]}
+            for name, configs in changes.items()]}
+        answer = await self._ask_any(lambda connection: connection.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, None, body))
+        for response in answer.responses:
+            _raise_for_resource(response)
+
     async def _ask_any(self, ask):
         """`await ask(connection)` on the first bootstrap server that answers it."""
         failure = None
@@ -536,17 +585,19 @@ class KafkaDoor(AdminDoor):
         # Neither the state-change queues nor the moves in flight are in these answers.
         return cluster.summarize(described.cluster_id, registered, (), partitions, None, None)
 
-    async def _elect_leaders(self, election_type: cluster.ElectionType, topic: str | None,
-                             partition: int | None) -> list[cluster.ElectionResult]:
+    async def _election_partitions(self, topic: str | None, partition: int | None) -> list[PartitionKey] | None:
+        if topic is None:
+            return None
+        metadata = await self._metadata()
+        if topic not in metadata.topics or metadata.topics[topic].error is not None:
+            raise UnknownTopicOrPartition(f"topic {topic!r} does not exist")
+        return [(topic, index) for index in (sorted(metadata.topics[topic].partitions) if partition is None else [partition])]
+
+    async def _elect_leaders(self, election_type: cluster.ElectionType,
+                             partitions: Collection[PartitionKey] | None) -> list[cluster.ElectionResult]:
         from confluent_kafka import ElectionType as KafkaElectionType, TopicPartition
 
-        asked = None
-        if topic is not None:
-            metadata = await self._metadata()
-            if topic not in metadata.topics or metadata.topics[topic].error is not None:
-                raise UnknownTopicOrPartition(f"topic {topic!r} does not exist")
-            indexes = sorted(metadata.topics[topic].partitions) if partition is None else [partition]
-            asked = [TopicPartition(topic, index) for index in indexes]
+        asked = None if partitions is None else [TopicPartition(topic, index) for topic, index in sorted(partitions)]
         kind = KafkaElectionType.PREFERRED if election_type is cluster.ElectionType.PREFERRED else KafkaElectionType.UNCLEAN
         # No timeouts given: confluent-kafka 2.16's elect_leaders fails on any keyword argument
         # (a SystemError from its argument parsing); librdkafka's defaults, socket.timeout.ms,
@@ -562,6 +613,36 @@ class KafkaDoor(AdminDoor):
             results.append(cluster.ElectionResult(key.topic, key.partition, failure, leaders.get((key.topic, key.partition)),
                                                   unclean))
         return results
+
+    async def plan_membership(self, *, add: Collection[int] = (), remove: Collection[int] = ()) -> Plan:
+        # Metadata names the registered brokers only; DescribeCluster v2 adds the fenced ones:
+        # replog's brokers answer with the brokers the cluster knows that are down.
+        metadata = await self._ask_any(lambda connection: connection.metadata(None))
+        described = await self._ask_any(lambda connection: connection.request(
+            ApiKey.DESCRIBE_CLUSTER, None, {"include_cluster_authorized_operations": False, "include_fenced_brokers": True}))
+        _raise_for(described, "DescribeCluster")
+        current = {(name, index): found.replicas for name, topic in metadata.topics.items()
+                   if topic.error_code == ErrorCode.none for index, found in topic.partitions.items()}
+        return cluster.decide_membership(
+            {broker: address.rack for broker, address in metadata.brokers.items()},
+            {broker.broker_id for broker in described.brokers}, current, len(await self.list_reassignments()),
+            add=add, remove=remove, size_bytes=await self.partition_sizes())
+
+    async def finish_removal(self, brokers: Collection[int]) -> cluster.Removal:
+        # What the answer cannot say is left unknown rather than asked for another way: which
+        # topic deletions completed (None in the Removal), since they complete in any case.
+        deleted = []
+        for broker in sorted(brokers):
+            # The broker first waits its own state-change timeout (StateChangeLimits' default,
+            # OPERATION_TIMEOUT_S) for a running removed broker to consume its queue: the
+            # connection's REQUEST_TIMEOUT_S outlasts that wait.
+            answer = await self._ask_any(lambda connection: connection.request(
+                ApiKey.UNREGISTER_BROKER, None, {"broker_id": broker}))
+            if answer.error_code == ErrorCode.broker_id_not_registered:
+                continue  # no state-change path: removed already
+            _raise_for(answer, "UnregisterBroker")
+            deleted.append(broker)
+        return cluster.Removal(tuple(sorted(brokers)), tuple(deleted), None)
 
     async def _cluster_outcome(self, future):
         from confluent_kafka import KafkaException
@@ -589,6 +670,13 @@ def _raise_for(answer, api: str) -> None:
     """The error a whole admin answer carries, as its AdminError."""
     if answer.error_code != ErrorCode.none:
         raise error_for_code(int(answer.error_code), answer.error_message or f"{api}: {answer.error_code.name}")
+
+
+def _raise_for_resource(result) -> None:
+    """The error of one broker resource in a config answer, as its AdminError."""
+    if result.error_code != ErrorCode.none:
+        raise error_for_code(int(result.error_code), result.error_message or
+                             f"broker config {result.resource_name!r}: {result.error_code.name}")
 
 
 def _partition_error(topic: str, partition) -> AdminError | None:

@@ -8,7 +8,8 @@ read and written by reassignment_plan.py, and the CLI only parses and prints.
     verify    per partition: done, in progress (replicas being added: whether each is in the
               ISR yet, and how many offsets and bytes it is behind its leader, asked of the
               brokers) or not on its target with no move in flight (cancelled, refused, or
-              never executed)
+              never executed); once nothing moves in the cluster, the brokers' throttle rates
+              go (remove_throttle_when_settled)
     cancel    ends the moves in flight; each partition goes back to the replicas it had when
               its move began, which the leader never stopped replicating to
 """
@@ -188,6 +189,15 @@ async def wait_until_settled(door: AdminDoor, plan: Mapping[PartitionKey, Sequen
         if all(partition.state is not State.MOVING for partition in progress):
             return progress
         await asyncio.sleep(VERIFY_POLL_S)
+
+
+async def remove_throttle_when_settled(door: AdminDoor, progress: Sequence[PartitionProgress]) -> bool:
+    """Once no partition moves, the plan's or any other (a rate throttles every move its broker
+    leads), the brokers' configured throttle rates go, as kafka-reassign-partitions --verify
+    removes the throttle its execute set; whether there was one."""
+    if any(partition.state is State.MOVING for partition in progress) or await door.list_reassignments():
+        return False
+    return await door.remove_throttle_rates()
 
 
 async def cancel(door: AdminDoor, partitions: Collection[PartitionKey]) -> Cancelled:

@@ -617,9 +617,11 @@ async def describe_topic(store: Store, name: str) -> TopicDescription:
 
 
 class ConfigSource(enum.IntEnum):
-    """Kafka's DescribeConfigs config_source values (the ones a topic's entries can have)."""
+    """Kafka's DescribeConfigs config_source values (the ones a topic's or a broker's entries can have)."""
 
     DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
 

@@ -12,6 +12,7 @@ configurable root:
     /brokers/partitions_reassigned/[topic]/[partition]  PartitionReassignment (removed when done)
     /brokers/state/[broker_id]/[seq]                    StateChangeRequest   (persistent queue)
     /config/topics/[topic]                              TopicConfig
+    /config/brokers/[broker_id or <default>]            DynamicBrokerConfig
     /admin/topic_changes/[topic]                        TopicChangeInProgress (ephemeral)
     /admin/delete_topics/[topic]                        TopicDeletion        (removed with the topic)
     /cluster/id                                         ClusterId
@@ -177,6 +178,14 @@ class TopicConfig(NodeValue):
 
 
 @dataclasses.dataclass(frozen=True)
+class DynamicBrokerConfig(NodeValue):
+    """A broker's dynamic configs (IncrementalAlterConfigs on a BROKER resource), or with the
+    name <default> the whole cluster's default, which a broker's own node overrides."""
+
+    configs: dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
 class ClusterId(NodeValue):
     cluster_id: str
 
@@ -197,6 +206,8 @@ TOPICS = "/brokers/topics"
 PARTITIONS_REASSIGNED = "/brokers/partitions_reassigned"
 STATE_QUEUES = "/brokers/state"
 TOPIC_CONFIGS = "/config/topics"
+BROKER_CONFIGS = "/config/brokers"
+DEFAULT_BROKER_CONFIG = "<default>"  # Kafka's name of the cluster-wide default's node
 TOPIC_CHANGES = "/admin/topic_changes"
 TOPIC_DELETIONS = "/admin/delete_topics"
 CLUSTER_ID = "/cluster/id"
@@ -250,6 +261,11 @@ def state_change_prefix(broker_id: int) -> str:
 
 def topic_config(name: str) -> str:
     return f"{TOPIC_CONFIGS}/{name}"
+
+
+def broker_config(broker_id: int | None) -> str:
+    """A broker's dynamic configs; None: the cluster-wide default."""
+    return f"{BROKER_CONFIGS}/{DEFAULT_BROKER_CONFIG if broker_id is None else int(broker_id)}"
 
 
 def topic_change(name: str) -> str:

@@ -51,6 +51,7 @@ class ApiKey(enum.IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     DESCRIBE_CLUSTER = 60
+    UNREGISTER_BROKER = 64
 
 
 # api key -> (min version, max version) that replog implements: static, so that the client
@@ -74,6 +75,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
+    ApiKey.UNREGISTER_BROKER: (0, 0),
 }
 
 

@@ -259,7 +259,7 @@ class Partition:
         # Called when a follower's fetch qualifies it to join the ISR (the upkeep writes it).
         self.on_isr_change_due: Callable[[], None] | None = None
         # Replicas a reassignment adds, whose fetches draw on a throttle (throttle.py).
-        self._throttled: tuple[frozenset[int], ReplicationThrottle, int] | None = None
+        self._throttled: tuple[frozenset[int], ReplicationThrottle, int | None] | None = None
         self.fenced = False
         self._leader_epoch_start_offset = UNKNOWN_OFFSET
         # Within the log always: a checkpointed HW may be ahead of a log that lost its tail after
@@ -684,13 +684,15 @@ class Partition:
         throttle."""
         if self._throttled is None or replica_id not in self._throttled[0] or replica_id in self.isr:
             return None
-        _, throttle, rate_bytes_per_s = self._throttled
-        return throttle.allowance_bytes(rate_bytes_per_s, now_ms)
+        _, throttle, move_rate_bytes_per_s = self._throttled
+        rate_bytes_per_s = throttle.rate_bytes_per_s(move_rate_bytes_per_s)
+        return None if rate_bytes_per_s is None else throttle.allowance_bytes(rate_bytes_per_s, now_ms)
 
     def throttle(self, replicas: Collection[int], throttle: ReplicationThrottle, rate_bytes_per_s: int | None) -> None:
-        """Fetches of `replicas` (a move's added replicas) draw on `throttle` at
-        `rate_bytes_per_s`; none are throttled with no replicas or no rate."""
-        self._throttled = (frozenset(replicas), throttle, rate_bytes_per_s) if replicas and rate_bytes_per_s else None
+        """Fetches of `replicas` (a move's added replicas) draw on `throttle` at the lower of
+        the move's `rate_bytes_per_s` and the broker's configured rate, read at each fetch so
+        that a rate set or removed applies at once; none are throttled with no replicas."""
+        self._throttled = (frozenset(replicas), throttle, rate_bytes_per_s) if replicas else None
 
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
                               current_leader_epoch: int = NO_LEADER_EPOCH) -> ErrorCode:

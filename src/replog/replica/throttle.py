@@ -1,8 +1,11 @@
 """The leader's replication throttle for partition moves: Kafka's
 leader.replication.throttled.rate, in bytes per second, on the bytes this broker sends to the
-replicas that reassignments add (replication/reassignment.py sets which, per partition, from
-the move's `throttle_bytes_per_s`), so that copying a partition to a new broker leaves room for
-clients and for the followers already in sync, which are never throttled.
+replicas that reassignments add (replication/reassignment.py sets which, per partition), so that
+copying a partition to a new broker leaves room for clients and for the followers already in
+sync, which are never throttled. The rate is the lower of the move's own
+(`throttle_bytes_per_s`, `replog reassign execute --throttle` through the store) and this
+broker's configured leader.replication.throttled.rate (a dynamic broker config, the way
+through a broker and Kafka's own tool; replication/throttle_rates.py keeps it current).
 
 One bucket per broker, shared by every throttled partition it leads: tokens accrue at the rate,
 up to one second's worth, and a read spends what it sent. A read goes ahead while the balance
@@ -17,6 +20,13 @@ class ReplicationThrottle:
     def __init__(self) -> None:
         self._tokens_bytes = 0.0
         self._updated_ms: int | None = None
+        self.configured_rate_bytes_per_s: int | None = None  # None: not configured
+
+    def rate_bytes_per_s(self, move_rate_bytes_per_s: int | None) -> int | None:
+        """The rate for a move's replicas: the lower of the move's and the configured; None if
+        neither is set."""
+        rates = [rate for rate in (move_rate_bytes_per_s, self.configured_rate_bytes_per_s) if rate is not None]
+        return min(rates) if rates else None
 
     def allowance_bytes(self, rate_bytes_per_s: int, now_ms: int) -> int:
         """How many bytes may go now at `rate_bytes_per_s`: 0 while in debt."""

@@ -28,22 +28,20 @@ rather than sending the close-replicas first (the seed's order, which loses them
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import enum
 import logging
 from collections.abc import Callable
 
-from replog.coord_backends import BadVersion, NoNode, Store, StoreError
+from replog.coord_backends import BadVersion, NoNode, Store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import IsrRecord, PartitionReassignment, ReplicaAssignment
 from replog.replica.partition import Partition
 from replog.replica.throttle import ReplicationThrottle
+from replog.replication.node_watch import follow_node
 from replog.replication.state_changes import CLOSE_REPLICA, START_REPLICA, FollowerStateChangeQueueFull, send_state_change
 
 logger = logging.getLogger(__name__)
-
-WATCH_RETRY_PAUSE_S = 1.0
 
 
 class Step(enum.Enum):
@@ -61,15 +59,12 @@ class ReassignmentWatch:
         self.current: tuple[PartitionReassignment, int] | None = None
 
     async def run(self, on_change: Callable[[], None]) -> None:
-        while True:  # until cancelled with the leadership; a failed watch is watched again
-            try:
-                async with await self._store.watch_data(self._path) as watch:
-                    async for event in watch:
-                        self.current = (PartitionReassignment.decode(event.data), event.version) if event.exists else None
-                        on_change()
-            except StoreError as error:
-                logger.warning("reassignment watch failed, watching again path=%s error=%s", self._path, error)
-            await asyncio.sleep(WATCH_RETRY_PAUSE_S)
+        """Until cancelled with the leadership."""
+        def changed(event) -> None:
+            self.current = (PartitionReassignment.decode(event.data), event.version) if event.exists else None
+            on_change()
+
+        await follow_node(self._store, self._path, changed, "reassignment")
 
 
 class Reassigner:

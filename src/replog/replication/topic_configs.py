@@ -19,13 +19,12 @@ import logging
 from collections.abc import Callable
 
 from replog.config import BrokerConfig, TopicSettings, effective_topic_config
-from replog.coord_backends import NoNode, Store, StoreError
+from replog.coord_backends import NoNode, Store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import TopicConfig
+from replog.replication.node_watch import follow_node
 
 logger = logging.getLogger(__name__)
-
-WATCH_RETRY_PAUSE_S = 1.0
 
 
 class TopicConfigs:
@@ -62,14 +61,10 @@ class TopicConfigs:
             await self.forget(topic)
 
     async def _follow(self, topic: str) -> None:
-        while True:  # until forgotten; a failed watch is opened again after a pause
-            try:
-                async with await self._store.watch_data(paths.topic_config(topic)) as watch:
-                    async for event in watch:
-                        self._apply(topic, TopicConfig.decode(event.data).configs if event.exists else {})
-            except StoreError as error:
-                logger.warning("topic config watch failed topic=%s error=%s", topic, error)
-            await asyncio.sleep(WATCH_RETRY_PAUSE_S)
+        """Until forgotten."""
+        await follow_node(self._store, paths.topic_config(topic),
+                          lambda event: self._apply(topic, TopicConfig.decode(event.data).configs if event.exists else {}),
+                          "topic config")
 
     def _apply(self, topic: str, overrides: dict[str, str]) -> None:
         try:

@@ -1,5 +1,7 @@
 """Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
-IncrementalAlterConfigs, AlterPartitionReassignments, ListPartitionReassignments.
+IncrementalAlterConfigs, AlterPartitionReassignments, ListPartitionReassignments. Brokers'
+configs are static but for the reassignment throttle's rates, which IncrementalAlterConfigs
+sets per broker or as the cluster's default (admin/broker_configs.py).
 
 Each acts on the coordination store through replog.admin, as the seed's admin commands do, so
 any broker can take them (Metadata names the answering broker as "controller"). Create, grow
@@ -17,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from replog import admin
 from replog.admin import AdminError, AlterOp, ConfigOperation
+from replog.admin import broker_configs
 from replog.config import format_value
 
 from ..codec import ApiKey, Request, build_response
@@ -146,9 +149,14 @@ async def _config_entries(services, resource_type: int, name: str) -> list[tuple
     if resource_type == RESOURCE_TOPIC:
         entries = await admin.describe_topic_config(services.store, name, services.config)
         return [(entry.name, entry.value, int(entry.source), False) for entry in entries]
-    if resource_type == RESOURCE_BROKER and name in ("", str(services.broker_id)):
-        # Broker settings are static: set at start-up, read-only here.
-        return [(setting, format_value(value), 4, True) for setting, value in sorted(services.config.items())]
+    if resource_type == RESOURCE_BROKER:
+        broker = broker_configs.broker_resource(name)
+        dynamic = await broker_configs.dynamic_broker_config(services.store, broker)
+        # Static settings (set at start-up, read-only here) only of this broker, as Kafka's
+        # brokers describe only their own.
+        static = services.config.items() if broker in (None, services.broker_id) else ()
+        return ([(setting, format_value(value), 4, True) for setting, value in sorted(static)]
+                + [(setting, value, int(source), False) for setting, (value, source) in sorted(dynamic.items())])
     raise AdminError(ErrorCode.invalid_request, f"cannot describe resource type {resource_type} named {name!r}")
 
 
@@ -160,17 +168,21 @@ async def incremental_alter_configs(services, request: Request):
         result = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
                   "resource_name": resource.resource_name}
         try:
-            if resource.resource_type != RESOURCE_TOPIC:
-                raise AdminError(ErrorCode.invalid_request, "only topic configs can be altered; broker settings are static")
+            if resource.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER):
+                raise AdminError(ErrorCode.invalid_request, f"cannot alter resource type {resource.resource_type}: only "
+                                                            "topics' and brokers' configs")
             operations = []
             for config in resource.configs:
                 try:
                     operations.append(ConfigOperation(config.name, AlterOp(config.config_operation), config.value))
                 except ValueError:
                     raise AdminError(ErrorCode.invalid_request, f"unknown config operation {config.config_operation}") from None
-            await admin.alter_topic_config(
-                services.store, resource.resource_name, operations, broker_config=services.config, validate_only=body.validate_only
-            )
+            if resource.resource_type == RESOURCE_BROKER:
+                await broker_configs.alter_broker_config(services.store, broker_configs.broker_resource(resource.resource_name),
+                                                         operations, validate_only=body.validate_only)
+            else:
+                await admin.alter_topic_config(services.store, resource.resource_name, operations,
+                                               broker_config=services.config, validate_only=body.validate_only)
         except AdminError as error:
             result |= _failure(request, resource.resource_name, error)
         results.append(result)

@@ -1,12 +1,12 @@
-"""The cluster as a whole: ElectLeaders and DescribeCluster, answered from the store through
-replog.admin, as `replog cluster` answers them with --coord."""
+"""The cluster as a whole: ElectLeaders, DescribeCluster and UnregisterBroker, answered from the
+store through replog.admin, as `replog cluster` answers them with --coord."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
 from replog import admin
-from replog.admin import ElectionType
+from replog.admin import AdminError, ElectionType
 from replog.admin.reassignment import cluster_brokers
 
 from ..codec import ApiKey, Request, build_response
@@ -57,3 +57,22 @@ async def describe_cluster(services, request: Request):
         "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
         "cluster_id": services.cluster_id or "", "controller_id": services.broker_id, "brokers": brokers,
     })
+
+
+@handles(ApiKey.UNREGISTER_BROKER)
+async def unregister_broker(services, request: Request):
+    """The end of a removal (admin.finish_removal): the broker's state-change path goes, once no
+    replica is assigned to it; a running one first gets this broker's state-change timeout to
+    consume its queue (v0 carries no timeout). BROKER_ID_NOT_REGISTERED for a broker without
+    that path: not in the cluster, or removed already."""
+    broker_id = request.body.broker_id
+    try:
+        removal = await admin.finish_removal(services.store, [broker_id], services.state_change_limits(0))
+        if not removal.queues_deleted:
+            raise AdminError(ErrorCode.broker_id_not_registered,
+                             f"broker {broker_id} has no state-change path: it is not in the cluster, or was removed already "
+                             "(`replog cluster status` lists the brokers)")
+    except AdminError as error:
+        log_refusal(request, "unregister broker", str(broker_id), error.code)
+        return build_response(request, {"throttle_time": 0, "error_code": error.code, "error_message": error.message})
+    return build_response(request, {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None})
