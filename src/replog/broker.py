@@ -133,6 +133,7 @@ class Broker:
         self.replicas.start()
         self._throttle_rates = asyncio.create_task(
             ThrottleRates(self.store, self.broker_id, self.replicas.replication_throttle).run(), name="throttle-rates")
+        self._throttle_rates.add_done_callback(self._throttle_rates_ended)
         await self.state_changes.listen()
         self._session_follower = asyncio.create_task(self._follow_session(), name="session-follower")
         self._session_follower.add_done_callback(self._session_follower_ended)
@@ -317,6 +318,14 @@ class Broker:
         logger.critical("coordination session follower ended, stopping the broker broker=%d", self.broker_id,
                         exc_info=task.exception())
         self.hosted.session_changed(SessionState.SUSPENDED)
+        self.failed.set()
+
+    def _throttle_rates_ended(self, task: asyncio.Task) -> None:
+        """It retries store failures itself, so only a bug ends it: the rates an operator sets
+        would no longer reach the moves, so the broker stops rather than run on unaware."""
+        if task.cancelled():
+            return
+        logger.critical("throttle rate watch ended, stopping the broker broker=%d", self.broker_id, exc_info=task.exception())
         self.failed.set()
 
     async def _register_again(self) -> None:
