@@ -49,6 +49,7 @@ from replog.config import BrokerConfig
 from replog.coord_backends import BadVersion, NodeExists, NoNode, SessionState, StoreError, open_store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, ClusterId, InvalidNodeValue
+from replog.groups import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, GroupLimits
 from replog.metadata_cache import MetadataCache
 from replog.net.server import KafkaServer
 from replog.producer_ids import ProducerIdAllocator
@@ -63,6 +64,10 @@ logger = logging.getLogger(__name__)
 
 
 REGISTRATION_RETRY_MAX_S = 5.0
+# __consumer_offsets keeps only the latest value per key, which compaction would give; replog
+# has no log cleaner yet, and config.py refuses cleanup.policy=compact, so the topic never
+# deletes segments instead: nothing committed is ever lost to retention.
+OFFSETS_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1"}
 
 
 def wall_clock_ms() -> int:
@@ -71,6 +76,17 @@ def wall_clock_ms() -> int:
 
 def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
+
+
+def group_coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
+    limits = GroupLimits(
+        initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+        min_session_timeout_ms=config["group.min.session.timeout.ms"],
+        max_session_timeout_ms=config["group.max.session.timeout.ms"],
+        max_size=config["group.max.size"],
+    )
+    return CoordinatorConfig(limits, offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+                             commit_timeout_ms=config["offsets.commit.timeout.ms"])
 
 
 class BrokerIdInUse(Exception):
@@ -107,6 +123,11 @@ class Broker:
         self.replicas = ReplicaManager(manager_config, wall_clock_ms, monotonic_ms)
         self.metadata = MetadataCache(self.store)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
+        self.groups = GroupCoordinator(self.broker_id, group_coordinator_config(config), self.replicas.hosted,
+                                       self._offsets_partition_count, monotonic_ms, wall_clock_ms)
+        self.replicas.on_replica_changed = self.groups.partition_changed
+        self._group_coordinator: asyncio.Task | None = None
+        self._creating_offsets_topic: asyncio.Task | None = None
         listener = config["listeners"]
         self.server = KafkaServer(self, listener.host, listener.port, max_request_bytes=config["socket.request.max.bytes"])
         self.cluster_id: str | None = None
@@ -129,6 +150,8 @@ class Broker:
         await self.store.start()
         await self._ensure_paths()
         self.replicas.start()
+        self._group_coordinator = asyncio.create_task(self.groups.run(), name="group-coordinator")
+        self._group_coordinator.add_done_callback(self._group_coordinator_ended)
         await self.state_changes.listen()
         self._session_follower = asyncio.create_task(self._follow_session(), name="session-follower")
         self._session_follower.add_done_callback(self._session_follower_ended)
@@ -162,7 +185,7 @@ class Broker:
         logger.info("broker stopped broker=%d", self.broker_id)
 
     async def _stop_components(self) -> None:
-        for task in (self._session_follower, self._registering):
+        for task in (self._session_follower, self._registering, self._creating_offsets_topic):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
@@ -170,10 +193,16 @@ class Broker:
         await self._deregister()
         await self.hosted.hand_over(self.store.session_timeout_ms / 1000)
         await self._wait_until_out_of_followed_isrs(self.store.session_timeout_ms / 1000)
+        # Group requests wait for rebalances: answered NOT_COORDINATOR now, so that the server
+        # finishing its requests does not wait for them, and their clients look elsewhere.
+        self.groups.close()
         await self.server.stop()
         self.metadata.on_assignment_changed = None
         self.metadata.on_brokers_changed = None
         await self.hosted.stop()
+        if self._group_coordinator is not None:
+            self._group_coordinator.cancel()
+            await asyncio.gather(self._group_coordinator, return_exceptions=True)
         self.leader_connections.close()
         await self.metadata.close()
         await self.replicas.shutdown()
@@ -315,6 +344,14 @@ class Broker:
         self.hosted.session_changed(SessionState.SUSPENDED)
         self.failed.set()
 
+    def _group_coordinator_ended(self, task: asyncio.Task) -> None:
+        """The coordinator runs until the broker stops; ending otherwise is a bug that leaves
+        groups without timers: stop the broker rather than serve them wrong."""
+        if task.cancelled():
+            return
+        logger.critical("group coordinator ended, stopping the broker broker=%d", self.broker_id, exc_info=task.exception())
+        self.failed.set()
+
     async def _register_again(self) -> None:
         """Register after a lost session, retrying while the store fails; ends once registered
         (or when the broker stops, which cancels it)."""
@@ -333,6 +370,35 @@ class Broker:
                 await asyncio.sleep(delay_s)
 
     # services for the request handlers
+    def _offsets_partition_count(self) -> int:
+        """Kafka's rule: the topic's partition count once it exists, the setting before."""
+        return len(self.metadata.topics.get(OFFSETS_TOPIC) or ()) or self.config["offsets.topic.num.partitions"]
+
+    def create_offsets_topic(self) -> None:
+        """Create __consumer_offsets in the background (a group asked for its coordinator);
+        once at a time."""
+        if self._creating_offsets_topic is None or self._creating_offsets_topic.done():
+            self._creating_offsets_topic = asyncio.create_task(self._create_offsets_topic(), name="create-offsets-topic")
+
+    async def _create_offsets_topic(self) -> None:
+        wanted = self.config["offsets.topic.replication.factor"]
+        factor = min(wanted, max(1, len(self.metadata.brokers)))
+        if factor < wanted:
+            logger.warning("creating %s with replication factor %d: offsets.topic.replication.factor is %d but only %d "
+                           "brokers are registered broker=%d", OFFSETS_TOPIC, factor, wanted, factor, self.broker_id)
+        try:
+            await admin.create_topic(self.store, OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"], factor,
+                                     OFFSETS_TOPIC_CONFIG, limits=self.state_change_limits(0))
+        except AdminError as error:
+            if error.code != ErrorCode.topic_already_exists:
+                logger.warning("could not create %s broker=%d error=%s", OFFSETS_TOPIC, self.broker_id, error)
+            return
+        except StoreError as error:
+            logger.warning("could not create %s broker=%d error=%s", OFFSETS_TOPIC, self.broker_id, error)
+            return
+        logger.info("created %s partitions=%d replication_factor=%d broker=%d", OFFSETS_TOPIC,
+                    self.config["offsets.topic.num.partitions"], factor, self.broker_id)
+
     def now_ms(self) -> int:
         """For durations (follower lag, fetch pacing): monotonic, so a clock step changes no ISR."""
         return monotonic_ms()

@@ -281,6 +281,42 @@ SETTINGS: dict[str, Setting] = {
             "requests a broker's state-change queue holds before it is shrunk (the seed's sendStateChange)",
         ),
         Setting(
+            "group.initial.rebalance.delay.ms",
+            _int32(0),
+            3000,
+            "how long a group with no members waits for more to join before its first generation forms",
+        ),
+        Setting("group.min.session.timeout.ms", _int32(1), 6000, "shortest session timeout a group member may ask for"),
+        Setting(
+            "group.max.session.timeout.ms", _int32(1), 1_800_000, "longest session timeout a group member may ask for"
+        ),
+        Setting(
+            "group.max.size",
+            _int32(1),
+            1000,
+            "members one group may have (Kafka's default is unlimited; replog bounds every queue)",
+        ),
+        Setting(
+            "offsets.topic.num.partitions",
+            _int32(1),
+            50,
+            "partitions of __consumer_offsets, made on first use; a group's partition depends on it, so do not change "
+            "it once the topic exists",
+        ),
+        Setting(
+            "offsets.topic.replication.factor",
+            _int32(1),
+            3,
+            "replicas of __consumer_offsets; fewer if fewer brokers are registered when it is made (with a warning)",
+        ),
+        Setting("offset.metadata.max.bytes", _int32(0), 4096, "largest metadata string an offset commit may carry"),
+        Setting(
+            "offsets.commit.timeout.ms",
+            _int32(1),
+            5000,
+            "how long an offset commit waits for every in-sync replica of __consumer_offsets",
+        ),
+        Setting(
             "offsets.retention.minutes",
             _int32(1),
             7 * _DAY_MS // 60_000,

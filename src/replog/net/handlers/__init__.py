@@ -54,4 +54,4 @@ def handles(api_key: int) -> Callable[[Handler], Handler]:
 
 
 # Importing the modules registers their handlers.
-from . import admin, api_versions, cluster, fetch, metadata, offsets, produce, producer_ids  # noqa: E402,F401
+from . import admin, api_versions, cluster, committed_offsets, fetch, groups, metadata, offsets, produce, producer_ids  # noqa: E402,F401
