@@ -371,8 +371,10 @@ class Broker:
 
     # services for the request handlers
     def _offsets_partition_count(self) -> int:
-        """Kafka's rule: the topic's partition count once it exists, the setting before."""
-        return len(self.metadata.topics.get(OFFSETS_TOPIC) or ()) or self.config["offsets.topic.num.partitions"]
+        """The setting, always: Kafka takes the topic's count once it exists, but the metadata
+        cache learns a new topic's partitions one by one, and a count that grows while groups
+        are placed by it would move them between coordinators."""
+        return self.config["offsets.topic.num.partitions"]
 
     def create_offsets_topic(self) -> None:
         """Create __consumer_offsets in the background (a group asked for its coordinator);
