@@ -68,6 +68,10 @@ REGISTRATION_RETRY_MAX_S = 5.0
 # has no log cleaner yet, and config.py refuses cleanup.policy=compact, so the topic never
 # deletes segments instead: nothing committed is ever lost to retention.
 OFFSETS_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1"}
+# A topic's partitions are written in one store transaction; a stock etcd allows 128 operations
+# per transaction (each partition takes a few), so __consumer_offsets (50 partitions by default)
+# is created with this many and then grown, this many at a time.
+OFFSETS_TOPIC_PARTITIONS_PER_STEP = 16
 
 
 def wall_clock_ms() -> int:
@@ -383,23 +387,36 @@ class Broker:
             self._creating_offsets_topic = asyncio.create_task(self._create_offsets_topic(), name="create-offsets-topic")
 
     async def _create_offsets_topic(self) -> None:
+        """Create the topic, or grow it to its count if an earlier creation was cut short."""
         wanted = self.config["offsets.topic.replication.factor"]
         factor = min(wanted, max(1, len(self.metadata.brokers)))
-        if factor < wanted:
-            logger.warning("creating %s with replication factor %d: offsets.topic.replication.factor is %d but only %d "
-                           "brokers are registered broker=%d", OFFSETS_TOPIC, factor, wanted, factor, self.broker_id)
+        total = self.config["offsets.topic.num.partitions"]
         try:
-            await admin.create_topic(self.store, OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"], factor,
-                                     OFFSETS_TOPIC_CONFIG, limits=self.state_change_limits(0))
-        except AdminError as error:
-            if error.code != ErrorCode.topic_already_exists:
-                logger.warning("could not create %s broker=%d error=%s", OFFSETS_TOPIC, self.broker_id, error)
+            existing = await self._offsets_topic_partitions()
+            if existing == 0:
+                if factor < wanted:
+                    logger.warning("creating %s with replication factor %d: offsets.topic.replication.factor is %d but "
+                                   "only %d brokers are registered broker=%d", OFFSETS_TOPIC, factor, wanted, factor,
+                                   self.broker_id)
+                existing = min(total, OFFSETS_TOPIC_PARTITIONS_PER_STEP)
+                await admin.create_topic(self.store, OFFSETS_TOPIC, existing, factor, OFFSETS_TOPIC_CONFIG,
+                                         limits=self.state_change_limits(0))
+            while existing < total:  # each step adds up to OFFSETS_TOPIC_PARTITIONS_PER_STEP
+                existing = min(total, existing + OFFSETS_TOPIC_PARTITIONS_PER_STEP)
+                await admin.create_partitions(self.store, OFFSETS_TOPIC, existing, limits=self.state_change_limits(0))
+        except (AdminError, StoreError) as error:
+            # Another broker creating it at the same time, or the store failing: the next
+            # FindCoordinator tries again.
+            logger.warning("%s not created or grown yet broker=%d error=%s", OFFSETS_TOPIC, self.broker_id, error)
             return
-        except StoreError as error:
-            logger.warning("could not create %s broker=%d error=%s", OFFSETS_TOPIC, self.broker_id, error)
-            return
-        logger.info("created %s partitions=%d replication_factor=%d broker=%d", OFFSETS_TOPIC,
-                    self.config["offsets.topic.num.partitions"], factor, self.broker_id)
+        logger.info("created %s partitions=%d replication_factor=%d broker=%d", OFFSETS_TOPIC, total, factor,
+                    self.broker_id)
+
+    async def _offsets_topic_partitions(self) -> int:
+        try:
+            return len((await admin.describe_topic(self.store, OFFSETS_TOPIC)).partitions)
+        except admin.UnknownTopicOrPartition:
+            return 0
 
     def now_ms(self) -> int:
         """For durations (follower lag, fetch pacing): monotonic, so a clock step changes no ISR."""

@@ -72,12 +72,13 @@ async def heartbeat(connection, group, member_id, generation) -> int:
     return answer.error_code
 
 
-async def commit(connection, group, member_id, generation, metadata="", topic="some-topic") -> int:
+async def commit(connection, group, member_id, generation, metadata="", topic="__consumer_offsets", partition=0) -> int:
+    """A commit of partition 0 of `topic` (any topic that exists will do: the offsets topic does)."""
     answer = await connection.request(ApiKey.OFFSET_COMMIT, 7, {
         "group_id": group, "generation_id_or_member_epoch": generation, "member_id": member_id,
         "group_instance_id": None,
         "topics": [{"name": topic, "partitions": [
-            {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1, "committed_metadata": metadata}]}]})
+            {"partition_index": partition, "committed_offset": 5, "committed_leader_epoch": -1, "committed_metadata": metadata}]}]})
     return answer.topics[0].partitions[0].error_code
 
 
@@ -105,14 +106,16 @@ async def test_bad_group_input_gets_kafkas_errors_and_the_coordinator_keeps_serv
     assert await heartbeat(connection, group, member, 1) == ErrorCode.none
     assert await fetch(connection, group) == (ErrorCode.none, {})
     assert await commit(connection, group, member, 1, "m" * 4096) == ErrorCode.none
-    assert await fetch(connection, group) == (ErrorCode.none, {("some-topic", 0): (5, "m" * 4096)})
+    assert await fetch(connection, group) == (ErrorCode.none, {("__consumer_offsets", 0): (5, "m" * 4096)})
+    assert await commit(connection, group, member, 1, topic="no-such-topic") == ErrorCode.unknown_topic_or_partition
 
 
 async def test_groups_are_listed_described_and_deleted(connection):
     group = f"g-{uuid.uuid4().hex[:8]}"
     member = await member_of_stable_group(connection, group)
-    assert await commit(connection, group, member, 1, topic="kept") == ErrorCode.none
-    assert await commit(connection, group, member, 1, topic="dropped") == ErrorCode.none
+    kept, dropped = ("__consumer_offsets", 0), ("__consumer_offsets", 1)
+    assert await commit(connection, group, member, 1) == ErrorCode.none
+    assert await commit(connection, group, member, 1, partition=1) == ErrorCode.none
     listed = await connection.request(ApiKey.LIST_GROUPS, 4, {"states_filter": ["Stable"]})
     assert (group, "Stable") in {(listing.group_id, listing.group_state) for listing in listed.groups}
     described = await connection.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group, "never-seen"],
@@ -126,10 +129,10 @@ async def test_groups_are_listed_described_and_deleted(connection):
     left = await connection.request(ApiKey.LEAVE_GROUP, 4, {"group_id": group, "members": [
         {"member_id": member, "group_instance_id": None}, {"member_id": "ghost", "group_instance_id": None}]})
     assert [m.error_code for m in left.members] == [ErrorCode.none, ErrorCode.unknown_member_id]
-    dropped = await connection.request(ApiKey.OFFSET_DELETE, 0, {"group_id": group, "topics": [
-        {"name": "dropped", "partitions": [{"partition_index": 0}]}]})
-    assert (dropped.error_code, dropped.topics[0].partitions[0].error_code) == (ErrorCode.none, ErrorCode.none)
-    assert await fetch(connection, group) == (ErrorCode.none, {("kept", 0): (5, "")})
+    deleted_offset = await connection.request(ApiKey.OFFSET_DELETE, 0, {"group_id": group, "topics": [
+        {"name": dropped[0], "partitions": [{"partition_index": dropped[1]}]}]})
+    assert (deleted_offset.error_code, deleted_offset.topics[0].partitions[0].error_code) == (ErrorCode.none, ErrorCode.none)
+    assert await fetch(connection, group) == (ErrorCode.none, {kept: (5, "")})
     deleted = await connection.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": [group, "never-seen"]})
     assert [result.error_code for result in deleted.results] == [ErrorCode.none, ErrorCode.group_id_not_found]
     assert await fetch(connection, group) == (ErrorCode.none, {})

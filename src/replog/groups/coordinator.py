@@ -207,9 +207,12 @@ class GroupCoordinator:
         return group
 
     def _forget_if_unused(self, group: Group) -> None:
+        """A group made by a join that was refused holds nothing worth keeping: memory is
+        bounded by real groups, not by refused requests."""
         if group.state is GroupState.EMPTY and group.is_empty and not self._offsets.get(group.group_id) \
-                and group.generation == 0:
-            self._groups.pop(group.group_id, None)
+                and group.generation == 0 and self._groups.get(group.group_id) is group:
+            del self._groups[group.group_id]
+            group.unload(ErrorCode.unknown_member_id)
 
     # -- membership --------------------------------------------------------------------------
 

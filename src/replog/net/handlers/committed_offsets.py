@@ -22,8 +22,12 @@ async def offset_commit(services, request: Request):
     commits = [OffsetCommit(topic.name, partition.partition_index, partition.committed_offset,
                             getattr(partition, "committed_leader_epoch", NO_LEADER_EPOCH), partition.committed_metadata)
                for topic in body.topics for partition in topic.partitions]
-    errors = await services.groups.commit(body.group_id, body.member_id, getattr(body, "group_instance_id", None),
-                                          body.generation_id_or_member_epoch, commits)
+    # Kafka's rule: offsets of partitions that do not exist are not kept.
+    exists = [_exists(services, commit) for commit in commits]
+    known_errors = iter(await services.groups.commit(
+        body.group_id, body.member_id, getattr(body, "group_instance_id", None), body.generation_id_or_member_epoch,
+        [commit for commit, known in zip(commits, exists) if known]))
+    errors = [next(known_errors) if known else ErrorCode.unknown_topic_or_partition for known in exists]
     by_topic: dict[str, list[dict]] = {}
     for commit, error in zip(commits, errors):
         by_topic.setdefault(commit.topic, []).append({"partition_index": commit.partition, "error_code": error})
@@ -31,6 +35,10 @@ async def offset_commit(services, request: Request):
             log_refusal(request, "offset commit", f"{body.group_id}/{commit.topic}-{commit.partition}", error)
     return build_response(request, {"throttle_time": _NO_THROTTLE,
                                     "topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]})
+
+
+def _exists(services, commit: OffsetCommit) -> bool:
+    return commit.partition in services.metadata.topics.get(commit.topic, {})
 
 
 @handles(ApiKey.OFFSET_FETCH)

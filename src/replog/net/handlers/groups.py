@@ -37,11 +37,13 @@ async def _coordinator_for(services, request: Request, key: str, key_type: int) 
         log_refusal(request, "find coordinator of a non-group key", key, ErrorCode.invalid_request)
         return {"error_code": ErrorCode.invalid_request, "error_message": "only group coordinators exist here",
                 "node_id": -1, "host": "", "port": -1}
-    if OFFSETS_TOPIC not in services.metadata.topics:
-        services.create_offsets_topic()
-        return _not_available("__consumer_offsets is being created")
     partition = services.groups.partition_of(key)
-    view = services.metadata.topics[OFFSETS_TOPIC].get(partition)
+    view = services.metadata.topics.get(OFFSETS_TOPIC, {}).get(partition)
+    if view is None:
+        # Not made yet, or made in steps and not grown to this partition yet (or a creation
+        # was cut short): made or grown in the background, while clients retry.
+        services.create_offsets_topic()
+        return _not_available(f"partition {partition} of __consumer_offsets is being created")
     broker = services.metadata.brokers.get(view.leader) if view is not None else None
     if broker is None or not services.serving(OFFSETS_TOPIC, partition):
         return _not_available(f"partition {partition} of __consumer_offsets has no leader")
@@ -75,7 +77,7 @@ async def join_group(services, request: Request):
         client_id=request.client_id or "",
         client_host=request.client_host,
         session_timeout_ms=_ms(body.session_timeout),
-        rebalance_timeout_ms=_ms(getattr(body, "rebalance_timeout", body.session_timeout)),
+        rebalance_timeout_ms=_ms(body.rebalance_timeout),
         protocol_type=body.protocol_type,
         protocols=tuple((protocol.name, protocol.metadata) for protocol in body.protocols),
         require_known_member_id=request.api_version >= FIRST_MEMBER_ID_REQUIRED_VERSION,
