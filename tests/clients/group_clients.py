@@ -25,14 +25,14 @@ HEARTBEAT_INTERVAL_MS = 300
 STOP_TIMEOUT_S = 30
 
 
-def confluent_consumer(bootstrap: str, group: str, topic: str, extra: dict | None = None) -> Consumer:
+def confluent_consumer(bootstrap: str, group: str, topic: str, extra: dict | None = None, on_revoke=None) -> Consumer:
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
         "enable.auto.commit": False, "session.timeout.ms": SESSION_TIMEOUT_MS,
         "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS, "topic.metadata.refresh.interval.ms": 1000,
         **(extra or {}),
     })
-    consumer.subscribe([topic])
+    consumer.subscribe([topic], **({"on_revoke": on_revoke} if on_revoke else {}))
     return consumer
 
 

@@ -164,3 +164,30 @@ def test_metadata_up_to_offset_metadata_max_bytes_is_kept(group_broker):
         assert (committed.offset, committed.metadata.rstrip("\x00")) == (1, "m" * 4095)
     finally:
         consumer.close()
+
+
+def test_static_member_restarted_keeps_its_partitions_without_a_rebalance(group_broker):
+    """KIP-345: a consumer with group.instance.id that restarts within its session takes its
+    old place (a new member id, the same assignment); the other member is not disturbed."""
+    bootstrap, topic, group = group_broker.bootstrap, new_topic(group_broker), f"g-{uuid.uuid4().hex[:8]}"
+    revocations: list[list] = []  # of the member that stays
+    static = [confluent_consumer(bootstrap, group, topic, {"group.instance.id": "instance-0"},
+                                 on_revoke=lambda consumer, partitions: revocations.append(partitions)),
+              confluent_consumer(bootstrap, group, topic, {"group.instance.id": "instance-1"})]
+    read: dict[int, list[str]] = {}
+    try:
+        poll_until(static, read, lambda: shared_by(static), "two static members sharing the partitions")
+        before = [assigned(consumer) for consumer in static]
+        revocations.clear()  # the rebalances that formed the group
+        static.pop().close()  # a static member's close sends no LeaveGroup: its place is kept
+        static.append(confluent_consumer(bootstrap, group, topic, {"group.instance.id": "instance-1"}))
+        poll_until(static, read, lambda: assigned(static[1]) == before[1], "the restarted member's old partitions")
+        assert assigned(static[0]) == before[0]
+        values = [f"s{index}" for index in range(60)]
+        produce(bootstrap, topic, values)
+        poll_until(static, read, lambda: sum(map(len, read.values())) >= len(values), "both members to read")
+        assert sorted(value for values in read.values() for value in values) == sorted(values)
+        assert revocations == []  # no rebalance took the other member's partitions away
+    finally:
+        for consumer in static:
+            consumer.close()
