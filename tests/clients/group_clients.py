@@ -37,8 +37,9 @@ def confluent_consumer(bootstrap: str, group: str, topic: str, extra: dict | Non
 
 
 class _ThreadConsumer:
-    def __init__(self, bootstrap: str, group: str, topic: str):
+    def __init__(self, bootstrap: str, group: str, topic: str, session_timeout_ms: int = SESSION_TIMEOUT_MS):
         self.bootstrap, self.group, self.topic = bootstrap, group, topic
+        self.session_timeout_ms = session_timeout_ms
         self._values: list[str] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -119,11 +120,17 @@ class KcatConsumer(_ThreadConsumer):
         assert shutil.which("kcat"), "kcat is not installed (scripts/install-test-deps.sh)"
         self._process = subprocess.Popen(
             ["kcat", "-b", self.bootstrap, "-G", self.group, "-o", "beginning", "-f", "%s\n", "-u",
-             "-X", f"session.timeout.ms={SESSION_TIMEOUT_MS}", "-X", f"heartbeat.interval.ms={HEARTBEAT_INTERVAL_MS}",
+             "-X", f"session.timeout.ms={self.session_timeout_ms}", "-X", f"heartbeat.interval.ms={HEARTBEAT_INTERVAL_MS}",
              "-X", "auto.commit.interval.ms=100", "-X", "topic.metadata.refresh.interval.ms=1000", self.topic],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         for line in self._process.stdout:  # until the process ends
             self._add([line.rstrip("\n")])
+
+    def kill(self) -> None:
+        """SIGKILL: gone without leaving the group; only its session's end tells the coordinator."""
+        self._process.kill()
+        self._process.wait(STOP_TIMEOUT_S)
+        super().stop()
 
     def stop(self) -> None:
         process = getattr(self, "_process", None)

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from tests.broker_process import BrokerProcess
 
 from .conftest import create_topic
-from .group_clients import FOREIGN_CONSUMERS, GROUP_SETTINGS, confluent_consumer
+from .group_clients import FOREIGN_CONSUMERS, GROUP_SETTINGS, KcatConsumer, confluent_consumer
 
 PARTITIONS = 6
 WAIT_S = 60
@@ -191,3 +191,17 @@ def test_static_member_restarted_keeps_its_partitions_without_a_rebalance(group_
     finally:
         for consumer in static:
             consumer.close()
+
+
+def test_a_killed_member_expires_after_its_session_and_its_partitions_move(group_broker):
+    bootstrap, topic, group = group_broker.bootstrap, new_topic(group_broker), f"g-{uuid.uuid4().hex[:8]}"
+    killed = KcatConsumer(bootstrap, group, topic, session_timeout_ms=1500)
+    killed.start()
+    ours = [confluent_consumer(bootstrap, group, topic)]
+    read: dict[int, list[str]] = {}
+    try:
+        poll_until(ours, read, lambda: len(assigned(ours[0])) == PARTITIONS // 2, "the group to split the partitions")
+        killed.kill()
+        poll_until(ours, read, lambda: len(assigned(ours[0])) == PARTITIONS, "the killed member's session to expire")
+    finally:
+        ours[0].close()

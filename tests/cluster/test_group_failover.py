@@ -1,4 +1,4 @@
-"""A group's coordinator killed (SIGKILL) while the group consumes in a 3-broker cluster: the
+"""A group's coordinator killed (SIGKILL) or stopped (SIGTERM) while the group consumes in a 3-broker cluster: the
 leadership of its __consumer_offsets partition moves, the new leader loads the group's offsets
 from its replica of the log, and the group carries on from them. Nothing committed before the
 kill is lost: every commit was acknowledged by all in-sync replicas (acks=-1)."""
@@ -50,7 +50,11 @@ def committed(consumer, topic: str) -> dict[int, int]:
     return {partition.partition: partition.offset for partition in partitions}
 
 
-def test_group_survives_its_coordinators_death_with_its_committed_offsets(group_cluster):
+@pytest.mark.parametrize("ending", ["kill", "stop"])
+def test_group_survives_its_coordinators_end_with_its_committed_offsets(group_cluster, ending):
+    """`kill`: SIGKILL, the partition's leadership moves once the broker's session ends;
+    `stop`: SIGTERM, whose controlled shutdown hands leadership over first, and the old
+    coordinator drops the group while still running."""
     bootstrap = group_cluster.bootstrap
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -67,7 +71,7 @@ def test_group_survives_its_coordinators_death_with_its_committed_offsets(group_
         poll_until(consumers, read, lambda: sum(map(len, read.values())) >= RECORDS // 2, "half the records read")
         before = committed(consumers[0], topic)
         assert sum(offset for offset in before.values() if offset > 0) >= RECORDS // 2
-        group_cluster.brokers[coordinator].kill()
+        getattr(group_cluster.brokers[coordinator], ending)()
         after = committed(consumers[0], topic)  # from the new coordinator, before anyone commits again
         assert coordinator_of(next(b.port for b in group_cluster.brokers.values() if b.running), group) != coordinator
         assert after == before

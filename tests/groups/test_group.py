@@ -194,3 +194,19 @@ def test_unload_answers_waiting_members_not_coordinator():
     harness.group.unload(ErrorCode.not_coordinator)
     assert pending[0].error == ErrorCode.not_coordinator
     assert harness.group.state is GroupState.DEAD and len(harness.timers) == 0
+
+
+def test_a_restored_group_keeps_its_generation_and_members():
+    harness = Harness()
+    one, two = stable_group(harness)
+    restored = Harness()
+    restored.group.restore(harness.group.snapshot())
+    assert (restored.group.state, restored.group.generation) == (GroupState.STABLE, 1)
+    assert restored.group.heartbeat(one.member_id, None, 1) == ErrorCode.none
+    answers, _ = restored.sync(two.member_id, 1)
+    assert answers[0].assignment == two.member_id.encode()
+    restored.advance(SESSION_MS)  # members that never come back to the new coordinator expire
+    assert (restored.group.members, restored.group.state, restored.group.generation) == ({}, GroupState.EMPTY, 2)
+    assert restored.emptied == [2]
+    with pytest.raises(IllegalTransition):
+        harness.group.restore(harness.group.snapshot())

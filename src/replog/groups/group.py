@@ -601,6 +601,8 @@ class Group:
     def restore(self, value: GroupValue) -> None:
         """Take the state a previous coordinator wrote: the generation, and its members as
         STABLE, each with a fresh session (Kafka's loadGroup). Only on a new group."""
+        if self.state is not GroupState.EMPTY or self.members or self.generation:
+            raise IllegalTransition(f"group {self.group_id!r} is in use; only a new group is restored")
         self.generation = value.generation
         self.protocol_type = value.protocol_type or None
         self.protocol_name = value.protocol
@@ -615,9 +617,8 @@ class Group:
                 self.static_members[stored.group_instance_id] = stored.member_id
             self._schedule_session_expiry(stored.member_id, stored.session_timeout_ms)
         if self.members:
-            self._transition(GroupState.PREPARING_REBALANCE)
-            self._transition(GroupState.COMPLETING_REBALANCE)
-            self._transition(GroupState.STABLE)
+            # Not a transition: the group is being made, in the state its last coordinator left.
+            self.state = GroupState.STABLE
         self._log("group loaded")
 
     def unload(self, error: int) -> None:
