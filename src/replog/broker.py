@@ -385,6 +385,13 @@ class Broker:
         once at a time."""
         if self._creating_offsets_topic is None or self._creating_offsets_topic.done():
             self._creating_offsets_topic = asyncio.create_task(self._create_offsets_topic(), name="create-offsets-topic")
+            self._creating_offsets_topic.add_done_callback(self._offsets_topic_creation_ended)
+
+    def _offsets_topic_creation_ended(self, task: asyncio.Task) -> None:
+        """Expected failures are logged by the task; anything else is a bug, logged in full (the
+        next FindCoordinator tries again)."""
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("creating %s failed broker=%d", OFFSETS_TOPIC, self.broker_id, exc_info=task.exception())
 
     async def _create_offsets_topic(self) -> None:
         """Create the topic, or grow it to its count if an earlier creation was cut short."""

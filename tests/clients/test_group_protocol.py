@@ -136,3 +136,17 @@ async def test_groups_are_listed_described_and_deleted(connection):
     deleted = await connection.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": [group, "never-seen"]})
     assert [result.error_code for result in deleted.results] == [ErrorCode.none, ErrorCode.group_id_not_found]
     assert await fetch(connection, group) == (ErrorCode.none, {})
+
+
+async def test_the_offsets_topic_is_internal_readable_and_closed_to_producers(connection):
+    await found_coordinator(connection, "any-group")
+    metadata = await connection.request(ApiKey.METADATA, 12, {"topics": [{"name": "__consumer_offsets", "topic_id": None}],
+                                                               "allow_auto_topic_creation": False,
+                                                               "include_topic_authorized_operations": False})
+    assert metadata.topics[0].is_internal
+    produced = await connection.request(ApiKey.PRODUCE, 9, {
+        "transactional_id": None, "acks": -1, "timeout": 1000,
+        "topic_data": [{"name": "__consumer_offsets", "partition_data": [{"index": 0, "records": None}]}]})
+    refused = produced.responses[0].partition_responses[0]
+    assert refused.error_code == ErrorCode.invalid_topic_exception
+    assert refused.error_message == "Cannot append to internal topic __consumer_offsets"

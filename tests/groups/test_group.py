@@ -210,3 +210,20 @@ def test_a_restored_group_keeps_its_generation_and_members():
     assert restored.emptied == [2]
     with pytest.raises(IllegalTransition):
         harness.group.restore(harness.group.snapshot())
+
+
+def test_before_v4_a_new_member_joins_at_once_without_member_id_required():
+    harness = Harness()
+    pending = harness.join(v4=False)
+    assert pending == [] and len(harness.group.members) == 1 and not harness.group.pending_members
+    (answer,) = formed(harness, pending)
+    assert (answer.error, answer.generation) == (ErrorCode.none, 1)
+
+
+def test_pending_member_that_never_joins_with_its_id_expires():
+    harness = Harness()
+    (required,) = harness.join()
+    assert harness.group.pending_members == {required.member_id}
+    harness.advance(SESSION_MS)
+    assert not harness.group.pending_members
+    assert harness.join(required.member_id)[0].error == ErrorCode.unknown_member_id
