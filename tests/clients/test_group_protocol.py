@@ -108,6 +108,12 @@ async def test_bad_group_input_gets_kafkas_errors_and_the_coordinator_keeps_serv
     assert await commit(connection, group, member, 1, "m" * 4096) == ErrorCode.none
     assert await fetch(connection, group) == (ErrorCode.none, {("__consumer_offsets", 0): (5, "m" * 4096)})
     assert await commit(connection, group, member, 1, topic="no-such-topic") == ErrorCode.unknown_topic_or_partition
+    batched = await connection.request(ApiKey.OFFSET_FETCH, 8, {"groups": [
+        {"group_id": group, "topics": None}, {"group_id": "never-seen", "topics": [{"name": "t", "partition_indexes": [0]}]}],
+        "require_stable": False})
+    ours, unknown = batched.groups
+    assert [(topic.name, [p.committed_offset for p in topic.partitions]) for topic in ours.topics] == [("__consumer_offsets", [5])]
+    assert (unknown.error_code, unknown.topics[0].partitions[0].committed_offset) == (ErrorCode.none, -1)
 
 
 async def test_groups_are_listed_described_and_deleted(connection):

@@ -97,6 +97,8 @@ def seed_frames() -> list[bytes]:
         (ApiKey.LEAVE_GROUP, (0, 5), leave),
         (ApiKey.OFFSET_COMMIT, (2, 8), commit),
         (ApiKey.OFFSET_FETCH, (1, 7), offset_fetch),
+        (ApiKey.OFFSET_FETCH, (8, 9), {"groups": [offset_fetch | {"member_id": None, "member_epoch": -1}],
+                                       "require_stable": False}),
         (ApiKey.LIST_GROUPS, (0, 5), group_admin),
         (ApiKey.DESCRIBE_GROUPS, (0, 5), group_admin),
         (ApiKey.DELETE_GROUPS, (0, 2), group_admin),

@@ -71,9 +71,9 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_OFFSETS: (1, 8),
     ApiKey.METADATA: (0, 12),
     # The group APIs: from the Kafka 4 floor (JoinGroup 2, OffsetCommit 2, OffsetFetch 1) to the
-    # last classic-group versions kio knows; OffsetFetch stops before v8's batch of groups.
+    # last versions before topic ids (OffsetFetch 10).
     ApiKey.OFFSET_COMMIT: (2, 9),
-    ApiKey.OFFSET_FETCH: (1, 7),
+    ApiKey.OFFSET_FETCH: (1, 9),
     ApiKey.FIND_COORDINATOR: (0, 5),
     ApiKey.JOIN_GROUP: (2, 9),
     ApiKey.HEARTBEAT: (0, 4),

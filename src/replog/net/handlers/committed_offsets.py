@@ -14,6 +14,7 @@ from . import handles, log_refusal
 
 _NO_THROTTLE = datetime.timedelta(0)
 NO_LEADER_EPOCH = -1
+FIRST_BATCHED_OFFSET_FETCH_VERSION = 8
 
 
 @handles(ApiKey.OFFSET_COMMIT)
@@ -41,13 +42,12 @@ def _exists(services, commit: OffsetCommit) -> bool:
     return commit.partition in services.metadata.topics.get(commit.topic, {})
 
 
-@handles(ApiKey.OFFSET_FETCH)
-async def offset_fetch(services, request: Request):
-    body = request.body
-    asked = None if body.topics is None else [(topic.name, index) for topic in body.topics for index in topic.partition_indexes]
-    error, committed = services.groups.fetch(body.group_id, asked)
+def _fetched(services, request: Request, group_id: str, topics) -> dict:
+    """One group's committed offsets: all of them for `topics` None (v2+), else those asked."""
+    asked = None if topics is None else [(topic.name, index) for topic in topics for index in topic.partition_indexes]
+    error, committed = services.groups.fetch(group_id, asked)
     if error != ErrorCode.none:
-        log_refusal(request, "offset fetch", body.group_id, error)
+        log_refusal(request, "offset fetch", group_id, error)
         # Before v2 there is no group-level error: each partition carries it.
         committed = {key: None for key in asked or ()}
     by_topic: dict[str, list[dict]] = {}
@@ -59,8 +59,18 @@ async def offset_fetch(services, request: Request):
             "metadata": "" if value is None else value.metadata,
             "error_code": error,
         })
-    return build_response(request, {"throttle_time": _NO_THROTTLE, "error_code": error,
-                                    "topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]})
+    return {"group_id": group_id, "error_code": error,
+            "topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]}
+
+
+@handles(ApiKey.OFFSET_FETCH)
+async def offset_fetch(services, request: Request):
+    body = request.body
+    if request.api_version < FIRST_BATCHED_OFFSET_FETCH_VERSION:
+        return build_response(request, {"throttle_time": _NO_THROTTLE} | _fetched(services, request, body.group_id, body.topics))
+    # v9's member id and epoch belong to KIP-848's consumer groups; classic groups ignore them.
+    groups = [_fetched(services, request, group.group_id, group.topics) for group in body.groups]
+    return build_response(request, {"throttle_time": _NO_THROTTLE, "groups": groups})
 
 
 @handles(ApiKey.OFFSET_DELETE)
