@@ -64,10 +64,10 @@ logger = logging.getLogger(__name__)
 
 
 REGISTRATION_RETRY_MAX_S = 5.0
-# __consumer_offsets keeps only the latest value per key, which compaction would give; replog
-# has no log cleaner yet, and config.py refuses cleanup.policy=compact, so the topic never
-# deletes segments instead: nothing committed is ever lost to retention.
-OFFSETS_TOPIC_CONFIG = {"retention.ms": "-1", "retention.bytes": "-1"}
+# Only the latest value per key of __consumer_offsets matters: Kafka compacts it. replog has no
+# log cleaner yet, so a compact topic keeps every segment (config.log_config): nothing committed
+# is lost to retention, and the topic grows with every commit.
+OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 # A topic's partitions are written in one store transaction; a stock etcd allows 128 operations
 # per transaction (each partition takes a few), so __consumer_offsets (50 partitions by default)
 # is created with this many and then grown, this many at a time.

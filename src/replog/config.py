@@ -142,10 +142,19 @@ def _advertised_listener(text: str) -> HostPort:
 def _cleanup_policy(text: str) -> tuple[str, ...]:
     policies = tuple(part.strip() for part in text.split(",") if part.strip())
     if "compact" in policies:
-        raise ValueError("is refused: compact is not supported (replog has no log cleaner); use delete")
+        raise ValueError(COMPACT_REFUSAL)
     if set(policies) != {"delete"}:
         raise ValueError("must be delete")
     return ("delete",)
+
+
+def _topic_cleanup_policy(text: str) -> tuple[str, ...]:
+    """A topic may say compact, which only the internal topics do (admin refuses it for others):
+    replog has no log cleaner yet, so a compacted topic keeps every segment (log_config)."""
+    policies = tuple(part.strip() for part in text.split(",") if part.strip())
+    if set(policies) == {"compact"}:
+        return ("compact",)
+    return _cleanup_policy(text)
 
 
 def _coord_url(text: str) -> str:
@@ -345,6 +354,10 @@ TOPIC_SETTINGS: dict[str, Setting] = {
     name: dataclasses.replace(SETTINGS[broker_name], name=name)
     for name, broker_name in TOPIC_SETTING_SYNONYMS.items()
 }
+TOPIC_SETTINGS["cleanup.policy"] = dataclasses.replace(TOPIC_SETTINGS["cleanup.policy"], parse=_topic_cleanup_policy)
+# Topics that replog itself makes and writes; only they may be compact (see _topic_cleanup_policy).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+COMPACT_REFUSAL = "is refused: compact is not supported (replog has no log cleaner); use delete"
 
 
 def _lookup(registry: Mapping[str, Setting], name: str, kind: str) -> Setting:
@@ -513,8 +526,14 @@ def effective_topic_config(broker_config: BrokerConfig, topic_overrides: Mapping
 
 
 def log_config(settings: TopicSettings) -> LogConfig:
-    """The partition log's settings; LogConfig's fields are topic setting names in python spelling."""
-    return LogConfig(**{field.name: settings[field.name.replace("_", ".")] for field in dataclasses.fields(LogConfig)})
+    """The partition log's settings; LogConfig's fields are topic setting names in python spelling.
+
+    A compact topic never deletes segments: compaction would keep the latest record of every
+    key, and with no log cleaner yet, keeping everything is the only way to keep those."""
+    values = {field.name: settings[field.name.replace("_", ".")] for field in dataclasses.fields(LogConfig)}
+    if settings["cleanup.policy"] == ("compact",):
+        values |= {"retention_ms": -1, "retention_bytes": -1}
+    return LogConfig(**values)
 
 
 def partition_config(settings: TopicSettings) -> PartitionConfig:

@@ -144,7 +144,7 @@ async def test_groups_are_listed_described_and_deleted(connection):
     assert await fetch(connection, group) == (ErrorCode.none, {})
 
 
-async def test_the_offsets_topic_is_internal_readable_and_closed_to_producers(connection):
+async def test_the_offsets_topic_is_internal_compact_and_closed_to_producers(connection):
     await found_coordinator(connection, "any-group")
     metadata = await connection.request(ApiKey.METADATA, 12, {"topics": [{"name": "__consumer_offsets", "topic_id": None}],
                                                                "allow_auto_topic_creation": False,
@@ -156,3 +156,7 @@ async def test_the_offsets_topic_is_internal_readable_and_closed_to_producers(co
     refused = produced.responses[0].partition_responses[0]
     assert refused.error_code == ErrorCode.invalid_topic_exception
     assert refused.error_message == "Cannot append to internal topic __consumer_offsets"
+    described = await connection.request(ApiKey.DESCRIBE_CONFIGS, 4, {
+        "resources": [{"resource_type": 2, "resource_name": "__consumer_offsets", "configuration_keys": ["cleanup.policy"]}],
+        "include_synonyms": False, "include_documentation": False})
+    assert [(entry.name, entry.value) for entry in described.results[0].configs] == [("cleanup.policy", "compact")]
