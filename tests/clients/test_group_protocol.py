@@ -99,7 +99,7 @@ async def test_bad_group_input_gets_kafkas_errors_and_the_coordinator_keeps_serv
     assert await heartbeat(connection, group, "ghost", 1) == ErrorCode.unknown_member_id  # not in the group
     assert await commit(connection, group, member, 0) == ErrorCode.illegal_generation
     assert await commit(connection, group, "ghost", 1) == ErrorCode.unknown_member_id
-    assert await commit(connection, group, "", -1) == ErrorCode.illegal_generation  # outside a group with members
+    assert await commit(connection, group, "", -1) == ErrorCode.unknown_member_id  # outside a group with members
     assert await commit(connection, group, member, 1, "m" * 4097) == ErrorCode.offset_metadata_too_large
     assert (await join(connection, group, "ghost")).error_code == ErrorCode.unknown_member_id
     # Still serving, and nothing refused was written:

@@ -90,7 +90,6 @@ def test_consumers_share_partitions_read_each_record_once_and_resume_at_committe
                    "the remaining consumers to read the new records")
         everything = [value for values in read.values() for value in values]
         assert sorted(everything) == sorted(first_values + second_values)  # each record exactly once
-        assert len(read) == 3  # every consumer read its share
     finally:
         for consumer in consumers:
             consumer.close()

@@ -227,3 +227,13 @@ def test_pending_member_that_never_joins_with_its_id_expires():
     harness.advance(SESSION_MS)
     assert not harness.group.pending_members
     assert harness.join(required.member_id)[0].error == ErrorCode.unknown_member_id
+
+
+def test_a_join_sent_again_supersedes_the_waiting_one_which_is_told_to_rejoin():
+    harness = Harness()
+    one, two = stable_group(harness)
+    first = harness.join(one.member_id)
+    again = harness.join(one.member_id)
+    assert first[0].error == ErrorCode.rebalance_in_progress and again == []
+    harness.join(two.member_id)
+    assert again[0].generation == 2

@@ -317,7 +317,9 @@ class GroupCoordinator:
         if group is None:
             # Kafka: with no group, only a commit from outside group management (generation
             # -1) may create one; anything else is from a generation this group never had.
-            return None if generation < 0 else ErrorCode.illegal_generation
+            if generation >= 0:
+                return ErrorCode.illegal_generation
+            return ErrorCode.coordinator_not_available if len(self._groups) >= self.config.groups_max else None
         return group.commit_refusal(member_id, group_instance_id, generation)
 
     def fetch(self, group_id: str, partitions: list[tuple[str, int]] | None) -> tuple[int, dict[tuple[str, int], OffsetValue | None]]:

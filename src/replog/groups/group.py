@@ -284,8 +284,16 @@ class Group:
         member.protocols = request.protocols
         member.session_timeout_ms = request.session_timeout_ms
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
-        member.awaiting_join = respond
+        self._await_join(member, respond)
         self._rebalance_or_check_join(f"member {member.member_id} rejoined")
+
+    @staticmethod
+    def _await_join(member: Member, respond: JoinResponder) -> None:
+        """A join from a member whose earlier join still waits (sent again on another
+        connection) supersedes it: the earlier one is told to rejoin, so none waits forever."""
+        if member.awaiting_join is not None:
+            member.awaiting_join(JoinResult(ErrorCode.rebalance_in_progress, member.member_id))
+        member.awaiting_join = respond
 
     def _replace_static_member(self, request: JoinRequest, respond: JoinResponder) -> None:
         """A known instance joins without its member id (it restarted): it takes the old
@@ -296,7 +304,8 @@ class Group:
         new_id = f"{instance}-{uuid.uuid4()}"
         member = dataclasses.replace(old, member_id=new_id, client_id=request.client_id, client_host=request.client_host,
                                      session_timeout_ms=request.session_timeout_ms,
-                                     rebalance_timeout_ms=request.rebalance_timeout_ms, awaiting_join=None)
+                                     rebalance_timeout_ms=request.rebalance_timeout_ms, awaiting_join=None,
+                                     awaiting_sync=None)
         self._answer_replaced(old)
         self.members[new_id] = member
         self.static_members[instance] = new_id
@@ -309,7 +318,7 @@ class Group:
             respond(self._join_result(member, with_members=member.member_id == self.leader_id, skip_assignment=True))
             return
         member.protocols = request.protocols
-        member.awaiting_join = respond
+        self._await_join(member, respond)
         self._rebalance_or_check_join(f"static member {instance} rejoined")
 
     @staticmethod
@@ -444,6 +453,8 @@ class Group:
         if self.state is GroupState.STABLE:
             respond(self._sync_result(member))
             return None
+        if member.awaiting_sync is not None:
+            member.awaiting_sync(SyncResult(ErrorCode.rebalance_in_progress))  # superseded, as a join
         member.awaiting_sync = respond
         if member_id != self.leader_id:
             return None
@@ -527,8 +538,9 @@ class Group:
         partitions) only while the group has no members; a member's only for its generation."""
         if self.state is GroupState.DEAD:
             return ErrorCode.coordinator_not_available
-        if generation < 0 and member_id == UNKNOWN_MEMBER_ID:
-            return None if not self.members else ErrorCode.illegal_generation
+        if generation < 0 and member_id == UNKNOWN_MEMBER_ID and group_instance_id is None:
+            # Kafka's validateOffsetCommit: once the group has members, only they commit.
+            return None if self.state is GroupState.EMPTY else ErrorCode.unknown_member_id
         error = self._member_refusal(member_id, group_instance_id, generation)
         if error is not None:
             return error
