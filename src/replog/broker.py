@@ -90,7 +90,9 @@ def group_coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
         max_size=config["group.max.size"],
     )
     return CoordinatorConfig(limits, offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
-                             commit_timeout_ms=config["offsets.commit.timeout.ms"])
+                             commit_timeout_ms=config["offsets.commit.timeout.ms"],
+                             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+                             offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"])
 
 
 class BrokerIdInUse(Exception):

@@ -329,7 +329,14 @@ SETTINGS: dict[str, Setting] = {
             "offsets.retention.minutes",
             _int32(1),
             7 * _DAY_MS // 60_000,
-            "how long committed offsets of an empty group are kept",
+            "how long committed offsets of an empty group are kept (from when it became empty; for offsets "
+            "committed outside any group, from their commit)",
+        ),
+        Setting(
+            "offsets.retention.check.interval.ms",
+            _int64(1),
+            600_000,
+            "how often the group coordinator looks for expired offsets",
         ),
     ]
 }

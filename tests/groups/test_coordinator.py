@@ -92,3 +92,42 @@ async def test_a_waiting_join_is_answered_not_coordinator_when_leadership_moves(
     partition.become_follower(OTHER, 1, now_ms=0)
     coordinator.partition_changed(partition)
     assert (await asyncio.wait_for(waiting, WAIT_S)).error == ErrorCode.not_coordinator
+
+
+async def test_offsets_expire_after_the_retention_and_empty_groups_go(tmp_path):
+    clock = {"now_ms": 0, "wall_ms": 1_700_000_000_000}
+    log = Log(tmp_path / "__consumer_offsets-0", LogConfig(), ManualClock())
+    partition = Partition(log, HERE, 0, (HERE,), (HERE,), 0, PartitionConfig(), now_ms=0)
+    config = CoordinatorConfig(GroupLimits(initial_rebalance_delay_ms=0), offsets_retention_ms=1000,
+                               offsets_retention_check_interval_ms=100)
+    coordinator = GroupCoordinator(HERE, config, lambda topic, index: partition, lambda: 1,
+                                   lambda: clock["now_ms"], lambda: clock["wall_ms"])
+    running = asyncio.create_task(coordinator.run())
+    try:
+        coordinator.partition_changed(partition)
+        await owned(coordinator)
+        joined = await coordinator.join("g", join_request())
+        await coordinator.sync("g", joined.member_id, None, 1, None, None, {})
+        assert await coordinator.commit("g", joined.member_id, None, 1, [OffsetCommit("t", 0, 1, -1, "")]) == [ErrorCode.none]
+        assert await coordinator.commit("simple", "", None, -1, [OffsetCommit("t", 0, 7, -1, "")]) == [ErrorCode.none]
+        clock["now_ms"] += 5000
+        clock["wall_ms"] += 500  # the simple consumer's commit is not old enough yet
+        coordinator.timers.fire_due(clock["now_ms"])  # decides at once: nothing to expire, no write started
+        assert coordinator.fetch("g", None)[1] != {}  # a group with members keeps its offsets
+        assert coordinator.fetch("simple", None)[1] != {}
+
+        assert coordinator.leave("g", [(joined.member_id, None)]) == (ErrorCode.none, [ErrorCode.none])
+        clock["now_ms"] += 5000
+        clock["wall_ms"] += 5000
+        coordinator.timers.fire_due(clock["now_ms"])
+
+        async def expired() -> bool:
+            return coordinator.fetch("g", None)[1] == {} and coordinator.fetch("simple", None)[1] == {}
+
+        await eventually(expired, WAIT_S, "the offsets to expire")
+        assert coordinator.describe("g") == (ErrorCode.none, None) and coordinator.describe("simple") == (ErrorCode.none, None)
+        assert partition.high_watermark == partition.log_end_offset  # the tombstones are committed
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        partition.close()

@@ -12,6 +12,13 @@ Ownership follows leadership of the partitions of __consumer_offsets (the replic
 Writes (committed offsets, each generation's assignment, deletions) are appended to the
 partition with acks=-1 and applied to memory once committed; reads are served from memory.
 
+Offsets expire as in Kafka (KIP-211): those of a group that has stayed empty for
+offsets.retention.minutes, and each offset committed outside any group (no members ever) that
+old; a group left with neither members nor offsets goes too. Tombstones delete them from the
+log. A group's time as empty counts from its last state change seen here (a group loaded after
+a failover starts again from the load), so offsets may be kept longer than the retention, never
+shorter.
+
 Tasks: one task group, run by `run`, owns the timer task (every group's deadlines in one
 Timers heap) and the loads and group writes; one failing ends the coordinator, which the
 broker notices.
@@ -46,6 +53,8 @@ class CoordinatorConfig:
     offset_metadata_max_bytes: int = 4096
     commit_timeout_ms: int = 5000  # Kafka's offsets.commit.timeout.ms
     groups_max: int = 100_000  # groups held in memory; a join creating one more is refused
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes
+    offsets_retention_check_interval_ms: int = 600_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +114,7 @@ class GroupCoordinator:
             for start in self._pending:  # bounded by the partitions led before the start
                 start(tasks)
             self._pending.clear()
+            self._schedule_expiry()
             tasks.create_task(self._drive_timers(), name="group-timers")
 
     async def _drive_timers(self) -> None:
@@ -339,6 +349,49 @@ class GroupCoordinator:
         if partition is None or not isinstance(self._partitions.get(index), _Owned):
             return ErrorCode.not_coordinator
         return await offsets_log.append(partition, records, self.config.commit_timeout_ms, self._wall_clock_ms())
+
+    # -- offset expiry -------------------------------------------------------------------------
+
+    def _schedule_expiry(self) -> None:
+        self.timers.schedule(("expire-offsets",), self._clock_ms() + self.config.offsets_retention_check_interval_ms,
+                             self._expire_offsets)
+
+    def _expire_offsets(self) -> None:
+        now_ms, wall_ms = self._clock_ms(), self._wall_clock_ms()
+        for group_id, group in list(self._groups.items()):  # bounded by groups_max
+            if self.owns(group_id) is not None or group.state is not GroupState.EMPTY or not group.is_empty:
+                continue
+            committed = self._offsets.get(group_id, {})
+            expired = {key: value for key, value in committed.items() if self._expired(group, value, now_ms, wall_ms)}
+            if expired or not committed:
+                self._spawn(lambda group=group, expired=expired: self._delete_expired(group, expired),
+                            f"expire-offsets-{group_id}")
+        self._schedule_expiry()
+
+    def _expired(self, group: Group, value: OffsetValue, now_ms: int, wall_ms: int) -> bool:
+        retention_ms = self.config.offsets_retention_ms
+        if group.protocol_type is None and group.generation == 0:
+            return value.commit_timestamp_ms + retention_ms <= wall_ms  # never a group: per commit
+        return group.state_timestamp_ms + retention_ms <= now_ms
+
+    async def _delete_expired(self, group: Group, expired: dict[tuple[str, int], OffsetValue]) -> None:
+        group_id = group.group_id
+        committed = self._offsets.get(group_id, {})
+        goes = len(expired) == len(committed)
+        tombstones = [(encode_key(OffsetKey(group_id, topic, partition)), None) for topic, partition in expired]
+        if goes:
+            tombstones.append((encode_key(GroupKey(group_id)), None))
+        if await self._write(group_id, tombstones) != ErrorCode.none:
+            return  # the next check tries again
+        for key, value in expired.items():  # bounded by the group's offsets
+            if committed.get(key) is value:  # not committed again meanwhile
+                del committed[key]
+        if goes and not committed and self._groups.get(group_id) is group and group.is_empty:
+            del self._groups[group_id]
+            self._offsets.pop(group_id, None)
+            group.unload(ErrorCode.coordinator_not_available)
+        logger.info("expired offsets group=%s generation=%d partitions=%d group_removed=%s", group_id,
+                    group.generation, len(expired), goes)
 
     # -- administration ----------------------------------------------------------------------
 
