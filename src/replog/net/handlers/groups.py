@@ -13,7 +13,7 @@ import datetime
 
 from kio.schema.errors import ErrorCode
 
-from replog.groups import OFFSETS_TOPIC, JoinRequest
+from replog.groups import OFFSETS_TOPIC, GroupState, JoinRequest
 
 from ..codec import ApiKey, Request, build_response
 from . import handles, log_refusal
@@ -25,8 +25,8 @@ FIRST_BATCHED_LEAVE_VERSION = 3
 _NO_THROTTLE = datetime.timedelta(0)
 
 
-def _ms(value: datetime.timedelta | int) -> int:
-    return int(value.total_seconds() * 1000) if isinstance(value, datetime.timedelta) else int(value)
+def _ms(value: datetime.timedelta) -> int:
+    return int(value.total_seconds() * 1000)
 
 
 # -- FindCoordinator ------------------------------------------------------------------------
@@ -44,8 +44,9 @@ async def _coordinator_for(services, request: Request, key: str, key_type: int) 
         # was cut short): made or grown in the background, while clients retry.
         services.create_offsets_topic()
         return _not_available(f"partition {partition} of __consumer_offsets is being created")
-    broker = services.metadata.brokers.get(view.leader) if view is not None else None
-    if broker is None or not services.serving(OFFSETS_TOPIC, partition):
+    broker = services.metadata.brokers.get(view.leader)
+    # As Metadata answers: a leader whose process is gone is not named until its successor is.
+    if broker is None or services.leader_connections.presumed_gone(view.leader) or not services.serving(OFFSETS_TOPIC, partition):
         return _not_available(f"partition {partition} of __consumer_offsets has no leader")
     return {"error_code": ErrorCode.none, "error_message": None, "node_id": view.leader, "host": broker.host,
             "port": broker.port}
@@ -157,17 +158,17 @@ async def list_groups(services, request: Request):
 def _description(services, group_id: str) -> dict:
     error, group = services.groups.describe(group_id)
     if group is None:
-        state = "Dead" if error == ErrorCode.none else ""
+        state = GroupState.DEAD.value if error == ErrorCode.none else ""
         return {"error_code": error, "group_id": group_id, "group_state": state, "protocol_type": "", "protocol_data": "",
                 "members": [], "authorized_operations": -2147483648}
-    in_generation = group.state.value in ("Stable", "CompletingRebalance")
+    in_generation = group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE)
     members = [{
         "member_id": member.member_id,
         "group_instance_id": member.group_instance_id,
         "client_id": member.client_id,
         "client_host": member.client_host,
         "member_metadata": member.metadata(group.protocol_name) if in_generation and group.protocol_name else b"",
-        "member_assignment": member.assignment if group.state.value == "Stable" else b"",
+        "member_assignment": member.assignment if group.state is GroupState.STABLE else b"",
     } for member in group.members.values()]
     return {"error_code": ErrorCode.none, "group_id": group_id, "group_state": group.state.value,
             "protocol_type": group.protocol_type or "", "protocol_data": group.protocol_name or "",
