@@ -29,6 +29,10 @@ The data directory is locked (storage/data_dir_lock.py) before anything reads or
 released once the broker has stopped (or failed to be built): a second broker on the same
 directory is refused before it touches a file.
 
+The group coordinator (groups/) follows the replicas of __consumer_offsets through the replica
+manager's `on_replica_changed`, and its task runs from start to stop; the broker makes
+__consumer_offsets when a client first looks for a group's coordinator.
+
 The broker is also the `services` object the request handlers receive: they reach the
 replicas, the metadata cache and a few broker-level decisions through it.
 """
@@ -401,7 +405,7 @@ class Broker:
         factor = min(wanted, max(1, len(self.metadata.brokers)))
         total = self.config["offsets.topic.num.partitions"]
         try:
-            existing = await self._offsets_topic_partitions()
+            existing = initial = await self._offsets_topic_partitions()
             if existing == 0:
                 if factor < wanted:
                     logger.warning("creating %s with replication factor %d: offsets.topic.replication.factor is %d but "
@@ -414,12 +418,15 @@ class Broker:
                 existing = min(total, existing + OFFSETS_TOPIC_PARTITIONS_PER_STEP)
                 await admin.create_partitions(self.store, OFFSETS_TOPIC, existing, limits=self.state_change_limits(0))
         except (AdminError, StoreError) as error:
-            # Another broker creating it at the same time, or the store failing: the next
-            # FindCoordinator tries again.
-            logger.warning("%s not created or grown yet broker=%d error=%s", OFFSETS_TOPIC, self.broker_id, error)
+            # Another broker making it at the same time (it grows it to the full count), or the
+            # store failing: a later FindCoordinator for a missing partition tries again.
+            racing = isinstance(error, AdminError) and error.code in (ErrorCode.topic_already_exists,
+                                                                        ErrorCode.invalid_partitions)
+            logger.log(logging.INFO if racing else logging.WARNING, "%s not made or grown here broker=%d error=%s",
+                       OFFSETS_TOPIC, self.broker_id, error)
             return
-        logger.info("created %s partitions=%d replication_factor=%d broker=%d", OFFSETS_TOPIC, total, factor,
-                    self.broker_id)
+        if existing != initial:
+            logger.info("made %s partitions=%d (had %d) broker=%d", OFFSETS_TOPIC, total, initial, self.broker_id)
 
     async def _offsets_topic_partitions(self) -> int:
         try:

@@ -89,7 +89,7 @@ class GroupCoordinator:
     def __init__(self, broker_id: int, config: CoordinatorConfig, hosted: Callable[[str, int], Partition | None],
                  partition_count: Callable[[], int], clock_ms: Callable[[], int], wall_clock_ms: Callable[[], int]):
         """`hosted(topic, partition)`: the replica this broker hosts, if any; `partition_count`:
-        the partitions of __consumer_offsets (the topic's, or the configured count before it exists);
+        the partitions of __consumer_offsets that groups are placed by (offsets.topic.num.partitions);
         `clock_ms` for deadlines, `wall_clock_ms` for commit timestamps."""
         self.broker_id = broker_id
         self.config = config
