@@ -240,7 +240,7 @@ def test_log_config_carries_every_log_setting():
     [
         ({"no.such": "1"}, "unknown topic setting 'no.such'"),
         ({"log.retention.ms": "1"}, "that is a broker setting"),
-        ({"cleanup.policy": "compact"}, "compact is not supported (replog has no log cleaner)"),
+        ({"cleanup.policy": "delete,compact"}, "compact is not supported (replog has no log cleaner)"),
         ({"min.insync.replicas": "0"}, "min.insync.replicas"),
         ({"message.timestamp.type": "Now"}, "CreateTime, LogAppendTime"),
         ({"flush.messages": "0"}, "flush.messages"),
@@ -280,3 +280,12 @@ def test_kafkas_throttled_replicas_are_accepted_and_default_to_none():
 )
 def test_format_value_writes_kafkas_text(value, text):
     assert format_value(value) == text
+
+
+def test_a_compact_topic_parses_and_keeps_every_segment():
+    """Only internal topics are made compact (admin refuses it for others): with no log cleaner,
+    the log never deletes a segment."""
+    overrides = {"cleanup.policy": "compact", "retention.ms": "1000"}
+    settings = effective_topic_config(load_broker_config(), overrides)
+    assert settings["cleanup.policy"] == ("compact",)
+    assert (log_config(settings).retention_ms, log_config(settings).retention_bytes) == (-1, -1)

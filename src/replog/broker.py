@@ -29,6 +29,10 @@ The data directory is locked (storage/data_dir_lock.py) before anything reads or
 released once the broker has stopped (or failed to be built): a second broker on the same
 directory is refused before it touches a file.
 
+The group coordinator (groups/) follows the replicas of __consumer_offsets through the replica
+manager's `on_replica_changed`, and its task runs from start to stop; the broker makes
+__consumer_offsets when a client first looks for a group's coordinator.
+
 The broker is also the `services` object the request handlers receive: they reach the
 replicas, the metadata cache and a few broker-level decisions through it.
 """
@@ -49,6 +53,7 @@ from replog.config import BrokerConfig
 from replog.coord_backends import BadVersion, NodeExists, NoNode, SessionState, StoreError, open_store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, ClusterId, InvalidNodeValue
+from replog.groups import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, GroupLimits
 from replog.metadata_cache import MetadataCache
 from replog.net.server import KafkaServer
 from replog.producer_ids import ProducerIdAllocator
@@ -64,6 +69,14 @@ logger = logging.getLogger(__name__)
 
 
 REGISTRATION_RETRY_MAX_S = 5.0
+# Only the latest value per key of __consumer_offsets matters: Kafka compacts it. replog has no
+# log cleaner yet, so a compact topic keeps every segment (config.log_config): nothing committed
+# is lost to retention, and the topic grows with every commit.
+OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+# A topic's partitions are written in one store transaction; a stock etcd allows 128 operations
+# per transaction (each partition takes a few), so __consumer_offsets (50 partitions by default)
+# is created with this many and then grown, this many at a time.
+OFFSETS_TOPIC_PARTITIONS_PER_STEP = 16
 
 
 def wall_clock_ms() -> int:
@@ -72,6 +85,19 @@ def wall_clock_ms() -> int:
 
 def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
+
+
+def group_coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
+    limits = GroupLimits(
+        initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+        min_session_timeout_ms=config["group.min.session.timeout.ms"],
+        max_session_timeout_ms=config["group.max.session.timeout.ms"],
+        max_size=config["group.max.size"],
+    )
+    return CoordinatorConfig(limits, offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+                             commit_timeout_ms=config["offsets.commit.timeout.ms"],
+                             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+                             offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"])
 
 
 class BrokerIdInUse(Exception):
@@ -108,6 +134,11 @@ class Broker:
         self.replicas = ReplicaManager(manager_config, wall_clock_ms, monotonic_ms)
         self.metadata = MetadataCache(self.store)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
+        self.groups = GroupCoordinator(self.broker_id, group_coordinator_config(config), self.replicas.hosted,
+                                       self._offsets_partition_count, monotonic_ms, wall_clock_ms)
+        self.replicas.on_replica_changed = self.groups.partition_changed
+        self._group_coordinator: asyncio.Task | None = None
+        self._creating_offsets_topic: asyncio.Task | None = None
         listener = config["listeners"]
         self.server = KafkaServer(self, listener.host, listener.port, max_request_bytes=config["socket.request.max.bytes"])
         self.cluster_id: str | None = None
@@ -134,6 +165,8 @@ class Broker:
         self._throttle_rates = asyncio.create_task(
             ThrottleRates(self.store, self.broker_id, self.replicas.replication_throttle).run(), name="throttle-rates")
         self._throttle_rates.add_done_callback(self._throttle_rates_ended)
+        self._group_coordinator = asyncio.create_task(self.groups.run(), name="group-coordinator")
+        self._group_coordinator.add_done_callback(self._group_coordinator_ended)
         await self.state_changes.listen()
         self._session_follower = asyncio.create_task(self._follow_session(), name="session-follower")
         self._session_follower.add_done_callback(self._session_follower_ended)
@@ -167,7 +200,7 @@ class Broker:
         logger.info("broker stopped broker=%d", self.broker_id)
 
     async def _stop_components(self) -> None:
-        for task in (self._session_follower, self._registering, self._throttle_rates):
+        for task in (self._session_follower, self._registering, self._throttle_rates, self._creating_offsets_topic):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
@@ -175,10 +208,16 @@ class Broker:
         await self._deregister()
         await self.hosted.hand_over(self.store.session_timeout_ms / 1000)
         await self._wait_until_out_of_followed_isrs(self.store.session_timeout_ms / 1000)
+        # Group requests wait for rebalances: answered NOT_COORDINATOR now, so that the server
+        # finishing its requests does not wait for them, and their clients look elsewhere.
+        self.groups.close()
         await self.server.stop()
         self.metadata.on_assignment_changed = None
         self.metadata.on_brokers_changed = None
         await self.hosted.stop()
+        if self._group_coordinator is not None:
+            self._group_coordinator.cancel()
+            await asyncio.gather(self._group_coordinator, return_exceptions=True)
         self.leader_connections.close()
         await self.metadata.close()
         await self.replicas.shutdown()
@@ -328,6 +367,14 @@ class Broker:
         logger.critical("throttle rate watch ended, stopping the broker broker=%d", self.broker_id, exc_info=task.exception())
         self.failed.set()
 
+    def _group_coordinator_ended(self, task: asyncio.Task) -> None:
+        """The coordinator runs until the broker stops; ending otherwise is a bug that leaves
+        groups without timers: stop the broker rather than serve them wrong."""
+        if task.cancelled():
+            return
+        logger.critical("group coordinator ended, stopping the broker broker=%d", self.broker_id, exc_info=task.exception())
+        self.failed.set()
+
     async def _register_again(self) -> None:
         """Register after a lost session, retrying while the store fails; ends once registered
         (or when the broker stops, which cancels it)."""
@@ -346,6 +393,60 @@ class Broker:
                 await asyncio.sleep(delay_s)
 
     # services for the request handlers
+    def _offsets_partition_count(self) -> int:
+        """The setting, always: Kafka takes the topic's count once it exists, but the metadata
+        cache learns a new topic's partitions one by one, and a count that grows while groups
+        are placed by it would move them between coordinators."""
+        return self.config["offsets.topic.num.partitions"]
+
+    def create_offsets_topic(self) -> None:
+        """Create __consumer_offsets in the background (a group asked for its coordinator);
+        once at a time."""
+        if self._creating_offsets_topic is None or self._creating_offsets_topic.done():
+            self._creating_offsets_topic = asyncio.create_task(self._create_offsets_topic(), name="create-offsets-topic")
+            self._creating_offsets_topic.add_done_callback(self._offsets_topic_creation_ended)
+
+    def _offsets_topic_creation_ended(self, task: asyncio.Task) -> None:
+        """Expected failures are logged by the task; anything else is a bug, logged in full (the
+        next FindCoordinator tries again)."""
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("creating %s failed broker=%d", OFFSETS_TOPIC, self.broker_id, exc_info=task.exception())
+
+    async def _create_offsets_topic(self) -> None:
+        """Create the topic, or grow it to its count if an earlier creation was cut short."""
+        wanted = self.config["offsets.topic.replication.factor"]
+        factor = min(wanted, max(1, len(self.metadata.brokers)))
+        total = self.config["offsets.topic.num.partitions"]
+        try:
+            existing = initial = await self._offsets_topic_partitions()
+            if existing == 0:
+                if factor < wanted:
+                    logger.warning("creating %s with replication factor %d: offsets.topic.replication.factor is %d but "
+                                   "only %d brokers are registered broker=%d", OFFSETS_TOPIC, factor, wanted, factor,
+                                   self.broker_id)
+                existing = min(total, OFFSETS_TOPIC_PARTITIONS_PER_STEP)
+                await admin.create_topic(self.store, OFFSETS_TOPIC, existing, factor, OFFSETS_TOPIC_CONFIG,
+                                         limits=self.state_change_limits(0))
+            while existing < total:  # each step adds up to OFFSETS_TOPIC_PARTITIONS_PER_STEP
+                existing = min(total, existing + OFFSETS_TOPIC_PARTITIONS_PER_STEP)
+                await admin.create_partitions(self.store, OFFSETS_TOPIC, existing, limits=self.state_change_limits(0))
+        except (AdminError, StoreError) as error:
+            # Another broker making it at the same time (it grows it to the full count), or the
+            # store failing: a later FindCoordinator for a missing partition tries again.
+            racing = isinstance(error, AdminError) and error.code in (ErrorCode.topic_already_exists,
+                                                                        ErrorCode.invalid_partitions)
+            logger.log(logging.INFO if racing else logging.WARNING, "%s not made or grown here broker=%d error=%s",
+                       OFFSETS_TOPIC, self.broker_id, error)
+            return
+        if existing != initial:
+            logger.info("made %s partitions=%d (had %d) broker=%d", OFFSETS_TOPIC, total, initial, self.broker_id)
+
+    async def _offsets_topic_partitions(self) -> int:
+        try:
+            return len((await admin.describe_topic(self.store, OFFSETS_TOPIC)).partitions)
+        except admin.UnknownTopicOrPartition:
+            return 0
+
     def now_ms(self) -> int:
         """For durations (follower lag, fetch pacing): monotonic, so a clock step changes no ISR."""
         return monotonic_ms()

@@ -142,7 +142,7 @@ def _advertised_listener(text: str) -> HostPort:
 def _cleanup_policy(text: str) -> tuple[str, ...]:
     policies = tuple(part.strip() for part in text.split(",") if part.strip())
     if "compact" in policies:
-        raise ValueError("is refused: compact is not supported (replog has no log cleaner); use delete")
+        raise ValueError(COMPACT_REFUSAL)
     if set(policies) != {"delete"}:
         raise ValueError("must be delete")
     return ("delete",)
@@ -157,6 +157,15 @@ def _throttled_replicas(text: str) -> tuple[str, ...]:
         if not (colon and partition.strip().isdigit() and broker.strip().isdigit()):
             raise ValueError("is not '*' or PARTITION:BROKER pairs, comma-separated (e.g. 0:1,1:2)")
     return entries
+
+
+def _topic_cleanup_policy(text: str) -> tuple[str, ...]:
+    """A topic may say compact, which only the internal topics do (admin refuses it for others):
+    replog has no log cleaner yet, so a compacted topic keeps every segment (log_config)."""
+    policies = tuple(part.strip() for part in text.split(",") if part.strip())
+    if set(policies) == {"compact"}:
+        return ("compact",)
+    return _cleanup_policy(text)
 
 
 def _coord_url(text: str) -> str:
@@ -292,10 +301,53 @@ SETTINGS: dict[str, Setting] = {
             "requests a broker's state-change queue holds before it is shrunk (the seed's sendStateChange)",
         ),
         Setting(
+            "group.initial.rebalance.delay.ms",
+            _int32(0),
+            3000,
+            "how long a group with no members waits for more to join before its first generation forms",
+        ),
+        Setting("group.min.session.timeout.ms", _int32(1), 6000, "shortest session timeout a group member may ask for"),
+        Setting(
+            "group.max.session.timeout.ms", _int32(1), 1_800_000, "longest session timeout a group member may ask for"
+        ),
+        Setting(
+            "group.max.size",
+            _int32(1),
+            1000,
+            "members one group may have (Kafka's default is unlimited; replog bounds every queue)",
+        ),
+        Setting(
+            "offsets.topic.num.partitions",
+            _int32(1),
+            50,
+            "partitions of __consumer_offsets, made on first use; a group's partition depends on it, so do not change "
+            "it once the topic exists",
+        ),
+        Setting(
+            "offsets.topic.replication.factor",
+            _int32(1),
+            3,
+            "replicas of __consumer_offsets; fewer if fewer brokers are registered when it is made (with a warning)",
+        ),
+        Setting("offset.metadata.max.bytes", _int32(0), 4096, "largest metadata string an offset commit may carry"),
+        Setting(
+            "offsets.commit.timeout.ms",
+            _int32(1),
+            5000,
+            "how long an offset commit waits for every in-sync replica of __consumer_offsets",
+        ),
+        Setting(
             "offsets.retention.minutes",
             _int32(1),
             7 * _DAY_MS // 60_000,
-            "how long committed offsets of an empty group are kept",
+            "how long committed offsets of an empty group are kept (from when it became empty; for offsets "
+            "committed outside any group, from their commit)",
+        ),
+        Setting(
+            "offsets.retention.check.interval.ms",
+            _int64(1),
+            600_000,
+            "how often the group coordinator looks for expired offsets",
         ),
     ]
 }
@@ -352,6 +404,10 @@ DYNAMIC_BROKER_SETTINGS: dict[str, Setting] = {
                 "accepted for Kafka's tools; replog's followers are not throttled"),
     ]
 }
+TOPIC_SETTINGS["cleanup.policy"] = dataclasses.replace(TOPIC_SETTINGS["cleanup.policy"], parse=_topic_cleanup_policy)
+# Topics that replog itself makes and writes; only they may be compact (see _topic_cleanup_policy).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+COMPACT_REFUSAL = "is refused: compact is not supported (replog has no log cleaner); use delete"
 
 
 def dynamic_broker_setting(name: str) -> Setting:
@@ -541,8 +597,14 @@ def effective_topic_config(broker_config: BrokerConfig, topic_overrides: Mapping
 
 
 def log_config(settings: TopicSettings) -> LogConfig:
-    """The partition log's settings; LogConfig's fields are topic setting names in python spelling."""
-    return LogConfig(**{field.name: settings[field.name.replace("_", ".")] for field in dataclasses.fields(LogConfig)})
+    """The partition log's settings; LogConfig's fields are topic setting names in python spelling.
+
+    A compact topic never deletes segments: compaction would keep the latest record of every
+    key, and with no log cleaner yet, keeping everything is the only way to keep those."""
+    values = {field.name: settings[field.name.replace("_", ".")] for field in dataclasses.fields(LogConfig)}
+    if settings["cleanup.policy"] == ("compact",):
+        values |= {"retention_ms": -1, "retention_bytes": -1}
+    return LogConfig(**values)
 
 
 def partition_config(settings: TopicSettings) -> PartitionConfig:

@@ -65,6 +65,19 @@ def seed_frames() -> list[bytes]:
     epoch = {"replica_id": -1, "topics": [{"topic": FUZZ_TOPIC, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]}
     init_producer = {"transactional_id": None, "transaction_timeout": 1000, "producer_id": -1, "producer_epoch": -1}
     api_versions = {"client_software_name": "fuzz", "client_software_version": "1"}
+    group = {"group_id": "fuzz-group", "generation_id": 1, "member_id": "fuzz-member", "group_instance_id": None}
+    find_coordinator = {"key": "fuzz-group", "key_type": 0, "coordinator_keys": ["fuzz-group"]}
+    join = group | {"session_timeout": 10_000, "rebalance_timeout": 10_000, "member_id": "", "protocol_type": "consumer",
+                    "protocols": [{"name": "range", "metadata": b"subscription"}], "reason": None}
+    sync = group | {"protocol_type": "consumer", "protocol_name": "range",
+                    "assignments": [{"member_id": "fuzz-member", "assignment": b"assignment"}]}
+    leave = group | {"members": [{"member_id": "fuzz-member", "group_instance_id": None, "reason": None}]}
+    commit = group | {"generation_id_or_member_epoch": 1, "retention_time": -1, "topics": [{"name": FUZZ_TOPIC, "partitions": [
+        {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1, "committed_metadata": "m"}]}]}
+    offset_fetch = group | {"topics": [{"name": FUZZ_TOPIC, "partition_indexes": [0]}], "require_stable": False}
+    group_admin = {"states_filter": [], "groups": ["fuzz-group"], "include_authorized_operations": False,
+                   "groups_names": ["fuzz-group"], "group_id": "fuzz-group",
+                   "topics": [{"name": FUZZ_TOPIC, "partitions": [{"partition_index": 0}]}]}
     seeds = []
     for api_key, versions, values in [
         (ApiKey.API_VERSIONS, (0, 3), api_versions),
@@ -77,6 +90,19 @@ def seed_frames() -> list[bytes]:
         (ApiKey.DESCRIBE_CONFIGS, (1, 4), configs),
         (ApiKey.OFFSET_FOR_LEADER_EPOCH, (2, 4), epoch),
         (ApiKey.INIT_PRODUCER_ID, (0, 2), init_producer),
+        (ApiKey.FIND_COORDINATOR, (0, 3, 4), find_coordinator),
+        (ApiKey.JOIN_GROUP, (5, 9), join),  # v4+: a new member is answered at once (MEMBER_ID_REQUIRED)
+        (ApiKey.SYNC_GROUP, (0, 5), sync),
+        (ApiKey.HEARTBEAT, (0, 4), group),
+        (ApiKey.LEAVE_GROUP, (0, 5), leave),
+        (ApiKey.OFFSET_COMMIT, (2, 8), commit),
+        (ApiKey.OFFSET_FETCH, (1, 7), offset_fetch),
+        (ApiKey.OFFSET_FETCH, (8, 9), {"groups": [offset_fetch | {"member_id": None, "member_epoch": -1}],
+                                       "require_stable": False}),
+        (ApiKey.LIST_GROUPS, (0, 5), group_admin),
+        (ApiKey.DESCRIBE_GROUPS, (0, 5), group_admin),
+        (ApiKey.DELETE_GROUPS, (0, 2), group_admin),
+        (ApiKey.OFFSET_DELETE, (0,), group_admin),
     ]:
         seeds.extend(encode_request(int(api_key), version, values) for version in versions)
     return seeds

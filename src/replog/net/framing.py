@@ -63,6 +63,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._filled = 0
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
+        self._peer_host = ""  # as Kafka names a group member's host: "/127.0.0.1"
         self._in_order: collections.deque[asyncio.Future] = collections.deque()
         # The last request that may wait (a Fetch), which the next request overtakes.
         self._may_wait: codec.Overtaken | None = None
@@ -76,6 +77,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._peer_host = f"/{peer[0]}" if peer else ""
         self._connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -161,6 +163,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if request.api_key == codec.ApiKey.FETCH:
             self._may_wait = codec.Overtaken()
             request = dataclasses.replace(request, overtaken=self._may_wait)
+        elif request.api_key == codec.ApiKey.JOIN_GROUP:
+            request = dataclasses.replace(request, client_host=self._peer_host)
         task = asyncio.ensure_future(self._dispatch(request))
         self._in_order.append(task)
         task.add_done_callback(self._write_finished)

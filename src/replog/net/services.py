@@ -7,6 +7,7 @@ from typing import Any, Mapping, Protocol
 
 from replog.admin import StateChangeLimits
 from replog.coord_backends import Store
+from replog.groups import GroupCoordinator
 from replog.metadata_cache import MetadataCache
 from replog.producer_ids import ProducerIdAllocator
 from replog.replica.manager import ReplicaManager
@@ -25,6 +26,7 @@ class Services(Protocol):
     replicas: ReplicaManager
     producer_ids: ProducerIdAllocator
     leader_connections: PresumedGone
+    groups: GroupCoordinator
 
     def now_ms(self) -> int: ...
 
@@ -37,3 +39,5 @@ class Services(Protocol):
     async def topic_missing(self, name: str, allow_auto_create: bool) -> int: ...
 
     def follower_connection_lost(self, broker_id: int) -> None: ...
+
+    def create_offsets_topic(self) -> None: ...

@@ -99,6 +99,9 @@ class ReplicaManager:
         self._opening: dict[tuple[str, int], asyncio.Future] = {}  # log opens in worker threads
         self._loaded: dict[tuple[str, int], Log] = {}  # by load_log, for the replica's start
         self._tasks: list[asyncio.Task] = []
+        # Told of every replica that starts, changes leadership or stops (after the change):
+        # the group coordinator follows its __consumer_offsets partitions with it.
+        self.on_replica_changed: Callable[[Partition], None] = lambda partition: None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -214,6 +217,7 @@ class ReplicaManager:
             existing.become_follower(start.leader_id, start.leader_epoch, self._monotonic_clock())
         else:
             existing.become_leader(start.leader_epoch, start.assigned_replicas, start.isr_or_all, self._monotonic_clock())
+        self.on_replica_changed(existing)
         return existing
 
     def _check_assigned(self, start: "_ReplicaStart") -> None:
@@ -238,6 +242,7 @@ class ReplicaManager:
         logger.info("started replica topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d",
                     start.topic, start.partition, self.broker_id, start.leader_epoch, started.high_watermark,
                     started.log_end_offset)
+        self.on_replica_changed(started)
         return started
 
     def close_replica(self, topic: str, partition: int) -> None:
@@ -247,6 +252,7 @@ class ReplicaManager:
         del self._partitions[(topic, partition)]
         closing.close()
         self._checkpointed_high_watermarks[(topic, partition)] = closing.high_watermark
+        self.on_replica_changed(closing)
 
     def prepare_replica(self, topic: str, partition: int) -> None:
         """startReplica of a partition the store does not show yet (an admin is adding it): make
@@ -262,6 +268,7 @@ class ReplicaManager:
         if hosted is not None:
             del self._partitions[(topic, partition)]
             hosted.stop_for_deletion()
+            self.on_replica_changed(hosted)
             await self._forget_high_watermark(topic, partition)
             await asyncio.to_thread(hosted.remove_files)
             return

@@ -54,4 +54,6 @@ def handles(api_key: int) -> Callable[[Handler], Handler]:
 
 
 # Importing the modules registers their handlers.
-from . import admin, api_versions, cluster, fetch, log_dirs, metadata, offsets, produce, producer_ids  # noqa: E402,F401
+from . import (  # noqa: E402,F401
+    admin, api_versions, cluster, committed_offsets, fetch, groups, log_dirs, metadata, offsets, produce, producer_ids,
+)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from replog.groups import OFFSETS_TOPIC
+
 from ..codec import ApiKey, Request, build_response
 from . import handles, log_refusal
 
@@ -58,7 +60,7 @@ async def metadata(services, request: Request):
                 "error_code": error,
                 "name": name,
                 "topic_id": None,
-                "is_internal": False,
+                "is_internal": name == OFFSETS_TOPIC,
                 "partitions": partition_entries(services, name) if error == ErrorCode.none else [],
             }
         )

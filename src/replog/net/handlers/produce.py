@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
+from replog.groups import OFFSETS_TOPIC
 from replog.replica.manager import UnknownTopicOrPartitionError
 
 from ..codec import BODY_DECODERS, ApiKey, Request, build_response
@@ -125,6 +126,11 @@ def decode_produce_body(frame: memoryview | bytes, position: int, api_version: i
 
 async def _append(services, request: Request, topic: str, partition_index: int, records: bytearray | None) -> dict:
     answer = {"index": partition_index, "base_offset": -1, "log_append_time": None, "log_start_offset": -1, "record_errors": ()}
+    if topic == OFFSETS_TOPIC:
+        # Kafka's rule: only the group coordinator writes its topic; clients may read it.
+        log_refusal(request, "produce to an internal topic", f"{topic}-{partition_index}", ErrorCode.invalid_topic_exception)
+        return answer | {"error_code": ErrorCode.invalid_topic_exception,
+                         "error_message": f"Cannot append to internal topic {topic}"}
     if records is None:
         log_refusal(request, "produce of null records", f"{topic}-{partition_index}", ErrorCode.invalid_record)
         return answer | {"error_code": ErrorCode.invalid_record, "error_message": "null records"}

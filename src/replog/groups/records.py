@@ -1,0 +1,322 @@
+"""The records of __consumer_offsets: keys and values in Kafka's own formats (GroupMetadataManager's
+schemas), so Kafka's tools can read the topic, and the v2 record batches that carry them.
+
+Every key and value starts with an int16 version. Keys: version 0 or 1 is a committed offset
+(group, topic, partition), version 2 is a group's metadata (group). The log is read as a
+table: only the latest value per key matters, and a null value (tombstone) deletes the key.
+
+    OffsetCommitValue v3:   offset i64, leader_epoch i32, metadata string, commit_timestamp i64
+    GroupMetadataValue v3:  protocol_type string, generation i32, protocol string?, leader string?,
+                            current_state_timestamp i64, members [member_id string,
+                            group_instance_id string?, client_id string, client_host string,
+                            rebalance_timeout i32, session_timeout i32, subscription bytes,
+                            assignment bytes]
+
+Older value versions Kafka wrote (offset values v0-v2, group values v0-v2) are not read: this
+topic is only ever written by replog's coordinators, which write the versions above.
+
+Batches are written uncompressed, without producer ids, by the coordinator only (clients may
+not produce to the topic); anything else found on load is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import crc32c
+
+OFFSET_KEY_VERSION = 1
+GROUP_KEY_VERSION = 2
+OFFSET_VALUE_VERSION = 3
+GROUP_VALUE_VERSION = 3
+NO_LEADER_EPOCH = -1
+
+
+class RecordFormatError(ValueError):
+    """A key or value this coordinator cannot read."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OffsetKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupKey:
+    group: str
+
+
+@dataclasses.dataclass(frozen=True)
+class OffsetValue:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberValue:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    state_timestamp_ms: int
+    members: tuple[MemberValue, ...]
+
+
+# -- primitives -------------------------------------------------------------------------------
+
+_I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.out = bytearray()
+
+    def i16(self, value: int) -> "_Writer":
+        self.out += _I16.pack(value)
+        return self
+
+    def i32(self, value: int) -> "_Writer":
+        self.out += _I32.pack(value)
+        return self
+
+    def i64(self, value: int) -> "_Writer":
+        self.out += _I64.pack(value)
+        return self
+
+    def string(self, value: str | None) -> "_Writer":
+        if value is None:
+            return self.i16(-1)
+        data = value.encode("utf-8")
+        self.i16(len(data))
+        self.out += data
+        return self
+
+    def bytes_(self, value: bytes) -> "_Writer":
+        self.i32(len(value))
+        self.out += value
+        return self
+
+
+class _Reader:
+    def __init__(self, data: bytes):
+        self.data, self.position = data, 0
+
+    def _fixed(self, layout: struct.Struct) -> int:
+        if self.position + layout.size > len(self.data):
+            raise RecordFormatError("field runs past the end")
+        (value,) = layout.unpack_from(self.data, self.position)
+        self.position += layout.size
+        return value
+
+    def i16(self) -> int:
+        return self._fixed(_I16)
+
+    def i32(self) -> int:
+        return self._fixed(_I32)
+
+    def i64(self) -> int:
+        return self._fixed(_I64)
+
+    def _chunk(self, size: int) -> bytes:
+        if size < 0 or self.position + size > len(self.data):
+            raise RecordFormatError(f"length {size} runs past the end")
+        chunk = self.data[self.position:self.position + size]
+        self.position += size
+        return bytes(chunk)
+
+    def string(self) -> str | None:
+        size = self.i16()
+        return None if size == -1 else self._chunk(size).decode("utf-8")
+
+    def required_string(self) -> str:
+        value = self.string()
+        if value is None:
+            raise RecordFormatError("null where a string is required")
+        return value
+
+    def bytes_(self) -> bytes:
+        return self._chunk(self.i32())
+
+
+# -- keys and values --------------------------------------------------------------------------
+
+
+def encode_key(key: OffsetKey | GroupKey) -> bytes:
+    if isinstance(key, OffsetKey):
+        return bytes(_Writer().i16(OFFSET_KEY_VERSION).string(key.group).string(key.topic).i32(key.partition).out)
+    return bytes(_Writer().i16(GROUP_KEY_VERSION).string(key.group).out)
+
+
+def decode_key(data: bytes) -> OffsetKey | GroupKey:
+    reader = _Reader(data)
+    version = reader.i16()
+    if version in (0, OFFSET_KEY_VERSION):
+        return OffsetKey(reader.required_string(), reader.required_string(), reader.i32())
+    if version == GROUP_KEY_VERSION:
+        return GroupKey(reader.required_string())
+    raise RecordFormatError(f"unknown key version {version}")
+
+
+def encode_offset_value(value: OffsetValue) -> bytes:
+    writer = _Writer().i16(OFFSET_VALUE_VERSION).i64(value.offset).i32(value.leader_epoch)
+    return bytes(writer.string(value.metadata).i64(value.commit_timestamp_ms).out)
+
+
+def decode_offset_value(data: bytes) -> OffsetValue:
+    reader = _Reader(data)
+    version = reader.i16()
+    if version != OFFSET_VALUE_VERSION:
+        raise RecordFormatError(f"unknown offset value version {version}")
+    return OffsetValue(reader.i64(), reader.i32(), reader.string() or "", reader.i64())
+
+
+def encode_group_value(value: GroupValue) -> bytes:
+    writer = _Writer().i16(GROUP_VALUE_VERSION).string(value.protocol_type).i32(value.generation)
+    writer.string(value.protocol).string(value.leader).i64(value.state_timestamp_ms).i32(len(value.members))
+    for member in value.members:  # bounded by the group's size
+        writer.string(member.member_id).string(member.group_instance_id).string(member.client_id)
+        writer.string(member.client_host).i32(member.rebalance_timeout_ms).i32(member.session_timeout_ms)
+        writer.bytes_(member.subscription).bytes_(member.assignment)
+    return bytes(writer.out)
+
+
+def decode_group_value(data: bytes) -> GroupValue:
+    reader = _Reader(data)
+    version = reader.i16()
+    if version != GROUP_VALUE_VERSION:
+        raise RecordFormatError(f"unknown group value version {version}")
+    protocol_type, generation = reader.string() or "", reader.i32()
+    protocol, leader, state_timestamp_ms = reader.string(), reader.string(), reader.i64()
+    count = reader.i32()
+    if count < 0 or count > len(data):
+        raise RecordFormatError(f"member count {count}")
+    members = tuple(
+        MemberValue(reader.required_string(), reader.string(), reader.string() or "", reader.string() or "",
+                    reader.i32(), reader.i32(), reader.bytes_(), reader.bytes_())
+        for _ in range(count)
+    )
+    return GroupValue(protocol_type, generation, protocol, leader, state_timestamp_ms, members)
+
+
+# -- record batches v2 ------------------------------------------------------------------------
+
+# base offset, batch length, leader epoch, magic, crc | attributes, last offset delta,
+# base timestamp, max timestamp, producer id, producer epoch, base sequence, record count
+_BATCH_START = struct.Struct(">qiibI")
+_BATCH_REST = struct.Struct(">hiqqqhii")
+_BATCH_HEADER_BYTES = _BATCH_START.size + _BATCH_REST.size
+_LOG_OVERHEAD_BYTES = 12
+_CODEC_MASK = 0x07
+_CONTROL_FLAG = 0x20
+
+
+def encode_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytearray:
+    """One uncompressed batch of (key, value) records; the log assigns its offsets."""
+    body = bytearray()
+    for offset_delta, (key, value) in enumerate(records):
+        fields = bytearray(b"\x00") + _zigzag(0) + _zigzag(offset_delta)
+        _put_nullable(fields, key)
+        _put_nullable(fields, value)
+        fields += _zigzag(0)  # no headers
+        body += _zigzag(len(fields)) + fields
+    rest = _BATCH_REST.pack(0, len(records) - 1, timestamp_ms, timestamp_ms, -1, -1, -1, len(records))
+    crc = crc32c.crc32c(rest + body)
+    length = _BATCH_HEADER_BYTES - _LOG_OVERHEAD_BYTES + len(body)
+    return bytearray(_BATCH_START.pack(0, length, -1, 2, crc) + rest + body)
+
+
+class DecodedBatch(NamedTuple):
+    next_offset: int
+    records: list[tuple[int, bytes | None, bytes | None]]  # (offset, key, value)
+    skipped: str | None  # why its records were not read (compressed, old format); None if read
+
+
+def decode_batches(data: bytes) -> Iterator[DecodedBatch]:
+    """The complete batches at the start of `data`; a partial trailing batch is left for the
+    next read. Control batches carry no group records: they come back empty."""
+    position = 0
+    while position + _BATCH_HEADER_BYTES <= len(data):  # each turn consumes one batch
+        base_offset, length, _, magic, _ = _BATCH_START.unpack_from(data, position)
+        end = position + _LOG_OVERHEAD_BYTES + length
+        if end > len(data):
+            return
+        attributes, last_offset_delta, _, _, _, _, _, count = _BATCH_REST.unpack_from(data, position + _BATCH_START.size)
+        next_offset = base_offset + last_offset_delta + 1
+        if magic != 2 or attributes & _CODEC_MASK:
+            yield DecodedBatch(next_offset, [], f"batch at offset {base_offset} is not an uncompressed v2 batch")
+        elif attributes & _CONTROL_FLAG:
+            yield DecodedBatch(next_offset, [], None)
+        else:
+            yield DecodedBatch(next_offset, list(_records(data, position + _BATCH_HEADER_BYTES, end, base_offset, count)), None)
+        position = end
+
+
+def _records(data: bytes, position: int, end: int, base_offset: int, count: int):
+    for _ in range(count):  # bounded by the batch's record count
+        length, position = _varint(data, position)
+        record_end = position + length
+        _, position = _varint(data, position + 1)  # attributes byte, then timestamp delta
+        offset_delta, position = _varint(data, position)
+        key, position = _nullable(data, position)
+        value, position = _nullable(data, position)
+        if record_end > end:
+            raise RecordFormatError(f"record at offset {base_offset + offset_delta} runs past its batch")
+        yield base_offset + offset_delta, key, value
+        position = record_end
+
+
+def _put_nullable(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        out += _zigzag(-1)
+    else:
+        out += _zigzag(len(data)) + data
+
+
+def _nullable(data: bytes, position: int) -> tuple[bytes | None, int]:
+    length, position = _varint(data, position)
+    if length < 0:
+        return None, position
+    return bytes(data[position:position + length]), position + length
+
+
+def _zigzag(value: int) -> bytes:
+    raw = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while raw >= 0x80:  # at most 10 bytes for a 64-bit value
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+def _varint(data: bytes, position: int) -> tuple[int, int]:
+    shift = raw = 0
+    for _ in range(10):  # a 64-bit varint has at most 10 bytes
+        if position >= len(data):
+            raise RecordFormatError("varint runs past the end")
+        byte = data[position]
+        raw |= (byte & 0x7F) << shift
+        position += 1
+        if not byte & 0x80:
+            return (raw >> 1) ^ -(raw & 1), position
+        shift += 7
+    raise RecordFormatError("varint longer than 10 bytes")

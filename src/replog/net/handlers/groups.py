@@ -1,0 +1,188 @@
+"""The group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups,
+DescribeGroups, DeleteGroups. Thin: they translate requests for the group coordinator
+(groups/coordinator.py), which holds every rule.
+
+FindCoordinator creates __consumer_offsets on first use (in the background: the answer is
+COORDINATOR_NOT_AVAILABLE, which clients retry) and names the leader of the group's partition.
+Only groups have coordinators here: transactions are not implemented.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from kio.schema.errors import ErrorCode
+
+from replog.groups import OFFSETS_TOPIC, GroupState, JoinRequest
+
+from ..codec import ApiKey, Request, build_response
+from . import handles, log_refusal
+
+GROUP_KEY_TYPE = 0
+FIRST_BATCHED_FIND_COORDINATOR_VERSION = 4
+FIRST_MEMBER_ID_REQUIRED_VERSION = 4
+FIRST_BATCHED_LEAVE_VERSION = 3
+_NO_THROTTLE = datetime.timedelta(0)
+
+
+def _ms(value: datetime.timedelta) -> int:
+    return int(value.total_seconds() * 1000)
+
+
+# -- FindCoordinator ------------------------------------------------------------------------
+
+
+async def _coordinator_for(services, request: Request, key: str, key_type: int) -> dict:
+    if key_type != GROUP_KEY_TYPE:
+        log_refusal(request, "find coordinator of a non-group key", key, ErrorCode.invalid_request)
+        return {"error_code": ErrorCode.invalid_request, "error_message": "only group coordinators exist here",
+                "node_id": -1, "host": "", "port": -1}
+    partition = services.groups.partition_of(key)
+    view = services.metadata.topics.get(OFFSETS_TOPIC, {}).get(partition)
+    if view is None:
+        # Not made yet, or made in steps and not grown to this partition yet (or a creation
+        # was cut short): made or grown in the background, while clients retry.
+        services.create_offsets_topic()
+        return _not_available(f"partition {partition} of __consumer_offsets is being created")
+    broker = services.metadata.brokers.get(view.leader)
+    # As Metadata answers: a leader whose process is gone is not named until its successor is.
+    if broker is None or services.leader_connections.presumed_gone(view.leader) or not services.serving(OFFSETS_TOPIC, partition):
+        return _not_available(f"partition {partition} of __consumer_offsets has no leader")
+    return {"error_code": ErrorCode.none, "error_message": None, "node_id": view.leader, "host": broker.host,
+            "port": broker.port}
+
+
+def _not_available(message: str) -> dict:
+    return {"error_code": ErrorCode.coordinator_not_available, "error_message": message, "node_id": -1, "host": "", "port": -1}
+
+
+@handles(ApiKey.FIND_COORDINATOR)
+async def find_coordinator(services, request: Request):
+    body = request.body
+    if request.api_version < FIRST_BATCHED_FIND_COORDINATOR_VERSION:
+        key_type = getattr(body, "key_type", GROUP_KEY_TYPE)
+        return build_response(request, {"throttle_time": _NO_THROTTLE} | await _coordinator_for(services, request, body.key, key_type))
+    coordinators = [{"key": key} | await _coordinator_for(services, request, key, body.key_type) for key in body.coordinator_keys]
+    return build_response(request, {"throttle_time": _NO_THROTTLE, "coordinators": coordinators})
+
+
+# -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----------------------------------------------
+
+
+@handles(ApiKey.JOIN_GROUP)
+async def join_group(services, request: Request):
+    body = request.body
+    join = JoinRequest(
+        member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        client_id=request.client_id or "",
+        client_host=request.client_host,
+        session_timeout_ms=_ms(body.session_timeout),
+        rebalance_timeout_ms=_ms(body.rebalance_timeout),
+        protocol_type=body.protocol_type,
+        protocols=tuple((protocol.name, protocol.metadata) for protocol in body.protocols),
+        require_known_member_id=request.api_version >= FIRST_MEMBER_ID_REQUIRED_VERSION,
+    )
+    result = await services.groups.join(body.group_id, join)
+    if result.error not in (ErrorCode.none, ErrorCode.member_id_required):
+        log_refusal(request, "join group", body.group_id, result.error)
+    return build_response(request, {
+        "throttle_time": _NO_THROTTLE,
+        "error_code": result.error,
+        "generation_id": result.generation,
+        "protocol_type": result.protocol_type,
+        # Before v7 the field is not nullable: an error answer carries "".
+        "protocol_name": result.protocol_name if result.protocol_name is not None or request.api_version >= 7 else "",
+        "leader": result.leader,
+        "skip_assignment": result.skip_assignment,
+        "member_id": result.member_id,
+        "members": [{"member_id": member_id, "group_instance_id": instance_id, "metadata": metadata}
+                    for member_id, instance_id, metadata in result.members],
+    })
+
+
+@handles(ApiKey.SYNC_GROUP)
+async def sync_group(services, request: Request):
+    body = request.body
+    assignments = {assignment.member_id: assignment.assignment for assignment in body.assignments}
+    result = await services.groups.sync(body.group_id, body.member_id, getattr(body, "group_instance_id", None),
+                                        body.generation_id, getattr(body, "protocol_type", None),
+                                        getattr(body, "protocol_name", None), assignments)
+    if result.error != ErrorCode.none:
+        log_refusal(request, "sync group", body.group_id, result.error)
+    return build_response(request, {"throttle_time": _NO_THROTTLE, "error_code": result.error,
+                                    "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
+                                    "assignment": result.assignment})
+
+
+@handles(ApiKey.HEARTBEAT)
+async def heartbeat(services, request: Request):
+    body = request.body
+    error = services.groups.heartbeat(body.group_id, body.member_id, getattr(body, "group_instance_id", None),
+                                      body.generation_id)
+    if error not in (ErrorCode.none, ErrorCode.rebalance_in_progress):
+        log_refusal(request, "heartbeat", body.group_id, error)
+    return build_response(request, {"throttle_time": _NO_THROTTLE, "error_code": error})
+
+
+@handles(ApiKey.LEAVE_GROUP)
+async def leave_group(services, request: Request):
+    body = request.body
+    batched = request.api_version >= FIRST_BATCHED_LEAVE_VERSION
+    members = [(member.member_id, member.group_instance_id) for member in body.members] if batched \
+        else [(body.member_id, None)]
+    error, member_errors = services.groups.leave(body.group_id, members)
+    if not batched and error == ErrorCode.none:
+        error = member_errors[0]
+    return build_response(request, {
+        "throttle_time": _NO_THROTTLE,
+        "error_code": error,
+        "members": [{"member_id": member_id, "group_instance_id": instance_id, "error_code": member_error}
+                    for (member_id, instance_id), member_error in zip(members, member_errors)],
+    })
+
+
+# -- ListGroups, DescribeGroups, DeleteGroups -------------------------------------------------
+
+
+@handles(ApiKey.LIST_GROUPS)
+async def list_groups(services, request: Request):
+    wanted = set(getattr(request.body, "states_filter", ()) or ())
+    error, groups = services.groups.list_groups()
+    listed = [{"group_id": group.group_id, "protocol_type": group.protocol_type, "group_state": group.state,
+               "group_type": "classic"}
+              for group in groups if not wanted or group.state in wanted]
+    return build_response(request, {"throttle_time": _NO_THROTTLE, "error_code": error, "groups": listed})
+
+
+def _description(services, group_id: str) -> dict:
+    error, group = services.groups.describe(group_id)
+    if group is None:
+        state = GroupState.DEAD.value if error == ErrorCode.none else ""
+        return {"error_code": error, "group_id": group_id, "group_state": state, "protocol_type": "", "protocol_data": "",
+                "members": [], "authorized_operations": -2147483648}
+    in_generation = group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE)
+    members = [{
+        "member_id": member.member_id,
+        "group_instance_id": member.group_instance_id,
+        "client_id": member.client_id,
+        "client_host": member.client_host,
+        "member_metadata": member.metadata(group.protocol_name) if in_generation and group.protocol_name else b"",
+        "member_assignment": member.assignment if group.state is GroupState.STABLE else b"",
+    } for member in group.members.values()]
+    return {"error_code": ErrorCode.none, "group_id": group_id, "group_state": group.state.value,
+            "protocol_type": group.protocol_type or "", "protocol_data": group.protocol_name or "",
+            "members": members, "authorized_operations": -2147483648}
+
+
+@handles(ApiKey.DESCRIBE_GROUPS)
+async def describe_groups(services, request: Request):
+    groups = [_description(services, group_id) for group_id in request.body.groups]
+    return build_response(request, {"throttle_time": _NO_THROTTLE, "groups": groups})
+
+
+@handles(ApiKey.DELETE_GROUPS)
+async def delete_groups(services, request: Request):
+    results = [{"group_id": group_id, "error_code": await services.groups.delete_group(group_id)}
+               for group_id in request.body.groups_names]
+    return build_response(request, {"throttle_time": _NO_THROTTLE, "results": results})

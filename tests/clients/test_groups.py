@@ -1,0 +1,206 @@
+"""Consumer groups with real clients against a real broker process: partitions shared and moved,
+every record read once when each consumer commits after processing, committed offsets resumed,
+groups mixing confluent-kafka with aiokafka, kafka-python and kcat, and bad input refused with
+Kafka's errors while the coordinator keeps serving."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from tests.broker_process import BrokerProcess
+
+from .conftest import create_topic
+from .group_clients import FOREIGN_CONSUMERS, GROUP_SETTINGS, KcatConsumer, confluent_consumer
+
+PARTITIONS = 6
+WAIT_S = 60
+
+
+@pytest.fixture(scope="module")
+def group_broker(tmp_path_factory):
+    process = BrokerProcess(tmp_path_factory.mktemp("groups") / "data", extra_args=GROUP_SETTINGS)
+    process.start()
+    yield process
+    process.stop()
+
+
+def new_topic(broker) -> str:
+    return create_topic(broker.bootstrap, f"t-{uuid.uuid4().hex[:10]}", partitions=PARTITIONS)
+
+
+def produce(bootstrap: str, topic: str, values: list[str]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for index, value in enumerate(values):
+        producer.produce(topic, value=value.encode(), partition=index % PARTITIONS)
+    assert producer.flush(WAIT_S) == 0
+
+
+def poll_round(consumers: list[Consumer], read: dict[int, list[str]]) -> None:
+    """One poll of each consumer; what it read is committed before its next poll, so a
+    partition that moves at that poll moves with nothing read and uncommitted."""
+    for index, consumer in enumerate(consumers):
+        messages = consumer.consume(num_messages=100, timeout=0.1)
+        for message in messages:
+            assert message.error() is None, message.error()
+            read.setdefault(index, []).append(message.value().decode())
+        if messages:
+            consumer.commit(asynchronous=False)
+
+
+def poll_until(consumers: list[Consumer], read: dict[int, list[str]], condition, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {WAIT_S}s waiting for {what}; read {sum(map(len, read.values()))}, "
+                                 f"assignments {[sorted(p.partition for p in c.assignment()) for c in consumers]}")
+        poll_round(consumers, read)
+
+
+def assigned(consumer: Consumer) -> set[int]:
+    return {partition.partition for partition in consumer.assignment()}
+
+
+def shared_by(consumers: list[Consumer]) -> bool:
+    """Every partition is assigned to exactly one consumer, and each consumer has some."""
+    assignments = [assigned(consumer) for consumer in consumers]
+    return all(assignments) and sorted(p for a in assignments for p in a) == list(range(PARTITIONS))
+
+
+def test_consumers_share_partitions_read_each_record_once_and_resume_at_committed_offsets(group_broker):
+    bootstrap, topic, group = group_broker.bootstrap, new_topic(group_broker), f"g-{uuid.uuid4().hex[:8]}"
+    first_values = [f"a{index}" for index in range(300)]
+    produce(bootstrap, topic, first_values)
+    consumers = [confluent_consumer(bootstrap, group, topic) for _ in range(3)]
+    read: dict[int, list[str]] = {}
+    try:
+        poll_until(consumers, read, lambda: shared_by(consumers) and sum(map(len, read.values())) == len(first_values),
+                   "three consumers sharing the partitions and reading every record")
+        leaving = consumers.pop()
+        leaving_partitions = assigned(leaving)
+        leaving.close()  # leaves the group: its partitions move to the others
+        poll_until(consumers, read, lambda: shared_by(consumers), "the partitions of the consumer that left to move")
+        assert leaving_partitions <= assigned(consumers[0]) | assigned(consumers[1])
+        second_values = [f"b{index}" for index in range(300)]
+        produce(bootstrap, topic, second_values)
+        poll_until(consumers, read, lambda: sum(map(len, read.values())) >= len(first_values) + len(second_values),
+                   "the remaining consumers to read the new records")
+        everything = [value for values in read.values() for value in values]
+        assert sorted(everything) == sorted(first_values + second_values)  # each record exactly once
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    third_values = [f"c{index}" for index in range(60)]
+    produce(bootstrap, topic, third_values)
+    restarted = [confluent_consumer(bootstrap, group, topic)]
+    resumed: dict[int, list[str]] = {}
+    try:
+        poll_until(restarted, resumed, lambda: len(resumed.get(0, ())) >= len(third_values), "the restarted consumer")
+        poll_round(restarted, resumed)
+        assert sorted(resumed[0]) == sorted(third_values)  # from the committed offsets on, nothing earlier
+    finally:
+        restarted[0].close()
+
+
+def test_cooperative_sticky_consumers_share_and_hand_over(group_broker):
+    bootstrap, topic, group = group_broker.bootstrap, new_topic(group_broker), f"g-{uuid.uuid4().hex[:8]}"
+    values = [f"v{index}" for index in range(120)]
+    produce(bootstrap, topic, values)
+    sticky = {"partition.assignment.strategy": "cooperative-sticky"}
+    consumers = [confluent_consumer(bootstrap, group, topic, sticky) for _ in range(2)]
+    read: dict[int, list[str]] = {}
+    try:
+        poll_until(consumers, read, lambda: shared_by(consumers) and sum(map(len, read.values())) == len(values),
+                   "cooperative consumers sharing the partitions")
+        consumers.pop().close()
+        poll_until(consumers, read, lambda: len(assigned(consumers[0])) == PARTITIONS, "the partitions to move")
+        assert sorted(value for values in read.values() for value in values) == sorted(values)
+    finally:
+        for consumer in consumers:
+            consumer.close()
+
+
+@pytest.mark.parametrize("client", sorted(FOREIGN_CONSUMERS))
+def test_other_clients_share_a_group_with_confluent_kafka(group_broker, client):
+    """One group of a confluent-kafka consumer and one of `client`: they agree on a protocol
+    and split the partitions; together they read each record once."""
+    bootstrap, topic, group = group_broker.bootstrap, new_topic(group_broker), f"g-{uuid.uuid4().hex[:8]}"
+    foreign = FOREIGN_CONSUMERS[client](bootstrap, group, topic)
+    foreign.start()
+    ours = [confluent_consumer(bootstrap, group, topic)]
+    read: dict[int, list[str]] = {}
+    try:
+        poll_until(ours, read, lambda: len(assigned(ours[0])) == PARTITIONS // 2, "the group to split the partitions")
+        values = [f"{client}-{index}" for index in range(60)]
+        produce(bootstrap, topic, values)
+        poll_until(ours, read, lambda: len(read.get(0, ())) + len(foreign.values()) >= len(values),
+                   f"confluent-kafka and {client} to read every record")
+        ours_partitions = assigned(ours[0])
+        assert foreign.values() and read.get(0)
+        assert sorted(read[0] + foreign.values()) == sorted(values)
+        assert all(int(value.rsplit("-", 1)[1]) % PARTITIONS in ours_partitions for value in read[0])
+    finally:
+        ours[0].close()
+        foreign.stop()
+
+
+def test_metadata_up_to_offset_metadata_max_bytes_is_kept(group_broker):
+    bootstrap, topic, group = group_broker.bootstrap, new_topic(group_broker), f"g-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap, topic, ["x"] * PARTITIONS)
+    consumer = confluent_consumer(bootstrap, group, topic)
+    read: dict[int, list[str]] = {}
+    try:
+        poll_until([consumer], read, lambda: len(read.get(0, ())) == PARTITIONS, "the consumer to read")
+        # confluent-kafka sends the metadata with its C string's NUL: 4095 characters are 4096 bytes.
+        with pytest.raises(KafkaException) as refused:
+            consumer.commit(offsets=[TopicPartition(topic, 0, 1, metadata="m" * 4096)], asynchronous=False)
+        assert refused.value.args[0].name() == "OFFSET_METADATA_TOO_LARGE"
+        consumer.commit(offsets=[TopicPartition(topic, 0, 1, metadata="m" * 4095)], asynchronous=False)
+        (committed,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+        assert (committed.offset, committed.metadata.rstrip("\x00")) == (1, "m" * 4095)
+    finally:
+        consumer.close()
+
+
+def test_static_member_restarted_keeps_its_partitions_without_a_rebalance(group_broker):
+    """KIP-345: a consumer with group.instance.id that restarts within its session takes its
+    old place (a new member id, the same assignment); the other member is not disturbed."""
+    bootstrap, topic, group = group_broker.bootstrap, new_topic(group_broker), f"g-{uuid.uuid4().hex[:8]}"
+    revocations: list[list] = []  # of the member that stays
+    static = [confluent_consumer(bootstrap, group, topic, {"group.instance.id": "instance-0"},
+                                 on_revoke=lambda consumer, partitions: revocations.append(partitions)),
+              confluent_consumer(bootstrap, group, topic, {"group.instance.id": "instance-1"})]
+    read: dict[int, list[str]] = {}
+    try:
+        poll_until(static, read, lambda: shared_by(static), "two static members sharing the partitions")
+        before = [assigned(consumer) for consumer in static]
+        revocations.clear()  # the rebalances that formed the group
+        static.pop().close()  # a static member's close sends no LeaveGroup: its place is kept
+        static.append(confluent_consumer(bootstrap, group, topic, {"group.instance.id": "instance-1"}))
+        poll_until(static, read, lambda: assigned(static[1]) == before[1], "the restarted member's old partitions")
+        assert assigned(static[0]) == before[0]
+        values = [f"s{index}" for index in range(60)]
+        produce(bootstrap, topic, values)
+        poll_until(static, read, lambda: sum(map(len, read.values())) >= len(values), "both members to read")
+        assert sorted(value for values in read.values() for value in values) == sorted(values)
+        assert revocations == []  # no rebalance took the other member's partitions away
+    finally:
+        for consumer in static:
+            consumer.close()
+
+
+def test_a_killed_member_expires_after_its_session_and_its_partitions_move(group_broker):
+    bootstrap, topic, group = group_broker.bootstrap, new_topic(group_broker), f"g-{uuid.uuid4().hex[:8]}"
+    killed = KcatConsumer(bootstrap, group, topic, session_timeout_ms=1500)
+    killed.start()
+    ours = [confluent_consumer(bootstrap, group, topic)]
+    read: dict[int, list[str]] = {}
+    try:
+        poll_until(ours, read, lambda: len(assigned(ours[0])) == PARTITIONS // 2, "the group to split the partitions")
+        killed.kill()
+        poll_until(ours, read, lambda: len(assigned(ours[0])) == PARTITIONS, "the killed member's session to expire")
+    finally:
+        ours[0].close()
