@@ -16,8 +16,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker_process import BrokerProcess
 
 
-def _started(data_dir):
-    process = BrokerProcess(data_dir)
+def _started(data_dir, extra_args: tuple[str, ...] = ()):
+    process = BrokerProcess(data_dir, extra_args=extra_args)
     process.start()
     return process
 
@@ -25,6 +25,16 @@ def _started(data_dir):
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     process = _started(tmp_path_factory.mktemp("broker") / "data")
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def group_broker(tmp_path_factory):
+    """A broker per test module with the group settings that keep rebalances short."""
+    from .group_clients import GROUP_SETTINGS
+
+    process = _started(tmp_path_factory.mktemp("groups") / "data", GROUP_SETTINGS)
     yield process
     process.stop()
 

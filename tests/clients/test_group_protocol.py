@@ -11,26 +11,16 @@ from kio.schema.errors import ErrorCode
 
 from replog.net.client import BrokerConnection
 from replog.net.codec import ApiKey
-from tests.broker_process import BrokerProcess
 from tests.polling import eventually
-
-from .group_clients import GROUP_SETTINGS
 
 SESSION_TIMEOUT_MS = 6000
 WAIT_S = 30
 
 
-@pytest.fixture(scope="module")
-def protocol_broker(tmp_path_factory):
-    process = BrokerProcess(tmp_path_factory.mktemp("group-protocol") / "data", extra_args=GROUP_SETTINGS)
-    process.start()
-    yield process
-    process.stop()
-
 
 @pytest.fixture
-async def connection(protocol_broker):
-    async with await BrokerConnection.open("127.0.0.1", protocol_broker.port, request_timeout_s=WAIT_S) as opened:
+async def connection(group_broker):
+    async with await BrokerConnection.open("127.0.0.1", group_broker.port, request_timeout_s=WAIT_S) as opened:
         yield opened
 
 

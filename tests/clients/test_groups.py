@@ -11,21 +11,13 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from tests.broker_process import BrokerProcess
 
 from .conftest import create_topic
-from .group_clients import FOREIGN_CONSUMERS, GROUP_SETTINGS, KcatConsumer, confluent_consumer
+from .group_clients import FOREIGN_CONSUMERS, KcatConsumer, confluent_consumer
 
 PARTITIONS = 6
 WAIT_S = 60
 
-
-@pytest.fixture(scope="module")
-def group_broker(tmp_path_factory):
-    process = BrokerProcess(tmp_path_factory.mktemp("groups") / "data", extra_args=GROUP_SETTINGS)
-    process.start()
-    yield process
-    process.stop()
 
 
 def new_topic(broker) -> str:
