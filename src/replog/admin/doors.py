@@ -41,7 +41,7 @@ from replog.coord_backends import Store, StoreError, open_store
 from replog.net.client import BrokerConnection, BrokerUnavailable
 from replog.net.codec import ApiKey
 
-from . import broker_configs, cluster
+from . import broker_configs, cluster, groups
 from .assignment import BrokerRack
 from .errors import AdminError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
 from .planner import Plan
@@ -223,6 +223,11 @@ class AdminDoor(abc.ABC):
     async def _broker_addresses(self) -> dict[int, tuple[str, int]]:
         """(host, port) of each running broker, by id."""
 
+    @abc.abstractmethod
+    async def group_admin(self) -> groups.ConsumerGroups:
+        """Consumer groups live in the brokers (their coordinators, __consumer_offsets): the
+        group requests, sent to them."""
+
     async def _connection(self, address: tuple[str, int]) -> BrokerConnection:
         connection = self._connections.get(address)
         if connection is None or connection.closed:
@@ -309,6 +314,7 @@ class StoreDoor(AdminDoor):
         super().__init__()
         self.store = store
         self.where = url
+        self._brokers: KafkaDoor | None = None  # the running brokers, for what only they know
 
     async def _open(self) -> None:
         try:
@@ -317,7 +323,19 @@ class StoreDoor(AdminDoor):
             raise Unreachable(f"{self.where}: {error}") from None
 
     async def _close(self) -> None:
-        await self.store.close()
+        try:
+            if self._brokers is not None:
+                await self._brokers.__aexit__(None, None, None)
+        finally:
+            await self.store.close()
+
+    async def group_admin(self) -> groups.ConsumerGroups:
+        if self._brokers is None:
+            addresses = await self._broker_addresses()
+            if not addresses:
+                raise Unreachable(f"{self.where}: no broker is running, and consumer groups live in the brokers")
+            self._brokers = await KafkaDoor(",".join(f"{host}:{port}" for host, port in sorted(addresses.values()))).__aenter__()
+        return await self._brokers.group_admin()
 
     async def list_topics(self) -> list[str]:
         return sorted(await topics.list_topics(self.store))
@@ -405,6 +423,9 @@ class KafkaDoor(AdminDoor):
 
     async def _close(self) -> None:
         self._admin = None  # librdkafka closes its connections when the client is collected
+
+    async def group_admin(self) -> groups.ConsumerGroups:
+        return groups.ConsumerGroups(self._admin, self.where)
 
     async def _metadata(self):
         from replog.tools import ToolError

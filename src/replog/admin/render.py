@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .cluster import ClusterStatus, ElectionResult
+from .groups import GroupDescription, GroupListing, OffsetReset
 from .planner import Plan
 from .reassign_commands import CatchingUp, PartitionProgress, State
 from .topic_status import TopicStatus
@@ -167,3 +168,40 @@ def moves_progress(total: int) -> Iterator[Callable[[int, int], None]]:
             progress.update(task, completed=done)
 
         yield advance
+
+
+# -- replog groups ---------------------------------------------------------------------------------
+
+def print_group_listings(listed: Sequence[GroupListing]) -> None:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("GROUP", overflow="fold")
+    table.add_column("STATE", no_wrap=True)
+    for group in listed:
+        table.add_row(group.group_id, group.state + (" (simple)" if group.simple else ""))
+    console().print(table)
+
+
+def print_group_description(group: GroupDescription) -> None:
+    out = console()
+    out.print(f"[bold]{group.group_id}[/bold]  state: {group.state}  assignor: {group.assignor or UNKNOWN}  "
+              f"coordinator: {_text(group.coordinator)}  members: {len(group.members)}")
+    clients = {member.member_id: f"{member.client_id}@{member.host}" for member in group.members}
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("TOPIC", overflow="fold")
+    for header in ("PART", "COMMITTED", "LOG-END", "LAG"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("CONSUMER", overflow="fold")
+    for lag in group.partitions:
+        table.add_row(lag.topic, str(lag.partition), _text(lag.committed), _text(lag.log_end_offset), _text(lag.lag),
+                      clients.get(lag.member_id, UNKNOWN) if lag.member_id else UNKNOWN)
+    out.print(table)
+
+
+def print_offset_resets(resets: Sequence[OffsetReset]) -> None:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("TOPIC", overflow="fold")
+    for header in ("PART", "BEFORE", "AFTER"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for reset in resets:
+        table.add_row(reset.topic, str(reset.partition), _text(reset.before), str(reset.after))
+    console().print(table)
