@@ -45,12 +45,13 @@ from kio.schema.errors import ErrorCode
 
 from replog import admin
 from replog.admin.errors import AdminError
-from replog.config import BrokerConfig
+from replog.config import BrokerConfig, HostPort
 from replog.coord_backends import BadVersion, NodeExists, NoNode, SessionState, StoreError, open_store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, ClusterId, InvalidNodeValue
 from replog.metadata_cache import MetadataCache
 from replog.net.server import KafkaServer
+from replog.obs import BrokerMetrics, MetricsServer, StateSources
 from replog.producer_ids import ProducerIdAllocator
 from replog.storage.data_dir_lock import DataDirectoryLock
 from replog.replica.manager import ManagerConfig, ReplicaManager
@@ -104,18 +105,34 @@ class Broker:
             retention_check_interval_ms=config["log.retention.check.interval.ms"],
             recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
         )
-        self.replicas = ReplicaManager(manager_config, wall_clock_ms, monotonic_ms)
+        self.metrics = BrokerMetrics(per_partition=config["metrics.per.partition.enable"])
+        self.replicas = ReplicaManager(manager_config, wall_clock_ms, monotonic_ms, log_flushed=self.metrics.log_flushed)
         self.metadata = MetadataCache(self.store)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
         listener = config["listeners"]
-        self.server = KafkaServer(self, listener.host, listener.port, max_request_bytes=config["socket.request.max.bytes"])
+        self.server = KafkaServer(self, listener.host, listener.port, max_request_bytes=config["socket.request.max.bytes"],
+                                  metrics=self.metrics)
+        self.metrics.watch(StateSources(
+            broker_id=self.broker_id,
+            partitions=self.replicas.partitions,
+            min_insync_replicas=lambda partition: partition.config.min_insync_replicas,
+            cluster_partitions=lambda: self.metadata.topics,
+            registered_brokers=lambda: self.metadata.registered,
+            connections=lambda: self.server.connection_count,
+            store_session_state=lambda: self.store.session_state.value,
+            store_session_states=tuple(state.value for state in SessionState),
+            now_ms=self.now_ms,
+        ))
+        metrics_listener = config["metrics.listeners"]
+        self.metrics_server = (None if metrics_listener is None
+                               else MetricsServer(self.metrics.registry, metrics_listener.host, metrics_listener.port))
         self.cluster_id: str | None = None
         self._session_follower: asyncio.Task | None = None
         self._registered = False
         self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"])
         self.hosted = HostedPartitions(LeadershipContext(
             self.broker_id, self.store, self.replicas, self.leader_connections, config, self.now_ms, self.metadata.changed,
-            lambda: self.metadata.registered, self.leader_connections.presumed_gone,
+            lambda: self.metadata.registered, self.leader_connections.presumed_gone, self.metrics,
         ), config)
         self.leader_connections.on_presumed_gone = self.hosted.broker_presumed_gone
         self.state_changes = StateChangeListener(self.store, self.broker_id, self.hosted.start_replica_requested,
@@ -138,10 +155,20 @@ class Broker:
         await self.metadata.start()  # startReplica for every replica the store assigns here
         await self._wait_for_first_leaderships()
         self.hosted.report_stray_logs(self.data_dir)
+        if self.metrics_server is not None:
+            await self.metrics_server.start()
         await self.server.start()
         await self._register_at_start()
         self._registered = True
-        logger.info("broker started broker=%d port=%d data_dir=%s", self.broker_id, self.server.port, self.data_dir)
+        logger.info("broker started broker=%d port=%d metrics=%s data_dir=%s", self.broker_id, self.server.port,
+                    self.metrics_address or "off", self.data_dir)
+
+    @property
+    def metrics_address(self) -> str | None:
+        """host:port of the Prometheus endpoint once bound (port 0 asks for any free one); None when off."""
+        if self.metrics_server is None:
+            return None
+        return str(HostPort(self.metrics_server.host, self.metrics_server.port))
 
     async def _wait_for_first_leaderships(self) -> None:
         """Serve once every hosted partition has led, followed or lost its election, so that a
@@ -171,6 +198,8 @@ class Broker:
         await self.hosted.hand_over(self.store.session_timeout_ms / 1000)
         await self._wait_until_out_of_followed_isrs(self.store.session_timeout_ms / 1000)
         await self.server.stop()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         self.metadata.on_assignment_changed = None
         self.metadata.on_brokers_changed = None
         await self.hosted.stop()

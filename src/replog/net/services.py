@@ -8,6 +8,7 @@ from typing import Any, Mapping, Protocol
 from replog.admin import StateChangeLimits
 from replog.coord_backends import Store
 from replog.metadata_cache import MetadataCache
+from replog.obs import BrokerMetrics
 from replog.producer_ids import ProducerIdAllocator
 from replog.replica.manager import ReplicaManager
 
@@ -25,6 +26,7 @@ class Services(Protocol):
     replicas: ReplicaManager
     producer_ids: ProducerIdAllocator
     leader_connections: PresumedGone
+    metrics: BrokerMetrics
 
     def now_ms(self) -> int: ...
 

@@ -30,6 +30,7 @@ import dataclasses
 import inspect
 import logging
 import shutil
+import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 
@@ -76,12 +77,15 @@ class ReplicaManager:
     """The replicas hosted by one broker. See the module docstring."""
 
     def __init__(self, config: ManagerConfig, clock: Callable[[], int], monotonic_clock: Callable[[], int] | None = None,
-                 boot_id: str | None = unclean_reboot.current_boot_id()):
+                 boot_id: str | None = unclean_reboot.current_boot_id(),
+                 log_flushed: Callable[[float], None] = lambda duration_s: None):
         """`clock`: wall-clock ms, for log timestamps, retention and producer expiry.
         `monotonic_clock`: ms for the durations of ISR rules (follower lag), which a step of
         the wall clock must not shrink or grow; `clock` where not given (tests' manual clocks).
-        `boot_id`: the machine's current boot (the simulator's machines have their own)."""
+        `boot_id`: the machine's current boot (the simulator's machines have their own).
+        `log_flushed`: hears how long each background flush of a log took (the broker's metrics)."""
         self.config = config
+        self._log_flushed = log_flushed
         self.broker_id = config.broker_id
         # What this broker as a leader sends the replicas reassignments add (throttle.py).
         self.replication_throttle = ReplicationThrottle()
@@ -344,8 +348,10 @@ class ReplicaManager:
 
     async def _flush_in_background(self) -> None:
         for partition in list(self._partitions.values()):  # bounded by the hosted partitions
+            started_s = time.perf_counter()
             try:
-                await partition.flush_in_background()
+                if await partition.flush_in_background():
+                    self._log_flushed(time.perf_counter() - started_s)
             except (OSError, ReplicaError):
                 # One failing log must not keep the others' recovery points from moving.
                 logger.exception("background flush failed topic=%s partition=%d broker=%d",

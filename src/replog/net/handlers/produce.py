@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 from replog.replica.manager import UnknownTopicOrPartitionError
 
 from ..codec import BODY_DECODERS, ApiKey, Request, build_response
-from . import handles, log_refusal
+from . import count_error, handles, log_refusal
 
 FIRST_FLEXIBLE_VERSION = 9
 # Bounds how long a refusal waits for the metadata to name a successor: about one election
@@ -138,6 +138,8 @@ async def _append(services, request: Request, topic: str, partition_index: int, 
         return answer | {"error_code": error}
     acks, timeout_ms = request.body.acks, request.body.timeout_ms
     result = await partition.append_as_leader(records, acks, timeout_ms)
+    if result.record_count:
+        services.metrics.produced(topic, len(records), result.record_count)
     if result.error_code == ErrorCode.not_leader_or_follower:
         answer |= await _current_leader(services, topic, partition_index)
     return answer | {"error_code": result.error_code, "base_offset": result.base_offset, "log_start_offset": result.log_start_offset}
@@ -173,6 +175,8 @@ async def produce(services, request: Request):
         for data in topic.partition_data
     ]
     answers = await asyncio.gather(*(coroutine for _, coroutine in work))
+    for answer in answers:  # bounded by the request's partitions
+        count_error(services.metrics, request, answer["error_code"])
     if body.acks == 0:
         return None
     by_topic: dict[str, list[dict]] = {}
