@@ -114,7 +114,7 @@ class Broker:
                                   metrics=self.metrics)
         self.metrics.watch(StateSources(
             broker_id=self.broker_id,
-            partitions=self.replicas.partitions,
+            partitions=lambda: self.replicas.partitions,
             min_insync_replicas=lambda partition: partition.config.min_insync_replicas,
             cluster_partitions=lambda: self.metadata.topics,
             registered_brokers=lambda: self.metadata.registered,
