@@ -51,7 +51,7 @@ from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, ClusterId, InvalidNodeValue
 from replog.metadata_cache import MetadataCache
 from replog.net.server import KafkaServer
-from replog.obs import BrokerMetrics, MetricsServer, StateSources
+from replog.obs import BrokerMetrics, MetricsServer, StateSources, UnservedMetrics
 from replog.producer_ids import ProducerIdAllocator
 from replog.storage.data_dir_lock import DataDirectoryLock
 from replog.replica.manager import ManagerConfig, ReplicaManager
@@ -105,7 +105,9 @@ class Broker:
             retention_check_interval_ms=config["log.retention.check.interval.ms"],
             recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
         )
-        self.metrics = BrokerMetrics(per_partition=config["metrics.per.partition.enable"])
+        metrics_listener = config["metrics.listeners"]
+        served = BrokerMetrics if metrics_listener is not None else UnservedMetrics
+        self.metrics = served(per_partition=config["metrics.per.partition.enable"])
         self.replicas = ReplicaManager(manager_config, wall_clock_ms, monotonic_ms, log_flushed=self.metrics.log_flushed)
         self.metadata = MetadataCache(self.store)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
@@ -123,7 +125,6 @@ class Broker:
             store_session_states=tuple(state.value for state in SessionState),
             now_ms=self.now_ms,
         ))
-        metrics_listener = config["metrics.listeners"]
         self.metrics_server = (None if metrics_listener is None
                                else MetricsServer(self.metrics.registry, metrics_listener.host, metrics_listener.port))
         self.cluster_id: str | None = None

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from replog.broker import Broker
 from replog.config import load_broker_config
-from replog.coord_backends import paths
+from replog.coord_backends import SessionState, paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import ReplicaAssignment
 from replog.net.client import BrokerConnection
@@ -23,7 +23,10 @@ from replog.net.codec import ApiKey
 from replog.obs import BrokerMetrics, MetricsServer, StateSources
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.partition import Partition, PartitionConfig
+from replog.replication import driver
 from replog.replication.commit import IsrMaintainer
+from replog.replication.driver import LeadershipContext
+from replog.replication.leadership import NotElected
 from replog.replication.election import leader_election
 from replog.storage.log import Log, LogConfig
 from tests.polling import eventually
@@ -284,3 +287,33 @@ async def test_the_endpoint_answers_only_get_metrics_and_survives_bad_input(tmp_
         assert head.startswith(b"HTTP/1.1 200"), "still serving after bad input"
     finally:
         await server.stop()
+
+
+# --- elections -----------------------------------------------------------------------------------
+
+
+async def test_an_election_another_broker_wins_is_counted_as_lost(monkeypatch):
+    async def won_elsewhere(*args, **kwargs):
+        return None
+
+    monkeypatch.setattr(driver, "leader_election", won_elsewhere)
+    metrics = BrokerMetrics()
+    context = LeadershipContext(ME, SimpleNamespace(session_state=SessionState.CONNECTED), replicas=None, connections=None,
+                                config={"preferred.replica.election.wait.ms": 0}, now_ms=lambda: 0,
+                                leadership_changed=lambda: None, metrics=metrics)
+    leadership = driver.PartitionLeadership(context, "t", 0, lambda: {"unclean.leader.election.enable": False})
+    assert isinstance(await leadership._elect(), NotElected)
+    assert sample(metrics, "replog_leader_elections_total", outcome="lost") == 1
+    assert sample(metrics, "replog_leader_elections_total", outcome="won") == 0
+
+
+def test_a_broker_serving_no_metrics_counts_no_requests(tmp_path):
+    broker = Broker(load_broker_config(None, {"log.dirs": str(tmp_path), "metrics.listeners": ""}))
+    try:
+        assert broker.metrics_server is None and broker.metrics_address is None
+        broker.metrics.request_handled("produce", 9, 0.0, 0.1, 0.2)
+        broker.metrics.produced("t", 100, 5)
+        assert sample(broker.metrics, "replog_requests_total", api="produce", version="9") is None
+        assert sample(broker.metrics, "replog_bytes_in_total", topic="t") is None
+    finally:
+        broker.data_dir_lock.release()  # never started, so never stopped

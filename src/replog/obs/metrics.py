@@ -48,12 +48,8 @@ class HostedPartition(Protocol):
     topic: str
     partition_id: int
     leader_id: int | None
-    local_broker_id: int
     isr: frozenset[int]
     assigned_replicas: tuple[int, ...]
-
-    @property
-    def log_end_offset(self) -> int: ...
 
     def follower_lags(self, now_ms: int) -> Iterable[tuple[int, int, int]]: ...
 
@@ -89,7 +85,9 @@ class BrokerMetrics:
                                    registry=registry)
         self.isr_expands = Counter("replog_isr_expands", "ISR expansions written by leaders on this broker",
                                    registry=registry)
-        self._elections = Counter("replog_leader_elections", "leader elections this broker took part in, by outcome",
+        self._elections = Counter("replog_leader_elections",
+                                  "leader elections this broker ran, by outcome (lost: another broker won, or this "
+                                  "one was not eligible)",
                                   ["outcome"], registry=registry)
         self.elections_won = self._elections.labels(outcome="won")
         self.elections_lost = self._elections.labels(outcome="lost")
@@ -118,6 +116,7 @@ class BrokerMetrics:
         self.log_flush_duration = Histogram("replog_log_flush_duration_seconds", "time a log flush took",
                                             buckets=FLUSH_BUCKETS_S, registry=registry)
         self._children: dict[tuple, Any] = {}
+        self._by_request: dict[tuple[str, int], tuple[Any, ...]] = {}  # request count and its three phases
 
     def watch(self, sources: StateSources) -> None:
         """Have the scrape-time gauges read `sources` (once, when the broker is built)."""
@@ -126,10 +125,17 @@ class BrokerMetrics:
     # events, by the code that sees them
     def request_handled(self, api: str, version: int, received_s: float, started_s: float, finished_s: float) -> None:
         """Times from time.perf_counter()."""
-        self._child(self._requests, api, str(version)).inc()
-        self._child(self._request_duration, api, PHASE_QUEUED).observe(started_s - received_s)
-        self._child(self._request_duration, api, PHASE_PROCESSING).observe(finished_s - started_s)
-        self._child(self._request_duration, api, PHASE_TOTAL).observe(finished_s - received_s)
+        instruments = self._by_request.get((api, version))
+        if instruments is None:
+            instruments = self._by_request[api, version] = (
+                self._requests.labels(api, str(version)),
+                *(self._request_duration.labels(api, phase) for phase in (PHASE_QUEUED, PHASE_PROCESSING, PHASE_TOTAL)),
+            )
+        count, queued, processing, total = instruments
+        count.inc()
+        queued.observe(started_s - received_s)
+        processing.observe(finished_s - started_s)
+        total.observe(finished_s - received_s)
 
     def request_error(self, api: str, error: str) -> None:
         self._child(self._request_errors, api, error).inc()
@@ -151,6 +157,24 @@ class BrokerMetrics:
         if child is None:
             child = self._children[key] = family.labels(*labels)
         return child
+
+
+class UnservedMetrics(BrokerMetrics):
+    """A broker's metrics when it serves none (metrics.listeners is empty): nothing can read them,
+    so requests and bytes, on the produce and fetch path, are not counted; the rare events
+    (ISR changes, elections, flushes) are, as they cost nothing measurable."""
+
+    def request_handled(self, api: str, version: int, received_s: float, started_s: float, finished_s: float) -> None:
+        pass
+
+    def request_error(self, api: str, error: str) -> None:
+        pass
+
+    def produced(self, topic: str, size_bytes: int, record_count: int) -> None:
+        pass
+
+    def fetched(self, topic: str, size_bytes: int, by_follower: bool) -> None:
+        pass
 
 
 class StateCollector:
