@@ -144,6 +144,10 @@ class Broker:
 
     # lifecycle
     async def start(self) -> None:
+        if self.metrics_server is not None:
+            # First: a port that cannot be bound fails the start at once, and a long start
+            # (loading logs, waiting for the store) can be watched.
+            await self.metrics_server.start()
         await self.store.start()
         await self._ensure_paths()
         self.replicas.start()
@@ -156,8 +160,6 @@ class Broker:
         await self.metadata.start()  # startReplica for every replica the store assigns here
         await self._wait_for_first_leaderships()
         self.hosted.report_stray_logs(self.data_dir)
-        if self.metrics_server is not None:
-            await self.metrics_server.start()
         await self.server.start()
         await self._register_at_start()
         self._registered = True
