@@ -64,6 +64,8 @@ logger = logging.getLogger(__name__)
 
 
 REGISTRATION_RETRY_MAX_S = 5.0
+# Well within Prometheus's default scrape timeout (10 s): a scrape must answer while the store does not.
+STATE_CHANGE_QUEUE_READ_MAX_S = 2.0
 
 
 def wall_clock_ms() -> int:
@@ -126,7 +128,8 @@ class Broker:
             now_ms=self.now_ms,
         ))
         self.metrics_server = (None if metrics_listener is None
-                               else MetricsServer(self.metrics.registry, metrics_listener.host, metrics_listener.port))
+                               else MetricsServer(self.metrics.registry, metrics_listener.host, metrics_listener.port,
+                                                  before_scrape=self._observe_state_change_queue))
         self.cluster_id: str | None = None
         self._session_follower: asyncio.Task | None = None
         self._registered = False
@@ -363,6 +366,20 @@ class Broker:
                                self.broker_id, delay_s, error)
                 failures += 1
                 await asyncio.sleep(delay_s)
+
+    async def _observe_state_change_queue(self) -> None:
+        """The state-change queue's gauges, from the store, for a scrape: a store that does not
+        answer within STATE_CHANGE_QUEUE_READ_MAX_S leaves them as they were, and the scrape goes on."""
+        if self._session_follower is None:
+            return  # the store is not started yet: there is no queue to read
+        try:
+            async with asyncio.timeout(STATE_CHANGE_QUEUE_READ_MAX_S):
+                depth, oldest_ms = await self.state_changes.backlog(self.now_ms())
+        except (StoreError, TimeoutError) as error:
+            logger.debug("state-change queue not read for the metrics broker=%d error=%r", self.broker_id, error)
+            return
+        self.metrics.state_change_queue_requests.set(depth)
+        self.metrics.state_change_queue_oldest_seconds.set(oldest_ms / 1000)
 
     # services for the request handlers
     def now_ms(self) -> int:

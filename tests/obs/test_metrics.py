@@ -27,6 +27,7 @@ from replog.replication import driver
 from replog.replication.commit import IsrMaintainer
 from replog.replication.driver import LeadershipContext
 from replog.replication.leadership import NotElected
+from replog.replication.state_changes import StateChangeListener, send_state_change
 from replog.replication.election import leader_election
 from replog.storage.log import Log, LogConfig
 from tests.polling import eventually
@@ -229,6 +230,7 @@ async def test_requests_bytes_records_errors_and_elections_of_a_broker_are_count
             samples = await scraped_samples(broker.metrics_address)
             assert samples[("replog_leader_elections_total", frozenset({("outcome", "won")}))] == 1
             assert samples[("replog_leader_partitions", frozenset())] == 1
+            assert samples[("replog_connections", frozenset())] == 1  # this client's (a scrape is no Kafka connection)
             assert ("replog_bytes_in_total", frozenset({("topic", topic)})) not in samples
 
             batch = build_batch(record_count=5)
@@ -250,7 +252,7 @@ async def test_requests_bytes_records_errors_and_elections_of_a_broker_are_count
         assert produce_requests == 2
         for phase in ("queued", "processing", "total"):
             assert samples[("replog_request_duration_seconds_count", frozenset({("api", "produce"), ("phase", phase)}))] == 2
-        assert samples[("replog_connections", frozenset())] == 0  # the client's connection closed
+        assert samples[("replog_state_change_queue_requests", frozenset())] == 0  # consumed at the create
     finally:
         await broker.stop()
 
@@ -317,3 +319,25 @@ def test_a_broker_serving_no_metrics_counts_no_requests(tmp_path):
         assert sample(broker.metrics, "replog_bytes_in_total", topic="t") is None
     finally:
         broker.data_dir_lock.release()  # never started, so never stopped
+
+
+# --- the state-change queue ----------------------------------------------------------------------
+
+
+async def test_the_state_change_backlog_counts_the_queued_requests_and_ages_the_oldest_since_first_seen():
+    store = MemoryStore()
+    await store.start()
+    try:
+        async def nothing(request) -> None:
+            raise AssertionError("not consumed here")
+
+        listener = StateChangeListener(store, ME, nothing, nothing)
+        assert await listener.backlog(now_ms=0) == (0, 0)
+        first = await send_state_change(store, "start-replica", ME, "t", 0, 1, OTHER, queue_max_requests=10)
+        assert await listener.backlog(now_ms=1000) == (1, 0)
+        await send_state_change(store, "start-replica", ME, "t", 1, 1, OTHER, queue_max_requests=10)
+        assert await listener.backlog(now_ms=4000) == (2, 3000)
+        await store.delete(f"{paths.state_queue(ME)}/{first}")  # consumed: the other is the oldest now
+        assert await listener.backlog(now_ms=5000) == (1, 1000)
+    finally:
+        await store.close()

@@ -26,7 +26,7 @@ import dataclasses
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 # Request latencies from half a millisecond (a metadata answer) to the longest Fetch long poll
@@ -115,6 +115,12 @@ class BrokerMetrics:
                                    registry=registry)
         self.log_flush_duration = Histogram("replog_log_flush_duration_seconds", "time a log flush took",
                                             buckets=FLUSH_BUCKETS_S, registry=registry)
+        self.state_change_queue_requests = Gauge(
+            "replog_state_change_queue_requests", "requests waiting in this broker's state-change queue", registry=registry)
+        self.state_change_queue_oldest_seconds = Gauge(
+            "replog_state_change_queue_oldest_seconds",
+            "how long the oldest request in this broker's state-change queue has waited, as seen by the scrapes",
+            registry=registry)
         self._children: dict[tuple, Any] = {}
         self._by_request: dict[tuple[str, int], tuple[Any, ...]] = {}  # request count and its three phases
 

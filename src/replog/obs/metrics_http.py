@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -29,8 +30,11 @@ class CannotServeMetrics(Exception):
 
 
 class MetricsServer:
-    def __init__(self, registry: CollectorRegistry, host: str, port: int):
+    def __init__(self, registry: CollectorRegistry, host: str, port: int,
+                 before_scrape: Callable[[], Awaitable[None]] | None = None):
+        """`before_scrape`: brings up to date what only a store read can tell (bounded by its caller)."""
         self._registry = registry
+        self._before_scrape = before_scrape
         self.host, self.port = host, port
         self._server: asyncio.base_events.Server | None = None
         self._exchanges: set[asyncio.Task] = set()  # one per connection, until answered
@@ -59,7 +63,7 @@ class MetricsServer:
         self._exchanges.add(exchange)
         try:
             async with asyncio.timeout(REQUEST_TIMEOUT_S):
-                status, body, content_type = self._answer(await reader.readuntil(b"\r\n\r\n"))
+                status, body, content_type = await self._answer(await reader.readuntil(b"\r\n\r\n"))
                 writer.write(_response(status, body, content_type))
                 await writer.drain()
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, TimeoutError):
@@ -70,7 +74,7 @@ class MetricsServer:
             self._exchanges.discard(exchange)
             writer.close()
 
-    def _answer(self, head: bytes) -> tuple[str, bytes, str]:
+    async def _answer(self, head: bytes) -> tuple[str, bytes, str]:
         request_line = head.split(b"\r\n", 1)[0].split()
         if len(request_line) != 3 or not request_line[2].startswith(b"HTTP/1."):
             return "400 Bad Request", b"bad request\n", "text/plain"
@@ -79,6 +83,8 @@ class MetricsServer:
             return "404 Not Found", b"only /metrics is served here\n", "text/plain"
         if method != b"GET":
             return "405 Method Not Allowed", b"only GET\n", "text/plain"
+        if self._before_scrape is not None:
+            await self._before_scrape()
         return "200 OK", generate_latest(self._registry), CONTENT_TYPE_LATEST
 
 
