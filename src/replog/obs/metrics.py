@@ -4,13 +4,15 @@ process, so the global default registry is never used).
 Two kinds, as Kafka's and Redpanda's brokers keep them:
 
 - Events (requests, ISR changes, elections, flushes, bytes) move counters and histograms where
-  they happen. The hot path pays a dictionary lookup and a lock-free-enough `inc` per request
-  and per partition, never per record: labelled children are cached here by their label
-  values, since `Counter.labels()` formats and locks on every call.
+  they happen. The hot path pays a dictionary lookup and a few increments per request and per
+  partition (each takes prometheus_client's uncontended lock), never per record: labelled
+  children are cached here by their label values, since `Counter.labels()` formats and locks
+  on every call. A broker serving no metrics does not count its requests (`UnservedMetrics`).
 - State (partitions hosted, led, under-replicated, offline; connections; the store session)
   is computed at scrape time by `StateCollector`, on the event loop that owns that state (the
   endpoint, obs/metrics_http.py, serves from the broker's loop), so no task keeps gauges up
-  to date and nothing reads the broker's state from another thread.
+  to date and nothing reads the broker's state from another thread. What only a store read can
+  tell (the state-change queue) is set by the broker just before each scrape.
 
 Cardinality is bounded by what the operator creates: series per topic (bytes and records),
 per API and version, per API and error code; per partition only with
@@ -39,7 +41,7 @@ FLUSH_BUCKETS_S = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
 # the two together (what the client waited, less the network).
 PHASE_QUEUED, PHASE_PROCESSING, PHASE_TOTAL = "queued", "processing", "total"
 
-NO_LEADER = -1
+NO_LEADER = -1  # the metadata cache's leader of a partition that has none
 
 
 class HostedPartition(Protocol):

@@ -13,6 +13,8 @@ from typing import Any, Awaitable, Callable
 
 from kio.schema.errors import ErrorCode
 
+from replog.obs import BrokerMetrics
+
 from ..codec import ApiKey, Request
 
 Handler = Callable[[Any, Request], Awaitable[Any]]
@@ -47,7 +49,7 @@ API_NAMES = {int(api_key): api_key.name.lower() for api_key in ApiKey}
 _ERROR_NAMES = {int(code): code.name for code in ErrorCode}
 
 
-def count_error(metrics, request: Request, error_code: int) -> None:
+def count_error(metrics: BrokerMetrics, request: Request, error_code: int) -> None:
     """Count an error code a request answers with, as a whole or for one of its partitions."""
     if error_code:
         metrics.request_error(API_NAMES[request.api_key], _ERROR_NAMES.get(int(error_code), str(int(error_code))))
