@@ -1,6 +1,7 @@
-"""Issue 15's acceptance: a real Prometheus server scrapes three broker processes; after a
-follower is SIGKILLed, PromQL's sum of under-replicated partitions counts the partitions it
-followed within a few scrape intervals, and returns to 0 once it is back in their ISRs."""
+"""Issue 15's acceptance: a real Prometheus server scrapes three broker processes (over
+ZooKeeper and over etcd: the `cluster` fixture); after a follower is SIGKILLed, PromQL's sum
+of under-replicated partitions counts the partitions it followed within a few scrape
+intervals, and returns to 0 once it is back in their ISRs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import urllib.request
 
 import pytest
 
-from tests.cluster.conftest import SHARED_SERVERS, _running_cluster
 from tests.cluster.failover import create_topic
 from tests.conftest import ServerProcess
 from tests.polling import eventually
@@ -22,11 +22,6 @@ FOLLOWER = 2
 ASSIGNMENT = [[0, 1, FOLLOWER], [1, 0, FOLLOWER]]
 WAIT_S = 60  # a few 1 s scrape intervals after the ISR changed, which takes a session timeout at most
 QUERY_TIMEOUT_S = 5
-
-
-@pytest.fixture(params=["zk"])
-def cluster(request, tmp_path):
-    yield from _running_cluster(request, tmp_path, SHARED_SERVERS)
 
 
 @pytest.fixture
