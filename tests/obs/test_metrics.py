@@ -20,6 +20,8 @@ from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import ReplicaAssignment
 from replog.net.client import BrokerConnection
 from replog.net.codec import ApiKey
+from replog.net.handlers import HANDLERS
+from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateSources
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.partition import Partition, PartitionConfig
@@ -30,6 +32,7 @@ from replog.replication.leadership import NotElected
 from replog.replication.state_changes import StateChangeListener, send_state_change
 from replog.replication.election import leader_election
 from replog.storage.log import Log, LogConfig
+from tests.net.test_framing import api_versions_frame, read_response
 from tests.polling import eventually
 from tests.unit.log_fixtures import ManualClock
 from tests.unit.replica_batches import build_batch
@@ -250,7 +253,7 @@ async def test_requests_bytes_records_errors_and_elections_of_a_broker_are_count
         produce_requests = sum(value for (name, labels), value in samples.items()
                                if name == "replog_requests_total" and ("api", "produce") in labels)
         assert produce_requests == 2
-        for phase in ("queued", "processing", "total"):
+        for phase in ("queued", "processing", "sending", "total"):
             assert samples[("replog_request_duration_seconds_count", frozenset({("api", "produce"), ("phase", phase)}))] == 2
         assert samples[("replog_state_change_queue_requests", frozenset())] == 0  # consumed at the create
     finally:
@@ -341,3 +344,37 @@ async def test_the_state_change_backlog_counts_the_queued_requests_and_ages_the_
         assert await listener.backlog(now_ms=5000) == (1, 1000)
     finally:
         await store.close()
+
+
+async def test_a_response_behind_an_earlier_one_is_timed_as_sending_once_written(monkeypatch):
+    release_first = asyncio.Event()
+    original = HANDLERS[ApiKey.API_VERSIONS]
+
+    async def first_waits(services, request):
+        if request.correlation_id == 1:
+            await release_first.wait()
+        return await original(services, request)
+
+    monkeypatch.setitem(HANDLERS, int(ApiKey.API_VERSIONS), first_waits)
+    metrics = BrokerMetrics()
+    server = KafkaServer(None, "127.0.0.1", 0, max_request_bytes=1 << 20, metrics=metrics)
+    await server.start()
+
+    def timed(phase: str) -> float:
+        return sample(metrics, "replog_request_duration_seconds_count", api="api_versions", phase=phase) or 0
+
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(api_versions_frame(1) + api_versions_frame(2))
+
+        async def second_handled() -> bool:
+            return timed("processing") == 1
+
+        await eventually(second_handled, WAIT_S, "the second request handled")
+        assert timed("sending") == 0 and timed("total") == 0  # answered, but behind the first
+        release_first.set()
+        assert [(await read_response(reader))[0] for _ in range(2)] == [1, 2]
+        assert timed("processing") == timed("sending") == timed("total") == 2
+        writer.close()
+    finally:
+        await server.stop()

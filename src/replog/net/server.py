@@ -58,12 +58,20 @@ class KafkaServer:
 
     def _connection(self) -> KafkaConnection:
         follower: list[int] = []  # the broker whose follower connection this is, once it said so
+        # Requests handled and not yet answered, by their task: (api, received, handled) for
+        # the sending and total times. At most the connection's requests in flight.
+        handled: dict[asyncio.Future, tuple[str, float, float]] = {}
 
         def dispatch(request: codec.Request) -> Awaitable[list[bytes] | None]:
             # Called as the frame is decoded; the coroutine runs when the loop gets to it (queued).
             if not follower and (broker_id := follower_of(request.client_id)) is not None:
                 follower.append(broker_id)
-            return self._dispatch(request, time.perf_counter())
+            return self._dispatch(request, time.perf_counter(), handled)
+
+        def answered(task: asyncio.Future) -> None:
+            timing = handled.pop(task, None)  # None for an answer the connection made itself
+            if timing is not None:
+                self._metrics.request_sent(*timing, time.perf_counter())
 
         def lost() -> None:
             if follower:
@@ -77,13 +85,16 @@ class KafkaServer:
             in_flight_max=IN_FLIGHT_PER_CONNECTION_MAX,
             connections=self._connections,
             on_lost=lost,
+            on_answered=answered,
         )
 
-    async def _dispatch(self, request: codec.Request, received_s: float) -> list[bytes] | None:
+    async def _dispatch(self, request: codec.Request, received_s: float,
+                        handled: dict[asyncio.Future, tuple[str, float, float]]) -> list[bytes] | None:
         started_s = time.perf_counter()
         body = await HANDLERS[request.api_key](self._services, request)
-        api = API_NAMES[request.api_key]
-        self._metrics.request_handled(api, request.api_version, received_s, started_s, time.perf_counter())
+        api, handled_s = API_NAMES[request.api_key], time.perf_counter()
+        self._metrics.request_handled(api, request.api_version, received_s, started_s, handled_s)
+        handled[asyncio.current_task()] = (api, received_s, handled_s)
         if body is None:
             return None
         count_error(self._metrics, request, getattr(body, "error_code", ErrorCode.none))  # not every response has one

@@ -37,9 +37,10 @@ LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 # An fsync: tens of microseconds on a quiet SSD to seconds on a saturated disk.
 FLUSH_BUCKETS_S = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
 
-# Request phases: waiting for the event loop after the frame was read, in the handler, and
-# the two together (what the client waited, less the network).
-PHASE_QUEUED, PHASE_PROCESSING, PHASE_TOTAL = "queued", "processing", "total"
+# Request phases: waiting for the event loop after the frame was read; in the handler;
+# from the handler's answer to its write, behind the connection's earlier responses (Kafka
+# answers a connection in request order); all three (what the client waited, less the network).
+PHASES = ("queued", "processing", "sending", "total")
 
 NO_LEADER = -1  # the metadata cache's leader of a partition that has none
 
@@ -102,7 +103,8 @@ class BrokerMetrics:
         self._request_duration = Histogram(
             "replog_request_duration_seconds",
             "request latency by API and phase: queued (read, waiting for the event loop), processing (the "
-            "handler, an acks=all wait for replication included), total (both)",
+            "handler, an acks=all wait for replication included), sending (answered, waiting behind the "
+            "connection's earlier responses to be written), total (all three)",
             ["api", "phase"], buckets=LATENCY_BUCKETS_S, registry=registry)
         self._bytes_in = Counter("replog_bytes_in", "record batch bytes appended by producers, by topic", ["topic"],
                                  registry=registry)
@@ -124,26 +126,25 @@ class BrokerMetrics:
             "how long the oldest request in this broker's state-change queue has waited, as seen by the scrapes",
             registry=registry)
         self._children: dict[tuple, Any] = {}
-        self._by_request: dict[tuple[str, int], tuple[Any, ...]] = {}  # request count and its three phases
+        self._request_phases: dict[str, tuple[Any, ...]] = {}  # by API: its histograms, in PHASES order
 
     def watch(self, sources: StateSources) -> None:
         """Have the scrape-time gauges read `sources` (once, when the broker is built)."""
         self.registry.register(StateCollector(sources, self.per_partition))
 
     # events, by the code that sees them
-    def request_handled(self, api: str, version: int, received_s: float, started_s: float, finished_s: float) -> None:
-        """Times from time.perf_counter()."""
-        instruments = self._by_request.get((api, version))
-        if instruments is None:
-            instruments = self._by_request[api, version] = (
-                self._requests.labels(api, str(version)),
-                *(self._request_duration.labels(api, phase) for phase in (PHASE_QUEUED, PHASE_PROCESSING, PHASE_TOTAL)),
-            )
-        count, queued, processing, total = instruments
-        count.inc()
+    def request_handled(self, api: str, version: int, received_s: float, started_s: float, handled_s: float) -> None:
+        """Times from time.perf_counter(): the frame read, the handler started and done."""
+        self._child(self._requests, api, str(version)).inc()
+        queued, processing, _, _ = self._phases(api)
         queued.observe(started_s - received_s)
-        processing.observe(finished_s - started_s)
-        total.observe(finished_s - received_s)
+        processing.observe(handled_s - started_s)
+
+    def request_sent(self, api: str, received_s: float, handled_s: float, sent_s: float) -> None:
+        """The response written to the connection (or, without one, its turn come)."""
+        _, _, sending, total = self._phases(api)
+        sending.observe(sent_s - handled_s)
+        total.observe(sent_s - received_s)
 
     def request_error(self, api: str, error: str) -> None:
         self._child(self._request_errors, api, error).inc()
@@ -159,6 +160,12 @@ class BrokerMetrics:
         self.log_flushes.inc()
         self.log_flush_duration.observe(duration_s)
 
+    def _phases(self, api: str) -> tuple[Any, ...]:
+        phases = self._request_phases.get(api)
+        if phases is None:
+            phases = self._request_phases[api] = tuple(self._request_duration.labels(api, phase) for phase in PHASES)
+        return phases
+
     def _child(self, family, *labels: str):
         key = (id(family), *labels)
         child = self._children.get(key)
@@ -172,7 +179,10 @@ class UnservedMetrics(BrokerMetrics):
     so requests and bytes, on the produce and fetch path, are not counted; the rare events
     (ISR changes, elections, flushes) are, as they cost nothing measurable."""
 
-    def request_handled(self, api: str, version: int, received_s: float, started_s: float, finished_s: float) -> None:
+    def request_handled(self, api: str, version: int, received_s: float, started_s: float, handled_s: float) -> None:
+        pass
+
+    def request_sent(self, api: str, received_s: float, handled_s: float, sent_s: float) -> None:
         pass
 
     def request_error(self, api: str, error: str) -> None:
