@@ -255,6 +255,8 @@ async def test_requests_bytes_records_errors_and_elections_of_a_broker_are_count
         assert produce_requests == 2
         for phase in ("queued", "processing", "sending", "total"):
             assert samples[("replog_request_duration_seconds_count", frozenset({("api", "produce"), ("phase", phase)}))] == 2
+        # Only the acks=all request waited for the ISR (of one: at once).
+        assert samples[("replog_request_duration_seconds_count", frozenset({("api", "produce"), ("phase", "replication")}))] == 1
         assert samples[("replog_state_change_queue_requests", frozenset())] == 0  # consumed at the create
     finally:
         await broker.stop()

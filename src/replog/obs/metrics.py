@@ -41,6 +41,8 @@ FLUSH_BUCKETS_S = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
 # from the handler's answer to its write, behind the connection's earlier responses (Kafka
 # answers a connection in request order); all three (what the client waited, less the network).
 PHASES = ("queued", "processing", "sending", "total")
+# Part of processing, for acks=all produce requests only (no other request waits for the ISR).
+PHASE_REPLICATION = "replication"
 
 NO_LEADER = -1  # the metadata cache's leader of a partition that has none
 
@@ -104,7 +106,8 @@ class BrokerMetrics:
             "replog_request_duration_seconds",
             "request latency by API and phase: queued (read, waiting for the event loop), processing (the "
             "handler, an acks=all wait for replication included), sending (answered, waiting behind the "
-            "connection's earlier responses to be written), total (all three)",
+            "connection's earlier responses to be written), total (all three); and replication, the part of "
+            "an acks=all produce's processing spent waiting for the ISR",
             ["api", "phase"], buckets=LATENCY_BUCKETS_S, registry=registry)
         self._bytes_in = Counter("replog_bytes_in", "record batch bytes appended by producers, by topic", ["topic"],
                                  registry=registry)
@@ -146,6 +149,10 @@ class BrokerMetrics:
         sending.observe(sent_s - handled_s)
         total.observe(sent_s - received_s)
 
+    def replication_waited(self, api: str, duration_s: float) -> None:
+        """An acks=all request's wait for the ISR, from its last partition's local append."""
+        self._child(self._request_duration, api, PHASE_REPLICATION).observe(duration_s)
+
     def request_error(self, api: str, error: str) -> None:
         self._child(self._request_errors, api, error).inc()
 
@@ -183,6 +190,9 @@ class UnservedMetrics(BrokerMetrics):
         pass
 
     def request_sent(self, api: str, received_s: float, handled_s: float, sent_s: float) -> None:
+        pass
+
+    def replication_waited(self, api: str, duration_s: float) -> None:
         pass
 
     def request_error(self, api: str, error: str) -> None:

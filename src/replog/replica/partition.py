@@ -544,10 +544,12 @@ class Partition:
 
     # -- produce -------------------------------------------------------------------------------
 
-    async def append_as_leader(self, batches: bytearray, acks: int, timeout_ms: int) -> AppendResult:
+    async def append_as_leader(self, batches: bytearray, acks: int, timeout_ms: int,
+                               appended: Callable[[], None] | None = None) -> AppendResult:
         """Append a producer's batches (the seed's produceRequestHandler) and answer per `acks`:
         0 and 1 after the local append, -1 once the HW passes the last offset appended (or the
-        original offsets of a duplicate), REQUEST_TIMED_OUT after `timeout_ms`."""
+        original offsets of a duplicate), REQUEST_TIMED_OUT after `timeout_ms`. `appended` is
+        called when an acks=-1 append starts waiting for the ISR (the broker times that wait)."""
         error = self._refusal_before_append(acks)
         if error is not ErrorCode.NONE:
             return self._append_error(error)
@@ -567,6 +569,8 @@ class Partition:
             return self._append_error(failure.error_code)
         if acks != -1:
             return AppendResult(ErrorCode.NONE, first_offset, NO_TIMESTAMP, self.log_start_offset, record_count)
+        if appended is not None:
+            appended()
         error = await self._wait_for_commit(last_offset, timeout_ms)
         return AppendResult(error, first_offset if error is ErrorCode.NONE else UNKNOWN_OFFSET, NO_TIMESTAMP,
                             self.log_start_offset, record_count)
