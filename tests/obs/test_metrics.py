@@ -188,6 +188,20 @@ async def test_a_background_flush_is_counted_and_timed_and_one_with_nothing_to_f
     assert sample(metrics, "replog_log_flush_duration_seconds_count") == 1
     await manager._flush_in_background()  # flushed already
     assert sample(metrics, "replog_log_flushes_total") == 1
+    await manager.shutdown()  # closing flushes nothing more: all was flushed
+    assert sample(metrics, "replog_log_flushes_total") == 1
+
+
+async def test_flushes_on_the_append_path_are_counted(tmp_path):
+    clock = ManualClock(now_ms=0)
+    metrics = BrokerMetrics()
+    manager = ReplicaManager(ManagerConfig(data_dir=tmp_path, broker_id=ME), clock, log_flushed=metrics.log_flushed)
+    every_append = LogConfig(flush_messages=1)
+    partition = await manager.open_replica("t", 0, every_append, (ME,), 0, (ME,), PartitionConfig())
+    for _ in range(3):
+        await partition.append_as_leader(build_batch(record_count=2), acks=1, timeout_ms=1000)
+    assert sample(metrics, "replog_log_flushes_total") == 3
+    assert sample(metrics, "replog_log_flush_duration_seconds_count") == 3
     await manager.shutdown()
 
 

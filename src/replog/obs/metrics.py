@@ -118,8 +118,10 @@ class BrokerMetrics:
         self._replication_bytes_out = Counter(
             "replog_replication_bytes_out", "record batch bytes sent to follower replicas, by topic", ["topic"],
             registry=registry)
-        self.log_flushes = Counter("replog_log_flushes", "log flushes (fsyncs of a partition log up to its end)",
-                                   registry=registry)
+        self.log_flushes = Counter(
+            "replog_log_flushes",
+            "log flushes: fsyncs of a partition log, in the background (recovery point) or on the append path "
+            "(flush.messages, flush.ms) or at close", registry=registry)
         self.log_flush_duration = Histogram("replog_log_flush_duration_seconds", "time a log flush took",
                                             buckets=FLUSH_BUCKETS_S, registry=registry)
         self.state_change_queue_requests = Gauge(

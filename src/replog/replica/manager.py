@@ -83,7 +83,8 @@ class ReplicaManager:
         `monotonic_clock`: ms for the durations of ISR rules (follower lag), which a step of
         the wall clock must not shrink or grow; `clock` where not given (tests' manual clocks).
         `boot_id`: the machine's current boot (the simulator's machines have their own).
-        `log_flushed`: hears how long each background flush of a log took (the broker's metrics)."""
+        `log_flushed`: hears how long each flush of a log took, in the background or not (the
+        broker's metrics)."""
         self.config = config
         self._log_flushed = log_flushed
         self.broker_id = config.broker_id
@@ -189,7 +190,7 @@ class ReplicaManager:
         await self._opened_elsewhere(key)
         if key not in self._partitions and key not in self._loaded:
             directory = self.log_directory(topic, partition)
-            self._loaded[key] = await self._in_thread(key, lambda: Log(directory, log_config, self._clock))
+            self._loaded[key] = await self._in_thread(key, lambda: Log(directory, log_config, self._clock, self._log_flushed))
 
     def close_loaded(self, topic: str, partition: int) -> None:
         """The replica will not start after all: close the log load_log opened for it."""
@@ -229,7 +230,7 @@ class ReplicaManager:
         """The replica's log (unless `loaded` already) and partition state, read from disk:
         any thread."""
         if loaded is None:
-            log = Log(self.log_directory(start.topic, start.partition), start.log_config, self._clock)
+            log = Log(self.log_directory(start.topic, start.partition), start.log_config, self._clock, self._log_flushed)
         else:
             log = loaded
             log.update_config(start.log_config)  # the topic's settings may have changed since the load
