@@ -1,5 +1,8 @@
 """A real `replog broker start` process for tests: start, stop (SIGTERM), kill (SIGKILL),
-pause (SIGSTOP) and resume (SIGCONT), restart on the same port and data directory."""
+pause (SIGSTOP) and resume (SIGCONT), restart on the same ports and data directory.
+
+Its Prometheus endpoint binds a free port too (never the default 9644, which every broker on
+the host would share); `metrics_address` is where it listens."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import subprocess
 import sys
 import threading
 
-START_LINE = re.compile(r"listening on (?P<host>[\d.]+):(?P<port>\d+)")
+START_LINE = re.compile(r"listening on (?P<host>[\d.]+):(?P<port>\d+), metrics (on http://[\d.]+:(?P<metrics_port>\d+)|off)")
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 60
 
@@ -35,8 +38,13 @@ class BrokerProcess(BrokerHandle):
         self.extra_args = extra_args
         self.cwd = cwd
         self.port = 0
+        self.metrics_port = 0
         self.process: subprocess.Popen | None = None
         self.output: list[str] = []
+
+    @property
+    def metrics_address(self) -> str:
+        return f"127.0.0.1:{self.metrics_port}"
 
     @property
     def running(self) -> bool:
@@ -45,7 +53,8 @@ class BrokerProcess(BrokerHandle):
     def command(self) -> list[str]:
         return [
             sys.executable, "-m", "replog", "broker", "start",
-            "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir), "--coord", self.coord_url,
+            "--listen", f"127.0.0.1:{self.port}", "--metrics-listen", self.metrics_address,
+            "--data-dir", str(self.data_dir), "--coord", self.coord_url,
             *self.extra_args,
         ]
 
@@ -60,6 +69,7 @@ class BrokerProcess(BrokerHandle):
                 match = START_LINE.search(line)
                 if match and not started.is_set():
                     self.port = int(match["port"])
+                    self.metrics_port = int(match["metrics_port"] or 0)
                     started.set()
 
         threading.Thread(target=pump, args=(self.process.stdout,), daemon=True).start()

@@ -20,7 +20,9 @@ POLL_INTERVAL_S = 0.02
 
 
 def broker_command(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "replog", "broker", "start", *args], capture_output=True, text=True, timeout=60)
+    """A start expected to fail: without a metrics endpoint (9644 may be any other broker's), unless `args` ask."""
+    return subprocess.run([sys.executable, "-m", "replog", "broker", "start", "--metrics-listen", "", *args],
+                          capture_output=True, text=True, timeout=60)
 
 
 def test_start_line_names_listener_data_dir_and_store(tmp_path):
@@ -29,6 +31,7 @@ def test_start_line_names_listener_data_dir_and_store(tmp_path):
     try:
         line = next(line for line in broker.output if "listening on" in line)
         assert f"127.0.0.1:{broker.port}" in line and str(tmp_path / "data") in line and "memory://" in line
+        assert f"metrics on http://127.0.0.1:{broker.metrics_port}/metrics" in line and broker.metrics_port != 0
     finally:
         assert broker.stop() == 0
 
@@ -92,6 +95,17 @@ def test_port_in_use_is_one_line_with_status_1(tmp_path):
         done = broker_command("--data-dir", str(tmp_path), "--listen", f"127.0.0.1:{taken.getsockname()[1]}")
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "cannot listen" in done.stderr
+
+
+def test_a_metrics_port_in_use_is_one_line_naming_the_setting_with_status_1(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        done = broker_command("--data-dir", str(tmp_path), "--listen", "127.0.0.1:0",
+                              "--metrics-listen", f"127.0.0.1:{taken.getsockname()[1]}")
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1
+    assert "cannot serve metrics" in done.stderr and "metrics.listeners" in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize("below_the_file", ["", "sub"])
@@ -232,7 +246,7 @@ async def test_a_broker_id_registered_by_a_live_broker_fails_the_start_saying_so
     try:
         await other.create(paths.broker(0), b'{"host": "127.0.0.1", "port": 1, "rack": null}', ephemeral=True, make_parents=True)
         broker = Broker(load_broker_config(None, {
-            "log.dirs": str(tmp_path / "data"), "coord.url": f"memory://{tmp_path / 'store.db'}", "listeners": "127.0.0.1:0",
+            "log.dirs": str(tmp_path / "data"), "coord.url": f"memory://{tmp_path / 'store.db'}", "listeners": "127.0.0.1:0", "metrics.listeners": "127.0.0.1:0",
             "coord.session.timeout.ms": "1000",
         }))
         try:

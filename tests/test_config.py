@@ -41,6 +41,7 @@ def test_values_are_parsed():
         ("listeners", "a:1,b:2", "exactly one listener"),
         ("listeners", "host", "host:port"),
         ("advertised.listeners", "host:0", "port from 1"),
+        ("metrics.listeners", "host", "host:port"),
         ("log.segment.bytes", str(2**31), "at most 2147483647"),
         ("log.segment.bytes", "13", "at least 14"),
         ("state.change.queue.max.requests", "0", "at least 1"),
@@ -65,6 +66,8 @@ def test_broker_defaults_are_kafkas():
     assert config["broker.id"] == 0
     assert config["listeners"] == HostPort("127.0.0.1", 9092)
     assert config["advertised.listeners"] == config["listeners"]
+    assert config["metrics.listeners"] == HostPort("127.0.0.1", 9644)  # Redpanda's port
+    assert config["metrics.per.partition.enable"] is False
     assert config["broker.rack"] is None
     assert config["log.dirs"] == ("./replog-data",)
     assert config["auto.create.topics.enable"] is False
@@ -81,6 +84,8 @@ def test_broker_defaults_are_kafkas():
     [
         ("listeners", "PLAINTEXT://0.0.0.0:0", HostPort("0.0.0.0", 0)),
         ("listeners", "[::1]:9093", HostPort("::1", 9093)),
+        ("metrics.listeners", "0.0.0.0:9644", HostPort("0.0.0.0", 9644)),
+        ("metrics.listeners", "", None),  # off
         ("log.dirs", "/data/a, /data/b", ("/data/a", "/data/b")),
         ("auto.leader.rebalance.enable", "FALSE", False),
         ("log.retention.ms", "-1", -1),

@@ -5,7 +5,8 @@ Run as a new user would, with the package installed (the install lines are skipp
 runs inside the installed environment, whose bin directory goes first on PATH). The broker line
 runs as a process of its own (the user's first terminal) until the others are done, then stops
 with SIGTERM as Ctrl-C would stop it. One change to the text: 127.0.0.1:9092 becomes a free
-port (the broker line gets `--listen` for it), so that the test runs beside anything on 9092.
+port (the broker line gets `--listen` for it), and the metrics endpoint any free port
+(`--metrics-listen`), so that the test runs beside anything on 9092 or 9644.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def test_the_quick_start_works_as_written(tmp_path, monkeypatch):
     assert any(line.startswith("replog topics create greetings") for line in commands), "the Quick Start creates its topic"
     address = f"127.0.0.1:{closed_port()}"
     monkeypatch.setenv("PATH", f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    broker = QuickStartBroker(f"{commands[0].split('#', 1)[0].strip()} --listen {address}", tmp_path)
+    broker = QuickStartBroker(f"{commands[0].split('#', 1)[0].strip()} --listen {address} --metrics-listen 127.0.0.1:0", tmp_path)
     broker.start()
     try:
         for line in commands[1:]:

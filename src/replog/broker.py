@@ -49,13 +49,14 @@ from kio.schema.errors import ErrorCode
 
 from replog import admin
 from replog.admin.errors import AdminError
-from replog.config import BrokerConfig
+from replog.config import BrokerConfig, HostPort
 from replog.coord_backends import BadVersion, NodeExists, NoNode, SessionState, StoreError, open_store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, ClusterId, InvalidNodeValue
 from replog.groups import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, GroupLimits
 from replog.metadata_cache import MetadataCache
 from replog.net.server import KafkaServer
+from replog.obs import BrokerMetrics, MetricsServer, StateSources, UnservedMetrics
 from replog.producer_ids import ProducerIdAllocator
 from replog.storage.data_dir_lock import DataDirectoryLock
 from replog.replica.manager import ManagerConfig, ReplicaManager
@@ -77,6 +78,8 @@ OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 # per transaction (each partition takes a few), so __consumer_offsets (50 partitions by default)
 # is created with this many and then grown, this many at a time.
 OFFSETS_TOPIC_PARTITIONS_PER_STEP = 16
+# Well within Prometheus's default scrape timeout (10 s): a scrape must answer while the store does not.
+STATE_CHANGE_QUEUE_READ_MAX_S = 2.0
 
 
 def wall_clock_ms() -> int:
@@ -131,7 +134,10 @@ class Broker:
             retention_check_interval_ms=config["log.retention.check.interval.ms"],
             recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
         )
-        self.replicas = ReplicaManager(manager_config, wall_clock_ms, monotonic_ms)
+        metrics_listener = config["metrics.listeners"]
+        served = BrokerMetrics if metrics_listener is not None else UnservedMetrics
+        self.metrics = served(per_partition=config["metrics.per.partition.enable"])
+        self.replicas = ReplicaManager(manager_config, wall_clock_ms, monotonic_ms, log_flushed=self.metrics.log_flushed)
         self.metadata = MetadataCache(self.store)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
         self.groups = GroupCoordinator(self.broker_id, group_coordinator_config(config), self.replicas.hosted,
@@ -140,14 +146,29 @@ class Broker:
         self._group_coordinator: asyncio.Task | None = None
         self._creating_offsets_topic: asyncio.Task | None = None
         listener = config["listeners"]
-        self.server = KafkaServer(self, listener.host, listener.port, max_request_bytes=config["socket.request.max.bytes"])
+        self.server = KafkaServer(self, listener.host, listener.port, max_request_bytes=config["socket.request.max.bytes"],
+                                  metrics=self.metrics)
+        self.metrics.watch(StateSources(
+            broker_id=self.broker_id,
+            partitions=lambda: self.replicas.partitions,
+            min_insync_replicas=lambda partition: partition.config.min_insync_replicas,
+            cluster_partitions=lambda: self.metadata.topics,
+            registered_brokers=lambda: self.metadata.registered,
+            connections=lambda: self.server.connection_count,
+            store_session_state=lambda: self.store.session_state.value,
+            store_session_states=tuple(state.value for state in SessionState),
+            now_ms=self.now_ms,
+        ))
+        self.metrics_server = (None if metrics_listener is None
+                               else MetricsServer(self.metrics.registry, metrics_listener.host, metrics_listener.port,
+                                                  before_scrape=self._observe_state_change_queue))
         self.cluster_id: str | None = None
         self._session_follower: asyncio.Task | None = None
         self._registered = False
         self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"])
         self.hosted = HostedPartitions(LeadershipContext(
             self.broker_id, self.store, self.replicas, self.leader_connections, config, self.now_ms, self.metadata.changed,
-            lambda: self.metadata.registered, self.leader_connections.presumed_gone,
+            lambda: self.metadata.registered, self.leader_connections.presumed_gone, self.metrics,
         ), config)
         self.leader_connections.on_presumed_gone = self.hosted.broker_presumed_gone
         self.state_changes = StateChangeListener(self.store, self.broker_id, self.hosted.start_replica_requested,
@@ -159,6 +180,10 @@ class Broker:
 
     # lifecycle
     async def start(self) -> None:
+        if self.metrics_server is not None:
+            # First: a port that cannot be bound fails the start at once, and a long start
+            # (loading logs, waiting for the store) can be watched.
+            await self.metrics_server.start()
         await self.store.start()
         await self._ensure_paths()
         self.replicas.start()
@@ -179,7 +204,15 @@ class Broker:
         await self.server.start()
         await self._register_at_start()
         self._registered = True
-        logger.info("broker started broker=%d port=%d data_dir=%s", self.broker_id, self.server.port, self.data_dir)
+        logger.info("broker started broker=%d port=%d metrics=%s data_dir=%s", self.broker_id, self.server.port,
+                    self.metrics_address or "off", self.data_dir)
+
+    @property
+    def metrics_address(self) -> str | None:
+        """host:port of the Prometheus endpoint once bound (port 0 asks for any free one); None when off."""
+        if self.metrics_server is None:
+            return None
+        return str(HostPort(self.metrics_server.host, self.metrics_server.port))
 
     async def _wait_for_first_leaderships(self) -> None:
         """Serve once every hosted partition has led, followed or lost its election, so that a
@@ -212,6 +245,8 @@ class Broker:
         # finishing its requests does not wait for them, and their clients look elsewhere.
         self.groups.close()
         await self.server.stop()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         self.metadata.on_assignment_changed = None
         self.metadata.on_brokers_changed = None
         await self.hosted.stop()
@@ -391,6 +426,20 @@ class Broker:
                                self.broker_id, delay_s, error)
                 failures += 1
                 await asyncio.sleep(delay_s)
+
+    async def _observe_state_change_queue(self) -> None:
+        """The state-change queue's gauges, from the store, for a scrape: a store that does not
+        answer within STATE_CHANGE_QUEUE_READ_MAX_S leaves them as they were, and the scrape goes on."""
+        if self._session_follower is None:
+            return  # the store is not started yet: there is no queue to read
+        try:
+            async with asyncio.timeout(STATE_CHANGE_QUEUE_READ_MAX_S):
+                depth, oldest_ms = await self.state_changes.backlog(self.now_ms())
+        except (StoreError, TimeoutError) as error:
+            logger.debug("state-change queue not read for the metrics broker=%d error=%r", self.broker_id, error)
+            return
+        self.metrics.state_change_queue_requests.set(depth)
+        self.metrics.state_change_queue_oldest_seconds.set(oldest_ms / 1000)
 
     # services for the request handlers
     def _offsets_partition_count(self) -> int:

@@ -105,6 +105,7 @@ BROKER_FLAGS = {
     "broker_id": ("--broker-id", "broker.id"),
     "listen": ("--listen", "listeners"),
     "advertised": ("--advertised", "advertised.listeners"),
+    "metrics_listen": ("--metrics-listen", "metrics.listeners"),
     "rack": ("--rack", "broker.rack"),
     "data_dir": ("--data-dir", "log.dirs"),
     "coord_url": ("--coord", "coord.url"),
@@ -125,6 +126,8 @@ def _parse_assignments(assignments: tuple[str, ...]) -> dict[str, str]:
 @click.option("--broker-id", type=str, help="this broker's id (broker.id) [default: 0]")
 @click.option("--listen", type=str, help="host:port to bind (listeners) [default: 127.0.0.1:9092]")
 @click.option("--advertised", type=str, help="host:port clients are told (advertised.listeners) [default: --listen]")
+@click.option("--metrics-listen", type=str,
+              help='host:port of the Prometheus endpoint (metrics.listeners); "" for none [default: 127.0.0.1:9644]')
 @click.option("--rack", type=str, help="rack name, for rack-aware assignment (broker.rack)")
 @click.option("--data-dir", type=str, help="where partition logs live (log.dirs) [default: ./replog-data]")
 @click.option("--coord", "coord_url", type=str, help="coordination store URL (coord.url) [default: memory://]")
@@ -143,10 +146,11 @@ def broker_start(config_file: str | None, assignments: tuple[str, ...], log_leve
     # here, as in _serve: the other commands start without them
     from replog.broker import BrokerIdInUse
     from replog.net.server import CannotListen
+    from replog.obs import CannotServeMetrics
 
     try:
         _run(_serve(config))
-    except (DataDirectoryInUse, DataDirectoryUnusable, BrokerIdInUse, CannotListen) as error:
+    except (DataDirectoryInUse, DataDirectoryUnusable, BrokerIdInUse, CannotListen, CannotServeMetrics) as error:
         fail(str(error), FAILURE_STATUS)
     except StoreError as error:
         fail(f"{config['coord.url']}: {error}", FAILURE_STATUS)
@@ -179,9 +183,10 @@ async def _serve(config) -> None:
     except BaseException:
         await node.stop()  # release what did start: the store session, open logs
         raise
+    metrics = f"on http://{node.metrics_address}/metrics" if node.metrics_address else "off"
     click.echo(
         f"replog broker {node.broker_id} listening on {config['listeners'].host}:{node.server.port}, "
-        f"data in {node.data_dir}, coordination {config['coord.url']}",
+        f"metrics {metrics}, data in {node.data_dir}, coordination {config['coord.url']}",
     )
     stop_asked, broker_failed = asyncio.create_task(stopping.wait()), asyncio.create_task(node.failed.wait())
     await asyncio.wait((stop_asked, broker_failed), return_when=asyncio.FIRST_COMPLETED)

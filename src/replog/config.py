@@ -51,6 +51,7 @@ class Setting:
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1  # Kafka's Long.MAX_VALUE: "never" for the flush settings
 DEFAULT_PORT = 9092
+DEFAULT_METRICS_PORT = 9644  # Redpanda's, so dashboards and scrape configs written for it fit
 
 
 class HostPort(NamedTuple):
@@ -139,6 +140,11 @@ def _advertised_listener(text: str) -> HostPort:
     return _host_port(text, minimum_port=1)
 
 
+def _optional_listener(text: str) -> HostPort | None:
+    """Empty: off."""
+    return _listener(text) if text.strip() else None
+
+
 def _cleanup_policy(text: str) -> tuple[str, ...]:
     policies = tuple(part.strip() for part in text.split(",") if part.strip())
     if "compact" in policies:
@@ -200,6 +206,18 @@ SETTINGS: dict[str, Setting] = {
             _advertised_listener,
             None,
             "host:port clients are told to connect to (default: the value of listeners)",
+        ),
+        Setting(
+            "metrics.listeners",
+            _optional_listener,
+            HostPort("127.0.0.1", DEFAULT_METRICS_PORT),
+            "host:port of the Prometheus endpoint, GET /metrics (empty: no endpoint)",
+        ),
+        Setting(
+            "metrics.per.partition.enable",
+            _boolean,
+            False,
+            "also export per-partition series (follower lag): a series per partition and follower",
         ),
         Setting("broker.rack", _optional_text, None, "rack of this broker, for rack-aware replica assignment"),
         Setting("log.dirs", _paths, ("./replog-data",), "directories holding partition logs", is_list=True),

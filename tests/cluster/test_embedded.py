@@ -46,7 +46,7 @@ class EmbeddedBroker(BrokerHandle):
     def start(self) -> None:
         config = load_broker_config(None, {
             "broker.id": str(self.broker_id),
-            "listeners": f"127.0.0.1:{self.port}",
+            "listeners": f"127.0.0.1:{self.port}", "metrics.listeners": "127.0.0.1:0",
             "log.dirs": str(self.data_dir),
             "coord.url": self.cluster.coord_url,
             "coord.session.timeout.ms": str(SESSION_TIMEOUT_MS),

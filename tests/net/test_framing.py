@@ -11,6 +11,7 @@ from replog.net import codec
 from replog.net.codec import ApiKey
 from replog.net.handlers import HANDLERS
 from replog.net.server import KafkaServer
+from replog.obs import BrokerMetrics
 
 MAX_REQUEST_BYTES = 1024 * 1024
 
@@ -37,7 +38,7 @@ async def connection_closed(reader: asyncio.StreamReader) -> bool:
 
 @pytest.fixture
 async def server():
-    kafka = KafkaServer(None, "127.0.0.1", 0, max_request_bytes=MAX_REQUEST_BYTES)
+    kafka = KafkaServer(None, "127.0.0.1", 0, max_request_bytes=MAX_REQUEST_BYTES, metrics=BrokerMetrics())
     await kafka.start()
     yield kafka
     await kafka.stop()

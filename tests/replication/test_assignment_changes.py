@@ -29,7 +29,7 @@ async def broker_and_tool(tmp_path):
     await tool.start()
     broker = Broker(load_broker_config(None, {
         "broker.id": str(BROKER), "log.dirs": str(tmp_path / "data"), "coord.url": f"memory://{tmp_path / 'store.db'}",
-        "listeners": "127.0.0.1:0", "preferred.replica.election.wait.ms": "0",
+        "listeners": "127.0.0.1:0", "metrics.listeners": "127.0.0.1:0", "preferred.replica.election.wait.ms": "0",
     }))
     await broker.start()
     try:

@@ -28,7 +28,7 @@ WAIT_S = 20
 def config(tmp_path, broker_id: int):
     return load_broker_config(None, {
         "broker.id": str(broker_id), "log.dirs": str(tmp_path / f"data-{broker_id}"),
-        "coord.url": f"memory://{tmp_path / 'store.db'}", "listeners": "127.0.0.1:0",
+        "coord.url": f"memory://{tmp_path / 'store.db'}", "listeners": "127.0.0.1:0", "metrics.listeners": "127.0.0.1:0",
         "replica.lag.time.max.ms": "600000", "preferred.replica.election.wait.ms": "2000",
         "auto.leader.rebalance.enable": "false",
     })

@@ -33,7 +33,7 @@ async def test_a_topic_deleted_while_a_replica_broker_was_down_goes_when_it_is_b
     limits = admin.StateChangeLimits(timeout_s=1)
     broker = Broker(load_broker_config(None, {
         "broker.id": str(BROKER), "log.dirs": str(tmp_path / "data"), "coord.url": f"memory://{store_file}",
-        "listeners": "127.0.0.1:0",
+        "listeners": "127.0.0.1:0", "metrics.listeners": "127.0.0.1:0",
     }))
     try:
         # BROKER is down while the admin works.

@@ -29,7 +29,7 @@ async def test_a_slow_log_open_does_not_cost_the_session(etcd_server, tmp_path, 
     url = f"etcd://{etcd_server.address}{unique_root()}"
     broker = Broker(load_broker_config(None, {
         "broker.id": str(BROKER), "log.dirs": str(tmp_path / "data"), "coord.url": url,
-        "coord.session.timeout.ms": str(SESSION_TIMEOUT_MS), "listeners": "127.0.0.1:0",
+        "coord.session.timeout.ms": str(SESSION_TIMEOUT_MS), "listeners": "127.0.0.1:0", "metrics.listeners": "127.0.0.1:0",
     }))
     tool = open_store(url)
     await tool.start()

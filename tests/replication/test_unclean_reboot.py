@@ -31,7 +31,7 @@ WAIT_S = 20
 def start_broker(tmp_path) -> Broker:
     return Broker(load_broker_config(None, {
         "broker.id": str(BROKER), "log.dirs": str(tmp_path / "data"), "coord.url": f"memory://{tmp_path / 'store.db'}",
-        "listeners": "127.0.0.1:0", "preferred.replica.election.wait.ms": "0", "auto.leader.rebalance.enable": "false",
+        "listeners": "127.0.0.1:0", "metrics.listeners": "127.0.0.1:0", "preferred.replica.election.wait.ms": "0", "auto.leader.rebalance.enable": "false",
     }))
 
 

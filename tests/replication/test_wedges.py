@@ -58,7 +58,7 @@ async def cluster(tmp_path):
     await peer.create(paths.broker(OTHER), b'{"host": "127.0.0.1", "port": 1, "rack": null}', ephemeral=True, make_parents=True)
     config = load_broker_config(None, {
         "broker.id": str(LEADER), "log.dirs": str(tmp_path / "data"), "coord.url": store_url,
-        "listeners": "127.0.0.1:0", "replica.lag.time.max.ms": "200",
+        "listeners": "127.0.0.1:0", "metrics.listeners": "127.0.0.1:0", "replica.lag.time.max.ms": "200",
         "preferred.replica.election.wait.ms": "0", "auto.leader.rebalance.enable": "false",
     })
     broker = Broker(config)

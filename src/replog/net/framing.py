@@ -52,9 +52,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         in_flight_max: int,
         connections: set[KafkaConnection],
         on_lost: Callable[[], None] | None = None,
+        on_answered: Callable[[asyncio.Future], None] | None = None,
     ):
+        """`on_answered` hears of each dispatched request once its response is written (or,
+        when it has none, once its turn came): the future `dispatch` returned, for its timing."""
         self._dispatch = dispatch
         self._on_lost = on_lost
+        self._on_answered = on_answered
         self._on_unsupported = on_unsupported
         self._max_request_bytes = max_request_bytes
         self._in_flight_max = in_flight_max
@@ -190,6 +194,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             response = finished.result()
             if response is not None and self._transport is not None and not self._transport.is_closing():
                 self._transport.writelines(response)
+            if self._on_answered is not None:
+                self._on_answered(finished)
         self._update_reading()
 
     def _update_reading(self) -> None:

@@ -9,6 +9,7 @@ from replog.admin import StateChangeLimits
 from replog.coord_backends import Store
 from replog.groups import GroupCoordinator
 from replog.metadata_cache import MetadataCache
+from replog.obs import BrokerMetrics
 from replog.producer_ids import ProducerIdAllocator
 from replog.replica.manager import ReplicaManager
 
@@ -27,6 +28,7 @@ class Services(Protocol):
     producer_ids: ProducerIdAllocator
     leader_connections: PresumedGone
     groups: GroupCoordinator
+    metrics: BrokerMetrics
 
     def now_ms(self) -> int: ...
 

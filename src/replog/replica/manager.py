@@ -30,6 +30,7 @@ import dataclasses
 import inspect
 import logging
 import shutil
+import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 
@@ -76,12 +77,16 @@ class ReplicaManager:
     """The replicas hosted by one broker. See the module docstring."""
 
     def __init__(self, config: ManagerConfig, clock: Callable[[], int], monotonic_clock: Callable[[], int] | None = None,
-                 boot_id: str | None = unclean_reboot.current_boot_id()):
+                 boot_id: str | None = unclean_reboot.current_boot_id(),
+                 log_flushed: Callable[[float], None] = lambda duration_s: None):
         """`clock`: wall-clock ms, for log timestamps, retention and producer expiry.
         `monotonic_clock`: ms for the durations of ISR rules (follower lag), which a step of
         the wall clock must not shrink or grow; `clock` where not given (tests' manual clocks).
-        `boot_id`: the machine's current boot (the simulator's machines have their own)."""
+        `boot_id`: the machine's current boot (the simulator's machines have their own).
+        `log_flushed`: hears how long each flush of a log took, in the background or not (the
+        broker's metrics)."""
         self.config = config
+        self._log_flushed = log_flushed
         self.broker_id = config.broker_id
         # What this broker as a leader sends the replicas reassignments add (throttle.py).
         self.replication_throttle = ReplicationThrottle()
@@ -188,7 +193,7 @@ class ReplicaManager:
         await self._opened_elsewhere(key)
         if key not in self._partitions and key not in self._loaded:
             directory = self.log_directory(topic, partition)
-            self._loaded[key] = await self._in_thread(key, lambda: Log(directory, log_config, self._clock))
+            self._loaded[key] = await self._in_thread(key, lambda: Log(directory, log_config, self._clock, self._log_flushed))
 
     def close_loaded(self, topic: str, partition: int) -> None:
         """The replica will not start after all: close the log load_log opened for it."""
@@ -229,7 +234,7 @@ class ReplicaManager:
         """The replica's log (unless `loaded` already) and partition state, read from disk:
         any thread."""
         if loaded is None:
-            log = Log(self.log_directory(start.topic, start.partition), start.log_config, self._clock)
+            log = Log(self.log_directory(start.topic, start.partition), start.log_config, self._clock, self._log_flushed)
         else:
             log = loaded
             log.update_config(start.log_config)  # the topic's settings may have changed since the load
@@ -351,8 +356,10 @@ class ReplicaManager:
 
     async def _flush_in_background(self) -> None:
         for partition in list(self._partitions.values()):  # bounded by the hosted partitions
+            started_s = time.perf_counter()
             try:
-                await partition.flush_in_background()
+                if await partition.flush_in_background():
+                    self._log_flushed(time.perf_counter() - started_s)
             except (OSError, ReplicaError):
                 # One failing log must not keep the others' recovery points from moving.
                 logger.exception("background flush failed topic=%s partition=%d broker=%d",

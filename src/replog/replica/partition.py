@@ -49,7 +49,7 @@ import logging
 import struct
 import threading
 import zlib
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import NamedTuple
 
 from replog.replica.throttle import ReplicationThrottle
@@ -135,6 +135,9 @@ class AppendResult(NamedTuple):
     base_offset: int
     log_append_time_ms: int  # always -1: CreateTime only (see PartitionConfig)
     log_start_offset: int
+    # Records this append added to the log (0 for a refusal or a duplicate), whatever acks=-1's
+    # outcome: the offsets it assigned, which are the batch headers' record counts.
+    record_count: int = 0
 
 
 class FetchResult(NamedTuple):
@@ -463,6 +466,14 @@ class Partition:
     def follower_log_end_offset(self, replica_id: int) -> int:
         return self._followers[replica_id].log_end_offset
 
+    def follower_lags(self, now_ms: int) -> Iterator[tuple[int, int, int]]:
+        """Per follower: (broker, records behind this leader's log end as of its last fetch, ms
+        since it was last caught up); one that has not fetched yet is behind by the whole log."""
+        end = self.log_end_offset
+        for follower in self._followers.values():  # bounded by the replication factor
+            behind = end - max(follower.log_end_offset, self.log_start_offset)
+            yield follower.broker_id, max(behind, 0), max(now_ms - follower.last_caught_up_ms, 0)
+
     def out_of_sync_replicas(self, now_ms: int, replica_lag_time_max_ms: int) -> frozenset[int]:
         """ISR followers not caught up with the leader's LEO within `replica_lag_time_max_ms`
         (replica.lag.time.max.ms): what the ISR maintenance of replication will shrink away."""
@@ -533,10 +544,12 @@ class Partition:
 
     # -- produce -------------------------------------------------------------------------------
 
-    async def append_as_leader(self, batches: bytearray, acks: int, timeout_ms: int) -> AppendResult:
+    async def append_as_leader(self, batches: bytearray, acks: int, timeout_ms: int,
+                               appended: Callable[[], None] | None = None) -> AppendResult:
         """Append a producer's batches (the seed's produceRequestHandler) and answer per `acks`:
         0 and 1 after the local append, -1 once the HW passes the last offset appended (or the
-        original offsets of a duplicate), REQUEST_TIMED_OUT after `timeout_ms`."""
+        original offsets of a duplicate), REQUEST_TIMED_OUT after `timeout_ms`. `appended` is
+        called when an acks=-1 append starts waiting for the ISR (the broker times that wait)."""
         error = self._refusal_before_append(acks)
         if error is not ErrorCode.NONE:
             return self._append_error(error)
@@ -544,8 +557,10 @@ class Partition:
             check = self.producer_state.check(batches)
             if check.duplicate is not None:
                 first_offset, last_offset = check.duplicate.first_offset, check.duplicate.last_offset
+                record_count = 0
             else:
                 first_offset, last_offset = self.log.append(batches, self.leader_epoch)
+                record_count = last_offset - first_offset + 1
                 self.producer_state.record_append(check, first_offset)
                 self._after_local_append()
         except ReplicaError as failure:
@@ -553,10 +568,12 @@ class Partition:
                          self.topic, self.partition_id, failure.error_code, failure)
             return self._append_error(failure.error_code)
         if acks != -1:
-            return AppendResult(ErrorCode.NONE, first_offset, NO_TIMESTAMP, self.log_start_offset)
+            return AppendResult(ErrorCode.NONE, first_offset, NO_TIMESTAMP, self.log_start_offset, record_count)
+        if appended is not None:
+            appended()
         error = await self._wait_for_commit(last_offset, timeout_ms)
         return AppendResult(error, first_offset if error is ErrorCode.NONE else UNKNOWN_OFFSET, NO_TIMESTAMP,
-                            self.log_start_offset)
+                            self.log_start_offset, record_count)
 
     def _refusal_before_append(self, acks: int) -> ErrorCode:
         if self.state is not ReplicaState.LEADER or self.fenced:
@@ -927,29 +944,30 @@ class Partition:
     def remove_expired_producers(self, now_ms: int) -> int:
         return self.producer_state.remove_expired(now_ms, self.config.producer_id_expiration_ms)
 
-    async def flush_in_background(self) -> None:
+    async def flush_in_background(self) -> bool:
         """Make the log durable up to its end and snapshot the producer state there, the fsyncs
         in another thread, then checkpoint the recovery point: a restart after a crash then
         checks only what was written after, whatever the flush settings (Kafka flushes a segment
-        when it rolls; this covers the active segment too)."""
+        when it rolls; this covers the active segment too). Whether it flushed anything."""
         if self.state is ReplicaState.CLOSED:
-            return  # closed or deleted after the caller listed it: closing flushed it
+            return False  # closed or deleted after the caller listed it: closing flushed it
         job = self.log.begin_flush()
         if job is None:
-            return
+            return False
         snapshot = self.producer_state.prepare_snapshot(job.offset)
         try:
             await asyncio.to_thread(_run_flush, job, snapshot, self._directory_lock)
         except OSError:
             snapshot.discard()
             if self.state is ReplicaState.CLOSED:
-                return  # deleted meanwhile, its directory with it
+                return False  # deleted meanwhile, its directory with it
             raise
         if self.state is not ReplicaState.CLOSED and self.log.complete_flush(job):
             snapshot.install()
             self.log.checkpoint_recovery_point()
         else:  # closing made its own; a truncation below its offset made it wrong
             snapshot.discard()
+        return True
 
 
 def _run_flush(job: FlushJob, snapshot: PendingSnapshot, directory_lock: threading.Lock) -> None:

@@ -35,6 +35,7 @@ from typing import Awaitable, Callable, Collection
 from replog.coord_backends import BadVersion, NoNode, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.paths import IsrRecord
+from replog.obs import BrokerMetrics
 from replog.replication.election import broker_alive
 from replog.replication.reassignment import Reassigner, Step
 from replog.replica.partition import Partition
@@ -61,6 +62,7 @@ class IsrMaintainer:
         presumed_gone: Callable[[int], bool] = lambda broker_id: False,
         reassigner: Reassigner | None = None,
         on_moved_off: Callable[[], Awaitable[None]] | None = None,
+        metrics: BrokerMetrics | None = None,
     ):
         """`registered_brokers`: the brokers registered now (their sessions live), None while
         not known; `presumed_gone`: whether a broker's process is known gone (its address
@@ -81,6 +83,7 @@ class IsrMaintainer:
         self._presumed_gone = presumed_gone
         self._reassigner = reassigner
         self._on_moved_off = on_moved_off
+        self._metrics = metrics or BrokerMetrics()
         self._task: asyncio.Task | None = None
         self._change_due = asyncio.Event()
 
@@ -197,6 +200,10 @@ class IsrMaintainer:
                     "shrunk" if lagging else "expanded" if joining else "rewritten", partition.topic, partition.partition_id,
                     partition.local_broker_id, partition.leader_epoch, record.isr, sorted(lagging), sorted(joining))
         partition.update_isr(new_isr)
+        if lagging:
+            self._metrics.isr_shrinks.inc()
+        if joining:
+            self._metrics.isr_expands.inc()
         return True
 
     async def _reassignment_step(self) -> bool:

@@ -30,6 +30,7 @@ from replog.config import log_config, partition_config
 from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment
+from replog.obs import BrokerMetrics
 from replog.replication.commit import IsrMaintainer
 from replog.replication.election import leader_election
 from replog.replication.fetcher import FetcherConfig, FetchReply, FetchSpec, ReplicaFetcher
@@ -73,6 +74,7 @@ class LeadershipContext:
     leadership_changed: Callable[[], None]  # a leader was started here: metadata answers change
     registered_brokers: Callable[[], Collection[int] | None] = lambda: None  # None: not known (yet)
     presumed_gone: Callable[[int], bool] = lambda broker_id: False  # its process is gone (leader_connections.py)
+    metrics: BrokerMetrics = dataclasses.field(default_factory=BrokerMetrics)  # elections, ISR changes
 
 
 class PartitionLeadership:
@@ -261,7 +263,9 @@ class PartitionLeadership:
             unclean_allowed=settings["unclean.leader.election.enable"],
         )
         if won is None:
+            context.metrics.elections_lost.inc()
             return machine.NotElected()
+        context.metrics.elections_won.inc()
         return machine.Elected(won.isr, won.assigned, won.leader_version, won.isr_version)
 
     async def _lead(self, elected: machine.Elected) -> None:
@@ -289,6 +293,7 @@ class PartitionLeadership:
             reassigner=Reassigner(context.store, hosted, context.replicas.replication_throttle, clock_ms=context.now_ms,
                                   queue_max_requests=context.config["state.change.queue.max.requests"]),
             on_moved_off=self._poster(machine.MovedOff(epoch)),
+            metrics=context.metrics,
         )
         self._maintainer = maintainer
         maintainer.start().add_done_callback(lambda task: self._upkeep_ended(maintainer, task, epoch))

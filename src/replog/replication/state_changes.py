@@ -195,6 +195,16 @@ class StateChangeListener:
         self._close_replica = close_replica
         self._watch = None
         self._task: asyncio.Task | None = None
+        # Requests queued here, by name, and when `backlog` first saw each (a request names no
+        # time of its own).
+        self._first_seen_ms: dict[str, int] = {}
+
+    async def backlog(self, now_ms: int) -> tuple[int, int]:
+        """(requests queued here now, ms since the oldest of them was first seen queued by a
+        call of this), read from the store: for the metrics, whose scrapes call it."""
+        names = await self._queued()
+        self._first_seen_ms = {name: self._first_seen_ms.get(name, now_ms) for name in names}  # bounded by the queue
+        return len(names), now_ms - min(self._first_seen_ms.values(), default=now_ms)
 
     async def listen(self) -> None:
         self._watch = await self._store.watch_children(self._queue)

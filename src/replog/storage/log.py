@@ -32,6 +32,7 @@ import dataclasses
 import logging
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -93,8 +94,12 @@ def _parse_log_directory_name(name: str) -> tuple[str, int]:
 class Log:
     """The segmented log of one partition replica. See the module docstring."""
 
-    def __init__(self, directory: Path, config: LogConfig, clock: Callable[[], int]):
+    def __init__(self, directory: Path, config: LogConfig, clock: Callable[[], int],
+                 flushed: Callable[[float], None] = lambda duration_s: None):
+        """`flushed` hears how long each flush on the caller's thread (flush.messages, flush.ms,
+        close) took, in seconds; the owner times the background ones (begin_flush) itself."""
         self.directory = Path(directory)
+        self._flushed = flushed
         self.topic, self.partition = _parse_log_directory_name(self.directory.name)
         self.config = config
         self._segment_limits = self._limits_of(config)
@@ -374,7 +379,9 @@ class Log:
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding data below `offset` (default: the log end offset) and
         advance the recovery point to it (in memory; see checkpoint_recovery_point)."""
+        started_s = time.perf_counter()  # for the flush's duration only; logic reads self._clock
         offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        synced = self._rolls != self._rolls_synced or offset > self.recovery_point
         if self._rolls != self._rolls_synced:
             fsync_directory(self.directory)  # the new segments' names, before anything counts as flushed
             self._rolls_synced = self._rolls
@@ -387,6 +394,8 @@ class Log:
         self._flush_due_ms = self._clock() + self.config.flush_ms
         self._unflushed_records = 0
         self.recovery_point = max(self.recovery_point, offset)
+        if synced:
+            self._flushed(time.perf_counter() - started_s)
 
     def _segments_holding(self, start_offset: int, end_offset: int) -> list[Segment]:
         """The segments holding data between `start_offset` and `end_offset`."""

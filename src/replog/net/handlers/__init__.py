@@ -11,7 +11,11 @@ import logging
 import time
 from typing import Any, Awaitable, Callable
 
-from ..codec import Request
+from kio.schema.errors import ErrorCode
+
+from replog.obs import BrokerMetrics
+
+from ..codec import ApiKey, Request
 
 Handler = Callable[[Any, Request], Awaitable[Any]]
 HANDLERS: dict[int, Handler] = {}
@@ -38,6 +42,17 @@ def log_refusal(request: Request, what: str, subject: str, error_code: int) -> N
         _last_refusal_logged.popitem(last=False)
     logger.warning("refused %s subject=%s error=%d client=%s api=%d v%d", what, subject, error_code,
                    request.client_id, request.api_key, request.api_version)
+
+
+# Metric labels by API key and error code, named once rather than on every request.
+API_NAMES = {int(api_key): api_key.name.lower() for api_key in ApiKey}
+_ERROR_NAMES = {int(code): code.name for code in ErrorCode}
+
+
+def count_error(metrics: BrokerMetrics, request: Request, error_code: int) -> None:
+    """Count an error code a request answers with, as a whole or for one of its partitions."""
+    if error_code:
+        metrics.request_error(API_NAMES[request.api_key], _ERROR_NAMES.get(int(error_code), str(int(error_code))))
 
 
 def handles(api_key: int) -> Callable[[Handler], Handler]:

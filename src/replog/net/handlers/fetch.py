@@ -33,7 +33,7 @@ from replog.replica.manager import UnknownTopicOrPartitionError
 from replog.replica.partition import FetchResult, ReadWaiter
 
 from ..codec import ApiKey, EncodedBody, Request
-from . import handles, log_refusal
+from . import count_error, handles, log_refusal
 
 NO_EPOCH = -1
 NO_REPLICA = -1
@@ -166,9 +166,16 @@ async def fetch(services, request: Request):
                 request.overtaken.listen(waiter.wake)
             await waiter.wait(max(0.0, deadline - loop.time()))
         results, _ = _read_all(services, body, services.now_ms())
+    by_follower = body.replica_id >= 0
     for topic, fetch, partition, result in results:
         if partition is None:
             log_refusal(request, "fetch from a partition not led here", f"{topic}-{fetch.partition}", result)
+        if isinstance(result, FetchResult):
+            count_error(services.metrics, request, result.error_code)
+            if result.slices:
+                services.metrics.fetched(topic, sum(piece.size_bytes for piece in result.slices), by_follower)
+        else:
+            count_error(services.metrics, request, result)
     return _encode(request.api_version, results)
 
 

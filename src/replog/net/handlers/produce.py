@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from typing import NamedTuple
+import time
+from typing import Callable, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -27,7 +28,7 @@ from replog.groups import OFFSETS_TOPIC
 from replog.replica.manager import UnknownTopicOrPartitionError
 
 from ..codec import BODY_DECODERS, ApiKey, Request, build_response
-from . import handles, log_refusal
+from . import API_NAMES, count_error, handles, log_refusal
 
 FIRST_FLEXIBLE_VERSION = 9
 # Bounds how long a refusal waits for the metadata to name a successor: about one election
@@ -124,7 +125,8 @@ def decode_produce_body(frame: memoryview | bytes, position: int, api_version: i
     return ProduceBody(transactional_id, acks, timeout_ms, topics)
 
 
-async def _append(services, request: Request, topic: str, partition_index: int, records: bytearray | None) -> dict:
+async def _append(services, request: Request, topic: str, partition_index: int, records: bytearray | None,
+                  appended: Callable[[], None] | None) -> dict:
     answer = {"index": partition_index, "base_offset": -1, "log_append_time": None, "log_start_offset": -1, "record_errors": ()}
     if topic == OFFSETS_TOPIC:
         # Kafka's rule: only the group coordinator writes its topic; clients may read it.
@@ -143,7 +145,9 @@ async def _append(services, request: Request, topic: str, partition_index: int, 
             answer |= await _current_leader(services, topic, partition_index)
         return answer | {"error_code": error}
     acks, timeout_ms = request.body.acks, request.body.timeout_ms
-    result = await partition.append_as_leader(records, acks, timeout_ms)
+    result = await partition.append_as_leader(records, acks, timeout_ms, appended)
+    if result.record_count:
+        services.metrics.produced(topic, len(records), result.record_count)
     if result.error_code == ErrorCode.not_leader_or_follower:
         answer |= await _current_leader(services, topic, partition_index)
     return answer | {"error_code": result.error_code, "base_offset": result.base_offset, "log_start_offset": result.log_start_offset}
@@ -173,12 +177,20 @@ BODY_DECODERS[int(ApiKey.PRODUCE)] = decode_produce_body
 @handles(ApiKey.PRODUCE)
 async def produce(services, request: Request):
     body = request.body
+    # acks=all: when each partition's local append was done and its wait for the ISR began;
+    # the request waits for replication from the last of them.
+    appended_s: list[float] = []
+    appended = (lambda: appended_s.append(time.perf_counter())) if body.acks == -1 else None
     work = [
-        (topic.name, _append(services, request, topic.name, data.index, data.records))
+        (topic.name, _append(services, request, topic.name, data.index, data.records, appended))
         for topic in body.topic_data
         for data in topic.partition_data
     ]
     answers = await asyncio.gather(*(coroutine for _, coroutine in work))
+    if appended_s:
+        services.metrics.replication_waited(API_NAMES[request.api_key], time.perf_counter() - max(appended_s))
+    for answer in answers:  # bounded by the request's partitions
+        count_error(services.metrics, request, answer["error_code"])
     if body.acks == 0:
         return None
     by_topic: dict[str, list[dict]] = {}

@@ -1,0 +1,280 @@
+"""A broker's Prometheus metrics, in a registry of its own (tests run several brokers in one
+process, so the global default registry is never used).
+
+Two kinds, as Kafka's and Redpanda's brokers keep them:
+
+- Events (requests, ISR changes, elections, flushes, bytes) move counters and histograms where
+  they happen. The hot path pays a dictionary lookup and a few increments per request and per
+  partition (each takes prometheus_client's uncontended lock), never per record: labelled
+  children are cached here by their label values, since `Counter.labels()` formats and locks
+  on every call. A broker serving no metrics does not count its requests (`UnservedMetrics`).
+- State (partitions hosted, led, under-replicated, offline; connections; the store session)
+  is computed at scrape time by `StateCollector`, on the event loop that owns that state (the
+  endpoint, obs/metrics_http.py, serves from the broker's loop), so no task keeps gauges up
+  to date and nothing reads the broker's state from another thread. What only a store read can
+  tell (the state-change queue) is set by the broker just before each scrape.
+
+Cardinality is bounded by what the operator creates: series per topic (bytes and records),
+per API and version, per API and error code; per partition only with
+`metrics.per.partition.enable` (follower lag).
+
+This module imports nothing of replog's but what it reads through `StateSources`, so any
+layer may hold a `BrokerMetrics` (as any may use config).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+# Request latencies from half a millisecond (a metadata answer) to the longest Fetch long poll
+# and acks=all timeout clients use (30 s).
+LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# An fsync: tens of microseconds on a quiet SSD to seconds on a saturated disk.
+FLUSH_BUCKETS_S = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
+
+# Request phases: waiting for the event loop after the frame was read; in the handler;
+# from the handler's answer to its write, behind the connection's earlier responses (Kafka
+# answers a connection in request order); all three (what the client waited, less the network).
+PHASES = ("queued", "processing", "sending", "total")
+# Part of processing, for acks=all produce requests only (no other request waits for the ISR).
+PHASE_REPLICATION = "replication"
+
+NO_LEADER = -1  # the metadata cache's leader of a partition that has none
+
+
+class HostedPartition(Protocol):
+    """What the collector reads of a replica (replica/partition.py's Partition)."""
+
+    topic: str
+    partition_id: int
+    leader_id: int | None
+    isr: frozenset[int]
+    assigned_replicas: tuple[int, ...]
+
+    def follower_lags(self, now_ms: int) -> Iterable[tuple[int, int, int]]: ...
+
+
+class PartitionState(Protocol):
+    """What the collector reads of the metadata cache's view of a partition."""
+
+    replicas: tuple[int, ...]
+    leader: int
+
+
+@dataclasses.dataclass(frozen=True)
+class StateSources:
+    """The broker state behind the scrape-time gauges, read on the broker's event loop."""
+
+    broker_id: int
+    partitions: Callable[[], Collection[HostedPartition]]
+    min_insync_replicas: Callable[[HostedPartition], int]
+    cluster_partitions: Callable[[], Mapping[str, Mapping[int, PartitionState]]]  # the metadata cache's view
+    registered_brokers: Callable[[], Collection[int] | None]  # None: not read yet
+    connections: Callable[[], int]
+    store_session_state: Callable[[], str]
+    store_session_states: tuple[str, ...]
+    now_ms: Callable[[], int]
+
+
+class BrokerMetrics:
+    def __init__(self, per_partition: bool = False):
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.per_partition = per_partition
+        registry = self.registry
+        self.isr_shrinks = Counter("replog_isr_shrinks", "ISR shrinks written by leaders on this broker",
+                                   registry=registry)
+        self.isr_expands = Counter("replog_isr_expands", "ISR expansions written by leaders on this broker",
+                                   registry=registry)
+        self._elections = Counter("replog_leader_elections",
+                                  "leader elections this broker ran, by outcome (lost: another broker won, or this "
+                                  "one was not eligible)",
+                                  ["outcome"], registry=registry)
+        self.elections_won = self._elections.labels(outcome="won")
+        self.elections_lost = self._elections.labels(outcome="lost")
+        self._requests = Counter("replog_requests", "requests handled, by API and version", ["api", "version"],
+                                 registry=registry)
+        self._request_errors = Counter(
+            "replog_request_errors",
+            "error codes answered, by API and error: the request's own, or each refused partition's (produce, fetch)",
+            ["api", "error"], registry=registry)
+        self._request_duration = Histogram(
+            "replog_request_duration_seconds",
+            "request latency by API and phase: queued (read, waiting for the event loop), processing (the "
+            "handler, an acks=all wait for replication included), sending (answered, waiting behind the "
+            "connection's earlier responses to be written), total (all three); and replication, the part of "
+            "an acks=all produce's processing spent waiting for the ISR",
+            ["api", "phase"], buckets=LATENCY_BUCKETS_S, registry=registry)
+        self._bytes_in = Counter("replog_bytes_in", "record batch bytes appended by producers, by topic", ["topic"],
+                                 registry=registry)
+        self._records_in = Counter("replog_records_in", "records appended by producers, by topic", ["topic"],
+                                   registry=registry)
+        self._bytes_out = Counter("replog_bytes_out", "record batch bytes sent to consumers, by topic", ["topic"],
+                                  registry=registry)
+        self._replication_bytes_out = Counter(
+            "replog_replication_bytes_out", "record batch bytes sent to follower replicas, by topic", ["topic"],
+            registry=registry)
+        self.log_flushes = Counter(
+            "replog_log_flushes",
+            "log flushes: fsyncs of a partition log, in the background (recovery point) or on the append path "
+            "(flush.messages, flush.ms) or at close", registry=registry)
+        self.log_flush_duration = Histogram("replog_log_flush_duration_seconds", "time a log flush took",
+                                            buckets=FLUSH_BUCKETS_S, registry=registry)
+        self.state_change_queue_requests = Gauge(
+            "replog_state_change_queue_requests", "requests waiting in this broker's state-change queue", registry=registry)
+        self.state_change_queue_oldest_seconds = Gauge(
+            "replog_state_change_queue_oldest_seconds",
+            "how long the oldest request in this broker's state-change queue has waited, as seen by the scrapes",
+            registry=registry)
+        self._children: dict[tuple, Any] = {}
+        self._request_phases: dict[str, tuple[Any, ...]] = {}  # by API: its histograms, in PHASES order
+
+    def watch(self, sources: StateSources) -> None:
+        """Have the scrape-time gauges read `sources` (once, when the broker is built)."""
+        self.registry.register(StateCollector(sources, self.per_partition))
+
+    # events, by the code that sees them
+    def request_handled(self, api: str, version: int, received_s: float, started_s: float, handled_s: float) -> None:
+        """Times from time.perf_counter(): the frame read, the handler started and done."""
+        self._child(self._requests, api, str(version)).inc()
+        queued, processing, _, _ = self._phases(api)
+        queued.observe(started_s - received_s)
+        processing.observe(handled_s - started_s)
+
+    def request_sent(self, api: str, received_s: float, handled_s: float, sent_s: float) -> None:
+        """The response written to the connection (or, without one, its turn come)."""
+        _, _, sending, total = self._phases(api)
+        sending.observe(sent_s - handled_s)
+        total.observe(sent_s - received_s)
+
+    def replication_waited(self, api: str, duration_s: float) -> None:
+        """An acks=all request's wait for the ISR, from its last partition's local append."""
+        self._child(self._request_duration, api, PHASE_REPLICATION).observe(duration_s)
+
+    def request_error(self, api: str, error: str) -> None:
+        self._child(self._request_errors, api, error).inc()
+
+    def produced(self, topic: str, size_bytes: int, record_count: int) -> None:
+        self._child(self._bytes_in, topic).inc(size_bytes)
+        self._child(self._records_in, topic).inc(record_count)
+
+    def fetched(self, topic: str, size_bytes: int, by_follower: bool) -> None:
+        self._child(self._replication_bytes_out if by_follower else self._bytes_out, topic).inc(size_bytes)
+
+    def log_flushed(self, duration_s: float) -> None:
+        self.log_flushes.inc()
+        self.log_flush_duration.observe(duration_s)
+
+    def _phases(self, api: str) -> tuple[Any, ...]:
+        phases = self._request_phases.get(api)
+        if phases is None:
+            phases = self._request_phases[api] = tuple(self._request_duration.labels(api, phase) for phase in PHASES)
+        return phases
+
+    def _child(self, family, *labels: str):
+        key = (id(family), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = family.labels(*labels)
+        return child
+
+
+class UnservedMetrics(BrokerMetrics):
+    """A broker's metrics when it serves none (metrics.listeners is empty): nothing can read them,
+    so requests and bytes, on the produce and fetch path, are not counted; the rare events
+    (ISR changes, elections, flushes) are, as they cost nothing measurable."""
+
+    def request_handled(self, api: str, version: int, received_s: float, started_s: float, handled_s: float) -> None:
+        pass
+
+    def request_sent(self, api: str, received_s: float, handled_s: float, sent_s: float) -> None:
+        pass
+
+    def replication_waited(self, api: str, duration_s: float) -> None:
+        pass
+
+    def request_error(self, api: str, error: str) -> None:
+        pass
+
+    def produced(self, topic: str, size_bytes: int, record_count: int) -> None:
+        pass
+
+    def fetched(self, topic: str, size_bytes: int, by_follower: bool) -> None:
+        pass
+
+
+class StateCollector:
+    """The gauges of state, computed from the broker's state at each scrape."""
+
+    def __init__(self, sources: StateSources, per_partition: bool):
+        self._sources = sources
+        self._per_partition = per_partition
+
+    def describe(self) -> list[Metric]:
+        return []  # computed at collect time; registering must not read the broker
+
+    def collect(self) -> Iterator[Metric]:
+        sources = self._sources
+        partitions = sources.partitions()
+        led = [partition for partition in partitions if partition.leader_id == sources.broker_id]
+        yield _gauge("replog_partitions", "partition replicas hosted by this broker", len(partitions))
+        yield _gauge("replog_leader_partitions", "partitions this broker leads", len(led))
+        yield _gauge("replog_under_replicated_partitions",
+                     "partitions this broker leads whose ISR is smaller than their replica set",
+                     sum(len(partition.isr) < len(partition.assigned_replicas) for partition in led))
+        yield _gauge("replog_under_min_isr_partitions",
+                     "partitions this broker leads whose ISR is smaller than min.insync.replicas (acks=all fails)",
+                     sum(len(partition.isr) < sources.min_insync_replicas(partition) for partition in led))
+        yield _gauge("replog_offline_partitions",
+                     "partitions without a live leader that this broker counts: their lowest live replica, or the "
+                     "lowest live broker when no replica lives (so the cluster's sum counts each once)",
+                     self._offline_partitions())
+        yield _gauge("replog_connections", "open client and replica connections to the Kafka listener",
+                     sources.connections())
+        session = GaugeMetricFamily("replog_store_session_state",
+                                    "the coordination store session's state: 1 for the current one",
+                                    labels=["state"])
+        current = sources.store_session_state()
+        for state in sources.store_session_states:
+            session.add_metric([state], 1 if state == current else 0)
+        yield session
+        if self._per_partition:
+            yield from self._follower_lags(led)
+
+    def _offline_partitions(self) -> int:
+        registered = self._sources.registered_brokers()
+        if not registered:
+            return 0  # not known yet: no broker can say who is alive
+        me = self._sources.broker_id
+        lowest_live_broker = min(registered)
+        count = 0
+        for views in self._sources.cluster_partitions().values():  # bounded by the cluster's partitions
+            for view in views.values():
+                if view.leader != NO_LEADER and view.leader in registered:
+                    continue
+                live_replicas = [replica for replica in view.replicas if replica in registered]
+                count += (min(live_replicas) if live_replicas else lowest_live_broker) == me
+        return count
+
+    def _follower_lags(self, led: list[HostedPartition]) -> Iterator[Metric]:
+        labels = ["topic", "partition", "replica"]
+        records = GaugeMetricFamily("replog_follower_lag_records",
+                                    "records a follower is behind its leader's log end, as of its last fetch", labels=labels)
+        lag_ms = GaugeMetricFamily("replog_follower_lag_seconds",
+                                   "time since a follower was last caught up with its leader's log end", labels=labels)
+        now_ms = self._sources.now_ms()
+        for partition in led:  # bounded by the partitions led here, times the replication factor
+            for replica, behind_records, behind_ms in partition.follower_lags(now_ms):
+                label_values = [partition.topic, str(partition.partition_id), str(replica)]
+                records.add_metric(label_values, behind_records)
+                lag_ms.add_metric(label_values, behind_ms / 1000)
+        yield records
+        yield lag_ms
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, value=value)
