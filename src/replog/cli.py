@@ -30,7 +30,9 @@ def fail(message: str, status: int) -> None:
 @click.version_option(__version__, prog_name="replog")
 def main() -> None:
     """replog: a replicated, partitioned commit log that speaks the Kafka protocol."""
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.WARNING)
+    from replog.obs.logs import TEXT_FORMAT
+
+    logging.basicConfig(format=TEXT_FORMAT, level=logging.WARNING)
     # kazoo logs every failed reconnect attempt; the command reports the outcome in one line.
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     # Kafka's state-change log: every start-replica and close-replica, requested, received and
@@ -135,9 +137,15 @@ def _parse_assignments(assignments: tuple[str, ...]) -> dict[str, str]:
 @click.option("--set", "assignments", multiple=True, metavar="KEY=VALUE", help="any broker or topic-default setting; repeatable")
 @click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False), default="WARNING",
               show_default=True, help="INFO logs every state change: leaders and epochs, ISR, fetchers")
-def broker_start(config_file: str | None, assignments: tuple[str, ...], log_level: str, **flags: str | None) -> None:
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one object a line, each key=value field a key, for log shippers")
+def broker_start(config_file: str | None, assignments: tuple[str, ...], log_level: str, log_format: str,
+                 **flags: str | None) -> None:
     """Start a broker: with no options, broker 0 on 127.0.0.1:9092, embedded store, ./replog-data."""
+    from replog.obs.logs import use_log_format
+
     logging.getLogger().setLevel(log_level.upper())
+    use_log_format(log_format)
     named = {BROKER_FLAGS[flag][1]: (BROKER_FLAGS[flag][0], value) for flag, value in flags.items() if value is not None}
     try:
         config = load_broker_config(config_file, _parse_assignments(assignments), named)

@@ -1,0 +1,48 @@
+"""--log-format json: each log line one JSON object whose keys are the message's key=value fields."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from replog.obs.logs import JsonFormatter
+from tests.broker_process import BrokerProcess
+
+
+def record(message: str, *args, exc_info=None) -> logging.LogRecord:
+    return logging.LogRecord("replog.replication", logging.INFO, __file__, 1, message, args, exc_info)
+
+
+def test_fields_become_keys_and_integers_numbers():
+    line = JsonFormatter().format(record("became leader topic=%s partition=%d epoch=%d isr=%s", "clicks", 3, -1, "(1, 2)"))
+    document = json.loads(line)
+    assert document["event"] == "became leader" and document["logger"] == "replog.replication"
+    assert (document["topic"], document["partition"], document["epoch"], document["isr"]) == ("clicks", 3, -1, "(1,")
+    assert document["message"] == "became leader topic=clicks partition=3 epoch=-1 isr=(1, 2)", "the whole line kept"
+    assert document["level"] == "INFO" and document["time"].endswith("+00:00")
+
+
+def test_a_field_cannot_overwrite_the_objects_own_keys_and_exceptions_are_kept():
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        exc_info = sys.exc_info()
+    document = json.loads(JsonFormatter().format(record("request failed level=9 message=x peer=%s", "1.2.3.4:5", exc_info=exc_info)))
+    assert (document["level"], document["peer"], document["event"]) == ("INFO", "1.2.3.4:5", "request failed")
+    assert "ValueError: boom" in document["exception"]
+    assert json.loads(JsonFormatter().format(record("no fields here")))["event"] == "no fields here"
+
+
+def test_a_broker_logs_one_json_object_a_line(tmp_path):
+    broker = BrokerProcess(tmp_path / "data", extra_args=("--log-level", "INFO", "--log-format", "json"))
+    broker.start()
+    try:
+        # Logged before the CLI's "listening on" line, which start() waits for.
+        started = [document for document in map(json.loads, (line for line in broker.output if line.startswith("{")))
+                   if document["event"] == "broker started"]
+    finally:
+        broker.stop()
+    assert started[0]["broker"] == 0 and started[0]["port"] == broker.port
+    logged = [line for line in broker.output if not line.startswith("replog broker ")]  # the CLI's own lines, not logs
+    assert logged and all(isinstance(json.loads(line), dict) for line in logged), logged[:5]
