@@ -135,17 +135,18 @@ def _parse_assignments(assignments: tuple[str, ...]) -> dict[str, str]:
 @click.option("--coord", "coord_url", type=str, help="coordination store URL (coord.url) [default: memory://]")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="TOML file of settings (Kafka's names)")
 @click.option("--set", "assignments", multiple=True, metavar="KEY=VALUE", help="any broker or topic-default setting; repeatable")
-@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False), default="WARNING",
-              show_default=True, help="INFO logs every state change: leaders and epochs, ISR, fetchers")
+@click.option("--log-level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False), default="INFO",
+              show_default=True, help="INFO: elections, ISR changes, fencing, completed state changes; DEBUG: every "
+                                      "replica's steps")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one object a line, each key=value field a key, for log shippers")
 def broker_start(config_file: str | None, assignments: tuple[str, ...], log_level: str, log_format: str,
                  **flags: str | None) -> None:
     """Start a broker: with no options, broker 0 on 127.0.0.1:9092, embedded store, ./replog-data."""
-    from replog.obs.logs import use_log_format
+    from replog.obs.logs import configure_logging
 
     logging.getLogger().setLevel(log_level.upper())
-    use_log_format(log_format)
+    configure_logging(log_format)
     named = {BROKER_FLAGS[flag][1]: (BROKER_FLAGS[flag][0], value) for flag, value in flags.items() if value is not None}
     try:
         config = load_broker_config(config_file, _parse_assignments(assignments), named)

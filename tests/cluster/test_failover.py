@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 
+from tests.chaos.harness import wait_until
 from tests.cluster.failover import (
     FOLLOWED_ONLY_BY_2,
     PARTITIONS,
@@ -19,6 +20,8 @@ from tests.cluster.failover import (
     signal_under_writes,
     wait_until_in_sync,
 )
+
+WAIT_S = 30
 
 
 def kill_under_writes(cluster, topic: str, victim: int) -> dict[int, float]:
@@ -38,6 +41,13 @@ def test_writes_go_on_after_sigkill_of_a_leader_and_lose_nothing(default_cluster
     leaders = {index: meta.leader for index, meta in wait_until_in_sync(cluster.bootstrap, "leader-killed").items()}
     victim = leaders[0]
     first = kill_under_writes(cluster, "leader-killed", victim)
+    survivors = [broker for broker_id, broker in cluster.brokers.items() if broker_id != victim]
+    logged = lambda text: [line for broker in survivors for line in list(broker.output) if text in line]  # noqa: E731
+    # What an operator reads at the default log level: the election and the ISR changes, one
+    # line each, and none of each replica's steps.
+    wait_until(lambda: logged("became leader topic=leader-killed partition=0 "), "the election logged", WAIT_S)
+    wait_until(lambda: logged("ISR shrunk topic=leader-killed "), "the ISR shrinks logged", WAIT_S)
+    assert not logged("started replica topic=leader-killed") and not logged("fetcher "), "per-replica steps are DEBUG"
     store = cluster.coord_url.split(":")[0]
     for partition, seconds in sorted(first.items()):
         role = "led" if leaders[partition] == victim else "followed"

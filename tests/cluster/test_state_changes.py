@@ -36,10 +36,8 @@ def test_create_waits_for_every_start_replica_and_delete_reaches_a_broker_that_w
     # Every replica had consumed its request when the create returned, so its log exists.
     for broker_id, broker in cluster.brokers.items():
         assert (broker.data_dir / "lifecycle-0").is_dir() and (broker.data_dir / "lifecycle-1").is_dir()
-        for kind in ("received", "completed"):
-            wait_for_line(broker, f"{kind} start-replica topic=lifecycle partition=1 from=admin to={broker_id} epoch=-1")
-    assert any(logged(broker, "requested start-replica topic=lifecycle partition=0 from=admin to=2 epoch=-1")
-               for broker in cluster.brokers.values())
+        # At the default level, each request's completion (requested and received are DEBUG).
+        wait_for_line(broker, f"completed start-replica topic=lifecycle partition=1 from=admin to={broker_id} epoch=-1")
 
     away = cluster.brokers[2]
     away.stop()

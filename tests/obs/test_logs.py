@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 
-from replog.obs.logs import JsonFormatter
+from replog.obs.logs import JsonFormatter, RepeatedWarnings
 from tests.broker_process import BrokerProcess
 
 
@@ -46,3 +46,22 @@ def test_a_broker_logs_one_json_object_a_line(tmp_path):
     assert started[0]["broker"] == 0 and started[0]["port"] == broker.port
     logged = [line for line in broker.output if not line.startswith("replog broker ")]  # the CLI's own lines, not logs
     assert logged and all(isinstance(json.loads(line), dict) for line in logged), logged[:5]
+
+
+def test_identical_warnings_within_the_interval_are_held_back_and_counted():
+    now = [0.0]
+    repeats = RepeatedWarnings(interval_s=10.0, clock=lambda: now[0])
+
+    def warning(message: str) -> logging.LogRecord:
+        return logging.LogRecord("replog.replication.fetcher", logging.WARNING, __file__, 1, message, (), None)
+
+    assert repeats.filter(warning("fetch from leader failed leader=1"))
+    now[0] = 3.0
+    assert not repeats.filter(warning("fetch from leader failed leader=1"))
+    assert repeats.filter(warning("fetch from leader failed leader=2")), "another text is another warning"
+    now[0] = 6.0
+    assert not repeats.filter(warning("fetch from leader failed leader=1"))
+    now[0] = 12.0
+    after = warning("fetch from leader failed leader=1")
+    assert repeats.filter(after) and after.getMessage() == "fetch from leader failed leader=1 repeated=2 in_last_s=12"
+    assert repeats.filter(record("an info line")) and repeats.filter(record("an info line")), "INFO is never held back"

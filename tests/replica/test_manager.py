@@ -184,7 +184,7 @@ async def test_background_flush_makes_a_crashed_replica_reopen_from_its_flushed_
     await asyncio.gather(*manager._tasks, return_exceptions=True)
     partition.log.close_handles()
 
-    with caplog.at_level(logging.INFO, logger="replog.replica"):
+    with caplog.at_level(logging.DEBUG, logger="replog.replica"):
         reopened = make_manager(tmp_path).start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=1)
     assert reopened.log_end_offset == 40
     assert "from='snapshot at 40' batches_read=0" in caplog.text

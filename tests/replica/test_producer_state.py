@@ -137,7 +137,7 @@ def test_clean_restart_loads_the_snapshot_and_reads_no_header(tmp_path, caplog):
     state.take_snapshot(log.log_end_offset)
     log.close()
 
-    with caplog.at_level(logging.INFO, logger="replog.replica.producer_state"):
+    with caplog.at_level(logging.DEBUG, logger="replog.replica.producer_state"):
         log, state = open_state(tmp_path / "orders-0")
     assert state.producers == before
     assert "from='snapshot at 3' batches_read=0" in caplog.text
@@ -166,7 +166,7 @@ def test_crash_restart_reads_only_the_headers_after_the_newest_snapshot(tmp_path
     before = dict(state.producers)
     log.close_handles()
 
-    with caplog.at_level(logging.INFO, logger="replog.replica.producer_state"):
+    with caplog.at_level(logging.DEBUG, logger="replog.replica.producer_state"):
         log, state = open_state(tmp_path / "orders-0")
     assert state.producers == before
     assert "from='snapshot at 20' batches_read=6" in caplog.text

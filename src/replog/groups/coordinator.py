@@ -155,7 +155,7 @@ class GroupCoordinator:
     def _immigrate(self, index: int, partition: Partition) -> None:
         loading = _Loading(partition.leader_epoch)
         self._partitions[index] = loading
-        logger.info("loading groups topic=%s partition=%d broker=%d epoch=%d", OFFSETS_TOPIC, index,
+        logger.debug("loading groups topic=%s partition=%d broker=%d epoch=%d", OFFSETS_TOPIC, index,
                     self.broker_id, loading.epoch)
         self._spawn(lambda: self._load(index, partition, loading), f"load-groups-{index}")
 

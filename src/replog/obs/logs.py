@@ -1,4 +1,5 @@
-"""Log lines for people and for log shippers: `--log-format text|json`.
+"""Log lines for people and for log shippers: `--log-format text|json`, and identical warnings
+held back while they repeat.
 
 replog's log messages are an event followed by key=value fields ("became leader topic=clicks
 partition=3 epoch=7 broker=1"). The text format prints them as they are; the JSON format prints
@@ -8,10 +9,13 @@ shipper can index topic, partition, broker and epoch without parsing the text.
 
 from __future__ import annotations
 
+import collections
 import datetime
 import json
 import logging
 import re
+import time
+from collections.abc import Callable
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # A field: a name, "=", and a value running to the next space. Values with spaces (an error's
@@ -19,6 +23,8 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _FIELD = re.compile(r"(?:^|\s)([A-Za-z_][\w.]*)=(\S*)")
 # Keys of the object itself, which a field of the same name must not overwrite.
 _RESERVED = frozenset({"time", "level", "logger", "event", "message", "exception"})
+REPEAT_INTERVAL_S = 10.0
+REPEATS_REMEMBERED_MAX = 1024
 
 
 class JsonFormatter(logging.Formatter):
@@ -40,8 +46,42 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(document, ensure_ascii=False)
 
 
-def use_log_format(log_format: str) -> None:
-    """Format every handler of the root logger (the one basicConfig made) as asked."""
+class RepeatedWarnings(logging.Filter):
+    """An identical warning (same logger, level and text) within `interval_s` of the last one
+    that went out is held back and counted; the next one after the interval says how many were,
+    so that a broker retrying a dead peer writes a line every interval, not one per attempt."""
+
+    def __init__(self, interval_s: float = REPEAT_INTERVAL_S, clock: Callable[[], float] = time.monotonic):
+        super().__init__()
+        self._interval_s = interval_s
+        self._clock = clock
+        # (logger, level, text) -> [when it last went out, how many were held back since]
+        self._seen: collections.OrderedDict[tuple[str, int, str], list] = collections.OrderedDict()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        message = record.getMessage()
+        key = (record.name, record.levelno, message)
+        now = self._clock()
+        seen = self._seen.get(key)
+        if seen is not None and now - seen[0] < self._interval_s:
+            seen[1] += 1
+            return False
+        if seen is not None and seen[1]:
+            record.msg, record.args = f"{message} repeated={seen[1]} in_last_s={now - seen[0]:.0f}", ()
+        self._seen[key] = [now, 0]
+        self._seen.move_to_end(key)
+        while len(self._seen) > REPEATS_REMEMBERED_MAX:
+            self._seen.popitem(last=False)
+        return True
+
+
+def configure_logging(log_format: str) -> None:
+    """Every handler of the root logger (the one basicConfig made): formatted as asked, and
+    holding back repeated warnings."""
     formatter = JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+    repeats = RepeatedWarnings()
     for handler in logging.getLogger().handlers:
         handler.setFormatter(formatter)
+        handler.addFilter(repeats)

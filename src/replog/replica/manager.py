@@ -244,7 +244,7 @@ class ReplicaManager:
 
     def _host(self, start: "_ReplicaStart", started: Partition) -> Partition:
         self._partitions[(start.topic, start.partition)] = started
-        logger.info("started replica topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d",
+        logger.debug("started replica topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d",
                     start.topic, start.partition, self.broker_id, start.leader_epoch, started.high_watermark,
                     started.log_end_offset)
         self.on_replica_changed(started)

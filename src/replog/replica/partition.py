@@ -342,7 +342,7 @@ class Partition:
         self.isr = frozenset()  # the leader's business now; a follower never consults it
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
-        logger.info("became follower topic=%s partition=%d broker=%d epoch=%d leader=%d hw=%d leo=%d",
+        logger.debug("became follower topic=%s partition=%d broker=%d epoch=%d leader=%d hw=%d leo=%d",
                     self.topic, self.partition_id, self.local_broker_id, leader_epoch, leader_id,
                     self.high_watermark, self.log_end_offset)
 
@@ -357,7 +357,7 @@ class Partition:
             raise ValueError(f"ISR {sorted(self.isr)} must lie within assigned replicas {list(assigned_replicas)}")
         self._followers = {broker: self._followers.get(broker) or _Follower(broker, now_ms)
                            for broker in assigned_replicas if broker != self.local_broker_id}
-        logger.info("changed assigned replicas topic=%s partition=%d broker=%d epoch=%d assigned_replicas=%s previous=%s",
+        logger.debug("changed assigned replicas topic=%s partition=%d broker=%d epoch=%d assigned_replicas=%s previous=%s",
                     self.topic, self.partition_id, self.local_broker_id, self.leader_epoch, list(assigned_replicas),
                     list(self.assigned_replicas))
         self.assigned_replicas = assigned_replicas
@@ -374,9 +374,9 @@ class Partition:
         self._require(ReplicaState.LEADER)
         if not self.fenced:
             self.fenced = True
-            logger.warning("fenced leader topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d",
-                           self.topic, self.partition_id, self.local_broker_id, self.leader_epoch,
-                           self.high_watermark, self.log_end_offset)
+            logger.debug("fenced leader topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d",
+                         self.topic, self.partition_id, self.local_broker_id, self.leader_epoch,
+                         self.high_watermark, self.log_end_offset)
 
     def lift_fence(self) -> None:
         """The session came back and our leader node still names us at this epoch, so nobody else
@@ -384,9 +384,9 @@ class Partition:
         self._require(ReplicaState.LEADER)
         if self.fenced:
             self.fenced = False
-            logger.info("lifted leader fence topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d",
-                        self.topic, self.partition_id, self.local_broker_id, self.leader_epoch,
-                        self.high_watermark, self.log_end_offset)
+            logger.debug("lifted leader fence topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d",
+                         self.topic, self.partition_id, self.local_broker_id, self.leader_epoch,
+                         self.high_watermark, self.log_end_offset)
             self._maybe_advance_high_watermark()
 
     def update_isr(self, isr: Collection[int]) -> None:
@@ -402,7 +402,7 @@ class Partition:
                              f"assigned replicas {list(self.assigned_replicas)}")
         self._joining_isr = frozenset()
         if isr != self.isr:
-            logger.info("changed ISR topic=%s partition=%d broker=%d epoch=%d isr=%s previous_isr=%s",
+            logger.debug("changed ISR topic=%s partition=%d broker=%d epoch=%d isr=%s previous_isr=%s",
                         self.topic, self.partition_id, self.local_broker_id, self.leader_epoch, sorted(isr),
                         sorted(self.isr))
             self.isr = isr
@@ -421,7 +421,7 @@ class Partition:
         self.producer_state.take_snapshot(self.log.log_end_offset)
         self.log.close()
         self._wake_all_watches()
-        logger.info("closed replica topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d",
+        logger.debug("closed replica topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d",
                     self.topic, self.partition_id, self.local_broker_id, self.leader_epoch,
                     self.high_watermark, self.log_end_offset)
 

@@ -280,7 +280,7 @@ class ProducerStateManager:
         for producer_id in expired:  # bounded by the number of producers
             del self._producers[producer_id]
         if expired:
-            logger.info("expired producer ids topic=%s partition=%d count=%d",
+            logger.debug("expired producer ids topic=%s partition=%d count=%d",
                         self.topic, self.partition, len(expired))
         return len(expired)
 
@@ -314,7 +314,7 @@ class ProducerStateManager:
                 producers_recovered += len(runs)
                 self._apply_runs(runs)
         self.truncate_head(log.log_start_offset)
-        logger.info("loaded producer state topic=%s partition=%d from=%r batches_read=%d producers_recovered=%d "
+        logger.debug("loaded producer state topic=%s partition=%d from=%r batches_read=%d producers_recovered=%d "
                     "producers=%d", self.topic, self.partition, origin, batches_read, producers_recovered,
                     len(self._producers))
         if batches_read or producers_recovered:

@@ -323,7 +323,7 @@ class PartitionLeadership:
             await self._context.store.delete(paths.leader(self.topic, self.partition), version)
         except (NoNode, BadVersion):
             return  # gone or replaced meanwhile: the watch brings the news
-        logger.info("released leader node topic=%s partition=%d broker=%d version=%s",
+        logger.debug("released leader node topic=%s partition=%d broker=%d version=%s",
                     self.topic, self.partition, self._context.broker_id, version)
 
     async def _depose(self, leader: int, epoch: int, reason: str) -> None:

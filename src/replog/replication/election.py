@@ -99,7 +99,7 @@ async def leader_election(
         try:
             return await _run_for_leader(store, topic, partition, broker_id, preferred_wait_s, unclean_allowed)
         except BadVersion:
-            logger.info("ISR changed during leader election, reading it again topic=%s partition=%d broker=%d",
+            logger.debug("ISR changed during leader election, reading it again topic=%s partition=%d broker=%d",
                         topic, partition, broker_id)
     raise RuntimeError(f"leader election of {topic}-{partition}: the ISR changed {ISR_CHANGES_MAX} times in a row")
 
@@ -118,7 +118,7 @@ async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: i
         if eligible:
             logger.warning("unclean leader election topic=%s partition=%d broker=%d isr=%s", topic, partition, broker_id, isr)
     if not eligible:
-        logger.info("not eligible to lead topic=%s partition=%d broker=%d assigned=%s isr=%s", topic, partition, broker_id, assigned, isr)
+        logger.debug("not eligible to lead topic=%s partition=%d broker=%d assigned=%s isr=%s", topic, partition, broker_id, assigned, isr)
         return None
     preferred = assigned[0]
     if preferred != broker_id and (not isr or preferred in isr) and await broker_alive(store, preferred):
@@ -126,7 +126,7 @@ async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: i
         # there is nothing left to race for, and the new leader's acks=all waits for this
         # replica to follow it: stop waiting at once.
         if await _leader_named_within(store, topic, partition, preferred_wait_s):
-            logger.info("lost leader election topic=%s partition=%d broker=%d (elected during the preferred replica's head start)",
+            logger.debug("lost leader election topic=%s partition=%d broker=%d (elected during the preferred replica's head start)",
                         topic, partition, broker_id)
             return None
     epoch = await next_leader_epoch(store, topic, partition)
@@ -144,8 +144,10 @@ async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: i
     try:
         created, isr_written = await txn.commit()
     except NodeExists:
-        logger.info("lost leader election topic=%s partition=%d broker=%d epoch=%d", topic, partition, broker_id, epoch)
+        logger.debug("lost leader election topic=%s partition=%d broker=%d epoch=%d", topic, partition, broker_id, epoch)
         return None
-    logger.info("became leader topic=%s partition=%d broker=%d epoch=%d isr=%s", topic, partition, broker_id, epoch, new_isr.isr)
+    # The partition logs it at INFO once it leads, whichever way it came to (replica/partition.py).
+    logger.debug("won leader election topic=%s partition=%d broker=%d epoch=%d isr=%s", topic, partition, broker_id, epoch,
+                 new_isr.isr)
     written_isr_version = isr_written.version if isinstance(isr_written, Created) else isr_written
     return Election(new_isr, assigned, created.version, written_isr_version)

@@ -181,7 +181,7 @@ class ReplicaFetcher:
             raise RuntimeError(f"fetcher cannot go from {self.state.value} to {state.value}")
         self.state = state
         partition = self.partition
-        logger.info("fetcher %s topic=%s partition=%d broker=%d leader=%d epoch=%d leo=%d hw=%d reason=%s",
+        logger.debug("fetcher %s topic=%s partition=%d broker=%d leader=%d epoch=%d leo=%d hw=%d reason=%s",
                     state.value, partition.topic, partition.partition_id, partition.local_broker_id,
                     self.leader_id, self.leader_epoch, partition.log_end_offset, partition.high_watermark, reason)
 

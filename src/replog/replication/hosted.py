@@ -129,6 +129,11 @@ class HostedPartitions:
                 self._to_retry.pop(key, None)
 
     def session_changed(self, state: SessionState) -> None:
+        leading = sum(leadership.leading for leadership in self.leaderships.values())
+        if state is not SessionState.CONNECTED and leading:
+            # One line for all of them: each partition's own is below the default level.
+            logger.warning("store session %s: leaders fenced until it is back broker=%d leaders=%d",
+                           state.value, self.broker_id, leading)
         for leadership in self.leaderships.values():  # bounded by the hosted partitions
             leadership.session_changed(state)
 

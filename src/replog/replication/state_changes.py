@@ -85,7 +85,7 @@ async def send_state_change(
     created = await store.create(paths.state_change_prefix(follower_broker_id), request.encode(),
                                  sequential=True, make_parents=True)
     name = created.rsplit("/", 1)[1]
-    logger.info("requested %s seq=%s", describe(request, follower_broker_id), name)
+    logger.debug("requested %s seq=%s", describe(request, follower_broker_id), name)
     return name
 
 
@@ -259,7 +259,7 @@ class StateChangeListener:
             logger.error("dropped unreadable state change broker=%d seq=%s error=%s", self._broker_id, name, error)
             await self._store.delete(path)
             return
-        logger.info("received %s seq=%s", describe(request, self._broker_id), name)
+        logger.debug("received %s seq=%s", describe(request, self._broker_id), name)
         try:
             if await self._act(request):
                 logger.info("completed %s seq=%s", describe(request, self._broker_id), name)

@@ -179,7 +179,7 @@ class Log:
             self.recovery_point = self.log_end_offset
             self._write_recovery_point()
         self._background_flushed_offset = self.log_end_offset
-        logger.info("opened log topic=%s partition=%d clean=%s log_start_offset=%d log_end_offset=%d segments=%d",
+        logger.debug("opened log topic=%s partition=%d clean=%s log_start_offset=%d log_end_offset=%d segments=%d",
                     self.topic, self.partition, clean, self.log_start_offset, self.log_end_offset,
                     len(self._segments))
 
@@ -315,7 +315,7 @@ class Log:
         self._segments.append(segment)
         self._segment_bases.append(base_offset)
         self._rolls += 1
-        logger.info("rolled segment topic=%s partition=%d segment=%d", self.topic, self.partition, base_offset)
+        logger.debug("rolled segment topic=%s partition=%d segment=%d", self.topic, self.partition, base_offset)
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -525,7 +525,7 @@ class Log:
         segment = self._segments.pop(0)
         self._segment_bases.pop(0)
         segment.delete()
-        logger.info("deleted segment topic=%s partition=%d segment=%d bytes=%d reason=%s",
+        logger.debug("deleted segment topic=%s partition=%d segment=%d bytes=%d reason=%s",
                     self.topic, self.partition, segment.base_offset, segment.size_bytes, reason)
 
     def _after_front_deletion(self, deleted: int) -> None:
