@@ -160,10 +160,25 @@ def signal_under_writes(cluster, topic: str, victim: int, signum: int) -> Failov
 
 
 def restart_stopped(cluster) -> None:
-    """Brings back any broker an earlier kill left down, so that a test starts from a full cluster."""
-    for broker in cluster.brokers.values():
-        if not broker.running:
-            broker.restart()
+    """Brings back any broker an earlier kill left down, so that a test starts from a full
+    cluster: one that every broker's Metadata names whole. A client asking a broker whose
+    metadata does not list the restarted one yet drops its connection to it (librdkafka
+    decommissions brokers missing from metadata), failing what it had in flight there."""
+    restarted = [broker for broker in cluster.brokers.values() if not broker.running]
+    for broker in restarted:
+        broker.restart()
+    if restarted:
+        for broker in cluster.brokers.values():
+            admin = quiet_admin(broker.bootstrap)
+            wait_until(lambda: _names_every_broker(admin, set(cluster.brokers)),
+                       f"broker {broker.bootstrap}'s metadata naming every broker", FAILOVER_WAIT_S)
+
+
+def _names_every_broker(admin: AdminClient, brokers: set[int]) -> bool:
+    try:
+        return set(admin.list_topics(timeout=5).brokers) == brokers
+    except KafkaException:  # not answering yet
+        return False
 
 
 def missing_after_read_back(bootstrap: str, topic: str, acknowledged: dict[int, set[int]]) -> dict[int, list[int]]:
