@@ -165,6 +165,7 @@ class Broker:
         self.cluster_id: str | None = None
         self._session_follower: asyncio.Task | None = None
         self._registered = False
+        self._started = False
         self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"])
         self.hosted = HostedPartitions(LeadershipContext(
             self.broker_id, self.store, self.replicas, self.leader_connections, config, self.now_ms, self.metadata.changed,
@@ -204,6 +205,7 @@ class Broker:
         await self.server.start()
         await self._register_at_start()
         self._registered = True
+        self._started = True
         logger.info("broker started broker=%d port=%d metrics=%s data_dir=%s", self.broker_id, self.server.port,
                     self.metrics_address or "off", self.data_dir)
 
@@ -230,7 +232,8 @@ class Broker:
             # Last, once every file is written and the embedded store is closed; after a failed
             # step too, so that a broker started again in this process can take the directory.
             self.data_dir_lock.release()
-        logger.info("broker stopped broker=%d", self.broker_id)
+        if self._started:  # a start that failed says so in its own error, and only there
+            logger.info("broker stopped broker=%d", self.broker_id)
 
     async def _stop_components(self) -> None:
         for task in (self._session_follower, self._registering, self._throttle_rates, self._creating_offsets_topic):

@@ -131,7 +131,7 @@ class MemoryTree:
             self.nodes[path] = _Node(bytes(data), version, None, next_sequence)
             self.nodes[parent_of(path)].children.add(path.rsplit("/", 1)[1])
         self._db = db
-        logger.info("embedded store opened path=%s nodes=%d", db_path, len(rows))
+        logger.debug("embedded store opened path=%s nodes=%d", db_path, len(rows))
 
     def _persist(self, paths: Iterable[str]) -> None:
         if self._db is None:

@@ -143,7 +143,7 @@ class ReplicaManager:
             self.close_loaded(*key)
         self.checkpoint_high_watermarks()
         self._partitions.clear()
-        logger.info("replica manager shut down broker=%d", self.broker_id)
+        logger.debug("replica manager shut down broker=%d", self.broker_id)
 
     # -- the seed's startReplica / closeReplica --------------------------------------------------
 
