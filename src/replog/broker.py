@@ -188,11 +188,12 @@ class Broker:
         await self.store.start()
         await self._ensure_paths()
         self.replicas.start()
-        self._throttle_rates = asyncio.create_task(
-            ThrottleRates(self.store, self.broker_id, self.replicas.replication_throttle).run(), name="throttle-rates")
-        self._throttle_rates.add_done_callback(self._throttle_rates_ended)
-        self._group_coordinator = asyncio.create_task(self.groups.run(), name="group-coordinator")
-        self._group_coordinator.add_done_callback(self._group_coordinator_ended)
+        # Both retry store failures themselves: only a bug ends them. Without the first, the rates
+        # an operator sets would no longer reach the moves; without the second, groups would lose
+        # their timers and be served wrong.
+        self._throttle_rates = self._run_until_stopped(
+            ThrottleRates(self.store, self.broker_id, self.replicas.replication_throttle).run(), "throttle rate watch")
+        self._group_coordinator = self._run_until_stopped(self.groups.run(), "group coordinator")
         await self.state_changes.listen()
         self._session_follower = asyncio.create_task(self._follow_session(), name="session-follower")
         self._session_follower.add_done_callback(self._session_follower_ended)
@@ -397,21 +398,20 @@ class Broker:
         self.hosted.session_changed(SessionState.SUSPENDED)
         self.failed.set()
 
-    def _throttle_rates_ended(self, task: asyncio.Task) -> None:
-        """It retries store failures itself, so only a bug ends it: the rates an operator sets
-        would no longer reach the moves, so the broker stops rather than run on unaware."""
-        if task.cancelled():
-            return
-        logger.critical("throttle rate watch ended, stopping the broker broker=%d", self.broker_id, exc_info=task.exception())
-        self.failed.set()
+    def _run_until_stopped(self, coroutine, what: str) -> asyncio.Task:
+        """A task the broker cannot serve correctly without, which runs until the broker stops
+        (and cancels it): ending before that, the broker is stopped rather than run on unaware
+        (the CLI waits on `failed`)."""
 
-    def _group_coordinator_ended(self, task: asyncio.Task) -> None:
-        """The coordinator runs until the broker stops; ending otherwise is a bug that leaves
-        groups without timers: stop the broker rather than serve them wrong."""
-        if task.cancelled():
-            return
-        logger.critical("group coordinator ended, stopping the broker broker=%d", self.broker_id, exc_info=task.exception())
-        self.failed.set()
+        def ended(task: asyncio.Task) -> None:
+            if task.cancelled():
+                return
+            logger.critical("%s ended, stopping the broker broker=%d", what, self.broker_id, exc_info=task.exception())
+            self.failed.set()
+
+        task = asyncio.create_task(coroutine, name=what.replace(" ", "-"))
+        task.add_done_callback(ended)
+        return task
 
     async def _register_again(self) -> None:
         """Register after a lost session, retrying while the store fails; ends once registered
