@@ -533,12 +533,8 @@ class KafkaDoor(AdminDoor):
                 for topic in answer.responses for partition in topic.partitions}
 
     async def list_reassignments(self, partitions: Collection[PartitionKey] | None = None) -> list[ReassignmentStatus]:
-        asked = None
-        if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for topic, partition in sorted(partitions):
-                by_topic.setdefault(topic, []).append(partition)
-            asked = [{"name": topic, "partition_indexes": indexes} for topic, indexes in by_topic.items()]
+        asked = None if partitions is None else [
+            {"name": topic, "partition_indexes": indexes} for topic, indexes in replica_logs.indexes_by_topic(partitions).items()]
         body = {"timeout": int(OPERATION_TIMEOUT_S * 1000), "topics": asked}
         answer = await self._ask_any(lambda connection: connection.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, None, body))
         _raise_for(answer, "ListPartitionReassignments")

@@ -66,13 +66,18 @@ def partition_sizes(logs: Mapping[ReplicaKey, ReplicaLog]) -> dict[PartitionKey,
     return sizes
 
 
+def indexes_by_topic(partitions: Collection[PartitionKey]) -> dict[str, list[int]]:
+    """The partitions' indexes under their topics, both sorted: the shape of Kafka requests that
+    name partitions."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    return by_topic
+
+
 async def _sizes(connection: BrokerConnection, partitions: Collection[PartitionKey] | None) -> dict[PartitionKey, int]:
-    asked = None
-    if partitions is not None:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in sorted(partitions):
-            by_topic.setdefault(topic, []).append(partition)
-        asked = [{"topic": topic, "partitions": indexes} for topic, indexes in by_topic.items()]
+    asked = None if partitions is None else [
+        {"topic": topic, "partitions": indexes} for topic, indexes in indexes_by_topic(partitions).items()]
     answer = await connection.request(ApiKey.DESCRIBE_LOG_DIRS, None, {"topics": asked})
     return {(topic.name, partition.partition_index): partition.partition_size
             for result in answer.results if result.error_code == ErrorCode.none
