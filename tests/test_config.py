@@ -47,7 +47,9 @@ def test_values_are_parsed():
         ("state.change.queue.max.requests", "0", "at least 1"),
         ("auto.create.topics.enable", "yes", "true or false"),
         ("log.message.timestamp.type", "createtime", "CreateTime, LogAppendTime"),
-        ("log.cleanup.policy", "delete,compact", "no log cleaner"),
+        ("log.cleanup.policy", "delete,archive", "must be delete, compact or compact,delete"),
+        ("log.cleaner.min.cleanable.ratio", "1.5", "between 0 and 1"),
+        ("log.cleaner.min.cleanable.ratio", "half", "not a number"),
         ("log.dirs", " , ", "at least one directory"),
         ("log.retention.check.interval.ms", "0", "at least 1"),
     ],
@@ -245,7 +247,9 @@ def test_log_config_carries_every_log_setting():
     [
         ({"no.such": "1"}, "unknown topic setting 'no.such'"),
         ({"log.retention.ms": "1"}, "that is a broker setting"),
-        ({"cleanup.policy": "delete,compact"}, "compact is not supported (replog has no log cleaner)"),
+        ({"cleanup.policy": "delete,archive"}, "must be delete, compact or compact,delete"),
+        ({"min.cleanable.dirty.ratio": "-0.1"}, "min.cleanable.dirty.ratio"),
+        ({"delete.retention.ms": "-1"}, "delete.retention.ms"),
         ({"min.insync.replicas": "0"}, "min.insync.replicas"),
         ({"message.timestamp.type": "Now"}, "CreateTime, LogAppendTime"),
         ({"flush.messages": "0"}, "flush.messages"),
@@ -287,10 +291,14 @@ def test_format_value_writes_kafkas_text(value, text):
     assert format_value(value) == text
 
 
-def test_a_compact_topic_parses_and_keeps_every_segment():
-    """Only internal topics are made compact (admin refuses it for others): with no log cleaner,
-    the log never deletes a segment."""
-    overrides = {"cleanup.policy": "compact", "retention.ms": "1000"}
-    settings = effective_topic_config(load_broker_config(), overrides)
-    assert settings["cleanup.policy"] == ("compact",)
-    assert (log_config(settings).retention_ms, log_config(settings).retention_bytes) == (-1, -1)
+def test_a_compact_topic_is_cleaned_and_deletes_by_retention_only_if_also_delete():
+    """compact alone: the cleaner bounds the log, retention never deletes a segment (it would
+    lose the latest value of keys); compact,delete: both, as in Kafka."""
+    broker = load_broker_config(None, {"log.cleaner.delete.retention.ms": "5000"})
+    compact = log_config(effective_topic_config(broker, {"cleanup.policy": "compact", "retention.ms": "1000"}))
+    assert (compact.compact, compact.retention_ms, compact.retention_bytes) == (True, -1, -1)
+    assert (compact.delete_retention_ms, compact.min_cleanable_dirty_ratio) == (5000, 0.5)
+    both = log_config(effective_topic_config(broker, {"cleanup.policy": "delete,compact", "retention.ms": "1000",
+                                                      "min.cleanable.dirty.ratio": "0.1"}))
+    assert (both.compact, both.retention_ms, both.min_cleanable_dirty_ratio) == (True, 1000, 0.1)
+    assert not log_config(effective_topic_config(broker, {})).compact

@@ -59,7 +59,7 @@ from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateSources, UnservedMetrics
 from replog.producer_ids import ProducerIdAllocator
 from replog.storage.data_dir_lock import DataDirectoryLock
-from replog.replica.manager import ManagerConfig, ReplicaManager
+from replog.replica.manager import NEVER_MS, ManagerConfig, ReplicaManager
 from replog.replication.state_changes import StateChangeListener
 from replog.replication.throttle_rates import ThrottleRates
 from replog.net.leader_connections import LeaderConnections
@@ -70,10 +70,6 @@ logger = logging.getLogger(__name__)
 
 
 REGISTRATION_RETRY_MAX_S = 5.0
-# Only the latest value per key of __consumer_offsets matters: Kafka compacts it. replog has no
-# log cleaner yet, so a compact topic keeps every segment (config.log_config): nothing committed
-# is lost to retention, and the topic grows with every commit.
-OFFSETS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 # A topic's partitions are written in one store transaction; a stock etcd allows 128 operations
 # per transaction (each partition takes a few), so __consumer_offsets (50 partitions by default)
 # is created with this many and then grown, this many at a time.
@@ -133,6 +129,8 @@ class Broker:
             broker_id=self.broker_id,
             retention_check_interval_ms=config["log.retention.check.interval.ms"],
             recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
+            cleaner_backoff_ms=config["log.cleaner.backoff.ms"] if config["log.cleaner.enable"] else NEVER_MS,
+            cleaner_map_max_bytes=config["log.cleaner.dedupe.buffer.size"],
         )
         metrics_listener = config["metrics.listeners"]
         served = BrokerMetrics if metrics_listener is not None else UnservedMetrics
@@ -477,7 +475,7 @@ class Broker:
                                    "only %d brokers are registered broker=%d", OFFSETS_TOPIC, factor, wanted, factor,
                                    self.broker_id)
                 existing = min(total, OFFSETS_TOPIC_PARTITIONS_PER_STEP)
-                await admin.create_topic(self.store, OFFSETS_TOPIC, existing, factor, OFFSETS_TOPIC_CONFIG,
+                await admin.create_topic(self.store, OFFSETS_TOPIC, existing, factor, self._offsets_topic_config(),
                                          limits=self.state_change_limits(0))
             while existing < total:  # each step adds up to OFFSETS_TOPIC_PARTITIONS_PER_STEP
                 existing = min(total, existing + OFFSETS_TOPIC_PARTITIONS_PER_STEP)
@@ -492,6 +490,11 @@ class Broker:
             return
         if existing != initial:
             logger.info("made %s partitions=%d (had %d) broker=%d", OFFSETS_TOPIC, total, initial, self.broker_id)
+
+    def _offsets_topic_config(self) -> dict[str, str]:
+        """Only the latest value per key matters: compacted, as in Kafka, in small segments so
+        that the cleaner, which never touches the active segment, soon reaches old commits."""
+        return {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
 
     async def _offsets_topic_partitions(self) -> int:
         try:

@@ -146,12 +146,21 @@ def _optional_listener(text: str) -> HostPort | None:
 
 
 def _cleanup_policy(text: str) -> tuple[str, ...]:
-    policies = tuple(part.strip() for part in text.split(",") if part.strip())
-    if "compact" in policies:
-        raise ValueError(COMPACT_REFUSAL)
-    if set(policies) != {"delete"}:
-        raise ValueError("must be delete")
-    return ("delete",)
+    """delete, compact, or both (compact,delete: compacted, and old segments deleted too)."""
+    policies = tuple(sorted({part.strip() for part in text.split(",") if part.strip()}))
+    if not policies or not set(policies) <= {"compact", "delete"}:
+        raise ValueError("must be delete, compact or compact,delete")
+    return policies
+
+
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("is not a number") from None
+    if not 0 <= value <= 1:
+        raise ValueError("must be between 0 and 1")
+    return value
 
 
 def _throttled_replicas(text: str) -> tuple[str, ...]:
@@ -163,15 +172,6 @@ def _throttled_replicas(text: str) -> tuple[str, ...]:
         if not (colon and partition.strip().isdigit() and broker.strip().isdigit()):
             raise ValueError("is not '*' or PARTITION:BROKER pairs, comma-separated (e.g. 0:1,1:2)")
     return entries
-
-
-def _topic_cleanup_policy(text: str) -> tuple[str, ...]:
-    """A topic may say compact, which only the internal topics do (admin refuses it for others):
-    replog has no log cleaner yet, so a compacted topic keeps every segment (log_config)."""
-    policies = tuple(part.strip() for part in text.split(",") if part.strip())
-    if set(policies) == {"compact"}:
-        return ("compact",)
-    return _cleanup_policy(text)
 
 
 def _coord_url(text: str) -> str:
@@ -275,7 +275,19 @@ SETTINGS: dict[str, Setting] = {
         Setting(
             "log.flush.interval.ms", _int64(0), _LOG_DEFAULTS.flush_ms, "time between forced fsyncs (default: never)"
         ),
-        Setting("log.cleanup.policy", _cleanup_policy, ("delete",), "what happens to old segments", is_list=True),
+        Setting("log.cleanup.policy", _cleanup_policy, ("delete",),
+                "what happens to old segments: deleted by retention, compacted to the latest record per key, or both",
+                is_list=True),
+        Setting("log.cleaner.enable", _boolean, True, "run the log cleaner, which compacts compact topics"),
+        Setting("log.cleaner.backoff.ms", _int64(1), _MANAGER_DEFAULTS["cleaner_backoff_ms"],
+                "how often the log cleaner looks for compacted logs with enough to clean"),
+        Setting("log.cleaner.dedupe.buffer.size", _int64(1 << 20), _MANAGER_DEFAULTS["cleaner_map_max_bytes"],
+                "memory one cleaning pass may use for its map of keys; a log with more distinct keys is cleaned "
+                "in steps"),
+        Setting("log.cleaner.delete.retention.ms", _int64(0), _LOG_DEFAULTS.delete_retention_ms,
+                "how long a compacted log keeps a tombstone (a null value), so that consumers see the delete"),
+        Setting("log.cleaner.min.cleanable.ratio", _ratio, _LOG_DEFAULTS.min_cleanable_dirty_ratio,
+                "share of a compacted log not yet cleaned at which it is cleaned"),
         Setting(
             "log.message.timestamp.type",
             _one_of("CreateTime", "LogAppendTime"),
@@ -347,6 +359,8 @@ SETTINGS: dict[str, Setting] = {
             3,
             "replicas of __consumer_offsets; fewer if fewer brokers are registered when it is made (with a warning)",
         ),
+        Setting("offsets.topic.segment.bytes", _int32(14), 104_857_600,
+                "segment size of __consumer_offsets: small, so that compaction soon reaches committed offsets"),
         Setting("offset.metadata.max.bytes", _int32(0), 4096, "largest metadata string an offset commit may carry"),
         Setting(
             "offsets.commit.timeout.ms",
@@ -384,6 +398,8 @@ TOPIC_SETTING_SYNONYMS: dict[str, str] = {
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
     "message.timestamp.type": "log.message.timestamp.type",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
 }
 
 # Topic settings without a broker default: the replica lists of Kafka's reassignment throttle,
@@ -422,10 +438,6 @@ DYNAMIC_BROKER_SETTINGS: dict[str, Setting] = {
                 "accepted for Kafka's tools; replog's followers are not throttled"),
     ]
 }
-TOPIC_SETTINGS["cleanup.policy"] = dataclasses.replace(TOPIC_SETTINGS["cleanup.policy"], parse=_topic_cleanup_policy)
-# Topics that replog itself makes and writes; only they may be compact (see _topic_cleanup_policy).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
-COMPACT_REFUSAL = "is refused: compact is not supported (replog has no log cleaner); use delete"
 
 
 def dynamic_broker_setting(name: str) -> Setting:
@@ -617,10 +629,13 @@ def effective_topic_config(broker_config: BrokerConfig, topic_overrides: Mapping
 def log_config(settings: TopicSettings) -> LogConfig:
     """The partition log's settings; LogConfig's fields are topic setting names in python spelling.
 
-    A compact topic never deletes segments: compaction would keep the latest record of every
-    key, and with no log cleaner yet, keeping everything is the only way to keep those."""
-    values = {field.name: settings[field.name.replace("_", ".")] for field in dataclasses.fields(LogConfig)}
-    if settings["cleanup.policy"] == ("compact",):
+    A topic that is compact but not also delete keeps its segments: the cleaner, not retention,
+    bounds it."""
+    values = {field.name: settings[field.name.replace("_", ".")] for field in dataclasses.fields(LogConfig)
+              if field.name != "compact"}
+    policy = settings["cleanup.policy"]
+    values["compact"] = "compact" in policy
+    if "delete" not in policy:
         values |= {"retention_ms": -1, "retention_bytes": -1}
     return LogConfig(**values)
 

@@ -217,7 +217,7 @@ async def test_racks_are_spread_over(store, register_brokers):
         ({"retention.hours": "1"}, "unknown topic setting 'retention.hours'"),
         ({"log.retention.ms": "1"}, "broker setting"),
         ({"segment.bytes": "lots"}, "segment.bytes"),
-        ({"cleanup.policy": "compact"}, "no log cleaner"),
+        ({"cleanup.policy": "archive"}, "must be delete, compact or compact,delete"),
     ],
 )
 async def test_invalid_topic_configs_are_refused(store, register_brokers, configs, complaint):
@@ -485,7 +485,7 @@ async def test_alter_configs_round_trip(store):
     [
         (ConfigOperation("retention.ms", AlterOp.APPEND, "5"), "APPEND applies only to list settings"),
         (ConfigOperation("retention.ms", AlterOp.SUBTRACT, "5"), "SUBTRACT applies only to list settings"),
-        (ConfigOperation("cleanup.policy", AlterOp.APPEND, "compact"), "no log cleaner"),
+        (ConfigOperation("cleanup.policy", AlterOp.APPEND, "archive"), "must be delete, compact or compact,delete"),
         (ConfigOperation("cleanup.policy", AlterOp.SUBTRACT, "delete"), "must be delete"),
         (ConfigOperation("no.such.setting", AlterOp.SET, "1"), "unknown topic setting 'no.such.setting'"),
         (ConfigOperation("retention.ms", AlterOp.SET, "-2"), "at least -1"),

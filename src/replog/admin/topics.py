@@ -47,8 +47,6 @@ from replog.config import (
     TOPIC_SETTINGS,
     TOPIC_SOURCE,
     BrokerConfig,
-    COMPACT_REFUSAL,
-    INTERNAL_TOPICS,
     ConfigError,
     effective_topic_config,
     format_value,
@@ -201,8 +199,6 @@ def _topic_config_errors(name: str, configs: Mapping[str, str]) -> None:
         parsed = validate_topic_configs(configs)
     except ConfigError as error:
         raise InvalidConfig(f"topic {name!r}: {error}") from None
-    if parsed.get("cleanup.policy") == ("compact",) and name not in INTERNAL_TOPICS:
-        raise InvalidConfig(f"topic {name!r}: cleanup.policy=compact {COMPACT_REFUSAL}")
 
 
 def _naming_topic(name: str, error: AdminError) -> AdminError:

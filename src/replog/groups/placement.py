@@ -8,7 +8,7 @@ Python's `hash()`: it is salted per process, and every broker must agree.
 
 from __future__ import annotations
 
-OFFSETS_TOPIC = "__consumer_offsets"  # one of config.INTERNAL_TOPICS
+OFFSETS_TOPIC = "__consumer_offsets"
 
 _INT_MASK = 0xFFFFFFFF
 

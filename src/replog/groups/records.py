@@ -28,6 +28,8 @@ from typing import NamedTuple
 
 import crc32c
 
+from replog.storage.record_bodies import RecordBodyError, records_of
+
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
@@ -35,7 +37,7 @@ GROUP_VALUE_VERSION = 3
 NO_LEADER_EPOCH = -1
 
 
-class RecordFormatError(ValueError):
+class RecordFormatError(RecordBodyError):
     """A key or value this coordinator cannot read."""
 
 
@@ -271,17 +273,8 @@ def decode_batches(data: bytes) -> Iterator[DecodedBatch]:
 
 
 def _records(data: bytes, position: int, end: int, base_offset: int, count: int):
-    for _ in range(count):  # bounded by the batch's record count
-        length, position = _varint(data, position)
-        record_end = position + length
-        _, position = _varint(data, position + 1)  # attributes byte, then timestamp delta
-        offset_delta, position = _varint(data, position)
-        key, position = _nullable(data, position)
-        value, position = _nullable(data, position)
-        if record_end > end:
-            raise RecordFormatError(f"record at offset {base_offset + offset_delta} runs past its batch")
-        yield base_offset + offset_delta, key, value
-        position = record_end
+    for record in records_of(memoryview(data)[position:end], count, base_offset):  # bounded by the record count
+        yield base_offset + record.offset_delta, record.key, record.value
 
 
 def _put_nullable(out: bytearray, data: bytes | None) -> None:
@@ -289,13 +282,6 @@ def _put_nullable(out: bytearray, data: bytes | None) -> None:
         out += _zigzag(-1)
     else:
         out += _zigzag(len(data)) + data
-
-
-def _nullable(data: bytes, position: int) -> tuple[bytes | None, int]:
-    length, position = _varint(data, position)
-    if length < 0:
-        return None, position
-    return bytes(data[position:position + length]), position + length
 
 
 def _zigzag(value: int) -> bytes:
@@ -306,17 +292,3 @@ def _zigzag(value: int) -> bytes:
         raw >>= 7
     out.append(raw)
     return bytes(out)
-
-
-def _varint(data: bytes, position: int) -> tuple[int, int]:
-    shift = raw = 0
-    for _ in range(10):  # a 64-bit varint has at most 10 bytes
-        if position >= len(data):
-            raise RecordFormatError("varint runs past the end")
-        byte = data[position]
-        raw |= (byte & 0x7F) << shift
-        position += 1
-        if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), position
-        shift += 7
-    raise RecordFormatError("varint longer than 10 bytes")

@@ -18,6 +18,7 @@ Periodic tasks, each with its Kafka setting's interval (ManagerConfig):
     log.flush.scheduler.interval.ms                 flush logs whose flush.ms has passed
     log.retention.check.interval.ms                 delete segments retention expired
     producer.id.expiration.check.interval.ms        forget silent producer ids
+    log.cleaner.backoff.ms                          compact the compacted logs (storage/cleaner.py)
 A failing chore is logged and retried at its next interval: a full or failing disk must not stop
 the broker from serving what it can.
 
@@ -37,6 +38,7 @@ from pathlib import Path
 from replog.storage.checkpoint import OffsetCheckpoint
 from replog.storage.errors import ReplicaError
 from replog.storage.log import Log, LogConfig
+from replog.storage.record_bodies import RecordBodyError
 from replog.storage import unclean_reboot
 from replog.replica.throttle import ReplicationThrottle
 from replog.replica.partition import Partition, PartitionConfig
@@ -64,6 +66,8 @@ class ManagerConfig:
     flush_scheduler_interval_ms: int = NEVER_MS  # Kafka's default: appends alone check flush.ms
     retention_check_interval_ms: int = 300_000
     producer_id_expiration_check_interval_ms: int = 600_000
+    cleaner_backoff_ms: int = 15_000  # NEVER_MS: the cleaner is off
+    cleaner_map_max_bytes: int = 128 << 20
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -121,6 +125,7 @@ class ReplicaManager:
             (config.flush_scheduler_interval_ms, self._flush_due_logs),
             (config.retention_check_interval_ms, self.delete_retained_segments),
             (config.producer_id_expiration_check_interval_ms, self._remove_expired_producers),
+            (config.cleaner_backoff_ms, self._clean_compacted_logs),
         ]
         self._tasks = [asyncio.create_task(self._every(interval_ms, chore), name=chore.__name__)
                        for interval_ms, chore in chores if interval_ms != NEVER_MS]
@@ -353,6 +358,17 @@ class ReplicaManager:
     def delete_retained_segments(self) -> int:
         """Apply retention to every hosted partition; returns the segments deleted."""
         return sum(partition.delete_retained_segments() for partition in self._partitions.values())
+
+    async def _clean_compacted_logs(self) -> None:
+        """One cleaning pass over each compacted log that has enough to clean, one log at a time
+        (Kafka's log.cleaner.threads=1): the pass's disk work and memory stay bounded."""
+        for partition in list(self._partitions.values()):  # bounded by the hosted partitions
+            try:
+                await partition.clean(self.config.cleaner_map_max_bytes)
+            except (OSError, ReplicaError, RecordBodyError) as error:
+                # One log the cleaner cannot read must not keep the others from being cleaned.
+                logger.warning("cleaning log failed topic=%s partition=%d broker=%d error=%s",
+                               partition.topic, partition.partition_id, self.broker_id, error)
 
     async def _flush_in_background(self) -> None:
         for partition in list(self._partitions.values()):  # bounded by the hosted partitions

@@ -941,6 +941,15 @@ class Partition:
             self.producer_state.truncate_head(self.log_start_offset)
         return deleted
 
+    async def clean(self, map_max_bytes: int) -> bool:
+        """One cleaning pass of a compacted log (storage/cleaner.py), its disk work in another
+        thread; whether it changed the log."""
+        job = self.log.begin_clean(self.high_watermark, map_max_bytes)
+        if job is None:
+            return False
+        result = await asyncio.to_thread(job.run)
+        return self.log.complete_clean(job, result)
+
     def remove_expired_producers(self, now_ms: int) -> int:
         return self.producer_state.remove_expired(now_ms, self.config.producer_id_expiration_ms)
 

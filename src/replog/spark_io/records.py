@@ -25,6 +25,8 @@ from typing import NamedTuple
 
 import crc32c
 
+from replog.storage.record_bodies import CODEC_NAMES, RecordBodyError, decompress
+
 from .schema import CREATE_TIME, LOG_APPEND_TIME
 
 # base offset, batch length, leader epoch, magic, crc, attributes, last offset delta,
@@ -38,8 +40,7 @@ _CODEC_MASK = 0x07
 _LOG_APPEND_TIME_FLAG = 0x08
 _CONTROL_FLAG = 0x20
 _NO_PRODUCER = -1
-_CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-_CODEC_IDS = {name: codec for codec, name in _CODEC_NAMES.items()}
+_CODEC_IDS = {name: codec for codec, name in CODEC_NAMES.items()}
 _CREATE_TIME_BATCH = -1  # decode_records' log_append_time for CreateTime batches
 
 
@@ -84,7 +85,10 @@ def decode_batches(buf: bytes, start: int, end: int, into: Columns) -> int:
             raise RecordError(f"batch at offset {base_offset} fails its CRC32C check: corrupt")
         batch_next = base_offset + last_delta + 1
         if batch_next > start and base_offset < end and not attributes & _CONTROL_FLAG:
-            records = _decompress(attributes & _CODEC_MASK, buf[position + _HEADER_BYTES:batch_end], base_offset)
+            try:
+                records = decompress(attributes & _CODEC_MASK, buf[position + _HEADER_BYTES:batch_end], base_offset)
+            except RecordBodyError as error:
+                raise RecordError(str(error)) from None
             log_append_time = max_timestamp if attributes & _LOG_APPEND_TIME_FLAG else _CREATE_TIME_BATCH
             try:
                 added = decode_records(records, count, base_offset, base_timestamp, log_append_time, start, end,
@@ -181,44 +185,6 @@ def _raw_varint(data: bytes, position: int) -> tuple[int, int]:
             return raw, position
         shift += 7
     raise ValueError("a varint longer than 10 bytes")
-
-
-def _decompress(codec: int, data: bytes, base_offset: int) -> bytes:
-    if codec == 0:
-        return data
-    if codec == 1:
-        return gzip.decompress(data)
-    name = _CODEC_NAMES.get(codec)
-    if name is None:
-        raise RecordError(f"batch at offset {base_offset} uses unknown compression codec {codec}")
-    try:
-        import cramjam
-    except ImportError:
-        raise RecordError(f"batch at offset {base_offset} is {name}-compressed: reading it needs cramjam (pip install cramjam)") from None
-    if name == "snappy":
-        return _unsnappy(cramjam, data)
-    if name == "lz4":
-        return bytes(cramjam.lz4.decompress(data))
-    return bytes(cramjam.zstd.decompress(data))
-
-
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_XERIAL_CHUNK = struct.Struct(">i")
-
-
-def _unsnappy(cramjam, data: bytes) -> bytes:
-    """Java clients frame snappy in xerial's chunks (16-byte header, then length-prefixed raw
-    snappy blocks); librdkafka writes one raw block. Both are read."""
-    if not data.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
-    out = bytearray()
-    position = 16
-    while position < len(data):  # bounded: each step consumes one chunk
-        (chunk_bytes,) = _XERIAL_CHUNK.unpack_from(data, position)
-        position += _XERIAL_CHUNK.size
-        out += cramjam.snappy.decompress_raw(data[position:position + chunk_bytes])
-        position += chunk_bytes
-    return bytes(out)
 
 
 # -- encoding, for the sink ------------------------------------------------------------------

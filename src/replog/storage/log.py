@@ -4,13 +4,15 @@ Directory `<topic>-<partition>/`:
 
     <20-digit base offset>.log / .index / .timeindex   segments (segment.py, index.py)
     recovery-point-offset-checkpoint                   offset below which data is flushed
+    cleaner-offset-checkpoint                          compacted logs: where cleaning stopped
     leader-epoch-checkpoint                            leader-epoch cache (checkpoint.py)
     .clean-shutdown                                    present only between close() and reopen
 
 Only the last ("active") segment is appended to; a new one is rolled when the next append would
 pass segment.bytes, when the timestamps of the batches span segment.ms, or when an offset would
 no longer fit the indexes' 32-bit relative offsets. Retention deletes whole segments from the
-front, never the active one.
+front, never the active one. A compacted log (cleanup.policy=compact) is cleaned instead: its
+owner runs a CleanJob (begin_clean, job.run in another thread, complete_clean; cleaner.py).
 
 Durability: as in Kafka, the default leaves writing back to the OS (replication is the
 durability); flush.messages / flush.ms force fsyncs on the append path. The recovery point is the
@@ -38,6 +40,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 from replog.storage.checkpoint import TMP_SUFFIX, LeaderEpochCache, OffsetCheckpoint, fsync_directory
+from replog.storage.cleaner import (
+    CLEANED_SUFFIX,
+    CLEANER_CHECKPOINT_FILE,
+    CleanJob,
+    CleanResult,
+    SegmentFile,
+    cleaned_path,
+)
 from replog.storage.errors import InvalidRecordError, OffsetOutOfRangeError, RecordListTooLargeError
 from replog.storage.records import BatchHeader, assign_batches, batch_headers, run_of, validate_batches
 from replog.storage.segment import (
@@ -48,6 +58,7 @@ from replog.storage.segment import (
     Segment,
     SegmentCut,
     SegmentLimits,
+    segment_file_name,
 )
 
 logger = logging.getLogger(__name__)
@@ -64,7 +75,8 @@ class LogConfig:
     """Per-log settings; Kafka's topic config names in python spelling, Kafka's defaults.
 
     segment.bytes, segment.ms, index.interval.bytes, flush.messages, flush.ms, retention.ms
-    (-1: keep forever), retention.bytes (-1: no size limit), max.message.bytes.
+    (-1: keep forever), retention.bytes (-1: no size limit), max.message.bytes, and for a
+    compacted log (`compact`) delete.retention.ms and min.cleanable.dirty.ratio.
     """
 
     segment_bytes: int = 1 << 30
@@ -75,10 +87,14 @@ class LogConfig:
     retention_ms: int = 7 * 24 * 3600 * 1000
     retention_bytes: int = -1
     max_message_bytes: int = 1024 * 1024 + 12
+    compact: bool = False
+    delete_retention_ms: int = 24 * 3600 * 1000
+    min_cleanable_dirty_ratio: float = 0.5
 
     def __post_init__(self) -> None:
         minimums = {"segment_bytes": 14, "segment_ms": 1, "index_interval_bytes": 0, "flush_messages": 1,
-                    "flush_ms": 0, "retention_ms": -1, "retention_bytes": -1, "max_message_bytes": 0}
+                    "flush_ms": 0, "retention_ms": -1, "retention_bytes": -1, "max_message_bytes": 0,
+                    "delete_retention_ms": 0, "min_cleanable_dirty_ratio": 0}
         for name, minimum in minimums.items():
             if getattr(self, name) < minimum:
                 raise ValueError(f"{name} must be >= {minimum}, got {getattr(self, name)}")
@@ -106,6 +122,8 @@ class Log:
         self._clock = clock
         self.directory.mkdir(parents=True, exist_ok=True)
         self._recovery_checkpoint = OffsetCheckpoint(self.directory / RECOVERY_POINT_FILE)
+        self._cleaner_checkpoint = OffsetCheckpoint(self.directory / CLEANER_CHECKPOINT_FILE)
+        self._closed = False
         self.leader_epoch_cache = LeaderEpochCache(self.directory / LEADER_EPOCH_FILE)
         self._segments: list[Segment] = []
         self._segment_bases: list[int] = []
@@ -151,6 +169,12 @@ class Log:
         min_offset = segments[0].base_offset
         producer_runs = []
         for i, segment in enumerate(segments):
+            if segment.base_offset < min_offset and self._segments:
+                # A cleaning pass merged it into the segment before and crashed before deleting it.
+                logger.info("deleted segment a merged one holds topic=%s partition=%d segment=%d",
+                            self.topic, self.partition, segment.base_offset)
+                segment.delete()
+                continue
             if segment.base_offset < rescan_from:
                 opened = segment.load()
             elif segment.base_offset == rescan_from:
@@ -193,10 +217,11 @@ class Log:
         return [segment.base_offset for segment in segments]
 
     def _remove_stray_files(self) -> None:
-        """Delete checkpoint temp files and index files whose `.log` is gone."""
+        """Delete checkpoint temp files, a crashed cleaning's new segments and index files whose
+        `.log` is gone."""
         for path in self.directory.iterdir():
             orphan_index = path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and not path.with_suffix(LOG_SUFFIX).exists()
-            if orphan_index or path.name.endswith(TMP_SUFFIX):
+            if orphan_index or path.name.endswith((TMP_SUFFIX, CLEANED_SUFFIX)):
                 path.unlink()
 
     def _log_cut(self, segment: Segment, cut: SegmentCut) -> None:
@@ -533,10 +558,77 @@ class Log:
             fsync_directory(self.directory)
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
 
+    # -- compaction ----------------------------------------------------------------------------
+
+    def begin_clean(self, high_watermark: int, map_max_bytes: int) -> CleanJob | None:
+        """A cleaning pass over the whole segments below both `high_watermark` and the recovery
+        point (cleaner.py says why those), or None if the log is not compacted or too little of
+        that head is dirty (min.cleanable.dirty.ratio). Run the job in another thread, then hand
+        its result to complete_clean."""
+        if not self.config.compact or self._closed:
+            return None
+        limit = min(high_watermark, self.recovery_point, self.log_end_offset)
+        count = bisect.bisect_right(self._segment_bases, limit) - 1  # segments wholly below the limit
+        if count <= 0:
+            return None
+        end_offset = self._segment_bases[count]
+        first_dirty = min(max(self._cleaner_checkpoint.read().get((self.topic, self.partition), 0),
+                              self.log_start_offset), end_offset)
+        head = self._segments[:count]
+        total_bytes = sum(segment.size_bytes for segment in head)
+        dirty_bytes = sum(segment.size_bytes for i, segment in enumerate(head) if self._segment_bases[i + 1] > first_dirty)
+        if not dirty_bytes or dirty_bytes < self.config.min_cleanable_dirty_ratio * total_bytes:
+            return None
+        return CleanJob(self.directory, [SegmentFile(segment.base_offset, os.dup(segment.fd), segment.size_bytes)
+                                         for segment in head],
+                        end_offset, first_dirty, self._clock(), self.config.delete_retention_ms,
+                        self.config.segment_bytes, self.config.index_interval_bytes, map_max_bytes,
+                        (self._truncations, tuple(head)))
+
+    def complete_clean(self, job: CleanJob, result: CleanResult) -> bool:
+        """Swap the job's new segments in for the ones they replace, unless the log was closed,
+        truncated or changed at its head since the job began (then drop them); says which."""
+        head = self._segments[:len(job.segments)]
+        if self._closed or (self._truncations, tuple(head)) != job.identity:
+            for cleaned in result.cleaned:
+                for path in self._segments_paths(cleaned.base_offset, cleaned_path):
+                    path.unlink(missing_ok=True)
+            return False
+        now_ms = self._clock()
+        for cleaned in result.cleaned:  # bounded by the head's segments
+            first, *rest = (head[i] for i in cleaned.replaced)
+            log_path, *index_paths = self._segments_paths(cleaned.base_offset, lambda path: path)
+            for path in index_paths:  # the old indexes must never describe the new file
+                path.unlink()
+            os.replace(cleaned_path(log_path), log_path)
+            for path in index_paths:
+                os.replace(cleaned_path(path), path)
+            first.close_handle()
+            for segment in rest:
+                segment.delete()
+            replacement = Segment(self.directory, cleaned.base_offset, self._segment_limits, now_ms)
+            replacement.load()
+            for i in cleaned.replaced:
+                self._segments[i] = replacement
+        fsync_directory(self.directory)
+        self._segments = list(dict.fromkeys(self._segments))  # each merged group once, in order
+        self._segment_bases = self._bases_of(self._segments)
+        self._cleaner_checkpoint.write({(self.topic, self.partition): result.first_dirty})
+        logger.debug("cleaned log topic=%s partition=%d segments=%d bytes_before=%d bytes_after=%d records_removed=%d",
+                     self.topic, self.partition, len(job.segments), result.bytes_before,
+                     sum(cleaned.size_bytes for cleaned in result.cleaned), result.records_removed)
+        return True
+
+    def _segments_paths(self, base_offset: int, name: Callable[[Path], Path]) -> list[Path]:
+        """The .log, .index and .timeindex paths of the segment at `base_offset`, through `name`."""
+        return [name(self.directory / segment_file_name(base_offset, suffix))
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
+
     # -- lifecycle -----------------------------------------------------------------------------
 
     def close(self) -> None:
         """Flush everything, release files and mark the shutdown clean."""
+        self._closed = True
         self.flush()
         self._write_recovery_point()
         for segment in self._segments:
@@ -547,11 +639,13 @@ class Log:
     def close_handles(self) -> None:
         """Release file descriptors without flushing or marking clean: used when the log
         directory has failed, and by tests to simulate a killed process."""
+        self._closed = True
         for segment in self._segments:
             segment.close_handle()
 
     def delete(self) -> None:
         """Remove the log and its directory."""
+        self._closed = True
         for segment in self._segments:
             segment.close_handle()
         shutil.rmtree(self.directory)

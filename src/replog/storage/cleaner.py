@@ -1,0 +1,326 @@
+"""Log compaction (cleanup.policy=compact): Kafka's log cleaner, for one log at a time.
+
+A compacted log keeps at least the latest record of every key. The cleaner works on the log's
+"cleanable" head: the whole segments below both the high watermark (so that nothing it removes
+can be needed again after a truncation: a record is only superseded by a committed one) and the
+recovery point (so that crash recovery never rescans what it rewrote, whose producer state a
+snapshot holds). The head splits at the cleaner checkpoint `first_dirty`: below it lies what an
+earlier pass cleaned, above it what arrived since ("dirty").
+
+One pass (CleanJob.run, in a worker thread, on descriptors of its own):
+
+1. Map the dirty part: the offset of the last record of every key (the "offset map"). The map is
+   bounded by `map_max_bytes`; if it fills, the pass stops at the last whole segment mapped.
+2. Rewrite every segment of the head, oldest first, keeping a record unless a later record of
+   its key is in the map, it has no key (a compacted topic cannot use those, as in Kafka), or it
+   is a tombstone (null value) older than delete.retention.ms. A batch keeps its base offset,
+   last offset delta, timestamps and producer fields, so offsets never move and followers and
+   consumers see gaps, as with Kafka; one left with no record is dropped, but for the last batch
+   of each producer, kept empty so that its sequence survives. Control batches are kept.
+3. Write the survivors of consecutive segments into one new segment while their sizes before
+   cleaning add up to at most segment.bytes, so that the segment count shrinks too. Each new
+   segment is written and fsynced, indexes included, as `<base>.log.cleaned` beside the log.
+
+Then the log's owner swaps them in on its own thread (Log.complete_clean): for each new segment,
+the old first segment's index files go, the new `.log` is renamed over it, its new indexes are
+renamed in, and the rest of the group is deleted. A crash leaves, at worst, a merged segment
+that already holds the segments after it: opening a log deletes those (Log._open), and stray
+`.cleaned` files. The pass is refused if the log was truncated, closed or changed at its head
+meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+import crc32c
+
+from replog.storage.index import OffsetIndex, TimeIndex
+from replog.storage.record_bodies import RecordBodyError, compress, decompress, records_of
+from replog.storage.records import (
+    CONTROL_BATCH_BIT,
+    HEADER_SIZE_BYTES,
+    LOG_OVERHEAD_BYTES,
+    MAX_RELATIVE_OFFSET,
+    NO_PRODUCER_ID,
+    NO_TIMESTAMP,
+    parse_header,
+)
+from replog.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_name
+
+logger = logging.getLogger(__name__)
+
+CLEANED_SUFFIX = ".cleaned"
+CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+_READ_CHUNK_BYTES = 8 << 20
+# What one offset-map entry costs in memory beyond its key: a dict slot, the key's bytes object
+# and its int (measured with sys.getsizeof on CPython 3.11, rounded up).
+_MAP_ENTRY_OVERHEAD_BYTES = 120
+_CODEC_MASK = 0x07
+_BATCH_LENGTH = struct.Struct(">i")
+_BATCH_LENGTH_POSITION = 8
+_CRC = struct.Struct(">I")
+_CRC_POSITION = 17
+_CRC_START = 21
+_RECORD_COUNT = struct.Struct(">i")
+_RECORD_COUNT_POSITION = 57
+_ATTRIBUTES_LOW_BYTE = 22  # of the int16 at 21: the codec bits
+_PRODUCER_ID = struct.Struct(">q")
+_PRODUCER_ID_POSITION = 43
+
+
+class SegmentFile(NamedTuple):
+    """A segment of the cleanable head as the job sees it: its own descriptor of the `.log`."""
+
+    base_offset: int
+    fd: int
+    size_bytes: int
+
+
+class CleanedSegment(NamedTuple):
+    """A new segment replacing `replaced` (indexes into the job's segments, consecutive)."""
+
+    base_offset: int
+    replaced: range
+    size_bytes: int
+
+
+class CleanResult(NamedTuple):
+    cleaned: list[CleanedSegment]
+    first_dirty: int  # the new cleaner checkpoint: where the offset map ended
+    bytes_before: int
+    records_removed: int
+
+
+class CleanJob:
+    """One cleaning pass over a log's cleanable head; see the module docstring."""
+
+    def __init__(self, directory: Path, segments: list[SegmentFile], end_offset: int, first_dirty: int, now_ms: int,
+                 delete_retention_ms: int, segment_bytes: int, index_interval_bytes: int, map_max_bytes: int,
+                 identity: object):
+        self.directory = directory
+        self.segments = segments
+        self._end_offset = end_offset  # the base of the first segment after the head
+        self._first_dirty = first_dirty
+        self._tombstone_horizon_ms = now_ms - delete_retention_ms
+        self._segment_bytes = segment_bytes
+        self._index_interval_bytes = index_interval_bytes
+        self._map_max_bytes = map_max_bytes
+        self.identity = identity  # what the log checks before swapping the result in
+
+    def run(self) -> CleanResult:
+        """Map, rewrite and write the new segments; closes the job's descriptors."""
+        try:
+            offset_map, mapped_segments = self._map_dirty_part()
+            cleaned_count = mapped_segments
+            map_end = self.segments[cleaned_count].base_offset if cleaned_count < len(self.segments) else self._end_offset
+            last_batch_of_producer = self._last_batches_of_producers(cleaned_count)
+            cleaned, records_removed = self._rewrite(cleaned_count, offset_map, last_batch_of_producer)
+            return CleanResult(cleaned, map_end, sum(s.size_bytes for s in self.segments[:cleaned_count]), records_removed)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        for segment in self.segments:
+            os.close(segment.fd)
+        self.segments = [segment._replace(fd=-1) for segment in self.segments]
+
+    # -- 1. the offset map ---------------------------------------------------------------------
+
+    def _map_dirty_part(self) -> tuple[dict[bytes, int], int]:
+        """The last offset of each key of the dirty segments, and how many leading segments of
+        the head it covers (all but the tail of dirty segments past a full map)."""
+        offset_map: dict[bytes, int] = {}
+        map_bytes = 0
+        for index, segment in enumerate(self.segments):  # bounded by the head's segments
+            next_base = self.segments[index + 1].base_offset if index + 1 < len(self.segments) else self._end_offset
+            if next_base <= self._first_dirty:
+                continue
+            if map_bytes > self._map_max_bytes:
+                return offset_map, index
+            for header, batch in _batches(segment):  # bounded by the segment's batches
+                if header.attributes & CONTROL_BATCH_BIT:
+                    continue
+                for record in _records(header, batch):  # bounded by the batch's records
+                    if record.key is not None:
+                        if record.key not in offset_map:
+                            map_bytes += len(record.key) + _MAP_ENTRY_OVERHEAD_BYTES
+                        offset_map[record.key] = header.base_offset + record.offset_delta
+            if map_bytes > self._map_max_bytes and index == 0:
+                logger.warning("offset map of the log cleaner holds %d bytes after one segment (over the %d of "
+                               "log.cleaner.dedupe.buffer.size): cleaning it anyway dir=%s segment=%d",
+                               map_bytes, self._map_max_bytes, self.directory, segment.base_offset)
+        return offset_map, len(self.segments)
+
+    def _last_batches_of_producers(self, count: int) -> set[int]:
+        """Base offsets of the last batch of each producer id in the first `count` segments."""
+        last: dict[int, int] = {}
+        for segment in self.segments[:count]:  # bounded by the head's segments
+            for header, batch in _batches(segment):  # bounded by the segment's batches
+                (producer_id,) = _PRODUCER_ID.unpack_from(batch, _PRODUCER_ID_POSITION)
+                if producer_id != NO_PRODUCER_ID:
+                    last[producer_id] = header.base_offset
+        return set(last.values())
+
+    # -- 2 and 3. rewriting ---------------------------------------------------------------------
+
+    def _rewrite(self, count: int, offset_map: dict[bytes, int],
+                 kept_empty: set[int]) -> tuple[list[CleanedSegment], int]:
+        cleaned = []
+        records_removed = 0
+        start = 0
+        while start < count:  # each turn consumes at least one segment
+            end = start + 1
+            group_bytes = self.segments[start].size_bytes
+            while (end < count and group_bytes + self.segments[end].size_bytes <= self._segment_bytes
+                   and _next_base(self.segments, end + 1, self._end_offset) - 1 - self.segments[start].base_offset
+                   <= MAX_RELATIVE_OFFSET):
+                group_bytes += self.segments[end].size_bytes
+                end += 1
+            writer = _SegmentWriter(self.directory, self.segments[start].base_offset, self._index_interval_bytes)
+            try:
+                changed = end - start > 1
+                for segment in self.segments[start:end]:  # bounded by the group
+                    for header, batch in _batches(segment):  # bounded by the segment's batches
+                        kept, removed = self._clean_batch(header, batch, offset_map, kept_empty)
+                        records_removed += removed
+                        changed = changed or kept is not batch
+                        if kept is not None:
+                            writer.append(kept)
+                if changed:
+                    cleaned.append(CleanedSegment(self.segments[start].base_offset, range(start, end), writer.finish()))
+                else:
+                    writer.discard()
+            except BaseException:
+                writer.discard()
+                raise
+            start = end
+        return cleaned, records_removed
+
+    def _clean_batch(self, header, batch: memoryview, offset_map: dict[bytes, int],
+                     kept_empty: set[int]) -> tuple[memoryview | bytes | None, int]:
+        """The batch as it stays (itself if whole, rebuilt if some records go, None if it goes
+        entirely) and how many records it lost."""
+        if header.attributes & CONTROL_BATCH_BIT:
+            return batch, 0
+        codec = header.attributes & _CODEC_MASK
+        body = decompress(codec, bytes(batch[HEADER_SIZE_BYTES:]), header.base_offset)
+        kept_spans = []
+        tombstones_expire = 0 <= header.max_timestamp < self._tombstone_horizon_ms
+        for record in records_of(body, header.record_count, header.base_offset):  # bounded by the batch's records
+            offset = header.base_offset + record.offset_delta
+            superseded = record.key is None or offset_map.get(record.key, offset) > offset
+            if not superseded and not (record.value is None and tombstones_expire):
+                kept_spans.append((record.start, record.end))
+        removed = header.record_count - len(kept_spans)
+        if removed == 0:
+            return batch, 0
+        if not kept_spans and header.base_offset not in kept_empty:
+            return None, removed
+        records = b"".join(body[start:end] for start, end in kept_spans)
+        payload = compress(codec, records, header.base_offset) if records else b""
+        rebuilt = bytearray(batch[:HEADER_SIZE_BYTES])
+        if not records:
+            rebuilt[_ATTRIBUTES_LOW_BYTE] &= ~_CODEC_MASK & 0xFF  # an empty batch is stored uncompressed
+        rebuilt += payload
+        _BATCH_LENGTH.pack_into(rebuilt, _BATCH_LENGTH_POSITION, len(rebuilt) - LOG_OVERHEAD_BYTES)
+        _RECORD_COUNT.pack_into(rebuilt, _RECORD_COUNT_POSITION, len(kept_spans))
+        _CRC.pack_into(rebuilt, _CRC_POSITION, crc32c.crc32c(memoryview(rebuilt)[_CRC_START:]))
+        return rebuilt, removed
+
+
+def _records(header, batch: memoryview):
+    body = decompress(header.attributes & _CODEC_MASK, bytes(batch[HEADER_SIZE_BYTES:]), header.base_offset)
+    return records_of(body, header.record_count, header.base_offset)
+
+
+def _next_base(segments: list[SegmentFile], index: int, end_offset: int) -> int:
+    return segments[index].base_offset if index < len(segments) else end_offset
+
+
+def _batches(segment: SegmentFile):
+    """(header, batch bytes) of every batch of a segment, read in chunks; the log validated them
+    on the way in, so only their framing is read here."""
+    position = 0
+    chunk = memoryview(b"")
+    chunk_position = 0
+    while position < segment.size_bytes:  # bounded: each turn moves past one batch
+        at = position - chunk_position
+        if at + HEADER_SIZE_BYTES > len(chunk) or at + parse_header(chunk, at).size_bytes > len(chunk):
+            length = max(_READ_CHUNK_BYTES, _batch_size_at(segment.fd, position))
+            chunk = memoryview(os.pread(segment.fd, min(length, segment.size_bytes - position), position))
+            chunk_position, at = position, 0
+        header = parse_header(chunk, at, chunk_position)
+        if at + header.size_bytes > len(chunk):
+            raise RecordBodyError(f"segment {segment.base_offset} ends inside the batch at position {position}")
+        yield header, chunk[at:at + header.size_bytes]
+        position += header.size_bytes
+
+
+def _batch_size_at(fd: int, position: int) -> int:
+    (length,) = _BATCH_LENGTH.unpack(os.pread(fd, 4, position + _BATCH_LENGTH_POSITION))
+    return length + LOG_OVERHEAD_BYTES
+
+
+class _SegmentWriter:
+    """A new segment's `.log.cleaned` and index files, written and fsynced in the job's thread;
+    index entries taken as Segment takes them on append."""
+
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int):
+        self.log_path = cleaned_path(directory / segment_file_name(base_offset, LOG_SUFFIX))
+        self._fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        self._offset_index = OffsetIndex(cleaned_path(directory / segment_file_name(base_offset, INDEX_SUFFIX)), base_offset)
+        self._time_index = TimeIndex(cleaned_path(directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)), base_offset)
+        self._index_interval_bytes = index_interval_bytes
+        self._index_due_position = index_interval_bytes
+        self._position = 0
+        self._max_timestamp = NO_TIMESTAMP
+        self._pending: list = []
+        self._pending_bytes = 0
+
+    def append(self, batch) -> None:
+        header = parse_header(batch, 0)
+        if self._position > self._index_due_position:
+            self._offset_index.keys.append(header.base_offset)
+            self._offset_index.values.append(self._position)
+            self._time_index.keys.append(self._max_timestamp)
+            self._time_index.values.append(header.base_offset)
+            self._index_due_position = self._position + self._index_interval_bytes
+        self._max_timestamp = max(self._max_timestamp, header.max_timestamp)
+        self._pending.append(batch)
+        self._pending_bytes += len(batch)
+        self._position += len(batch)
+        if self._pending_bytes >= _READ_CHUNK_BYTES:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        data = memoryview(b"".join(self._pending))
+        while data:  # each turn writes at least one byte or raises
+            data = data[os.write(self._fd, data):]
+        self._pending = []
+        self._pending_bytes = 0
+
+    def finish(self) -> int:
+        """Write and fsync everything; the new segment's size."""
+        self._write_pending()
+        os.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = -1
+        self._offset_index.persist(fsync=True)
+        self._time_index.persist(fsync=True)
+        return self._position
+
+    def discard(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        for path in (self.log_path, self._offset_index.path, self._time_index.path):
+            path.unlink(missing_ok=True)
+
+
+def cleaned_path(path: Path) -> Path:
+    return path.with_name(path.name + CLEANED_SUFFIX)
