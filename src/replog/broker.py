@@ -50,7 +50,7 @@ from kio.schema.errors import ErrorCode
 from replog import admin
 from replog.admin.errors import AdminError
 from replog.config import BrokerConfig, HostPort
-from replog.coord_backends import BadVersion, NodeExists, NoNode, SessionState, StoreError, open_store
+from replog.coord_backends import BadVersion, NodeExists, NoNode, ObservedStore, SessionState, StoreError, open_store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, ClusterId, InvalidNodeValue
 from replog.groups import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, GroupLimits
@@ -125,9 +125,6 @@ class Broker:
 
     def _build(self, config: BrokerConfig) -> None:
         """The components, on the locked data directory."""
-        self.store = open_store(
-            config["coord.url"], data_dir=str(self.data_dir), session_timeout_ms=config["coord.session.timeout.ms"]
-        )
         manager_config = ManagerConfig(
             data_dir=self.data_dir,
             broker_id=self.broker_id,
@@ -137,6 +134,9 @@ class Broker:
         metrics_listener = config["metrics.listeners"]
         served = BrokerMetrics if metrics_listener is not None else UnservedMetrics
         self.metrics = served(per_partition=config["metrics.per.partition.enable"])
+        self.store = ObservedStore(open_store(
+            config["coord.url"], data_dir=str(self.data_dir), session_timeout_ms=config["coord.session.timeout.ms"]
+        ), self.metrics.store_operation)
         self.replicas = ReplicaManager(manager_config, wall_clock_ms, monotonic_ms, log_flushed=self.metrics.log_flushed)
         self.metadata = MetadataCache(self.store)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)

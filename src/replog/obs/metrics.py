@@ -3,7 +3,7 @@ process, so the global default registry is never used).
 
 Two kinds, as Kafka's and Redpanda's brokers keep them:
 
-- Events (requests, ISR changes, elections, flushes, bytes) move counters and histograms where
+- Events (requests, ISR changes, elections, flushes, store operations, bytes) move counters and histograms where
   they happen. The hot path pays a dictionary lookup and a few increments per request and per
   partition (each takes prometheus_client's uncontended lock), never per record: labelled
   children are cached here by their label values, since `Counter.labels()` formats and locks
@@ -36,6 +36,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 # An fsync: tens of microseconds on a quiet SSD to seconds on a saturated disk.
 FLUSH_BUCKETS_S = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
+# A coordination store operation: tens of microseconds in the embedded store, a round trip to
+# ZooKeeper or etcd, up to a session timeout (9 s by default) when the server does not answer.
+STORE_BUCKETS_S = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 # Request phases: waiting for the event loop after the frame was read; in the handler;
 # from the handler's answer to its write, behind the connection's earlier responses (Kafka
@@ -124,6 +127,19 @@ class BrokerMetrics:
             "(flush.messages, flush.ms) or at close", registry=registry)
         self.log_flush_duration = Histogram("replog_log_flush_duration_seconds", "time a log flush took",
                                             buckets=FLUSH_BUCKETS_S, registry=registry)
+        self._store_operation_duration = Histogram(
+            "replog_store_operation_seconds",
+            "coordination store operations by kind, as the broker waited for them, failed ones included",
+            ["operation"], buckets=STORE_BUCKETS_S, registry=registry)
+        # Errors in a counter of their own rather than an outcome label on the histogram: the
+        # histogram's count is every operation, so an error ratio is one division, and six error
+        # kinds would multiply its buckets for a latency that says little.
+        self._store_operation_errors = Counter(
+            "replog_store_operation_errors",
+            "coordination store operations that failed, by kind and error: NoNode, NodeExists, BadVersion and "
+            "NotEmpty are answers (a lost compare-and-set, a node already gone); CoordinationUnavailable and "
+            "SessionLost are the store's trouble",
+            ["operation", "error"], registry=registry)
         self.state_change_queue_requests = Gauge(
             "replog_state_change_queue_requests", "requests waiting in this broker's state-change queue", registry=registry)
         self.state_change_queue_oldest_seconds = Gauge(
@@ -169,6 +185,13 @@ class BrokerMetrics:
         self.log_flushes.inc()
         self.log_flush_duration.observe(duration_s)
 
+    def store_operation(self, operation: str, duration_s: float, error: str | None) -> None:
+        """An operation of the coordination store (coord_backends/observed.py), ended with `error`
+        (a StoreError's class name) or None."""
+        self._child(self._store_operation_duration, operation).observe(duration_s)
+        if error is not None:
+            self._child(self._store_operation_errors, operation, error).inc()
+
     def _phases(self, api: str) -> tuple[Any, ...]:
         phases = self._request_phases.get(api)
         if phases is None:
@@ -186,7 +209,7 @@ class BrokerMetrics:
 class UnservedMetrics(BrokerMetrics):
     """A broker's metrics when it serves none (metrics.listeners is empty): nothing can read them,
     so requests and bytes, on the produce and fetch path, are not counted; the rare events
-    (ISR changes, elections, flushes) are, as they cost nothing measurable."""
+    (ISR changes, elections, flushes, store operations) are, as they cost nothing measurable."""
 
     def request_handled(self, api: str, version: int, received_s: float, started_s: float, handled_s: float) -> None:
         pass
