@@ -50,7 +50,7 @@ from kio.schema.errors import ErrorCode
 from replog import admin
 from replog.admin.errors import AdminError
 from replog.config import BrokerConfig, HostPort
-from replog.coord_backends import BadVersion, NodeExists, NoNode, SessionState, StoreError, open_store
+from replog.coord_backends import BadVersion, NodeExists, NoNode, ObservedStore, SessionState, StoreError, open_store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, ClusterId, InvalidNodeValue
 from replog.groups import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, GroupLimits
@@ -62,6 +62,7 @@ from replog.storage.data_dir_lock import DataDirectoryLock
 from replog.replica.manager import NEVER_MS, ManagerConfig, ReplicaManager
 from replog.replication.state_changes import StateChangeListener
 from replog.replication.throttle_rates import ThrottleRates
+from replog.net import high_watermarks
 from replog.net.leader_connections import LeaderConnections
 from replog.replication.driver import LeadershipContext
 from replog.replication.hosted import HostedPartitions
@@ -74,8 +75,9 @@ REGISTRATION_RETRY_MAX_S = 5.0
 # per transaction (each partition takes a few), so __consumer_offsets (50 partitions by default)
 # is created with this many and then grown, this many at a time.
 OFFSETS_TOPIC_PARTITIONS_PER_STEP = 16
-# Well within Prometheus's default scrape timeout (10 s): a scrape must answer while the store does not.
-STATE_CHANGE_QUEUE_READ_MAX_S = 2.0
+# What a scrape reads of the store and asks of other brokers: well within Prometheus's default
+# scrape timeout (10 s), as a scrape must answer while the store or a leader does not.
+SCRAPE_READ_MAX_S = 2.0
 
 
 def wall_clock_ms() -> int:
@@ -121,9 +123,6 @@ class Broker:
 
     def _build(self, config: BrokerConfig) -> None:
         """The components, on the locked data directory."""
-        self.store = open_store(
-            config["coord.url"], data_dir=str(self.data_dir), session_timeout_ms=config["coord.session.timeout.ms"]
-        )
         manager_config = ManagerConfig(
             data_dir=self.data_dir,
             broker_id=self.broker_id,
@@ -135,6 +134,9 @@ class Broker:
         metrics_listener = config["metrics.listeners"]
         served = BrokerMetrics if metrics_listener is not None else UnservedMetrics
         self.metrics = served(per_partition=config["metrics.per.partition.enable"])
+        self.store = ObservedStore(open_store(
+            config["coord.url"], data_dir=str(self.data_dir), session_timeout_ms=config["coord.session.timeout.ms"]
+        ), self.metrics.store_operation)
         self.replicas = ReplicaManager(manager_config, wall_clock_ms, monotonic_ms, log_flushed=self.metrics.log_flushed)
         self.metadata = MetadataCache(self.store)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
@@ -156,10 +158,13 @@ class Broker:
             store_session_state=lambda: self.store.session_state.value,
             store_session_states=tuple(state.value for state in SessionState),
             now_ms=self.now_ms,
+            committed_offsets=self.groups.committed_offsets,
+            high_watermarks=lambda: self._high_watermarks,
         ))
         self.metrics_server = (None if metrics_listener is None
                                else MetricsServer(self.metrics.registry, metrics_listener.host, metrics_listener.port,
-                                                  before_scrape=self._observe_state_change_queue))
+                                                  before_scrape=self._before_scrape))
+        self._high_watermarks: dict[tuple[str, int], int] = {}  # of the groups' partitions, at the last scrape
         self.cluster_id: str | None = None
         self._session_follower: asyncio.Task | None = None
         self._registered = False
@@ -428,13 +433,30 @@ class Broker:
                 failures += 1
                 await asyncio.sleep(delay_s)
 
+    async def _before_scrape(self) -> None:
+        await asyncio.gather(self._observe_state_change_queue(), self._learn_high_watermarks())
+
+    async def _learn_high_watermarks(self) -> None:
+        """The high watermarks the consumer group lag is computed from, for a scrape."""
+        wanted = {(topic, partition) for _, topic, partition, _ in self.groups.committed_offsets()}
+        self._high_watermarks = await high_watermarks.learn(
+            wanted, self._high_watermark_led_here, self._leader_of, self.metadata.brokers.get, SCRAPE_READ_MAX_S)
+
+    def _high_watermark_led_here(self, topic: str, partition: int) -> int | None:
+        hosted = self.replicas.hosted(topic, partition)
+        return hosted.high_watermark if hosted is not None and hosted.leader_id == self.broker_id else None
+
+    def _leader_of(self, topic: str, partition: int) -> int | None:
+        view = self.metadata.topics.get(topic, {}).get(partition)
+        return None if view is None or view.leader < 0 else view.leader
+
     async def _observe_state_change_queue(self) -> None:
         """The state-change queue's gauges, from the store, for a scrape: a store that does not
-        answer within STATE_CHANGE_QUEUE_READ_MAX_S leaves them as they were, and the scrape goes on."""
+        answer within SCRAPE_READ_MAX_S leaves them as they were, and the scrape goes on."""
         if self._session_follower is None:
             return  # the store is not started yet: there is no queue to read
         try:
-            async with asyncio.timeout(STATE_CHANGE_QUEUE_READ_MAX_S):
+            async with asyncio.timeout(SCRAPE_READ_MAX_S):
                 depth, oldest_ms = await self.state_changes.backlog(self.now_ms())
         except (StoreError, TimeoutError) as error:
             logger.debug("state-change queue not read for the metrics broker=%d error=%r", self.broker_id, error)

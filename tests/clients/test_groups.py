@@ -6,10 +6,12 @@ Kafka's errors while the coordinator keeps serving."""
 from __future__ import annotations
 
 import time
+import urllib.request
 import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 
 from .conftest import create_topic
@@ -153,6 +155,38 @@ def test_metadata_up_to_offset_metadata_max_bytes_is_kept(group_broker):
         consumer.commit(offsets=[TopicPartition(topic, 0, 1, metadata="m" * 4095)], asynchronous=False)
         (committed,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
         assert (committed.offset, committed.metadata.rstrip("\x00")) == (1, "m" * 4095)
+    finally:
+        consumer.close()
+
+
+def scraped_group_lag(broker, group: str) -> tuple[float | None, float | None]:
+    """(total, max) lag of `group` on the broker's metrics endpoint."""
+    with urllib.request.urlopen(f"http://{broker.metrics_address}/metrics", timeout=WAIT_S) as answer:
+        body = answer.read().decode()
+    samples = {sample.name: sample.value for family in text_string_to_metric_families(body)
+               for sample in family.samples if sample.labels.get("group") == group}
+    return samples.get("replog_consumer_group_lag_records"), samples.get("replog_consumer_group_max_lag_records")
+
+
+def scrape_until(broker, group: str, expected: tuple[int, int]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while (scraped := scraped_group_lag(broker, group)) != expected:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"group lag {scraped}, not {expected}, after {WAIT_S}s")
+        time.sleep(0.1)
+
+
+def test_a_groups_lag_is_scraped_as_its_partitions_ends_less_its_committed_offsets(group_broker):
+    bootstrap, topic, group = group_broker.bootstrap, new_topic(group_broker), f"g-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap, topic, ["x"] * 3 * PARTITIONS)  # 3 records a partition
+    consumer = confluent_consumer(bootstrap, group, topic)
+    read: dict[int, list[str]] = {}
+    try:
+        poll_until([consumer], read, lambda: len(read.get(0, ())) == 3 * PARTITIONS, "the consumer to read")
+        consumer.commit(offsets=[TopicPartition(topic, 0, 1), TopicPartition(topic, 1, 2)], asynchronous=False)
+        scrape_until(group_broker, group, (2 + 1, 2))
+        produce(bootstrap, topic, ["y"] * 3 * PARTITIONS)  # acknowledged by all: the ends moved
+        scrape_until(group_broker, group, (2 + 1 + 3 * PARTITIONS, 2 + 3))
     finally:
         consumer.close()
 

@@ -6,6 +6,8 @@ broker in this process, scraped through its endpoint as Prometheus would."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import uuid
 from types import SimpleNamespace
 
@@ -17,7 +19,8 @@ from replog.broker import Broker
 from replog.config import load_broker_config
 from replog.coord_backends import SessionState, paths
 from replog.coord_backends.memory import MemoryStore
-from replog.coord_backends.paths import ReplicaAssignment
+from replog.coord_backends.paths import BrokerRegistration, ReplicaAssignment
+from replog.net import high_watermarks
 from replog.net.client import BrokerConnection
 from replog.net.codec import ApiKey
 from replog.net.handlers import HANDLERS
@@ -54,7 +57,8 @@ def hosted(topic: str, leader: int, assigned: tuple[int, ...], isr: tuple[int, .
                            follower_lags=lambda now_ms: [(OTHER, 5, 1500)])
 
 
-def metrics_over(partitions=(), cluster=None, registered=(ME, OTHER, THIRD), per_partition=False) -> BrokerMetrics:
+def metrics_over(partitions=(), cluster=None, registered=(ME, OTHER, THIRD), per_partition=False, committed=(),
+                 high_watermarks=None) -> BrokerMetrics:
     metrics = BrokerMetrics(per_partition=per_partition)
     metrics.watch(StateSources(
         broker_id=ME,
@@ -66,6 +70,8 @@ def metrics_over(partitions=(), cluster=None, registered=(ME, OTHER, THIRD), per
         store_session_state=lambda: "suspended",
         store_session_states=("connected", "suspended", "lost"),
         now_ms=lambda: 0,
+        committed_offsets=lambda: committed,
+        high_watermarks=lambda: high_watermarks or {},
     ))
     return metrics
 
@@ -108,7 +114,7 @@ def test_the_cluster_wide_sum_of_offline_partitions_counts_each_once():
     def offline_by(broker_id: int) -> float:
         metrics = BrokerMetrics()
         metrics.watch(StateSources(broker_id, lambda: (), lambda p: 1, lambda: cluster, lambda: frozenset((ME, OTHER, THIRD)),
-                                   lambda: 0, lambda: "connected", ("connected",), lambda: 0))
+                                   lambda: 0, lambda: "connected", ("connected",), lambda: 0, lambda: (), dict))
         return sample(metrics, "replog_offline_partitions")
 
     assert [offline_by(broker) for broker in (ME, OTHER, THIRD)] == [2, 1, 0]
@@ -121,6 +127,24 @@ def test_follower_lag_is_exported_only_when_per_partition_series_are_asked_for()
     per_partition = metrics_over(led, per_partition=True)
     assert sample(per_partition, "replog_follower_lag_records", **labels) == 5
     assert sample(per_partition, "replog_follower_lag_seconds", **labels) == 1.5
+
+
+def test_a_groups_lag_sums_and_maximises_its_partitions_lags_and_leaves_out_those_of_unknown_end():
+    committed = [("g", "a", 0, 10), ("g", "a", 1, 40), ("g", "b", 0, 7), ("g", "gone", 0, 3), ("h", "a", 0, 25)]
+    ends = {("a", 0): 30, ("a", 1): 35, ("b", 0): 12}  # a-1: committed past its end, no backlog
+    metrics = metrics_over(committed=committed, high_watermarks=ends)
+    assert sample(metrics, "replog_consumer_group_lag_records", group="g") == 20 + 0 + 5
+    assert sample(metrics, "replog_consumer_group_max_lag_records", group="g") == 20
+    assert sample(metrics, "replog_consumer_group_lag_unknown_partitions", group="g") == 1
+    assert sample(metrics, "replog_consumer_group_lag_records", group="h") == 5
+    assert sample(metrics, "replog_consumer_group_lag_unknown_partitions", group="h") == 0
+    assert sample(metrics, "replog_consumer_group_partition_lag_records", group="g", topic="a", partition="0") is None
+
+    per_partition = metrics_over(committed=committed, high_watermarks=ends, per_partition=True)
+    assert sample(per_partition, "replog_consumer_group_partition_lag_records", group="g", topic="a", partition="0") == 20
+    assert sample(per_partition, "replog_consumer_group_committed_offset", group="g", topic="gone", partition="0") == 3
+    assert sample(per_partition, "replog_consumer_group_partition_lag_records", group="g", topic="gone",
+                  partition="0") is None
 
 
 def test_a_partitions_follower_lags_are_its_followers_distance_from_its_log_end(tmp_path):
@@ -226,36 +250,51 @@ async def scraped_samples(address: str) -> dict[tuple[str, frozenset], float]:
             for family in text_string_to_metric_families(body.decode()) for sample in family.samples}
 
 
-async def test_requests_bytes_records_errors_and_elections_of_a_broker_are_counted(tmp_path):
+@contextlib.asynccontextmanager
+async def broker_leading_a_topic(tmp_path, metrics_listener: str):
+    """(broker, connection, topic): a broker of its own in this process on the embedded store,
+    a connection to it and a new one-partition topic it leads; the broker stopped at the end."""
     broker = Broker(load_broker_config(None, {
         "broker.id": str(ME), "log.dirs": str(tmp_path / "data"), "coord.url": f"memory://{tmp_path / 'store.db'}",
-        "listeners": "127.0.0.1:0", "metrics.listeners": "127.0.0.1:0", "preferred.replica.election.wait.ms": "0",
+        "listeners": "127.0.0.1:0", "metrics.listeners": metrics_listener, "preferred.replica.election.wait.ms": "0",
     }))
     await broker.start()
     try:
-        topic = f"t-{uuid.uuid4().hex[:8]}"
         async with await BrokerConnection.open("127.0.0.1", broker.server.port, request_timeout_s=WAIT_S) as connection:
-            created = await connection.request(ApiKey.CREATE_TOPICS, None, {
-                "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
-                "timeout": WAIT_S * 1000, "validate_only": False})
-            assert created.topics[0].error_code == ErrorCode.none
+            yield broker, connection, await create_led_topic(broker, connection)
+    finally:
+        await broker.stop()
 
-            async def led() -> bool:
-                return broker.replicas.hosted(topic, 0) is not None and broker.serving(topic, 0)
 
-            await eventually(led, WAIT_S, "the new partition led here")
-            samples = await scraped_samples(broker.metrics_address)
-            assert samples[("replog_leader_elections_total", frozenset({("outcome", "won")}))] == 1
-            assert samples[("replog_leader_partitions", frozenset())] == 1
-            assert samples[("replog_connections", frozenset())] == 1  # this client's (a scrape is no Kafka connection)
-            assert ("replog_bytes_in_total", frozenset({("topic", topic)})) not in samples
+async def create_led_topic(broker: Broker, connection: BrokerConnection) -> str:
+    """A new one-partition topic, once `broker` leads and serves it."""
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    created = await connection.request(ApiKey.CREATE_TOPICS, None, {
+        "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
+        "timeout": WAIT_S * 1000, "validate_only": False})
+    assert created.topics[0].error_code == ErrorCode.none
 
-            batch = build_batch(record_count=5)
-            produced = await connection.produce(topic, 0, bytes(batch), acks=-1, timeout_ms=WAIT_S * 1000)
-            assert produced.error_code == ErrorCode.none
-            refused = await connection.produce(f"{topic}-absent", 0, bytes(batch), acks=1, timeout_ms=WAIT_S * 1000)
-            assert refused.error_code == ErrorCode.unknown_topic_or_partition
-            fetched = await connection.fetch(topic, 0, 0, max_bytes=1 << 20, max_wait_ms=0)
+    async def led() -> bool:
+        return broker.replicas.hosted(topic, 0) is not None and broker.serving(topic, 0)
+
+    await eventually(led, WAIT_S, "the new partition led here")
+    return topic
+
+
+async def test_requests_bytes_records_errors_and_elections_of_a_broker_are_counted(tmp_path):
+    async with broker_leading_a_topic(tmp_path, metrics_listener="127.0.0.1:0") as (broker, connection, topic):
+        samples = await scraped_samples(broker.metrics_address)
+        assert samples[("replog_leader_elections_total", frozenset({("outcome", "won")}))] == 1
+        assert samples[("replog_leader_partitions", frozenset())] == 1
+        assert samples[("replog_connections", frozenset())] == 1  # this client's (a scrape is no Kafka connection)
+        assert ("replog_bytes_in_total", frozenset({("topic", topic)})) not in samples
+
+        batch = build_batch(record_count=5)
+        produced = await connection.produce(topic, 0, bytes(batch), acks=-1, timeout_ms=WAIT_S * 1000)
+        assert produced.error_code == ErrorCode.none
+        refused = await connection.produce(f"{topic}-absent", 0, bytes(batch), acks=1, timeout_ms=WAIT_S * 1000)
+        assert refused.error_code == ErrorCode.unknown_topic_or_partition
+        fetched = await connection.fetch(topic, 0, 0, max_bytes=1 << 20, max_wait_ms=0)
 
         samples = await scraped_samples(broker.metrics_address)
         by_topic = frozenset({("topic", topic)})
@@ -272,8 +311,23 @@ async def test_requests_bytes_records_errors_and_elections_of_a_broker_are_count
         # Only the acks=all request waited for the ISR (of one: at once).
         assert samples[("replog_request_duration_seconds_count", frozenset({("api", "produce"), ("phase", "replication")}))] == 1
         assert samples[("replog_state_change_queue_requests", frozenset())] == 0  # consumed at the create
-    finally:
-        await broker.stop()
+
+
+async def test_high_watermarks_led_elsewhere_are_asked_of_their_leader_and_one_not_answering_is_left_out(tmp_path):
+    async with broker_leading_a_topic(tmp_path, metrics_listener="") as (broker, connection, topic):
+        produced = await connection.produce(topic, 0, bytes(build_batch(record_count=5)), acks=-1,
+                                            timeout_ms=WAIT_S * 1000)
+        assert produced.error_code == ErrorCode.none
+        with socket.socket() as unused:  # a port nothing listens on once closed
+            unused.bind(("127.0.0.1", 0))
+            refusing_port = unused.getsockname()[1]
+        addresses = {ME: BrokerRegistration("127.0.0.1", broker.server.port),
+                     OTHER: BrokerRegistration("127.0.0.1", refusing_port)}
+        learnt = await high_watermarks.learn(
+            [(topic, 0), (topic, 1), ("elsewhere", 0), ("leaderless", 0)], led_here=lambda name, partition: None,
+            leader_of=lambda name, partition: {topic: ME, "elsewhere": OTHER}.get(name),
+            address_of=addresses.get, timeout_s=WAIT_S)
+        assert learnt == {(topic, 0): 5}  # topic-1 does not exist: its leader's error leaves it out
 
 
 # --- the endpoint itself -----------------------------------------------------------------------

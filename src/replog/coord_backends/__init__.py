@@ -27,6 +27,7 @@ from .base import (
     Transaction,
     Watch,
 )
+from .observed import ObservedStore
 
 __all__ = [
     "ACCEPTED_FORMS",
@@ -38,6 +39,7 @@ __all__ = [
     "NodeExists",
     "NoNode",
     "NotEmpty",
+    "ObservedStore",
     "SessionLost",
     "SessionState",
     "Store",

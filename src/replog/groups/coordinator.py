@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from kio.schema.errors import ErrorCode
 
@@ -342,6 +342,13 @@ class GroupCoordinator:
         if partitions is None:
             return ErrorCode.none, dict(committed)
         return ErrorCode.none, {key: committed.get(key) for key in partitions}
+
+    def committed_offsets(self) -> Iterator[tuple[str, str, int, int]]:
+        """(group, topic, partition, offset) of every offset committed to a group coordinated
+        here (held only while its partition is led and loaded here), for the lag metrics."""
+        for group_id, committed in self._offsets.items():  # bounded by groups_max
+            for (topic, partition), value in committed.items():  # bounded by the group's partitions
+                yield group_id, topic, partition, value.offset
 
     async def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
         index = self.partition_of(group_id)

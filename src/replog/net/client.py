@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import struct
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
@@ -476,3 +477,18 @@ class BrokerConnection:
         })
         found = self._find(self._find(answer.topics, "name", topic, "topic").partitions, "partition_index", partition, "partition")
         return ListedOffset(found.error_code, found.offset, found.timestamp)
+
+    async def high_watermarks(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Each partition's latest offset (its high watermark, read uncommitted), by one
+        ListOffsets; a partition answered with an error (not led there, unknown) is left out."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        answer = await self.request(ApiKey.LIST_OFFSETS, None, {
+            "replica_id": CONSUMER_REPLICA_ID, "isolation_level": READ_UNCOMMITTED,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": partition, "current_leader_epoch": NO_LEADER_EPOCH, "timestamp": LATEST_TIMESTAMP}
+                for partition in indexes]} for topic, indexes in by_topic.items()],
+        })
+        return {(topic.name, found.partition_index): found.offset for topic in answer.topics
+                for found in topic.partitions if found.error_code == ErrorCode.none}

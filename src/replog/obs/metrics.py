@@ -3,20 +3,23 @@ process, so the global default registry is never used).
 
 Two kinds, as Kafka's and Redpanda's brokers keep them:
 
-- Events (requests, ISR changes, elections, flushes, bytes) move counters and histograms where
-  they happen. The hot path pays a dictionary lookup and a few increments per request and per
-  partition (each takes prometheus_client's uncontended lock), never per record: labelled
-  children are cached here by their label values, since `Counter.labels()` formats and locks
-  on every call. A broker serving no metrics does not count its requests (`UnservedMetrics`).
-- State (partitions hosted, led, under-replicated, offline; connections; the store session)
-  is computed at scrape time by `StateCollector`, on the event loop that owns that state (the
-  endpoint, obs/metrics_http.py, serves from the broker's loop), so no task keeps gauges up
-  to date and nothing reads the broker's state from another thread. What only a store read can
-  tell (the state-change queue) is set by the broker just before each scrape.
+- Events (requests, ISR changes, elections, flushes, store operations, bytes) move counters and
+  histograms where they happen. The hot path pays a dictionary lookup and a few increments per
+  request and per partition (each takes prometheus_client's uncontended lock), never per
+  record: labelled children are cached here by their label values, since `Counter.labels()`
+  formats and locks on every call. A broker serving no metrics does not count its requests
+  (`UnservedMetrics`).
+- State (partitions hosted, led, under-replicated, offline; connections; the store session;
+  consumer group lag) is computed at scrape time by `StateCollector`, on the event loop that
+  owns that state (the endpoint, obs/metrics_http.py, serves from the broker's loop), so no
+  task keeps gauges up to date and nothing reads the broker's state from another thread. What
+  only a store read can tell (the state-change queue) is set by the broker just before each
+  scrape, as are the high watermarks of the partitions its consumer groups committed, which
+  only their leaders know.
 
 Cardinality is bounded by what the operator creates: series per topic (bytes and records),
-per API and version, per API and error code; per partition only with
-`metrics.per.partition.enable` (follower lag).
+per API and version, per API and error code, per consumer group; per partition only with
+`metrics.per.partition.enable` (follower lag, each group's committed offsets and lag).
 
 This module imports nothing of replog's but what it reads through `StateSources`, so any
 layer may hold a `BrokerMetrics` (as any may use config).
@@ -36,6 +39,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 # An fsync: tens of microseconds on a quiet SSD to seconds on a saturated disk.
 FLUSH_BUCKETS_S = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
+# A coordination store operation: tens of microseconds in the embedded store, a round trip to
+# ZooKeeper or etcd, up to a session timeout (9 s by default) when the server does not answer.
+STORE_BUCKETS_S = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 # Request phases: waiting for the event loop after the frame was read; in the handler;
 # from the handler's answer to its write, behind the connection's earlier responses (Kafka
@@ -43,6 +49,18 @@ FLUSH_BUCKETS_S = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
 PHASES = ("queued", "processing", "sending", "total")
 # Part of processing, for acks=all produce requests only (no other request waits for the ISR).
 PHASE_REPLICATION = "replication"
+
+# (name, help) of the consumer group gauges: by group, and by group and partition.
+GROUP_LAG_FAMILIES = (
+    ("replog_consumer_group_lag_records", "records a consumer group has yet to consume, summed over its committed partitions"),
+    ("replog_consumer_group_max_lag_records", "the largest lag of one of a consumer group's committed partitions"),
+    ("replog_consumer_group_lag_unknown_partitions",
+     "a consumer group's committed partitions left out of its lag: no leader, or the leader did not answer this scrape"),
+)
+GROUP_PARTITION_LAG_FAMILIES = (
+    ("replog_consumer_group_committed_offset", "a consumer group's committed offset of a partition"),
+    ("replog_consumer_group_partition_lag_records", "records a consumer group has yet to consume of a partition"),
+)
 
 NO_LEADER = -1  # the metadata cache's leader of a partition that has none
 
@@ -79,6 +97,9 @@ class StateSources:
     store_session_state: Callable[[], str]
     store_session_states: tuple[str, ...]
     now_ms: Callable[[], int]
+    # (group, topic, partition, offset) of each group coordinated here
+    committed_offsets: Callable[[], Iterable[tuple[str, str, int, int]]]
+    high_watermarks: Callable[[], Mapping[tuple[str, int], int]]  # as learnt for this scrape
 
 
 class BrokerMetrics:
@@ -124,6 +145,19 @@ class BrokerMetrics:
             "(flush.messages, flush.ms) or at close", registry=registry)
         self.log_flush_duration = Histogram("replog_log_flush_duration_seconds", "time a log flush took",
                                             buckets=FLUSH_BUCKETS_S, registry=registry)
+        self._store_operation_duration = Histogram(
+            "replog_store_operation_seconds",
+            "coordination store operations by kind, as the broker waited for them, failed ones included",
+            ["operation"], buckets=STORE_BUCKETS_S, registry=registry)
+        # Errors in a counter of their own rather than an outcome label on the histogram: the
+        # histogram's count is every operation, so an error ratio is one division, and six error
+        # kinds would multiply its buckets for a latency that says little.
+        self._store_operation_errors = Counter(
+            "replog_store_operation_errors",
+            "coordination store operations that failed, by kind and error: NoNode, NodeExists, BadVersion and "
+            "NotEmpty are answers (a lost compare-and-set, a node already gone); CoordinationUnavailable and "
+            "SessionLost are the store's trouble",
+            ["operation", "error"], registry=registry)
         self.state_change_queue_requests = Gauge(
             "replog_state_change_queue_requests", "requests waiting in this broker's state-change queue", registry=registry)
         self.state_change_queue_oldest_seconds = Gauge(
@@ -169,6 +203,13 @@ class BrokerMetrics:
         self.log_flushes.inc()
         self.log_flush_duration.observe(duration_s)
 
+    def store_operation(self, operation: str, duration_s: float, error: str | None) -> None:
+        """An operation of the coordination store (coord_backends/observed.py), ended with `error`
+        (a StoreError's class name) or None."""
+        self._child(self._store_operation_duration, operation).observe(duration_s)
+        if error is not None:
+            self._child(self._store_operation_errors, operation, error).inc()
+
     def _phases(self, api: str) -> tuple[Any, ...]:
         phases = self._request_phases.get(api)
         if phases is None:
@@ -186,7 +227,7 @@ class BrokerMetrics:
 class UnservedMetrics(BrokerMetrics):
     """A broker's metrics when it serves none (metrics.listeners is empty): nothing can read them,
     so requests and bytes, on the produce and fetch path, are not counted; the rare events
-    (ISR changes, elections, flushes) are, as they cost nothing measurable."""
+    (ISR changes, elections, flushes, store operations) are, as they cost nothing measurable."""
 
     def request_handled(self, api: str, version: int, received_s: float, started_s: float, handled_s: float) -> None:
         pass
@@ -242,6 +283,7 @@ class StateCollector:
         for state in sources.store_session_states:
             session.add_metric([state], 1 if state == current else 0)
         yield session
+        yield from self._consumer_group_lags()
         if self._per_partition:
             yield from self._follower_lags(led)
 
@@ -274,6 +316,40 @@ class StateCollector:
                 lag_ms.add_metric(label_values, behind_ms / 1000)
         yield records
         yield lag_ms
+
+
+    def _consumer_group_lags(self) -> Iterator[Metric]:
+        """Each group's lag, exported by its coordinator alone, so that a sum over the cluster
+        counts each group once. A partition's lag is its high watermark less the committed
+        offset, never below 0 (a commit past the end, or an end truncated below a commit, is no
+        backlog); a partition whose high watermark was not learnt counts as unknown, not 0."""
+        total, largest, unknown = (GaugeMetricFamily(name, documentation, labels=["group"])
+                                   for name, documentation in GROUP_LAG_FAMILIES)
+        committed, partition_lag = (GaugeMetricFamily(name, documentation, labels=["group", "topic", "partition"])
+                                    for name, documentation in GROUP_PARTITION_LAG_FAMILIES)
+        high_watermarks = self._sources.high_watermarks()
+        by_group: dict[str, list[int]] = {}  # group: [total, largest, unknown]
+        for group, topic, partition, offset in self._sources.committed_offsets():  # bounded by the groups' commits
+            lags = by_group.setdefault(group, [0, 0, 0])
+            labels = [group, topic, str(partition)]
+            if self._per_partition:
+                committed.add_metric(labels, offset)
+            high_watermark = high_watermarks.get((topic, partition))
+            if high_watermark is None:
+                lags[2] += 1
+                continue
+            lag = max(0, high_watermark - offset)
+            lags[0] += lag
+            lags[1] = max(lags[1], lag)
+            if self._per_partition:
+                partition_lag.add_metric(labels, lag)
+        for group, (lag_sum, lag_max, unknown_count) in by_group.items():
+            total.add_metric([group], lag_sum)
+            largest.add_metric([group], lag_max)
+            unknown.add_metric([group], unknown_count)
+        yield from (total, largest, unknown)
+        if self._per_partition:
+            yield from (committed, partition_lag)
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
