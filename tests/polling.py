@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import AsyncIterator, Awaitable, Callable, TypeVar
 
 T = TypeVar("T")
@@ -30,3 +31,12 @@ async def first_matching(events: AsyncIterator[T], predicate: Callable[[T], bool
             if predicate(event):
                 return event
     raise AssertionError("event stream ended before a matching event")
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 30) -> None:
+    """`eventually` for tests without an event loop (real clients' blocking APIs)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(POLL_INTERVAL_S)
