@@ -6,7 +6,6 @@ commits, and the committed offsets survive a restart that reloads them from the 
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -14,80 +13,48 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaPythonPartition
 
 from tests.broker_process import BrokerProcess
+from tests.compaction import (
+    CLEANER_SETTINGS,
+    COMPACT_TOPIC_CONFIG,
+    SEGMENT_BYTES,
+    WAIT_S,
+    last_per_key,
+    log_bytes,
+    overwrite,
+    read_from_start,
+)
 from tests.polling import wait_until
 
 from .conftest import create_topic
 
-SEGMENT_BYTES = 16 << 10
-# Cleaning reaches only what is flushed (the recovery point) and closed (not the active segment):
-# small segments and a frequent background flush let it reach the records these tests write.
-CLEANER_SETTINGS = (
-    "--set", "log.cleaner.backoff.ms=100",
-    "--set", "log.flush.offset.checkpoint.interval.ms=100",
-    "--set", f"offsets.topic.segment.bytes={SEGMENT_BYTES}",
-    "--set", "offsets.topic.num.partitions=1",
-)
 KEYS = 50
 ROUNDS = 20
-WAIT_S = 60
 
 
 @pytest.fixture
 def cleaning_broker(tmp_path):
-    process = BrokerProcess(tmp_path / "data", extra_args=CLEANER_SETTINGS)
+    process = BrokerProcess(tmp_path / "data", extra_args=(*CLEANER_SETTINGS, "--set", "offsets.topic.num.partitions=1"))
     process.start()
     yield process
     process.stop()
 
 
-def read_from_start(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
-    """Every record of partition 0 up to its high watermark, with confluent-kafka."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
-    try:
-        _, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        read = []
-        while not read or read[-1][0] < end - 1:  # bounded: the client raises past its timeouts
-            message = consumer.poll(10)
-            assert message is not None, f"no record within 10 s after offset {read[-1][0] if read else None}"
-            if message.error() is None:
-                read.append((message.offset(), message.key(), message.value()))
-        return read
-    finally:
-        consumer.close()
-
-
-def log_bytes(directory: Path) -> int:
-    return sum(path.stat().st_size for path in directory.glob("*.log"))
-
-
 def test_a_compacted_topic_keeps_the_latest_record_of_every_key_for_every_client(cleaning_broker):
     bootstrap = cleaning_broker.bootstrap
-    topic = create_topic(bootstrap, f"t-{uuid.uuid4().hex[:10]}", {
-        "cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES), "min.cleanable.dirty.ratio": "0.01"})
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
-    latest: dict[bytes, tuple[int, bytes | None]] = {}
-
-    def delivered(error, message):
-        assert error is None, error
-        latest[message.key()] = max(latest.get(message.key(), (-1, None)), (message.offset(), message.value()))
-
-    for round_ in range(ROUNDS):
-        for key in range(KEYS):
-            producer.produce(topic, key=b"k%d" % key, value=b"%d:%d:" % (key, round_) + b"x" * 100,
-                             partition=0, on_delivery=delivered)
-        producer.flush(WAIT_S)
-    producer.produce(topic, key=b"k0", value=None, partition=0, on_delivery=delivered)  # a tombstone
-    assert producer.flush(WAIT_S) == 0
-    produced = KEYS * ROUNDS + 1
+    topic = create_topic(bootstrap, f"t-{uuid.uuid4().hex[:10]}", COMPACT_TOPIC_CONFIG)
+    latest = {}
+    produced = overwrite(bootstrap, topic, KEYS, range(ROUNDS), latest)
+    tombstone = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    tombstone.produce(topic, key=b"k0", value=None, partition=0,
+                      on_delivery=lambda error, message: latest.update({message.key(): (message.offset(), None)}))
+    assert tombstone.flush(WAIT_S) == 0
 
     wait_until(lambda: len(read_from_start(bootstrap, topic)) < produced / 3, "the cleaner to compact the topic",
                WAIT_S)
     read = read_from_start(bootstrap, topic)
     offsets = [offset for offset, _, _ in read]
     assert offsets == sorted(set(offsets)), "offsets still increase, with gaps where records went"
-    last_read = {key: (offset, value) for offset, key, value in read}
+    last_read = last_per_key(read)
     assert last_read == latest, "every key's latest record is there, at the offset it was written at"
     assert last_read[b"k0"][1] is None, "a tombstone stays for delete.retention.ms"
 

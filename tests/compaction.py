@@ -1,0 +1,69 @@
+"""Helpers for tests of compacted topics with real clients: settings that let the cleaner reach
+what a test writes, writing keys over and over, and reading a partition whole."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+SEGMENT_BYTES = 16 << 10
+# Cleaning reaches only what is flushed (the recovery point) and closed (not the active segment):
+# small segments and a frequent background flush let it reach the records a test writes.
+CLEANER_SETTINGS = (
+    "--set", "log.cleaner.backoff.ms=100",
+    "--set", "log.flush.offset.checkpoint.interval.ms=100",
+    "--set", f"offsets.topic.segment.bytes={SEGMENT_BYTES}",
+)
+COMPACT_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES),
+                        "min.cleanable.dirty.ratio": "0.01"}
+WAIT_S = 60
+
+Latest = dict[bytes, tuple[int, bytes | None]]  # by key: the offset and value of its last record
+
+
+def overwrite(bootstrap: str, topic: str, keys: int, rounds: range, latest: Latest) -> int:
+    """Write every key once per round (acks=all, idempotent), noting each key's last record in
+    `latest`; returns how many records were written."""
+    # Batches must fit the small segments.
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+                         "batch.size": SEGMENT_BYTES // 2})
+
+    def delivered(error, message):
+        assert error is None, error
+        latest[message.key()] = max(latest.get(message.key(), (-1, None)), (message.offset(), message.value()))
+
+    for round_ in rounds:
+        for key in range(keys):
+            producer.produce(topic, key=b"k%d" % key, value=b"%d:%d:" % (key, round_) + b"x" * 100,
+                             partition=0, on_delivery=delivered)
+        producer.poll(0)
+    assert producer.flush(WAIT_S) == 0
+    return keys * len(rounds)
+
+
+def read_from_start(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
+    """Every record of partition 0 up to its high watermark, with confluent-kafka."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False})
+    try:
+        _, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        read = []
+        while not read or read[-1][0] < end - 1:  # bounded: each turn reads a record or fails
+            message = consumer.poll(10)
+            assert message is not None, f"no record within 10 s after offset {read[-1][0] if read else None}"
+            if message.error() is None:
+                read.append((message.offset(), message.key(), message.value()))
+        return read
+    finally:
+        consumer.close()
+
+
+def last_per_key(read: list[tuple[int, bytes, bytes | None]]) -> Latest:
+    return {key: (offset, value) for offset, key, value in read}
+
+
+def log_bytes(directory: Path) -> int:
+    return sum(path.stat().st_size for path in directory.glob("*.log"))
