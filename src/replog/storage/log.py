@@ -596,18 +596,22 @@ class Log:
             return False
         now_ms = self._clock()
         for cleaned in result.cleaned:  # bounded by the head's segments
-            first, *rest = (head[i] for i in cleaned.replaced)
             log_path, *index_paths = self._segments_paths(cleaned.base_offset, lambda path: path)
             for path in index_paths:  # the old indexes must never describe the new file
-                path.unlink()
+                path.unlink(missing_ok=True)
             os.replace(cleaned_path(log_path), log_path)
             for path in index_paths:
                 os.replace(cleaned_path(path), path)
-            first.close_handle()
-            for segment in rest:
-                segment.delete()
+            head[cleaned.replaced[0]].close_handle()
+        # The merged segments' names are durable before the segments they hold are deleted.
+        fsync_directory(self.directory)
+        for cleaned in result.cleaned:  # bounded by the head's segments
+            for i in cleaned.replaced[1:]:
+                head[i].delete()
             replacement = Segment(self.directory, cleaned.base_offset, self._segment_limits, now_ms)
-            replacement.load()
+            opened = replacement.load()
+            if opened.cut is not None:
+                self._log_cut(replacement, opened.cut)
             for i in cleaned.replaced:
                 self._segments[i] = replacement
         fsync_directory(self.directory)
