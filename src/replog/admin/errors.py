@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from replog.coord_backends import CoordinationUnavailable, RequestRefused, SessionLost, StoreError
+
 
 class AdminError(Exception):
     def __init__(self, code: int, message: str):
@@ -86,3 +88,21 @@ def error_for_code(code: int, message: str) -> AdminError:
         if kind.CODE == code:
             return kind(message)
     return AdminError(code, message)
+
+
+class PolicyViolation(_KafkaError):
+    CODE = 44
+
+
+class UnknownServerError(_KafkaError):
+    CODE = -1
+
+
+def store_failure(subject: str, error: StoreError) -> AdminError:
+    """What a broker answers when the coordination store failed an admin request: refused as too
+    large (not retriable: the request must shrink), unreachable (retriable), or anything else."""
+    if isinstance(error, RequestRefused):
+        return PolicyViolation(f"{subject}: {error}; make the request smaller (fewer partitions at once)")
+    if isinstance(error, (CoordinationUnavailable, SessionLost)):
+        return RequestTimedOut(f"{subject}: {error}")
+    return UnknownServerError(f"{subject}: {error}")

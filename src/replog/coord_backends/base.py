@@ -74,6 +74,14 @@ class CoordinationUnavailable(StoreError):
         super().__init__(f"coordination store unavailable: {detail}" + (f" ({path})" if path else ""), path)
 
 
+class RequestRefused(StoreError):
+    """The store refused a request as larger than it accepts (etcd's --max-txn-ops and request
+    size limit): retrying it cannot help."""
+
+    def __init__(self, detail: str, path: str | None = None):
+        super().__init__(f"coordination store refused the request: {detail}" + (f" ({path})" if path else ""), path)
+
+
 class SessionState(enum.Enum):
     CONNECTED = "connected"
     SUSPENDED = "suspended"  # connection lost; the session may still be alive on the server

@@ -47,6 +47,7 @@ from .base import (
     NodeExists,
     NoNode,
     NotEmpty,
+    RequestRefused,
     SESSION_TIMEOUT_MS_DEFAULT,
     SessionLost,
     SessionState,
@@ -76,6 +77,10 @@ _CHANNEL_OPTIONS = {
 }
 
 
+# What etcd answers a transaction beyond --max-txn-ops or a request beyond --max-request-bytes.
+_SIZE_REFUSALS = ("too many operations in txn request", "request is too large")
+
+
 def _prefix_end(prefix: bytes) -> bytes:
     """The first key after every key that starts with `prefix` (`prefix` ends in '/')."""
     return prefix[:-1] + bytes([prefix[-1] + 1])
@@ -88,6 +93,8 @@ def translate_error(error: BaseException, path: str | None = None) -> BaseExcept
         details = error.details() or ""
         if "lease not found" in details:
             return SessionLost(f"etcd lease expired during an operation on {path}")
+        if error.code() is rpc.StatusCode.INVALID_ARGUMENT and any(limit in details for limit in _SIZE_REFUSALS):
+            return RequestRefused(f"etcd {details}", path)
         return CoordinationUnavailable(f"etcd {error.code().name}: {details}", path)
     if isinstance(error, (etcd_errors.ClientError, OSError, TimeoutError)):
         return CoordinationUnavailable(f"etcd: {type(error).__name__} {error}", path)

@@ -20,7 +20,9 @@ from kio.schema.errors import ErrorCode
 from replog import admin
 from replog.admin import AdminError, AlterOp, ConfigOperation
 from replog.admin import broker_configs
+from replog.admin.errors import store_failure
 from replog.config import format_value
+from replog.coord_backends import StoreError
 
 from ..codec import ApiKey, Request, build_response
 from . import handles, log_refusal
@@ -42,7 +44,11 @@ async def _wait_for_leaders(services, topic: str, partition_count: int, timeout_
     await services.metadata.wait_for(all_served, timeout_s)
 
 
-def _failure(request: Request, subject: str, error: AdminError) -> dict:
+def _failure(request: Request, subject: str, error: AdminError | StoreError) -> dict:
+    """The result fields of a refused or failed subject: a store failure too gets a Kafka error
+    with its message, rather than the connection closing on the client."""
+    if isinstance(error, StoreError):
+        error = store_failure(subject, error)
     log_refusal(request, type(error).__name__, subject, error.code)
     return {"error_code": error.code, "error_message": str(error)}
 
@@ -69,7 +75,7 @@ async def create_topics(services, request: Request):
                 replica_assignment=assignment, validate_only=validate_only,
                 limits=services.state_change_limits(_timeout_s(request)),
             )
-        except AdminError as error:
+        except (AdminError, StoreError) as error:
             results.append(result | _failure(request, topic.name, error))
             continue
         result |= {"num_partitions": len(planned), "replication_factor": len(next(iter(planned.values())))}
@@ -91,7 +97,7 @@ async def delete_topics(services, request: Request):
             continue
         try:
             await admin.delete_topic(services.store, name, limits=services.state_change_limits(_timeout_s(request)))
-        except AdminError as error:
+        except (AdminError, StoreError) as error:
             result |= _failure(request, name, error)
         results.append(result)
     for name in filter(None, names):
@@ -116,7 +122,7 @@ async def create_partitions(services, request: Request):
                 await admin.create_partitions(services.store, topic.name, topic.count, assignment,
                                               limits=services.state_change_limits(_timeout_s(request)))
                 await _wait_for_leaders(services, topic.name, topic.count, _timeout_s(request))
-        except AdminError as error:
+        except (AdminError, StoreError) as error:
             result |= _failure(request, topic.name, error)
         results.append(result)
     return build_response(request, {"throttle_time": 0, "results": results})
@@ -131,7 +137,7 @@ async def describe_configs(services, request: Request):
         wanted = set(resource.configuration_keys) if resource.configuration_keys is not None else None
         try:
             entries = await _config_entries(services, resource.resource_type, resource.resource_name)
-        except AdminError as error:
+        except (AdminError, StoreError) as error:
             results.append(result | _failure(request, resource.resource_name, error))
             continue
         result["configs"] = [
@@ -183,7 +189,7 @@ async def incremental_alter_configs(services, request: Request):
             else:
                 await admin.alter_topic_config(services.store, resource.resource_name, operations,
                                                broker_config=services.config, validate_only=body.validate_only)
-        except AdminError as error:
+        except (AdminError, StoreError) as error:
             result |= _failure(request, resource.resource_name, error)
         results.append(result)
     return build_response(request, {"throttle_time": 0, "responses": results})
