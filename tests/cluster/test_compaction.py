@@ -11,15 +11,8 @@ from confluent_kafka.admin import NewTopic
 
 from tests.cluster.conftest import SHARED_SERVERS, _running_cluster
 from tests.cluster.failover import quiet_admin, wait_until_in_sync
-from tests.compaction import (
-    CLEANER_SETTINGS,
-    COMPACT_TOPIC_CONFIG,
-    WAIT_S,
-    last_per_key,
-    log_bytes,
-    overwrite,
-    read_from_start,
-)
+from tests import compaction
+from tests.compaction import WAIT_S, log_bytes
 from tests.polling import wait_until
 
 KEYS = 50
@@ -27,7 +20,7 @@ KEYS = 50
 
 @pytest.fixture(params=["zk"])  # the store plays no part in cleaning: one backend suffices
 def cleaning_cluster(request, tmp_path):
-    yield from _running_cluster(request, tmp_path, SHARED_SERVERS, extra_args=CLEANER_SETTINGS)
+    yield from _running_cluster(request, tmp_path, SHARED_SERVERS, extra_args=compaction.CLEANER_SETTINGS)
 
 
 def leader_of(bootstrap: str, topic: str) -> int:
@@ -39,19 +32,19 @@ def test_every_replica_compacts_and_any_leader_serves_the_latest_of_every_key(cl
     topic = f"t-{uuid.uuid4().hex[:10]}"
     admin = quiet_admin(cluster.bootstrap)  # kept: a collected client fails what it has in flight
     admin.create_topics([NewTopic(topic, 1, replica_assignment=[[0, 1, 2]], config={
-        **COMPACT_TOPIC_CONFIG, "min.insync.replicas": "2"})])[topic].result(WAIT_S)
+        **compaction.COMPACT_TOPIC_CONFIG, "min.insync.replicas": "2"})])[topic].result(WAIT_S)
     latest = {}
-    overwrite(cluster.bootstrap, topic, KEYS, range(20), latest)
+    compaction.overwrite(cluster.bootstrap, topic, KEYS, range(20), latest)
     written_bytes = log_bytes(cluster.brokers[0].data_dir / f"{topic}-0")
     wait_until(lambda: all(log_bytes(broker.data_dir / f"{topic}-0") < written_bytes / 3
                            for broker in cluster.brokers.values()), "every replica to compact its log", WAIT_S)
 
     cluster.brokers[0].kill()
     wait_until(lambda: leader_of(cluster.bootstrap, topic) in (1, 2), "a new leader", WAIT_S)
-    assert last_per_key(read_from_start(cluster.bootstrap, topic)) == latest
-    overwrite(cluster.bootstrap, topic, KEYS, range(20, 30), latest)
+    assert compaction.last_per_key(compaction.read_from_start(cluster.bootstrap, topic)) == latest
+    compaction.overwrite(cluster.bootstrap, topic, KEYS, range(20, 30), latest)
 
     cluster.brokers[0].restart()
     wait_until_in_sync(cluster.bootstrap, topic)
     wait_until(lambda: leader_of(cluster.bootstrap, topic) == 0, "the preferred replica to lead again", WAIT_S)
-    assert last_per_key(read_from_start(cluster.bootstrap, topic)) == latest
+    assert compaction.last_per_key(compaction.read_from_start(cluster.bootstrap, topic)) == latest
