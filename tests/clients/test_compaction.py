@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaPythonPartition
 
@@ -48,6 +48,11 @@ def test_a_compacted_topic_keeps_the_latest_record_of_every_key_for_every_client
     tombstone.produce(topic, key=b"k0", value=None, partition=0,
                       on_delivery=lambda error, message: latest.update({message.key(): (message.offset(), None)}))
     assert tombstone.flush(WAIT_S) == 0
+    refusals = []
+    keyless = Producer({"bootstrap.servers": bootstrap, "acks": "all", "retries": 0})
+    keyless.produce(topic, value=b"no key", partition=0, on_delivery=lambda error, message: refusals.append(error))
+    assert keyless.flush(WAIT_S) == 0
+    assert [error.code() for error in refusals] == [KafkaError.INVALID_RECORD], "the cleaner would lose a keyless record"
 
     wait_until(lambda: len(read_from_start(bootstrap, topic)) < produced / 3, "the cleaner to compact the topic",
                WAIT_S)

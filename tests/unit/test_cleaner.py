@@ -9,6 +9,8 @@ import pytest
 
 from replog.spark_io.records import Columns, OutgoingRecord, decode_batches, encode_batch
 from replog.storage.cleaner import CLEANED_SUFFIX, cleaned_path
+from replog.storage.errors import InvalidRecordError
+from replog.storage.log import LogConfig
 from replog.storage.records import batch_headers
 from replog.storage.segment import LOG_SUFFIX
 
@@ -123,9 +125,11 @@ def test_compressed_batches_are_rewritten_in_their_codec(tmp_path, clock):
 
 
 def test_tombstones_stay_for_delete_retention_then_go_and_keyless_records_go(tmp_path, clock):
-    log = open_log(tmp_path / "t-0", clock, compact=True, segment_bytes=300, delete_retention_ms=DAY_MS,
-                   min_cleanable_dirty_ratio=0)
+    settings = dict(segment_bytes=300, delete_retention_ms=DAY_MS, min_cleanable_dirty_ratio=0)
+    log = open_log(tmp_path / "t-0", clock, **settings)
+    # Written before the topic became compact: a compacted log's leader refuses keyless records.
     log.append(batch((b"a", b"1"), (b"b", b"1"), (None, b"keyless"), timestamp_ms=clock()), leader_epoch=0)
+    log.update_config(LogConfig(compact=True, **settings))
     log.append(batch((b"a", None), timestamp_ms=clock()), leader_epoch=0)
     log.append(batch((b"pad", b"x" * 200), timestamp_ms=clock()), leader_epoch=0)
     log.append(batch((b"tail", b"x"), timestamp_ms=clock()), leader_epoch=0)
@@ -226,3 +230,15 @@ def test_a_log_that_is_not_compacted_is_never_cleaned(tmp_path, clock):
     for value in range(10):
         log.append(batch((b"a", b"%d" % value)), leader_epoch=0)
     assert log.begin_clean(committed(log), MAP_BYTES) is None
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_a_compacted_log_refuses_a_record_without_a_key_and_writes_nothing(tmp_path, clock, compression):
+    log = open_log(tmp_path / "t-0", clock, compact=True)
+    log.append(batch((b"a", b"1"), compression=compression), leader_epoch=0)
+    with pytest.raises(InvalidRecordError, match="compacted topic cannot accept a record without a key"):
+        log.append(batch((b"b", b"1"), (None, b"keyless"), compression=compression), leader_epoch=0)
+    assert contents(log) == [(0, b"a", b"1")]
+    plain = open_log(tmp_path / "u-0", clock)
+    plain.append(batch((None, b"keyless")), leader_epoch=0)
+    assert contents(plain) == [(0, None, b"keyless")]

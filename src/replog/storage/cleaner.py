@@ -39,6 +39,7 @@ from typing import NamedTuple
 
 import crc32c
 
+from replog.storage.errors import InvalidRecordError
 from replog.storage.index import OffsetIndex, TimeIndex
 from replog.storage.record_bodies import RecordBodyError, compress, decompress, records_of
 from replog.storage.records import (
@@ -231,6 +232,25 @@ class CleanJob:
         _RECORD_COUNT.pack_into(rebuilt, _RECORD_COUNT_POSITION, len(kept_spans))
         _CRC.pack_into(rebuilt, _CRC_POSITION, crc32c.crc32c(memoryview(rebuilt)[_CRC_START:]))
         return rebuilt, removed
+
+
+def refuse_keyless_records(batches) -> None:
+    """A compacted log's leader refuses a produce holding a record without a key, as Kafka's
+    LogValidator does: the cleaner would remove it, losing what was acknowledged. This reads
+    every record, which the append path otherwise never does: compacted topics only."""
+    view = memoryview(batches)
+    position = 0
+    while position < len(view):  # bounded: each turn moves past one batch
+        header = parse_header(view, position)
+        batch = view[position:position + header.size_bytes]
+        if not header.attributes & CONTROL_BATCH_BIT:
+            try:
+                keyless = any(record.key is None for record in _records(header, batch))
+            except RecordBodyError as error:
+                raise InvalidRecordError(f"records of the batch at position {position} cannot be read: {error}") from None
+            if keyless:
+                raise InvalidRecordError("compacted topic cannot accept a record without a key")
+        position += header.size_bytes
 
 
 def _records(header, batch: memoryview):

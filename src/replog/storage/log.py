@@ -47,6 +47,7 @@ from replog.storage.cleaner import (
     CleanResult,
     SegmentFile,
     cleaned_path,
+    refuse_keyless_records,
 )
 from replog.storage.errors import InvalidRecordError, OffsetOutOfRangeError, RecordListTooLargeError
 from replog.storage.records import BatchHeader, assign_batches, batch_headers, run_of, validate_batches
@@ -279,6 +280,8 @@ class Log:
         first_offset = active.next_offset
         batch_count, last_offset, max_timestamp, record_count = assign_batches(
             batches, self.config.max_message_bytes, first_offset, leader_epoch)
+        if self.config.compact:  # after assign_batches: only checked, whole batches are decoded
+            refuse_keyless_records(batches)
         now_ms = self._clock()
         # The common produce holds one batch (one per partition): its facts are the run's, so
         # no header objects are built.
