@@ -25,6 +25,7 @@ from replog.net.client import BrokerConnection
 from replog.net.codec import ApiKey
 from replog.net.handlers import HANDLERS
 from replog.net.server import KafkaServer
+from replog.spark_io.records import OutgoingRecord, encode_batch
 from replog.obs import BrokerMetrics, MetricsServer, StateSources
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.partition import Partition, PartitionConfig
@@ -226,6 +227,29 @@ async def test_flushes_on_the_append_path_are_counted(tmp_path):
         await partition.append_as_leader(build_batch(record_count=2), acks=1, timeout_ms=1000)
     assert sample(metrics, "replog_log_flushes_total") == 3
     assert sample(metrics, "replog_log_flush_duration_seconds_count") == 3
+    await manager.shutdown()
+
+
+async def test_a_cleaning_pass_is_counted_with_what_it_removed_and_a_failed_one_by_its_outcome(tmp_path):
+    clock = ManualClock(now_ms=0)
+    metrics = BrokerMetrics()
+    manager = ReplicaManager(ManagerConfig(data_dir=tmp_path, broker_id=ME), clock, log_cleaned=metrics.log_cleaned)
+    compacted = LogConfig(compact=True, segment_bytes=1024)
+    partition = await manager.open_replica("t", 0, compacted, (ME,), 0, (ME,), PartitionConfig())
+    for round_ in range(20):  # the same two keys again and again, over several segments
+        records = [OutgoingRecord(key, b"%d" % round_ + b"x" * 100, None) for key in (b"a", b"b")]
+        await partition.append_as_leader(bytearray(encode_batch(records, "none", 0)), acks=1, timeout_ms=1000)
+    await manager._flush_in_background()  # the cleaner reaches only what is flushed
+    size_before = partition.log.size_bytes
+    await manager._clean_compacted_logs()
+    assert sample(metrics, "replog_log_cleaner_passes_total", outcome="cleaned") == 1
+    assert sample(metrics, "replog_log_cleaner_duration_seconds_count") == 1
+    assert sample(metrics, "replog_log_cleaner_removed_bytes_total") == size_before - partition.log.size_bytes > 0
+    assert sample(metrics, "replog_log_cleaner_removed_records_total") > 0
+    await manager._clean_compacted_logs()  # nothing new to clean: not a pass
+    assert sample(metrics, "replog_log_cleaner_passes_total", outcome="cleaned") == 1
+    metrics.log_cleaned(0.01, None)
+    assert sample(metrics, "replog_log_cleaner_passes_total", outcome="failed") == 1
     await manager.shutdown()
 
 

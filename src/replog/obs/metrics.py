@@ -34,6 +34,8 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from replog.storage.cleaner import Cleaned
+
 # Request latencies from half a millisecond (a metadata answer) to the longest Fetch long poll
 # and acks=all timeout clients use (30 s).
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -145,6 +147,17 @@ class BrokerMetrics:
             "(flush.messages, flush.ms) or at close", registry=registry)
         self.log_flush_duration = Histogram("replog_log_flush_duration_seconds", "time a log flush took",
                                             buckets=FLUSH_BUCKETS_S, registry=registry)
+        self._log_cleaner_passes = Counter(
+            "replog_log_cleaner_passes", "cleaning passes of compacted logs, by outcome (failed: the log could not "
+            "be read or written; the next pass tries again)", ["outcome"], registry=registry)
+        self.log_cleaner_duration = Histogram("replog_log_cleaner_duration_seconds",
+                                              "time a cleaning pass of a compacted log took", buckets=FLUSH_BUCKETS_S,
+                                              registry=registry)
+        self.log_cleaner_removed_bytes = Counter("replog_log_cleaner_removed_bytes",
+                                                 "bytes the log cleaner removed from compacted logs", registry=registry)
+        self.log_cleaner_removed_records = Counter(
+            "replog_log_cleaner_removed_records", "records the log cleaner removed from compacted logs: superseded, "
+            "keyless, or tombstones past delete.retention.ms", registry=registry)
         self._store_operation_duration = Histogram(
             "replog_store_operation_seconds",
             "coordination store operations by kind, as the broker waited for them, failed ones included",
@@ -202,6 +215,14 @@ class BrokerMetrics:
     def log_flushed(self, duration_s: float) -> None:
         self.log_flushes.inc()
         self.log_flush_duration.observe(duration_s)
+
+    def log_cleaned(self, duration_s: float, cleaned: Cleaned | None) -> None:
+        """A cleaning pass that changed a log, or failed (None)."""
+        self._child(self._log_cleaner_passes, "failed" if cleaned is None else "cleaned").inc()
+        self.log_cleaner_duration.observe(duration_s)
+        if cleaned is not None:
+            self.log_cleaner_removed_bytes.inc(cleaned.bytes_removed)
+            self.log_cleaner_removed_records.inc(cleaned.records_removed)
 
     def store_operation(self, operation: str, duration_s: float, error: str | None) -> None:
         """An operation of the coordination store (coord_backends/observed.py), ended with `error`

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from replog.storage.checkpoint import OffsetCheckpoint
 from replog.storage.errors import ReplicaError
+from replog.storage.cleaner import Cleaned
 from replog.storage.log import Log, LogConfig
 from replog.storage.record_bodies import RecordBodyError
 from replog.storage import unclean_reboot
@@ -82,15 +83,18 @@ class ReplicaManager:
 
     def __init__(self, config: ManagerConfig, clock: Callable[[], int], monotonic_clock: Callable[[], int] | None = None,
                  boot_id: str | None = unclean_reboot.current_boot_id(),
-                 log_flushed: Callable[[float], None] = lambda duration_s: None):
+                 log_flushed: Callable[[float], None] = lambda duration_s: None,
+                 log_cleaned: Callable[[float, Cleaned | None], None] = lambda duration_s, cleaned: None):
         """`clock`: wall-clock ms, for log timestamps, retention and producer expiry.
         `monotonic_clock`: ms for the durations of ISR rules (follower lag), which a step of
         the wall clock must not shrink or grow; `clock` where not given (tests' manual clocks).
         `boot_id`: the machine's current boot (the simulator's machines have their own).
         `log_flushed`: hears how long each flush of a log took, in the background or not (the
-        broker's metrics)."""
+        broker's metrics); `log_cleaned`, how long each cleaning pass took and what it removed
+        (None: it failed)."""
         self.config = config
         self._log_flushed = log_flushed
+        self._log_cleaned = log_cleaned
         self.broker_id = config.broker_id
         # What this broker as a leader sends the replicas reassignments add (throttle.py).
         self.replication_throttle = ReplicationThrottle()
@@ -363,12 +367,17 @@ class ReplicaManager:
         """One cleaning pass over each compacted log that has enough to clean, one log at a time
         (Kafka's log.cleaner.threads=1): the pass's disk work and memory stay bounded."""
         for partition in list(self._partitions.values()):  # bounded by the hosted partitions
+            started_s = time.perf_counter()
             try:
-                await partition.clean(self.config.cleaner_map_max_bytes)
+                cleaned = await partition.clean(self.config.cleaner_map_max_bytes)
             except (OSError, ReplicaError, RecordBodyError) as error:
                 # One log the cleaner cannot read must not keep the others from being cleaned.
                 logger.warning("cleaning log failed topic=%s partition=%d broker=%d error=%s",
                                partition.topic, partition.partition_id, self.broker_id, error)
+                self._log_cleaned(time.perf_counter() - started_s, None)
+                continue
+            if cleaned is not None:
+                self._log_cleaned(time.perf_counter() - started_s, cleaned)
 
     async def _flush_in_background(self) -> None:
         for partition in list(self._partitions.values()):  # bounded by the hosted partitions

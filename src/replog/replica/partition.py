@@ -54,6 +54,7 @@ from typing import NamedTuple
 
 from replog.replica.throttle import ReplicationThrottle
 from replog.storage.checkpoint import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from replog.storage.cleaner import Cleaned
 from replog.storage.errors import ReplicaError
 from replog.storage.log import FlushJob, Log
 from replog.replica.producer_state import PendingSnapshot, ProducerStateManager
@@ -941,12 +942,12 @@ class Partition:
             self.producer_state.truncate_head(self.log_start_offset)
         return deleted
 
-    async def clean(self, map_max_bytes: int) -> bool:
+    async def clean(self, map_max_bytes: int) -> Cleaned | None:
         """One cleaning pass of a compacted log (storage/cleaner.py), its disk work in another
-        thread; whether it changed the log."""
+        thread; what it removed, or None if there was nothing to clean or the log changed meanwhile."""
         job = self.log.begin_clean(self.high_watermark, map_max_bytes)
         if job is None:
-            return False
+            return None
         result = await asyncio.to_thread(job.run)
         return self.log.complete_clean(job, result)
 

@@ -90,6 +90,13 @@ class CleanedSegment(NamedTuple):
     size_bytes: int
 
 
+class Cleaned(NamedTuple):
+    """What a pass swapped in did to its log."""
+
+    bytes_removed: int
+    records_removed: int
+
+
 class CleanResult(NamedTuple):
     cleaned: list[CleanedSegment]
     first_dirty: int  # the new cleaner checkpoint: where the offset map ended

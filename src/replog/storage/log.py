@@ -44,6 +44,7 @@ from replog.storage.cleaner import (
     CLEANED_SUFFIX,
     CLEANER_CHECKPOINT_FILE,
     CleanJob,
+    Cleaned,
     CleanResult,
     SegmentFile,
     cleaned_path,
@@ -588,15 +589,16 @@ class Log:
                         self.config.segment_bytes, self.config.index_interval_bytes, map_max_bytes,
                         (self._truncations, tuple(head)))
 
-    def complete_clean(self, job: CleanJob, result: CleanResult) -> bool:
+    def complete_clean(self, job: CleanJob, result: CleanResult) -> Cleaned | None:
         """Swap the job's new segments in for the ones they replace, unless the log was closed,
-        truncated or changed at its head since the job began (then drop them); says which."""
+        truncated or changed at its head since the job began (then drop them and return None)."""
         head = self._segments[:len(job.segments)]
         if self._closed or (self._truncations, tuple(head)) != job.identity:
             for cleaned in result.cleaned:
                 for path in self._segments_paths(cleaned.base_offset, cleaned_path):
                     path.unlink(missing_ok=True)
-            return False
+            return None
+        size_before = self.size_bytes
         now_ms = self._clock()
         for cleaned in result.cleaned:  # bounded by the head's segments
             log_path, *index_paths = self._segments_paths(cleaned.base_offset, lambda path: path)
@@ -621,10 +623,10 @@ class Log:
         self._segments = list(dict.fromkeys(self._segments))  # each merged group once, in order
         self._segment_bases = self._bases_of(self._segments)
         self._cleaner_checkpoint.write({(self.topic, self.partition): result.first_dirty})
-        logger.debug("cleaned log topic=%s partition=%d segments=%d bytes_before=%d bytes_after=%d records_removed=%d",
-                     self.topic, self.partition, len(job.segments), result.bytes_before,
-                     sum(cleaned.size_bytes for cleaned in result.cleaned), result.records_removed)
-        return True
+        cleaned = Cleaned(size_before - self.size_bytes, result.records_removed)
+        logger.debug("cleaned log topic=%s partition=%d segments=%d segments_now=%d bytes_removed=%d records_removed=%d",
+                     self.topic, self.partition, len(job.segments), len(self._segments), *cleaned)
+        return cleaned
 
     def _segments_paths(self, base_offset: int, name: Callable[[Path], Path]) -> list[Path]:
         """The .log, .index and .timeindex paths of the segment at `base_offset`, through `name`."""
