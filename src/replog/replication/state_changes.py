@@ -120,8 +120,9 @@ async def queued_requests(store: Store, brokers: Collection[int]) -> list[tuple[
         except NoNode:
             continue
         for name in sorted(names):  # bounded by the queue
+            path = f"{paths.state_queue(broker)}/{name}"
             try:
-                found.append((broker, name, StateChangeRequest.decode((await store.get(f"{paths.state_queue(broker)}/{name}"))[0])))
+                found.append((broker, name, StateChangeRequest.decode((await store.get(path))[0])))
             except (NoNode, InvalidNodeValue):
                 continue
     return found
