@@ -56,7 +56,7 @@ from replog.coord_backends.paths import BrokerRegistration, ClusterId, InvalidNo
 from replog.groups import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, GroupLimits
 from replog.metadata_cache import MetadataCache
 from replog.net.server import KafkaServer
-from replog.obs import BrokerMetrics, MetricsServer, StateSources, UnservedMetrics
+from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
 from replog.producer_ids import ProducerIdAllocator
 from replog.storage.data_dir_lock import DataDirectoryLock
 from replog.replica.manager import NEVER_MS, ManagerConfig, ReplicaManager
@@ -134,6 +134,7 @@ class Broker:
         metrics_listener = config["metrics.listeners"]
         served = BrokerMetrics if metrics_listener is not None else UnservedMetrics
         self.metrics = served(per_partition=config["metrics.per.partition.enable"])
+        self.state_change_events = StateChangeEvents(self.broker_id, config["state.change.events.max"], wall_clock_ms)
         self.store = ObservedStore(open_store(
             config["coord.url"], data_dir=str(self.data_dir), session_timeout_ms=config["coord.session.timeout.ms"]
         ), self.metrics.store_operation)
@@ -174,10 +175,11 @@ class Broker:
         self.hosted = HostedPartitions(LeadershipContext(
             self.broker_id, self.store, self.replicas, self.leader_connections, config, self.now_ms, self.metadata.changed,
             lambda: self.metadata.registered, self.leader_connections.presumed_gone, self.metrics,
+            self.state_change_events,
         ), config)
         self.leader_connections.on_presumed_gone = self.hosted.broker_presumed_gone
         self.state_changes = StateChangeListener(self.store, self.broker_id, self.hosted.start_replica_requested,
-                                                 self.hosted.close_replica_requested)
+                                                 self.hosted.close_replica_requested, self.state_change_events)
         # Set when a task the broker cannot run without ended: the broker must stop (see _follow_session).
         self.failed = asyncio.Event()
         self._registering: asyncio.Task | None = None

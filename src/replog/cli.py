@@ -771,7 +771,8 @@ def reassign_cancel(plan: dict, coord_url: str | None, bootstrap: str | None, ou
 @main.group()
 def cluster() -> None:
     """Brokers, leaders and the cluster's health: status, elect-leaders, add-brokers,
-    remove-brokers. Takes --coord URL or --bootstrap-server HOST:PORT like `replog topics`.
+    remove-brokers, state-changes. Takes --coord URL or --bootstrap-server HOST:PORT like
+    `replog topics`.
     """
     logging.getLogger("replog.state_change").setLevel(logging.WARNING)
     # An unclean election is logged for the brokers' operators; here the command's own output
@@ -839,6 +840,53 @@ def cluster_elect_leaders(election: str | None, topic: str | None, partition: in
     if failed:
         fail(f"cluster elect-leaders: {len(failed)} of {len(results)} partitions not elected; the first: "
              f"{failed[0].detail}", FAILURE_STATUS)
+
+
+@cluster.command("state-changes", cls=AdminCommand)
+@click.option("--topic", help="only this topic's requests [default: every topic]")
+@click.option("--partition", type=click.IntRange(min=0), help="only this partition (needs --topic)")
+@click.option("--follow", is_flag=True, help="print each new step as it happens, every second, until Ctrl-C")
+@admin_options
+def cluster_state_changes(topic: str | None, partition: int | None, follow: bool, coord_url: str | None,
+                          bootstrap: str | None, output: str) -> None:
+    """Show each state-change request (start-replica, close-replica) on its way: requested
+    (by a leader, or an admin command), received and completed, ignored or failed by the broker
+    it was sent to. Read from every running broker's recent events (state.change.events.max of
+    them each) and from the requests still queued in the store, which their broker has not
+    received: a broker that is down is named in one line, and what was sent to it shows as
+    requested. With --follow, one line per new step (one JSON object a line with --output json).
+
+    \b
+    Examples:
+      replog cluster state-changes --topic clicks --partition 0 \\
+          --coord zk://127.0.0.1:2181/replog
+      replog cluster state-changes --follow --bootstrap-server 127.0.0.1:9092
+    """
+    from replog.admin.render import follow_json, follow_line, print_json, print_state_change_paths
+    from replog.admin.state_change_paths import follow as follow_updates, join, state_change_json
+
+    if partition is not None and topic is None:
+        raise click.UsageError("--partition needs --topic")
+    if not follow:
+        snapshot = _through_door(coord_url, bootstrap, lambda door: door.state_changes({}, topic, partition))
+        paths = join(snapshot.events, snapshot.queued)
+        if output == "json":
+            print_json(state_change_json(paths, snapshot.unreachable))
+        else:
+            print_state_change_paths(paths, snapshot.unreachable)
+        return
+
+    async def print_updates(door) -> None:
+        async def look(cursors):
+            return await door.state_changes(cursors, topic, partition, topic_must_exist=False)
+
+        async for update in follow_updates(look):
+            click.echo(json.dumps(follow_json(update)) if output == "json" else follow_line(update))
+
+    try:
+        _through_door(coord_url, bootstrap, print_updates)
+    except KeyboardInterrupt:
+        pass  # how --follow ends
 
 
 def _broker_ids(_ctx, _param, values: tuple[str, ...]) -> list[int]:

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Callable, NamedTuple
 
 from replog.coord_backends.base import SESSION_TIMEOUT_MS_DEFAULT
+from replog.obs.state_change_events import EVENTS_MAX_DEFAULT as STATE_CHANGE_EVENTS_MAX_DEFAULT
 from replog.storage import LogConfig
 from replog.replica.manager import ManagerConfig
 from replog.replica.partition import PartitionConfig
@@ -329,6 +330,12 @@ SETTINGS: dict[str, Setting] = {
             _int32(1),
             10_000,
             "requests a broker's state-change queue holds before it is shrunk (the seed's sendStateChange)",
+        ),
+        Setting(
+            "state.change.events.max",
+            _int32(1),
+            STATE_CHANGE_EVENTS_MAX_DEFAULT,
+            "state-change lifecycle events a broker keeps in memory for `replog cluster state-changes`",
         ),
         Setting(
             "group.initial.rebalance.delay.ms",

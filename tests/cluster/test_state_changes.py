@@ -63,12 +63,14 @@ async def test_a_stale_start_replica_is_ignored_and_a_current_one_acted_on(clust
         # A reassignment onto broker 2 is under way: the leader asks it to start a replica.
         await store.create(paths.reassigned_partition("moving", 0), ReplicaAssignment((0, 1, 2)).encode(), make_parents=True)
 
-        async def request(epoch: int) -> None:
+        async def request(epoch: int) -> str:
             sent = await send_state_change(store, START_REPLICA, 2, "moving", 0, epoch, leader, queue_max_requests=100)
             assert await wait_till_state_change_requests_consumed(store, {2: [sent]}, WAIT_S) == []
+            return sent
 
-        await request(isr.leader_epoch - 1)  # queued by an earlier leader
-        wait_for_line(newcomer, f"ignored stale start-replica topic=moving partition=0 from={leader} to=2 epoch={isr.leader_epoch - 1}")
+        stale = await request(isr.leader_epoch - 1)  # queued by an earlier leader
+        wait_for_line(newcomer, f"ignored start-replica topic=moving partition=0 from={leader} to=2 epoch={isr.leader_epoch - 1}"
+                                f" seq={stale} reason=stale: the partition's latest epoch is {isr.leader_epoch}")
         assert not (newcomer.data_dir / "moving-0").exists()
 
         await request(isr.leader_epoch)

@@ -40,12 +40,14 @@ from replog.config import DYNAMIC_BROKER_SETTINGS, LEADER_THROTTLE_RATE, load_br
 from replog.coord_backends import Store, StoreError, open_store
 from replog.net.client import BrokerConnection, BrokerUnavailable
 from replog.net.codec import ApiKey
+from replog.net.replog_apis import ALL_PARTITIONS
+from replog.replication.state_changes import queued_requests
 
-from . import broker_configs, cluster, groups
+from . import broker_configs, cluster, groups, state_change_paths
 from .assignment import BrokerRack
 from .errors import AdminError, TopicAlreadyExists, UnknownTopicOrPartition, error_for_code
 from .planner import Plan
-from .reassignment import PartitionKey, ReassignmentStatus
+from .reassignment import PartitionKey, ReassignmentStatus, cluster_brokers
 from .replica_logs import ReplicaKey, ReplicaLog
 from .topic_status import TopicStatus
 from . import reassignment, replica_logs, topics
@@ -308,6 +310,37 @@ class AdminDoor(abc.ABC):
     async def finish_removal(self, brokers: Collection[int]) -> cluster.Removal:
         """cluster.finish_removal: the brokers' state-change paths go, once nothing is on them."""
 
+    # -- the state-change lifecycle: `replog cluster state-changes` -------------------------------
+
+    async def state_changes(self, cursors: Mapping[int, state_change_paths.RingCursor], topic: str | None = None,
+                            partition: int | None = None, *, topic_must_exist: bool = True) -> state_change_paths.Snapshot:
+        """The events of every broker's ring after its cursor (none given: all it holds) and the
+        requests waiting in the queues, of the topic and partition (None: all). With
+        `topic_must_exist`, a topic named must exist or have some state change to show (a
+        follower of the events may wait for a topic to be created)."""
+        if topic is not None:
+            validate_topic_name(topic)
+        addresses = await self._broker_addresses()
+        brokers = {broker: broker in addresses for broker in await self._cluster_brokers() | set(addresses)}
+
+        async def connect(broker: int) -> BrokerConnection:
+            return await self._connection(addresses[broker])
+
+        reads, unreachable = await state_change_paths.read_rings(connect, brokers, cursors, topic, partition)
+        snapshot = state_change_paths.Snapshot(reads, unreachable, await self._queued_state_changes(topic, partition))
+        if (topic_must_exist and topic is not None and not snapshot.events and not snapshot.queued
+                and topic not in await self.list_topics()):
+            raise UnknownTopicOrPartition(f"topic {topic!r} does not exist, and no broker recorded a state change of it")
+        return snapshot
+
+    @abc.abstractmethod
+    async def _cluster_brokers(self) -> set[int]:
+        """The brokers of the cluster, running or not."""
+
+    @abc.abstractmethod
+    async def _queued_state_changes(self, topic: str | None, partition: int | None) -> list[state_change_paths.Queued]:
+        """The requests of the topic and partition (None: all) waiting in the brokers' queues."""
+
 
 class StoreDoor(AdminDoor):
     def __init__(self, store: Store, url: str):
@@ -406,6 +439,13 @@ class StoreDoor(AdminDoor):
 
     async def finish_removal(self, brokers: Collection[int]) -> cluster.Removal:
         return await cluster.finish_removal(self.store, brokers)
+
+    async def _cluster_brokers(self) -> set[int]:
+        return await cluster_brokers(self.store)
+
+    async def _queued_state_changes(self, topic: str | None, partition: int | None) -> list[state_change_paths.Queued]:
+        waiting = await queued_requests(self.store, await cluster_brokers(self.store))
+        return state_change_paths.matching(waiting, topic, partition)
 
 
 class KafkaDoor(AdminDoor):
@@ -632,18 +672,28 @@ class KafkaDoor(AdminDoor):
         return results
 
     async def plan_membership(self, *, add: Collection[int] = (), remove: Collection[int] = ()) -> Plan:
-        # Metadata names the registered brokers only; DescribeCluster v2 adds the fenced ones:
-        # replog's brokers answer with the brokers the cluster knows that are down.
         metadata = await self._ask_any(lambda connection: connection.metadata(None))
-        described = await self._ask_any(lambda connection: connection.request(
-            ApiKey.DESCRIBE_CLUSTER, None, {"include_cluster_authorized_operations": False, "include_fenced_brokers": True}))
-        _raise_for(described, "DescribeCluster")
         current = {(name, index): found.replicas for name, topic in metadata.topics.items()
                    if topic.error_code == ErrorCode.none for index, found in topic.partitions.items()}
         return cluster.decide_membership(
             {broker: address.rack for broker, address in metadata.brokers.items()},
-            {broker.broker_id for broker in described.brokers}, current, len(await self.list_reassignments()),
+            await self._cluster_brokers(), current, len(await self.list_reassignments()),
             add=add, remove=remove, size_bytes=await self.partition_sizes())
+
+    async def _cluster_brokers(self) -> set[int]:
+        # Metadata names the registered brokers only; DescribeCluster v2 adds the fenced ones:
+        # replog's brokers answer with the brokers the cluster knows that are down.
+        described = await self._ask_any(lambda connection: connection.request(
+            ApiKey.DESCRIBE_CLUSTER, None, {"include_cluster_authorized_operations": False, "include_fenced_brokers": True}))
+        _raise_for(described, "DescribeCluster")
+        return {broker.broker_id for broker in described.brokers}
+
+    async def _queued_state_changes(self, topic: str | None, partition: int | None) -> list[state_change_paths.Queued]:
+        answer = await self._ask_any(lambda connection: connection.request(ApiKey.STATE_CHANGE_EVENTS, None, {
+            "topic": topic, "partition": ALL_PARTITIONS if partition is None else partition, "max_events": 0,
+            "include_queued": True}))
+        _raise_for(answer, "StateChangeEvents")
+        return state_change_paths.queued_from_answer(answer)
 
     async def finish_removal(self, brokers: Collection[int]) -> cluster.Removal:
         # What the answer cannot say is left unknown rather than asked for another way: which

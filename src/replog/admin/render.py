@@ -5,6 +5,7 @@ documented beside the data: topic_status.py)."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
@@ -17,6 +18,18 @@ from .cluster import ClusterStatus, ElectionResult
 from .groups import GroupDescription, GroupListing, OffsetReset
 from .planner import Plan
 from .reassign_commands import CatchingUp, PartitionProgress, State
+from .state_change_paths import (
+    FROM_ADMIN,
+    Missed,
+    QueuedSeen,
+    Reachable,
+    RequestPath,
+    Step,
+    Unreachable,
+    Update,
+    event_json,
+    unreachable_json,
+)
 from .topic_status import TopicStatus
 
 UNKNOWN = "-"  # a value the door asked cannot tell
@@ -205,3 +218,84 @@ def print_offset_resets(resets: Sequence[OffsetReset]) -> None:
     for reset in resets:
         table.add_row(reset.topic, str(reset.partition), _text(reset.before), str(reset.after))
     console().print(table)
+
+
+def _clock(at_ms: int, precise: bool = False) -> str:
+    text = datetime.datetime.fromtimestamp(at_ms / 1000).strftime("%H:%M:%S.%f" if precise else "%H:%M:%S")
+    return text[:-3] if precise else text
+
+
+def _sender(broker: int) -> str:
+    return "admin" if broker == FROM_ADMIN else str(broker)
+
+
+def _sequence(name: str) -> str:
+    return str(int(name)) if name.isdigit() else name or UNKNOWN
+
+
+def _when(step: Step | None) -> str:
+    if step is None:
+        return UNKNOWN
+    return "unknown" if step.at_ms is None else _clock(step.at_ms)
+
+
+def _unreachable_line(down: Unreachable) -> str:
+    return f"broker {down.broker} unreachable ({down.why}): its events are not shown"
+
+
+def print_state_change_paths(paths: Sequence[RequestPath], unreachable: Sequence[Unreachable]) -> None:
+    """One row per request: when it was requested (by FROM; "queued": it waits in TO's queue),
+    when TO received it and what came of it; the reasons of those ignored or failed below the
+    table. The request's type is shortened (start, close) so that a row fits 80 columns."""
+    out = console()
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for header in ("REQ", "PARTITION", "EPOCH", "FROM", "TO", "SEQ", "REQUESTED", "RECEIVED", "OUTCOME"):
+        table.add_column(header, no_wrap=header != "PARTITION", overflow="fold")
+    reasons = []
+    for path in paths:
+        table.add_row(path.request_type.removesuffix("-replica"), f"{path.topic}-{path.partition}", str(path.epoch),
+                      _sender(path.from_broker), str(path.to_broker), _sequence(path.queue_sequence),
+                      "queued" if path.queued else _when(path.requested), _when(path.received),
+                      UNKNOWN if path.outcome is None else path.outcome.value)
+        if path.outcome_step is not None and path.outcome_step.reason:
+            reasons.append(f"{path.request_type} {path.topic}-{path.partition} to {path.to_broker} seq "
+                           f"{_sequence(path.queue_sequence)}: {path.state}: {path.outcome_step.reason}")
+    out.print(table if paths else "No state change recorded.")
+    for line in reasons:
+        out.print(line, soft_wrap=True)
+    for down in unreachable:
+        out.print(_unreachable_line(down), soft_wrap=True)
+
+
+def follow_line(update: Update) -> str:
+    """One line of `replog cluster state-changes --follow`."""
+    match update:
+        case Unreachable():
+            return _unreachable_line(update)
+        case Reachable(broker=broker):
+            return f"broker {broker} reachable again"
+        case Missed(broker=broker, count=count):
+            return f"broker {broker} dropped {count} events before they were read (state.change.events.max)"
+        case QueuedSeen(to_broker=to_broker, queue_sequence=name, request=request):
+            return (f"queued     {request.kind} {request.topic}-{request.partition} epoch={request.leader_epoch} "
+                    f"from={_sender(request.from_broker)} to={to_broker} seq={_sequence(name)}")
+    reason = f" reason={update.reason}" if update.reason else ""
+    return (f"{_clock(update.timestamp_ms, precise=True)} broker {update.recorded_by} {update.kind} {update.request_type}"
+            f" {update.topic}-{update.partition} epoch={update.epoch} from={_sender(update.from_broker)}"
+            f" to={update.to_broker} seq={_sequence(update.queue_sequence)}{reason}")
+
+
+def follow_json(update: Update) -> dict:
+    """One JSON line of `replog cluster state-changes --follow --output json`: {"update": kind, ...}."""
+    match update:
+        case Unreachable():
+            return {"update": "unreachable"} | unreachable_json(update)
+        case Reachable(broker=broker):
+            return {"update": "reachable", "broker": broker}
+        case Missed(broker=broker, count=count):
+            return {"update": "missed", "broker": broker, "count": count}
+        case QueuedSeen(to_broker=to_broker, queue_sequence=name, request=request):
+            return {"update": "queued", "request_type": request.kind, "topic": request.topic, "partition": request.partition,
+                    "from_broker": request.from_broker, "to_broker": to_broker, "epoch": request.leader_epoch,
+                    "queue_sequence": name}
+    return {"update": "event"} | event_json(update)

@@ -9,6 +9,9 @@ response header v0, so that a client can read the answer to a version it guessed
 Version ranges start at the Kafka 4 floor and are contiguous, crossing from non-flexible to
 flexible versions, so librdkafka, kcat, kafka-python and aiokafka (non-flexible only) all find
 a common version. Maxima stop before the versions that replace topic names by topic ids.
+
+replog's own APIs (replog_apis.py: StateChangeEvents, key 32000) are read and written the same
+way, from schemas declared there.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from typing import Any, Callable, NamedTuple
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
+
+from . import replog_apis
 
 _REQUEST_PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -62,6 +67,7 @@ class ApiKey(enum.IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
     DESCRIBE_CLUSTER = 60
     UNREGISTER_BROKER = 64
+    STATE_CHANGE_EVENTS = replog_apis.STATE_CHANGE_EVENTS  # replog's own
 
 
 # api key -> (min version, max version) that replog implements: static, so that the client
@@ -99,6 +105,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.UNREGISTER_BROKER: (0, 0),
+    ApiKey.STATE_CHANGE_EVENTS: (0, 0),
 }
 
 
@@ -160,16 +167,26 @@ class Request:
     client_host: str = ""
 
 
+def _load_request_schema(api_key: int, api_version: int) -> type:
+    own = replog_apis.SCHEMAS.get((api_key, api_version))
+    return own[0] if own else load_request_schema(api_key, api_version)
+
+
+def _load_response_schema(api_key: int, api_version: int) -> type:
+    own = replog_apis.SCHEMAS.get((api_key, api_version))
+    return own[1] if own else load_response_schema(api_key, api_version)
+
+
 @cache
 def _request_codec(api_key: int, api_version: int):
-    schema = load_request_schema(api_key, api_version)
+    schema = _load_request_schema(api_key, api_version)
     header_schema = schema.__header_schema__
     return entity_reader(header_schema), entity_reader(schema)
 
 
 @cache
 def _response_codec(api_key: int, api_version: int):
-    schema = load_response_schema(api_key, api_version)
+    schema = _load_response_schema(api_key, api_version)
     return schema, schema.__header_schema__, entity_writer(schema.__header_schema__), entity_writer(schema)
 
 
@@ -235,7 +252,7 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
 
 @cache
 def _request_writers(api_key: int, api_version: int):
-    schema = load_request_schema(api_key, api_version)
+    schema = _load_request_schema(api_key, api_version)
     return schema, schema.__header_schema__, entity_writer(schema.__header_schema__), entity_writer(schema)
 
 
@@ -259,7 +276,7 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
 
 @cache
 def _response_readers(api_key: int, api_version: int):
-    schema = load_response_schema(api_key, api_version)
+    schema = _load_response_schema(api_key, api_version)
     return entity_reader(schema.__header_schema__), entity_reader(schema)
 
 

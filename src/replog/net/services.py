@@ -9,7 +9,7 @@ from replog.admin import StateChangeLimits
 from replog.coord_backends import Store
 from replog.groups import GroupCoordinator
 from replog.metadata_cache import MetadataCache
-from replog.obs import BrokerMetrics
+from replog.obs import BrokerMetrics, StateChangeEvents
 from replog.producer_ids import ProducerIdAllocator
 from replog.replica.manager import ReplicaManager
 
@@ -29,6 +29,7 @@ class Services(Protocol):
     leader_connections: PresumedGone
     groups: GroupCoordinator
     metrics: BrokerMetrics
+    state_change_events: StateChangeEvents
 
     def now_ms(self) -> int: ...
 

@@ -30,7 +30,7 @@ from replog.config import log_config, partition_config
 from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment
-from replog.obs import BrokerMetrics
+from replog.obs import BrokerMetrics, StateChangeEvents
 from replog.replication.commit import IsrMaintainer
 from replog.replication.election import leader_election
 from replog.replication.fetcher import FetcherConfig, FetchReply, FetchSpec, ReplicaFetcher
@@ -75,6 +75,8 @@ class LeadershipContext:
     registered_brokers: Callable[[], Collection[int] | None] = lambda: None  # None: not known (yet)
     presumed_gone: Callable[[int], bool] = lambda broker_id: False  # its process is gone (leader_connections.py)
     metrics: BrokerMetrics = dataclasses.field(default_factory=BrokerMetrics)  # elections, ISR changes
+    # The broker's ring of state-change events, where a leader's requests are recorded (None: not recorded).
+    state_change_events: StateChangeEvents | None = None
 
 
 class PartitionLeadership:
@@ -291,7 +293,8 @@ class PartitionLeadership:
             registered_brokers=context.registered_brokers,
             presumed_gone=context.presumed_gone,
             reassigner=Reassigner(context.store, hosted, context.replicas.replication_throttle, clock_ms=context.now_ms,
-                                  queue_max_requests=context.config["state.change.queue.max.requests"]),
+                                  queue_max_requests=context.config["state.change.queue.max.requests"],
+                                  events=context.state_change_events),
             on_moved_off=self._poster(machine.MovedOff(epoch)),
             metrics=context.metrics,
         )

@@ -39,6 +39,7 @@ from replog.coord_backends.paths import IsrRecord, PartitionReassignment, Replic
 from replog.replica.partition import Partition
 from replog.replica.throttle import ReplicationThrottle
 from replog.replication.node_watch import follow_node
+from replog.obs import StateChangeEvents
 from replog.replication.state_changes import CLOSE_REPLICA, START_REPLICA, FollowerStateChangeQueueFull, send_state_change
 
 logger = logging.getLogger(__name__)
@@ -73,13 +74,14 @@ class Reassigner:
     the upkeep does and calls `on_change` when the reassignment node changes."""
 
     def __init__(self, store: Store, partition: Partition, throttle: ReplicationThrottle, *, clock_ms: Callable[[], int],
-                 queue_max_requests: int):
+                 queue_max_requests: int, events: StateChangeEvents | None):
         self._store = store
         self._partition = partition
         self._throttle = throttle
         self._watch = ReassignmentWatch(store, partition.topic, partition.partition_id)
         self._clock_ms = clock_ms
         self._queue_max_requests = queue_max_requests
+        self._events = events  # the broker's ring, where the requests it sends are recorded
 
     async def watch(self, on_change: Callable[[], None]) -> None:
         await self._watch.run(on_change)
@@ -180,7 +182,7 @@ class Reassigner:
         try:
             await send_state_change(self._store, kind, broker, partition.topic, partition.partition_id,
                                     partition.leader_epoch, partition.local_broker_id,
-                                    queue_max_requests=self._queue_max_requests)
+                                    queue_max_requests=self._queue_max_requests, events=self._events)
         except FollowerStateChangeQueueFull:
             # Logged by the sender. A replica added starts from its assignment anyway; one
             # closing stops there, and only its log stays behind (reported at its next start).

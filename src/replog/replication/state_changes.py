@@ -16,10 +16,12 @@ what was deleted meanwhile), but for an admin's that a later create of the parti
 yet (a new topic or partition) or when its epoch is the partition's latest (the ISR's), so that
 a slow broker ignores a request queued by an earlier leader.
 
-Each request is logged, on the `replog.state_change` logger, when it is requested (sender
-side), received and completed (receiver side), with topic, partition, from, to and epoch: the
-seed's "explicit monitoring of the entire lifecycle of a state change". `from=admin` and
-`epoch=-1` mark an admin command's request.
+Each step of a request's lifecycle, requested (sender side), received and completed, ignored
+or failed (receiver side), is logged on the `replog.state_change` logger and recorded in the
+broker's ring of events (obs/state_change_events.py, which `replog cluster state-changes`
+reads), with topic, partition, from, to, epoch and queue sequence: the seed's "explicit
+monitoring of the entire lifecycle of a state change". `from=admin` and `epoch=-1` mark an
+admin command's request; an admin command runs outside any broker and has no ring.
 
 Bound: a queue holds at most `state.change.queue.max.requests` requests. A sender that finds it
 full shrinks it as the seed says (only the latest-epoch close-replica of each partition stays;
@@ -37,6 +39,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from replog.coord_backends import CoordinationUnavailable, NoNode, SessionLost, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.paths import InvalidNodeValue, IsrRecord, ReplicaAssignment, StateChangeRequest
+from replog.obs.state_change_events import EventKind, StateChangeEvents
 from replog.replication.topic_deletion import finish_topic_deletion
 
 logger = logging.getLogger("replog.state_change")
@@ -58,18 +61,35 @@ class FollowerStateChangeQueueFull(Exception):
         self.broker_id = broker_id
 
 
+# Requested and received are per-replica chatter; what came of a request is what an operator reads.
+LOG_LEVELS = {EventKind.REQUESTED: logging.DEBUG, EventKind.RECEIVED: logging.DEBUG, EventKind.COMPLETED: logging.INFO,
+              EventKind.IGNORED: logging.INFO, EventKind.FAILED: logging.ERROR}
+
+
 def describe(request: StateChangeRequest, to_broker: int) -> str:
     sender = "admin" if request.from_broker == FROM_ADMIN else str(request.from_broker)
     return (f"{request.kind} topic={request.topic} partition={request.partition} from={sender} to={to_broker}"
             f" epoch={request.leader_epoch}")
 
 
+def note(events: StateChangeEvents | None, kind: EventKind, request: StateChangeRequest, to_broker: int, sequence: str,
+         reason: str | None = None) -> None:
+    """One step of a request's lifecycle: logged, and recorded in the broker's ring (None: an
+    admin command's step, outside any broker). `sequence` is "" for a request never queued."""
+    logger.log(LOG_LEVELS[kind], "%s %s seq=%s%s", kind, describe(request, to_broker), sequence or "-",
+               "" if reason is None else f" reason={reason}")
+    if events is not None:
+        events.record(kind, request.kind, request.topic, request.partition, request.from_broker, to_broker,
+                      request.leader_epoch, sequence, reason)
+
+
 async def send_state_change(
     store: Store, kind: str, follower_broker_id: int, topic: str, partition: int, epoch: int, sender: int,
-    *, queue_max_requests: int,
+    *, queue_max_requests: int, events: StateChangeEvents | None = None,
 ) -> str:
     """sendStateChange: append a request to the follower's queue; returns the request's node
-    name (its sequence number), which the consumer deletes once done."""
+    name (its sequence number), which the consumer deletes once done. `events`: the sending
+    broker's ring."""
     request = StateChangeRequest(kind, topic, partition, from_broker=sender, leader_epoch=epoch)
     queue = paths.state_queue(follower_broker_id)
     try:
@@ -80,13 +100,32 @@ async def send_state_change(
         remaining = await shrink(store, follower_broker_id, queued)
         if remaining >= queue_max_requests:
             full = FollowerStateChangeQueueFull(follower_broker_id, remaining, queue_max_requests)
-            logger.error("not requested %s: %s", describe(request, follower_broker_id), full)
+            note(events, EventKind.FAILED, request, follower_broker_id, "", f"not queued: {full}")
             raise full
     created = await store.create(paths.state_change_prefix(follower_broker_id), request.encode(),
                                  sequential=True, make_parents=True)
     name = created.rsplit("/", 1)[1]
-    logger.debug("requested %s seq=%s", describe(request, follower_broker_id), name)
+    note(events, EventKind.REQUESTED, request, follower_broker_id, name)
     return name
+
+
+async def queued_requests(store: Store, brokers: Collection[int]) -> list[tuple[int, str, StateChangeRequest]]:
+    """(target broker, node name, request) of every request waiting in the brokers' queues, in
+    queue order: requested, not yet received. Unreadable ones are left out (their consumer drops
+    them), as are those consumed while they are read."""
+    found = []
+    for broker in sorted(brokers):
+        try:
+            names = await store.children(paths.state_queue(broker))
+        except NoNode:
+            continue
+        for name in sorted(names):  # bounded by the queue
+            path = f"{paths.state_queue(broker)}/{name}"
+            try:
+                found.append((broker, name, StateChangeRequest.decode((await store.get(path))[0])))
+            except (NoNode, InvalidNodeValue):
+                continue
+    return found
 
 
 async def shrink(store: Store, broker_id: int, names: Collection[str]) -> int:
@@ -185,11 +224,14 @@ async def wait_till_state_change_requests_consumed(
 
 class StateChangeListener:
     """The state-change listener of one broker: `listen()` arms the watch on its queue,
-    `drain()` processes what is queued and then follows the queue in a task."""
+    `drain()` processes what is queued and then follows the queue in a task. Each request's
+    steps are recorded in `events`, the broker's ring (a ring of its own if none is given)."""
 
-    def __init__(self, store: Store, broker_id: int, start_replica: Handler, close_replica: Handler):
+    def __init__(self, store: Store, broker_id: int, start_replica: Handler, close_replica: Handler,
+                 events: StateChangeEvents | None = None):
         self._store = store
         self._broker_id = broker_id
+        self._events = StateChangeEvents(broker_id) if events is None else events
         self._queue = paths.state_queue(broker_id)
         self._start_replica = start_replica
         self._close_replica = close_replica
@@ -259,16 +301,20 @@ class StateChangeListener:
             logger.error("dropped unreadable state change broker=%d seq=%s error=%s", self._broker_id, name, error)
             await self._store.delete(path)
             return
-        logger.debug("received %s seq=%s", describe(request, self._broker_id), name)
+        note(self._events, EventKind.RECEIVED, request, self._broker_id, name)
         try:
-            if await self._act(request):
-                logger.info("completed %s seq=%s", describe(request, self._broker_id), name)
+            ignored_because = await self._act(request)
         except (CoordinationUnavailable, SessionLost):
             raise  # the store is away: the request stays queued and is tried again
         except Exception as error:
             # Consumed all the same: one replica the broker cannot open or delete must not hold
             # back every later request; the sender sees the request gone, the log says why.
-            logger.error("failed %s seq=%s error=%r", describe(request, self._broker_id), name, error)
+            note(self._events, EventKind.FAILED, request, self._broker_id, name, repr(error))
+        else:
+            if ignored_because is None:
+                note(self._events, EventKind.COMPLETED, request, self._broker_id, name)
+            else:
+                note(self._events, EventKind.IGNORED, request, self._broker_id, name, ignored_because)
         try:
             await self._store.delete(path)
         except NoNode:
@@ -277,16 +323,15 @@ class StateChangeListener:
             # Perhaps the last replica of a topic being deleted: its nodes can go now.
             await finish_topic_deletion(self._store, request.topic)
 
-    async def _act(self, request: StateChangeRequest) -> bool:
+    async def _act(self, request: StateChangeRequest) -> str | None:
+        """Act on the request; why it was ignored instead, or None."""
         if request.kind == CLOSE_REPLICA:
             if await close_replica_is_overtaken(self._store, request, self._broker_id):
-                logger.info("ignored overtaken %s", describe(request, self._broker_id))
-                return False
+                return "overtaken: the partition is assigned here again"
             await self._close_replica(request)  # whatever the epoch: deletes reach a broker that was down
-            return True
+            return None
         current, latest = await start_replica_is_current(self._store, request)
         if not current:
-            logger.info("ignored stale %s latest_epoch=%s", describe(request, self._broker_id), latest)
-            return False
+            return f"stale: the partition's latest epoch is {latest}"
         await self._start_replica(request)
-        return True
+        return None
