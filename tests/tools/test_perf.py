@@ -4,6 +4,8 @@ there and the counts are right. Rates are printed, never asserted."""
 from __future__ import annotations
 
 import re
+import resource
+import time
 
 import pytest
 
@@ -44,6 +46,22 @@ def test_a_throttled_run_sends_every_record(broker, topic):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode().startswith("500 records sent, ")
+
+
+def test_a_throttled_run_sleeps_between_sends(broker, topic):
+    """Issue 16, point 4: the wait for the next send's slot spun in poll(), whose timeouts under
+    a millisecond librdkafka truncates to 0: this run took 1.75 s of CPU in 3.5 s then, 0.5 s
+    (mostly start-up) once it slept. A behaviour test, not a speed test: a busy-wait burns CPU
+    however fast the machine is, a sleep does not."""
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = replog("perf", "produce", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+                  "--num-records", "6000", "--record-size", "100", "--throughput", "2000")
+    elapsed_s = time.perf_counter() - started
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert done.returncode == 0, done.stderr
+    cpu_s = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+    assert cpu_s < 0.3 * elapsed_s, f"{cpu_s:.2f} s of CPU in {elapsed_s:.2f} s"
 
 
 def test_consume_stops_at_the_idle_timeout_and_says_so(broker, topic):

@@ -25,6 +25,9 @@ PRODUCER_BUFFER_KBYTES = 32 * 1024
 CONSUME_BATCH_RECORDS = 10_000
 # One consume() call's wait; the idle timeout is counted across calls.
 CONSUME_WAIT_S = 0.1
+# librdkafka's poll() counts whole milliseconds and truncates: a shorter wait is poll(0), which
+# returns at once, so a throttled run waiting in it would spin instead of sleeping.
+POLL_RESOLUTION_S = 0.001
 
 
 @dataclass(frozen=True)
@@ -141,9 +144,11 @@ def perf_produce(
 
 
 def _wait_for_schedule(producer, sent: int, records_per_s: float, started: float) -> None:
-    """Hold the next send until its slot in an even schedule; serve deliveries meanwhile."""
+    """Hold the next send until its slot in an even schedule, sleeping in poll(), which serves
+    deliveries meanwhile. A run that fell behind sends at once until it caught up, as Kafka's
+    ThroughputThrottler does."""
     while (ahead_s := sent / records_per_s - (time.perf_counter() - started)) > 0:
-        producer.poll(ahead_s)
+        producer.poll(max(ahead_s, POLL_RESOLUTION_S))
 
 
 def perf_consume(*, bootstrap: str, topic: str, num_records: int, idle_timeout_ms: int, fetch_size_bytes: int) -> ConsumeReport:
