@@ -295,7 +295,8 @@ def consume(from_beginning: bool, offset: str | None, timestamp_ms: int | None, 
 
 @main.group()
 def perf() -> None:
-    """Throughput and latency tests, like kafka-producer-perf-test and kafka-consumer-perf-test."""
+    """Throughput and latency tests, like kafka-producer-perf-test, kafka-consumer-perf-test and
+    Kafka's EndToEndLatency."""
 
 
 num_records_option = click.option("--num-records", type=click.IntRange(min=1), required=True)
@@ -313,7 +314,7 @@ reporting_interval_option = click.option(
 
 
 def produce_run_options(command):
-    """The options of a tools.ProduceRun."""
+    """The options of a tools.ProduceRun, which perf produce and perf end-to-end share."""
     for option in (reporting_interval_option, compression_option, idempotence_option, acks_option, record_size_option,
                    num_records_option, topic_option, bootstrap_option):
         command = option(command)
@@ -347,6 +348,16 @@ def perf_produce(batch_size_bytes: int, linger_ms: float, **options) -> None:
 def perf_consume(**options) -> None:
     """Read a topic from the beginning and report the rate."""
     click.echo(tools.perf_consume(progress=click.echo, **options).summary())
+
+
+@perf.command("end-to-end", cls=OneLineUsage)
+@produce_run_options
+@click.option("--throughput", "throughput_records_per_s", type=click.FloatRange(min=0, min_open=True), default=1000,
+              show_default=True, help="records/s sent")
+def perf_end_to_end(**options) -> None:
+    """Send records at --throughput to a topic of their own while a consumer reads them; report
+    each record's latency from produce to consume."""
+    _perf_report(tools.perf_end_to_end(tools.ProduceRun(**options), progress=click.echo))
 
 
 @main.group()

@@ -1,4 +1,4 @@
-"""`replog perf produce` / `replog perf consume` on small runs: the report's fields are
+"""`replog perf produce` / `consume` / `end-to-end` on small runs: the report's fields are
 there, the counts are right and progress lines parse. Rates and latencies are printed, never
 asserted."""
 
@@ -15,7 +15,7 @@ from tests.tools.conftest import TOPIC_PARTITIONS, replog
 
 NUM_RECORDS = 20_000
 NUMBER = r"[\d.]+"
-RATES = rf"(?P<records>\d+) records (?P<done>sent|consumed), {NUMBER} records/sec \({NUMBER} MB/sec\)"
+RATES = rf"(?P<records>\d+) records (?P<done>sent|consumed|sent and consumed), {NUMBER} records/sec \({NUMBER} MB/sec\)"
 LATENCY_REPORT = re.compile(
     rf"^{RATES}, {NUMBER} ms avg latency, (?P<max>{NUMBER}) ms max latency, (?P<p50>{NUMBER}) ms 50th, "
     rf"(?P<p95>{NUMBER}) ms 95th, (?P<p99>{NUMBER}) ms 99th, (?P<p999>{NUMBER}) ms 99\.9th\.$"
@@ -98,6 +98,14 @@ def test_consume_stops_at_the_idle_timeout_and_says_so(broker, topic):
     assert_progress(progress, CONSUME_REPORT, "consumed", 0)
     assert final.startswith("0 records consumed")
     assert "idle timeout before the 10 asked for" in final
+
+
+def test_end_to_end_reports_every_record_and_its_latency(broker, topic):
+    done = replog("perf", "end-to-end", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+                  "--num-records", "2000", "--record-size", "100", "--throughput", "2000", "--reporting-interval-ms", "200")
+    progress, final = report_lines(done)
+    assert_progress(progress, LATENCY_PROGRESS, "sent and consumed", 2000)
+    assert_latency_report(final, 2000, "sent and consumed")
 
 
 def first_batch_producer_id(broker, topic: str) -> int:

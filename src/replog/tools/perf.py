@@ -1,6 +1,7 @@
-"""`replog perf produce` and `replog perf consume`, like Kafka's producer and consumer perf
-tests: drive confluent-kafka as fast as it goes (or at a target rate), print a progress line
-per reporting interval, and report throughput and, for produce, per-record latency. MB are MiB, as in Kafka's
+"""`replog perf produce`, `replog perf consume` and `replog perf end-to-end`, like Kafka's
+producer and consumer perf tests and its EndToEndLatency tool: drive confluent-kafka as fast
+as it goes (or at a target rate), print a progress line per reporting interval, and report
+throughput and, for produce and end-to-end, per-record latency. MB are MiB, as in Kafka's
 tools; lines follow kafka-producer-perf-test's format."""
 
 from __future__ import annotations
@@ -8,13 +9,15 @@ from __future__ import annotations
 import array
 import random
 import string
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from replog.tools.consume import OFFSET_BEGINNING
-from replog.tools.kafka_client import (LIBRDKAFKA_MESSAGE_MAX_BYTES, RecordTooLarge, ToolError, client_config, delivery_failure,
-                                       kafka, new_client, producer_settings, send, topic_partition_count)
+from replog.tools.kafka_client import (CONNECT_TIMEOUT_S, LIBRDKAFKA_MESSAGE_MAX_BYTES, BadArguments, RecordTooLarge, ToolError,
+                                       client_config, delivery_failure, kafka, new_client, producer_settings, send,
+                                       topic_partition_count)
 
 BYTES_PER_MB = 1024 * 1024
 PERF_GROUP_ID = "replog-perf-consumer"
@@ -35,11 +38,17 @@ FLUSH_TIMEOUT_S = 60
 FLUSH_STEP_S = 0.1
 # Kafka's perf test reports these, nearest rank.
 PERCENTILES = ((0.5, "50th"), (0.95, "95th"), (0.99, "99th"), (0.999, "99.9th"))
+# An end-to-end record's value opens with its send time, perf_counter() seconds: producer and
+# consumer share the process, hence the clock.
+SEND_TIME = struct.Struct(">d")
+# How long end-to-end waits, after its last send, for records still to be consumed.
+END_TO_END_DRAIN_S = 30
 
 
 @dataclass(frozen=True)
 class LatencyReport:
-    """A run's rate and per-record latency, from produce() to the acknowledgement."""
+    """A run's rate and per-record latency: from produce() to the acknowledgement (perf
+    produce) or to the consumer (perf end-to-end)."""
 
     records: int
     record_size_bytes: int
@@ -47,13 +56,14 @@ class LatencyReport:
     latencies_ms: list[float]  # sorted; one per delivered record
     failed: int
     first_error: str | None
+    done: str = "sent"  # what the records went through: "sent", "sent and consumed"
 
     def summary(self) -> str:
         latencies = self.latencies_ms or [0.0]
         average_ms = sum(latencies) / len(latencies)
         percentiles = ", ".join(f"{_percentile(latencies, fraction):.2f} ms {name}" for fraction, name in PERCENTILES)
         return (
-            f"{_rates(self.records, 'sent', self.elapsed_s, self.records * self.record_size_bytes)}, "
+            f"{_rates(self.records, self.done, self.elapsed_s, self.records * self.record_size_bytes)}, "
             f"{average_ms:.2f} ms avg latency, {latencies[-1]:.2f} ms max latency, {percentiles}"
             + (f", {self.failed} failed" if self.failed else "") + "."
         )
@@ -75,7 +85,8 @@ class ConsumeReport:
 
 @dataclass(frozen=True)
 class ProduceRun:
-    """What a perf produce run sends, where and how, and how often it prints progress."""
+    """What perf produce and perf end-to-end send, where and how, and how often they print
+    progress: the options the two share."""
 
     bootstrap: str
     topic: str
@@ -258,6 +269,79 @@ def perf_consume(*, bootstrap: str, topic: str, num_records: int, idle_timeout_m
     return ConsumeReport(records, size_bytes, last_record_at - started, num_records)
 
 
+def perf_end_to_end(run: ProduceRun, *, progress: Callable[[str], None]) -> LatencyReport:
+    """Send `run.num_records` records at `run.throughput_records_per_s` while a consumer of
+    every partition of `run.topic`, from its end, reads them; each record's latency runs from
+    just before produce() to the consumer's poll() returning it. Like Kafka's EndToEndLatency,
+    the producer does not linger; unlike it, records do not wait for each other. The topic
+    should have no other producer: every record read counts as one of the run's."""
+    if run.record_size_bytes < SEND_TIME.size:
+        raise BadArguments(f"records carry their send time in their first {SEND_TIME.size} bytes: "
+                           f"--record-size must be at least {SEND_TIME.size}, not {run.record_size_bytes}")
+    confluent_kafka = kafka()
+    topic = run.topic
+    count = topic_partition_count(run.bootstrap, topic)
+    failures: list = []
+
+    def on_delivery(error, _message) -> None:
+        if error is not None:
+            failures.append(error)
+
+    producer = _producer(run, on_delivery, {"linger.ms": 0})
+    consumer = _consumer(run.bootstrap, {})
+    latencies_s = array.array("d")
+
+    def receive(timeout_s: float) -> None:
+        """Wait up to `timeout_s` for one record, and time it; serve the producer's reports."""
+        message = consumer.poll(timeout_s)
+        producer.poll(0)
+        if message is None:
+            return
+        _check_record(topic, message)
+        latencies_s.append(time.perf_counter() - SEND_TIME.unpack_from(message.value())[0])
+
+    filler = _letters(run.record_size_bytes - SEND_TIME.size)
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, number, _end_offset(consumer, topic, number)) for number in range(count)])
+        started = time.perf_counter()
+        window = LatencyProgress(latencies_s, "sent and consumed", run, progress, started)
+        for sent in range(run.num_records):
+            _wait_for_schedule(receive, sent, run.throughput_records_per_s, started, window)
+            _send(producer, topic, SEND_TIME.pack(time.perf_counter()) + filler)
+            # A run behind its schedule never waits: reading here too keeps the consumer up with it.
+            receive(0)
+            window.check(time.perf_counter())
+        drain_deadline = time.perf_counter() + END_TO_END_DRAIN_S
+        while len(latencies_s) + len(failures) < run.num_records:
+            if time.perf_counter() > drain_deadline:
+                raise ToolError(f"{run.num_records - len(latencies_s)} of {run.num_records} records sent to {topic!r} "
+                                f"were not consumed within {END_TO_END_DRAIN_S} s of the last send")
+            receive(CONSUME_WAIT_S)
+            window.check(time.perf_counter())
+        elapsed_s = time.perf_counter() - started
+    finally:
+        consumer.close()
+    producer.flush(FLUSH_TIMEOUT_S)
+    return LatencyReport(
+        records=len(latencies_s),
+        record_size_bytes=run.record_size_bytes,
+        elapsed_s=elapsed_s,
+        latencies_ms=sorted(latency_s * 1000 for latency_s in latencies_s),
+        failed=len(failures),
+        first_error=delivery_failure(failures[0]) if failures else None,
+        done="sent and consumed",
+    )
+
+
 def _check_record(topic: str, message) -> None:
     if message.error() is not None:
         raise ToolError(f"topic {topic!r} partition {message.partition()}: {message.error().str()}")
+
+
+def _end_offset(consumer, topic: str, partition: int) -> int:
+    """The partition's high watermark: the run's records land at or after it, so the consumer
+    starts there (an OFFSET_END assignment resolves later, perhaps after the first sends)."""
+    try:
+        return consumer.get_watermark_offsets(kafka().TopicPartition(topic, partition), timeout=CONNECT_TIMEOUT_S)[1]
+    except kafka().KafkaException as error:
+        raise ToolError(f"topic {topic!r} partition {partition}: no end offset: {error.args[0].str()}") from None
