@@ -57,7 +57,8 @@ def run(*args: str) -> float:
     print(done.stdout.strip() or done.stderr.strip(), flush=True)
     if done.returncode != 0:
         raise SystemExit(f"replog {args[0]} {args[1]} failed: {done.stderr.strip()}")
-    return float(REPORTED_RATE.search(done.stdout)[1])
+    # The summary is the last line; progress lines come before it.
+    return float(REPORTED_RATE.search(done.stdout.strip().rpartition("\n")[2])[1])
 
 
 def create_topic(bootstrap: str, partitions: int) -> None:

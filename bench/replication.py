@@ -74,7 +74,8 @@ def perf(servers: str, topic: str, records: int, acks: str, *options: str) -> st
     done = subprocess.run([sys.executable, "-m", "replog", "perf", "produce", "--bootstrap-server", servers, "--topic", topic,
                            "--num-records", str(records), "--record-size", "1024", "--acks", acks, *options],
                           capture_output=True, text=True, timeout=600)
-    return done.stdout.strip() or done.stderr.strip()
+    # The summary is the last line; progress lines come before it.
+    return (done.stdout.strip() or done.stderr.strip()).rpartition("\n")[2]
 
 
 def rate(summary: str) -> float:

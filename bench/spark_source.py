@@ -49,7 +49,8 @@ def fill(bootstrap: str, partitions: int, count: int, size: int) -> None:
                           capture_output=True, text=True, timeout=QUERY_TIMEOUT_S)
     if done.returncode != 0:
         raise SystemExit(f"replog perf produce failed: {done.stderr.strip()}")
-    print(f"filled: {done.stdout.strip()}", flush=True)
+    summary = done.stdout.strip().rpartition("\n")[2]  # progress lines come before it
+    print(f"filled: {summary}", flush=True)
 
 
 def session():

@@ -295,41 +295,69 @@ def consume(from_beginning: bool, offset: str | None, timestamp_ms: int | None, 
 
 @main.group()
 def perf() -> None:
-    """Throughput and latency tests, like kafka-producer-perf-test and kafka-consumer-perf-test."""
+    """Throughput and latency tests, like kafka-producer-perf-test, kafka-consumer-perf-test and
+    Kafka's EndToEndLatency."""
 
 
-@perf.command("produce", cls=OneLineUsage)
-@bootstrap_option
-@topic_option
-@click.option("--num-records", type=click.IntRange(min=1), required=True)
-@click.option("--record-size", "record_size_bytes", type=click.IntRange(min=0), default=1024, show_default=True, help="bytes per record")
-@acks_option
-@click.option(
+num_records_option = click.option("--num-records", type=click.IntRange(min=1), required=True)
+record_size_option = click.option(
+    "--record-size", "record_size_bytes", type=click.IntRange(min=0), default=1024, show_default=True, help="bytes per record"
+)
+idempotence_option = click.option(
     "--idempotence/--no-idempotence", default=None,
     help="librdkafka enable.idempotence; it keeps one Produce in flight per partition, so replicated "
          "acks=all runs are bound by its round trip [default: on with --acks all]",
 )
-@click.option("--batch-size", "batch_size_bytes", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="librdkafka batch.size, bytes")
-@click.option("--linger-ms", type=click.FloatRange(min=0), default=5, show_default=True)
-@compression_option
-@click.option("--throughput", "throughput_records_per_s", type=float, default=-1, show_default=True, help="target records/s; -1: as fast as possible")
-def perf_produce(**options) -> None:
-    """Send records as fast as possible (or at --throughput) and report rate and latency."""
-    report = tools.perf_produce(**options)
+reporting_interval_option = click.option(
+    "--reporting-interval-ms", type=click.IntRange(min=1), default=5000, show_default=True, help="print a progress line this often"
+)
+
+
+def produce_run_options(command):
+    """The options of a tools.ProduceRun, which perf produce and perf end-to-end share."""
+    for option in (reporting_interval_option, compression_option, idempotence_option, acks_option, record_size_option,
+                   num_records_option, topic_option, bootstrap_option):
+        command = option(command)
+    return command
+
+
+def _perf_report(report: tools.LatencyReport) -> None:
     click.echo(report.summary())
     if report.failed:
         fail(f"{report.failed} records not delivered: {report.first_error}", FAILURE_STATUS)
 
 
+@perf.command("produce", cls=OneLineUsage)
+@produce_run_options
+@click.option("--throughput", "throughput_records_per_s", type=float, default=-1, show_default=True, help="target records/s; -1: as fast as possible")
+@click.option("--batch-size", "batch_size_bytes", type=click.IntRange(min=1), default=1_000_000, show_default=True, help="librdkafka batch.size, bytes")
+@click.option("--linger-ms", type=click.FloatRange(min=0), default=5, show_default=True)
+def perf_produce(batch_size_bytes: int, linger_ms: float, **options) -> None:
+    """Send records as fast as possible (or at --throughput) and report rate and latency."""
+    run = tools.ProduceRun(**options)
+    _perf_report(tools.perf_produce(run, batch_size_bytes=batch_size_bytes, linger_ms=linger_ms, progress=click.echo))
+
+
 @perf.command("consume", cls=OneLineUsage)
 @bootstrap_option
 @topic_option
-@click.option("--num-records", type=click.IntRange(min=1), required=True)
+@num_records_option
 @click.option("--timeout-ms", "idle_timeout_ms", type=click.IntRange(min=1), default=10_000, show_default=True, help="stop when no record arrives for this long")
 @click.option("--fetch-size", "fetch_size_bytes", type=click.IntRange(min=1), default=1_048_576, show_default=True, help="bytes per partition per fetch (max.partition.fetch.bytes)")
+@reporting_interval_option
 def perf_consume(**options) -> None:
     """Read a topic from the beginning and report the rate."""
-    click.echo(tools.perf_consume(**options).summary())
+    click.echo(tools.perf_consume(progress=click.echo, **options).summary())
+
+
+@perf.command("end-to-end", cls=OneLineUsage)
+@produce_run_options
+@click.option("--throughput", "throughput_records_per_s", type=click.FloatRange(min=0, min_open=True), default=1000,
+              show_default=True, help="records/s sent")
+def perf_end_to_end(**options) -> None:
+    """Send records at --throughput to a topic of their own while a consumer reads them; report
+    each record's latency from produce to consume."""
+    _perf_report(tools.perf_end_to_end(tools.ProduceRun(**options), progress=click.echo))
 
 
 @main.group()

@@ -125,7 +125,8 @@ def assert_one_line_error(done: subprocess.CompletedProcess, status: int, *fragm
     assert all(fragment in lines[0] for fragment in fragments), lines[0]
 
 
-@pytest.mark.parametrize("command", [["produce"], ["consume"], ["perf", "produce", "--num-records", "1"], ["perf", "consume", "--num-records", "1"]])
+@pytest.mark.parametrize("command", [["produce"], ["consume"], ["perf", "produce", "--num-records", "1"], ["perf", "consume", "--num-records", "1"],
+                                     ["perf", "end-to-end", "--num-records", "1"]])
 def test_unknown_topic_is_one_line_with_status_1(broker, topic_name, command):
     done = replog(*command, "--bootstrap-server", broker.bootstrap, "--topic", topic_name, stdin=b"x\n")
     assert_one_line_error(done, 1, topic_name, "Unknown topic")
@@ -188,6 +189,9 @@ def test_a_producer_property_librdkafka_refuses_is_one_line_with_status_2(broker
         (["consume", "--topic", "t", "--max-messages", "0"], "--max-messages"),
         (["perf", "produce", "--topic", "t"], "--num-records"),
         (["perf", "consume", "--topic", "t", "--num-records", "many"], "--num-records"),
+        (["perf", "end-to-end", "--topic", "t"], "--num-records"),
+        (["perf", "end-to-end", "--topic", "t", "--num-records", "1", "--throughput", "0"], "--throughput"),
+        (["perf", "end-to-end", "--topic", "t", "--num-records", "1", "--record-size", "4"], "--record-size"),
     ],
 )
 def test_bad_arguments_are_one_line_with_status_2(args, named):

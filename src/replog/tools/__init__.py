@@ -4,7 +4,7 @@ through the Kafka protocol, never through replog's own modules."""
 
 from replog.tools.consume import StartPosition, consume, start_position
 from replog.tools.kafka_client import ACKS_CHOICES, COMPRESSION_CHOICES, DEFAULT_KEY_SEPARATOR, BadArguments, ToolError
-from replog.tools.perf import ConsumeReport, ProduceReport, perf_consume, perf_produce
+from replog.tools.perf import ConsumeReport, LatencyReport, ProduceRun, perf_consume, perf_end_to_end, perf_produce
 from replog.tools.produce import produce_lines
 
 __all__ = [
@@ -13,11 +13,13 @@ __all__ = [
     "DEFAULT_KEY_SEPARATOR",
     "BadArguments",
     "ConsumeReport",
-    "ProduceReport",
+    "LatencyReport",
+    "ProduceRun",
     "StartPosition",
     "ToolError",
     "consume",
     "perf_consume",
+    "perf_end_to_end",
     "perf_produce",
     "produce_lines",
     "start_position",
