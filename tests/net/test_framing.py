@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 
 import pytest
 
 from replog.net import codec
-from replog.net.codec import ApiKey
+from replog.net.codec import ApiKey, EncodedBody
 from replog.net.handlers import HANDLERS
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics
+from replog.storage.segment import FileSlice, HeldSlice
 
 MAX_REQUEST_BYTES = 1024 * 1024
 
@@ -138,3 +140,61 @@ def test_decoding_is_sans_io():
     request = codec.decode_request(frame)
     assert (request.api_key, request.api_version, request.correlation_id, request.client_id) == (18, 3, 21, "test")
     assert request.body.client_software_name == "kcat"
+
+
+# --- log bytes sent from their file -------------------------------------------------------------
+
+
+@pytest.fixture
+def log_file(tmp_path):
+    path = tmp_path / "segment.log"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    yield fd
+    os.close(fd)
+
+
+def answering_with(monkeypatch, piece: FileSlice, current=lambda: True) -> None:
+    """ApiVersions answered by a response whose body is `piece`, held as Fetch holds log bytes."""
+    async def handler(services, request):
+        return EncodedBody([HeldSlice(piece, current)])
+
+    monkeypatch.setitem(HANDLERS, int(ApiKey.API_VERSIONS), handler)
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def test_log_bytes_go_from_their_file_to_the_socket_without_being_read_into_python(connect, monkeypatch, log_file):
+    content = bytes(range(256)) * 64  # 16 KiB: what a socket takes at once
+    os.write(log_file, content)
+    fds_before = open_fds()
+    answering_with(monkeypatch, FileSlice(log_file, 0, len(content)))
+
+    def read_from(self, skipped_bytes):
+        raise AssertionError("log bytes were read into Python")
+
+    monkeypatch.setattr(HeldSlice, "read_from", read_from)
+    reader, writer = await connect()
+    writer.write(api_versions_frame(11))
+    assert await read_response(reader) == (11, content)
+    assert open_fds() == fds_before + 2, "the held descriptor is closed once sent (the client's socket pair remains)"
+
+
+async def test_log_bytes_past_a_full_socket_follow_through_the_transport_in_order(connect, monkeypatch, log_file):
+    content = os.urandom(8 << 20)  # more than a socket takes before the client reads
+    os.write(log_file, content)
+    answering_with(monkeypatch, FileSlice(log_file, 0, len(content)))
+    reader, writer = await connect()
+    writer.write(api_versions_frame(12))
+    writer.write(api_versions_frame(13))
+    assert await read_response(reader) == (12, content)
+    assert await read_response(reader) == (13, content)
+
+
+async def test_log_bytes_a_truncation_rewrote_after_the_read_close_the_connection(connect, monkeypatch, log_file):
+    os.write(log_file, b"x" * 100)
+    answering_with(monkeypatch, FileSlice(log_file, 0, 100), current=lambda: False)
+    reader, writer = await connect()
+    writer.write(api_versions_frame(14))
+    assert await connection_closed(reader)

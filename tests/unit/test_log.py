@@ -419,3 +419,19 @@ def test_a_roll_leaves_its_directory_fsync_to_the_next_flush(tmp_path, monkeypat
     log.flush()
     assert synced == [log.directory], "a directory already synced is not synced again"
     log.close()
+
+
+def test_held_slices_outlive_their_segments_deletion_and_know_when_a_truncation_rewrote_them(tmp_path):
+    log = open_log(tmp_path / "t-0", segment_bytes=200, retention_ms=1)
+    log.append(build_batch(payload_bytes=100, max_timestamp=1), leader_epoch=0)
+    log.append(build_batch(payload_bytes=100, max_timestamp=1), leader_epoch=0)  # rolls: the first segment is closed
+    first = log.hold(log.read(0, 1, max_offset=1))
+    expected = b"".join(piece.read() for piece in log.read(0, 1, max_offset=1))
+    tail = log.hold(log.read(1, 1 << 20))
+    log._clock.advance(10)
+    assert log.delete_retained_segments() == 1
+    assert first[0].current() and first[0].read_from(0) == expected, "a deleted segment's bytes stay readable"
+    log.truncate_to(1)
+    assert not tail[0].current(), "the truncated range holds other bytes from now on"
+    for held in first + tail:
+        held.close()

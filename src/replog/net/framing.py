@@ -12,6 +12,13 @@ slow request holds back the responses behind it but not their processing; a long
 is told when a later request arrives (codec.Overtaken) and answers at once, rather than
 holding that later answer for its whole wait.
 
+Sending: a response is written with one `writelines`, but for log bytes (a Fetch response's
+HeldSlices), which go from the log file to the socket with os.sendfile while nothing is queued
+before them in the transport (uvloop's transports have no sendfile), so that they are never
+copied through Python; past a full socket, the rest goes through the transport, read then. A
+held range a truncation rewrote since it was read closes the connection rather than send other
+bytes than were read (the client fetches again).
+
 Backpressure, with bounds: reading pauses while `in_flight_max` requests are pending or while
 the transport's write buffer is above its high-water mark, and resumes when both clear.
 
@@ -25,8 +32,11 @@ import asyncio
 import dataclasses
 import collections
 import logging
+import os
 import struct
 from typing import Awaitable, Callable
+
+from replog.storage.segment import HeldSlice
 
 from . import codec
 
@@ -37,7 +47,7 @@ INITIAL_BUFFER_BYTES = 64 * 1024
 WRITE_BUFFER_HIGH_BYTES = 8 * 1024 * 1024
 
 # A handler's answer: the encoded frame as parts, or None when no response is sent (acks=0).
-Dispatch = Callable[[codec.Request], Awaitable[list[bytes] | None]]
+Dispatch = Callable[[codec.Request], Awaitable[list[bytes | HeldSlice] | None]]
 # The answer to a known API at an unsupported version, or None to close the connection.
 OnUnsupported = Callable[[codec.UnsupportedVersion], list[bytes] | None]
 
@@ -66,6 +76,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._buffer = bytearray(INITIAL_BUFFER_BYTES)
         self._filled = 0
         self._transport: asyncio.Transport | None = None
+        self._socket_fd = -1  # for sendfile; -1 where the transport has no socket
         self._peer = "?"
         self._peer_host = ""  # as Kafka names a group member's host: "/127.0.0.1"
         self._in_order: collections.deque[asyncio.Future] = collections.deque()
@@ -79,6 +90,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
         self._transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
+        sock = transport.get_extra_info("socket")
+        self._socket_fd = sock.fileno() if sock is not None else -1
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._peer_host = f"/{peer[0]}" if peer else ""
@@ -87,6 +100,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._connections.discard(self)
         for pending in self._in_order:
+            if pending.done() and not pending.cancelled() and pending.exception() is None:
+                _release(pending.result())
             pending.cancel()
         self._in_order.clear()
         if not self._closed.done():
@@ -193,10 +208,37 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             response = finished.result()
             if response is not None and self._transport is not None and not self._transport.is_closing():
-                self._transport.writelines(response)
+                try:
+                    self._send(response)
+                except OSError as error:
+                    _release(response)
+                    self._abort(f"response not sent: {error}")
+                    return
+            _release(response)
             if self._on_answered is not None:
                 self._on_answered(finished)
         self._update_reading()
+
+    def _send(self, response: list[bytes | HeldSlice]) -> None:
+        """Write `response` in order; see "Sending" in the module docstring."""
+        held = [part for part in response if isinstance(part, HeldSlice)]
+        if not held:
+            self._transport.writelines(response)
+            return
+        if not all(part.current() for part in held):  # checked before any byte of the frame goes
+            raise OSError("the log was truncated under a fetch response")
+        direct = self._socket_fd >= 0 and self._transport.get_write_buffer_size() == 0
+        for part in response:
+            if isinstance(part, HeldSlice):
+                sent = _sendfile(self._socket_fd, part) if direct else 0
+                if sent < part.size_bytes:
+                    direct = False
+                    self._transport.write(part.read_from(sent))
+            else:
+                sent = _write_some(self._socket_fd, part) if direct else 0
+                if sent < len(part):
+                    direct = False
+                    self._transport.write(memoryview(part)[sent:])
 
     def _update_reading(self) -> None:
         if self._transport is None or self._transport.is_closing():
@@ -229,3 +271,31 @@ class KafkaConnection(asyncio.BufferedProtocol):
             await asyncio.wait_for(asyncio.shield(self._closed), timeout_s)
         except TimeoutError:
             self._transport.abort()
+
+
+def _sendfile(socket_fd: int, part: HeldSlice) -> int:
+    """Send as much of `part` as the socket takes now; how much that was."""
+    sent = 0
+    while sent < part.size_bytes:  # bounded: each turn sends bytes, or stops
+        try:
+            count = os.sendfile(socket_fd, part.fd, part.position + sent, part.size_bytes - sent)
+        except BlockingIOError:
+            break
+        if count == 0:
+            raise OSError("log file shrank under a held slice")
+        sent += count
+    return sent
+
+
+def _write_some(socket_fd: int, data: bytes) -> int:
+    try:
+        return os.write(socket_fd, data)
+    except BlockingIOError:
+        return 0
+
+
+def _release(response: list[bytes | HeldSlice] | None) -> None:
+    """Close the held slices of a response, sent or not."""
+    for part in response or ():
+        if isinstance(part, HeldSlice):
+            part.close()

@@ -57,6 +57,7 @@ from replog.storage.segment import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     FileSlice,
+    HeldSlice,
     Segment,
     SegmentCut,
     SegmentLimits,
@@ -380,6 +381,12 @@ class Log:
                 break
             position = 0
         return slices
+
+    def hold(self, slices: list[FileSlice]) -> list[HeldSlice]:
+        """`slices` (from `read`) held past the next change of the log, for a send that comes
+        later: each knows whether a truncation has since rewritten its range."""
+        truncations = self._truncations
+        return [HeldSlice(piece, lambda: self._truncations == truncations) for piece in slices]
 
     def _locate(self, offset: int) -> tuple[int, int] | None:
         """(segment index, position) of the first batch whose last offset is >= `offset`."""

@@ -17,12 +17,13 @@ re-derived from the `.log` by a scan that validates each batch (`load`, `recover
 and a scan cuts the file at the first batch that is torn, corrupt or out of order.
 
 Concurrency: one thread (the partition's event loop) owns a segment. A FileSlice handed out by
-`slice` stays valid until the next truncation, deletion or close of this segment.
+`slice` stays valid until the next truncation, deletion or close of this segment; a HeldSlice
+made of it (Log.hold) outlives those.
 """
 
 import bisect
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -58,6 +59,36 @@ class FileSlice(NamedTuple):
     def read(self) -> bytes:
         """Copy the bytes out, for callers that cannot send from a file descriptor."""
         return os.pread(self.fd, self.size_bytes, self.position)
+
+
+class HeldSlice:
+    """A FileSlice held for a send that may come after other work has run (a response queued
+    behind others on its connection): a descriptor of its own keeps the bytes readable if the
+    segment is closed, deleted or replaced by the cleaner meanwhile, and `current()` says
+    whether the range still holds the bytes that were read (a truncation rewrites it in place).
+    Whoever holds one closes it."""
+
+    __slots__ = ("fd", "position", "size_bytes", "current")
+
+    def __init__(self, piece: FileSlice, current: Callable[[], bool]):
+        self.fd = os.dup(piece.fd)
+        self.position = piece.position
+        self.size_bytes = piece.size_bytes
+        self.current = current
+
+    def __len__(self) -> int:
+        return self.size_bytes
+
+    def read_from(self, skipped_bytes: int) -> bytes:
+        """The bytes after the first `skipped_bytes`; OSError if the file no longer has them."""
+        wanted = self.size_bytes - skipped_bytes
+        data = os.pread(self.fd, wanted, self.position + skipped_bytes)
+        if len(data) != wanted:
+            raise OSError(f"log file shrank under a held slice: {len(data)} of {wanted} bytes")
+        return data
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 class SegmentLimits(NamedTuple):

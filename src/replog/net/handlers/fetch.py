@@ -16,9 +16,9 @@ Fetch sessions (KIP-227) are declined: the response's session id is 0, so client
 sending full fetch requests.
 
 Encoding: the response body is written here rather than through kio, so that each partition's
-log bytes go out as their own part of one `writelines`, copied once (out of the log files,
-right after the read, before anything else can run and retention could close a file) rather
-than four times through kio's buffers. tests/net/test_fetch_encoding.py checks it against kio
+log bytes are a part of their own: a HeldSlice of the log file (Log.hold), which the connection
+sends with sendfile, never copying log bytes through Python (net/framing.py), rather than four
+times through kio's buffers. tests/net/test_fetch_encoding.py checks the encoding against kio
 for every version.
 """
 
@@ -31,6 +31,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.replica.manager import UnknownTopicOrPartitionError
 from replog.replica.partition import FetchResult, ReadWaiter
+from replog.storage.segment import HeldSlice
 
 from ..codec import ApiKey, EncodedBody, Request
 from . import count_error, handles, log_refusal
@@ -84,7 +85,7 @@ class FetchBodyEncoder:
     def __init__(self, api_version: int):
         self.version = api_version
         self.flexible = api_version >= FIRST_FLEXIBLE_VERSION
-        self.parts: list[bytes] = []
+        self.parts: list[bytes | HeldSlice] = []
         self._pending = bytearray()
 
     def _length(self, count: int, plain: struct.Struct) -> None:
@@ -107,7 +108,7 @@ class FetchBodyEncoder:
         self._length(partition_count, _I32)
 
     def partition(self, index: int, error_code: int, high_watermark: int, last_stable_offset: int,
-                  log_start_offset: int, records: list[bytes]) -> None:
+                  log_start_offset: int, records: list[bytes | HeldSlice]) -> None:
         self._pending += _PARTITION_HEAD.pack(index, error_code, high_watermark, last_stable_offset)
         if self.version >= 5:
             self._pending += _I64.pack(log_start_offset)
@@ -131,16 +132,16 @@ class FetchBodyEncoder:
 
 def _encode(api_version: int, results: list) -> EncodedBody:
     by_topic: dict[str, list] = {}
-    for topic, fetch, _, result in results:
-        by_topic.setdefault(topic, []).append((fetch, result))
+    for topic, fetch, partition, result in results:
+        by_topic.setdefault(topic, []).append((fetch, partition, result))
     encoder = FetchBodyEncoder(api_version)
     encoder.begin(len(by_topic))
     for topic, partitions in by_topic.items():
         encoder.topic(topic, len(partitions))
-        for fetch, result in partitions:
+        for fetch, partition, result in partitions:
             if isinstance(result, FetchResult):
                 encoder.partition(fetch.partition, result.error_code, result.high_watermark, result.last_stable_offset,
-                                  result.log_start_offset, [piece.read() for piece in result.slices])
+                                  result.log_start_offset, partition.log.hold(result.slices) if result.slices else [])
             else:
                 # Empty, never null, records: some clients cannot parse null here.
                 encoder.partition(fetch.partition, result, -1, -1, -1, [])
