@@ -70,7 +70,8 @@ TOPIC_OVERRIDES = {"min.insync.replicas": "2"}
 ALTERED_SETTINGS = {"min.insync.replicas": ("1", "2", "3"), "segment.bytes": ("512", "4096", "1073741824")}
 # One schedule in COMPACTED_EVERY (by seed) has a compacted topic: segments small and a dirty
 # ratio low enough that whole segments fall below the HW and get cleaned within seconds, and an
-# alter_config that may also switch compaction off (delete) and on again.
+# alter_config that may also switch compaction off (delete) and on again. compact,delete cleans
+# as compact does here: retention is checked every 5 minutes, after a schedule has ended.
 COMPACTED_EVERY = 3
 COMPACTED_OVERRIDES = {"cleanup.policy": "compact", "segment.bytes": "512", "min.cleanable.dirty.ratio": "0.1"}
 ALTERED_COMPACTED_SETTINGS = {**ALTERED_SETTINGS, "cleanup.policy": ("compact", "compact,delete", "delete")}
