@@ -25,8 +25,8 @@ A compacted topic (the schedule's, all its life: alter_config may switch cleanin
 keeps the latest record of each key, not every record: a replica's cleaner removes a record
 once a later record of its key lies below that replica's HW. So there "at offset O" above reads
 "at offset O, or absent from that log while a later record of its key is in it, one
-acknowledged or below the partition's committed HW (the highest HW an unfenced leader has had,
-which a follower's HW follows)", for leaders, ISR members and two replicas below their
+acknowledged or below that replica's HW or the partition's committed HW (the highest HW an
+unfenced leader has had)", for leaders, ISR members and two replicas below their
 smaller HW alike; where both replicas hold a record at an offset it is the same one, as
 without compaction. A record superseded in one replica may still be in another, or absent
 from a follower that fetched past it after its leader had cleaned it; comparing each key's
@@ -157,7 +157,7 @@ class Checker:
                 continue
             if found is None and self._compacted:
                 contents = contents or self._contents(replica, f"broker {broker_id}")
-                if self._superseded((incarnation, ack.topic, ack.partition), ack.offset, ack.number, contents):
+                if self._superseded((incarnation, ack.topic, ack.partition), ack.offset, ack.number, replica, contents):
                     continue
             raise Violation(
                 f"{holder} ({replica.state.value} epoch={replica.leader_epoch} hw={replica.high_watermark} "
@@ -165,14 +165,17 @@ class Checker:
                 f"at {replica.topic}-{replica.partition_id} offset {ack.offset}, where record {ack.number} was acknowledged "
                 f"at epoch {ack.epoch}{' (and no later record of its key)' if self._compacted else ''}")
 
-    def _superseded(self, partition: tuple[int, str, int], offset: int, number: int, contents: LogContents) -> bool:
+    def _superseded(self, partition: tuple[int, str, int], offset: int, number: int, replica: Partition,
+                    contents: LogContents) -> bool:
         """Whether record `number`, of `partition` (incarnation, topic, partition) at `offset`,
-        may be missing from a log holding `contents`: the log is compacted and holds a later
-        record of its key, one acknowledged or below the partition's committed HW (the cleaner
-        only cleans below the replica's HW, which a leader's HW bounds)."""
+        may be missing from `replica`, whose log holds `contents`: the log is compacted and holds
+        a later record of its key, one acknowledged or below the replica's HW or the partition's
+        committed HW (the cleaner cleans below the replica's HW: one that a restart took back to
+        its checkpoint may be below what it cleaned with, one that rose in the step that cleaned
+        above what the checker saw of the leaders')."""
         if not self._compacted:
             return False
-        committed = self._committed.get(partition, 0)
+        committed = max(self._committed.get(partition, 0), replica.high_watermark)
         return any(later > offset and (later < committed or contents.numbers[later] in self._acked_numbers)
                    for later in contents.offsets_of_key.get(self._keys[number], ()))
 
@@ -308,9 +311,11 @@ class Checker:
                         mine, theirs = contents[first_id].numbers.get(offset), contents[second_id].numbers.get(offset)
                         if mine == theirs:
                             continue
-                        if mine is None and self._superseded((incarnation, topic, partition), offset, theirs, contents[first_id]):
+                        if mine is None and self._superseded((incarnation, topic, partition), offset, theirs, first,
+                                                             contents[first_id]):
                             continue
-                        if theirs is None and self._superseded((incarnation, topic, partition), offset, mine, contents[second_id]):
+                        if theirs is None and self._superseded((incarnation, topic, partition), offset, mine, second,
+                                                               contents[second_id]):
                             continue
                         raise Violation(
                             f"logs disagree below the HW: {topic}-{partition} incarnation {incarnation} offset {offset}: "
