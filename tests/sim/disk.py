@@ -5,11 +5,15 @@ are watched, in this process, for what they make durable:
 - `os.fsync` of a file: its size then survives (a later truncation below it lowers that);
 - `os.fsync` of a directory: the names created in it so far survive;
 - a name made by `os.open` with O_CREAT, or by `os.replace` onto it, survives only once its
-  directory was fsynced (a replaced file keeps the durable size of its source).
+  directory was fsynced (a replaced file keeps the durable size of its source); a replace onto
+  a name that was already durable is atomic: until the directory's fsync, the name holds either
+  the new file or the durable bytes of the one it replaced, never neither (POSIX rename, and
+  ext4's ordered mode).
 
 `lose_unflushed(directory)` then does what the machine going down does to the files below
 `directory`: each file keeps its durable bytes and a random part of the rest, torn at any byte,
-and of the names created in a directory since its last fsync a random newest part vanishes.
+and of the names created in a directory since its last fsync a random newest part vanishes
+(or, for a name replaced over a durable one, goes back to that one's durable bytes).
 The file system is one that keeps the order of writes across the files of a directory, as a
 journaling one in ordered mode does (ext4's default): a log segment created after one that lost
 bytes is gone too, with its indexes (replog's recovery, like Kafka's, reads the segments that
@@ -37,6 +41,8 @@ class PageCache:
         self._durable_size: dict[str, int] = {}
         # directory -> names created in it since its last fsync, oldest first
         self._unsynced_names: dict[str, dict[str, None]] = {}
+        # directory -> durable names replaced in it since its last fsync -> the durable bytes they had
+        self._replaced: dict[str, dict[str, bytes]] = {}
 
     @contextlib.contextmanager
     def installed(self):
@@ -67,12 +73,14 @@ class PageCache:
             return fd
 
         def replace(source, target, **kwargs):
+            replaced = self._durable_bytes(os.path.abspath(target))
             originals["replace"](source, target, **kwargs)
-            self._moved(os.path.abspath(source), os.path.abspath(target))
+            self._moved(os.path.abspath(source), os.path.abspath(target), replaced)
 
         def rename(source, target, **kwargs):
+            replaced = self._durable_bytes(os.path.abspath(target))
             originals["rename"](source, target, **kwargs)
-            self._moved(os.path.abspath(source), os.path.abspath(target))
+            self._moved(os.path.abspath(source), os.path.abspath(target), replaced)
 
         patched = {"fsync": fsync, "fdatasync": fdatasync, "ftruncate": ftruncate, "truncate": truncate,
                    "open": open_, "replace": replace, "rename": rename}
@@ -103,6 +111,7 @@ class PageCache:
         status = os.fstat(fd)
         if stat.S_ISDIR(status.st_mode):
             self._unsynced_names.pop(path, None)
+            self._replaced.pop(path, None)
         else:
             self._durable_size[path] = status.st_size
 
@@ -114,11 +123,28 @@ class PageCache:
         if self._mine(path):
             self._durable_size[path] = durable_size
             self._unsynced_names.setdefault(os.path.dirname(path), {})[path] = None
+            self._replaced.get(os.path.dirname(path), {}).pop(path, None)  # a new file, not a replacing one
 
-    def _moved(self, source: str, target: str) -> None:
+    def _durable_bytes(self, path: str) -> bytes | None:
+        """What a power loss would leave under `path` if its name is durable (None if not):
+        the bytes it held when the name was last made durable, if replaced since."""
+        directory = os.path.dirname(path)
+        if not self._mine(path) or not os.path.exists(path):
+            return None
+        if path in self._replaced.get(directory, {}):
+            return self._replaced[directory][path]
+        if path in self._unsynced_names.get(directory, {}):
+            return None
+        with open(path, "rb") as file:
+            return file.read(self._durable_size.get(path, 0))
+
+    def _moved(self, source: str, target: str, replaced: bytes | None) -> None:
+        """`source` renamed to `target`, which held the durable bytes `replaced` (None: a new name)."""
         self._created(target, self._durable_size.pop(source, 0))
-        names = self._unsynced_names.get(os.path.dirname(source), {})
-        names.pop(source, None)
+        if replaced is not None:
+            self._replaced.setdefault(os.path.dirname(target), {})[target] = replaced
+        for names in (self._unsynced_names, self._replaced):
+            names.get(os.path.dirname(source), {}).pop(source, None)
 
     # -- the power loss ------------------------------------------------------------------------------
 
@@ -127,10 +153,17 @@ class PageCache:
         lost = []
         for current, _, files in sorted(os.walk(directory)):
             unsynced = [name for name in self._unsynced_names.pop(current, {}) if os.path.exists(name)]
+            replaced = self._replaced.pop(current, {})
             vanish = unsynced[self._rng.randint(0, len(unsynced)):]
             for name in vanish:
-                os.unlink(name)
-                lost.append(f"{os.path.relpath(name, directory)} vanished")
+                if name in replaced:
+                    with open(name, "wb") as file:
+                        file.write(replaced[name])
+                    self._durable_size[name] = len(replaced[name])
+                    lost.append(f"{os.path.relpath(name, directory)} back to what it replaced")
+                else:
+                    os.unlink(name)
+                    lost.append(f"{os.path.relpath(name, directory)} vanished")
             truncated_segment = None  # the stem of the first segment that lost bytes
             for file_name in sorted(files):  # segments and their indexes in offset order
                 path = os.path.join(current, file_name)

@@ -17,7 +17,23 @@ Every CONVERGENCE_CHECK_S of virtual time and at the end (it reads whole logs):
 - the logs of any two replicas agree (same record at each offset) below the smaller of their
   two HWs;
 - no replica holds a record produced before its topic was last created (a deleted topic's
-  record served as the new topic's).
+  record served as the new topic's);
+- every record in a log was produced, and sits at the one offset it was first seen at (in a
+  log or acknowledged): records never move.
+
+A compacted topic (the schedule's, all its life: alter_config may switch cleaning off and on)
+keeps the latest record of each key, not every record: a replica's cleaner removes a record
+once a later record of its key lies below that replica's HW. So there "at offset O" above reads
+"at offset O, or absent from that log while a later record of its key is in it, one
+acknowledged or below that replica's HW or the partition's committed HW (the highest HW an
+unfenced leader has had)", for leaders, ISR members and two replicas below their
+smaller HW alike; where both replicas hold a record at an offset it is the same one, as
+without compaction. A record superseded in one replica may still be in another, or absent
+from a follower that fetched past it after its leader had cleaned it; comparing each key's
+latest record below the smaller HW instead would be wrong after a restart, whose HW comes from
+a checkpoint older than the HW the cleaner had used. Tombstones are not produced, so no record
+goes without a later one of its key. A record's key is the one it was produced with: the
+checker reads batch headers only (one record a batch, whose bytes the CRC covers).
 
 All of it holds per incarnation of the topic (incarnations.py): a topic deleted and created
 again starts its leader epochs afresh, and loses what it acknowledged on purpose. A replica of
@@ -33,7 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from replog.coord_backends.paths import LeaderRecord
 from replog.replica.partition import Partition, ReplicaState
@@ -74,34 +90,32 @@ def records_below(replica: Partition, end: int) -> dict[int, int]:
 def record_at(replica: Partition, offset: int) -> int | None:
     if not replica.log_start_offset <= offset < replica.log_end_offset:
         return None
-    pieces = replica.log.read(offset, 1)
+    pieces = replica.log.read(offset, 1)  # from the batch holding `offset`, or the next one past a gap
     header = batch_headers(pieces[0].read())[0]
     return header.max_timestamp if header.base_offset == offset else None
 
 
-def _require_acknowledged(replica: Partition, incarnation: int, acks: list[Ack], up_to_epoch: int | None, holder: str) -> None:
-    """Every one of `acks` of the replica's partition and incarnation (acknowledged at
-    `up_to_epoch` or before, if given) is in the replica's log at its offset."""
-    for ack in acks:
-        if ((ack.topic, ack.partition, ack.incarnation) != (replica.topic, replica.partition_id, incarnation)
-                or (up_to_epoch is not None and ack.epoch > up_to_epoch)):
-            continue
-        found = record_at(replica, ack.offset)
-        if found != ack.number:
-            raise Violation(
-                f"{holder} ({replica.state.value} epoch={replica.leader_epoch} hw={replica.high_watermark} "
-                f"leo={replica.log_end_offset} isr={sorted(replica.isr)}), has {'record ' + str(found) if found is not None else 'no record'} "
-                f"at {replica.topic}-{replica.partition_id} offset {ack.offset}, where record {ack.number} was acknowledged at epoch {ack.epoch}")
+class LogContents(NamedTuple):
+    """A whole log as the checker reads it."""
+
+    numbers: dict[int, int]  # offset -> record number, in offset order
+    offsets_of_key: dict[bytes, list[int]]  # key -> the offsets of its records, in order
 
 
 class Checker:
     def __init__(self, trace, store_isr: Callable[[str, int], tuple[int, ...]],
-                 store_leader: Callable[[str, int], LeaderRecord | None]):
+                 store_leader: Callable[[str, int], LeaderRecord | None], compacted: bool):
         self._trace = trace
         self._store_isr = store_isr  # the ISR the store names now: who is electable
         self._store_leader = store_leader  # the leader node now: where producers go
+        self._compacted = compacted  # the topic's logs may be cleaned: records may go once superseded
         self.incarnations = Incarnations()
         self.acks: list[Ack] = []
+        self._acked_numbers: set[int] = set()
+        self._keys: dict[int, bytes] = {}  # record number -> its key, of every record produced
+        self._offsets: dict[int, int] = {}  # record number -> the offset it was first seen at
+        # (incarnation, topic, partition) -> the highest HW an unfenced leader had: below it, committed
+        self._committed: dict[tuple[int, str, int], int] = {}
         self._found: list[str] = []  # violations seen between steps, raised at the next check
         # Keyed by incarnation first: epochs start again with a new topic.
         self._epoch_leaders: dict[tuple[int, str, int, int], int] = {}
@@ -113,12 +127,78 @@ class Checker:
         self._members: dict[tuple[str, int], tuple[int, ...]] = {}  # the store's ISR at the last step
         self._next_convergence_check_s = 0.0
 
+    def produced(self, number: int, key: bytes) -> None:
+        """Record `number`, with `key`, is about to be appended (acknowledged or not)."""
+        self._keys[number] = key
+
     def acknowledged(self, ack: Ack, by: Partition) -> None:
         """`ack` was acknowledged by the replica `by`."""
         self.acks.append(ack)
+        self._acked_numbers.add(ack.number)
+        first = self._first_offset(ack.number, ack.offset)
+        if first != ack.offset:
+            self._found.append(f"record {ack.number} moved: acknowledged at offset {ack.offset}, it was at {first}")
         if self.incarnations.of(by) != ack.incarnation:
             self._found.append(f"a replica of topic incarnation {self.incarnations.of(by)} acknowledged record {ack.number} "
                                f"produced to incarnation {ack.incarnation}: {ack}")
+
+    def _require_acknowledged(self, broker_id: int, replica: Partition, incarnation: int, acks: list[Ack],
+                              up_to_epoch: int | None, holder: str) -> None:
+        """Every one of `acks` of the replica's partition and incarnation (acknowledged at
+        `up_to_epoch` or before, if given) is in the replica's log at its offset, or, in a
+        compacted log, superseded there (`_superseded`)."""
+        contents = None  # the whole log, read once if a record is missing from a compacted one
+        for ack in acks:
+            if ((ack.topic, ack.partition, ack.incarnation) != (replica.topic, replica.partition_id, incarnation)
+                    or (up_to_epoch is not None and ack.epoch > up_to_epoch)):
+                continue
+            found = record_at(replica, ack.offset)
+            if found == ack.number:
+                continue
+            if found is None and self._compacted:
+                contents = contents or self._contents(replica, f"broker {broker_id}")
+                if self._superseded((incarnation, ack.topic, ack.partition), ack.offset, ack.number, replica, contents):
+                    continue
+            raise Violation(
+                f"{holder} ({replica.state.value} epoch={replica.leader_epoch} hw={replica.high_watermark} "
+                f"leo={replica.log_end_offset} isr={sorted(replica.isr)}), has {'record ' + str(found) if found is not None else 'no record'} "
+                f"at {replica.topic}-{replica.partition_id} offset {ack.offset}, where record {ack.number} was acknowledged "
+                f"at epoch {ack.epoch}{' (and no later record of its key)' if self._compacted else ''}")
+
+    def _superseded(self, partition: tuple[int, str, int], offset: int, number: int, replica: Partition,
+                    contents: LogContents) -> bool:
+        """Whether record `number`, of `partition` (incarnation, topic, partition) at `offset`,
+        may be missing from `replica`, whose log holds `contents`: the log is compacted and holds
+        a later record of its key, one acknowledged or below the replica's HW or the partition's
+        committed HW (the cleaner cleans below the replica's HW: one that a restart took back to
+        its checkpoint may be below what it cleaned with, one that rose in the step that cleaned
+        above what the checker saw of the leaders')."""
+        if not self._compacted:
+            return False
+        committed = max(self._committed.get(partition, 0), replica.high_watermark)
+        return any(later > offset and (later < committed or contents.numbers[later] in self._acked_numbers)
+                   for later in contents.offsets_of_key.get(self._keys[number], ()))
+
+    def _contents(self, replica: Partition, holder: str) -> LogContents:
+        """The replica's whole log; every record in it must have been produced, at the offset it
+        was first seen at (records never move, compacted or not)."""
+        numbers = records_below(replica, replica.log_end_offset)
+        for offset, number in numbers.items():
+            if number not in self._keys:
+                raise Violation(f"{holder} has record {number}, never produced, at {replica.topic}-{replica.partition_id} "
+                                f"offset {offset}")
+            first = self._first_offset(number, offset)
+            if first != offset:
+                raise Violation(f"record {number} moved: {holder} has it at {replica.topic}-{replica.partition_id} "
+                                f"offset {offset}, it was at {first}")
+        offsets_of_key: dict[bytes, list[int]] = {}
+        for offset, number in numbers.items():
+            offsets_of_key.setdefault(self._keys[number], []).append(offset)
+        return LogContents(numbers, offsets_of_key)
+
+    def _first_offset(self, number: int, offset: int) -> int:
+        """The offset record `number` was first seen at (in a log or acknowledged); `offset` if now."""
+        return self._offsets.setdefault(number, offset)
 
     def check_step(self, brokers: Mapping[int, Any], partitions: list[tuple[str, int]], now_s: float) -> None:
         if self._found:
@@ -155,8 +235,11 @@ class Checker:
         self._high_watermarks[key] = replica.high_watermark
         if replica.fenced:
             return
+        committed_key = (incarnation, topic, partition)
+        self._committed[committed_key] = max(self._committed.get(committed_key, 0), replica.high_watermark)
         checked = self._acks_checked.get(key, 0)
-        _require_acknowledged(replica, incarnation, self.acks[checked:], epoch, f"acknowledged record lost: broker {broker_id}, leading")
+        self._require_acknowledged(broker_id, replica, incarnation, self.acks[checked:], epoch,
+                                   f"acknowledged record lost: broker {broker_id}, leading")
         self._acks_checked[key] = len(self.acks)
 
     def _check_named_leader(self, brokers: Mapping[int, Any], topic: str, partition: int) -> None:
@@ -200,8 +283,8 @@ class Checker:
                 checked = 0  # another replica, or truncated since: check everything again
             elif checked == len(self.acks):
                 continue
-            _require_acknowledged(replica, current, self.acks[checked:], None,
-                                  f"ISR member without an acknowledged record: broker {broker_id}, in the store's ISR {sorted(members)}")
+            self._require_acknowledged(broker_id, replica, current, self.acks[checked:], None,
+                                       f"ISR member without an acknowledged record: broker {broker_id}, in the store's ISR {sorted(members)}")
             self._members_checked[key] = (replica, len(self.acks), replica.log_end_offset)
 
     def check_convergence(self, brokers) -> None:
@@ -212,10 +295,11 @@ class Checker:
                     key = (self.incarnations.of(replica), replica.topic, replica.partition_id)
                     hosted.setdefault(key, []).append((broker.broker_id, replica))
         for (incarnation, topic, partition), replicas in hosted.items():
-            contents = {broker_id: records_below(replica, replica.log_end_offset) for broker_id, replica in replicas}
+            contents = {broker_id: self._contents(replica, f"broker {broker_id}") for broker_id, replica in replicas}
             first_record = self.incarnations.first_record(incarnation)
             for broker_id, replica in replicas:
-                older = next(((offset, number) for offset, number in contents[broker_id].items() if number < first_record), None)
+                older = next(((offset, number) for offset, number in contents[broker_id].numbers.items()
+                              if number < first_record), None)
                 if older is not None:
                     raise Violation(f"a deleted topic's record in a replica of the new one: broker {broker_id} has record "
                                     f"{older[1]} at {topic}-{partition} offset {older[0]}, in its replica of incarnation "
@@ -224,9 +308,16 @@ class Checker:
                 for second_id, second in replicas[index + 1:]:
                     below = min(first.high_watermark, second.high_watermark)
                     for offset in range(max(first.log_start_offset, second.log_start_offset), below):
-                        mine, theirs = contents[first_id].get(offset), contents[second_id].get(offset)
-                        if mine != theirs:
-                            raise Violation(
-                                f"logs disagree below the HW: {topic}-{partition} incarnation {incarnation} offset {offset}: "
-                                f"broker {first_id} has {mine} (hw={first.high_watermark}), broker {second_id} has {theirs} "
-                                f"(hw={second.high_watermark})")
+                        mine, theirs = contents[first_id].numbers.get(offset), contents[second_id].numbers.get(offset)
+                        if mine == theirs:
+                            continue
+                        if mine is None and self._superseded((incarnation, topic, partition), offset, theirs, first,
+                                                             contents[first_id]):
+                            continue
+                        if theirs is None and self._superseded((incarnation, topic, partition), offset, mine, second,
+                                                               contents[second_id]):
+                            continue
+                        raise Violation(
+                            f"logs disagree below the HW: {topic}-{partition} incarnation {incarnation} offset {offset}: "
+                            f"broker {first_id} has {mine} (hw={first.high_watermark}), broker {second_id} has {theirs} "
+                            f"(hw={second.high_watermark})")

@@ -12,7 +12,15 @@ store clients, cut links, ports that refuse connections of a running broker (whi
 presume gone), isolated brokers, suspended and expired sessions, pauses (SIGSTOP, past the session
 timeout or not), crashes (SIGKILL) and restarts, and power losses: a crash of the broker's machine,
 whose files lose what was not flushed (disk.py) and which restarts with a new boot id. A producer appends numbered records with
-acks=all to the partition's leader meanwhile and remembers what was acknowledged.
+acks=all to the partition's leader meanwhile and remembers what was acknowledged: one record a
+batch, keyed from a few KEYS, its number the batch's timestamp.
+
+One schedule in COMPACTED_EVERY has a compacted topic (cleanup.policy=compact, 512-byte segments,
+a low min.cleanable.dirty.ratio) and brokers whose cleaners run every second, so that every
+replica cleans its log below its HW and recovery point while the faults go on; alter_config may
+turn compaction off and on again there. Every cleaning pass that changed a log is traced and
+counted (`Outcome.cleanings`, `records_removed`): test_simulation.py requires that most compacted
+schedules remove records, so that their invariants are tested on cleaned logs.
 
 After every step the invariants of invariants.py are checked. Then everything heals (faults
 off, links mended, sessions reconnected, paused brokers resumed, crashed ones restarted from
@@ -28,6 +36,7 @@ times) is identical from run to run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -41,6 +50,8 @@ from replog.coord_backends import NoNode, paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
 from replog.replica.partition import ErrorCode, Partition, ReplicaState
+from replog.spark_io.records import OutgoingRecord, encode_batch
+from replog.storage.log import Log
 from tests.sim.disk import PageCache
 from tests.sim.invariants import Ack, Checker, Violation
 from tests.sim.loop import START_S, Deadlock, VirtualTimeLoop
@@ -48,7 +59,6 @@ from tests.sim.network import SimNetwork
 from tests.sim.node import SimBroker
 from tests.sim.recreate import recreate_topic
 from tests.sim.store import SimStore, make_watch_order_deterministic
-from tests.unit.replica_batches import build_batch
 
 TOPIC = "sim"
 PARTITIONS = 2
@@ -58,6 +68,16 @@ TOPIC_OVERRIDES = {"min.insync.replicas": "2"}
 # What the alter_config fault draws from, as IncrementalAlterConfigs would set it: any
 # min.insync.replicas the replication factor allows, and segments small enough to roll often.
 ALTERED_SETTINGS = {"min.insync.replicas": ("1", "2", "3"), "segment.bytes": ("512", "4096", "1073741824")}
+# One schedule in COMPACTED_EVERY (by seed) has a compacted topic: segments small and a dirty
+# ratio low enough that whole segments fall below the HW and get cleaned within seconds, and an
+# alter_config that may also switch compaction off (delete) and on again. compact,delete cleans
+# as compact does here: retention is checked every 5 minutes, after a schedule has ended.
+COMPACTED_EVERY = 3
+COMPACTED_OVERRIDES = {"cleanup.policy": "compact", "segment.bytes": "512", "min.cleanable.dirty.ratio": "0.1"}
+ALTERED_COMPACTED_SETTINGS = {**ALTERED_SETTINGS, "cleanup.policy": ("compact", "compact,delete", "delete")}
+# Few keys, so that most records are superseded by a later one of their key within a schedule.
+KEYS = tuple(f"key-{index}".encode() for index in range(8))
+VALUE = b"v" * 16
 BROKER_SETTINGS = {
     "replica.lag.time.max.ms": "2000",
     "preferred.replica.election.wait.ms": "50",
@@ -65,6 +85,7 @@ BROKER_SETTINGS = {
     "leader.imbalance.check.interval.seconds": "5",
     "coord.session.timeout.ms": str(SESSION_TIMEOUT_MS),
     "log.flush.offset.checkpoint.interval.ms": "2000",
+    "log.cleaner.backoff.ms": "1000",
 }
 FAULT_PHASE_S = 20.0
 LIVENESS_S = 60.0
@@ -86,18 +107,24 @@ class Outcome:
     virtual_s: float
     steps: int
     acknowledged: int
+    compacted: bool  # the topic was created compacted
+    cleanings: int  # cleaning passes that changed a log
+    records_removed: int  # by those passes
 
 
 class Simulation:
     def __init__(self, seed: int, root: pathlib.Path):
         self.seed = seed
         self.rng = random.Random(seed)
+        self.compacted = seed % COMPACTED_EVERY == 0
+        self._overrides = {**TOPIC_OVERRIDES, **COMPACTED_OVERRIDES} if self.compacted else TOPIC_OVERRIDES
+        self._altered_settings = ALTERED_COMPACTED_SETTINGS if self.compacted else ALTERED_SETTINGS
         self.root = root / f"seed-{seed}"
         self.trace: list[str] = []
         self.loop = VirtualTimeLoop(after_step=self._after_step)
         self.loop.set_exception_handler(self._loop_exception)
         self._partitions = [(TOPIC, partition) for partition in range(PARTITIONS)]
-        self.checker = Checker(self.note, self._store_isr, self._store_leader)
+        self.checker = Checker(self.note, self._store_isr, self._store_leader, self.compacted)
         self.network = SimNetwork(self.rng)
         self.brokers: dict[int, SimBroker] = {}
         self.page_cache = PageCache(self.root, self.rng)
@@ -111,6 +138,8 @@ class Simulation:
         self._observer: MemoryStore | None = None
         self._recreates: list[asyncio.Task] = []  # not cancelled by the heal: a topic must come of it
         self._next_record = 0
+        self._cleanings = 0
+        self._records_removed = 0
         self._steps = 0
         self._steps_at_this_time = 0
         self._last_step_time = 0.0
@@ -131,7 +160,7 @@ class Simulation:
         to_trace = _TraceHandler(self.note)
         replog_logger.addHandler(to_trace)
         try:
-            with self.page_cache.installed():
+            with self.page_cache.installed(), self._cleanings_counted():
                 self.loop.run_until_complete(self._main())
         except (Violation, Deadlock) as error:
             violation = f"{type(error).__name__}: {error}"
@@ -141,7 +170,29 @@ class Simulation:
             replog_logger.setLevel(level)
             replog_logger.propagate = propagate
             self._tear_down()
-        return Outcome(self.seed, self.trace, violation, self.loop.time() - START_S, self._steps, len(self.checker.acks))
+        return Outcome(self.seed, self.trace, violation, self.loop.time() - START_S, self._steps, len(self.checker.acks),
+                       self.compacted, self._cleanings, self._records_removed)
+
+    @contextlib.contextmanager
+    def _cleanings_counted(self):
+        """Every cleaning pass that changed a log, counted and traced (Log.complete_clean wrapped
+        for the schedule): what shows that compacted schedules did compact."""
+        complete_clean = Log.complete_clean
+
+        def counted(log: Log, job, result) -> bool:
+            changed = complete_clean(log, job, result)
+            if changed:
+                self._cleanings += 1
+                self._records_removed += result.records_removed
+                self.note(f"cleaned {log.directory.parent.name}/{log.directory.name} below {result.first_dirty}: "
+                          f"{result.records_removed} records removed")
+            return changed
+
+        Log.complete_clean = counted
+        try:
+            yield
+        finally:
+            Log.complete_clean = complete_clean
 
     def _store_isr(self, topic: str, partition: int) -> tuple[int, ...]:
         """Read from the tree itself: the check runs between steps, where nothing may await."""
@@ -189,7 +240,7 @@ class Simulation:
         # No broker runs yet: each finds its start-replicas in its queue when it starts.
         assignment = {partition: [BROKER_IDS[(partition + index) % len(BROKER_IDS)] for index in range(len(BROKER_IDS))]
                       for partition in range(PARTITIONS)}
-        await admin.create_topic(self._observer, TOPIC, None, None, TOPIC_OVERRIDES, replica_assignment=assignment)
+        await admin.create_topic(self._observer, TOPIC, None, None, self._overrides, replica_assignment=assignment)
         for broker_id in BROKER_IDS:
             self._start_broker(broker_id)
         producers = [asyncio.create_task(self._keep_producing(partition)) for partition in range(PARTITIONS)]
@@ -256,7 +307,11 @@ class Simulation:
             return False
         self._next_record += 1
         number, epoch, incarnation = self._next_record, replica.leader_epoch, self.checker.incarnations.current
-        appending = broker.spawn(replica.append_as_leader(build_batch(max_timestamp=number), -1, PRODUCE_TIMEOUT_MS))
+        key = self.rng.choice(KEYS)
+        self.checker.produced(number, key)
+        # The record's number is the batch's timestamp: what the checker reads of every batch.
+        batch = encode_batch([OutgoingRecord(key, VALUE, None)], "none", timestamp_ms=number)
+        appending = broker.spawn(replica.append_as_leader(bytearray(batch), -1, PRODUCE_TIMEOUT_MS))
         done, _ = await asyncio.wait({appending}, timeout=PRODUCE_TIMEOUT_MS / 1000 + 1)
         if not done or appending.result().error_code != ErrorCode.NONE:
             return False
@@ -287,7 +342,7 @@ class Simulation:
 
     def _alter_config(self, broker: SimBroker) -> None:
         """The topic's settings change (not `broker`'s alone: topic settings are cluster-wide)."""
-        settings = {name: self.rng.choice(values) for name, values in ALTERED_SETTINGS.items()}
+        settings = {**self._overrides, **{name: self.rng.choice(values) for name, values in self._altered_settings.items()}}
         self.note(f"fault: topic settings altered to {settings}")
         self._in_background(self._set_topic_config(settings))
 
@@ -306,7 +361,7 @@ class Simulation:
         self._recreates.append(asyncio.create_task(self._recreate(assignment)))
 
     async def _recreate(self, assignment: dict[int, list[int]]) -> None:
-        await recreate_topic(self._observer, TOPIC, assignment, TOPIC_OVERRIDES, self.note)
+        await recreate_topic(self._observer, TOPIC, assignment, self._overrides, self.note)
         # In the step of the create's commit: no replica of the new topic can be open yet.
         self.checker.incarnations.begin_next(
             [replica for broker in self.brokers.values() for replica in broker.replicas.partitions], self._next_record + 1)

@@ -1,7 +1,9 @@
 """The deterministic simulation of the replication core, run over many seeds.
 
 CI runs SCHEDULES seeded schedules (seeds FIRST_SEED..), spread over one worker process per
-core; the figures (schedules, wall time, virtual time, acknowledged records) are printed.
+core; the figures (schedules, wall time, virtual time, acknowledged records, compacted schedules
+and what their cleaners did) are printed. Compacted schedules must mostly compact: at least
+COMPACTING_SHARE_MIN of them see a cleaning pass remove records, or their invariants prove little.
 
     REPLOG_SIM_RUNS=100000 pytest tests/sim      # a soak, for humans
     REPLOG_SIM_FIRST_SEED=500000 pytest tests/sim  # other schedules than CI's
@@ -40,6 +42,9 @@ FAILURES_SHOWN = 3
 # The logs' files, in memory where the machine has a tmpfs: the schedules' fsyncs are real
 # calls either way, and a disk would only make them slower.
 MEMORY_DIR = "/dev/shm"
+# Most compacted schedules clean; those that do not had their topic switched to delete, or their
+# segments made huge, early on by alter_config, or no segment fell wholly below a HW in time.
+COMPACTING_SHARE_MIN = 0.6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +57,9 @@ class Summary:
     virtual_s: float
     steps: int
     acknowledged: int
+    compacted: bool
+    cleanings: int
+    records_removed: int
 
 
 def run_seeds(seeds: range) -> list[Summary]:
@@ -62,11 +70,12 @@ def run_seeds(seeds: range) -> list[Summary]:
             try:
                 outcome = run_one(seed, root)
             except Exception:  # a bug of the simulator or one it does not catch: still this seed's
-                summaries.append(Summary(seed, traceback.format_exc(), (), 0.0, 0, 0))
+                summaries.append(Summary(seed, traceback.format_exc(), (), 0.0, 0, 0, False, 0, 0))
                 continue
             # The events before the violation; the acknowledgements, most of a trace, are in the replay.
             tail = tuple([line for line in outcome.trace if " acked " not in line][-TRACE_TAIL:]) if outcome.violation else ()
-            summaries.append(Summary(seed, outcome.violation, tail, outcome.virtual_s, outcome.steps, outcome.acknowledged))
+            summaries.append(Summary(seed, outcome.violation, tail, outcome.virtual_s, outcome.steps, outcome.acknowledged,
+                                     outcome.compacted, outcome.cleanings, outcome.records_removed))
     return summaries
 
 
@@ -125,14 +134,19 @@ def test_seeded_schedules_keep_every_invariant(tmp_path, capsys):
                 future.cancel()
     elapsed = time.monotonic() - started
     failures = sorted((summary for summary in summaries if summary.violation), key=lambda summary: summary.seed)
+    compacted = [summary for summary in summaries if summary.compacted]
+    compacting = [summary for summary in compacted if summary.records_removed]
     with capsys.disabled():
         print(f"\nsimulation: {len(summaries)} schedules (seeds {seeds.start}..{seeds.stop - 1}) in {elapsed:.1f}s on "
               f"{workers} workers; {sum(summary.virtual_s for summary in summaries):.0f}s of virtual time, "
               f"{sum(summary.steps for summary in summaries)} steps, "
-              f"{sum(summary.acknowledged for summary in summaries)} records acknowledged; {len(failures)} failed")
+              f"{sum(summary.acknowledged for summary in summaries)} records acknowledged; {len(compacted)} compacted, "
+              f"{len(compacting)} of them cleaned: {sum(summary.cleanings for summary in compacted)} passes changed a log, "
+              f"{sum(summary.records_removed for summary in compacted)} records removed; {len(failures)} failed")
     if failures:
         pytest.fail("\n\n".join(describe(failure, tmp_path / str(failure.seed)) for failure in failures), pytrace=False)
     assert len(summaries) == len(seeds)
+    assert len(compacting) >= COMPACTING_SHARE_MIN * len(compacted)
 
 
 @pytest.mark.skipif(REPLAY_SEED is None, reason="set REPLOG_SIM_SEED to replay a seed")
