@@ -179,7 +179,7 @@ class Simulation:
         for the schedule): what shows that compacted schedules did compact."""
         complete_clean = Log.complete_clean
 
-        def counted(log: Log, job, result) -> bool:
+        def counted(log: Log, job, result):
             changed = complete_clean(log, job, result)
             if changed:
                 self._cleanings += 1
