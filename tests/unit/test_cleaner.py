@@ -166,7 +166,8 @@ def test_the_last_batch_of_each_producer_stays_as_an_empty_batch(tmp_path, clock
     committed(log)
     assert clean(log)
     headers = batch_headers(read_all(log, 0))
-    assert [(h.base_offset, h.record_count) for h in headers] == [(1, 0), (2, 2), (4, 1)]
+    # Offset 0 stays too, empty: the first batch of epoch 0.
+    assert [(h.base_offset, h.record_count) for h in headers] == [(0, 0), (1, 0), (2, 2), (4, 1)]
     assert contents(log) == [(2, b"a", b"3"), (3, b"pad", b"x" * 250), (4, b"tail", b"x")]
 
 
@@ -242,3 +243,21 @@ def test_a_compacted_log_refuses_a_record_without_a_key_and_writes_nothing(tmp_p
     plain = open_log(tmp_path / "u-0", clock)
     plain.append(batch((None, b"keyless")), leader_epoch=0)
     assert contents(plain) == [(0, None, b"keyless")]
+
+
+def test_the_first_batch_of_each_leader_epoch_stays_as_an_empty_batch(tmp_path, clock):
+    """A follower copying the log learns each epoch's start from its first batch: were it
+    removed, the follower would place the epoch later, and answer OffsetForLeaderEpoch with an
+    offset above a divergent replica's tail, which would then keep it."""
+    log = open_log(tmp_path / "t-0", clock, compact=True, segment_bytes=400)
+    log.append(batch((b"a", b"1")), leader_epoch=0)
+    log.append(batch((b"a", b"2")), leader_epoch=1)
+    log.append(batch((b"a", b"3")), leader_epoch=1)
+    log.append(batch((b"a", b"4"), (b"pad", b"x" * 250)), leader_epoch=2)
+    log.append(batch((b"tail", b"x")), leader_epoch=2)
+    committed(log)
+    assert clean(log)
+    headers = batch_headers(read_all(log, 0))
+    assert [(h.base_offset, h.partition_leader_epoch, h.record_count) for h in headers] == [
+        (0, 0, 0), (1, 1, 0), (3, 2, 2), (5, 2, 1)]
+    assert contents(log) == [(3, b"a", b"4"), (4, b"pad", b"x" * 250), (5, b"tail", b"x")]

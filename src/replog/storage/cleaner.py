@@ -16,7 +16,12 @@ One pass (CleanJob.run, in a worker thread, on descriptors of its own):
    is a tombstone (null value) older than delete.retention.ms. A batch keeps its base offset,
    last offset delta, timestamps and producer fields, so offsets never move and followers and
    consumers see gaps, as with Kafka; one left with no record is dropped, but for the last batch
-   of each producer, kept empty so that its sequence survives. Control batches are kept.
+   of each producer, kept empty so that its sequence survives, and the first batch of each
+   leader epoch (the log's leader-epoch cache names them), kept empty too: a follower copying
+   the log learns where each epoch starts from those batches, and one that learnt a later start
+   would answer OffsetForLeaderEpoch with it, so that a replica behind with a divergent tail
+   below it would keep that tail (KIP-101's truncation; simulator seed 1884 of the compacted
+   schedules). Control batches are kept.
 3. Write the survivors of consecutive segments into one new segment while their sizes before
    cleaning add up to at most segment.bytes, so that the segment count shrinks too. Each new
    segment is written and fsynced, indexes included, as `<base>.log.cleaned` beside the log.
@@ -109,7 +114,7 @@ class CleanJob:
 
     def __init__(self, directory: Path, segments: list[SegmentFile], end_offset: int, first_dirty: int, now_ms: int,
                  delete_retention_ms: int, segment_bytes: int, index_interval_bytes: int, map_max_bytes: int,
-                 identity: object):
+                 epoch_starts: frozenset[int], identity: object):
         self.directory = directory
         self.segments = segments
         self._end_offset = end_offset  # the base of the first segment after the head
@@ -118,6 +123,7 @@ class CleanJob:
         self._segment_bytes = segment_bytes
         self._index_interval_bytes = index_interval_bytes
         self._map_max_bytes = map_max_bytes
+        self._epoch_starts = epoch_starts  # base offsets of each leader epoch's first batch
         self.identity = identity  # what the log checks before swapping the result in
 
     def run(self) -> CleanResult:
@@ -126,8 +132,8 @@ class CleanJob:
             offset_map, mapped_segments = self._map_dirty_part()
             cleaned_count = mapped_segments
             map_end = self.segments[cleaned_count].base_offset if cleaned_count < len(self.segments) else self._end_offset
-            last_batch_of_producer = self._last_batches_of_producers(cleaned_count)
-            cleaned, records_removed = self._rewrite(cleaned_count, offset_map, last_batch_of_producer)
+            kept_empty = self._last_batches_of_producers(cleaned_count) | self._epoch_starts
+            cleaned, records_removed = self._rewrite(cleaned_count, offset_map, kept_empty)
             return CleanResult(cleaned, map_end, sum(s.size_bytes for s in self.segments[:cleaned_count]), records_removed)
         finally:
             self.close()

@@ -594,6 +594,7 @@ class Log:
                                          for segment in head],
                         end_offset, first_dirty, self._clock(), self.config.delete_retention_ms,
                         self.config.segment_bytes, self.config.index_interval_bytes, map_max_bytes,
+                        frozenset(entry.start_offset for entry in self.leader_epoch_cache.entries),
                         (self._truncations, tuple(head)))
 
     def complete_clean(self, job: CleanJob, result: CleanResult) -> Cleaned | None:
