@@ -38,6 +38,7 @@ from replog.coord_backends.paths import (
     ReplicaAssignment,
     StateChangeRequest,
     TopicConfig,
+    TopicId,
 )
 from replog.replication.state_changes import CLOSE_REPLICA, FROM_ADMIN, START_REPLICA, send_state_change
 from tests.polling import eventually
@@ -68,6 +69,11 @@ async def test_create_writes_assignment_and_config(store, register_brokers):
     assert sorted(replicas[0] for replicas in assignment.values()) == [1, 1, 2, 2, 3, 3]
     assert await stored_overrides(store, "orders") == {"retention.ms": "60000"}
     assert await list_topics(store) == ["orders"]
+    first_id = TopicId.decode((await store.get(paths.topic("orders")))[0]).topic_id
+    assert len(first_id) == 32
+    await delete_topic(store, "orders")
+    await create_topic(store, "orders", 1, 1)
+    assert TopicId.decode((await store.get(paths.topic("orders")))[0]).topic_id != first_id, "a new topic, a new id"
 
 
 def commit_together(monkeypatch, stores) -> None:

@@ -7,6 +7,7 @@ import pytest
 
 from replog.storage.checkpoint import OffsetCheckpoint
 from replog.storage.log import LogConfig
+from replog.storage.partition_metadata import tagged_topic_id
 from replog.replica.manager import (
     HIGH_WATERMARK_CHECKPOINT_FILE,
     ManagerConfig,
@@ -211,3 +212,39 @@ async def test_a_replica_deleted_around_a_background_flush_is_gone_without_error
 def test_intervals_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="retention_check_interval_ms"):
         ManagerConfig(data_dir=tmp_path, broker_id=1, retention_check_interval_ms=0)
+
+
+async def test_a_log_of_an_earlier_topic_of_the_same_name_is_deleted_and_the_new_one_tagged(tmp_path):
+    """A broker away and unassigned while the topic was deleted kept its log: the new topic of
+    the name, with another id, must not serve it (simulator seed 2666)."""
+    manager = make_manager(tmp_path)
+    await manager.load_log("orders", 0, LogConfig(), topic_id="first")
+    old = await manager.open_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
+    await old.append_as_leader(producer_batch(3), acks=1, timeout_ms=1000)
+    await manager.shutdown()
+
+    manager = make_manager(tmp_path)
+    await manager.load_log("orders", 0, LogConfig(), topic_id="first")  # the same topic: kept
+    kept = await manager.open_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=1)
+    assert kept.log_end_offset == 3
+    await manager.shutdown()
+
+    manager = make_manager(tmp_path)
+    await manager.load_log("orders", 0, LogConfig(), topic_id="second")
+    new = await manager.open_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
+    assert (new.log_end_offset, new.high_watermark) == (0, 0)
+    assert tagged_topic_id(manager.log_directory("orders", 0)) == "second"
+    await manager.shutdown()
+
+
+async def test_a_log_made_before_topics_had_ids_is_kept_and_tagged(tmp_path):
+    manager = make_manager(tmp_path)
+    untagged = await manager.open_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
+    await untagged.append_as_leader(producer_batch(2), acks=1, timeout_ms=1000)
+    await manager.shutdown()
+    manager = make_manager(tmp_path)
+    await manager.load_log("orders", 0, LogConfig(), topic_id="now")
+    partition = await manager.open_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=1)
+    assert partition.log_end_offset == 2
+    assert tagged_topic_id(manager.log_directory("orders", 0)) == "now"
+    await manager.shutdown()

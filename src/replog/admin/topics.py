@@ -63,6 +63,7 @@ from replog.coord_backends.paths import (
     ReplicaAssignment,
     TopicChangeInProgress,
     TopicConfig,
+    TopicId,
     TopicDeletion,
 )
 from replog.replication.hosted import read_replicas
@@ -412,7 +413,7 @@ async def create_topic(
             raise InvalidTopic(f"topic {name!r} collides with existing topic {colliding[0]!r} ('.' and '_' collide)")
 
     async def finish(transaction: Transaction) -> None:
-        transaction.create(paths.topic(name))
+        transaction.create(paths.topic(name), TopicId.new().encode())
         config_bytes = TopicConfig(overrides).encode()
         # A config left behind without its topic (written by an older tool) is overwritten,
         # as Kafka's createTopic does; the version check keeps a racing creator out.

@@ -5,6 +5,7 @@ The layout is the seed's (replication design V2), kept verbatim so an operator c
 configurable root:
 
     /brokers/ids/[broker_id]                            BrokerRegistration   (ephemeral)
+    /brokers/topics/[topic]                             TopicId              (empty if made before ids)
     /brokers/topics/[topic]/[partition]/replicas        ReplicaAssignment    (first = preferred)
     /brokers/topics/[topic]/[partition]/leader          LeaderRecord         (ephemeral)
     /brokers/topics/[topic]/[partition]/ISR             IsrRecord
@@ -33,6 +34,7 @@ import functools
 import json
 import types
 import typing
+import uuid
 from typing import ClassVar, Self
 
 from .base import StoreError
@@ -170,6 +172,19 @@ class TopicDeletion(NodeValue):
     the topic marked). The topic's nodes go once every one of them is consumed."""
 
     close_replicas: dict[str, list[str]] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicId(NodeValue):
+    """Drawn when the topic is created, as Kafka's topic ids (KIP-516): a broker that finds a log
+    of the name tagged with another id holds a log of an earlier topic of that name, deleted
+    while the broker was not assigned it (and was away), never one of this topic."""
+
+    topic_id: str
+
+    @classmethod
+    def new(cls) -> Self:
+        return cls(uuid.uuid4().hex)
 
 
 @dataclasses.dataclass(frozen=True)

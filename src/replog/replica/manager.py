@@ -39,6 +39,7 @@ from replog.storage.checkpoint import OffsetCheckpoint
 from replog.storage.errors import ReplicaError
 from replog.storage.cleaner import Cleaned
 from replog.storage.log import Log, LogConfig
+from replog.storage.partition_metadata import tag_topic_id, tagged_topic_id
 from replog.storage.record_bodies import RecordBodyError
 from replog.storage import unclean_reboot
 from replog.replica.throttle import ReplicationThrottle
@@ -193,16 +194,33 @@ class ReplicaManager:
         loaded = self._loaded.pop(key, None)
         return self._host(start, await self._in_thread(key, lambda: self._open(start, loaded)))
 
-    async def load_log(self, topic: str, partition: int, log_config: LogConfig) -> None:
+    async def load_log(self, topic: str, partition: int, log_config: LogConfig, topic_id: str | None = None) -> None:
         """Open (recovering if need be) the log of a replica about to start, in a worker
         thread, for the startReplica that follows its election: as Kafka's LogManager, the
         broker loads its logs before it registers, and an elected leader serves at once rather
-        than after a recovery."""
+        than after a recovery.
+
+        `topic_id`: the topic's id in the store (None: it has none). A log on disk tagged with
+        another one is of an earlier topic of the same name, deleted while this broker was
+        away and not assigned it (no close-replica reached it): deleted, not served as this
+        topic's (simulator seed 2666). The log opened is tagged with the id."""
         key = (topic, partition)
         await self._opened_elsewhere(key)
         if key not in self._partitions and key not in self._loaded:
             directory = self.log_directory(topic, partition)
-            self._loaded[key] = await self._in_thread(key, lambda: Log(directory, log_config, self._clock, self._log_flushed))
+            earlier_id = tagged_topic_id(directory)
+            if topic_id is not None and earlier_id not in (None, topic_id):
+                logger.warning("deleting a log of an earlier topic of the same name topic=%s partition=%d broker=%d "
+                               "its_topic_id=%s topic_id=%s", topic, partition, self.broker_id, earlier_id, topic_id)
+                await self.delete_replica(topic, partition)
+
+            def open_tagged() -> Log:
+                log = Log(directory, log_config, self._clock, self._log_flushed)
+                if topic_id is not None and tagged_topic_id(directory) != topic_id:
+                    tag_topic_id(directory, topic_id)
+                return log
+
+            self._loaded[key] = await self._in_thread(key, open_tagged)
 
     def close_loaded(self, topic: str, partition: int) -> None:
         """The replica will not start after all: close the log load_log opened for it."""

@@ -27,7 +27,7 @@ import pathlib
 from replog.config import BrokerConfig, TopicSettings, log_config, partition_config
 from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
 from replog.coord_backends import paths
-from replog.coord_backends.paths import IsrRecord, ReplicaAssignment, StateChangeRequest
+from replog.coord_backends.paths import IsrRecord, ReplicaAssignment, StateChangeRequest, TopicId
 from replog.replica.manager import ReplicaManager
 from replog.replication.driver import LeadershipContext, PartitionLeadership
 from replog.replication.topic_configs import TopicConfigs
@@ -48,6 +48,15 @@ async def read_replicas(store: Store, path: str) -> tuple[int, ...] | None:
         return ReplicaAssignment.decode((await store.get(path))[0]).replicas
     except NoNode:
         return None
+
+
+async def read_topic_id(store: Store, topic: str) -> str | None:
+    """The topic's id; None for a topic gone, or made before topics had ids (an empty node)."""
+    try:
+        data = (await store.get(paths.topic(topic)))[0]
+    except NoNode:
+        return None
+    return TopicId.decode(data).topic_id if data else None
 
 
 class HostedPartitions:
@@ -71,6 +80,7 @@ class HostedPartitions:
         """Make this broker's leaderships of these partitions what the store assigns. Idempotent."""
         async with self._reconciling:
             being_deleted = await self._store.exists(paths.topic_deletion(topic)) is not None
+            topic_id = await read_topic_id(self._store, topic)
             for partition in partition_ids:  # bounded by the topic's partitions
                 key = (topic, partition)
                 assigned = await read_replicas(self._store, paths.replicas(topic, partition))
@@ -89,7 +99,7 @@ class HostedPartitions:
                 if key in self._closed or key in self.leaderships:
                     continue
                 await self.topic_configs.follow(topic)
-                await self._replicas.load_log(topic, partition, log_config(self.topic_configs.settings(topic)))
+                await self._replicas.load_log(topic, partition, log_config(self.topic_configs.settings(topic)), topic_id)
                 if self._replicas.lost_unflushed_writes(topic, partition):
                     await self._leave_isr_after_reboot(topic, partition)
                     await self._replicas.forget_lost_writes(topic, partition)
