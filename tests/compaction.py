@@ -6,7 +6,9 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from tests.polling import wait_until
 
 SEGMENT_BYTES = 16 << 10
 # Cleaning reaches only what is flushed (the recovery point) and closed (not the active segment):
@@ -48,7 +50,7 @@ def read_from_start(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False})
     try:
-        _, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+        end = wait_until(lambda: _high_watermark(consumer, topic), "the partition's high watermark", WAIT_S)[0]
         consumer.assign([TopicPartition(topic, 0, 0)])
         read = []
         while not read or read[-1][0] < end - 1:  # bounded: each turn reads a record or fails
@@ -59,6 +61,15 @@ def read_from_start(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes 
         return read
     finally:
         consumer.close()
+
+
+def _high_watermark(consumer: Consumer, topic: str) -> tuple[int] | None:
+    """(HW,) of partition 0 (a tuple: 0 is an answer too), or None while it has no leader or
+    one that does not know its HW yet (OFFSET_NOT_AVAILABLE after an election, KIP-207)."""
+    try:
+        return (consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=5, cached=False)[1],)
+    except KafkaException:
+        return None
 
 
 def last_per_key(read: list[tuple[int, bytes, bytes | None]]) -> Latest:

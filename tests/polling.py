@@ -33,10 +33,12 @@ async def first_matching(events: AsyncIterator[T], predicate: Callable[[T], bool
     raise AssertionError("event stream ended before a matching event")
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 30) -> None:
-    """`eventually` for tests without an event loop (real clients' blocking APIs)."""
+def wait_until(condition: Callable[[], T], what: str, timeout_s: float = 30) -> T:
+    """`eventually` for tests without an event loop (real clients' blocking APIs): the first
+    true value `condition()` returns."""
     deadline = time.monotonic() + timeout_s
-    while not condition():
+    while not (value := condition()):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(POLL_INTERVAL_S)
+    return value
