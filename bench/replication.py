@@ -9,7 +9,8 @@ default settings (coord.session.timeout.ms 9000, replica.lag.time.max.ms 30000; 
 - produce throughput with `replog perf produce`, 1 KB records: RF=1 acks=1 against RF=3
   acks=all (min.insync.replicas=2), same tool, same record size, the latter both idempotent
   (the tool's default for acks=all; librdkafka then keeps one Produce in flight per partition,
-  so the run is bound by the replication round trip) and not (`--no-idempotence`: pipelined).
+  so the run is bound by the replication round trip) and not (`--no-idempotence`: pipelined),
+  with the leader's CPU time (user + system, from /proc) per MB it replicated.
   Skipped with --failover-only.
 - failover, under the producer of tests/cluster/failover.py (idempotent, acks=all, a numbered
   record every 5 ms, round robin over the 3 partitions of a topic with RF=3 and
@@ -37,6 +38,7 @@ message.timeout.ms is 90 s, the longest failover it waits for.
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import re
 import signal
@@ -62,6 +64,7 @@ from tests.cluster.failover import (  # noqa: E402
     wait_until_in_sync,
 )
 
+RECORD_BYTES = 1024
 DEFAULT_SETTINGS = (f"coord.session.timeout.ms {SETTINGS['coord.session.timeout.ms'].default}, "
                     f"replica.lag.time.max.ms {SETTINGS['replica.lag.time.max.ms'].default}")
 
@@ -72,7 +75,7 @@ def create(admin: AdminClient, name: str, replication: int) -> None:
 
 def perf(servers: str, topic: str, records: int, acks: str, *options: str) -> str:
     done = subprocess.run([sys.executable, "-m", "replog", "perf", "produce", "--bootstrap-server", servers, "--topic", topic,
-                           "--num-records", str(records), "--record-size", "1024", "--acks", acks, *options],
+                           "--num-records", str(records), "--record-size", str(RECORD_BYTES), "--acks", acks, *options],
                           capture_output=True, text=True, timeout=600)
     # The summary is the last line; progress lines come before it.
     return (done.stdout.strip() or done.stderr.strip()).rpartition("\n")[2]
@@ -84,16 +87,27 @@ def rate(summary: str) -> float:
     return float(found[1]) if found else float("nan")
 
 
-def throughput(store: str, servers: str, records: int) -> None:
+def throughput(store: str, cluster: Cluster, records: int) -> None:
+    servers = cluster.bootstrap
     admin = AdminClient({"bootstrap.servers": servers})
     create(admin, "rf1", 1)
     single = perf(servers, "rf1", records, "1")
     print(f"[{store}] RF=1 acks=1:                           {single}")
     for label, topic, option in (("idempotent", "rf3-idempotent", "--idempotence"), ("not idempotent", "rf3-pipelined", "--no-idempotence")):
         create(admin, topic, 3)
+        leader = cluster.brokers[admin.list_topics(topic, timeout=30).topics[topic].partitions[0].leader].process.pid
+        cpu_before_s = cpu_seconds(leader)
         replicated = perf(servers, topic, records, "all", option)
+        leader_ms_per_mb = (cpu_seconds(leader) - cpu_before_s) * 1000 / (records * RECORD_BYTES / 2**20)
         print(f"[{store}] RF=3 acks=all {label + ':':16} {replicated}")
-        print(f"[{store}] RF=3 acks=all {label} / RF=1 acks=1: {rate(replicated) / rate(single):.0%} of the records/sec")
+        print(f"[{store}] RF=3 acks=all {label} / RF=1 acks=1: {rate(replicated) / rate(single):.0%} of the records/sec; "
+              f"leader CPU {leader_ms_per_mb:.2f} ms per MB replicated")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process `pid` so far (/proc/<pid>/stat, fields 14 and 15)."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def spread(seconds: list[float]) -> str:
@@ -153,7 +167,7 @@ def measure(store: str, records: int, kills: int, session_timeout_ms: int | None
     with tempfile.TemporaryDirectory(prefix="replog-bench-repl-") as scratch:
         with cluster_with_own_server(store, pathlib.Path(scratch), settings=settings) as cluster:
             if not failover_only:
-                throughput(store, cluster.bootstrap, records)
+                throughput(store, cluster, records)
             create_topic(cluster.bootstrap, "failover", PARTITIONS)
             leader_kills(store, cluster, kills)
             follower_kill(store, cluster)
