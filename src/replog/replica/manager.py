@@ -216,7 +216,7 @@ class ReplicaManager:
 
             def open_tagged() -> Log:
                 log = Log(directory, log_config, self._clock, self._log_flushed)
-                if topic_id is not None and tagged_topic_id(directory) != topic_id:
+                if topic_id is not None and earlier_id != topic_id:  # untagged, or deleted just above
                     tag_topic_id(directory, topic_id)
                 return log
 

@@ -56,7 +56,7 @@ from replog.storage.records import (
     NO_TIMESTAMP,
     parse_header,
 )
-from replog.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_name
+from replog.storage.segment import segment_paths
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +105,6 @@ class Cleaned(NamedTuple):
 class CleanResult(NamedTuple):
     cleaned: list[CleanedSegment]
     first_dirty: int  # the new cleaner checkpoint: where the offset map ended
-    bytes_before: int
     records_removed: int
 
 
@@ -129,12 +128,11 @@ class CleanJob:
     def run(self) -> CleanResult:
         """Map, rewrite and write the new segments; closes the job's descriptors."""
         try:
-            offset_map, mapped_segments = self._map_dirty_part()
-            cleaned_count = mapped_segments
+            offset_map, cleaned_count = self._map_dirty_part()
             map_end = self.segments[cleaned_count].base_offset if cleaned_count < len(self.segments) else self._end_offset
             kept_empty = self._last_batches_of_producers(cleaned_count) | self._epoch_starts
             cleaned, records_removed = self._rewrite(cleaned_count, offset_map, kept_empty)
-            return CleanResult(cleaned, map_end, sum(s.size_bytes for s in self.segments[:cleaned_count]), records_removed)
+            return CleanResult(cleaned, map_end, records_removed)
         finally:
             self.close()
 
@@ -222,7 +220,7 @@ class CleanJob:
         if header.attributes & CONTROL_BATCH_BIT:
             return batch, 0
         codec = header.attributes & _CODEC_MASK
-        body = decompress(codec, bytes(batch[HEADER_SIZE_BYTES:]), header.base_offset)
+        body = _body(header, batch)
         kept_spans = []
         tombstones_expire = 0 <= header.max_timestamp < self._tombstone_horizon_ms
         for record in records_of(body, header.record_count, header.base_offset):  # bounded by the batch's records
@@ -266,9 +264,13 @@ def refuse_keyless_records(batches) -> None:
         position += header.size_bytes
 
 
+def _body(header, batch: memoryview) -> bytes:
+    """The batch's records, decompressed."""
+    return decompress(header.attributes & _CODEC_MASK, bytes(batch[HEADER_SIZE_BYTES:]), header.base_offset)
+
+
 def _records(header, batch: memoryview):
-    body = decompress(header.attributes & _CODEC_MASK, bytes(batch[HEADER_SIZE_BYTES:]), header.base_offset)
-    return records_of(body, header.record_count, header.base_offset)
+    return records_of(_body(header, batch), header.record_count, header.base_offset)
 
 
 def _next_base(segments: list[SegmentFile], index: int, end_offset: int) -> int:
@@ -283,11 +285,12 @@ def _batches(segment: SegmentFile):
     chunk_position = 0
     while position < segment.size_bytes:  # bounded: each turn moves past one batch
         at = position - chunk_position
-        if at + HEADER_SIZE_BYTES > len(chunk) or at + parse_header(chunk, at).size_bytes > len(chunk):
+        header = parse_header(chunk, at, chunk_position) if at + HEADER_SIZE_BYTES <= len(chunk) else None
+        if header is None or at + header.size_bytes > len(chunk):
             length = max(_READ_CHUNK_BYTES, _batch_size_at(segment.fd, position))
             chunk = memoryview(os.pread(segment.fd, min(length, segment.size_bytes - position), position))
             chunk_position, at = position, 0
-        header = parse_header(chunk, at, chunk_position)
+            header = parse_header(chunk, at, chunk_position)
         if at + header.size_bytes > len(chunk):
             raise RecordBodyError(f"segment {segment.base_offset} ends inside the batch at position {position}")
         yield header, chunk[at:at + header.size_bytes]
@@ -304,10 +307,10 @@ class _SegmentWriter:
     index entries taken as Segment takes them on append."""
 
     def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int):
-        self.log_path = cleaned_path(directory / segment_file_name(base_offset, LOG_SUFFIX))
+        self.log_path, index_path, time_index_path = (cleaned_path(path) for path in segment_paths(directory, base_offset))
         self._fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        self._offset_index = OffsetIndex(cleaned_path(directory / segment_file_name(base_offset, INDEX_SUFFIX)), base_offset)
-        self._time_index = TimeIndex(cleaned_path(directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)), base_offset)
+        self._offset_index = OffsetIndex(index_path, base_offset)
+        self._time_index = TimeIndex(time_index_path, base_offset)
         self._index_interval_bytes = index_interval_bytes
         self._index_due_position = index_interval_bytes
         self._position = 0

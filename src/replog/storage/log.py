@@ -61,7 +61,7 @@ from replog.storage.segment import (
     Segment,
     SegmentCut,
     SegmentLimits,
-    segment_file_name,
+    segment_paths,
 )
 
 logger = logging.getLogger(__name__)
@@ -126,6 +126,7 @@ class Log:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._recovery_checkpoint = OffsetCheckpoint(self.directory / RECOVERY_POINT_FILE)
         self._cleaner_checkpoint = OffsetCheckpoint(self.directory / CLEANER_CHECKPOINT_FILE)
+        self._cleaned_up_to: int | None = None  # the checkpoint's offset, once read (this log alone writes it)
         self._closed = False
         self.leader_epoch_cache = LeaderEpochCache(self.directory / LEADER_EPOCH_FILE)
         self._segments: list[Segment] = []
@@ -583,8 +584,9 @@ class Log:
         if count <= 0:
             return None
         end_offset = self._segment_bases[count]
-        first_dirty = min(max(self._cleaner_checkpoint.read().get((self.topic, self.partition), 0),
-                              self.log_start_offset), end_offset)
+        if self._cleaned_up_to is None:
+            self._cleaned_up_to = self._cleaner_checkpoint.read().get((self.topic, self.partition), 0)
+        first_dirty = min(max(self._cleaned_up_to, self.log_start_offset), end_offset)
         head = self._segments[:count]
         total_bytes = sum(segment.size_bytes for segment in head)
         dirty_bytes = sum(segment.size_bytes for i, segment in enumerate(head) if self._segment_bases[i + 1] > first_dirty)
@@ -603,13 +605,13 @@ class Log:
         head = self._segments[:len(job.segments)]
         if self._closed or (self._truncations, tuple(head)) != job.identity:
             for cleaned in result.cleaned:
-                for path in self._segments_paths(cleaned.base_offset, cleaned_path):
-                    path.unlink(missing_ok=True)
+                for path in segment_paths(self.directory, cleaned.base_offset):
+                    cleaned_path(path).unlink(missing_ok=True)
             return None
         size_before = self.size_bytes
         now_ms = self._clock()
         for cleaned in result.cleaned:  # bounded by the head's segments
-            log_path, *index_paths = self._segments_paths(cleaned.base_offset, lambda path: path)
+            log_path, *index_paths = segment_paths(self.directory, cleaned.base_offset)
             for path in index_paths:  # the old indexes must never describe the new file
                 path.unlink(missing_ok=True)
             os.replace(cleaned_path(log_path), log_path)
@@ -631,15 +633,11 @@ class Log:
         self._segments = list(dict.fromkeys(self._segments))  # each merged group once, in order
         self._segment_bases = self._bases_of(self._segments)
         self._cleaner_checkpoint.write({(self.topic, self.partition): result.first_dirty})
+        self._cleaned_up_to = result.first_dirty
         cleaned = Cleaned(size_before - self.size_bytes, result.records_removed)
         logger.debug("cleaned log topic=%s partition=%d segments=%d segments_now=%d bytes_removed=%d records_removed=%d",
                      self.topic, self.partition, len(job.segments), len(self._segments), *cleaned)
         return cleaned
-
-    def _segments_paths(self, base_offset: int, name: Callable[[Path], Path]) -> list[Path]:
-        """The .log, .index and .timeindex paths of the segment at `base_offset`, through `name`."""
-        return [name(self.directory / segment_file_name(base_offset, suffix))
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
 
     # -- lifecycle -----------------------------------------------------------------------------
 

@@ -49,6 +49,12 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+def segment_paths(directory: Path, base_offset: int) -> tuple[Path, Path, Path]:
+    """The `.log`, `.index` and `.timeindex` of the segment at `base_offset`."""
+    return tuple(directory / segment_file_name(base_offset, suffix)  # type: ignore[return-value]
+                 for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX))
+
+
 class FileSlice(NamedTuple):
     """`size_bytes` bytes of an open file from `position`: what a fetch sends with sendfile."""
 
@@ -141,10 +147,10 @@ class Segment:
 
     def __init__(self, directory: Path, base_offset: int, limits: SegmentLimits, created_ms: int):
         self.base_offset = base_offset
-        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.log_path, index_path, time_index_path = segment_paths(directory, base_offset)
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        self.offset_index = OffsetIndex(directory / segment_file_name(base_offset, INDEX_SUFFIX), base_offset)
-        self.time_index = TimeIndex(directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX), base_offset)
+        self.offset_index = OffsetIndex(index_path, base_offset)
+        self.time_index = TimeIndex(time_index_path, base_offset)
         self.created_ms = created_ms
         self.size_bytes = os.fstat(self.fd).st_size
         self.next_offset = base_offset
