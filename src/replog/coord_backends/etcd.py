@@ -20,9 +20,10 @@ Mapping of the ZooKeeper-shaped interface onto etcd's flat, revisioned key space
   exact NoNode / NodeExists / BadVersion / NotEmpty errors as of R); the write transaction then
   asserts that none of those keys changed after R. If one did, the whole attempt is repeated,
   at most `TXN_ATTEMPTS_MAX` times.
-- Watches read the current state at revision R and watch from R+1, so nothing is missed; after
-  a stream error (etcd restarted) they resume from the last revision seen, and after a
-  compaction they re-read.
+- Watches share one etcd watch of every key under the prefix (`_SharedStream`): each reads the
+  current state at revision R and takes the changes after R, so nothing is missed; after a
+  stream error (etcd restarted) the stream resumes from the last revision seen, and after a
+  compaction every watch re-reads.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from .base import (
     Store,
     StoreError,
     TxnOp,
+    WATCH_BACKLOG_MAX,
     Watch,
     ancestors,
     parent_of,
@@ -77,8 +79,13 @@ _CHANNEL_OPTIONS = {
 }
 
 
-# What etcd answers a transaction beyond --max-txn-ops or a request beyond --max-request-bytes.
-_SIZE_REFUSALS = ("too many operations in txn request", "request is too large")
+# What etcd answers a transaction beyond --max-txn-ops or a request beyond --max-request-bytes
+# (INVALID_ARGUMENT), and what its gRPC server answers a request well beyond the latter
+# (RESOURCE_EXHAUSTED, before etcd sees it).
+_SIZE_REFUSALS = {
+    rpc.StatusCode.INVALID_ARGUMENT: ("too many operations in txn request", "request is too large"),
+    rpc.StatusCode.RESOURCE_EXHAUSTED: ("received message larger than max",),
+}
 
 
 def _prefix_end(prefix: bytes) -> bytes:
@@ -93,7 +100,7 @@ def translate_error(error: BaseException, path: str | None = None) -> BaseExcept
         details = error.details() or ""
         if "lease not found" in details:
             return SessionLost(f"etcd lease expired during an operation on {path}")
-        if error.code() is rpc.StatusCode.INVALID_ARGUMENT and any(limit in details for limit in _SIZE_REFUSALS):
+        if any(limit in details for limit in _SIZE_REFUSALS.get(error.code(), ())):
             return RequestRefused(f"etcd {details}", path)
         return CoordinationUnavailable(f"etcd {error.code().name}: {details}", path)
     if isinstance(error, (etcd_errors.ClientError, OSError, TimeoutError)):
@@ -126,7 +133,7 @@ class EtcdStore(Store):
         self._lease_id: int | None = None
         self._lease_ttl_s = max(LEASE_TTL_MIN_S, math.ceil(session_timeout_ms / 1000))
         self._keepalive: asyncio.Task | None = None
-        self._watchers: set[_EtcdWatcher] = set()
+        self._watches = _SharedStream(self)
 
     # keys
     def _key(self, path: str) -> bytes:
@@ -165,8 +172,9 @@ class EtcdStore(Store):
             return
         if self._keepalive is not None:
             await _cancelled(self._keepalive)
-        for watcher in list(self._watchers):
-            await watcher.watch.close()
+        for subscription in self._watches.subscriptions():
+            await subscription.watch.close()
+        await self._watches.stop()
         if self._lease_id is not None:
             try:
                 await client.revoke_lease(self._lease_id)
@@ -317,12 +325,10 @@ class EtcdStore(Store):
 
     # watches
     async def watch_data(self, path: str) -> Watch[DataEvent]:
-        key = self._key(validate_path(path))
-        return await _EtcdWatcher(self, key, None).start()
+        return await _Subscription(self._watches, self._key(validate_path(path)), False).start()
 
     async def watch_children(self, path: str) -> Watch[tuple[str, ...]]:
-        prefix = self._children_prefix(validate_path(path))
-        return await _EtcdWatcher(self, prefix, _prefix_end(prefix)).start()
+        return await _Subscription(self._watches, self._children_prefix(validate_path(path)), True).start()
 
 
 _NEW_VERSION = object()  # placeholder result: the write transaction's revision
@@ -469,69 +475,140 @@ async def _cancelled(task: asyncio.Task) -> None:
     logger.error("etcd task did not end after %d cancellations: %r", CANCEL_ATTEMPTS_MAX, task)
 
 
-class _EtcdWatcher:
-    """One replog watch on etcd: read at revision R, watch from R+1, resume after stream errors."""
+class _SharedStream:
+    """The store's one etcd watch, over every key under its prefix, feeding every replog watch
+    (a `_Subscription`): thousands of watches per broker cost etcd one watcher and one stream,
+    not one each (aetcd creates each watch on its stream in turn, waiting for etcd to confirm
+    it, and that alone kept a broker of 500 new partitions from following them for a minute).
 
-    def __init__(self, store: EtcdStore, key: bytes, range_end: bytes | None):
-        self._store = store
-        self._key, self._range_end = key, range_end
-        self._children: set[str] = set()
+    It starts from a revision read when the first watch opens, resumes after a stream error
+    from the last revision seen, and after a compaction re-reads every watch's state."""
+
+    def __init__(self, store: EtcdStore):
+        self.store = store
+        self._root = store._children_prefix("/")
+        self._data: dict[bytes, set[_Subscription]] = {}
+        self._children: dict[bytes, set[_Subscription]] = {}
         self._task: asyncio.Task | None = None
         self._stream = None
-        self.watch: Watch = Watch(self._stop)
 
-    @property
-    def _is_children(self) -> bool:
-        return self._range_end is not None
+    def subscriptions(self) -> list[_Subscription]:
+        return [*(sub for subs in self._data.values() for sub in subs), *(sub for subs in self._children.values() for sub in subs)]
 
-    async def start(self) -> Watch:
-        revision = await self._resync()
-        self._store._watchers.add(self)
-        self._task = asyncio.create_task(self._run(revision))
-        return self.watch
+    async def subscribe(self, subscription: _Subscription) -> None:
+        if self._task is None or self._task.done():
+            revision = (await self.store._read(set(), set())).revision
+            self._task = asyncio.create_task(self._run(revision), name="etcd-watch-stream")
+        registry = self._children if subscription.is_children else self._data
+        registry.setdefault(subscription.key, set()).add(subscription)
 
-    async def _resync(self) -> int:
-        """Offer the current state; return the revision it was read at."""
-        store = self._store
-        if self._is_children:
-            snapshot = await store._read(set(), {self._key})
-            self._children = set(snapshot.children[self._key])
-            self.watch.offer(tuple(sorted(self._children)))
-        else:
-            snapshot = await store._read({self._key}, set())
-            revision = snapshot.mod_revisions[self._key]
-            self.watch.offer(DataEvent(snapshot.values[self._key], revision) if revision else DataEvent(None, None))
-        return snapshot.revision
+    def unsubscribe(self, subscription: _Subscription) -> None:
+        registry = self._children if subscription.is_children else self._data
+        subscribers = registry.get(subscription.key)
+        if subscribers is not None:
+            subscribers.discard(subscription)
+            if not subscribers:
+                del registry[subscription.key]
 
     async def _run(self, revision: int) -> None:
         delay_s = 0.05
-        needs_resync = False
-        while not self.watch.closed:
+        while True:  # until stop() cancels it
             try:
-                if needs_resync:
-                    revision = await self._resync()
-                    needs_resync = False
-                self._stream = await self._store._etcd().watch(self._key, range_end=self._range_end, start_revision=revision + 1)
+                self._stream = await self.store._etcd().watch(self._root, range_end=_prefix_end(self._root),
+                                                              start_revision=revision + 1)
                 async for event in self._stream:
                     revision = max(revision, event.kv.mod_revision)
-                    self._apply(event)
+                    self._dispatch(event)
                     delay_s = 0.05
             except etcd_errors.RevisionCompactedError:
-                needs_resync = True
+                revision = (await self.store._read(set(), set())).revision
+                for subscription in self.subscriptions():
+                    await subscription.resync()
             except Exception as error:
                 if not isinstance(translate_error(error), StoreError):
                     raise
                 await asyncio.sleep(delay_s)  # etcd unreachable: back off, then resume from `revision`
                 delay_s = min(delay_s * 2, RECONNECT_DELAY_MAX_S)
 
-    def _apply(self, event) -> None:
+    def _dispatch(self, event) -> None:
+        key = event.kv.key
+        for subscription in list(self._data.get(key, ())):
+            subscription.apply(event)
+        parent = key[:key.rindex(b"/") + 1]
+        for subscription in list(self._children.get(parent, ())):
+            subscription.apply(event)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            await _cancelled(self._task)
+        if self._stream is not None:
+            try:
+                # aetcd's cancel queues a request behind a lock shared by every watch of the
+                # client and has no timeout of its own: a wedged stream must not hang close().
+                async with asyncio.timeout(self.store._op_timeout_s):
+                    await self._stream.cancel()
+            except Exception:  # the stream may already be dead with the connection
+                pass
+
+
+class _Subscription:
+    """One replog watch on etcd, fed by the shared stream: the node's state (or its children's
+    names) read at revision R, then every change after R. It subscribes before it reads, so a
+    change is either in the read or comes after it; changes that come while it reads wait, at
+    most WATCH_BACKLOG_MAX of them (more, and it reads again)."""
+
+    def __init__(self, stream: _SharedStream, key: bytes, is_children: bool):
+        self._stream = stream
+        self.key, self.is_children = key, is_children
+        self._children: set[str] = set()
+        self._floor: int | None = None  # the revision read; None while reading
+        self._waiting: list = []
+        self._overflowed = False
+        self.watch: Watch = Watch(self._stop)
+
+    async def start(self) -> Watch:
+        await self._stream.subscribe(self)
+        try:
+            await self.resync()
+        except BaseException:
+            self._stream.unsubscribe(self)
+            raise
+        return self.watch
+
+    async def resync(self) -> None:
+        """Offer the current state; apply what changed since."""
+        store = self._stream.store
+        while True:  # again only if more changes came during a read than it may hold
+            self._floor, self._waiting, self._overflowed = None, [], False
+            if self.is_children:
+                snapshot = await store._read(set(), {self.key})
+                self._children = set(snapshot.children[self.key])
+                self.watch.offer(tuple(sorted(self._children)))
+            else:
+                snapshot = await store._read({self.key}, set())
+                revision = snapshot.mod_revisions[self.key]
+                self.watch.offer(DataEvent(snapshot.values[self.key], revision) if revision else DataEvent(None, None))
+            if not self._overflowed:
+                break
+        self._floor = snapshot.revision
+        waiting, self._waiting = self._waiting, []
+        for event in waiting:
+            self.apply(event)
+
+    def apply(self, event) -> None:
+        if self._floor is None:
+            if len(self._waiting) < WATCH_BACKLOG_MAX:
+                self._waiting.append(event)
+            else:
+                self._overflowed = True
+            return
+        if event.kv.mod_revision <= self._floor:
+            return  # in the state read
         deleted = event.kind == "DELETE"
-        if not self._is_children:
+        if not self.is_children:
             self.watch.offer(DataEvent(None, None) if deleted else DataEvent(event.kv.value, event.kv.mod_revision))
             return
-        name = event.kv.key[len(self._key):].decode()
-        if "/" in name:
-            return
+        name = event.kv.key[len(self.key):].decode()
         if deleted:
             self._children.discard(name)
         else:
@@ -539,14 +616,4 @@ class _EtcdWatcher:
         self.watch.offer(tuple(sorted(self._children)))
 
     async def _stop(self) -> None:
-        self._store._watchers.discard(self)
-        if self._task is not None:
-            await _cancelled(self._task)
-        if self._stream is not None:
-            try:
-                # aetcd's cancel queues a request behind a lock shared by every watch of the
-                # client and has no timeout of its own: a wedged stream must not hang close().
-                async with asyncio.timeout(self._store._op_timeout_s):
-                    await self._stream.cancel()
-            except Exception:  # the stream may already be dead with the connection
-                pass
+        self._stream.unsubscribe(self)
