@@ -74,7 +74,6 @@ REGISTRATION_RETRY_MAX_S = 5.0
 # A topic's partitions are written in one store transaction; a stock etcd allows 128 operations
 # per transaction (each partition takes a few), so __consumer_offsets (50 partitions by default)
 # is created with this many and then grown, this many at a time.
-OFFSETS_TOPIC_PARTITIONS_PER_STEP = 16
 # What a scrape reads of the store and asks of other brokers: well within Prometheus's default
 # scrape timeout (10 s), as a scrape must answer while the store or a leader does not.
 SCRAPE_READ_MAX_S = 2.0
@@ -493,18 +492,16 @@ class Broker:
         factor = min(wanted, max(1, len(self.metadata.brokers)))
         total = self.config["offsets.topic.num.partitions"]
         try:
-            existing = initial = await self._offsets_topic_partitions()
-            if existing == 0:
+            initial = await self._offsets_topic_partitions()
+            if initial == 0:
                 if factor < wanted:
                     logger.warning("creating %s with replication factor %d: offsets.topic.replication.factor is %d but "
                                    "only %d brokers are registered broker=%d", OFFSETS_TOPIC, factor, wanted, factor,
                                    self.broker_id)
-                existing = min(total, OFFSETS_TOPIC_PARTITIONS_PER_STEP)
-                await admin.create_topic(self.store, OFFSETS_TOPIC, existing, factor, self._offsets_topic_config(),
+                await admin.create_topic(self.store, OFFSETS_TOPIC, total, factor, self._offsets_topic_config(),
                                          limits=self.state_change_limits(0))
-            while existing < total:  # each step adds up to OFFSETS_TOPIC_PARTITIONS_PER_STEP
-                existing = min(total, existing + OFFSETS_TOPIC_PARTITIONS_PER_STEP)
-                await admin.create_partitions(self.store, OFFSETS_TOPIC, existing, limits=self.state_change_limits(0))
+            elif initial < total:  # made in steps by an earlier replog, cut short
+                await admin.create_partitions(self.store, OFFSETS_TOPIC, total, limits=self.state_change_limits(0))
         except (AdminError, StoreError) as error:
             # Another broker making it at the same time (it grows it to the full count), or the
             # store failing: a later FindCoordinator for a missing partition tries again.
@@ -513,7 +510,7 @@ class Broker:
             logger.log(logging.INFO if racing else logging.WARNING, "%s not made or grown here broker=%d error=%s",
                        OFFSETS_TOPIC, self.broker_id, error)
             return
-        if existing != initial:
+        if initial < total:
             logger.info("made %s partitions=%d (had %d) broker=%d", OFFSETS_TOPIC, total, initial, self.broker_id)
 
     def _offsets_topic_config(self) -> dict[str, str]:

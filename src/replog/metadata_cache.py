@@ -7,9 +7,11 @@ the view may lag the store by one notification, exactly as Kafka's metadata cach
 controller, and clients recover the same way (they retry on NOT_LEADER_OR_FOLLOWER).
 
 Watches: /brokers/ids (children), /brokers/topics (children), /admin/delete_topics (children),
-per topic its partitions (children), per partition its replicas, leader and ISR (data). A topic
-marked for deletion is out of the view, as in Kafka's metadata cache: its partitions count as
-gone (replication/topic_deletion.py).
+per topic its node (data: its partition count) and its partitions (children), per partition
+its replicas, leader and ISR (data). A topic marked for deletion is out of the view, as in
+Kafka's metadata cache: its partitions count as gone (replication/topic_deletion.py). So are a
+topic's partitions numbered at or above the count in its node, and a topic whose count is 0:
+an addPartition before its commit point (admin/topics.py).
 
 The broker hears of every change of assignment the cache sees (`on_assignment_changed`): a
 partition's replicas node changed (appeared with it included), or the partition vanished with
@@ -27,12 +29,21 @@ from typing import Awaitable, Callable
 
 from replog.coord_backends import DataEvent, NoNode, Store, StoreError, Watch
 from replog.coord_backends import paths
-from replog.coord_backends.paths import BrokerRegistration, InvalidNodeValue, IsrRecord, LeaderRecord, ReplicaAssignment
+from replog.coord_backends.paths import (
+    BrokerRegistration,
+    InvalidNodeValue,
+    IsrRecord,
+    LeaderRecord,
+    ReplicaAssignment,
+    TopicId,
+)
 
 logger = logging.getLogger(__name__)
 
 NO_LEADER = -1
 REGISTRATION_REREAD_PAUSE_S = 0.5
+# New partitions whose watches are armed at once: a topic of thousands arrives in one change.
+PARTITION_WATCHES_IN_FLIGHT_MAX = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +70,11 @@ class MetadataCache:
         self._topic_names: frozenset[str] = frozenset()
         self._being_deleted: frozenset[str] = frozenset()
         self._applying_topics = asyncio.Lock()  # two watches feed it; one topic, one follower
+        # Per followed topic: its partition nodes' names, and the count in its node (None:
+        # every partition counts; 0: being created). Which partitions are visible follows.
+        self._partition_names: dict[str, tuple[str, ...]] = {}
+        self._partition_counts: dict[str, int | None] = {}
+        self._applying_partitions = asyncio.Lock()  # a topic's two watches feed it
 
     async def start(self) -> None:
         await self._follow("brokers", await self._store.watch_children(paths.BROKER_IDS), self._apply_broker_ids)
@@ -181,40 +197,76 @@ class MetadataCache:
         async with self._applying_topics:
             visible = self._topic_names - self._being_deleted
             added, removed = visible - set(self.topics), set(self.topics) - visible
-            for topic in removed:
+            followed = self._partition_names.keys()
+            for topic in followed - visible:
                 await self._forget(f"topic:{topic}")
+                del self._partition_names[topic], self._partition_counts[topic]
                 await self._assignment_changed(topic, sorted(self.topics.pop(topic, {})))
-            for topic in added:
-                self.topics[topic] = {}
+            for topic in visible - followed:
+                self._partition_names[topic], self._partition_counts[topic] = (), 0
+                await self._follow(f"topic:{topic}", await self._store.watch_data(paths.topic(topic)),
+                                   self._count_applier(topic))
                 await self._follow(f"topic:{topic}", await self._store.watch_children(paths.topic(topic)),
                                    self._partitions_applier(topic))
 
-    def _partitions_applier(self, topic: str) -> Callable[[tuple[str, ...]], Awaitable[None]]:
-        async def apply(names: tuple[str, ...]) -> None:
-            partitions = self.topics.get(topic)
-            if partitions is None:
+    def _count_applier(self, topic: str) -> Callable[[DataEvent], Awaitable[None]]:
+        async def apply(event: DataEvent) -> None:
+            if topic not in self._partition_counts:
                 return
-            # Gone with a delete of the topic that its name's watch did not see, or alone.
-            removed = sorted(set(partitions) - {int(name) for name in names})
-            for partition in removed:
-                await self._forget(f"topic:{topic}:{partition}")
-                del partitions[partition]
-            await self._assignment_changed(topic, removed)
-            for name in names:
-                partition = int(name)
-                if partition in partitions:
-                    continue
-                # Its replicas watch reports the assignment, at once and on every change.
-                partitions[partition] = PartitionView()
-                key = f"topic:{topic}:{partition}"
-                for path, field, decode in (
-                    (paths.replicas(topic, partition), "replicas", lambda raw: {"replicas": ReplicaAssignment.decode(raw).replicas}),
-                    (paths.leader(topic, partition), "leader", _leader_fields),
-                    (paths.isr(topic, partition), "isr", lambda raw: {"isr": IsrRecord.decode(raw).isr}),
-                ):
-                    await self._follow(key, await self._store.watch_data(path), self._partition_field_applier(topic, partition, field, decode))
+            try:
+                self._partition_counts[topic] = TopicId.decode(event.data).partitions if event.data else None
+            except InvalidNodeValue as error:
+                logger.warning("unreadable topic node topic=%s error=%s", topic, error)
+                return
+            await self._apply_partitions(topic)
 
         return apply
+
+    def _partitions_applier(self, topic: str) -> Callable[[tuple[str, ...]], Awaitable[None]]:
+        async def apply(names: tuple[str, ...]) -> None:
+            if topic not in self._partition_names:
+                return
+            self._partition_names[topic] = names
+            await self._apply_partitions(topic)
+
+        return apply
+
+    async def _apply_partitions(self, topic: str) -> None:
+        """Bring the topic's view to its partition nodes numbered below its count."""
+        async with self._applying_partitions:
+            if topic in self._partition_names:  # else it went while this waited
+                await self._apply_partitions_of(topic)
+
+    async def _apply_partitions_of(self, topic: str) -> None:
+        count = self._partition_counts[topic]
+        visible = {partition for partition in map(int, self._partition_names[topic]) if count is None or partition < count}
+        partitions = self.topics.setdefault(topic, {}) if visible else self.topics.pop(topic, {})
+        # Gone with a delete of the topic that its name's watch did not see, or alone. Told
+        # before their watches go: the topic's own watch may be forgotten (cancelled) meanwhile.
+        removed = sorted(set(partitions) - visible)
+        for partition in removed:
+            del partitions[partition]
+        await self._assignment_changed(topic, removed)
+        for partition in removed:
+            await self._forget(f"topic:{topic}:{partition}")
+        added = sorted(visible - set(partitions))
+        for partition in added:
+            partitions[partition] = PartitionView()
+        for start in range(0, len(added), PARTITION_WATCHES_IN_FLIGHT_MAX):
+            await asyncio.gather(*(self._follow_partition(topic, partition)
+                                   for partition in added[start:start + PARTITION_WATCHES_IN_FLIGHT_MAX]))
+        # Told once for all: the broker reads their assignments together.
+        await self._assignment_changed(topic, [partition for partition in added if partitions[partition].replicas])
+
+    async def _follow_partition(self, topic: str, partition: int) -> None:
+        key = f"topic:{topic}:{partition}"
+        for path, field, decode in (
+            (paths.replicas(topic, partition), "replicas", lambda raw: {"replicas": ReplicaAssignment.decode(raw).replicas}),
+            (paths.leader(topic, partition), "leader", _leader_fields),
+            (paths.isr(topic, partition), "isr", lambda raw: {"isr": IsrRecord.decode(raw).isr}),
+        ):
+            await self._follow(key, await self._store.watch_data(path),
+                               self._partition_field_applier(topic, partition, field, decode, announce=False))
 
     async def _assignment_changed(self, topic: str, partitions: list[int]) -> None:
         if partitions and self.on_assignment_changed is not None:
@@ -222,8 +274,13 @@ class MetadataCache:
             # stop the broker half-way through starting or stopping a replica.
             await asyncio.shield(self.on_assignment_changed(topic, partitions))
 
-    def _partition_field_applier(self, topic: str, partition: int, field: str, decode: Callable[[bytes], dict]):
+    def _partition_field_applier(self, topic: str, partition: int, field: str, decode: Callable[[bytes], dict],
+                                 *, announce: bool):
+        """`announce`: tell the broker of a change of replicas from the first state on; else
+        from the second (the first is told with the partition's arrival)."""
+
         async def apply(event: DataEvent) -> None:
+            nonlocal announce
             partitions = self.topics.get(topic)
             if partitions is None or partition not in partitions:
                 return
@@ -234,8 +291,9 @@ class MetadataCache:
                 return
             previous = partitions[partition]
             partitions[partition] = dataclasses.replace(previous, **values)
-            if field == "replicas" and values["replicas"] != previous.replicas:
+            if field == "replicas" and values["replicas"] != previous.replicas and announce:
                 await self._assignment_changed(topic, [partition])
+            announce = True
 
         return apply
 

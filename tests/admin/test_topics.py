@@ -28,8 +28,10 @@ from replog.admin import (
     describe_topic_config,
     list_topics,
 )
+from replog.admin import topics as topics_module
 from replog.config import load_broker_config
-from replog.coord_backends import paths
+from replog.coord_backends import TRANSACTION_OPS_MAX, CoordinationUnavailable, Transaction, paths
+from replog.coord_backends.base import SetOp
 from replog.coord_backends.paths import (
     BrokerRegistration,
     IsrRecord,
@@ -272,6 +274,87 @@ async def test_a_timed_out_creation_is_cleaned_up_by_the_next_create(store):
     assert await store.exists(paths.reassigned_topic("late")) is None
 
 
+async def test_a_topic_too_big_for_one_transaction_is_created_with_one_request_per_broker(store, register_brokers,
+                                                                                           monkeypatch):
+    await register_brokers({1: None, 2: None})
+    sent: list[tuple[int, tuple[int, ...]]] = []
+
+    async def counted(store_, kind, broker, topic, partitions, *args, **kwargs):
+        sent.append((broker, tuple(partitions)))
+        return await send_state_change(store_, kind, broker, topic, partitions, *args, **kwargs)
+
+    monkeypatch.setattr(topics_module, "send_state_change", counted)
+    partitions = 10 * TRANSACTION_OPS_MAX
+    assignment = await create_topic(store, "wide", partitions, 2)
+
+    assert sorted(sent) == [(1, tuple(range(partitions))), (2, tuple(range(partitions)))]
+    for broker in (1, 2):
+        assert requests_of(register_brokers.consumed[broker]) == [(START_REPLICA, "wide", p) for p in range(partitions)]
+    assert await stored_replicas(store, "wide") == assignment
+    assert [partition.partition for partition in (await describe_topic(store, "wide")).partitions] == list(range(partitions))
+    assert TopicId.decode((await store.get(paths.topic("wide")))[0]).partitions == partitions
+    await create_partitions(store, "wide", partitions + TRANSACTION_OPS_MAX)
+    assert len(await stored_replicas(store, "wide")) == partitions + TRANSACTION_OPS_MAX
+    await delete_topic(store, "wide")
+    assert await store.exists(paths.topic("wide")) is None
+
+
+def cut_short_at_the_commit_point(monkeypatch, topic: str) -> None:
+    """The admin is gone (its store unreachable) when it would write the topic's count."""
+    commit = Transaction.commit
+
+    async def cut_short(transaction):
+        if any(isinstance(op, SetOp) and op.path == paths.topic(topic) for op in transaction.ops):
+            raise CoordinationUnavailable("the admin lost the store", paths.topic(topic))
+        return await commit(transaction)
+
+    monkeypatch.setattr(Transaction, "commit", cut_short)
+
+
+async def test_a_creation_cut_short_before_its_commit_point_is_never_seen_and_the_next_create_cleans_it(
+        store, register_brokers, monkeypatch):
+    await register_brokers({1: None, 2: None})
+    with monkeypatch.context() as patched:
+        cut_short_at_the_commit_point(patched, "half")
+        with pytest.raises(CoordinationUnavailable):
+            await create_topic(store, "half", None, None, replica_assignment={p: [1] for p in range(3 * TRANSACTION_OPS_MAX)})
+    assert len(await store.children(paths.topic("half"))) == 3 * TRANSACTION_OPS_MAX  # written, below no count
+    assert await list_topics(store) == []
+    with pytest.raises(UnknownTopicOrPartition):
+        await describe_topic(store, "half")
+
+    await create_topic(store, "half", None, None, replica_assignment={0: [2], 1: [2]})
+    assert await stored_replicas(store, "half") == {0: [2], 1: [2]}
+    assert await list_topics(store) == ["half"]
+
+    async def leftovers_closed() -> bool:
+        closed = [partition for kind, _, partition in requests_of(register_brokers.consumed[1]) if kind == CLOSE_REPLICA]
+        return sorted(closed) == list(range(3 * TRANSACTION_OPS_MAX))  # acted on side by side
+
+    await eventually(leftovers_closed, 10, "the leftover partitions closed on broker 1")
+
+
+async def test_a_growth_cut_short_before_its_commit_point_leaves_the_topic_as_it_was(store, register_brokers, monkeypatch):
+    await register_brokers({1: None})
+    await create_topic(store, "grown", None, None, replica_assignment={0: [1]})
+    with monkeypatch.context() as patched:
+        cut_short_at_the_commit_point(patched, "grown")
+        with pytest.raises(CoordinationUnavailable):
+            await create_partitions(store, "grown", 2 * TRANSACTION_OPS_MAX)
+    assert [partition.partition for partition in (await describe_topic(store, "grown")).partitions] == [0]
+    await create_partitions(store, "grown", 3)
+    assert await stored_replicas(store, "grown") == {0: [1], 1: [1], 2: [1]}
+
+
+async def test_a_topic_written_before_partition_counts_grows_with_a_count(store, register_brokers):
+    await register_brokers({1: None})
+    await store.create(paths.replicas("old", 0), ReplicaAssignment((1,)).encode(), make_parents=True)
+    assert await list_topics(store) == ["old"]  # its node is empty: every partition counts
+    await create_partitions(store, "old", 2)
+    assert TopicId.decode((await store.get(paths.topic("old")))[0]) == TopicId("", 2)
+    assert await stored_replicas(store, "old") == {0: [1], 1: [1]}
+
+
 async def test_delete_queues_close_replica_for_brokers_that_are_down(store, register_brokers):
     await register_brokers({1: None})
     await create_topic(store, "orders", None, None, replica_assignment={0: [1, 5]})  # broker 5 is down
@@ -345,7 +428,7 @@ async def test_a_close_replica_of_a_failed_creation_attempt_does_not_close_the_p
     await register_brokers({1: None})
     await create_topic(store, "orders", None, None, replica_assignment={0: [1]})
     # What cleanFailedTopicCreationAttempt sent, reaching a broker that is behind only now.
-    await send_state_change(store, CLOSE_REPLICA, 1, "orders", 0, FROM_ADMIN, FROM_ADMIN, queue_max_requests=100)
+    await send_state_change(store, CLOSE_REPLICA, 1, "orders", [0], FROM_ADMIN, FROM_ADMIN, queue_max_requests=100)
 
     async def consumed() -> bool:
         return await store.children(paths.state_queue(1)) == []

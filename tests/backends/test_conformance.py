@@ -12,14 +12,18 @@ import sys
 import pytest
 
 from replog.coord_backends import (
+    TRANSACTION_OPS_MAX,
     BadVersion,
     DataEvent,
     NodeExists,
     NoNode,
     NotEmpty,
+    RequestRefused,
     SessionState,
+    commit_in_batches,
     open_store,
 )
+from replog.coord_backends.base import CreateOp
 from tests.backends.conftest import SESSION_TIMEOUT_MS, store_url
 from tests.polling import eventually, first_matching, next_within
 
@@ -224,6 +228,30 @@ async def test_transaction_is_all_or_nothing(store, failing_step, error):
     assert await store.exists("/t/fresh") is None
     assert await store.get("/t/existing") == (b"before", version)
     assert await store.children("/t") == ["existing", "parent"]
+
+
+async def test_a_transaction_of_the_most_operations_commits_on_every_backend_and_one_more_is_refused(store):
+    """TRANSACTION_OPS_MAX deletes, each guarded on etcd by a compare of its key and one of its
+    children: exactly a stock etcd's 128 compares."""
+    await store.create("/many", b"")
+    for index in range(TRANSACTION_OPS_MAX + 1):
+        await store.create(f"/many/{index}", b"")
+    too_many = store.transaction()
+    for index in range(TRANSACTION_OPS_MAX + 1):
+        too_many.delete(f"/many/{index}")
+    with pytest.raises(RequestRefused, match=f"over the limit of {TRANSACTION_OPS_MAX}"):
+        await too_many.commit()
+    assert len(await store.children("/many")) == TRANSACTION_OPS_MAX + 1
+    most = store.transaction()
+    for index in range(TRANSACTION_OPS_MAX):
+        most.delete(f"/many/{index}")
+    await most.commit()
+    assert await store.children("/many") == [str(TRANSACTION_OPS_MAX)]
+
+
+async def test_commit_in_batches_applies_more_operations_than_one_transaction_holds(store):
+    await commit_in_batches(store, [CreateOp("/wide"), *(CreateOp(f"/wide/{index}") for index in range(3 * TRANSACTION_OPS_MAX))])
+    assert len(await store.children("/wide")) == 3 * TRANSACTION_OPS_MAX
 
 
 async def test_ephemeral_create_in_transaction(connect):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from replog.coord_backends import paths
-from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment, TopicDeletion
+from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment, TopicDeletion, TopicId
 from replog.metadata_cache import NO_LEADER, MetadataCache, PartitionView
 
 WAIT_S = 10
@@ -158,5 +158,28 @@ async def test_a_broker_registered_is_counted_even_before_its_registration_could
         # Read again without any further change of /brokers/ids (found by the simulator: a
         # follower that never learned its restarted leader's address).
         assert await cache.wait_for(lambda: 1 in cache.brokers, WAIT_S)
+    finally:
+        await cache.close()
+
+
+async def test_only_the_partitions_below_the_topics_count_are_seen(connect):
+    """A topic's node holds its partition count, written last by an admin adding partitions in
+    many transactions: a partition above it, or a topic of count 0, is not seen yet."""
+    admin, broker_side = await connect(), await connect()
+    await admin.create(paths.BROKER_IDS, b"", make_parents=True)
+    await admin.create(paths.topic("growing"), TopicId("abc", 0).encode(), make_parents=True)
+    for partition in (0, 1):
+        await admin.create(paths.replicas("growing", partition), ReplicaAssignment((1,)).encode(), make_parents=True)
+    cache, heard = await started_cache_hearing_assignments(broker_side)
+    try:
+        assert "growing" not in cache.topics and heard == []
+        _, version = await admin.get(paths.topic("growing"))
+        version = await admin.set(paths.topic("growing"), TopicId("abc", 1).encode(), version)
+        assert await cache.wait_for(lambda: set(cache.topics.get("growing", {})) == {0}, WAIT_S)
+        assert await cache.wait_for(lambda: heard == [("growing", [0])], WAIT_S), heard
+        await admin.set(paths.topic("growing"), TopicId("abc", 2).encode(), version)
+        assert await cache.wait_for(lambda: set(cache.topics["growing"]) == {0, 1}, WAIT_S)
+        assert await cache.wait_for(lambda: heard == [("growing", [0]), ("growing", [1])], WAIT_S), heard
+        assert cache.topics["growing"][1].replicas == (1,)
     finally:
         await cache.close()

@@ -19,6 +19,7 @@ from replog.coord_backends.paths import (
     ReplicaAssignment,
     StateChangeRequest,
     TopicConfig,
+    TopicId,
 )
 
 SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "replog"
@@ -44,7 +45,9 @@ VALUES = [
     LeaderRecord(leader=2, leader_epoch=7),
     IsrRecord(isr=(2, 0), leader_epoch=7),
     EpochCounter(epoch=7),
-    StateChangeRequest("close-replica", "orders", 1, from_broker=2, leader_epoch=7),
+    StateChangeRequest("close-replica", "orders", (1,), from_broker=2, leader_epoch=7),
+    StateChangeRequest("start-replica", "orders", (0, 3, 6), from_broker=-1, leader_epoch=-1),
+    TopicId("5f0c", partitions=12),
     TopicConfig({"retention.ms": "1000"}),
     ClusterId("abc"),
 ]
@@ -83,6 +86,17 @@ def test_unknown_state_change_kind_is_rejected():
     raw = b'{"from_broker":1,"kind":"explode","leader_epoch":1,"partition":0,"topic":"t","version":1}'
     with pytest.raises(InvalidNodeValue, match="explode"):
         StateChangeRequest.decode(raw)
+
+
+def test_a_state_change_of_one_partition_written_by_an_earlier_replog_is_read():
+    raw = b'{"from_broker":1,"kind":"start-replica","leader_epoch":4,"partition":7,"topic":"t","version":1}'
+    assert StateChangeRequest.decode(raw) == StateChangeRequest("start-replica", "t", (7,), 1, 4)
+
+
+def test_a_topic_written_before_partition_counts_counts_every_partition():
+    legacy = TopicId.decode(b'{"topic_id":"5f0c","version":1}')
+    assert legacy.partitions is None and legacy.counts(10_000)
+    assert [TopicId("5f0c", 2).counts(partition) for partition in (0, 1, 2)] == [True, True, False]
 
 
 def test_no_module_but_paths_spells_a_coordination_path():

@@ -64,7 +64,7 @@ async def test_a_stale_start_replica_is_ignored_and_a_current_one_acted_on(clust
         await store.create(paths.reassigned_partition("moving", 0), ReplicaAssignment((0, 1, 2)).encode(), make_parents=True)
 
         async def request(epoch: int) -> str:
-            sent = await send_state_change(store, START_REPLICA, 2, "moving", 0, epoch, leader, queue_max_requests=100)
+            sent = await send_state_change(store, START_REPLICA, 2, "moving", [0], epoch, leader, queue_max_requests=100)
             assert await wait_till_state_change_requests_consumed(store, {2: [sent]}, WAIT_S) == []
             return sent
 

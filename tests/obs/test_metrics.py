@@ -430,9 +430,9 @@ async def test_the_state_change_backlog_counts_the_queued_requests_and_ages_the_
 
         listener = StateChangeListener(store, ME, nothing, nothing)
         assert await listener.backlog(now_ms=0) == (0, 0)
-        first = await send_state_change(store, "start-replica", ME, "t", 0, 1, OTHER, queue_max_requests=10)
+        first = await send_state_change(store, "start-replica", ME, "t", [0], 1, OTHER, queue_max_requests=10)
         assert await listener.backlog(now_ms=1000) == (1, 0)
-        await send_state_change(store, "start-replica", ME, "t", 1, 1, OTHER, queue_max_requests=10)
+        await send_state_change(store, "start-replica", ME, "t", [1], 1, OTHER, queue_max_requests=10)
         assert await listener.backlog(now_ms=4000) == (2, 3000)
         await store.delete(f"{paths.state_queue(ME)}/{first}")  # consumed: the other is the oldest now
         assert await listener.backlog(now_ms=5000) == (1, 1000)

@@ -122,7 +122,7 @@ async def test_the_lifecycle_of_requests_completed_ignored_and_failed_is_recorde
         # A partition led at epoch 4: a start-replica of epoch 3 is stale.
         await store.create(paths.leader("led", 0), LeaderRecord(LEADER, 4).encode(), make_parents=True)
         await store.create(paths.isr("led", 0), IsrRecord((LEADER,), 4).encode(), make_parents=True)
-        sent = [await send_state_change(store, START_REPLICA, ME, topic, 0, epoch, LEADER, queue_max_requests=10,
+        sent = [await send_state_change(store, START_REPLICA, ME, topic, [0], epoch, LEADER, queue_max_requests=10,
                                         events=sender)
                 for topic, epoch in (("new", 1), ("led", 3), ("broken", 1))]
 
@@ -145,9 +145,9 @@ async def test_the_lifecycle_of_requests_completed_ignored_and_failed_is_recorde
 
 async def test_a_request_that_finds_the_queue_full_is_recorded_failed_by_its_sender(store):
     sender = StateChangeEvents(LEADER)
-    await send_state_change(store, CLOSE_REPLICA, DOWN, "t", 0, 1, LEADER, queue_max_requests=1, events=sender)
+    await send_state_change(store, CLOSE_REPLICA, DOWN, "t", [0], 1, LEADER, queue_max_requests=1, events=sender)
     with pytest.raises(FollowerStateChangeQueueFull):
-        await send_state_change(store, CLOSE_REPLICA, DOWN, "t", 0, 1, LEADER, queue_max_requests=1, events=sender)
+        await send_state_change(store, CLOSE_REPLICA, DOWN, "t", [0], 1, LEADER, queue_max_requests=1, events=sender)
     failed = sender.since(0, 100)[0][-1]
     assert (failed.kind, failed.queue_sequence, failed.to_broker) == (EventKind.FAILED, "", DOWN)
     assert "not queued" in failed.reason
@@ -160,8 +160,8 @@ async def test_the_ring_and_the_queues_are_served_and_a_restarted_ring_is_read_f
     ring = StateChangeEvents(ME)
     for partition in range(3):
         record(ring, "t", partition, EventKind.COMPLETED)
-    queued = await send_state_change(store, CLOSE_REPLICA, DOWN, "t", 1, FROM_ADMIN, FROM_ADMIN, queue_max_requests=10)
-    await send_state_change(store, CLOSE_REPLICA, DOWN, "other", 0, FROM_ADMIN, FROM_ADMIN, queue_max_requests=10)
+    queued = await send_state_change(store, CLOSE_REPLICA, DOWN, "t", [1], FROM_ADMIN, FROM_ADMIN, queue_max_requests=10)
+    await send_state_change(store, CLOSE_REPLICA, DOWN, "other", [0], FROM_ADMIN, FROM_ADMIN, queue_max_requests=10)
     services = SimpleNamespace(broker_id=ME, state_change_events=ring, store=store)
     server = KafkaServer(services, "127.0.0.1", 0, max_request_bytes=1 << 20, metrics=BrokerMetrics())
     await server.start()
@@ -191,7 +191,7 @@ def test_a_request_is_joined_from_its_senders_and_its_targets_events_and_its_que
     target.record(EventKind.RECEIVED, START_REPLICA, "t", 0, LEADER, ME, 5, "0000000007")
     target.record(EventKind.COMPLETED, START_REPLICA, "t", 0, LEADER, ME, 5, "0000000007")
     target.record(EventKind.RECEIVED, START_REPLICA, "t", 1, FROM_ADMIN, ME, FROM_ADMIN, "0000000008")
-    waiting = (DOWN, "0000000002", StateChangeRequest(CLOSE_REPLICA, "t", 0, FROM_ADMIN, FROM_ADMIN))
+    waiting = (DOWN, "0000000002", StateChangeRequest(CLOSE_REPLICA, "t", (0,), FROM_ADMIN, FROM_ADMIN))
     events = sender.since(0, 10)[0] + target.since(0, 10)[0]
     down, completed, received = join(events, [waiting])  # by topic, partition, epoch
     assert (completed.state, completed.requested.broker, completed.received.broker, completed.outcome_step.broker) == (
@@ -202,7 +202,7 @@ def test_a_request_is_joined_from_its_senders_and_its_targets_events_and_its_que
 
 
 async def test_queued_requests_are_read_from_every_queue_in_order(store):
-    names = [await send_state_change(store, START_REPLICA, broker, "t", 0, FROM_ADMIN, FROM_ADMIN, queue_max_requests=10)
+    names = [await send_state_change(store, START_REPLICA, broker, "t", [0], FROM_ADMIN, FROM_ADMIN, queue_max_requests=10)
              for broker in (DOWN, ME, DOWN)]
     found = await queued_requests(store, {ME, DOWN, 99})
     assert [(broker, name) for broker, name, _ in found] == [(ME, names[1]), (DOWN, names[0]), (DOWN, names[2])]

@@ -123,6 +123,6 @@ async def test_a_start_replica_whose_reads_straddle_the_creates_commit_is_acted_
         return await original(path, *args, **kwargs)
 
     broker.store.get = get_committing_between_the_reads
-    await broker.hosted.start_replica_requested(StateChangeRequest(START_REPLICA, TOPIC, 0, FROM_ADMIN, FROM_ADMIN))
+    await broker.hosted.start_replica_requested(StateChangeRequest(START_REPLICA, TOPIC, (0,), FROM_ADMIN, FROM_ADMIN))
 
     assert committed

@@ -25,7 +25,7 @@ ROOMY = 10_000
 
 async def send(store, kind: str, topic: str, partition: int, epoch: int, *, queue_max_requests: int = ROOMY,
                to: int = BROKER) -> str:
-    return await send_state_change(store, kind, to, topic, partition, epoch, sender=1, queue_max_requests=queue_max_requests)
+    return await send_state_change(store, kind, to, topic, [partition], epoch, sender=1, queue_max_requests=queue_max_requests)
 
 
 async def queued(store, broker: int = BROKER) -> list[tuple[str, str, int, int]]:

@@ -165,6 +165,8 @@ def test_a_seed_replays_exactly(tmp_path):
         with schedule_pool(1) as pool:
             outcomes.append(pool.submit(run_one, 3, str(tmp_path / run)).result())
     first, second = outcomes
-    assert first.acknowledged > 0 and len(first.trace) > 100  # a schedule with something in it: crashes, a power loss, a recreate
+    # A schedule with something in it: records acknowledged across crashes and a recreate.
+    assert first.acknowledged > 0
+    assert [line for line in first.trace if "crashed" in line] and [line for line in first.trace if "recreate" in line]
     assert first.trace == second.trace
     assert (first.steps, first.virtual_s) == (second.steps, second.virtual_s)

@@ -102,7 +102,7 @@ def store_failure(subject: str, error: StoreError) -> AdminError:
     """What a broker answers when the coordination store failed an admin request: refused as too
     large (not retriable: the request must shrink), unreachable (retriable), or anything else."""
     if isinstance(error, RequestRefused):
-        return PolicyViolation(f"{subject}: {error}; make the request smaller (fewer partitions at once)")
+        return PolicyViolation(f"{subject}: {error}; make the request smaller (shorter config values)")
     if isinstance(error, (CoordinationUnavailable, SessionLost)):
         return RequestTimedOut(f"{subject}: {error}")
     return UnknownServerError(f"{subject}: {error}")

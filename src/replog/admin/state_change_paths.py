@@ -140,7 +140,7 @@ async def read_ring(connect: Connect, broker: int, since: RingCursor, topic: str
 def queued_from_answer(answer) -> list[Queued]:
     """The queued requests of a StateChangeEvents answer that included them."""
     return [(entry.to_broker, entry.queue_sequence,
-             StateChangeRequest(entry.request_type, entry.topic, entry.partition, entry.from_broker, entry.epoch))
+             StateChangeRequest(entry.request_type, entry.topic, (entry.partition,), entry.from_broker, entry.epoch))
             for entry in answer.queued]
 
 
@@ -163,7 +163,9 @@ def join(events: Iterable[StateChangeEvent], queued: Iterable[Queued]) -> list[R
 
     def path_of(request_type: str, topic: str, partition: int, from_broker: int, to_broker: int, epoch: int,
                 sequence: str) -> RequestPath:
-        key = (to_broker, sequence) if sequence else (request_type, topic, partition, from_broker, to_broker, epoch)
+        # A queued request may name several partitions of its topic, each with a path of its own.
+        key = (to_broker, sequence, topic, partition) if sequence else (request_type, topic, partition, from_broker,
+                                                                         to_broker, epoch)
         if key not in paths:
             paths[key] = RequestPath(request_type, topic, partition, from_broker, to_broker, epoch, sequence)
         return paths[key]

@@ -4,7 +4,7 @@ These act on the store directly, as the seed's admin commands do, so they work w
 broker is down; brokers act on the start-replica and close-replica requests these commands put
 in their state-change queues (replication/state_changes.py). Nodes written (paths.py):
 
-    /brokers/topics/[topic]                            empty; its children are the partition ids
+    /brokers/topics/[topic]                            TopicId: its id, and its partition count
     /brokers/topics/[topic]/[partition]/replicas       ReplicaAssignment, preferred leader first
     /brokers/partitions_reassigned/[topic]/[partition] ReplicaAssignment of a partition being added
     /config/topics/[topic]                             TopicConfig: the topic's overrides, as text
@@ -14,11 +14,19 @@ in their state-change queues (replication/state_changes.py). Nodes written (path
 Adding partitions (create, grow) is the seed's addPartition, for all new partitions at once so
 that a reader never sees half a topic: take the topic's change marker, clean a failed earlier
 attempt (cleanFailedTopicCreationAttempt), stage the new partitions under
-/brokers/partitions_reassigned, send start-replica (epoch -1) to every replica, wait until every
-registered replica broker consumed its requests (waitTillStateChangeRequestConsumed; a broker
-that is not registered drains its queue when it starts), then one transaction creates the
-partitions and removes the staging. A wait that runs out fails with REQUEST_TIMED_OUT naming the
-brokers, and leaves the staging for the next create to clean.
+/brokers/partitions_reassigned, send start-replica (epoch -1) to every replica, one request per
+broker naming all its partitions, wait until every registered replica broker consumed its
+requests (waitTillStateChangeRequestConsumed; a broker that is not registered drains its queue
+when it starts), then create the partitions and remove the staging. A wait that runs out fails
+with REQUEST_TIMED_OUT naming the brokers, and leaves the staging for the next create to clean.
+
+A topic of many partitions takes more writes than one transaction may hold (TRANSACTION_OPS_MAX,
+a stock etcd's limit), so the writes have a commit point of their own: the partition count in
+the topic's node. A new topic's node is written first with count 0, the partitions' nodes in
+transactions of their own, and the count last; every reader (the brokers' metadata caches and
+reconcile, these commands) counts only the partitions numbered below it, and hides a topic
+whose count is 0. An attempt cut short leaves partitions above the count, or a topic of count
+0, that the next create or growth of the topic removes (cleanFailedTopicCreationAttempt).
 
 Deleting a topic marks it for deletion, sends close-replica to every assigned broker, down or
 not, and removes the topic's nodes once every one of them consumed its request
@@ -53,8 +61,9 @@ from replog.config import (
     load_broker_config,
     validate_topic_configs,
 )
-from replog.coord_backends import BadVersion, NodeExists, NoNode, NotEmpty, Store, Transaction
+from replog.coord_backends import BadVersion, NodeExists, NoNode, NotEmpty, Store, Transaction, commit_in_batches
 from replog.coord_backends import paths
+from replog.coord_backends.base import CreateOp, DeleteOp, TxnOp
 from replog.coord_backends.paths import (
     BrokerRegistration,
     IsrRecord,
@@ -66,7 +75,7 @@ from replog.coord_backends.paths import (
     TopicId,
     TopicDeletion,
 )
-from replog.replication.hosted import read_replicas
+from replog.replication.hosted import read_replicas, read_topic_record
 from replog.replication.state_changes import (
     CLOSE_REPLICA,
     FROM_ADMIN,
@@ -75,7 +84,7 @@ from replog.replication.state_changes import (
     send_state_change,
     wait_till_state_change_requests_consumed,
 )
-from replog.replication.topic_deletion import finish_topic_deletion, pending_close_replicas, read_deletion
+from replog.replication.topic_deletion import finish_topic_deletion, pending_close_replicas, read_deletion, subtree
 
 from .assignment import BrokerRack, assign_replicas, check_assignment
 from .errors import (
@@ -96,6 +105,9 @@ TOPIC_NAME_LENGTH_MAX = 249  # Kafka's: a partition directory "<topic>-<partitio
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 CONFLICT_ATTEMPTS_MAX = 5
 STATE_CHANGE_TIMEOUT_S_DEFAULT = 30.0  # Kafka's request.timeout.ms default
+# Partitions per state-change request: its node stays far below ZooKeeper's 1 MB and etcd's
+# 1.5 MiB request limits.
+STATE_CHANGE_PARTITIONS_MAX = 10_000
 QUEUE_MAX_REQUESTS_DEFAULT: int = SETTINGS["state.change.queue.max.requests"].default
 _CONFLICTS = (NodeExists, NoNode, BadVersion, NotEmpty)
 
@@ -179,20 +191,25 @@ async def live_brokers(store: Store) -> list[BrokerRack]:
 
 
 async def list_topics(store: Store) -> list[str]:
-    """The topics, but those marked for deletion."""
+    """The topics, but those marked for deletion and those being created (count 0)."""
     marked = set(await _children_or_none(store, paths.TOPIC_DELETIONS))
-    return [topic for topic in await _children_or_none(store, paths.TOPICS) if topic not in marked]
+    names = [topic for topic in await _children_or_none(store, paths.TOPICS) if topic not in marked]
+    records = await asyncio.gather(*(read_topic_record(store, topic) for topic in names))
+    return [topic for topic, record in zip(names, records) if record is not None and record[0].partitions != 0]
 
 
 async def _partition_ids(store: Store, name: str) -> list[int]:
     validate_topic_name(name)
+    record = await read_topic_record(store, name)
     try:
-        partition_ids = sorted(int(child) for child in await store.children(paths.topic(name)))
+        children = await store.children(paths.topic(name))
     except NoNode:
-        raise UnknownTopicOrPartition(f"topic {name!r} does not exist") from None
+        children = None
+    if record is None or children is None or record[0].partitions == 0:
+        raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
     if await store.exists(paths.topic_deletion(name)) is not None:
         raise UnknownTopicOrPartition(f"topic {name!r} is marked for deletion")
-    return partition_ids
+    return sorted(partition for partition in map(int, children) if record[0].counts(partition))
 
 
 def _topic_config_errors(name: str, configs: Mapping[str, str]) -> None:
@@ -258,18 +275,27 @@ class StateChangeLimits:
 async def _send_to_replicas(
     store: Store, kind: str, name: str, assignment: Mapping[int, Sequence[int]], limits: StateChangeLimits
 ) -> dict[int, list[str]]:
-    """sendStateChange(kind, epoch -1) to every replica of every partition; the request names
-    sent, by broker."""
-    sent: dict[int, list[str]] = {}
+    """sendStateChange(kind, epoch -1) to every replica of every partition, one request per
+    broker (per STATE_CHANGE_PARTITIONS_MAX of its partitions), to all brokers at once; the
+    request names sent, by broker."""
+    by_broker: dict[int, list[int]] = {}
     for partition_id, replicas in sorted(assignment.items()):
         for broker in replicas:
+            by_broker.setdefault(broker, []).append(partition_id)
+
+    async def send(broker: int, partition_ids: list[int]) -> list[str]:
+        names = []
+        for start in range(0, len(partition_ids), STATE_CHANGE_PARTITIONS_MAX):
             try:
-                request = await send_state_change(store, kind, broker, name, partition_id, FROM_ADMIN, FROM_ADMIN,
-                                                  queue_max_requests=limits.queue_max_requests)
+                names.append(await send_state_change(
+                    store, kind, broker, name, partition_ids[start:start + STATE_CHANGE_PARTITIONS_MAX], FROM_ADMIN,
+                    FROM_ADMIN, queue_max_requests=limits.queue_max_requests))
             except FollowerStateChangeQueueFull as full:
                 raise BrokerNotAvailable(f"topic {name!r}: {full}") from None
-            sent.setdefault(broker, []).append(request)
-    return sent
+        return names
+
+    sent = await asyncio.gather(*(send(broker, partition_ids) for broker, partition_ids in by_broker.items()))
+    return dict(zip(by_broker, sent))
 
 
 async def _wait_for_registered(store: Store, name: str, sent: Mapping[int, list[str]], limits: StateChangeLimits,
@@ -297,24 +323,37 @@ async def _staged(store: Store, name: str) -> dict[int, list[int]]:
 
 
 async def clean_failed_topic_creation_attempt(store: Store, name: str, limits: StateChangeLimits) -> None:
-    """cleanFailedTopicCreationAttempt: partitions staged by an addPartition that never finished
-    (it timed out, or its admin died) are closed on their brokers and unstaged. A staged
-    partition that exists in the topic is a reassignment, not a failed attempt: left alone.
-    Runs under the topic's change marker, so no addPartition of another admin is in flight."""
-    leftovers = {
-        partition_id: replicas
-        for partition_id, replicas in (await _staged(store, name)).items()
-        if await store.exists(paths.replicas(name, partition_id)) is None
+    """cleanFailedTopicCreationAttempt: what an addPartition that never finished (it timed out,
+    or its admin died) left is closed on its brokers and removed: partitions staged but not
+    created, partitions created above the topic's count, and a new topic's node and config
+    while its count is 0. A staged partition of the topic (below its count) is a reassignment,
+    not a failed attempt: left alone. Runs under the topic's change marker, so no addPartition
+    of another admin is in flight."""
+    record = await read_topic_record(store, name)
+    uncounted = {} if record is None else {
+        partition_id: list(await read_replicas(store, paths.replicas(name, partition_id)) or ())
+        for partition_id in map(int, await _children_or_none(store, paths.topic(name)))
+        if not record[0].counts(partition_id)
     }
-    if not leftovers:
+    staged = await _staged(store, name)
+    unstaged = [partition_id for partition_id in staged if record is None or not record[0].counts(partition_id)]
+    leftovers = {partition_id: sorted({*uncounted.get(partition_id, ()), *staged.get(partition_id, ())})
+                 for partition_id in {*uncounted, *unstaged}}
+    abandoned_topic = record is not None and record[0].partitions == 0
+    if not leftovers and not abandoned_topic:
         return
+    doomed: list[TxnOp] = [DeleteOp(paths.reassigned_partition(name, partition_id)) for partition_id in unstaged]
+    if len(unstaged) == len(staged) and staged:
+        doomed.append(DeleteOp(paths.reassigned_topic(name)))
+    for partition_id in uncounted:
+        doomed += [DeleteOp(path) for path in await subtree(store, paths.partition(name, partition_id))]
+    if abandoned_topic:
+        doomed += [DeleteOp(paths.topic(name), record[1]), DeleteOp(paths.topic_config(name))]
+    await commit_in_batches(store, doomed)
+    # Sent once the nodes are gone: a broker finding a partition's replicas node that names it
+    # takes the close-replica for one overtaken by a later creation, and ignores it.
     await _send_to_replicas(store, CLOSE_REPLICA, name, leftovers, limits)
-    transaction = store.transaction()
-    for partition_id in leftovers:
-        transaction.delete(paths.reassigned_partition(name, partition_id))
-    if len(leftovers) == len(await _children_or_none(store, paths.reassigned_topic(name))):
-        transaction.delete(paths.reassigned_topic(name))
-    await transaction.commit()
+    logger.info("cleaned a failed attempt to add partitions topic=%s partitions=%s", name, sorted(leftovers))
 
 
 async def _wait_for_topic_change(store: Store, name: str, timeout_s: float) -> None:
@@ -350,33 +389,52 @@ async def _changing_topic(
 
 async def add_partitions(
     store: Store, name: str, assignment: Mapping[int, Sequence[int]], limits: StateChangeLimits,
-    finish: Callable[[Transaction], Awaitable[None]] | None = None,
+    new_topic: Callable[[Transaction], Awaitable[None]] | None = None,
 ) -> None:
-    """addPartition for every partition in `assignment`, with one commit for all of them:
-    stage, start-replica each replica, wait, then `finish` adds its own operations (a new
-    topic's node and config) to the transaction that creates the partitions and unstages them.
+    """addPartition for every partition in `assignment` (numbered on from the topic's count),
+    with one commit point for all of them: stage, start-replica each replica, wait, then
+    `new_topic` adds a new topic's node (count 0) and config to a transaction of their own, the
+    partitions are created and unstaged, and the topic's count is raised to take them in.
     Call under the topic's change marker, after clean_failed_topic_creation_attempt."""
     await _ensure_exists(store, paths.PARTITIONS_REASSIGNED)
-    staging = store.transaction()
     staging_topic_existed = await store.exists(paths.reassigned_topic(name)) is not None
-    if not staging_topic_existed:
-        staging.create(paths.reassigned_topic(name))
-    for partition_id, replicas in assignment.items():
-        staging.create(paths.reassigned_partition(name, partition_id), ReplicaAssignment(tuple(replicas)).encode())
-    await staging.commit()
+    staging: list[TxnOp] = [] if staging_topic_existed else [CreateOp(paths.reassigned_topic(name))]
+    staging += [CreateOp(paths.reassigned_partition(name, partition_id), ReplicaAssignment(tuple(replicas)).encode())
+                for partition_id, replicas in assignment.items()]
+    await commit_in_batches(store, staging)
     sent = await _send_to_replicas(store, START_REPLICA, name, assignment, limits)
     await _wait_for_registered(store, name, sent, limits,
                                "the partitions stay staged until the next create of the topic cleans them up")
-    transaction = store.transaction()
-    if finish is not None:
-        await finish(transaction)
+    if new_topic is not None:
+        transaction = store.transaction()
+        await new_topic(transaction)
+        await transaction.commit()
+    record, version = await _counted_topic_record(store, name)
+    creating: list[TxnOp] = []
     for partition_id, replicas in assignment.items():
-        transaction.create(paths.partition(name, partition_id))
-        transaction.create(paths.replicas(name, partition_id), ReplicaAssignment(tuple(replicas)).encode())
-        transaction.delete(paths.reassigned_partition(name, partition_id))
+        creating += [CreateOp(paths.partition(name, partition_id)),
+                     CreateOp(paths.replicas(name, partition_id), ReplicaAssignment(tuple(replicas)).encode()),
+                     DeleteOp(paths.reassigned_partition(name, partition_id))]
+    await commit_in_batches(store, creating)
+    commit = store.transaction().set(paths.topic(name), dataclasses.replace(record, partitions=max(assignment) + 1).encode(),
+                                     version)
     if not staging_topic_existed:
-        transaction.delete(paths.reassigned_topic(name))
-    await transaction.commit()
+        commit.delete(paths.reassigned_topic(name))
+    await commit.commit()
+
+
+async def _counted_topic_record(store: Store, name: str) -> tuple[TopicId, int]:
+    """The topic's node and its version, with a partition count: a topic written before counts
+    existed gets the count of its partitions now, so that partitions added above it stay out of
+    sight until the commit point."""
+    found = await read_topic_record(store, name)
+    if found is None:
+        raise NoNode(paths.topic(name))
+    record, version = found
+    if record.partitions is None:
+        record = dataclasses.replace(record, partitions=len(await store.children(paths.topic(name))))
+        version = await store.set(paths.topic(name), record.encode(), version)
+    return record, version
 
 
 async def create_topic(
@@ -412,7 +470,7 @@ async def create_topic(
         if colliding:
             raise InvalidTopic(f"topic {name!r} collides with existing topic {colliding[0]!r} ('.' and '_' collide)")
 
-    async def finish(transaction: Transaction) -> None:
+    async def new_topic(transaction: Transaction) -> None:
         transaction.create(paths.topic(name), TopicId.new().encode())
         config_bytes = TopicConfig(overrides).encode()
         # A config left behind without its topic (written by an older tool) is overwritten,
@@ -424,11 +482,11 @@ async def create_topic(
             transaction.set(paths.topic_config(name), config_bytes, stale_version)
 
     async def create() -> dict[int, list[int]]:
-        await refuse_existing()
+        await refuse_existing()  # not a topic of count 0: that one is a failed attempt, cleaned next
         await _ensure_exists(store, paths.TOPICS)
         await _ensure_exists(store, paths.TOPIC_CONFIGS)
         await clean_failed_topic_creation_attempt(store, name, limits)
-        await add_partitions(store, name, assignment, limits, finish)
+        await add_partitions(store, name, assignment, limits, new_topic)
         return assignment
 
     if validate_only:

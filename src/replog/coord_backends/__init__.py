@@ -13,6 +13,7 @@ import urllib.parse
 
 from .base import (
     SESSION_TIMEOUT_MS_DEFAULT,
+    TRANSACTION_OPS_MAX,
     BadVersion,
     CoordinationUnavailable,
     Created,
@@ -27,6 +28,7 @@ from .base import (
     StoreError,
     Transaction,
     Watch,
+    commit_in_batches,
 )
 from .observed import ObservedStore
 
@@ -46,8 +48,10 @@ __all__ = [
     "SessionState",
     "Store",
     "StoreError",
+    "TRANSACTION_OPS_MAX",
     "Transaction",
     "Watch",
+    "commit_in_batches",
     "open_store",
 ]
 

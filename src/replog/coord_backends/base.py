@@ -33,6 +33,14 @@ WATCH_BACKLOG_MAX = 256
 # KRaft's broker.session.timeout.ms: a dead process is known sooner (peers see its port refuse),
 # so this bounds failover only for hosts that vanish, partitions and stalls; see README.
 SESSION_TIMEOUT_MS_DEFAULT = 9_000
+# Half a stock etcd's --max-txn-ops (128), which bounds a transaction's compares too: the etcd
+# backend guards each operation's key and its parent (a create) or its children (a delete) with
+# one compare each. Every backend refuses larger transactions, so that what works on ZooKeeper or
+# the embedded store works on an etcd nobody reconfigured; ZooKeeper's own bound is
+# jute.maxbuffer (1 MB a request), which this many operations on replog's small nodes stay far
+# below. A change too big for one transaction is made atomic by a commit point of its own
+# (admin/topics.py: a topic's partition count).
+TRANSACTION_OPS_MAX = 64
 
 
 class StoreError(Exception):
@@ -147,7 +155,8 @@ class Transaction:
     """Collects operations; `commit()` applies all of them or none and raises the first failure.
 
     `commit()` returns one result per operation: the path for a create (a `Created`), the new
-    version for a set, None for a check or a delete.
+    version for a set, None for a check or a delete. More than TRANSACTION_OPS_MAX operations
+    are refused (RequestRefused) before any reaches the store.
     """
 
     def __init__(self, apply: Callable[[list[TxnOp]], Awaitable[list[object]]]):
@@ -173,7 +182,20 @@ class Transaction:
     async def commit(self) -> list[object]:
         if not self.ops:
             return []
+        if len(self.ops) > TRANSACTION_OPS_MAX:
+            raise RequestRefused(f"a transaction of {len(self.ops)} operations is over the limit of"
+                                 f" {TRANSACTION_OPS_MAX}", self.ops[0].path)
         return await self._apply(list(self.ops))
+
+
+async def commit_in_batches(store: Store, ops: list[TxnOp]) -> None:
+    """Apply `ops` in order, in transactions of at most TRANSACTION_OPS_MAX: all-or-nothing per
+    batch only, so the caller's own commit point must come after them (or their leftovers be
+    harmless and cleaned up by whoever comes next)."""
+    for start in range(0, len(ops), TRANSACTION_OPS_MAX):
+        transaction = store.transaction()
+        transaction.ops.extend(ops[start:start + TRANSACTION_OPS_MAX])
+        await transaction.commit()
 
 
 T = TypeVar("T")

@@ -139,20 +139,46 @@ class EpochCounter(NodeValue):
 
 @dataclasses.dataclass(frozen=True)
 class StateChangeRequest(NodeValue):
-    """One request in a broker's state-change queue. `from_broker` is the sending leader, or -1
-    for an admin command; `leader_epoch` is the sender's epoch, or -1 from an admin command."""
+    """One request in a broker's state-change queue, for one or more partitions of a topic (an
+    admin's, for every partition it creates or deletes there, as Kafka's LeaderAndIsr and
+    StopReplica requests carry many). `from_broker` is the sending leader, or -1 for an admin
+    command; `leader_epoch` is the sender's epoch, or -1 from an admin command. Written by an
+    earlier replog, a request names one `partition`, read as a list of it."""
 
     KINDS: ClassVar[frozenset[str]] = frozenset({"start-replica", "close-replica"})
 
     kind: str
     topic: str
-    partition: int
+    partitions: tuple[int, ...]
     from_broker: int
     leader_epoch: int
 
     def __post_init__(self) -> None:
         if self.kind not in self.KINDS:
             raise ValueError(f"unknown state change {self.kind!r}")
+        if not self.partitions:
+            raise ValueError("a state change names no partition")
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Self:
+        try:
+            body = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return super().decode(raw)  # which names the problem
+        if isinstance(body, dict) and "partition" in body and "partitions" not in body:
+            body["partitions"] = [body.pop("partition")]
+            raw = json.dumps(body).encode()
+        return super().decode(raw)
+
+    def of(self, partition: int) -> StateChangeRequest:
+        """This request for one of its partitions."""
+        return dataclasses.replace(self, partitions=(partition,))
+
+    @property
+    def partition(self) -> int:
+        """The partition of a request for one (as `of` makes them); ValueError for several."""
+        (partition,) = self.partitions
+        return partition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,10 +207,17 @@ class TopicId(NodeValue):
     while the broker was not assigned it (and was away), never one of this topic."""
 
     topic_id: str
+    # The topic's partitions are those numbered below this: the commit point of a creation or a
+    # growth too big for one transaction (admin/topics.py). None on a topic written before it
+    # existed: every partition node counts.
+    partitions: int | None = None
 
     @classmethod
     def new(cls) -> Self:
-        return cls(uuid.uuid4().hex)
+        return cls(uuid.uuid4().hex, 0)
+
+    def counts(self, partition: int) -> bool:
+        return self.partitions is None or partition < self.partitions
 
 
 @dataclasses.dataclass(frozen=True)

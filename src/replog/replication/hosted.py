@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 RECONCILE_RETRY_PAUSE_S = 1.0
 ISR_EXIT_ATTEMPTS_MAX = 64  # ISR writes by the leader that may race one exit
+LOGS_LOADED_AT_ONCE = 16  # a few per worker thread: opening a log is mostly waiting on fsync
 
 
 class NotReplicaForPartition(Exception):
@@ -50,13 +51,14 @@ async def read_replicas(store: Store, path: str) -> tuple[int, ...] | None:
         return None
 
 
-async def read_topic_id(store: Store, topic: str) -> str | None:
-    """The topic's id; None for a topic gone, or made before topics had ids (an empty node)."""
+async def read_topic_record(store: Store, topic: str) -> tuple[TopicId, int] | None:
+    """The topic's node (its id, "" if made before topics had ids, an empty node; its partition
+    count) and version; None for a topic gone."""
     try:
-        data = (await store.get(paths.topic(topic)))[0]
+        data, version = await store.get(paths.topic(topic))
     except NoNode:
         return None
-    return TopicId.decode(data).topic_id if data else None
+    return (TopicId.decode(data) if data else TopicId("")), version
 
 
 class HostedPartitions:
@@ -80,10 +82,16 @@ class HostedPartitions:
         """Make this broker's leaderships of these partitions what the store assigns. Idempotent."""
         async with self._reconciling:
             being_deleted = await self._store.exists(paths.topic_deletion(topic)) is not None
-            topic_id = await read_topic_id(self._store, topic)
-            for partition in partition_ids:  # bounded by the topic's partitions
+            record = await read_topic_record(self._store, topic)
+            topic_id = None if record is None else record[0].topic_id or None
+            # Read at once: a new topic's partitions come to a broker together.
+            assignments = await asyncio.gather(*(read_replicas(self._store, paths.replicas(topic, partition))
+                                                 for partition in partition_ids))
+            starting: list[int] = []
+            for partition, assigned in zip(partition_ids, assignments):  # bounded by the topic's partitions
                 key = (topic, partition)
-                assigned = await read_replicas(self._store, paths.replicas(topic, partition))
+                if record is None or not record[0].counts(partition):
+                    assigned = None  # not part of the topic (yet): an addPartition's, before its commit point
                 if assigned is None or self.broker_id not in assigned:
                     # Gone, or assigned elsewhere now: a leadership must not outlive its
                     # partition, nor an open replica lend its epoch and HW to a recreated one.
@@ -98,14 +106,34 @@ class HostedPartitions:
                     continue
                 if key in self._closed or key in self.leaderships:
                     continue
-                await self.topic_configs.follow(topic)
-                await self._replicas.load_log(topic, partition, log_config(self.topic_configs.settings(topic)), topic_id)
+                starting.append(partition)
+            if starting:
+                await self._start_leaderships(topic, starting, topic_id)
+
+    async def _start_leaderships(self, topic: str, partitions: list[int], topic_id: str | None) -> None:
+        """Load the partitions' logs, LOGS_LOADED_AT_ONCE at a time (each in a worker thread:
+        thousands of new or cleanly closed logs in series kept a topic's last partitions
+        leaderless for tens of seconds), then start a leadership for each log loaded. A log
+        that failed to load is left for the next reconcile: the first such error is raised."""
+        await self.topic_configs.follow(topic)
+        config = log_config(self.topic_configs.settings(topic))
+        failures: list[BaseException] = []
+        for start in range(0, len(partitions), LOGS_LOADED_AT_ONCE):
+            batch = partitions[start:start + LOGS_LOADED_AT_ONCE]
+            loaded = await asyncio.gather(*(self._replicas.load_log(topic, partition, config, topic_id)
+                                            for partition in batch), return_exceptions=True)
+            for partition, outcome in zip(batch, loaded):
+                if isinstance(outcome, BaseException):
+                    failures.append(outcome)
+                    continue
                 if self._replicas.lost_unflushed_writes(topic, partition):
                     await self._leave_isr_after_reboot(topic, partition)
                     await self._replicas.forget_lost_writes(topic, partition)
                 leadership = PartitionLeadership(self._context, topic, partition, lambda: self.topic_configs.settings(topic))
-                self.leaderships[key] = leadership
+                self.leaderships[(topic, partition)] = leadership
                 leadership.start()
+        if failures:
+            raise failures[0]
 
     async def assignment_changed(self, topic: str, partition_ids: list[int]) -> None:
         """What the metadata cache calls: reconcile now, or after a pause if the store fails."""
@@ -242,7 +270,8 @@ class HostedPartitions:
                                          f" (replicas {list(assigned)}, staged {list(staged)})")
         self._replicas.prepare_replica(topic, partition)
         self._closed.discard((topic, partition))
-        await self.reconcile(topic, [partition])  # starts it if the store already has it
+        if assigned:
+            await self.reconcile(topic, [partition])  # starts it if the topic counts it already
 
     async def close_replica_requested(self, request: StateChangeRequest) -> None:
         """closeReplica: stop leading or following, close the log and delete it."""

@@ -180,7 +180,7 @@ class Reassigner:
     async def _send(self, kind: str, broker: int) -> None:
         partition = self._partition
         try:
-            await send_state_change(self._store, kind, broker, partition.topic, partition.partition_id,
+            await send_state_change(self._store, kind, broker, partition.topic, [partition.partition_id],
                                     partition.leader_epoch, partition.local_broker_id,
                                     queue_max_requests=self._queue_max_requests, events=self._events)
         except FollowerStateChangeQueueFull:

@@ -4,11 +4,13 @@ waitTillStateChangeRequestConsumed.
     /brokers/state/[broker_id]/[seq]  ->  StateChangeRequest (persistent, sequential)
 
 A leader, or an admin command, asks a broker to start or close one of its replicas by
-appending a request to that broker's queue. The queue is persistent so that a request reaches
+appending a request to that broker's queue (an admin's names every partition of the topic it
+creates or deletes there in one request, as Kafka's LeaderAndIsr request does). The queue is persistent so that a request reaches
 a broker that is down when it is sent (a deleted topic's close-replica, above all): the broker
 drains its queue at start-up, before it computes the replicas assigned to it.
 
-The listener on the broker processes requests strictly in sequence order, one at a time, and
+The listener on the broker processes requests strictly in sequence order, one at a time (the
+partitions of one request side by side, at most PARTITIONS_IN_FLIGHT_MAX at once), and
 deletes each once it is done; a sender learns that a request was consumed when its node is
 gone. After an admin's close-replica, the listener removes the topic if that was the last
 replica of a topic being deleted (topic_deletion.py). close-replica is acted on whatever its epoch (a broker that was down must still delete
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
 from replog.coord_backends import CoordinationUnavailable, NoNode, SessionLost, Store, StoreError
 from replog.coord_backends import paths
@@ -48,6 +50,9 @@ START_REPLICA = "start-replica"
 CLOSE_REPLICA = "close-replica"
 FROM_ADMIN = -1  # the sender, and the epoch, of an admin command's request
 STORE_RETRY_PAUSE_S = 1.0  # a listener that met a store error looks at its queue again after this
+# A request's partitions acted on at once: each is a few store reads, and thousands of them in
+# series made a big topic's creation wait on round trips.
+PARTITIONS_IN_FLIGHT_MAX = 64
 
 Handler = Callable[[StateChangeRequest], Awaitable[None]]
 
@@ -66,31 +71,33 @@ LOG_LEVELS = {EventKind.REQUESTED: logging.DEBUG, EventKind.RECEIVED: logging.DE
               EventKind.IGNORED: logging.INFO, EventKind.FAILED: logging.ERROR}
 
 
-def describe(request: StateChangeRequest, to_broker: int) -> str:
+def describe(request: StateChangeRequest, partition: int, to_broker: int) -> str:
     sender = "admin" if request.from_broker == FROM_ADMIN else str(request.from_broker)
-    return (f"{request.kind} topic={request.topic} partition={request.partition} from={sender} to={to_broker}"
+    return (f"{request.kind} topic={request.topic} partition={partition} from={sender} to={to_broker}"
             f" epoch={request.leader_epoch}")
 
 
 def note(events: StateChangeEvents | None, kind: EventKind, request: StateChangeRequest, to_broker: int, sequence: str,
          reason: str | None = None) -> None:
-    """One step of a request's lifecycle: logged, and recorded in the broker's ring (None: an
-    admin command's step, outside any broker). `sequence` is "" for a request never queued."""
-    logger.log(LOG_LEVELS[kind], "%s %s seq=%s%s", kind, describe(request, to_broker), sequence or "-",
-               "" if reason is None else f" reason={reason}")
-    if events is not None:
-        events.record(kind, request.kind, request.topic, request.partition, request.from_broker, to_broker,
-                      request.leader_epoch, sequence, reason)
+    """One step of a request's lifecycle, for each of its partitions: logged, and recorded in
+    the broker's ring (None: an admin command's step, outside any broker). `sequence` is "" for
+    a request never queued."""
+    for partition in request.partitions:  # bounded by the topic's partitions
+        logger.log(LOG_LEVELS[kind], "%s %s seq=%s%s", kind, describe(request, partition, to_broker), sequence or "-",
+                   "" if reason is None else f" reason={reason}")
+        if events is not None:
+            events.record(kind, request.kind, request.topic, partition, request.from_broker, to_broker,
+                          request.leader_epoch, sequence, reason)
 
 
 async def send_state_change(
-    store: Store, kind: str, follower_broker_id: int, topic: str, partition: int, epoch: int, sender: int,
+    store: Store, kind: str, follower_broker_id: int, topic: str, partitions: Sequence[int], epoch: int, sender: int,
     *, queue_max_requests: int, events: StateChangeEvents | None = None,
 ) -> str:
-    """sendStateChange: append a request to the follower's queue; returns the request's node
-    name (its sequence number), which the consumer deletes once done. `events`: the sending
-    broker's ring."""
-    request = StateChangeRequest(kind, topic, partition, from_broker=sender, leader_epoch=epoch)
+    """sendStateChange: append a request for these partitions of the topic to the follower's
+    queue; returns the request's node name (its sequence number), which the consumer deletes
+    once done. `events`: the sending broker's ring."""
+    request = StateChangeRequest(kind, topic, tuple(partitions), from_broker=sender, leader_epoch=epoch)
     queue = paths.state_queue(follower_broker_id)
     try:
         queued = await store.children(queue)
@@ -110,8 +117,8 @@ async def send_state_change(
 
 
 async def queued_requests(store: Store, brokers: Collection[int]) -> list[tuple[int, str, StateChangeRequest]]:
-    """(target broker, node name, request) of every request waiting in the brokers' queues, in
-    queue order: requested, not yet received. Unreadable ones are left out (their consumer drops
+    """(target broker, node name, request for one partition) of every request waiting in the
+    brokers' queues, in queue order: requested, not yet received. Unreadable ones are left out (their consumer drops
     them), as are those consumed while they are read."""
     found = []
     for broker in sorted(brokers):
@@ -122,9 +129,10 @@ async def queued_requests(store: Store, brokers: Collection[int]) -> list[tuple[
         for name in sorted(names):  # bounded by the queue
             path = f"{paths.state_queue(broker)}/{name}"
             try:
-                found.append((broker, name, StateChangeRequest.decode((await store.get(path))[0])))
+                request = StateChangeRequest.decode((await store.get(path))[0])
             except (NoNode, InvalidNodeValue):
                 continue
+            found += [(broker, name, request.of(partition)) for partition in request.partitions]
     return found
 
 
@@ -144,7 +152,7 @@ async def shrink(store: Store, broker_id: int, names: Collection[str]) -> int:
         if request.kind != CLOSE_REPLICA:
             doomed.append(name)
             continue
-        key = (request.topic, request.partition)
+        key = (request.topic, request.partitions)
         if key in kept and kept[key][0] > request.leader_epoch:
             doomed.append(name)
             continue
@@ -302,6 +310,20 @@ class StateChangeListener:
             await self._store.delete(path)
             return
         note(self._events, EventKind.RECEIVED, request, self._broker_id, name)
+        partitions = request.partitions
+        for start in range(0, len(partitions), PARTITIONS_IN_FLIGHT_MAX):
+            await asyncio.gather(*(self._consume_one(request.of(partition), name)
+                                   for partition in partitions[start:start + PARTITIONS_IN_FLIGHT_MAX]))
+        try:
+            await self._store.delete(path)
+        except NoNode:
+            pass
+        if request.kind == CLOSE_REPLICA and request.from_broker == FROM_ADMIN:
+            # Perhaps the last replica of a topic being deleted: its nodes can go now.
+            await finish_topic_deletion(self._store, request.topic)
+
+    async def _consume_one(self, request: StateChangeRequest, name: str) -> None:
+        """Act on the request for its one partition, and record what came of it."""
         try:
             ignored_because = await self._act(request)
         except (CoordinationUnavailable, SessionLost):
@@ -315,13 +337,6 @@ class StateChangeListener:
                 note(self._events, EventKind.COMPLETED, request, self._broker_id, name)
             else:
                 note(self._events, EventKind.IGNORED, request, self._broker_id, name, ignored_because)
-        try:
-            await self._store.delete(path)
-        except NoNode:
-            pass
-        if request.kind == CLOSE_REPLICA and request.from_broker == FROM_ADMIN:
-            # Perhaps the last replica of a topic being deleted: its nodes can go now.
-            await finish_topic_deletion(self._store, request.topic)
 
     async def _act(self, request: StateChangeRequest) -> str | None:
         """Act on the request; why it was ignored instead, or None."""

@@ -24,13 +24,17 @@ name refused to a create with "marked for deletion", as in Kafka.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
-from replog.coord_backends import BadVersion, NodeExists, NoNode, NotEmpty, Store
+from replog.coord_backends import BadVersion, NodeExists, NoNode, NotEmpty, Store, commit_in_batches
+from replog.coord_backends.base import DeleteOp
 from replog.coord_backends import paths
 from replog.coord_backends.paths import TopicDeletion
 
 logger = logging.getLogger(__name__)
+
+DELETION_ATTEMPTS_MAX = 8  # of listing and deleting what is left, against racing finishers
 
 
 async def read_deletion(store: Store, topic: str) -> tuple[TopicDeletion, int] | None:
@@ -65,31 +69,33 @@ async def finish_topic_deletion(store: Store, topic: str) -> bool:
     deletion, marked_version = marked
     if deletion.close_replicas is None or await pending_close_replicas(store, deletion):
         return False
-    doomed = []
-    for root in (paths.topic(topic), paths.reassigned_topic(topic), paths.topic_config(topic)):
-        doomed += await _subtree(store, root)
-    transaction = store.transaction()
-    for path in doomed:
-        transaction.delete(path)
-    transaction.delete(paths.topic_deletion(topic), marked_version)
-    try:
-        await transaction.commit()
-    except (NoNode, BadVersion, NotEmpty, NodeExists):
-        # Another finisher won, or a broker wrote under the topic between the listing and the
-        # commit (a leader node): whoever comes next finishes it.
-        return await store.exists(paths.topic_deletion(topic)) is None
-    logger.info("topic deleted topic=%s", topic)
-    return True
+    for _ in range(DELETION_ATTEMPTS_MAX):
+        doomed = []
+        for root in (paths.topic(topic), paths.reassigned_topic(topic), paths.topic_config(topic)):
+            doomed += await subtree(store, root)
+        # The mark goes last, in the last transaction: until then the topic stays hidden, however
+        # many transactions its nodes take (TRANSACTION_OPS_MAX).
+        ops = [*(DeleteOp(path) for path in doomed), DeleteOp(paths.topic_deletion(topic), marked_version)]
+        try:
+            await commit_in_batches(store, ops)
+        except (NoNode, BadVersion, NotEmpty, NodeExists):
+            # Another finisher deleting the same nodes (each broker that consumed a close-replica
+            # tries), or a broker that wrote under the topic since the listing (a leader node):
+            # list what is left and go on, unless the other finisher is done.
+            if await store.exists(paths.topic_deletion(topic)) is None:
+                return True
+            continue
+        logger.info("topic deleted topic=%s", topic)
+        return True
+    return False  # whoever comes next finishes it
 
 
-async def _subtree(store: Store, path: str) -> list[str]:
+async def subtree(store: Store, path: str) -> list[str]:
     """`path` and everything below it, deepest first (the order a transaction can delete them);
     nothing if it does not exist."""
     try:
         children = await store.children(path)
     except NoNode:
         return []
-    below = []
-    for child in children:
-        below.extend(await _subtree(store, f"{path}/{child}"))
-    return [*below, path]
+    below = await asyncio.gather(*(subtree(store, f"{path}/{child}") for child in children))
+    return [*(path for paths_below in below for path in paths_below), path]
