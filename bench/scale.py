@@ -1,13 +1,13 @@
 """Many partitions on three brokers, over ZooKeeper or etcd: creation, watches, memory, restarts.
 
     .venv/bin/python bench/scale.py [--partitions 1000,10000] [--store zk|etcd|both]
-                                    [--phase-timeout-s 300] [--etcd-max-txn-ops 128] [--scratch DIR]
+                                    [--phase-timeout-s 300] [--scratch DIR]
 
 Prints (never asserts), for each store and each partition count N, from a fresh cluster of three
 brokers on 127.0.0.1 at the broker's own default settings, over a server of the bench's own
 (ZooKeeper as scripts/zookeeper.sh runs it, with the `wchc` and `dump` four-letter commands
-allowed as well; etcd as scripts/etcd.sh runs it, with --max-txn-ops 128, a stock etcd's
-default, unless --etcd-max-txn-ops says otherwise), for one topic of N partitions with RF=3:
+allowed as well; etcd as scripts/etcd.sh runs it: a stock etcd, 128 operations per
+transaction), for one topic of N partitions with RF=3:
 
 - create: how long confluent-kafka's AdminClient.create_topics took to return (request timeout
   and operation timeout both --phase-timeout-s, so the broker may wait for the leaders as long as
@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import pathlib
 import re
 import shutil
@@ -69,7 +68,6 @@ TOPIC = "scale"
 BROKERS = 3
 REPLICATION = 3
 RESTARTED = 2  # the broker of the restart phase
-STOCK_ETCD_MAX_TXN_OPS = 128
 ZOOKEEPER_WHITELIST = "4lw.commands.whitelist=ruok,srvr,stat,mntr"
 POLL_S = 0.2
 METADATA_TIMEOUT_S = 60
@@ -95,23 +93,14 @@ def zookeeper_script(scratch: pathlib.Path) -> pathlib.Path:
 
 
 @contextlib.contextmanager
-def cluster_over_own_server(store: str, scratch: pathlib.Path, etcd_max_txn_ops: int):
+def cluster_over_own_server(store: str, scratch: pathlib.Path):
     """tests/cluster/conftest.py's cluster_with_own_server, but over the bench's ZooKeeper (see
-    zookeeper_script) or an etcd with `etcd_max_txn_ops` (scripts/etcd.sh reads it from
-    REPLOG_ETCD_MAX_TXN_OPS), and with brokers that failed to start stopped too. Yields
-    (server address, cluster); every process is stopped at the end."""
+    zookeeper_script), and with brokers that failed to start stopped too. Yields (server
+    address, cluster); every process is stopped at the end."""
     server = ServerProcess("zookeeper" if store == "zk" else "etcd", scratch / "server")
     if store == "zk":
         server.script = zookeeper_script(scratch)
-    previous = os.environ.get("REPLOG_ETCD_MAX_TXN_OPS")
-    os.environ["REPLOG_ETCD_MAX_TXN_OPS"] = str(etcd_max_txn_ops)
-    try:
-        server.start()
-    finally:
-        if previous is None:
-            del os.environ["REPLOG_ETCD_MAX_TXN_OPS"]
-        else:
-            os.environ["REPLOG_ETCD_MAX_TXN_OPS"] = previous
+    server.start()
     try:
         cluster = Cluster(f"{store}://{server.address}{unique_root()}", scratch, BROKERS, settings=())
         try:
@@ -477,14 +466,12 @@ class Run:
         self.row["controlled shutdown: exit"] = seconds(exited_s, self.timeout_s)
 
 
-def measure(store: str, partitions: int, timeout_s: float, etcd_max_txn_ops: int, scratch: pathlib.Path,
-            keep: bool) -> dict[str, str]:
-    limit = f", etcd --max-txn-ops {etcd_max_txn_ops}" + (" (stock)" if etcd_max_txn_ops == STOCK_ETCD_MAX_TXN_OPS else "")
+def measure(store: str, partitions: int, timeout_s: float, scratch: pathlib.Path, keep: bool) -> dict[str, str]:
     print(f"[{store} {partitions}] {partitions} partitions, RF={REPLICATION}, {BROKERS} brokers at their default settings"
-          + (limit if store == "etcd" else ""), flush=True)
+          + (", a stock etcd" if store == "etcd" else ""), flush=True)
     run_dir = scratch / f"{store}-{partitions}"
     try:
-        with cluster_over_own_server(store, run_dir, etcd_max_txn_ops) as (address, cluster):
+        with cluster_over_own_server(store, run_dir) as (address, cluster):
             run = Run(store, partitions, timeout_s, address, cluster)
             try:
                 run.baseline()
@@ -519,8 +506,6 @@ def main() -> None:
     parser.add_argument("--partitions", default="1000,10000", help="comma-separated partition counts (default 1000,10000)")
     parser.add_argument("--store", choices=["zk", "etcd", "both"], default="both")
     parser.add_argument("--phase-timeout-s", type=float, default=300, help="how long each phase may take (default 300)")
-    parser.add_argument("--etcd-max-txn-ops", type=int, default=STOCK_ETCD_MAX_TXN_OPS,
-                        help=f"etcd's --max-txn-ops (default {STOCK_ETCD_MAX_TXN_OPS}, a stock etcd's)")
     parser.add_argument("--scratch", type=pathlib.Path, default=None,
                         help="where servers and brokers keep their data and logs, kept afterwards (default: a temporary directory, removed)")
     args = parser.parse_args()
@@ -538,8 +523,7 @@ def main() -> None:
             scratch.mkdir(parents=True, exist_ok=True)
         for store in stores:
             for count in counts:
-                rows[f"{store} {count}"] = measure(store, count, args.phase_timeout_s, args.etcd_max_txn_ops, scratch,
-                                                   keep=args.scratch is not None)
+                rows[f"{store} {count}"] = measure(store, count, args.phase_timeout_s, scratch, keep=args.scratch is not None)
         table(rows)
 
 
