@@ -1,7 +1,8 @@
 """Replication costs and failover, on this machine: three brokers over ZooKeeper or etcd.
 
     .venv/bin/python bench/replication.py [--records N] [--store zk|etcd|both] [--kills N]
-                                          [--failover-only] [--session-timeout-ms MS]
+                                          [--failover-only | --throughput-only]
+                                          [--session-timeout-ms MS]
 
 Prints (never asserts), for each store, from one cluster of three brokers at the broker's own
 default settings (coord.session.timeout.ms 9000, replica.lag.time.max.ms 30000; only
@@ -12,7 +13,7 @@ default settings (coord.session.timeout.ms 9000, replica.lag.time.max.ms 30000; 
   so the run is bound by the replication round trip) and not (`--no-idempotence`: pipelined),
   with the leader's CPU time (user + system, from /proc) per MB it replicated.
   Skipped with --failover-only.
-- failover, under the producer of tests/cluster/failover.py (idempotent, acks=all, a numbered
+- failover (skipped with --throughput-only), under the producer of tests/cluster/failover.py (idempotent, acks=all, a numbered
   record every 5 ms, round robin over the 3 partitions of a topic with RF=3 and
   min.insync.replicas=2), after it has had an acknowledgement on every partition:
   - SIGKILL of the leader of partition 0, --kills times (default 5): the time from the kill to
@@ -160,7 +161,8 @@ def leader_terminations(store: str, cluster: Cluster, stops: int) -> None:
           f"{spread(gaps)}")
 
 
-def measure(store: str, records: int, kills: int, session_timeout_ms: int | None, failover_only: bool) -> None:
+def measure(store: str, records: int, kills: int, session_timeout_ms: int | None, failover_only: bool,
+            throughput_only: bool) -> None:
     settings = () if session_timeout_ms is None else ("--set", f"coord.session.timeout.ms={session_timeout_ms}")
     print(f"[{store}] brokers at their default settings ({DEFAULT_SETTINGS})" if session_timeout_ms is None else
           f"[{store}] brokers at their default settings but coord.session.timeout.ms {session_timeout_ms}")
@@ -168,6 +170,8 @@ def measure(store: str, records: int, kills: int, session_timeout_ms: int | None
         with cluster_with_own_server(store, pathlib.Path(scratch), settings=settings) as cluster:
             if not failover_only:
                 throughput(store, cluster, records)
+            if throughput_only:
+                return
             create_topic(cluster.bootstrap, "failover", PARTITIONS)
             leader_kills(store, cluster, kills)
             follower_kill(store, cluster)
@@ -179,12 +183,14 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=300_000, help="records per throughput run")
     parser.add_argument("--store", choices=["zk", "etcd", "both"], default="both")
     parser.add_argument("--kills", type=int, default=5, help="SIGKILLs (and SIGTERMs) of a leader to take the p50 and max over")
-    parser.add_argument("--failover-only", action="store_true", help="skip the throughput runs")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--failover-only", action="store_true", help="skip the throughput runs")
+    only.add_argument("--throughput-only", action="store_true", help="skip the failover runs")
     parser.add_argument("--session-timeout-ms", type=int, default=None,
                         help="coord.session.timeout.ms for the brokers (default: not passed, the broker's own default)")
     args = parser.parse_args()
     for store in (["zk", "etcd"] if args.store == "both" else [args.store]):
-        measure(store, args.records, args.kills, args.session_timeout_ms, args.failover_only)
+        measure(store, args.records, args.kills, args.session_timeout_ms, args.failover_only, args.throughput_only)
 
 
 if __name__ == "__main__":

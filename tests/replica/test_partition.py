@@ -5,6 +5,7 @@ something does NOT happen waits a short bounded time; nothing synchronises by sl
 """
 
 import asyncio
+import threading
 
 import pytest
 
@@ -394,3 +395,18 @@ async def test_a_new_leader_whose_high_watermark_lags_its_epoch_start_lists_no_l
     partition.record_follower_fetch(FOLLOWER, 3, now_ms=3)
     assert partition.list_offsets(LATEST_TIMESTAMP)[:3] == (0, -1, 3)
     partition.close()
+
+
+async def test_appends_drop_the_page_cache_behind_the_log_tail_in_another_thread(single, monkeypatch):
+    from replog.storage import segment
+    monkeypatch.setattr(segment, "PAGE_CACHE_TAIL_BYTES", 1)
+    monkeypatch.setattr(segment, "PAGE_CACHE_EVICTION_STEP_BYTES", 1)
+    evicted_in = []
+    real_run = segment.PageCacheEviction.run
+    monkeypatch.setattr(segment.PageCacheEviction, "run",
+                        lambda eviction: evicted_in.append(threading.get_ident()) or real_run(eviction))
+    appended = records(3)
+    assert (await single.append_as_leader(appended, acks=1, timeout_ms=1000)).error_code == ErrorCode.NONE
+    await asyncio.wait_for(single._page_cache_eviction, WAIT_S)
+    assert len(evicted_in) == 1 and evicted_in[0] != threading.get_ident()  # not the event loop's thread
+    assert consumer_bytes(single.read_for_consumer(0, 1 << 20)) == bytes(appended)

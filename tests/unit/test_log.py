@@ -435,3 +435,27 @@ def test_held_slices_outlive_their_segments_deletion_and_know_when_a_truncation_
     assert not tail[0].current(), "the truncated range holds other bytes from now on"
     for held in first + tail:
         held.close()
+
+
+def test_the_page_cache_behind_the_tail_is_dropped_in_steps_and_the_bytes_stay(log_dir, monkeypatch):
+    from replog.storage import segment
+    monkeypatch.setattr(segment, "PAGE_CACHE_TAIL_BYTES", 1000)
+    monkeypatch.setattr(segment, "PAGE_CACHE_EVICTION_STEP_BYTES", 500)
+    advised = []
+    real_fadvise = os.posix_fadvise
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, offset, length, advice: advised.append((offset, length, advice))
+                        or real_fadvise(fd, offset, length, advice))
+    log = open_log(log_dir)
+    log.append(build_batch(payload_bytes=1339), leader_epoch=0)  # 1400 bytes: 400 behind the tail
+    assert log.take_page_cache_eviction() is None
+    log.append(build_batch(payload_bytes=39), leader_epoch=0)  # 1500: 500 behind, one step
+    eviction = log.take_page_cache_eviction()
+    assert log.take_page_cache_eviction() is None  # taken: due again a step later
+    descriptors = len(os.listdir("/proc/self/fd"))
+    eviction.run()
+    assert advised == [(0, 500, os.POSIX_FADV_DONTNEED)]
+    assert len(os.listdir("/proc/self/fd")) == descriptors - 1  # its own descriptor, closed
+    log.append(build_batch(payload_bytes=439), leader_epoch=0)  # 2000: a step past the last one
+    log.take_page_cache_eviction().run()
+    assert advised[-1] == (0, 1000, os.POSIX_FADV_DONTNEED)
+    assert offsets_in(read_all(log, 0)) == [(0, 0), (1, 1), (2, 2)]

@@ -276,6 +276,7 @@ class Partition:
         # Held by a background flush's thread while it writes into the log directory, and by
         # delete around removing it, so that neither leaves the other a half-gone directory.
         self._directory_lock = threading.Lock()
+        self._page_cache_eviction: asyncio.Future | None = None  # at most one per log at a time
         self.producer_state.load(log)
         if leader_id is None or leader_id == local_broker_id:
             self.become_leader(leader_epoch, assigned_replicas, isr, now_ms)
@@ -563,6 +564,7 @@ class Partition:
                 first_offset, last_offset = self.log.append(batches, self.leader_epoch)
                 record_count = last_offset - first_offset + 1
                 self.producer_state.record_append(check, first_offset)
+                self._evict_page_cache_behind()
                 self._after_local_append()
         except ReplicaError as failure:
             logger.debug("refused append topic=%s partition=%d error=%d reason=%s",
@@ -839,6 +841,7 @@ class Partition:
         if batches:
             self.log.append_as_follower(batches)
             self.producer_state.record_replicated(batches)
+            self._evict_page_cache_behind()
         new_high_watermark = min(leader_high_watermark, self.log_end_offset)
         if new_high_watermark > self.high_watermark:
             self.high_watermark = new_high_watermark
@@ -847,6 +850,21 @@ class Partition:
             # what we know committed (a segment must not hold data past our HW to go).
             if self.log.delete_segments_below(min(leader_log_start_offset, self.high_watermark)):
                 self.producer_state.truncate_head(self.log_start_offset)
+
+    def _evict_page_cache_behind(self) -> None:
+        """Drop the log's pages far behind its end in another thread, when due
+        (segment.PAGE_CACHE_TAIL_BYTES says why)."""
+        if self._page_cache_eviction is not None and not self._page_cache_eviction.done():
+            return
+        eviction = self.log.take_page_cache_eviction()
+        if eviction is not None:
+            self._page_cache_eviction = asyncio.get_running_loop().run_in_executor(None, eviction.run)
+            self._page_cache_eviction.add_done_callback(self._page_cache_evicted)
+
+    def _page_cache_evicted(self, eviction: asyncio.Future) -> None:
+        if not eviction.cancelled() and eviction.exception() is not None:
+            logger.warning("page cache eviction failed topic=%s partition=%d broker=%d error=%r",
+                           self.topic, self.partition_id, self.local_broker_id, eviction.exception())
 
     # -- long polls ----------------------------------------------------------------------------
 

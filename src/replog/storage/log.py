@@ -58,6 +58,7 @@ from replog.storage.segment import (
     TIME_INDEX_SUFFIX,
     FileSlice,
     HeldSlice,
+    PageCacheEviction,
     Segment,
     SegmentCut,
     SegmentLimits,
@@ -321,6 +322,10 @@ class Log:
                 if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
                     self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
         return headers[0].base_offset, last_offset
+
+    def take_page_cache_eviction(self) -> PageCacheEviction | None:
+        """What of the active segment's page cache is due to be dropped (Segment.take_page_cache_eviction)."""
+        return self._segments[-1].take_page_cache_eviction()
 
     def _roll_and_append(self, batches, base_offset: int, last_offset: int, max_timestamp: int, now_ms: int,
                          headers: list[BatchHeader] | None) -> None:

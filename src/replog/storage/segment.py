@@ -43,6 +43,16 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 _NO_LIMIT = 2**63 - 1  # above every int64 timestamp and millisecond clock reading
 _LOOKUP_CHUNK_BYTES = 16 << 10  # a lookup reads headers for about one index interval at once
+# The page cache kept behind the end of the active segment, and how much more it may grow
+# before the rest is dropped. Writing into a fresh page-cache page costs ~8 us here, against
+# ~1 us for a recycled one: on these virtual machines the host backs a page the guest has not
+# used lately only when it is first touched (measured: 2.1-2.7 ms of CPU per MiB written once
+# a file outgrew the recently freed memory, 0.26-0.36 ms with this tail dropped behind it).
+# Dropping the pages far behind the end lets the next appends reuse them. Reads within the
+# tail (followers, consumers keeping up) stay in memory; older ones go to the disk, as they
+# would once the page cache of a busy broker filled up.
+PAGE_CACHE_TAIL_BYTES = 64 << 20
+PAGE_CACHE_EVICTION_STEP_BYTES = 16 << 20
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -142,6 +152,23 @@ class _HeaderReader:
         return parse_header(self._chunk, position - self._chunk_position, self._chunk_position)
 
 
+class PageCacheEviction:
+    """Drops a segment file's cached pages below a position, through a duplicate of its
+    descriptor (the segment may be closed or deleted meanwhile). Dirty pages are not dropped,
+    only sent to the disk: the eviction from 0 that follows drops them, clean by then. Blocks on
+    the disk's queue: run it off the event loop."""
+
+    def __init__(self, fd: int, below: int):
+        self._fd = fd
+        self._below = below
+
+    def run(self) -> None:
+        try:
+            os.posix_fadvise(self._fd, 0, self._below, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(self._fd)
+
+
 class Segment:
     """A `.log` file plus its offset and time index; see the module docstring for the layout."""
 
@@ -164,6 +191,8 @@ class Segment:
         # A batch starting past this file position takes the next index entry: the last entry's
         # position plus index.interval.bytes, so that the append path compares, never sums.
         self._index_due_position = limits.index_interval_bytes
+        # The file position below which the page cache was last asked to drop this file's pages.
+        self._evicted_below = 0
 
     def _set_first_batch_timestamp(self, timestamp: int) -> None:
         """Set the max timestamp of the first batch, from which segment.ms counts (as in Kafka,
@@ -221,6 +250,15 @@ class Segment:
                 self._track_batch(position + header.position, header.base_offset, header.next_offset,
                                   header.max_timestamp)
         return True
+
+    def take_page_cache_eviction(self) -> "PageCacheEviction | None":
+        """The eviction of this file's pages more than PAGE_CACHE_TAIL_BYTES behind its end, once
+        that is PAGE_CACHE_EVICTION_STEP_BYTES past the last one; for another thread to run."""
+        below = self.size_bytes - PAGE_CACHE_TAIL_BYTES
+        if below - self._evicted_below < PAGE_CACHE_EVICTION_STEP_BYTES:
+            return None
+        self._evicted_below = below
+        return PageCacheEviction(os.dup(self.fd), below)
 
     def _track_batch(self, position: int, base_offset: int, next_offset: int, max_timestamp: int) -> None:
         """Take the index entry (if due) and the segment's state from a batch now in the file."""
