@@ -22,8 +22,10 @@ def fully_led(admin: AdminClient, topic: str) -> bool:
 
 def test_a_topic_of_500_partitions_is_created_led_and_serves_every_partition(cluster):
     topic = "wide"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(topic, PARTITIONS, REPLICAS)], request_timeout=WAIT_S)[topic].result(WAIT_S)
+    # librdkafka gives up on any request after socket.timeout.ms (60 s), whatever its own timeout.
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "socket.timeout.ms": WAIT_S * 1000})
+    admin.create_topics([NewTopic(topic, PARTITIONS, REPLICAS)], request_timeout=WAIT_S,
+                        operation_timeout=WAIT_S)[topic].result(WAIT_S)
     wait_until(lambda: fully_led(admin, topic), "every partition led with a full ISR", WAIT_S)
 
     failures = []

@@ -489,6 +489,9 @@ class _SharedStream:
         self._root = store._children_prefix("/")
         self._data: dict[bytes, set[_Subscription]] = {}
         self._children: dict[bytes, set[_Subscription]] = {}
+        # Reads the revision the stream starts after, then starts it: one start, which every
+        # watch opened meanwhile waits for (two would leave a stream nobody stops).
+        self._starting: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
         self._stream = None
 
@@ -496,11 +499,25 @@ class _SharedStream:
         return [*(sub for subs in self._data.values() for sub in subs), *(sub for subs in self._children.values() for sub in subs)]
 
     async def subscribe(self, subscription: _Subscription) -> None:
-        if self._task is None or self._task.done():
-            revision = (await self.store._read(set(), set())).revision
-            self._task = asyncio.create_task(self._run(revision), name="etcd-watch-stream")
+        """Once the stream runs from a revision no later than any read of `subscription`."""
+        starting = self._starting
+        if starting is None or (starting.done() and (starting.cancelled() or starting.exception() is not None)):
+            self._starting = starting = asyncio.ensure_future(self._start())
+        await asyncio.shield(starting)
         registry = self._children if subscription.is_children else self._data
         registry.setdefault(subscription.key, set()).add(subscription)
+
+    async def _start(self) -> None:
+        revision = (await self.store._read(set(), set())).revision
+        self._task = asyncio.create_task(self._run(revision), name="etcd-watch-stream")
+        self._task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task) -> None:
+        """The stream ends with stop(); anything else is a bug, logged, and every watch stops
+        hearing of changes: the next watch opened starts a stream again."""
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("etcd watch stream ended", exc_info=task.exception())
+            self._starting = None
 
     def unsubscribe(self, subscription: _Subscription) -> None:
         registry = self._children if subscription.is_children else self._data
@@ -539,6 +556,8 @@ class _SharedStream:
             subscription.apply(event)
 
     async def stop(self) -> None:
+        if self._starting is not None:
+            await _cancelled(self._starting)
         if self._task is not None:
             await _cancelled(self._task)
         if self._stream is not None:
