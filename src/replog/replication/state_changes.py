@@ -312,8 +312,14 @@ class StateChangeListener:
         note(self._events, EventKind.RECEIVED, request, self._broker_id, name)
         partitions = request.partitions
         for start in range(0, len(partitions), PARTITIONS_IN_FLIGHT_MAX):
-            await asyncio.gather(*(self._consume_one(request.of(partition), name)
-                                   for partition in partitions[start:start + PARTITIONS_IN_FLIGHT_MAX]))
+            # Every partition's act ends before the store's error goes up: none runs on unowned
+            # while the request, still queued, is tried again.
+            outcomes = await asyncio.gather(*(self._consume_one(request.of(partition), name)
+                                              for partition in partitions[start:start + PARTITIONS_IN_FLIGHT_MAX]),
+                                            return_exceptions=True)
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException):
+                    raise outcome
         try:
             await self._store.delete(path)
         except NoNode:
