@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/replication.py [--records N] [--store zk|etcd|both] [--kills N]
                                           [--failover-only | --throughput-only]
-                                          [--session-timeout-ms MS]
+                                          [--session-timeout-ms MS] [--e2e-mb-per-s R] [--e2e-seconds S]
 
 Prints (never asserts), for each store, from one cluster of three brokers at the broker's own
 default settings (coord.session.timeout.ms 9000, replica.lag.time.max.ms 30000; only
@@ -13,6 +13,9 @@ default settings (coord.session.timeout.ms 9000, replica.lag.time.max.ms 30000; 
   so the run is bound by the replication round trip) and not (`--no-idempotence`: pipelined),
   with the leader's CPU time (user + system, from /proc) per MB it replicated.
   Skipped with --failover-only.
+- end-to-end latency with `replog perf end-to-end` at --e2e-mb-per-s (default 50) MB/s of 1 KB
+  records, RF=3 acks=all (idempotent), 3 partitions led one per broker: each record's time from
+  produce() to a consumer's poll() returning it, p50/p99/p99.9. Skipped with --failover-only.
 - failover (skipped with --throughput-only), under the producer of tests/cluster/failover.py (idempotent, acks=all, a numbered
   record every 5 ms, round robin over the 3 partitions of a topic with RF=3 and
   min.insync.replicas=2), after it has had an acknowledgement on every partition:
@@ -74,8 +77,8 @@ def create(admin: AdminClient, name: str, replication: int) -> None:
     admin.create_topics([NewTopic(name, 1, replication, config={"min.insync.replicas": str(min(2, replication))})])[name].result(timeout=60)
 
 
-def perf(servers: str, topic: str, records: int, acks: str, *options: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "replog", "perf", "produce", "--bootstrap-server", servers, "--topic", topic,
+def perf(servers: str, topic: str, records: int, acks: str, *options: str, tool: str = "produce") -> str:
+    done = subprocess.run([sys.executable, "-m", "replog", "perf", tool, "--bootstrap-server", servers, "--topic", topic,
                            "--num-records", str(records), "--record-size", str(RECORD_BYTES), "--acks", acks, *options],
                           capture_output=True, text=True, timeout=600)
     # The summary is the last line; progress lines come before it.
@@ -103,6 +106,15 @@ def throughput(store: str, cluster: Cluster, records: int) -> None:
         print(f"[{store}] RF=3 acks=all {label + ':':16} {replicated}")
         print(f"[{store}] RF=3 acks=all {label} / RF=1 acks=1: {rate(replicated) / rate(single):.0%} of the records/sec; "
               f"leader CPU {leader_ms_per_mb:.2f} ms per MB replicated")
+
+
+def end_to_end(store: str, cluster: Cluster, mb_per_s: float, seconds: float) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("e2e", PARTITIONS, 3, config={"min.insync.replicas": "2"})])["e2e"].result(timeout=60)
+    wait_until_in_sync(cluster.bootstrap, "e2e")
+    records_per_s = mb_per_s * 2**20 / RECORD_BYTES
+    summary = perf(cluster.bootstrap, "e2e", int(records_per_s * seconds), "all", "--throughput", str(records_per_s), tool="end-to-end")
+    print(f"[{store}] end-to-end, RF=3 acks=all, {PARTITIONS} partitions, {mb_per_s:g} MB/s: {summary}")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -162,7 +174,7 @@ def leader_terminations(store: str, cluster: Cluster, stops: int) -> None:
 
 
 def measure(store: str, records: int, kills: int, session_timeout_ms: int | None, failover_only: bool,
-            throughput_only: bool) -> None:
+            throughput_only: bool, e2e_mb_per_s: float, e2e_seconds: float) -> None:
     settings = () if session_timeout_ms is None else ("--set", f"coord.session.timeout.ms={session_timeout_ms}")
     print(f"[{store}] brokers at their default settings ({DEFAULT_SETTINGS})" if session_timeout_ms is None else
           f"[{store}] brokers at their default settings but coord.session.timeout.ms {session_timeout_ms}")
@@ -170,6 +182,7 @@ def measure(store: str, records: int, kills: int, session_timeout_ms: int | None
         with cluster_with_own_server(store, pathlib.Path(scratch), settings=settings) as cluster:
             if not failover_only:
                 throughput(store, cluster, records)
+                end_to_end(store, cluster, e2e_mb_per_s, e2e_seconds)
             if throughput_only:
                 return
             create_topic(cluster.bootstrap, "failover", PARTITIONS)
@@ -188,9 +201,12 @@ def main() -> None:
     only.add_argument("--throughput-only", action="store_true", help="skip the failover runs")
     parser.add_argument("--session-timeout-ms", type=int, default=None,
                         help="coord.session.timeout.ms for the brokers (default: not passed, the broker's own default)")
+    parser.add_argument("--e2e-mb-per-s", type=float, default=50, help="rate of the end-to-end latency run")
+    parser.add_argument("--e2e-seconds", type=float, default=20, help="length of the end-to-end latency run")
     args = parser.parse_args()
     for store in (["zk", "etcd"] if args.store == "both" else [args.store]):
-        measure(store, args.records, args.kills, args.session_timeout_ms, args.failover_only, args.throughput_only)
+        measure(store, args.records, args.kills, args.session_timeout_ms, args.failover_only, args.throughput_only,
+                args.e2e_mb_per_s, args.e2e_seconds)
 
 
 if __name__ == "__main__":

@@ -356,7 +356,8 @@ def perf_consume(**options) -> None:
               show_default=True, help="records/s sent")
 def perf_end_to_end(**options) -> None:
     """Send records at --throughput to a topic of their own while a consumer reads them; report
-    each record's latency from produce to consume."""
+    each record's latency from produce to consume. One untimed record per partition goes first,
+    so that connections and ids are set up before the clock starts."""
     _perf_report(tools.perf_end_to_end(tools.ProduceRun(**options), progress=click.echo))
 
 

@@ -10,8 +10,11 @@ import subprocess
 import time
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
-from tests.tools.conftest import TOPIC_PARTITIONS, replog
+from replog.tools.perf import SEND_TIME
+from tests.polling import wait_until
+from tests.tools.conftest import CLIENT_TIMEOUT_S, TOPIC_PARTITIONS, replog
 
 NUM_RECORDS = 20_000
 NUMBER = r"[\d.]+"
@@ -106,6 +109,21 @@ def test_end_to_end_reports_every_record_and_its_latency(broker, topic):
     progress, final = report_lines(done)
     assert_progress(progress, LATENCY_PROGRESS, "sent and consumed", 2000)
     assert_latency_report(final, 2000, "sent and consumed")
+    # Before the clock started, one record went to each partition and was read back: it is in
+    # the log, first, and not in the counts above.
+    first_send_times = [SEND_TIME.unpack_from(first_record(broker, topic, partition))[0] for partition in range(TOPIC_PARTITIONS)]
+    assert first_send_times == [0.0] * TOPIC_PARTITIONS
+
+
+def first_record(broker, topic: str, partition: int) -> bytes:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "first-record", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        message = wait_until(lambda: consumer.poll(0.1), f"the first record of {topic}-{partition}", CLIENT_TIMEOUT_S)
+        assert message.error() is None, message.error()
+        return message.value()
+    finally:
+        consumer.close()
 
 
 def first_batch_producer_id(broker, topic: str) -> int:

@@ -273,8 +273,9 @@ def perf_end_to_end(run: ProduceRun, *, progress: Callable[[str], None]) -> Late
     """Send `run.num_records` records at `run.throughput_records_per_s` while a consumer of
     every partition of `run.topic`, from its end, reads them; each record's latency runs from
     just before produce() to the consumer's poll() returning it. Like Kafka's EndToEndLatency,
-    the producer does not linger; unlike it, records do not wait for each other. The topic
-    should have no other producer: every record read counts as one of the run's."""
+    the producer does not linger; unlike it, records do not wait for each other. One untimed
+    record per partition goes first (_warm_up). The topic should have no other producer: every
+    record read counts as one of the run's."""
     if run.record_size_bytes < SEND_TIME.size:
         raise BadArguments(f"records carry their send time in their first {SEND_TIME.size} bytes: "
                            f"--record-size must be at least {SEND_TIME.size}, not {run.record_size_bytes}")
@@ -302,7 +303,9 @@ def perf_end_to_end(run: ProduceRun, *, progress: Callable[[str], None]) -> Late
 
     filler = _letters(run.record_size_bytes - SEND_TIME.size)
     try:
-        consumer.assign([confluent_kafka.TopicPartition(topic, number, _end_offset(consumer, topic, number)) for number in range(count)])
+        partitions = [confluent_kafka.TopicPartition(topic, number, _end_offset(consumer, topic, number)) for number in range(count)]
+        consumer.assign(partitions)
+        _warm_up(producer, consumer, partitions, SEND_TIME.pack(0.0) + filler)
         started = time.perf_counter()
         window = LatencyProgress(latencies_s, "sent and consumed", run, progress, started)
         for sent in range(run.num_records):
@@ -331,6 +334,27 @@ def perf_end_to_end(run: ProduceRun, *, progress: Callable[[str], None]) -> Late
         first_error=delivery_failure(failures[0]) if failures else None,
         done="sent and consumed",
     )
+
+
+def _warm_up(producer, consumer, partitions: list, value: bytes) -> None:
+    """Send one record to each partition and read them all back, untimed, so that the run
+    measures records flowing rather than set-up: the producer's id and its connections, the
+    consumer's first fetches, and the group coordinator, which librdkafka looks up for any
+    consumer with a group.id (the first lookup in a cluster creates __consumer_offsets)."""
+    consumer.committed(partitions, timeout=CONNECT_TIMEOUT_S)
+    for partition in partitions:
+        send(producer, partition.topic, value, partition=partition.partition)
+    deadline = time.perf_counter() + END_TO_END_DRAIN_S
+    read = 0
+    while read < len(partitions):  # bounded by the deadline
+        if time.perf_counter() > deadline:
+            raise ToolError(f"{len(partitions) - read} of the {len(partitions)} warm-up records sent to "
+                            f"{partitions[0].topic!r} were not consumed within {END_TO_END_DRAIN_S} s")
+        message = consumer.poll(CONSUME_WAIT_S)
+        producer.poll(0)
+        if message is not None:
+            _check_record(partitions[0].topic, message)
+            read += 1
 
 
 def _check_record(topic: str, message) -> None:
