@@ -49,6 +49,7 @@ class Cluster:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.unreachable: set[int] = set()  # leaders whose callables raise ConnectionError
         self.problems: list[tuple[int, int]] = []  # (broker, error code) reported by fetchers
+        self.epoch_asks: list[int] = []  # the follower of each OffsetForLeaderEpoch sent
 
     def open(self, broker: int, leader: int, epoch: int, assigned=(A, B, C), isr=None,
              high_watermark: int = 0) -> Partition:
@@ -82,8 +83,9 @@ class Cluster:
         return source.read_for_follower(follower, spec.fetch_offset, spec.max_bytes, now_ms(),
                                         spec.current_leader_epoch)
 
-    def epoch_end_from(self, leader: int):
+    def epoch_end_from(self, follower: int, leader: int):
         async def epoch_end(topic, partition, leader_epoch, current_leader_epoch):
+            self.epoch_asks.append(follower)
             if leader in self.unreachable:
                 raise ConnectionError(f"broker {leader} unreachable")
             return self.replicas[leader].end_offset_for_epoch(leader_epoch, current_leader_epoch)
@@ -92,7 +94,7 @@ class Cluster:
     def start_fetcher(self, follower: int, config: FetcherConfig = FAST) -> ReplicaFetcher:
         replica = self.replicas[follower]
         fetcher = ReplicaFetcher(replica, self.fetch_from(follower, replica.leader_id),
-                                 self.epoch_end_from(replica.leader_id), config, now_ms,
+                                 self.epoch_end_from(follower, replica.leader_id), config, now_ms,
                                  on_leader_problem=lambda p, error: self.problems.append((p.local_broker_id, error)))
         fetcher.start()
         self.fetchers[follower] = fetcher
@@ -203,7 +205,7 @@ async def test_follower_high_watermark_never_moves_backwards(cluster):
         seen.append(follower.high_watermark)
         return await fetch(spec)
 
-    fetcher = ReplicaFetcher(follower, watching_fetch, cluster.epoch_end_from(A), FAST, now_ms)
+    fetcher = ReplicaFetcher(follower, watching_fetch, cluster.epoch_end_from(B, A), FAST, now_ms)
     fetcher.start()
     cluster.fetchers[B] = fetcher
     for stamp in range(40):
@@ -402,10 +404,27 @@ async def test_connection_errors_are_retried_with_capped_backoff(cluster):
     cluster.unreachable.add(A)
     fetcher = cluster.start_fetcher(B)
     await asyncio.sleep(SHORT_S)  # several failed attempts, each backing off
-    assert fetcher.state is FetcherState.TRUNCATING and fetcher._backoff_ms == FAST.backoff_max_ms
+    # It holds nothing, so it skipped the handshake: these were fetches.
+    assert fetcher.state is FetcherState.FETCHING and fetcher._backoff_ms == FAST.backoff_max_ms
     cluster.unreachable.clear()
     await eventually(lambda: caught_up(leader, follower))
     assert fetcher._backoff_ms == FAST.backoff_ms
+
+
+async def test_a_follower_holding_nothing_fetches_without_the_handshake(cluster):
+    """A new partition's follower holds no record and no epoch: the KIP-101 handshake could cut
+    nothing, so it is not sent (at scale, each one cut short the fetch round parked at the
+    leader). A follower holding records asks first."""
+    leader = cluster.open(A, A, 0, assigned=(A, B, C))
+    cluster.open(B, A, 0, assigned=(A, B, C))
+    await leader.append_as_leader(message(1), 1, 1000)
+    cluster.start_fetcher(B)
+    await eventually(lambda: caught_up(leader, cluster.replicas[B]))
+    assert cluster.epoch_asks == []
+    await cluster.stop_fetcher(B)
+    cluster.start_fetcher(B)
+    await eventually(lambda: cluster.fetchers[B].state is FetcherState.FETCHING)
+    assert cluster.epoch_asks == [B]
 
 
 async def test_stop_cancels_a_long_poll_and_is_final(cluster):

@@ -6,7 +6,8 @@ beyond its end) this one first runs the KIP-101 handshake instead of the seed's 
 log to r.hw" (see Partition.truncate_for_new_leader for the data loss that avoids):
 
     TRUNCATING  ask the leader OffsetForLeaderEpoch for our latest epoch and cut our log there;
-                repeat while the answer names an epoch we do not hold (bounded)
+                repeat while the answer names an epoch we do not hold (bounded); skipped by a
+                replica that holds no records and no epochs (a new partition's follower)
     FETCHING    fetch from our LEO, append, take the HW and log start; an offset below the
                 leader's log start restarts our log there, one above its end truncates again
     STOPPED     stop() was called, or the leader is not (or no longer) the one we follow:
@@ -31,6 +32,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
+from replog.storage.checkpoint import UNDEFINED_EPOCH
 from replog.storage.errors import ReplicaError
 from replog.replica.partition import EpochEndOffset, ErrorCode, Partition, ReplicaState
 from replog.storage.records import complete_batches_size
@@ -46,6 +48,15 @@ LEADER_PROBLEMS = frozenset({
 })
 # What a leader callable raises when the leader cannot be reached or does not answer in time.
 CONNECTION_PROBLEMS = (OSError, TimeoutError, EOFError)
+
+
+class EpochAsk(NamedTuple):
+    """One partition's part of a follower's OffsetForLeaderEpoch request."""
+
+    topic: str
+    partition: int
+    leader_epoch: int  # the follower's latest epoch, whose end it asks for
+    current_leader_epoch: int  # the leadership it follows, which the leader checks
 
 
 class FetchSpec(NamedTuple):
@@ -107,7 +118,7 @@ class FetcherState(enum.Enum):
 
 
 _TRANSITIONS: dict[FetcherState, frozenset[FetcherState]] = {
-    FetcherState.NEW: frozenset({FetcherState.TRUNCATING, FetcherState.STOPPED}),
+    FetcherState.NEW: frozenset({FetcherState.TRUNCATING, FetcherState.FETCHING, FetcherState.STOPPED}),
     FetcherState.TRUNCATING: frozenset({FetcherState.FETCHING, FetcherState.STOPPED}),
     FetcherState.FETCHING: frozenset({FetcherState.TRUNCATING, FetcherState.STOPPED}),
     FetcherState.STOPPED: frozenset(),
@@ -188,7 +199,10 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         reason = "stopped"
         try:
-            self._transition(FetcherState.TRUNCATING, "start")
+            if self._holds_nothing():
+                self._transition(FetcherState.FETCHING, "start: nothing held, nothing to truncate")
+            else:
+                self._transition(FetcherState.TRUNCATING, "start")
             while True:  # cancellable; every pass awaits the leader or a backoff
                 try:
                     if self.state is FetcherState.TRUNCATING:
@@ -230,6 +244,14 @@ class ReplicaFetcher:
             raise _LeaderRefused(error_code)
 
     # -- KIP-101 truncation --------------------------------------------------------------------
+
+    def _holds_nothing(self) -> bool:
+        """No records and no leader epochs: the handshake could cut nothing and forget no epoch,
+        so a new partition's follower fetches at once. Each handshake is a request of its own,
+        which cuts short the fetch round parked at the leader (net/fetch_rounds.py): one per
+        new partition made creating a topic of thousands quadratic in fetch rounds."""
+        partition = self.partition
+        return partition.log_end_offset == partition.log_start_offset and partition.latest_epoch == UNDEFINED_EPOCH
 
     async def _truncate_to_leader(self) -> None:
         """Ask the leader where each of our epochs ended and cut there, until an answer names an
