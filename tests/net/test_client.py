@@ -23,7 +23,7 @@ from replog.net.client import (
     ProtocolError,
 )
 from replog.net.codec import ApiKey
-from replog.replication.fetcher import FetchSpec
+from replog.replication.fetcher import EpochAsk, FetchSpec
 from tests.clients.conftest import broker  # noqa: F401 -- the module's broker process
 from tests.polling import eventually
 from tests.unit.replica_batches import build_batch
@@ -132,6 +132,12 @@ async def test_offset_for_leader_epoch_answers_where_the_epoch_ends(connection):
     assert await connection.offset_for_leader_epoch(topic, 0, epoch, epoch, FOLLOWER_ID) == (ErrorCode.none, epoch, 4)
     missing = await connection.offset_for_leader_epoch(f"{topic}-missing", 0, epoch, epoch, FOLLOWER_ID)
     assert missing.error_code == ErrorCode.unknown_topic_or_partition
+    # Many partitions in one request, each answered on its own.
+    together = await connection.offsets_for_leader_epochs(
+        [EpochAsk(topic, 0, epoch, epoch), EpochAsk(f"{topic}-missing", 0, epoch, epoch), EpochAsk(topic, 7, epoch, epoch)], FOLLOWER_ID)
+    assert together[topic, 0] == (ErrorCode.none, epoch, 4)
+    assert together[f"{topic}-missing", 0].error_code == ErrorCode.unknown_topic_or_partition
+    assert together[topic, 7].error_code != ErrorCode.none  # a partition the topic does not have
 
 
 async def test_a_leader_epoch_ahead_of_the_leaders_is_unknown_leader_epoch(connection):

@@ -37,7 +37,7 @@ from replog.coord_backends.paths import BrokerRegistration
 from replog.metadata_cache import MetadataCache
 from replog.net.client import BrokerRefused, BrokerUnavailable
 from replog.net.leader_connections import LeaderConnections
-from replog.replication.fetcher import FetchReply, FetchSpec
+from replog.replication.fetcher import EpochAsk, FetchReply, FetchSpec
 from replog.replica.manager import NEVER_MS, ManagerConfig, ReplicaManager
 from replog.replica.partition import EpochEndOffset
 from replog.replication.driver import LeadershipContext
@@ -208,10 +208,10 @@ class _Connection:
         return await self._call(lambda leader: serve_replica_fetch(leader.replicas, replica_id, specs, max_wait_ms,
                                                                    leader.now_ms))
 
-    async def offset_for_leader_epoch(self, topic: str, partition: int, leader_epoch: int, current_leader_epoch: int,
-                                      replica_id: int) -> EpochEndOffset:
-        return await self._call(lambda leader: serve_epoch_end(
-            leader.replicas, topic, partition, leader_epoch, current_leader_epoch))
+    async def offsets_for_leader_epochs(self, asks: list[EpochAsk], replica_id: int) -> dict[tuple[str, int], EpochEndOffset]:
+        async def serve(leader) -> dict[tuple[str, int], EpochEndOffset]:
+            return {(ask.topic, ask.partition): await serve_epoch_end(leader.replicas, *ask) for ask in asks}
+        return await self._call(serve)
 
     async def _call(self, serve):
         if self.closed:

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 from kio.schema.errors import ErrorCode
 
 from replog import __version__
-from replog.replication.fetcher import FetchSpec
+from replog.replication.fetcher import EpochAsk, FetchSpec
 
 from . import codec
 from .codec import ApiKey
@@ -425,13 +425,25 @@ class BrokerConnection:
     async def offset_for_leader_epoch(self, topic: str, partition: int, leader_epoch: int,
                                       current_leader_epoch: int, replica_id: int) -> EpochEndOffset:
         """KIP-101: the largest epoch <= `leader_epoch` the leader knows and where it ended."""
+        answers = await self.offsets_for_leader_epochs([EpochAsk(topic, partition, leader_epoch, current_leader_epoch)], replica_id)
+        return answers[topic, partition]
+
+    async def offsets_for_leader_epochs(self, asks: list[EpochAsk], replica_id: int) -> dict[tuple[str, int], EpochEndOffset]:
+        """offset_for_leader_epoch for many partitions in one request, by (topic, partition)."""
+        by_topic: dict[str, list[dict]] = {}
+        for ask in asks:
+            by_topic.setdefault(ask.topic, []).append(
+                {"partition": ask.partition, "current_leader_epoch": ask.current_leader_epoch, "leader_epoch": ask.leader_epoch})
         answer = await self.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, None, {
             "replica_id": replica_id,
-            "topics": [{"topic": topic, "partitions": [
-                {"partition": partition, "current_leader_epoch": current_leader_epoch, "leader_epoch": leader_epoch}]}],
+            "topics": [{"topic": topic, "partitions": partitions} for topic, partitions in by_topic.items()],
         })
-        found = self._find(self._find(answer.topics, "topic", topic, "topic").partitions, "partition", partition, "partition")
-        return EpochEndOffset(found.error_code, found.leader_epoch, found.end_offset)
+        found = {(topic.topic, partition.partition): EpochEndOffset(partition.error_code, partition.leader_epoch, partition.end_offset)
+                 for topic in answer.topics for partition in topic.partitions}
+        for ask in asks:
+            if (ask.topic, ask.partition) not in found:
+                raise self._malformed(f"the answer lacks partition {ask.topic}-{ask.partition}")
+        return found
 
     async def metadata(self, topics: list[str] | None) -> ClusterMetadata:
         """Brokers and the given topics' partitions (every topic if None); topics are never

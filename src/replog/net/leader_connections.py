@@ -10,8 +10,9 @@ from typing import NamedTuple, TypeVar
 
 from replog.coord_backends.paths import BrokerRegistration
 from replog.net.client import BrokerConnection, BrokerRefused, BrokerUnavailable, ConnectionLost
+from replog.net.epoch_asks import EpochAsks
 from replog.net.fetch_rounds import FetchRounds
-from replog.replication.fetcher import FetchReply, FetchSpec
+from replog.replication.fetcher import EpochAsk, FetchReply, FetchSpec
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -76,6 +77,7 @@ class LeaderConnections:
         self._refusals: dict[int, _Refusal] = {}  # bounded by the brokers in the cluster
         self._probes: dict[int, asyncio.Task] = {}
         self._fetch_rounds: dict[int, FetchRounds] = {}  # bounded by the brokers in the cluster
+        self._epoch_asks: dict[int, EpochAsks] = {}  # bounded by the brokers in the cluster
         self._closed = False
         self.on_presumed_gone: Callable[[int], None] | None = None
 
@@ -121,6 +123,16 @@ class LeaderConnections:
                     self._broker_id, specs, max_wait_ms, max_bytes))
             rounds = self._fetch_rounds[broker_id] = FetchRounds(send_round, f"{self._broker_id}-from-{broker_id}")
         return await rounds.fetch(spec)
+
+    async def epoch_end(self, broker_id: int, ask: EpochAsk) -> object:
+        """A follower's OffsetForLeaderEpoch for one partition to leader `broker_id`, sent
+        together with this broker's other such asks to it (net/epoch_asks.py)."""
+        asks = self._epoch_asks.get(broker_id)
+        if asks is None:
+            async def send(batch: list[EpochAsk]) -> dict:
+                return await self.call(broker_id, lambda connection: connection.offsets_for_leader_epochs(batch, self._broker_id))
+            asks = self._epoch_asks[broker_id] = EpochAsks(send)
+        return await asks.epoch_end(ask)
 
     def presumed_gone(self, broker_id: int) -> bool:
         """Whether `broker_id`, as registered now, refused connections lately (see the class)."""
@@ -186,6 +198,9 @@ class LeaderConnections:
         for rounds in self._fetch_rounds.values():
             rounds.close()
         self._fetch_rounds.clear()
+        for asks in self._epoch_asks.values():
+            asks.close()
+        self._epoch_asks.clear()
         for connection in self._connections.values():
             connection.close()
         self._connections.clear()

@@ -23,7 +23,7 @@ import asyncio
 import collections
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
 from replog.config import log_config, partition_config
@@ -33,7 +33,7 @@ from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment
 from replog.obs import BrokerMetrics, StateChangeEvents
 from replog.replication.commit import IsrMaintainer
 from replog.replication.election import leader_election
-from replog.replication.fetcher import FetcherConfig, FetchReply, FetchSpec, ReplicaFetcher
+from replog.replication.fetcher import EpochAsk, FetcherConfig, FetchReply, FetchSpec, ReplicaFetcher
 from replog.replication.reassignment import Reassigner
 from replog.replica.manager import ReplicaManager
 from replog.replica.partition import EpochEndOffset, Partition, ReplicaState
@@ -54,11 +54,11 @@ _SESSION_EVENTS = {
 
 class LeaderCalls(Protocol):
     """Requests to a leader broker over the Kafka protocol (net/leader_connections.py): replication
-    does not import net/. `request` receives the connection; a failure raises ConnectionError."""
-
-    async def call(self, broker_id: int, request: Callable[[Any], Awaitable[Any]]) -> Any: ...
+    does not import net/. A failure raises ConnectionError."""
 
     async def fetch_as_replica(self, broker_id: int, spec: FetchSpec) -> FetchReply: ...
+
+    async def epoch_end(self, broker_id: int, ask: EpochAsk) -> Any: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -390,11 +390,10 @@ class PartitionLeadership:
         return fetch
 
     def _epoch_end_from(self, leader: int):
-        connections, replica_id = self._context.connections, self._context.broker_id
+        connections = self._context.connections
 
         async def epoch_end(topic: str, partition: int, leader_epoch: int, current_leader_epoch: int) -> EpochEndOffset:
-            answer = await connections.call(leader, lambda connection: connection.offset_for_leader_epoch(
-                topic, partition, leader_epoch, current_leader_epoch, replica_id))
+            answer = await connections.epoch_end(leader, EpochAsk(topic, partition, leader_epoch, current_leader_epoch))
             return EpochEndOffset(_code(answer.error_code), answer.leader_epoch, answer.end_offset)
 
         return epoch_end
