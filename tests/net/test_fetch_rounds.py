@@ -21,6 +21,7 @@ class FakeLeader:
         self.records: dict[tuple[str, int], bytes] = {}  # what the next round gives each partition
         self.rounds: list[list[tuple[str, int]]] = []  # the partitions each round asked for
         self.failure: Exception | None = None
+        self.high_watermark = 0
         self._changed = asyncio.Event()
 
     def append(self, partition: int, records: bytes) -> None:
@@ -39,7 +40,7 @@ class FakeLeader:
                 await asyncio.wait_for(changed.wait(), max_wait_ms / 1000)
             except TimeoutError:
                 pass
-        return {key: FetchReply(0, 0, 0, self.records.pop(key, b"")) for key in asked}
+        return {key: FetchReply(0, self.high_watermark, 0, self.records.pop(key, b"")) for key in asked}
 
 
 def spec(partition: int, max_wait_ms: int = LONG_POLL_MS) -> FetchSpec:
@@ -61,11 +62,23 @@ async def test_an_idle_partition_does_not_hold_the_answers_of_a_busy_one():
     rounds.close()
 
 
-async def test_an_idle_partition_is_answered_empty_once_its_own_wait_is_over():
+async def test_an_idle_partition_is_answered_at_its_own_wait_only_with_news():
     leader = FakeLeader()
     rounds = FetchRounds(leader.send_round, "test")
+    # A first ask learns the high watermark once its wait is over...
     answered = await asyncio.wait_for(rounds.fetch(spec(0, max_wait_ms=20)), WAIT_S)
     assert answered == FetchReply(0, 0, 0, b"")
+    # ...and later asks only when it moved: its fetcher sleeps while rounds keep going out.
+    again = asyncio.ensure_future(rounds.fetch(spec(0, max_wait_ms=20)))
+    rounds_before = len(leader.rounds)
+
+    async def three_more_rounds() -> bool:
+        return len(leader.rounds) >= rounds_before + 3
+
+    await eventually(three_more_rounds, WAIT_S, "rounds at the idle partition's wait")
+    assert not again.done()
+    leader.high_watermark = 5
+    assert await asyncio.wait_for(again, WAIT_S) == FetchReply(0, 5, 0, b"")
     rounds.close()
 
 

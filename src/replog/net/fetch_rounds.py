@@ -9,10 +9,12 @@ every busy partition the same follower fetched from that leader to a round trip 
 
 So the asks are gathered into rounds: one request carrying every partition whose fetcher waits
 for an answer, which the leader answers as soon as any of them has data. A partition's reply
-goes to its fetcher when it says something (records or an error) or once the fetcher's own
-max wait has passed, which is when the leader would have answered a fetch of that partition
-alone; otherwise the partition rides along in the next round, so an idle partition costs
-nothing between its long polls.
+goes to its fetcher when it says something: records, an error, or, once the fetcher's own max
+wait has passed (when the leader would have answered a fetch of that partition alone), a high
+watermark or log start other than the last reply its fetcher got. Otherwise the partition rides
+along in the next round, with its wait started again: the leader still hears from the follower
+every max wait, which keeps it in the ISR, but an idle partition's fetcher is not woken at all
+(10,000 idle partitions woke 13,000 fetchers a second on each broker).
 
 A partition that asks while a round is parked at the leader goes out at once, in a new round
 with every other waiting partition: the leader cuts a parked fetch short when a later request
@@ -30,6 +32,8 @@ from replog.replication.fetcher import UNKNOWN_TOPIC_OR_PARTITION, FetchReply, F
 
 # Two: the parked round and the one that cuts it short; a third ask waits for the cut round.
 ROUNDS_IN_FLIGHT_MAX = 2
+# What was told to partitions not asking at the moment, kept up to this many (see FetchRounds._told).
+TOLD_SLACK = 1024
 # Kafka's replica.fetch.response.max.bytes: a round's answer is bounded as a whole, yet its
 # first partition with data always gets a whole batch (KIP-74).
 ROUND_MAX_BYTES = 10 * 1024 * 1024
@@ -64,6 +68,9 @@ class FetchRounds:
         self._send_round = send_round
         self._name = name
         self._asks: dict[PartitionKey, _Ask] = {}  # bounded by the partitions followed from this leader
+        # (high watermark, log start) of the last reply each partition's fetcher got: at most
+        # TOLD_SLACK more than the partitions asking (_forget_stale_told)
+        self._told: dict[PartitionKey, tuple[int, int]] = {}
         self._rounds_in_flight = 0
         self._changed = asyncio.Event()
         self._sender: asyncio.Task | None = None
@@ -80,11 +87,24 @@ class FetchRounds:
             self._sender = asyncio.create_task(self._send_rounds(), name=f"fetch-rounds-{self._name}")
             self._sender.add_done_callback(self._sender_ended)
         try:
-            return await ask.answer
+            reply = await ask.answer
+        except BaseException:
+            self._told.pop(ask.key, None)  # its fetcher may be gone: its next ask is answered at its wait
+            raise
         finally:
             if self._asks.get(ask.key) is ask:
                 del self._asks[ask.key]
                 self._changed.set()  # the sender ends once nobody asks
+        self._told[ask.key] = reply.high_watermark, reply.log_start_offset
+        if len(self._told) > len(self._asks) + TOLD_SLACK:
+            self._forget_stale_told()
+        return reply
+
+    def _forget_stale_told(self) -> None:
+        """Drop what was told to partitions that do not ask now: mostly fetchers stopped between
+        asks (partitions no longer followed from this leader); one that was only busy gets its
+        next idle reply at its wait."""
+        self._told = {key: told for key, told in self._told.items() if key in self._asks}
 
     def close(self) -> None:
         if self._sender is not None:
@@ -92,6 +112,7 @@ class FetchRounds:
         for ask in self._asks.values():
             ask.answer.cancel()
         self._asks.clear()
+        self._told.clear()
 
     def _sender_ended(self, sender: asyncio.Task) -> None:
         """A sender ends by itself only when nobody asks; an exception is a bug that must not
@@ -133,8 +154,15 @@ class FetchRounds:
             now_s = loop.time()
             for ask in asks:
                 reply = replies.get(ask.key, _NOT_ANSWERED)
-                if not ask.answer.done() and (reply.error_code or reply.records or now_s >= ask.deadline_s):
+                if ask.answer.done():
+                    continue
+                if reply.error_code or reply.records:
                     ask.answer.set_result(reply)
+                elif now_s >= ask.deadline_s:
+                    if self._told.get(ask.key) != (reply.high_watermark, reply.log_start_offset):
+                        ask.answer.set_result(reply)
+                    else:
+                        ask.deadline_s = now_s + ask.spec.max_wait_ms / 1000
         finally:
             self._rounds_in_flight -= 1
             for ask in asks:
