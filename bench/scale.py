@@ -21,6 +21,8 @@ transaction), for one topic of N partitions with RF=3:
   (/metrics: etcd_debugging_mvcc_watcher_total, etcd_debugging_mvcc_watch_stream_total), per broker
   as the total / 3; and on both, how many watches went when one broker stopped (the restart below);
 - RSS per broker (/proc/<pid>/status VmRSS), once every partition is in sync (and before the topic);
+- CPU per broker while idle, in sync (user + system from /proc/<pid>/stat over IDLE_CPU_WINDOW_S,
+  as a share of one core): what thousands of partitions cost when nothing is written;
 - restart: broker 2 stopped with SIGTERM (a clean shutdown), then started again on the same data
   directory: how long it took to exit, to listen again (a broker listens once it has started
   every replica; the harness's start timeout is raised to --phase-timeout-s), and until every
@@ -60,6 +62,7 @@ sys.path.insert(0, str(REPO))
 from confluent_kafka import KafkaException  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from bench.replication import cpu_seconds  # noqa: E402
 from tests import broker_process  # noqa: E402
 from tests.cluster.conftest import Cluster  # noqa: E402
 from tests.conftest import SCRIPTS, ServerProcess, unique_root  # noqa: E402
@@ -72,6 +75,7 @@ ZOOKEEPER_WHITELIST = "4lw.commands.whitelist=ruok,srvr,stat,mntr"
 POLL_S = 0.2
 METADATA_TIMEOUT_S = 60
 SOCKET_TIMEOUT_MAX_S = 300  # librdkafka's most for socket.timeout.ms
+IDLE_CPU_WINDOW_S = 10
 ABSENT_AFTER_ERROR_S = 10  # how long a topic whose creation returned an error may take to appear
 
 
@@ -186,6 +190,14 @@ def all_in_sync(partitions_count: int):
 def rss_mb(pid: int) -> float:
     found = re.search(r"^VmRSS:\s+(\d+) kB", pathlib.Path(f"/proc/{pid}/status").read_text(), re.M)
     return int(found[1]) / 1024
+
+
+def idle_cpu_by_broker(cluster: Cluster) -> dict[int, float]:
+    """Each broker's CPU time over IDLE_CPU_WINDOW_S of nothing being asked, per second."""
+    pids = {broker_id: broker.process.pid for broker_id, broker in cluster.brokers.items()}
+    before = {broker_id: cpu_seconds(pid) for broker_id, pid in pids.items()}
+    time.sleep(IDLE_CPU_WINDOW_S)  # the measuring window itself, not a wait for a condition
+    return {broker_id: (cpu_seconds(pid) - before[broker_id]) / IDLE_CPU_WINDOW_S for broker_id, pid in pids.items()}
 
 
 def rss_by_broker(cluster: Cluster) -> dict[int, float]:
@@ -354,6 +366,10 @@ class Run:
         hosted = self.partitions * REPLICATION // BROKERS
         self.say(f"in sync: watches {found}; each broker hosts {hosted} replicas")
         self.say(f"in sync: RSS {megabytes(rss)}")
+        idle_cpu = idle_cpu_by_broker(self.cluster)
+        self.say(f"in sync, idle: CPU per broker over {IDLE_CPU_WINDOW_S:.0f} s " +
+                 ", ".join(f"broker {broker_id}: {share:.0%} of a core" for broker_id, share in sorted(idle_cpu.items())))
+        self.row["CPU per broker, idle (% of a core)"] = "/".join(f"{share * 100:.0f}" for _, share in sorted(idle_cpu.items()))
         self.row["watches, in sync"] = "?" if found.total is None else str(found.total)
         self.row["watches per broker"] = "/".join(str(count) for _, count in sorted(found.per_broker.items(), key=str)) or "?"
         self.row["hosted replicas per broker"] = str(hosted)

@@ -20,6 +20,7 @@ class FakeLeader:
     def __init__(self) -> None:
         self.records: dict[tuple[str, int], bytes] = {}  # what the next round gives each partition
         self.rounds: list[list[tuple[str, int]]] = []  # the partitions each round asked for
+        self.waits_ms: list[int] = []  # each round's max wait
         self.failure: Exception | None = None
         self.high_watermark = 0
         self._changed = asyncio.Event()
@@ -31,6 +32,7 @@ class FakeLeader:
     async def send_round(self, specs: list[FetchSpec], max_wait_ms: int, max_bytes: int) -> dict:
         asked = [(spec.topic, spec.partition) for spec in specs]
         self.rounds.append(asked)
+        self.waits_ms.append(max_wait_ms)
         self._changed.set()  # a later request overtakes a parked one
         self._changed = changed = asyncio.Event()
         if self.failure is not None:
@@ -95,6 +97,27 @@ async def test_a_partition_asking_while_a_round_is_parked_goes_out_at_once_with_
     assert answered.records == b"ready"
     assert leader.rounds[:2] == [[("t", 0)], [("t", 0), ("t", 1)]]
     assert not parked.done()
+    rounds.close()
+    with pytest.raises(asyncio.CancelledError):
+        await parked
+
+
+async def test_every_round_waits_a_whole_max_wait_however_long_its_asks_have_waited():
+    """A round that waited only for its oldest ask's remaining time made thousands of idle
+    partitions, asked at different times, send a round of all of them every few milliseconds."""
+    leader = FakeLeader()
+    rounds = FetchRounds(leader.send_round, "test")
+    parked = asyncio.ensure_future(rounds.fetch(spec(0)))
+    loop = asyncio.get_running_loop()
+    asked_at = loop.time()
+
+    async def first_round_out_a_while_ago() -> bool:
+        return bool(leader.rounds) and loop.time() > asked_at + 0.01
+
+    await eventually(first_round_out_a_while_ago, WAIT_S, "the first round, parked for 10 ms")
+    leader.records["t", 1] = b"ready"
+    await asyncio.wait_for(rounds.fetch(spec(1)), WAIT_S)  # its round cut the parked one
+    assert leader.waits_ms[:2] == [LONG_POLL_MS, LONG_POLL_MS]
     rounds.close()
     with pytest.raises(asyncio.CancelledError):
         await parked

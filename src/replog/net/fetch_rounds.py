@@ -8,13 +8,14 @@ since a connection's responses leave in request order: one idle partition slowed
 every busy partition the same follower fetched from that leader to a round trip per 500 ms.
 
 So the asks are gathered into rounds: one request carrying every partition whose fetcher waits
-for an answer, which the leader answers as soon as any of them has data. A partition's reply
-goes to its fetcher when it says something: records, an error, or, once the fetcher's own max
-wait has passed (when the leader would have answered a fetch of that partition alone), a high
-watermark or log start other than the last reply its fetcher got. Otherwise the partition rides
-along in the next round, with its wait started again: the leader still hears from the follower
-every max wait, which keeps it in the ISR, but an idle partition's fetcher is not woken at all
-(10,000 idle partitions woke 13,000 fetchers a second on each broker).
+for an answer, which the leader answers as soon as any of them has data, or after one max wait.
+A partition's reply goes to its fetcher when it says something: records, an error, or, once the
+fetcher's own max wait has passed (when the leader would have answered a fetch of that
+partition alone), a high watermark or log start other than the last reply its fetcher got.
+Otherwise the partition rides along in the next round, with its wait started again: the leader
+still hears from the follower every max wait, which keeps it in the ISR, but an idle
+partition's fetcher is not woken at all (10,000 idle partitions woke 13,000 fetchers a second
+on each broker).
 
 A partition that asks while a round is parked at the leader goes out at once, in a new round
 with every other waiting partition: the leader cuts a parked fetch short when a later request
@@ -25,7 +26,6 @@ At most ROUNDS_IN_FLIGHT_MAX rounds are out at a time.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Awaitable, Callable
 
 from replog.replication.fetcher import UNKNOWN_TOPIC_OR_PARTITION, FetchReply, FetchSpec
@@ -143,8 +143,10 @@ class FetchRounds:
     async def _round(self, asks: list[_Ask]) -> None:
         loop = asyncio.get_running_loop()
         try:
-            # Answered by the first asker's deadline, when a fetch of its partition alone would be.
-            wait_ms = max(0, math.ceil((min(ask.deadline_s for ask in asks) - loop.time()) * 1000))
+            # One whole wait, not the first asker's remaining one: asks made at different times
+            # each ended a round at their own deadline, and with thousands of partitions rounds
+            # of every partition went out every few milliseconds though none had data.
+            wait_ms = min(ask.spec.max_wait_ms for ask in asks)
             replies = await self._send_round([ask.spec for ask in asks], wait_ms, ROUND_MAX_BYTES)
         except Exception as error:  # noqa: BLE001 - each fetcher decides what a failure means
             for ask in asks:
