@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
@@ -40,6 +40,7 @@ from replog.replication.fetcher import EpochAsk, FetchSpec
 
 from . import codec
 from .codec import ApiKey
+from .fetch_decoding import decode_fetch_response
 
 CONSUMER_REPLICA_ID = -1
 NO_LEADER_EPOCH = -1
@@ -142,6 +143,7 @@ class _Pending(NamedTuple):
     api_key: int
     api_version: int
     answer: asyncio.Future
+    decode: Callable[[int, memoryview], Any] | None  # (api_version, frame) -> body; None: kio's
 
 
 class _FrameReceiver(asyncio.BufferedProtocol):
@@ -284,10 +286,11 @@ class BrokerConnection:
             raise NoCommonVersion(f"{self.peer}: no common version of api {api_key}: the broker speaks {theirs}, replog {ours}") from None
 
     # requests
-    async def request(self, api_key: int, api_version: int | None, values: dict, *, timeout_s: float | None = None) -> Any:
+    async def request(self, api_key: int, api_version: int | None, values: dict, *, timeout_s: float | None = None,
+                      decode: Callable[[int, memoryview], Any] | None = None) -> Any:
         """Send one request built from `values` (see `codec.build`) at `api_version`, or at the
-        negotiated version if None; the decoded response body, or None for a Produce with
-        acks=0, which Kafka does not answer."""
+        negotiated version if None; the decoded response body (by `decode`, if given, else by
+        kio), or None for a Produce with acks=0, which Kafka does not answer."""
         version = self.version_for(api_key) if api_version is None else api_version
         body = codec.build(codec.request_schema(api_key, version), values)
         expects_answer = not (api_key == ApiKey.PRODUCE and values.get("acks") == 0)
@@ -295,7 +298,7 @@ class BrokerConnection:
         try:
             async with asyncio.timeout(timeout_s):
                 await self._take_slot()
-                answer = self._send(api_key, version, body, expects_answer)
+                answer = self._send(api_key, version, body, expects_answer, decode)
                 return None if answer is None else await answer
         except TimeoutError:
             error = BrokerUnavailable(f"{self.peer}: no answer to api {api_key} v{version} within {timeout_s}s; connection closed")
@@ -312,7 +315,8 @@ class BrokerConnection:
             self._slots.release()
             raise
 
-    def _send(self, api_key: int, api_version: int, body: Any, expects_answer: bool) -> asyncio.Future | None:
+    def _send(self, api_key: int, api_version: int, body: Any, expects_answer: bool,
+              decode: Callable[[int, memoryview], Any] | None) -> asyncio.Future | None:
         """Write the request and queue it for its answer in one step, so that the queue's order
         is the order on the wire."""
         correlation_id = self._next_correlation_id
@@ -322,7 +326,7 @@ class BrokerConnection:
             self._slots.release()
             return None
         answer = asyncio.get_running_loop().create_future()
-        self._pending.append(_Pending(correlation_id, api_key, api_version, answer))
+        self._pending.append(_Pending(correlation_id, api_key, api_version, answer, decode))
         return answer
 
     def _on_frame(self, frame: memoryview) -> None:
@@ -335,7 +339,10 @@ class BrokerConnection:
             self._fail(ProtocolError(f"{self.peer}: response to correlation id {correlation_id} where {expected.correlation_id} was due"))
             return
         try:
-            _, body = codec.decode_response(expected.api_key, expected.api_version, frame)
+            if expected.decode is None:
+                _, body = codec.decode_response(expected.api_key, expected.api_version, frame)
+            else:
+                body = expected.decode(expected.api_version, frame)
         except codec.FrameError as error:
             self._fail(ProtocolError(f"{self.peer}: {error}"))
             return
@@ -410,13 +417,14 @@ class BrokerConnection:
             "isolation_level": READ_UNCOMMITTED, "session_id": NO_FETCH_SESSION_ID, "session_epoch": FULL_FETCH_SESSION_EPOCH,
             "topics": [{"topic": topic, "partitions": partitions} for topic, partitions in by_topic.items()],
             "forgotten_topics_data": [], "rack_id": "",
-        }, timeout_s=self.request_timeout_s + max_wait_ms / 1000)  # the broker may hold it max_wait_ms
-        refused = getattr(answer, "error_code", ErrorCode.none)  # v7+: the whole request refused
+        }, timeout_s=self.request_timeout_s + max_wait_ms / 1000,  # the broker may hold it max_wait_ms
+            decode=decode_fetch_response)
+        refused, partitions = answer  # v7+: the whole request refused
         if refused != ErrorCode.none:
-            return {(spec.topic, spec.partition): ReplicaFetchResult(refused, -1, -1, b"") for spec in specs}
-        fetched = {(topic.topic, found.partition_index): ReplicaFetchResult(found.error_code, found.high_watermark,
-                                                                           found.log_start_offset, found.records or b"")
-                   for topic in answer.responses for found in topic.partitions}
+            return {(spec.topic, spec.partition): ReplicaFetchResult(ErrorCode(refused), -1, -1, b"") for spec in specs}
+        fetched = {(found.topic, found.partition): ReplicaFetchResult(ErrorCode(found.error_code), found.high_watermark,
+                                                                      found.log_start_offset, found.records)
+                   for found in partitions}
         for spec in specs:
             if (spec.topic, spec.partition) not in fetched:
                 raise ProtocolError(f"{self.peer}: fetch answer without {spec.topic}-{spec.partition}")
