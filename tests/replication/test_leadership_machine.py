@@ -57,6 +57,19 @@ def test_a_leader_node_value_older_than_the_epoch_known_is_ignored():
             assert decide(state, machine.LeaderNode(late, version=0)) == (state, [])
 
 
+def test_a_leader_reads_the_node_before_an_absence_the_watch_delivered_ends_its_leadership():
+    """etcd's watch hands over every past change in order: under churn a driver took the
+    deletion of an earlier node after its own election, gave the leadership up and released its
+    node as a wedge, and the partition's leadership went round the brokers for minutes."""
+    for state in (leading(), leading(role=Role.FENCED_LEADER)):
+        assert decide(state, machine.LeaderNode(None)) == (state, [machine.ReadLeaderNode()])
+        next_state, actions = decide(state, machine.LeaderNode(None, read=True))
+        assert next_state.role is Role.ELECTING and actions == [machine.StopLeading(), machine.Elect()]
+    assert decide(leading(), machine.LeaderNode(LeaderRecord(ME, 5), version=0, read=True)) == (leading(), [])
+    following = State(ME, role=Role.FOLLOWER, leader=OTHER, epoch=4, fetching=True)
+    assert decide(following, machine.LeaderNode(None))[1] == [machine.Elect()]
+
+
 def test_a_suspended_session_fences_and_the_surviving_node_lifts_the_fence_once_connected():
     state, actions = decide(leading(), machine.SessionSuspended())
     assert state.role is Role.FENCED_LEADER and actions == [machine.Fence()]

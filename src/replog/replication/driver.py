@@ -349,8 +349,8 @@ class PartitionLeadership:
         try:
             data, version = await self._context.store.get(paths.leader(self.topic, self.partition))
         except NoNode:
-            return machine.LeaderNode(None)
-        return machine.LeaderNode(LeaderRecord.decode(data), version)
+            return machine.LeaderNode(None, read=True)
+        return machine.LeaderNode(LeaderRecord.decode(data), version, read=True)
 
     def _close_if_leading(self) -> None:
         if self.leading:

@@ -72,9 +72,10 @@ class State:
 
 @dataclasses.dataclass(frozen=True)
 class LeaderNode:
-    """The leader node's value, from the watch or a read; None when absent."""
+    """The leader node's value, from the watch or a read (`read`); None when absent."""
     record: LeaderRecord | None
     version: int | None = None
+    read: bool = False  # read just now, not delivered by the watch, which may deliver it late
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,6 +249,12 @@ def decide(state: State, event: Event) -> tuple[State, list[Action]]:
 def _on_leader_node(state: State, event: LeaderNode) -> tuple[State, list[Action]]:
     record = event.record
     if record is None:
+        if state.role in LEADING and not event.read:
+            # An absence the watch delivered late may be of an earlier node (etcd's watch hands
+            # over every past change, in order, and under churn a driver reads them after its
+            # own election): acted on, it gave up the leadership just won, and then released
+            # its node as a wedge. Only the node's current state may end a leadership.
+            return state, [ReadLeaderNode()]
         return _elect(state)
     if record.leader_epoch < state.epoch:
         # A value the watch delivered late: this leadership has seen or written a newer epoch
