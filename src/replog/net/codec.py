@@ -34,7 +34,7 @@ from . import replog_apis
 
 _REQUEST_PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
-_I16 = struct.Struct(">h")
+_I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
 
 
 class ApiKey(enum.IntEnum):
@@ -117,6 +117,62 @@ BODY_DECODERS: dict[int, Callable[[memoryview | bytes, int, int], Any]] = {}
 
 class FrameError(Exception):
     """The frame cannot be answered: the connection is closed (as Kafka closes it)."""
+
+
+class WireReader:
+    """Kafka's primitive types from a frame, flexible or not: for the bodies read by hand rather
+    than through kio (Produce requests, handlers/produce.py; Fetch responses, fetch_decoding.py)."""
+
+    def __init__(self, frame: memoryview | bytes, position: int, flexible: bool):
+        self.frame, self.position, self.flexible = frame, position, flexible
+
+    def fixed(self, layout: struct.Struct) -> int:
+        (value,) = self.fields(layout)
+        return value
+
+    def fields(self, layout: struct.Struct) -> tuple:
+        values = layout.unpack_from(self.frame, self.position)
+        self.position += layout.size
+        return values
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        for _ in range(5):  # a uvarint of an int32 has at most 5 bytes
+            byte = self.frame[self.position]
+            self.position += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+        raise ValueError("uvarint longer than 5 bytes")
+
+    def length(self, plain: struct.Struct) -> int:
+        """A string/bytes/array length; -1 for null. Never more than the bytes left."""
+        count = self.uvarint() - 1 if self.flexible else self.fixed(plain)
+        if count < -1 or count > len(self.frame) - self.position:
+            raise ValueError(f"length {count} with {len(self.frame) - self.position} bytes left")
+        return count
+
+    def chunk(self, size: int) -> memoryview:
+        view = memoryview(self.frame)[self.position:self.position + size]
+        if len(view) != size:
+            raise ValueError("field runs past the frame")
+        self.position += size
+        return view
+
+    def string(self) -> str | None:
+        size = self.length(_I16)
+        return None if size < 0 else str(self.chunk(size), "utf-8")
+
+    def records(self) -> bytearray | None:
+        size = self.length(_I32)
+        return None if size < 0 else bytearray(self.chunk(size))
+
+    def tagged_fields(self) -> None:
+        if self.flexible:
+            for _ in range(self.length(_I32)):  # bounded by the bytes left (length() checks)
+                self.uvarint()
+                self.chunk(self.uvarint())
 
 
 class UnsupportedVersion(Exception):

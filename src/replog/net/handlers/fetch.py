@@ -34,12 +34,11 @@ from replog.replica.partition import FetchResult, ReadWaiter
 from replog.storage.segment import HeldSlice
 
 from ..codec import ApiKey, EncodedBody, Request
+from ..fetch_decoding import FIRST_FLEXIBLE_VERSION, PARTITION_HEAD
 from . import count_error, handles, log_refusal
 
 NO_EPOCH = -1
 NO_REPLICA = -1
-FIRST_FLEXIBLE_VERSION = 12
-_PARTITION_HEAD = struct.Struct(">ihqq")  # partition_index, error_code, high_watermark, last_stable_offset
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 
 
@@ -109,7 +108,7 @@ class FetchBodyEncoder:
 
     def partition(self, index: int, error_code: int, high_watermark: int, last_stable_offset: int,
                   log_start_offset: int, records: list[bytes | HeldSlice]) -> None:
-        self._pending += _PARTITION_HEAD.pack(index, error_code, high_watermark, last_stable_offset)
+        self._pending += PARTITION_HEAD.pack(index, error_code, high_watermark, last_stable_offset)
         if self.version >= 5:
             self._pending += _I64.pack(log_start_offset)
         self._length(0, _I32)  # aborted_transactions: none, as there are no transactions

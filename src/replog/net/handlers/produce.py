@@ -27,7 +27,7 @@ from kio.schema.errors import ErrorCode
 from replog.groups import OFFSETS_TOPIC
 from replog.replica.manager import UnknownTopicOrPartitionError
 
-from ..codec import BODY_DECODERS, ApiKey, Request, build_response
+from ..codec import BODY_DECODERS, ApiKey, Request, WireReader, build_response
 from . import API_NAMES, count_error, handles, log_refusal
 
 FIRST_FLEXIBLE_VERSION = 9
@@ -54,59 +54,8 @@ class ProduceBody(NamedTuple):
     topic_data: list[TopicData]
 
 
-class _BodyReader:
-    """Kafka's primitive types from a frame, for versions 3-12 (flexible from 9)."""
-
-    def __init__(self, frame: memoryview | bytes, position: int, flexible: bool):
-        self.frame, self.position, self.flexible = frame, position, flexible
-
-    def fixed(self, layout: struct.Struct) -> int:
-        (value,) = layout.unpack_from(self.frame, self.position)
-        self.position += layout.size
-        return value
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        for _ in range(5):  # a uvarint of an int32 has at most 5 bytes
-            byte = self.frame[self.position]
-            self.position += 1
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-        raise ValueError("uvarint longer than 5 bytes")
-
-    def length(self, plain: struct.Struct) -> int:
-        """A string/bytes/array length; -1 for null. Never more than the bytes left."""
-        count = self.uvarint() - 1 if self.flexible else self.fixed(plain)
-        if count < -1 or count > len(self.frame) - self.position:
-            raise ValueError(f"length {count} with {len(self.frame) - self.position} bytes left")
-        return count
-
-    def chunk(self, size: int) -> memoryview:
-        view = memoryview(self.frame)[self.position:self.position + size]
-        if len(view) != size:
-            raise ValueError("field runs past the frame")
-        self.position += size
-        return view
-
-    def string(self) -> str | None:
-        size = self.length(_I16)
-        return None if size < 0 else str(self.chunk(size), "utf-8")
-
-    def records(self) -> bytearray | None:
-        size = self.length(_I32)
-        return None if size < 0 else bytearray(self.chunk(size))
-
-    def tagged_fields(self) -> None:
-        if self.flexible:
-            for _ in range(self.length(_I32)):  # bounded by the bytes left (length() checks)
-                self.uvarint()
-                self.chunk(self.uvarint())
-
-
 def decode_produce_body(frame: memoryview | bytes, position: int, api_version: int) -> ProduceBody:
-    reader = _BodyReader(frame, position, api_version >= FIRST_FLEXIBLE_VERSION)
+    reader = WireReader(frame, position, api_version >= FIRST_FLEXIBLE_VERSION)
     transactional_id = reader.string()
     acks, timeout_ms = reader.fixed(_I16), reader.fixed(_I32)
     topics = []
