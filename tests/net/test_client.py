@@ -129,9 +129,10 @@ async def test_offset_for_leader_epoch_answers_where_the_epoch_ends(connection):
     topic = await create_topic(connection)
     await connection.produce(topic, 0, bytes(build_batch(record_count=4)), acks=-1, timeout_ms=5000)
     epoch = await leader_epoch_of(connection, topic)
-    assert await connection.offset_for_leader_epoch(topic, 0, epoch, epoch, FOLLOWER_ID) == (ErrorCode.none, epoch, 4)
-    missing = await connection.offset_for_leader_epoch(f"{topic}-missing", 0, epoch, epoch, FOLLOWER_ID)
-    assert missing.error_code == ErrorCode.unknown_topic_or_partition
+    alone = await connection.offsets_for_leader_epochs([EpochAsk(topic, 0, epoch, epoch)], FOLLOWER_ID)
+    assert alone == {(topic, 0): (ErrorCode.none, epoch, 4)}
+    missing = await connection.offsets_for_leader_epochs([EpochAsk(f"{topic}-missing", 0, epoch, epoch)], FOLLOWER_ID)
+    assert missing[f"{topic}-missing", 0].error_code == ErrorCode.unknown_topic_or_partition
     # Many partitions in one request, each answered on its own.
     together = await connection.offsets_for_leader_epochs(
         [EpochAsk(topic, 0, epoch, epoch), EpochAsk(f"{topic}-missing", 0, epoch, epoch), EpochAsk(topic, 7, epoch, epoch)], FOLLOWER_ID)
@@ -145,7 +146,7 @@ async def test_a_leader_epoch_ahead_of_the_leaders_is_unknown_leader_epoch(conne
     epoch = await leader_epoch_of(connection, topic)
     # A replica the leader does not know yet, naming its epoch: it may retry (a reassignment).
     unknown_replica = await fetch_as_replica(connection, topic, epoch)
-    ahead = await connection.offset_for_leader_epoch(topic, 0, epoch, epoch + 1, FOLLOWER_ID)
+    ahead = (await connection.offsets_for_leader_epochs([EpochAsk(topic, 0, epoch, epoch + 1)], FOLLOWER_ID))[topic, 0]
     assert (unknown_replica.error_code, ahead.error_code) == (ErrorCode.unknown_leader_epoch, ErrorCode.unknown_leader_epoch)
 
 

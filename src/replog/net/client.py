@@ -430,14 +430,9 @@ class BrokerConnection:
                 raise ProtocolError(f"{self.peer}: fetch answer without {spec.topic}-{spec.partition}")
         return fetched
 
-    async def offset_for_leader_epoch(self, topic: str, partition: int, leader_epoch: int,
-                                      current_leader_epoch: int, replica_id: int) -> EpochEndOffset:
-        """KIP-101: the largest epoch <= `leader_epoch` the leader knows and where it ended."""
-        answers = await self.offsets_for_leader_epochs([EpochAsk(topic, partition, leader_epoch, current_leader_epoch)], replica_id)
-        return answers[topic, partition]
-
     async def offsets_for_leader_epochs(self, asks: list[EpochAsk], replica_id: int) -> dict[tuple[str, int], EpochEndOffset]:
-        """offset_for_leader_epoch for many partitions in one request, by (topic, partition)."""
+        """KIP-101, for each asked partition in one request, by (topic, partition): the largest
+        epoch <= its `leader_epoch` the leader knows and where it ended."""
         by_topic: dict[str, list[dict]] = {}
         for ask in asks:
             by_topic.setdefault(ask.topic, []).append(
