@@ -322,6 +322,27 @@ async def test_children_watch_on_missing_parent(connect):
         assert await first_matching(watch, lambda names: names == ("kid",))
 
 
+async def test_watches_of_one_node_each_see_every_change_and_close_alone(connect):
+    writer, watcher = await connect(), await connect()
+    first = await watcher.watch_data("/shared")
+    assert await next_within(first) == DataEvent(None, None)
+    await writer.create("/shared", b"one")
+    assert (await next_within(first)).data == b"one"
+    async with await watcher.watch_data("/shared") as second:
+        # The second starts from the node as it is now, not from the first's history.
+        assert (await next_within(second)).data == b"one"
+        await writer.set("/shared", b"two")
+        assert (await next_within(first)).data == b"two"
+        assert (await next_within(second)).data == b"two"
+        await first.close()
+        await writer.set("/shared", b"three")
+        assert (await next_within(second)).data == b"three"
+    async with await watcher.watch_data("/shared") as third:
+        assert (await next_within(third)).data == b"three"
+        await writer.delete("/shared")
+        assert await next_within(third) == DataEvent(None, None)
+
+
 async def test_closed_watch_ends_iteration(store):
     watch = await store.watch_data("/whatever")
     await next_within(watch)

@@ -1,14 +1,19 @@
-"""What only the ZooKeeper backend does: its kazoo handler's select."""
+"""What only the ZooKeeper backend does: its kazoo handler's select, and one reader per watched node."""
 
 from __future__ import annotations
 
+import collections
 import os
 import resource
 import socket
 
 import pytest
 
-from replog.coord_backends.zookeeper import PollingHandler
+from replog.coord_backends import DataEvent
+from replog.coord_backends.zookeeper import PollingHandler, ZooKeeperStore
+from tests.backends.conftest import SESSION_TIMEOUT_MS
+from tests.conftest import unique_root
+from tests.polling import next_within
 
 
 def test_select_reports_the_ready_descriptors_of_each_list():
@@ -47,3 +52,64 @@ def test_select_takes_descriptors_above_select_2s_limit():
         left.close()
         right.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.fixture
+async def counted_store(zookeeper_server):
+    """A ZooKeeper store and a count of the reads its kazoo client sent, by kind."""
+    store = ZooKeeperStore(zookeeper_server.address, unique_root(), session_timeout_ms=SESSION_TIMEOUT_MS)
+    await store.start()
+    reads: collections.Counter[str] = collections.Counter()
+    client = store._kazoo()
+    for name in ("get_async", "exists_async", "get_children_async"):
+        def counted(*args, _name=name, _send=getattr(client, name), **kwargs):
+            reads[_name] += 1
+            return _send(*args, **kwargs)
+        setattr(client, name, counted)
+    yield store, reads
+    await store.close()
+
+
+async def test_watches_of_one_node_share_its_reads(counted_store):
+    store, reads = counted_store
+    await store.create("/leader", b"0")
+    first = await store.watch_data("/leader")
+    assert (await next_within(first)).data == b"0"
+    opened = sum(reads.values())
+    second = await store.watch_data("/leader")
+    third = await store.watch_data("/leader")
+    assert sum(reads.values()) == opened + 2, "a watch of a watched node costs one read, with no watch of its own"
+    assert (await next_within(second)).data == (await next_within(third)).data == b"0"
+    before_change = sum(reads.values())
+    await store.set("/leader", b"1")
+    for watch in (first, second, third):
+        assert (await next_within(watch)).data == b"1"
+    assert sum(reads.values()) == before_change + 1, "one change is read once, whatever the watches of it"
+    for watch in (first, second, third):
+        await watch.close()
+    assert not store._readers, "the reader stops with the last watch of its node"
+    async with await store.watch_data("/leader") as again:
+        assert (await next_within(again)).data == b"1"
+
+
+async def test_a_watch_of_a_watched_node_starts_from_the_openers_own_writes(counted_store):
+    """Its opener may have written just before, while the reader's trigger is still on its way:
+    the reader's last state is not enough (the state-change queue's consumption wait had this)."""
+    store, _ = counted_store
+    await store.create("/queue", b"")
+    async with await store.watch_children("/queue") as listener:
+        assert await next_within(listener) == ()
+        for round_ in range(20):
+            await store.create(f"/queue/request-{round_}", b"")
+            async with await store.watch_children("/queue") as waiter:
+                assert f"request-{round_}" in await next_within(waiter)
+
+
+async def test_data_and_children_watches_of_one_node_are_apart(counted_store):
+    store, reads = counted_store
+    await store.create("/parent", b"")
+    async with await store.watch_data("/parent") as data, await store.watch_children("/parent") as children:
+        assert await next_within(data) == DataEvent(b"", 0)
+        assert await next_within(children) == ()
+        await store.create("/parent/child", b"")
+        assert await next_within(children) == ("child",)

@@ -121,7 +121,8 @@ class ZooKeeperStore(Store):
         self._root = "" if chroot in ("", "/") else validate_path(chroot)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: KazooClient | None = None
-        self._watchers: set[_Rearming] = set()
+        # One reader per node and kind of watch, shared by every replog watch of it (see _Rearming).
+        self._readers: dict[tuple[str, str], _Rearming] = {}
         self._last_state = SessionState.SUSPENDED
 
     # lifecycle and session
@@ -165,8 +166,8 @@ class ZooKeeperStore(Store):
         client, self._client = self._client, None
         if client is None:
             return
-        for watcher in list(self._watchers):
-            await watcher.watch.close()
+        for reader in list(self._readers.values()):
+            await reader.close()
         client.remove_listener(self._on_kazoo_state)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, client.stop)
@@ -187,8 +188,8 @@ class ZooKeeperStore(Store):
         if state == SessionState.CONNECTED:
             # After a reconnect the server may have dropped our watches (always, if the session
             # was lost); re-reading re-arms them and reports anything changed meanwhile.
-            for watcher in self._watchers:
-                watcher.trigger()
+            for reader in self._readers.values():
+                reader.trigger()
 
     async def expire_session(self) -> None:
         client = self._kazoo()
@@ -339,7 +340,7 @@ class ZooKeeperStore(Store):
     async def watch_data(self, path: str) -> Watch[DataEvent]:
         full = self._full(validate_path(path))
 
-        async def read(on_change: Callable) -> DataEvent:
+        async def read(on_change: Callable | None) -> DataEvent:
             client = self._kazoo()
             while True:
                 try:
@@ -347,41 +348,58 @@ class ZooKeeperStore(Store):
                     return DataEvent(data, stat.version)
                 except NoNode:
                     # An exists() watch also fires on creation, which get() cannot watch for.
-                    if await self._call(client.exists_async(full, watch=on_change), path) is None:
+                    if on_change is None or await self._call(client.exists_async(full, watch=on_change), path) is None:
                         return DataEvent(None, None)
 
-        return await self._open_watch(read)
+        return await self._open_watch(("data", full), read)
 
     async def watch_children(self, path: str) -> Watch[tuple[str, ...]]:
         full = self._full(validate_path(path))
 
-        async def read(on_change: Callable) -> tuple[str, ...]:
+        async def read(on_change: Callable | None) -> tuple[str, ...]:
             client = self._kazoo()
             while True:
                 try:
                     return tuple(sorted(await self._call(client.get_children_async(full, watch=on_change), path)))
                 except NoNode:
-                    if await self._call(client.exists_async(full, watch=on_change), path) is None:
+                    if on_change is None or await self._call(client.exists_async(full, watch=on_change), path) is None:
                         return ()
 
-        return await self._open_watch(read)
+        return await self._open_watch(("children", full), read)
 
-    async def _open_watch(self, read: Callable[[Callable], Awaitable[object]]) -> Watch:
-        watcher = _Rearming(self, read)
-        await watcher.start()
-        return watcher.watch
+    async def _open_watch(self, key: tuple[str, str], read: Callable[[Callable | None], Awaitable[object]]) -> Watch:
+        while True:  # again only if the reader found stopped meanwhile: then this opener starts one
+            reader = self._readers.get(key)
+            if reader is None:
+                reader = self._readers[key] = _Rearming(self, key, read)
+                return reader.subscribe(await reader.start())
+            await reader.started.wait()
+            # A read of its own, without a watch: the reader's last state may predate a write
+            # this caller made just before (its trigger not yet handed over by kazoo), and a
+            # watch starts from the state as it is when opened. Every later change reaches it
+            # through the reader, whose reads after this one are answered after it.
+            state = await read(None)
+            if self._readers.get(key) is reader:
+                return reader.subscribe(state)
 
 
 class _Rearming:
-    """One replog watch on ZooKeeper: a task that re-reads with a fresh watch after each trigger."""
+    """A ZooKeeper node's watch of one kind, shared by every replog watch of it: a task re-reads
+    the node with a fresh watch after each trigger and offers the state to each.
 
-    def __init__(self, store: ZooKeeperStore, read: Callable[[Callable], Awaitable[object]]):
+    Shared because a broker watches many nodes several times over (a partition's leader node by
+    the metadata cache, the partition's driver and an election waiting out the preferred
+    replica's head start): each would cost its own reads at every change."""
+
+    def __init__(self, store: ZooKeeperStore, key: tuple[str, str], read: Callable[[Callable], Awaitable[object]]):
         self._store = store
+        self._key = key
         self._read = read
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self.watch: Watch = Watch(self._stop)
+        self._watches: dict[Watch, None] = {}
+        self.started = asyncio.Event()  # set once the first read ended, read or failed
 
     def _on_zookeeper_event(self, _event) -> None:
         # kazoo's thread.
@@ -391,27 +409,58 @@ class _Rearming:
     def trigger(self) -> None:
         self._changed.set()
 
-    async def start(self) -> None:
-        self.watch.offer(await self._read(self._on_zookeeper_event))
-        self._store._watchers.add(self)
+    async def start(self) -> object:
+        """The first state, read with the watch armed."""
+        try:
+            state = await self._read(self._on_zookeeper_event)
+        except BaseException:
+            self._forget()
+            raise
+        finally:
+            self.started.set()
         self._task = asyncio.create_task(self._run())
+        return state
+
+    def subscribe(self, state: object) -> Watch:
+        """A watch starting from `state`, read by its opener."""
+        watch: Watch = Watch()
+        watch._on_close = lambda: self._unsubscribe(watch)
+        watch.offer(state)
+        self._watches[watch] = None
+        return watch
+
+    async def _unsubscribe(self, watch: Watch) -> None:
+        self._watches.pop(watch, None)
+        if not self._watches:
+            await self._stop()
+
+    async def close(self) -> None:
+        for watch in list(self._watches):
+            await watch.close()
+
+    def _forget(self) -> None:
+        if self._store._readers.get(self._key) is self:
+            del self._store._readers[self._key]
 
     async def _run(self) -> None:
         delay_s = 0.05
-        while not self.watch.closed:
+        while True:  # until the last watch closes
             await self._changed.wait()
             self._changed.clear()
             try:
-                self.watch.offer(await self._read(self._on_zookeeper_event))
+                state = await self._read(self._on_zookeeper_event)
                 delay_s = 0.05
             except StoreError:
                 # Disconnected: the reconnect will trigger us again; until then retry gently.
                 self._changed.set()
                 await asyncio.sleep(delay_s)
                 delay_s = min(delay_s * 2, RECONNECT_DELAY_MAX_S)
+                continue
+            for watch in list(self._watches):
+                watch.offer(state)
 
     async def _stop(self) -> None:
-        self._store._watchers.discard(self)
+        self._forget()
         if self._task is not None:
             self._task.cancel()
             # Not `except CancelledError` around an await of the task: that would swallow the
