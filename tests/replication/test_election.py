@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from replog.coord_backends import paths
-from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment
+from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment
 from replog.replication.election import leader_election
 from tests.backends.conftest import backend, connect, store, url  # noqa: F401  (fixtures)
 
@@ -37,3 +37,21 @@ async def test_a_replica_races_once_the_head_start_is_over_if_nobody_won(store):
     elected = await asyncio.wait_for(leader_election(store, TOPIC, 0, OTHER, preferred_wait_s=0.05), WAIT_S)
     assert elected is not None
     assert LeaderRecord.decode((await store.get(paths.leader(TOPIC, 0)))[0]).leader == OTHER
+
+
+async def test_liveness_comes_from_the_brokers_view_of_the_registrations(store):
+    """Thousands of partitions elect at once when a topic is created: the preferred replica's
+    head start and the ISR's trim ask the broker's view, not the store, who is registered."""
+    await assigned_with_both_alive(store)
+    elected = await asyncio.wait_for(leader_election(store, TOPIC, 0, OTHER, preferred_wait_s=HEAD_START_S,
+                                                     registered=lambda: {OTHER}), WAIT_S)
+    assert elected is not None and elected.isr.isr == (OTHER,)
+
+
+async def test_an_unclean_election_reads_the_registrations_from_the_store(store):
+    """Giving acknowledged records up is never decided on a view that may lag."""
+    await assigned_with_both_alive(store)
+    await store.create(paths.isr(TOPIC, 0), IsrRecord((PREFERRED,), 0).encode())
+    elected = await asyncio.wait_for(leader_election(store, TOPIC, 0, OTHER, unclean_allowed=True,
+                                                     registered=lambda: {OTHER}), WAIT_S)
+    assert elected is None

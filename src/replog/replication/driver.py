@@ -268,6 +268,7 @@ class PartitionLeadership:
             context.store, self.topic, self.partition, context.broker_id,
             preferred_wait_s=context.config["preferred.replica.election.wait.ms"] / 1000,
             unclean_allowed=settings["unclean.leader.election.enable"],
+            registered=context.registered_brokers,
         )
         if won is None:
             context.metrics.elections_lost.inc()

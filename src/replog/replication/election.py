@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Collection
 from typing import NamedTuple
 
 from replog.coord_backends import BadVersion, Created, NodeExists, NoNode, Store
@@ -58,6 +59,17 @@ async def broker_alive(store: Store, broker_id: int) -> bool:
     return await store.exists(paths.broker(broker_id)) is not None
 
 
+RegisteredBrokers = Callable[[], Collection[int] | None]  # the broker's view of /brokers/ids; None: not read yet
+
+
+async def seen_alive(store: Store, registered: RegisteredBrokers, broker_id: int) -> bool:
+    """Registered, as far as the broker's watched view of the registrations knows (the store
+    itself while the view is not read yet). For what only balances or trims: a stale answer
+    costs a head start waited in vain, or an ISR member trimmed that joins again by fetching."""
+    view = registered()
+    return broker_id in view if view is not None else await broker_alive(store, broker_id)
+
+
 class Election(NamedTuple):
     """A won election: the ISR record written, the assignment it was decided on, and the
     versions its own transaction gave the leader node and the ISR node, on which the new
@@ -89,15 +101,20 @@ async def leader_election(
     *,
     preferred_wait_s: float = 0.0,
     unclean_allowed: bool = False,
+    registered: RegisteredBrokers = lambda: None,
 ) -> Election | None:
     """Try to become leader; None if this broker may not lead or lost the race.
+
+    `registered` answers whether the preferred replica and the ISR's members are alive, without
+    a store read each (thousands of partitions elect at once when a topic is created). Whether
+    an unclean election may go ahead is read from the store: it gives up acknowledged records.
 
     An ISR that changed between its read and the race is read again: not every ISR write comes
     from a leader (a replica back from an unclean reboot takes itself out, hosted.py), so a
     changed ISR does not mean that someone else won."""
     for _ in range(ISR_CHANGES_MAX):  # each retry follows an ISR write that raced this one
         try:
-            return await _run_for_leader(store, topic, partition, broker_id, preferred_wait_s, unclean_allowed)
+            return await _run_for_leader(store, topic, partition, broker_id, preferred_wait_s, unclean_allowed, registered)
         except BadVersion:
             logger.debug("ISR changed during leader election, reading it again topic=%s partition=%d broker=%d",
                         topic, partition, broker_id)
@@ -105,7 +122,7 @@ async def leader_election(
 
 
 async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: int, preferred_wait_s: float,
-                          unclean_allowed: bool) -> Election | None:
+                          unclean_allowed: bool, registered: RegisteredBrokers) -> Election | None:
     assigned = ReplicaAssignment.decode((await store.get(paths.replicas(topic, partition)))[0]).replicas
     try:
         isr_data, isr_version = await store.get(paths.isr(topic, partition))
@@ -121,7 +138,7 @@ async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: i
         logger.debug("not eligible to lead topic=%s partition=%d broker=%d assigned=%s isr=%s", topic, partition, broker_id, assigned, isr)
         return None
     preferred = assigned[0]
-    if preferred != broker_id and (not isr or preferred in isr) and await broker_alive(store, preferred):
+    if preferred != broker_id and (not isr or preferred in isr) and await seen_alive(store, registered, preferred):
         # The seed's PreferredReplicaTime: the preferred replica races first. Once it has won
         # there is nothing left to race for, and the new leader's acks=all waits for this
         # replica to follow it: stop waiting at once.
@@ -135,7 +152,8 @@ async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: i
     # becomeLeader: "the current set of replicas in sync"): a dead broker left in the ISR
     # would hold acks=all back until replica.lag.time.max.ms shrank it out.
     candidates = (broker_id,) if isr and broker_id not in isr else (isr or assigned)
-    new_isr = IsrRecord(tuple([member for member in candidates if member == broker_id or await broker_alive(store, member)]), epoch)
+    new_isr = IsrRecord(tuple([member for member in candidates
+                               if member == broker_id or await seen_alive(store, registered, member)]), epoch)
     txn = store.transaction().create(paths.leader(topic, partition), LeaderRecord(broker_id, epoch).encode(), ephemeral=True)
     if isr_version is None:
         txn.create(paths.isr(topic, partition), new_isr.encode())
