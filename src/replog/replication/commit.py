@@ -33,6 +33,7 @@ import logging
 from typing import Awaitable, Callable, Collection
 
 from replog.coord_backends import BadVersion, NoNode, Store, StoreError
+from replog.coord_backends.base import DeleteOp, SetOp, TxnOp
 from replog.coord_backends import paths
 from replog.coord_backends.paths import IsrRecord
 from replog.obs import BrokerMetrics
@@ -111,18 +112,21 @@ class IsrMaintainer:
             finally:
                 watching.cancel()
 
-    async def leave_isr(self) -> bool:
-        """Controlled shutdown: write the ISR without this leader, so that it cannot be elected
-        again and the others can; False if fenced or no other member is in sync."""
+    def hand_over_ops(self) -> list[TxnOp] | None:
+        """Controlled shutdown: the writes that hand this leadership over, for the caller to
+        commit in one transaction, alone or with other partitions': the ISR without this
+        leader, so that it cannot be elected again and the others can, and the leader node's
+        deletion, so that they elect at once. Each is fenced on the version this leader last
+        saw (a recreated leader node may start at the same version again, but an election
+        writes the ISR in the same transaction). None if no other member is in sync."""
         partition = self._partition
         others = partition.isr - {partition.local_broker_id}
         if not others:
-            return False
-        try:
-            await self._write_isr(IsrRecord(tuple(sorted(others)), partition.leader_epoch))
-        except (BadVersion, NoNode):
-            return False
-        return True
+            return None
+        topic, partition_id = partition.topic, partition.partition_id
+        return [SetOp(paths.isr(topic, partition_id), IsrRecord(tuple(sorted(others)), partition.leader_epoch).encode(),
+                      self._isr_version),
+                DeleteOp(paths.leader(topic, partition_id), self._leader_version)]
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from replog.config import log_config, partition_config
 from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
 from replog.coord_backends import paths
+from replog.coord_backends.base import TxnOp
 from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment
 from replog.obs import BrokerMetrics, StateChangeEvents
 from replog.replication.commit import IsrMaintainer
@@ -137,21 +138,26 @@ class PartitionLeadership:
         self.brokers_changed()
         self._post(machine.BrokerPresumedGone(broker_id))
 
-    async def hand_over(self) -> None:
-        """Controlled shutdown: if this broker leads, leave the ISR, stop taking writes and
-        release the leader node, so another in-sync replica takes over at once rather than
-        after this broker's session times out."""
-        hosted, maintainer = self._hosted(), self._maintainer
+    async def begin_hand_over(self) -> list[TxnOp] | None:
+        """Controlled shutdown, first half: if this broker leads, stop the driver (our own
+        release must not re-elect us) and the ISR upkeep, and return the writes that hand the
+        leadership to another in-sync replica (IsrMaintainer.hand_over_ops). None: nothing to
+        hand over, or no other replica in sync; the leadership then goes with the session."""
+        maintainer = self._maintainer
         if not self.leading or maintainer is None:
-            return
-        await self._stop_driver()  # our own release must not re-elect us
+            return None
+        await self._stop_driver()
         await self._stop_maintainer()
-        if not await maintainer.leave_isr():
-            return  # no other replica in sync (or fenced): leadership goes with the session
+        return maintainer.hand_over_ops()
+
+    def stop_taking_writes(self) -> None:
+        """Controlled shutdown, before its writes are committed: from here on a producer is told
+        to find the next leader."""
         self._close_if_leading()
-        await self._release(self._state.leader_version)
+
+    def handed_over(self) -> None:
         logger.info("handed over leadership topic=%s partition=%d broker=%d epoch=%d",
-                    self.topic, self.partition, self._context.broker_id, hosted.leader_epoch)
+                    self.topic, self.partition, self._context.broker_id, self._state.epoch)
 
     # -- the driver task ------------------------------------------------------------------------
 

@@ -23,10 +23,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import pathlib
+from typing import TypeVar
 
 from replog.config import BrokerConfig, TopicSettings, log_config, partition_config
 from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
 from replog.coord_backends import paths
+from replog.coord_backends.base import TRANSACTION_OPS_MAX, TxnOp
 from replog.coord_backends.paths import IsrRecord, ReplicaAssignment, StateChangeRequest, TopicId
 from replog.replica.manager import ReplicaManager
 from replog.replication.driver import LeadershipContext, PartitionLeadership
@@ -37,6 +39,9 @@ logger = logging.getLogger(__name__)
 RECONCILE_RETRY_PAUSE_S = 1.0
 ISR_EXIT_ATTEMPTS_MAX = 64  # ISR writes by the leader that may race one exit
 LOGS_LOADED_AT_ONCE = 16  # a few per worker thread: opening a log is mostly waiting on fsync
+HAND_OVERS_PER_TRANSACTION = TRANSACTION_OPS_MAX // 2  # an ISR write and a leader node's deletion each
+
+T = TypeVar("T")
 
 
 class NotReplicaForPartition(Exception):
@@ -216,18 +221,35 @@ class HostedPartitions:
             return
         try:
             async with asyncio.timeout(timeout_s):
-                outcomes = await asyncio.gather(*(leadership.hand_over() for leadership in leaderships), return_exceptions=True)
+                prepared = await asyncio.gather(*(leadership.begin_hand_over() for leadership in leaderships),
+                                                return_exceptions=True)
+                ready = []
+                for leadership, outcome in zip(leaderships, prepared):
+                    if isinstance(outcome, BaseException):
+                        self._hand_over_skipped(leadership, outcome)
+                    elif outcome is not None:
+                        ready.append((leadership, outcome))
+                await asyncio.gather(*(self._hand_over_batch(ready[start:start + HAND_OVERS_PER_TRANSACTION])
+                                       for start in range(0, len(ready), HAND_OVERS_PER_TRANSACTION)))
         except TimeoutError:
             logger.warning("controlled shutdown: hand-over abandoned, the store did not answer within %d ms broker=%d led=%s",
                            timeout_s * 1000, self.broker_id, self._led())
-            return
-        for leadership, outcome in zip(leaderships, outcomes):
-            if isinstance(outcome, BaseException):
-                # Anything but a store error is a bug: logged in full, yet it must not cost the
-                # clean local shutdown either.
-                logger.warning("controlled shutdown: hand-over skipped topic=%s partition=%d broker=%d error=%s",
-                               leadership.topic, leadership.partition, self.broker_id, outcome,
-                               exc_info=None if isinstance(outcome, StoreError) else outcome)
+
+    async def _hand_over_batch(self, batch: list[tuple[PartitionLeadership, list[TxnOp]]]) -> None:
+        for leadership, _ in batch:
+            leadership.stop_taking_writes()
+        for leadership, outcome in await commit_together(self._store, batch):
+            if outcome is None:
+                leadership.handed_over()
+            elif not isinstance(outcome, (BadVersion, NoNode)):  # fenced: another leadership already
+                self._hand_over_skipped(leadership, outcome)
+
+    def _hand_over_skipped(self, leadership: PartitionLeadership, error: BaseException) -> None:
+        # Anything but a store error is a bug: logged in full, yet it must not cost the clean
+        # local shutdown either.
+        logger.warning("controlled shutdown: hand-over skipped topic=%s partition=%d broker=%d error=%s",
+                       leadership.topic, leadership.partition, self.broker_id, error,
+                       exc_info=None if isinstance(error, StoreError) else error)
 
     def _led(self) -> list[str]:
         """The partitions this broker still leads: those a hand-over did not reach."""
@@ -334,3 +356,23 @@ class HostedPartitions:
         self._replicas.close_loaded(*key)
         if not any(topic == key[0] for topic, _ in self.leaderships):
             await self.topic_configs.forget(key[0])
+
+
+async def commit_together(store: Store, batch: list[tuple[T, list[TxnOp]]]) -> list[tuple[T, BaseException | None]]:
+    """Each item's writes committed, all in one transaction, and each item's outcome (None:
+    committed). A controlled shutdown's hand-overs, two store writes a partition, each in its own
+    round trip, did not end within the session timeout for thousands of leaderships. One item
+    whose writes fail (a fenced leadership) fails the transaction: then each goes alone, so that
+    only its own fail."""
+    try:
+        await _commit(store, [op for _, ops in batch for op in ops])
+        return [(item, None) for item, _ in batch]
+    except StoreError:
+        outcomes = await asyncio.gather(*(_commit(store, ops) for _, ops in batch), return_exceptions=True)
+        return [(item, outcome) for (item, _), outcome in zip(batch, outcomes)]
+
+
+async def _commit(store: Store, ops: list[TxnOp]) -> None:
+    transaction = store.transaction()
+    transaction.ops.extend(ops)
+    await transaction.commit()

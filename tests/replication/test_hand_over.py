@@ -1,0 +1,68 @@
+"""A controlled shutdown's hand-overs, committed together (hosted.commit_together), over memory,
+ZooKeeper and etcd."""
+
+from __future__ import annotations
+
+from replog.coord_backends import BadVersion, paths
+from replog.coord_backends.base import DeleteOp, SetOp
+from replog.coord_backends.paths import IsrRecord, LeaderRecord
+from replog.replication.hosted import HAND_OVERS_PER_TRANSACTION, commit_together
+from tests.backends.conftest import backend, connect, store, url  # noqa: F401  (fixtures)
+
+TOPIC = "orders"
+LEADER, FOLLOWER = 1, 2
+
+
+async def led(store, partition: int) -> list:
+    """The partition led by LEADER with FOLLOWER in sync: its hand-over's writes."""
+    await store.create(paths.leader(TOPIC, partition), LeaderRecord(LEADER, 0).encode(), make_parents=True)
+    await store.create(paths.isr(TOPIC, partition), IsrRecord((LEADER, FOLLOWER), 0).encode())
+    leader_version, isr_version = await store.exists(paths.leader(TOPIC, partition)), await store.exists(paths.isr(TOPIC, partition))
+    return [SetOp(paths.isr(TOPIC, partition), IsrRecord((FOLLOWER,), 0).encode(), isr_version),
+            DeleteOp(paths.leader(TOPIC, partition), leader_version)]
+
+
+def counting_transactions(store) -> list[int]:
+    committed: list[int] = []
+    begin = store.transaction
+
+    def transaction():
+        started = begin()
+        commit = started.commit
+
+        async def counted():
+            committed.append(len(started.ops))
+            return await commit()
+
+        started.commit = counted
+        return started
+
+    store.transaction = transaction
+    return committed
+
+
+async def handed_over(store, partition: int) -> bool:
+    isr = IsrRecord.decode((await store.get(paths.isr(TOPIC, partition)))[0]).isr
+    return isr == (FOLLOWER,) and await store.exists(paths.leader(TOPIC, partition)) is None
+
+
+async def test_a_batch_of_hand_overs_is_one_transaction(store):
+    batch = [(partition, await led(store, partition)) for partition in range(HAND_OVERS_PER_TRANSACTION)]
+    committed = counting_transactions(store)
+    outcomes = await commit_together(store, batch)
+    assert outcomes == [(partition, None) for partition in range(HAND_OVERS_PER_TRANSACTION)]
+    assert committed == [2 * HAND_OVERS_PER_TRANSACTION]
+    for partition in range(HAND_OVERS_PER_TRANSACTION):
+        assert await handed_over(store, partition)
+
+
+async def test_a_fenced_hand_over_fails_alone(store):
+    batch = [(partition, await led(store, partition)) for partition in range(3)]
+    # Partition 1's ISR was written by someone else since its leader last saw it.
+    data, version = await store.get(paths.isr(TOPIC, 1))
+    await store.set(paths.isr(TOPIC, 1), data, version)
+    outcomes = dict(await commit_together(store, batch))
+    assert outcomes[0] is None and outcomes[2] is None
+    assert isinstance(outcomes[1], BadVersion)
+    assert await handed_over(store, 0) and await handed_over(store, 2)
+    assert await store.exists(paths.leader(TOPIC, 1)) is not None
