@@ -8,10 +8,11 @@ which run kazoo's blocking calls in the default executor.
 The chroot is applied here rather than by kazoo, because kazoo cannot create a missing chroot
 through a chrooted client; every path crossing to kazoo gets `self._root` in front.
 
-Watches: ZooKeeper watches fire once. Each replog watch owns one re-arming reader task: a
-trigger (or a reconnect, after which ZooKeeper may have dropped the watch with the session)
-wakes it, and it re-reads the node with a fresh watch, so the state it offers is always read
-together with the watch that will report the next change.
+Watches: ZooKeeper watches fire once. Each watched node (and kind of watch) has one re-arming
+reader task, shared by every replog watch of it: a trigger (or a reconnect, after which
+ZooKeeper may have dropped the watch with the session) wakes it, and it re-reads the node with a
+fresh watch, so the state it offers is always read together with the watch that will report the
+next change.
 """
 
 from __future__ import annotations
