@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+import threading
 
 import pytest
 
@@ -14,6 +15,7 @@ from replog.replica.manager import (
     ReplicaManager,
     UnknownTopicOrPartitionError,
 )
+from replog.replica.partition import Partition
 from replog.replica.producer_state import SNAPSHOT_SUFFIX
 from tests.polling import eventually
 from tests.replica.batches import producer_batch
@@ -130,6 +132,29 @@ async def test_shutdown_leaves_clean_logs_and_producer_snapshots(tmp_path):
     assert (tmp_path / "orders-0" / ".clean-shutdown").exists()
     assert list((tmp_path / "orders-0").glob("*" + SNAPSHOT_SUFFIX))
     assert manager.partitions == ()
+
+
+async def test_shutdown_closes_the_logs_off_the_event_loop_and_past_a_failed_one(tmp_path, monkeypatch):
+    manager = make_manager(tmp_path)
+    for partition in range(40):  # more than one batch of closes
+        manager.start_replica("orders", partition, LogConfig(), (BROKER,), leader_epoch=0)
+    loop_thread = threading.get_ident()
+    closed_on: dict[int, int] = {}
+    close_files = Partition.close_files
+
+    def recorded(partition: Partition) -> None:
+        if partition.partition_id == 7:
+            raise OSError("the disk went away")
+        closed_on[partition.partition_id] = threading.get_ident()
+        close_files(partition)
+
+    monkeypatch.setattr(Partition, "close_files", recorded)
+    await manager.shutdown()
+    assert sorted(closed_on) == [partition for partition in range(40) if partition != 7]
+    assert loop_thread not in closed_on.values(), "a log was closed on the event loop"
+    assert all((tmp_path / f"orders-{partition}" / ".clean-shutdown").exists() for partition in closed_on)
+    assert not (tmp_path / "orders-7" / ".clean-shutdown").exists()
+    assert OffsetCheckpoint(tmp_path / HIGH_WATERMARK_CHECKPOINT_FILE).read().keys() == {("orders", p) for p in range(40)}
 
 
 async def test_periodic_task_checkpoints_high_watermarks(tmp_path):

@@ -416,13 +416,24 @@ class Partition:
         self.config = config
 
     def close(self) -> None:
-        """Stop serving (the seed's closeReplica): write the producer snapshot, close the log,
-        answer waiting acks=-1 appends with NOT_LEADER_OR_FOLLOWER and wake every long poll."""
+        """Stop serving (the seed's closeReplica): stop_serving, then close_files."""
+        self.stop_serving()
+        self.close_files()
+
+    def stop_serving(self) -> None:
+        """Closing, on the event loop: answer waiting acks=-1 appends with NOT_LEADER_OR_FOLLOWER
+        and wake every long poll. close_files follows, in any thread."""
         self._transition(ReplicaState.CLOSED)
         self._fail_pending_commits()
-        self.producer_state.take_snapshot(self.log.log_end_offset)
-        self.log.close()
         self._wake_all_watches()
+
+    def close_files(self) -> None:
+        """Write the producer snapshot and close the log cleanly, from any thread, once stopped
+        serving and nothing reads the log any more."""
+        self._require(ReplicaState.CLOSED)
+        with self._directory_lock:  # a background flush's fsyncs may still run in a worker thread
+            self.producer_state.take_snapshot(self.log.log_end_offset)
+            self.log.close()
         logger.debug("closed replica topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d",
                     self.topic, self.partition_id, self.local_broker_id, self.leader_epoch,
                     self.high_watermark, self.log_end_offset)
