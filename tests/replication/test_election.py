@@ -55,3 +55,15 @@ async def test_an_unclean_election_reads_the_registrations_from_the_store(store)
     elected = await asyncio.wait_for(leader_election(store, TOPIC, 0, OTHER, unclean_allowed=True,
                                                      registered=lambda: {OTHER}), WAIT_S)
     assert elected is None
+
+
+async def test_with_the_preferred_replica_gone_the_next_electable_one_gets_the_head_start(store):
+    """One replica races, not all of them, when a broker that led many partitions goes."""
+    third = 3
+    await store.create(paths.replicas(TOPIC, 0), ReplicaAssignment((PREFERRED, OTHER, third)).encode(), make_parents=True)
+    alive = {OTHER, third}
+    waiting = asyncio.ensure_future(leader_election(store, TOPIC, 0, third, preferred_wait_s=HEAD_START_S,
+                                                    registered=lambda: alive))
+    won = await leader_election(store, TOPIC, 0, OTHER, registered=lambda: alive)
+    assert won is not None and won.isr.isr == (OTHER, third)
+    assert await asyncio.wait_for(waiting, WAIT_S) is None

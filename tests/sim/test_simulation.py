@@ -163,7 +163,7 @@ def test_a_seed_replays_exactly(tmp_path):
     outcomes = []
     for run in ("first", "second"):
         with schedule_pool(1) as pool:
-            outcomes.append(pool.submit(run_one, 1, str(tmp_path / run)).result())
+            outcomes.append(pool.submit(run_one, 4, str(tmp_path / run)).result())
     first, second = outcomes
     # A schedule with something in it: records acknowledged across crashes and a recreate.
     assert first.acknowledged > 0

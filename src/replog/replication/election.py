@@ -10,7 +10,10 @@ grow, even across lost races and store sessions.
 
 A replica that is not the partition's preferred one (the first assigned) waits
 PreferredReplicaTime before racing, while the preferred replica is alive and eligible, so that
-leadership lands where the assignment balanced it.
+leadership lands where the assignment balanced it. When the preferred replica is dead or out
+of the ISR, the head start goes to the first replica in assignment order that is alive and
+eligible, as Kafka's controller picks the first live ISR member: one replica races, not all of
+them, when a broker that led thousands of partitions dies or shuts down.
 
 Unclean election (`unclean.leader.election.enable`, off by default) lets a replica outside the
 ISR race, and only when no ISR member is alive: it trades the committed data the ISR holds for
@@ -121,6 +124,16 @@ async def leader_election(
     raise RuntimeError(f"leader election of {topic}-{partition}: the ISR changed {ISR_CHANGES_MAX} times in a row")
 
 
+async def _first_electable(store: Store, registered: RegisteredBrokers, assigned: tuple[int, ...], isr: tuple[int, ...],
+                           broker_id: int) -> int | None:
+    """The first replica in assignment order that may lead (in the ISR, or any while it is
+    empty) and is alive; None if there is none (this broker is eligible only uncleanly)."""
+    for replica in assigned:  # bounded by the replication factor
+        if (not isr or replica in isr) and (replica == broker_id or await seen_alive(store, registered, replica)):
+            return replica
+    return None
+
+
 async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: int, preferred_wait_s: float,
                           unclean_allowed: bool, registered: RegisteredBrokers) -> Election | None:
     assigned = ReplicaAssignment.decode((await store.get(paths.replicas(topic, partition)))[0]).replicas
@@ -137,14 +150,14 @@ async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: i
     if not eligible:
         logger.debug("not eligible to lead topic=%s partition=%d broker=%d assigned=%s isr=%s", topic, partition, broker_id, assigned, isr)
         return None
-    preferred = assigned[0]
-    if preferred != broker_id and (not isr or preferred in isr) and await seen_alive(store, registered, preferred):
-        # The seed's PreferredReplicaTime: the preferred replica races first. Once it has won
-        # there is nothing left to race for, and the new leader's acks=all waits for this
-        # replica to follow it: stop waiting at once.
+    first = await _first_electable(store, registered, assigned, isr, broker_id)
+    if first is not None and first != broker_id:
+        # The seed's PreferredReplicaTime: the preferred replica (or the first electable one)
+        # races first. Once it has won there is nothing left to race for, and the new leader's
+        # acks=all waits for this replica to follow it: stop waiting at once.
         if await _leader_named_within(store, topic, partition, preferred_wait_s):
-            logger.debug("lost leader election topic=%s partition=%d broker=%d (elected during the preferred replica's head start)",
-                        topic, partition, broker_id)
+            logger.debug("lost leader election topic=%s partition=%d broker=%d (elected during the head start of replica %d)",
+                        topic, partition, broker_id, first)
             return None
     epoch = await next_leader_epoch(store, topic, partition)
     # A new partition starts with every assigned replica in sync (all are empty); after an
