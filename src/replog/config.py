@@ -323,7 +323,8 @@ SETTINGS: dict[str, Setting] = {
             "preferred.replica.election.wait.ms",
             _int64(0),
             500,
-            "head start a partition's preferred replica gets in leader elections (the seed's PreferredReplicaTime)",
+            "head start a partition's preferred replica (or, while it is down or out of the ISR, the first live in-sync "
+            "replica in assignment order) gets in leader elections (the seed's PreferredReplicaTime)",
         ),
         Setting(
             "state.change.queue.max.requests",
