@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from replog.coord_backends import BadVersion, NoNode, paths
+from replog.coord_backends import BadVersion, NoNode, commit_ops, paths
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment
 from replog.replication.commit import IsrMaintainer
 from replog.replication.election import leader_election
@@ -97,18 +97,12 @@ async def test_a_leader_whose_node_was_replaced_cannot_shrink_the_isr(elected, c
     await shrink_is_fenced(elected)
 
 
-async def hand_over(store, ops) -> None:
-    transaction = store.transaction()
-    transaction.ops.extend(ops)
-    await transaction.commit()
-
-
 async def test_a_leader_whose_node_is_gone_cannot_hand_over(elected, connect):
     other = await connect()
     await other.delete(paths.leader(TOPIC, 0))
     before = await elected.isr_node()
     with pytest.raises(NoNode):
-        await hand_over(elected.store, elected.maintainer.hand_over_ops())
+        await commit_ops(elected.store, elected.maintainer.hand_over_ops())
     assert await elected.isr_node() == before
 
 
@@ -119,11 +113,11 @@ async def test_a_leader_whose_isr_changed_cannot_hand_over(elected, connect):
     data, version = await elected.isr_node()
     await other.set(paths.isr(TOPIC, 0), data, version)
     with pytest.raises(BadVersion):
-        await hand_over(elected.store, elected.maintainer.hand_over_ops())
+        await commit_ops(elected.store, elected.maintainer.hand_over_ops())
     assert await other.exists(paths.leader(TOPIC, 0)) is not None
 
 
 async def test_a_leader_whose_node_stands_hands_over_in_one_transaction(elected):
-    await hand_over(elected.store, elected.maintainer.hand_over_ops())
+    await commit_ops(elected.store, elected.maintainer.hand_over_ops())
     assert IsrRecord.decode((await elected.isr_node())[0]).isr == (FOLLOWER,)
     assert await elected.store.exists(paths.leader(TOPIC, 0)) is None

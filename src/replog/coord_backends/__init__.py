@@ -29,6 +29,7 @@ from .base import (
     Transaction,
     Watch,
     commit_in_batches,
+    commit_ops,
 )
 from .observed import ObservedStore
 
@@ -52,6 +53,7 @@ __all__ = [
     "Transaction",
     "Watch",
     "commit_in_batches",
+    "commit_ops",
     "open_store",
 ]
 

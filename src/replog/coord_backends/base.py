@@ -188,14 +188,19 @@ class Transaction:
         return await self._apply(list(self.ops))
 
 
+async def commit_ops(store: Store, ops: list[TxnOp]) -> list[object]:
+    """`ops` built elsewhere, committed in one transaction (Transaction.commit's results)."""
+    transaction = store.transaction()
+    transaction.ops.extend(ops)
+    return await transaction.commit()
+
+
 async def commit_in_batches(store: Store, ops: list[TxnOp]) -> None:
     """Apply `ops` in order, in transactions of at most TRANSACTION_OPS_MAX: all-or-nothing per
     batch only, so the caller's own commit point must come after them (or their leftovers be
     harmless and cleaned up by whoever comes next)."""
     for start in range(0, len(ops), TRANSACTION_OPS_MAX):
-        transaction = store.transaction()
-        transaction.ops.extend(ops[start:start + TRANSACTION_OPS_MAX])
-        await transaction.commit()
+        await commit_ops(store, ops[start:start + TRANSACTION_OPS_MAX])
 
 
 T = TypeVar("T")

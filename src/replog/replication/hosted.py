@@ -26,7 +26,7 @@ import pathlib
 from typing import TypeVar
 
 from replog.config import BrokerConfig, TopicSettings, log_config, partition_config
-from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
+from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError, commit_ops
 from replog.coord_backends import paths
 from replog.coord_backends.base import TRANSACTION_OPS_MAX, TxnOp
 from replog.coord_backends.paths import IsrRecord, ReplicaAssignment, StateChangeRequest, TopicId
@@ -365,14 +365,9 @@ async def commit_together(store: Store, batch: list[tuple[T, list[TxnOp]]]) -> l
     whose writes fail (a fenced leadership) fails the transaction: then each goes alone, so that
     only its own fail."""
     try:
-        await _commit(store, [op for _, ops in batch for op in ops])
+        await commit_ops(store, [op for _, ops in batch for op in ops])
         return [(item, None) for item, _ in batch]
     except StoreError:
-        outcomes = await asyncio.gather(*(_commit(store, ops) for _, ops in batch), return_exceptions=True)
-        return [(item, outcome) for (item, _), outcome in zip(batch, outcomes)]
-
-
-async def _commit(store: Store, ops: list[TxnOp]) -> None:
-    transaction = store.transaction()
-    transaction.ops.extend(ops)
-    await transaction.commit()
+        outcomes = await asyncio.gather(*(commit_ops(store, ops) for _, ops in batch), return_exceptions=True)
+        return [(item, outcome if isinstance(outcome, BaseException) else None)
+                for (item, _), outcome in zip(batch, outcomes)]
