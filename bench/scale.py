@@ -47,7 +47,6 @@ import pathlib
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -65,7 +64,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from bench.replication import cpu_seconds  # noqa: E402
 from tests import broker_process  # noqa: E402
 from tests.cluster.conftest import Cluster  # noqa: E402
-from tests.conftest import SCRIPTS, ServerProcess, unique_root  # noqa: E402
+from tests.conftest import SCRIPTS, ServerProcess, four_letter, unique_root  # noqa: E402
 
 TOPIC = "scale"
 BROKERS = 3
@@ -205,16 +204,6 @@ def idle_cpu_by_broker(cluster: Cluster) -> dict[int, float]:
 
 def rss_by_broker(cluster: Cluster) -> dict[int, float]:
     return {broker_id: rss_mb(broker.process.pid) for broker_id, broker in cluster.brokers.items() if broker.running}
-
-
-def four_letter(address: str, command: str) -> str:
-    host, port = address.split(":")
-    with socket.create_connection((host, int(port)), timeout=60) as connection:
-        connection.sendall(command.encode())
-        chunks = []
-        while chunk := connection.recv(1 << 16):
-            chunks.append(chunk)
-    return b"".join(chunks).decode(errors="replace")
 
 
 def by_session(text: str) -> dict[str, list[str]]:

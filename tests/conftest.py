@@ -7,6 +7,7 @@ test command) and stopped at the end; tests that restart a server get a private 
 from __future__ import annotations
 
 import pathlib
+import socket
 import subprocess
 import uuid
 
@@ -44,6 +45,17 @@ class ServerProcess:
 
     def restart(self) -> None:
         self.address = self._run("restart")
+
+
+def four_letter(address: str, command: str) -> str:
+    """A ZooKeeper four-letter command's whole answer (scripts/zookeeper.sh whitelists a few)."""
+    host, port = address.split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as connection:
+        connection.sendall(command.encode())
+        chunks = []
+        while chunk := connection.recv(1 << 16):
+            chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
 
 
 def _server(kind: str, tmp_path_factory: pytest.TempPathFactory):

@@ -1,9 +1,12 @@
-"""What only the ZooKeeper backend does: its kazoo handler's select, and one reader per watched node."""
+"""What only the ZooKeeper backend does: its kazoo handler's select, one watch on the server for all a
+store's watches, and one reader per watched node."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import os
+import re
 import resource
 import socket
 
@@ -12,7 +15,7 @@ import pytest
 from replog.coord_backends import DataEvent
 from replog.coord_backends.zookeeper import PollingHandler, ZooKeeperStore
 from tests.backends.conftest import SESSION_TIMEOUT_MS
-from tests.conftest import unique_root
+from tests.conftest import four_letter, unique_root
 from tests.polling import next_within
 
 
@@ -113,3 +116,47 @@ async def test_data_and_children_watches_of_one_node_are_apart(counted_store):
         assert await next_within(children) == ()
         await store.create("/parent/child", b"")
         assert await next_within(children) == ("child",)
+
+
+def server_watch_count(address: str) -> int:
+    return int(re.search(r"^zk_watch_count\s+(\d+)", four_letter(address, "mntr"), re.M)[1])
+
+
+async def test_the_server_holds_one_watch_for_a_store_however_many_nodes_it_watches(private_zookeeper_server):
+    address = private_zookeeper_server.address
+    before = server_watch_count(address)
+    root = unique_root()
+    store = ZooKeeperStore(address, root, session_timeout_ms=SESSION_TIMEOUT_MS)
+    writer = ZooKeeperStore(address, root, session_timeout_ms=SESSION_TIMEOUT_MS)
+    await store.start()
+    # mntr counts the recursive watch in its data and its children tables.
+    per_store = server_watch_count(address) - before
+    assert per_store in (1, 2)
+    await writer.start()
+    try:
+        assert server_watch_count(address) == before + 2 * per_store
+        nodes = [f"/node-{number}" for number in range(20)]
+        for node in nodes:
+            await writer.create(node, b"0")
+        watches = [await store.watch_data(node) for node in nodes]
+        watches += [await store.watch_children(node) for node in nodes]
+        watches.append(missing := await store.watch_data("/not-yet"))
+        assert server_watch_count(address) == before + 2 * per_store, "watching nodes adds no watch on the server"
+        for node in nodes:
+            await writer.set(node, b"1")
+            await writer.create(f"{node}/child", b"")
+        await writer.create("/not-yet", b"here")
+        for node, watch in zip(nodes, watches):
+            assert (await next_within(watch)).data == b"0"
+            assert (await next_within(watch)).data == b"1"
+        for watch in watches[len(nodes):-1]:
+            assert await next_within(watch) == ()
+            assert await next_within(watch) == ("child",)
+        assert (await next_within(missing)).data is None
+        assert (await next_within(missing)).data == b"here"
+        await asyncio.gather(*(watch.close() for watch in watches))
+        assert not store._readers
+    finally:
+        await store.close()
+        await writer.close()
+    assert server_watch_count(address) == before

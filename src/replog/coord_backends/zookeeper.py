@@ -8,11 +8,13 @@ which run kazoo's blocking calls in the default executor.
 The chroot is applied here rather than by kazoo, because kazoo cannot create a missing chroot
 through a chrooted client; every path crossing to kazoo gets `self._root` in front.
 
-Watches: ZooKeeper watches fire once. Each watched node (and kind of watch) has one re-arming
-reader task, shared by every replog watch of it: a trigger (or a reconnect, after which
-ZooKeeper may have dropped the watch with the session) wakes it, and it re-reads the node with a
-fresh watch, so the state it offers is always read together with the watch that will report the
-next change.
+Watches: one persistent recursive watch on the root (ZooKeeper 3.6's addWatch) reports every
+change of every node under it, so a broker holds one watch on the server however many nodes it
+follows; one-shot watches cost a server-side watch per node and kind, three per partition in the
+metadata cache alone. Each watched node (and kind: its data, or its children) has one reader
+task, shared by every replog watch of it, that re-reads the node after each change reported.
+After a reconnect the server has forgotten the watch (it belongs to the connection), so it is
+added again and every node re-read.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Awaitable, Callable
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.threading import SequentialThreadingHandler
+from kazoo.protocol.serialization import Watch as ZooKeeperEvent, int_struct, write_string
 
 from .base import (
     BadVersion,
@@ -60,6 +63,8 @@ _KAZOO_STATES = {
     KazooState.LOST: SessionState.LOST,
 }
 RECONNECT_DELAY_MAX_S = 1.0
+# The server's event types (kazoo.protocol.connection's private constants).
+NODE_CREATED, NODE_DELETED, NODE_DATA_CHANGED = 1, 2, 3
 
 
 def translate_error(error: BaseException, path: str | None, missing_path: str | None = None) -> BaseException:
@@ -78,6 +83,9 @@ def translate_error(error: BaseException, path: str | None, missing_path: str | 
         return NotEmpty(path or "?")
     if isinstance(error, kz.SessionExpiredError):
         return SessionLost(f"ZooKeeper session expired during an operation on {path}")
+    if isinstance(error, kz.UnimplementedError):
+        return CoordinationUnavailable("the ZooKeeper server does not implement the request; replog needs ZooKeeper 3.6 "
+                                       "or newer (persistent watches)", path)
     if isinstance(error, (kz.ConnectionLoss, kz.ConnectionClosedError, kz.OperationTimeoutError, kz.KazooException)):
         return CoordinationUnavailable(f"ZooKeeper: {type(error).__name__}", path)
     return error
@@ -113,6 +121,20 @@ def _descriptor(fileobj) -> int:
     return fileobj if isinstance(fileobj, int) else fileobj.fileno()
 
 
+class AddWatch(collections.namedtuple("AddWatch", "path mode")):
+    """ZooKeeper 3.6's addWatch request, which kazoo 2.11 does not have."""
+
+    type = 106
+    PERSISTENT_RECURSIVE = 1
+
+    def serialize(self) -> bytes:
+        return bytes(write_string(self.path)) + int_struct.pack(self.mode)
+
+    @classmethod
+    def deserialize(cls, _buffer, _offset) -> bool:
+        return True  # the reply has no body
+
+
 class ZooKeeperStore(Store):
     backend = "zk"
 
@@ -122,8 +144,9 @@ class ZooKeeperStore(Store):
         self._root = "" if chroot in ("", "/") else validate_path(chroot)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: KazooClient | None = None
-        # One reader per node and kind of watch, shared by every replog watch of it (see _Rearming).
-        self._readers: dict[tuple[str, str], _Rearming] = {}
+        # One reader per node and kind of watch, shared by every replog watch of it (see _NodeReader).
+        self._readers: dict[tuple[str, str], _NodeReader] = {}
+        self._rewatch: asyncio.Task | None = None
         self._last_state = SessionState.SUSPENDED
 
     # lifecycle and session
@@ -144,14 +167,20 @@ class ZooKeeperStore(Store):
             command_retry=None,
         )
         client.add_listener(self._on_kazoo_state)
+        self._hear_node_events(client)
         try:
             await self._loop.run_in_executor(None, client.start, self.start_wait_s)
         except Exception as error:
             await self._loop.run_in_executor(None, client.close)
             raise CoordinationUnavailable(f"cannot reach ZooKeeper at {self.hosts} within {self.start_wait_s:g} s: {error}") from None
         self._client = client
-        if self._root:
-            await self._ensure_root()
+        try:
+            if self._root:
+                await self._ensure_root()
+            await self._watch_everything()
+        except BaseException:
+            await self.close()
+            raise
         self._publish(SessionState.CONNECTED)
 
     async def _ensure_root(self) -> None:
@@ -167,6 +196,9 @@ class ZooKeeperStore(Store):
         client, self._client = self._client, None
         if client is None:
             return
+        if self._rewatch is not None:
+            self._rewatch.cancel()
+            await asyncio.gather(self._rewatch, return_exceptions=True)
         for reader in list(self._readers.values()):
             await reader.close()
         client.remove_listener(self._on_kazoo_state)
@@ -186,11 +218,11 @@ class ZooKeeperStore(Store):
             return
         logger.info("zookeeper session state=%s hosts=%s", state.value, self.hosts)
         self._session.publish(state)
-        if state == SessionState.CONNECTED:
-            # After a reconnect the server may have dropped our watches (always, if the session
-            # was lost); re-reading re-arms them and reports anything changed meanwhile.
-            for reader in self._readers.values():
-                reader.trigger()
+        if state == SessionState.CONNECTED and self._client is not None:
+            if self._rewatch is not None:
+                self._rewatch.cancel()
+            self._rewatch = asyncio.create_task(self._watch_again(), name="zookeeper-rewatch")
+            self._rewatch.add_done_callback(_log_unexpected_end)
 
     async def expire_session(self) -> None:
         client = self._kazoo()
@@ -228,6 +260,57 @@ class ZooKeeperStore(Store):
             if line.startswith("Zookeeper version:"):
                 return line.split(":", 1)[1].strip().split(",")[0]
         return None
+
+    # the root's watch
+    def _hear_node_events(self, client: KazooClient) -> None:
+        """Hand every event the server sends to `_on_node_event`. kazoo reports an event only to
+        the one-shot watches set on its node, and knows nothing of persistent ones."""
+        connection = client._connection
+        read_watch_event = connection._read_watch_event
+        loop = self._loop
+
+        def read_event(buffer, offset):
+            # kazoo's connection thread. Events reach the loop ahead of the replies read after
+            # them: those cross through kazoo's completion thread first.
+            event, _ = ZooKeeperEvent.deserialize(buffer, offset)
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(self._on_node_event, event.type, event.path)
+            return read_watch_event(buffer, offset)
+
+        connection._read_watch_event = read_event
+
+    async def _watch_everything(self) -> None:
+        client = self._kazoo()
+        result = client.handler.async_result()
+        client._call(AddWatch(self._root or "/", AddWatch.PERSISTENT_RECURSIVE), result)
+        await self._call(result, "/")
+
+    async def _watch_again(self) -> None:
+        """After a reconnect: the watch again, then every watched node read again, for whatever
+        changed while it was gone."""
+        delay_s = 0.05
+        while True:  # until the watch is back, or a later reconnect or close() cancels this
+            try:
+                await self._watch_everything()
+                break
+            except StoreError as error:
+                logger.info("zookeeper watch not yet restored error=%s", error)
+                await asyncio.sleep(delay_s)
+                delay_s = min(delay_s * 2, RECONNECT_DELAY_MAX_S)
+        for reader in self._readers.values():
+            reader.trigger()
+
+    def _on_node_event(self, kind: int, full_path: str) -> None:
+        if not self._readers:
+            return
+        keys = [("data", full_path)]
+        if kind in (NODE_CREATED, NODE_DELETED):
+            keys.append(("children", full_path.rpartition("/")[0] or "/"))
+            keys.append(("children", full_path))  # a deleted node has no children left
+        for key in keys:
+            reader = self._readers.get(key)
+            if reader is not None:
+                reader.trigger()
 
     # plumbing
     def _kazoo(self) -> KazooClient:
@@ -341,89 +424,75 @@ class ZooKeeperStore(Store):
     async def watch_data(self, path: str) -> Watch[DataEvent]:
         full = self._full(validate_path(path))
 
-        async def read(on_change: Callable | None) -> DataEvent:
-            client = self._kazoo()
-            while True:
-                try:
-                    data, stat = await self._call(client.get_async(full, watch=on_change), path)
-                    return DataEvent(data, stat.version)
-                except NoNode:
-                    # An exists() watch also fires on creation, which get() cannot watch for.
-                    if on_change is None or await self._call(client.exists_async(full, watch=on_change), path) is None:
-                        return DataEvent(None, None)
+        async def read() -> DataEvent:
+            try:
+                data, stat = await self._call(self._kazoo().get_async(full), path)
+            except NoNode:
+                return DataEvent(None, None)
+            return DataEvent(data, stat.version)
 
         return await self._open_watch(("data", full), read)
 
     async def watch_children(self, path: str) -> Watch[tuple[str, ...]]:
         full = self._full(validate_path(path))
 
-        async def read(on_change: Callable | None) -> tuple[str, ...]:
-            client = self._kazoo()
-            while True:
-                try:
-                    return tuple(sorted(await self._call(client.get_children_async(full, watch=on_change), path)))
-                except NoNode:
-                    if on_change is None or await self._call(client.exists_async(full, watch=on_change), path) is None:
-                        return ()
+        async def read() -> tuple[str, ...]:
+            try:
+                return tuple(sorted(await self._call(self._kazoo().get_children_async(full), path)))
+            except NoNode:
+                return ()
 
         return await self._open_watch(("children", full), read)
 
-    async def _open_watch(self, key: tuple[str, str], read: Callable[[Callable | None], Awaitable[object]]) -> Watch:
-        while True:  # again only if the reader found stopped meanwhile: then this opener starts one
-            reader = self._readers.get(key)
-            if reader is None:
-                reader = self._readers[key] = _Rearming(self, key, read)
-                return reader.subscribe(await reader.start())
-            await reader.started.wait()
-            # A read of its own, without a watch: the reader's last state may predate a write
-            # this caller made just before (its trigger not yet handed over by kazoo), and a
-            # watch starts from the state as it is when opened. Every later change reaches it
-            # through the reader, whose reads after this one are answered after it.
-            state = await read(None)
-            if self._readers.get(key) is reader:
-                return reader.subscribe(state)
+    async def _open_watch(self, key: tuple[str, str], read: Callable[[], Awaitable[object]]) -> Watch:
+        reader = self._readers.get(key)
+        if reader is None:
+            reader = self._readers[key] = _NodeReader(self, key, read)
+        return await reader.open()
 
 
-class _Rearming:
-    """A ZooKeeper node's watch of one kind, shared by every replog watch of it: a task re-reads
-    the node with a fresh watch after each trigger and offers the state to each.
+def _log_unexpected_end(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("zookeeper watch restore failed", exc_info=task.exception())
+
+
+class _NodeReader:
+    """A node's data or children, read again after each change the root's watch reports, and
+    offered to every replog watch of it.
 
     Shared because a broker watches many nodes several times over (a partition's leader node by
     the metadata cache, the partition's driver and an election waiting out the preferred
     replica's head start): each would cost its own reads at every change."""
 
-    def __init__(self, store: ZooKeeperStore, key: tuple[str, str], read: Callable[[Callable], Awaitable[object]]):
+    def __init__(self, store: ZooKeeperStore, key: tuple[str, str], read: Callable[[], Awaitable[object]]):
         self._store = store
         self._key = key
         self._read = read
-        self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
-        self._task: asyncio.Task | None = None
         self._watches: dict[Watch, None] = {}
-        self.started = asyncio.Event()  # set once the first read ended, read or failed
-
-    def _on_zookeeper_event(self, _event) -> None:
-        # kazoo's thread.
-        if not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self.trigger)
+        self._opening = 0
+        self._task = asyncio.create_task(self._run(), name=f"zookeeper-reader:{key[0]}:{key[1]}")
+        self._task.add_done_callback(self._ended)
 
     def trigger(self) -> None:
         self._changed.set()
 
-    async def start(self) -> object:
-        """The first state, read with the watch armed."""
+    async def open(self) -> Watch:
+        """A watch starting from a read of its own: the last state read for the others may
+        predate a write its opener made just before, whose event is still on its way. Any
+        change after this read is read again after it (the reader exists already, so the
+        change's event triggers it), and ZooKeeper answers in order."""
+        self._opening += 1
         try:
-            state = await self._read(self._on_zookeeper_event)
+            state = await self._read()
         except BaseException:
-            self._forget()
+            if self._opening == 1 and not self._watches:
+                self._discard()
             raise
         finally:
-            self.started.set()
-        self._task = asyncio.create_task(self._run())
-        return state
-
-    def subscribe(self, state: object) -> Watch:
-        """A watch starting from `state`, read by its opener."""
+            self._opening -= 1
+        if self._store._readers.get(self._key) is not self:
+            raise CoordinationUnavailable("the ZooKeeper client is closed")
         watch: Watch = Watch()
         watch._on_close = lambda: self._unsubscribe(watch)
         watch.offer(state)
@@ -432,16 +501,17 @@ class _Rearming:
 
     async def _unsubscribe(self, watch: Watch) -> None:
         self._watches.pop(watch, None)
-        if not self._watches:
+        if not self._watches and not self._opening:
             await self._stop()
 
     async def close(self) -> None:
         for watch in list(self._watches):
             await watch.close()
+        await self._stop()
 
-    def _forget(self) -> None:
-        if self._store._readers.get(self._key) is self:
-            del self._store._readers[self._key]
+    def _ended(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("zookeeper node reader failed key=%s", self._key, exc_info=task.exception())
 
     async def _run(self) -> None:
         delay_s = 0.05
@@ -449,7 +519,7 @@ class _Rearming:
             await self._changed.wait()
             self._changed.clear()
             try:
-                state = await self._read(self._on_zookeeper_event)
+                state = await self._read()
                 delay_s = 0.05
             except StoreError:
                 # Disconnected: the reconnect will trigger us again; until then retry gently.
@@ -460,10 +530,13 @@ class _Rearming:
             for watch in list(self._watches):
                 watch.offer(state)
 
+    def _discard(self) -> None:
+        if self._store._readers.get(self._key) is self:
+            del self._store._readers[self._key]
+        self._task.cancel()
+
     async def _stop(self) -> None:
-        self._forget()
-        if self._task is not None:
-            self._task.cancel()
-            # Not `except CancelledError` around an await of the task: that would swallow the
-            # cancellation of the caller too (the fetcher had this bug, found by the simulator).
-            await asyncio.gather(self._task, return_exceptions=True)
+        self._discard()
+        # Not `except CancelledError` around an await of the task: that would swallow the
+        # cancellation of the caller too (the fetcher had this bug, found by the simulator).
+        await asyncio.gather(self._task, return_exceptions=True)
