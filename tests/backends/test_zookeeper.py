@@ -81,7 +81,7 @@ async def test_watches_of_one_node_share_its_reads(counted_store):
     opened = sum(reads.values())
     second = await store.watch_data("/leader")
     third = await store.watch_data("/leader")
-    assert sum(reads.values()) == opened + 2, "a watch of a watched node costs one read, with no watch of its own"
+    assert sum(reads.values()) == opened, "a watch of a node read since its last change costs no read"
     assert (await next_within(second)).data == (await next_within(third)).data == b"0"
     before_change = sum(reads.values())
     await store.set("/leader", b"1")
@@ -96,8 +96,8 @@ async def test_watches_of_one_node_share_its_reads(counted_store):
 
 
 async def test_a_watch_of_a_watched_node_starts_from_the_openers_own_writes(counted_store):
-    """Its opener may have written just before, while the reader's trigger is still on its way:
-    the reader's last state is not enough (the state-change queue's consumption wait had this)."""
+    """Its opener may have written just before, while the reader's read of that write is still
+    to come (the state-change queue's consumption wait had this)."""
     store, _ = counted_store
     await store.create("/queue", b"")
     async with await store.watch_children("/queue") as listener:

@@ -462,15 +462,27 @@ class _NodeReader:
 
     Shared because a broker watches many nodes several times over (a partition's leader node by
     the metadata cache, the partition's driver and an election waiting out the preferred
-    replica's head start): each would cost its own reads at every change."""
+    replica's head start): each would cost its own reads at every change.
+
+    A watch opened on it starts from a state read after every event the loop has seen, so
+    after every write whose reply its opener has seen: ZooKeeper sends a change's event before
+    any reply that follows the change, and the store hands events to the loop ahead of the
+    replies read after them. A reader with no event since its last read offers that read at
+    once; one with an event pending, or a read in flight, offers the first read sent after it.
+    """
 
     def __init__(self, store: ZooKeeperStore, key: tuple[str, str], read: Callable[[], Awaitable[object]]):
         self._store = store
         self._key = key
         self._read = read
         self._changed = asyncio.Event()
+        self._changed.set()  # nothing read yet
+        self._last: object = _UNREAD
+        self._reads_sent = 0
+        self._reading = False
+        # Openers waiting for a state: each for the first successful read numbered at least this.
+        self._waiting: dict[asyncio.Future, int] = {}
         self._watches: dict[Watch, None] = {}
-        self._opening = 0
         self._task = asyncio.create_task(self._run(), name=f"zookeeper-reader:{key[0]}:{key[1]}")
         self._task.add_done_callback(self._ended)
 
@@ -478,21 +490,25 @@ class _NodeReader:
         self._changed.set()
 
     async def open(self) -> Watch:
-        """A watch starting from a read of its own: the last state read for the others may
-        predate a write its opener made just before, whose event is still on its way. Any
-        change after this read is read again after it (the reader exists already, so the
-        change's event triggers it), and ZooKeeper answers in order."""
-        self._opening += 1
-        try:
-            state = await self._read()
-        except BaseException:
-            if self._opening == 1 and not self._watches:
-                self._discard()
-            raise
-        finally:
-            self._opening -= 1
-        if self._store._readers.get(self._key) is not self:
-            raise CoordinationUnavailable("the ZooKeeper client is closed")
+        if not self._changed.is_set() and not self._reading:
+            state = self._last
+        else:
+            # The read in flight was sent after every event seen so far, unless one came since.
+            needed = self._reads_sent + (1 if self._changed.is_set() else 0)
+            future = asyncio.get_running_loop().create_future()
+            self._waiting[future] = needed
+            try:
+                async with asyncio.timeout(self._store.session_timeout_ms / 1000):
+                    state = await future
+            except BaseException as error:
+                del self._waiting[future]
+                if not self._watches and not self._waiting:
+                    self._discard()
+                if isinstance(error, TimeoutError):
+                    raise CoordinationUnavailable("ZooKeeper did not answer within the session timeout",
+                                                  self._store._relative(self._key[1])) from None
+                raise
+            del self._waiting[future]
         watch: Watch = Watch()
         watch._on_close = lambda: self._unsubscribe(watch)
         watch.offer(state)
@@ -501,7 +517,7 @@ class _NodeReader:
 
     async def _unsubscribe(self, watch: Watch) -> None:
         self._watches.pop(watch, None)
-        if not self._watches and not self._opening:
+        if not self._watches and not self._waiting:
             await self._stop()
 
     async def close(self) -> None:
@@ -518,6 +534,9 @@ class _NodeReader:
         while True:  # until the last watch closes
             await self._changed.wait()
             self._changed.clear()
+            self._reads_sent += 1
+            sent = self._reads_sent
+            self._reading = True
             try:
                 state = await self._read()
                 delay_s = 0.05
@@ -527,16 +546,28 @@ class _NodeReader:
                 await asyncio.sleep(delay_s)
                 delay_s = min(delay_s * 2, RECONNECT_DELAY_MAX_S)
                 continue
+            finally:
+                self._reading = False
+            self._last = state
             for watch in list(self._watches):
                 watch.offer(state)
+            for future, needed in list(self._waiting.items()):
+                if needed <= sent and not future.done():
+                    future.set_result(state)
 
     def _discard(self) -> None:
         if self._store._readers.get(self._key) is self:
             del self._store._readers[self._key]
         self._task.cancel()
+        for future in self._waiting:
+            if not future.done():
+                future.set_exception(CoordinationUnavailable("the ZooKeeper client is closed"))
 
     async def _stop(self) -> None:
         self._discard()
         # Not `except CancelledError` around an await of the task: that would swallow the
         # cancellation of the caller too (the fetcher had this bug, found by the simulator).
         await asyncio.gather(self._task, return_exceptions=True)
+
+
+_UNREAD = object()
