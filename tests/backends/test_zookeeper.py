@@ -16,7 +16,7 @@ from replog.coord_backends import DataEvent
 from replog.coord_backends.zookeeper import PollingHandler, ZooKeeperStore
 from tests.backends.conftest import SESSION_TIMEOUT_MS
 from tests.conftest import four_letter, unique_root
-from tests.polling import next_within
+from tests.polling import next_within, wait_until
 
 
 def test_select_reports_the_ready_descriptors_of_each_list():
@@ -119,7 +119,11 @@ async def test_data_and_children_watches_of_one_node_are_apart(counted_store):
 
 
 def server_watch_count(address: str) -> int:
-    return int(re.search(r"^zk_watch_count\s+(\d+)", four_letter(address, "mntr"), re.M)[1])
+    # A server answers ruok (scripts/zookeeper.sh waits for it) before mntr, which says "not
+    # currently serving requests" until the server has loaded its database.
+    found = wait_until(lambda: re.search(r"^zk_watch_count\s+(\d+)", four_letter(address, "mntr"), re.M),
+                       "ZooKeeper's mntr to report its watch count")
+    return int(found[1])
 
 
 async def test_the_server_holds_one_watch_for_a_store_however_many_nodes_it_watches(private_zookeeper_server):
