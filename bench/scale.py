@@ -64,7 +64,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from bench.replication import cpu_seconds  # noqa: E402
 from tests import broker_process  # noqa: E402
 from tests.cluster.conftest import Cluster  # noqa: E402
-from tests.conftest import SCRIPTS, ServerProcess, four_letter, unique_root  # noqa: E402
+from tests.conftest import SCRIPTS, ServerProcess, four_letter, unique_root, zookeeper_watch_count  # noqa: E402
 
 TOPIC = "scale"
 BROKERS = 3
@@ -234,10 +234,9 @@ class Watches:
 
 def zookeeper_watches(address: str, root: str) -> Watches:
     mntr = four_letter(address, "mntr")
-    found = re.search(r"^zk_watch_count\s+(\d+)", mntr, re.M)
-    if not found:
+    total = zookeeper_watch_count(mntr)
+    if total is None:
         return Watches(None, note=f"mntr gave no zk_watch_count: {mntr.strip()[:200]!r}")
-    total = int(found[1])
     dump = four_letter(address, "dump")
     sessions = by_session(dump.partition("ephemeral nodes dump:")[2])
     brokers = {session: int(match[1]) for session, paths in sessions.items() for path in paths
@@ -384,8 +383,7 @@ class Run:
         """The server's watch count alone (cheaper than `watches`): mntr's zk_watch_count, or etcd's watchers."""
         try:
             if self.store == "zk":
-                found = re.search(r"^zk_watch_count\s+(\d+)", four_letter(self.address, "mntr"), re.M)
-                return int(found[1]) if found else None
+                return zookeeper_watch_count(four_letter(self.address, "mntr"))
             return int(etcd_metrics(self.address)["etcd_debugging_mvcc_watcher_total"])
         except (OSError, KeyError):
             return None

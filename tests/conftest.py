@@ -7,6 +7,7 @@ test command) and stopped at the end; tests that restart a server get a private 
 from __future__ import annotations
 
 import pathlib
+import re
 import socket
 import subprocess
 import uuid
@@ -56,6 +57,13 @@ def four_letter(address: str, command: str) -> str:
         while chunk := connection.recv(1 << 16):
             chunks.append(chunk)
     return b"".join(chunks).decode(errors="replace")
+
+
+def zookeeper_watch_count(mntr: str) -> int | None:
+    """The server's watch count (data and child watches) in a `mntr` answer; None without one, as
+    from a server that answers ruok but does not serve yet."""
+    found = re.search(r"^zk_watch_count\s+(\d+)", mntr, re.M)
+    return int(found[1]) if found else None
 
 
 def _server(kind: str, tmp_path_factory: pytest.TempPathFactory):

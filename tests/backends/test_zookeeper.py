@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
-import re
 import resource
 import socket
 
@@ -15,7 +14,7 @@ import pytest
 from replog.coord_backends import DataEvent
 from replog.coord_backends.zookeeper import PollingHandler, ZooKeeperStore
 from tests.backends.conftest import SESSION_TIMEOUT_MS
-from tests.conftest import four_letter, unique_root
+from tests.conftest import four_letter, unique_root, zookeeper_watch_count
 from tests.polling import next_within, wait_until
 
 
@@ -121,9 +120,11 @@ async def test_data_and_children_watches_of_one_node_are_apart(counted_store):
 def server_watch_count(address: str) -> int:
     # A server answers ruok (scripts/zookeeper.sh waits for it) before mntr, which says "not
     # currently serving requests" until the server has loaded its database.
-    found = wait_until(lambda: re.search(r"^zk_watch_count\s+(\d+)", four_letter(address, "mntr"), re.M),
-                       "ZooKeeper's mntr to report its watch count")
-    return int(found[1])
+    def reported() -> tuple[int] | None:
+        count = zookeeper_watch_count(four_letter(address, "mntr"))
+        return None if count is None else (count,)
+
+    return wait_until(reported, "ZooKeeper's mntr to report its watch count")[0]
 
 
 async def test_the_server_holds_one_watch_for_a_store_however_many_nodes_it_watches(private_zookeeper_server):
