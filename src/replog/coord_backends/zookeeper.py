@@ -222,7 +222,7 @@ class ZooKeeperStore(Store):
             if self._rewatch is not None:
                 self._rewatch.cancel()
             self._rewatch = asyncio.create_task(self._watch_again(), name="zookeeper-rewatch")
-            self._rewatch.add_done_callback(_log_unexpected_end)
+            self._rewatch.add_done_callback(_logging_failure("zookeeper watch restore"))
 
     async def expire_session(self) -> None:
         client = self._kazoo()
@@ -451,9 +451,14 @@ class ZooKeeperStore(Store):
         return await reader.open()
 
 
-def _log_unexpected_end(task: asyncio.Task) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        logger.error("zookeeper watch restore failed", exc_info=task.exception())
+def _logging_failure(what: str) -> Callable[[asyncio.Task], None]:
+    """A done-callback for a task that ends only when cancelled: anything else is a bug, logged."""
+
+    def ended(task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("%s failed", what, exc_info=task.exception())
+
+    return ended
 
 
 class _NodeReader:
@@ -484,7 +489,7 @@ class _NodeReader:
         self._waiting: dict[asyncio.Future, int] = {}
         self._watches: dict[Watch, None] = {}
         self._task = asyncio.create_task(self._run(), name=f"zookeeper-reader:{key[0]}:{key[1]}")
-        self._task.add_done_callback(self._ended)
+        self._task.add_done_callback(_logging_failure(f"zookeeper node reader key={key}"))
 
     def trigger(self) -> None:
         self._changed.set()
@@ -524,10 +529,6 @@ class _NodeReader:
         for watch in list(self._watches):
             await watch.close()
         await self._stop()
-
-    def _ended(self, task: asyncio.Task) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("zookeeper node reader failed key=%s", self._key, exc_info=task.exception())
 
     async def _run(self) -> None:
         delay_s = 0.05
