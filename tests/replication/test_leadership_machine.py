@@ -107,6 +107,15 @@ def test_events_of_an_ended_leadership_are_ignored():
         assert decide(state, stale) == (state, [])
 
 
+def test_a_leader_resigns_when_its_upkeep_says_so_even_while_fenced():
+    """The upkeep ends after sending either event; a leadership kept would run without one."""
+    for event in (machine.PreferredReplicaReady(5), machine.MovedOff(5)):
+        for role in (Role.LEADER, Role.FENCED_LEADER):
+            state, actions = decide(leading(version=7, role=role), event)
+            assert state.role is Role.NONE
+            assert actions == [machine.StopLeading(), machine.ReleaseLeaderNode(7)]
+
+
 def test_a_failed_upkeep_stops_leading_and_rereads_the_node():
     state, actions = decide(leading(), machine.UpkeepEnded(5, "boom"))
     assert state.role is Role.NONE

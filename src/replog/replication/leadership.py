@@ -350,8 +350,13 @@ def _on_upkeep_ended(state: State, event: UpkeepEnded) -> tuple[State, list[Acti
 def _resign(state: State, event: PreferredReplicaReady | MovedOff) -> tuple[State, list[Action]]:
     """Stop taking writes, then release the node. For the preferred replica: it races without
     waiting while this one waits PreferredReplicaTime, so it wins and this one follows. For a
-    leader moved off: it is out of the ISR, so it cannot win again."""
-    if state.role is not Role.LEADER or state.epoch != event.epoch:
+    leader moved off: it is out of the ISR, so it cannot win again.
+
+    A fenced leader resigns too: the upkeep that sent the event has ended, so a leadership kept
+    would take writes without ISR upkeep once the fence lifts, holding acks=all for ever behind
+    a follower that is gone (an etcd restart answered an upkeep's store read in that window).
+    A release that fails while the session is in doubt is retried through the node's next read."""
+    if not _leads_at(state, event.epoch):
         return state, []
     return _given_up(state), [StopLeading(), ReleaseLeaderNode(state.leader_version)]
 
