@@ -377,6 +377,26 @@ def test_clean_close_and_reopen_keeps_everything(log_dir):
     assert reopened.append(build_batch(), leader_epoch=1) == (14, 14)
 
 
+def test_an_epoch_past_the_log_end_is_dropped_at_open_and_written_before_the_next_bytes(log_dir):
+    """An idle partition's entry at its log end goes at each open without a checkpoint write;
+    the file still holds it until the next append writes the entries first, so that records
+    of the earlier epoch appended there are never taken for the dropped one's after a crash."""
+    checkpoint = log_dir / "leader-epoch-checkpoint"
+    log = open_log(log_dir)
+    log.append_as_follower(build_batch(record_count=2, base_offset=0, leader_epoch=3))
+    log.leader_epoch_cache.assign(5, 2)  # led at epoch 5, and nothing came
+    log.close()
+    written = checkpoint.read_text()
+    reopened = open_log(log_dir)
+    assert reopened.leader_epoch_cache.entries == [(3, 0)]
+    assert checkpoint.read_text() == written  # no write at open
+    reopened.append_as_follower(build_batch(record_count=2, base_offset=2, leader_epoch=3))
+    reopened.close_handles()  # killed: no close
+    after_crash = open_log(log_dir)
+    assert after_crash.leader_epoch_cache.entries == [(3, 0)]
+    assert after_crash.leader_epoch_cache.end_offset_for(3, after_crash.log_end_offset) == (3, 4)
+
+
 def test_clean_reopen_does_not_rescan_old_segments(log_dir):
     # A flipped byte deep inside a closed segment is only found by a full rescan: after a clean
     # shutdown it must stay unnoticed (no rescan), after a crash it is found.

@@ -194,8 +194,7 @@ class Log:
                 self._delete_after_cut(segments[i + 1:])
                 break
             min_offset = segment.next_offset
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.leader_epoch_cache.trim_at_open(self.log_start_offset, self.log_end_offset)
         if clean:
             self.recovery_point = self.log_end_offset
         else:
@@ -290,6 +289,8 @@ class Log:
         # The common produce holds one batch (one per partition): its facts are the run's, so
         # no header objects are built.
         headers = None if batch_count == 1 else batch_headers(batches)
+        # Before the bytes: records past the file's entries would let the next open keep a stale one.
+        self.leader_epoch_cache.save_if_unsaved()
         if not active.append(batches, last_offset, max_timestamp, now_ms, headers):
             self._roll_and_append(batches, first_offset, last_offset, max_timestamp, now_ms, headers)
         self._count_unflushed(record_count, now_ms)
@@ -311,6 +312,7 @@ class Log:
             if header.base_offset < expected:
                 raise InvalidRecordError(f"batch offset {header.base_offset} is below expected offset {expected}")
             expected = header.next_offset
+        self.leader_epoch_cache.save_if_unsaved()  # before the bytes, as in append
         now_ms = self._clock()
         for run, run_headers in _runs_within(batches, headers, self.config.segment_bytes):
             _, last_offset, max_timestamp, record_count = run_of(run_headers)
