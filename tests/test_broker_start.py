@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from replog.storage.clean_shutdown import recorded_cleanly_closed
 from tests.broker_process import BrokerProcess
 from tests.conftest import unique_root
 from tests.test_cli import closed_port
@@ -36,7 +37,7 @@ def test_start_line_names_listener_data_dir_and_store(tmp_path):
         assert broker.stop() == 0
 
 
-def test_sigterm_is_a_clean_shutdown_that_leaves_clean_markers(tmp_path):
+def test_sigterm_is_a_clean_shutdown_that_records_the_logs_closed_cleanly(tmp_path):
     from confluent_kafka.admin import AdminClient, NewTopic
 
     broker = BrokerProcess(tmp_path / "data")
@@ -44,7 +45,7 @@ def test_sigterm_is_a_clean_shutdown_that_leaves_clean_markers(tmp_path):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic("marked", 1, 1)])["marked"].result(timeout=30)
     assert broker.stop() == 0
-    assert (tmp_path / "data" / "marked-0" / ".clean-shutdown").exists()
+    assert "marked-0" in recorded_cleanly_closed(tmp_path / "data")
     assert any("shutting down" in line for line in broker.output)
 
 

@@ -21,7 +21,7 @@ Shutdown (SIGTERM), controlled: first remove the registration, so that the leade
 follows shrink it out of their ISRs; hand each partition this broker leads to another in-sync
 replica (leave the ISR, release the leader node); wait until it is out of the ISRs of the
 partitions it follows; then stop accepting and finish the requests already received, close every
-log cleanly (flush, checkpoints, clean-shutdown markers), and end the store session. The store
+log cleanly (flush, checkpoints, the record of the logs closed cleanly), and end the store session. The store
 steps are best effort, each bounded by the session timeout: an outage of the store during
 shutdown skips the hand-over (logged) but never the clean close of the logs.
 

@@ -3,7 +3,7 @@ server is down skips the hand-over it cannot make and still closes its logs clea
 
 from __future__ import annotations
 
-from replog.storage.log import CLEAN_SHUTDOWN_FILE
+from replog.storage.clean_shutdown import recorded_cleanly_closed
 from tests.chaos.harness import create_topic, fully_in_sync, leader_of, wait_until
 from tests.cluster.test_replication import produce_numbered
 
@@ -17,4 +17,4 @@ def test_a_sigterm_during_a_coordination_outage_still_shuts_down_cleanly(private
     cluster.server.stop()
     # BrokerProcess.stop waits a bounded time, then kills: a hung shutdown is not status 0.
     assert leader.stop() == 0, "".join(leader.output[-40:])
-    assert (leader.data_dir / "outage-0" / CLEAN_SHUTDOWN_FILE).exists(), "the log was not closed cleanly"
+    assert "outage-0" in recorded_cleanly_closed(leader.data_dir), "the log was not closed cleanly"

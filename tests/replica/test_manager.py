@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from replog.storage.checkpoint import OffsetCheckpoint
+from replog.storage.clean_shutdown import CLEAN_SHUTDOWN_FILE, recorded_cleanly_closed
 from replog.storage.log import LogConfig
 from replog.storage.partition_metadata import tagged_topic_id
 from replog.replica.manager import (
@@ -129,7 +130,7 @@ async def test_shutdown_leaves_clean_logs_and_producer_snapshots(tmp_path):
     manager = make_manager(tmp_path)
     manager.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
     await manager.shutdown()
-    assert (tmp_path / "orders-0" / ".clean-shutdown").exists()
+    assert recorded_cleanly_closed(tmp_path) == {"orders-0"}
     assert list((tmp_path / "orders-0").glob("*" + SNAPSHOT_SUFFIX))
     assert manager.partitions == ()
 
@@ -152,9 +153,44 @@ async def test_shutdown_closes_the_logs_off_the_event_loop_and_past_a_failed_one
     await manager.shutdown()
     assert sorted(closed_on) == [partition for partition in range(40) if partition != 7]
     assert loop_thread not in closed_on.values(), "a log was closed on the event loop"
-    assert all((tmp_path / f"orders-{partition}" / ".clean-shutdown").exists() for partition in closed_on)
-    assert not (tmp_path / "orders-7" / ".clean-shutdown").exists()
+    assert recorded_cleanly_closed(tmp_path) == {f"orders-{partition}" for partition in closed_on}  # not orders-7
     assert OffsetCheckpoint(tmp_path / HIGH_WATERMARK_CHECKPOINT_FILE).read().keys() == {("orders", p) for p in range(40)}
+
+
+def opened_clean(caplog, name: str) -> bool:
+    topic, _, partition = name.rpartition("-")
+    lines = [record.getMessage() for record in caplog.records
+             if record.getMessage().startswith(f"opened log topic={topic} partition={partition} ")]
+    assert len(lines) == 1, lines
+    return " clean=True " in lines[0]
+
+
+async def test_a_start_trusts_only_the_logs_the_last_clean_stop_recorded(tmp_path, caplog):
+    """One record per data directory (Kafka's LogManager): a start takes it, so that a crash
+    from then on finds none, and a stop records the logs it closed and the listed ones it
+    never opened, never a log a crashed life left behind."""
+    caplog.set_level(logging.DEBUG, logger="replog.storage.log")
+    manager = make_manager(tmp_path)
+    for partition in range(3):
+        manager.start_replica("orders", partition, LogConfig(), (BROKER,), leader_epoch=0)
+    await manager.shutdown()
+    assert recorded_cleanly_closed(tmp_path) == {"orders-0", "orders-1", "orders-2"}
+    caplog.clear()
+    restarted = make_manager(tmp_path)
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    restarted.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=1)
+    assert opened_clean(caplog, "orders-0")
+    # A crash now: no stop records anything, and nothing is trusted at the next start.
+    caplog.clear()
+    after_crash = make_manager(tmp_path)
+    for partition in (0, 1):
+        after_crash.start_replica("orders", partition, LogConfig(), (BROKER,), leader_epoch=2)
+    assert not opened_clean(caplog, "orders-0") and not opened_clean(caplog, "orders-1")
+    after_crash.start_replica("orders", 3, LogConfig(), (BROKER,), leader_epoch=0)
+    after_crash.close_replica("orders", 1)
+    await after_crash.shutdown()
+    # orders-2, left unopened by the crashed life, is not vouched for.
+    assert recorded_cleanly_closed(tmp_path) == {"orders-0", "orders-1", "orders-3"}
 
 
 async def test_periodic_task_checkpoints_high_watermarks(tmp_path):

@@ -4,8 +4,8 @@ not elected while the replica holding those writes is away (KIP-966's case). A p
 loses nothing, so there it stays electable.
 
 One broker runs in this process over the embedded store; a second client of the same store
-plays the other replica. A crash is staged on disk as one leaves it: the logs' clean-shutdown
-markers gone, and, for a machine restart, a boot id recorded that is not this machine's.
+plays the other replica. A crash is staged on disk as one leaves it: no record of a clean stop
+(clean_shutdown.py), and, for a machine restart, a boot id recorded that is not this machine's.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment
 from replog.replication.election import leader_election
 from replog.storage.checkpoint import write_checkpoint
-from replog.storage.log import CLEAN_SHUTDOWN_FILE
+from replog.storage.clean_shutdown import CLEAN_SHUTDOWN_FILE
 from replog.storage.unclean_reboot import BOOT_ID_FILE, lost_unflushed_writes
 from tests.polling import eventually
 
@@ -45,11 +45,10 @@ async def restarted_after_crash(tmp_path, machine_restarted: bool) -> tuple[Brok
     await broker.start()
     epoch = broker.replicas.get_partition(TOPIC, 0).leader_epoch
     await broker.stop()
-    # What a crash leaves: no hand-over (both still in the ISR), no clean-shutdown marker.
+    # What a crash leaves: no hand-over (both still in the ISR), no record of a clean stop.
     await peer.set(paths.isr(TOPIC, 0), IsrRecord((BROKER, OTHER), epoch).encode())
     await peer.delete(paths.broker(OTHER))
-    log_dir = tmp_path / "data" / f"{TOPIC}-0"
-    (log_dir / CLEAN_SHUTDOWN_FILE).unlink()
+    (tmp_path / "data" / CLEAN_SHUTDOWN_FILE).unlink()
     if machine_restarted:
         write_checkpoint(tmp_path / "data" / BOOT_ID_FILE, ["a-boot-before-this-one"])
     broker = start_broker(tmp_path)

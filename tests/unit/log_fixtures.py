@@ -18,8 +18,8 @@ class ManualClock:
         self.now_ms += delta_ms
 
 
-def open_log(directory: Path, clock: ManualClock | None = None, **config) -> Log:
-    return Log(directory, LogConfig(**config), clock or ManualClock())
+def open_log(directory: Path, clock: ManualClock | None = None, *, closed_cleanly: bool = False, **config) -> Log:
+    return Log(directory, LogConfig(**config), clock or ManualClock(), closed_cleanly=closed_cleanly)
 
 
 def read_all(log: Log, offset: int, max_bytes: int = 1 << 30, max_offset: int | None = None) -> bytes:

@@ -4,7 +4,7 @@ import os
 import pytest
 
 from replog.storage.errors import InvalidRecordError, OffsetOutOfRangeError, RecordListTooLargeError, RecordTooLargeError
-from replog.storage.log import CLEAN_SHUTDOWN_FILE, LogConfig
+from replog.storage.log import LogConfig
 from replog.storage.records import validate_batches
 from log_fixtures import ManualClock, open_log, read_all
 from replica_batches import build_batch
@@ -368,9 +368,7 @@ def test_clean_close_and_reopen_keeps_everything(log_dir):
         log.append(build_batch(record_count=2, payload_bytes=139, max_timestamp=ts * 10), leader_epoch=1)
     before = read_all(log, 0)
     log.close()
-    assert (log_dir / CLEAN_SHUTDOWN_FILE).exists()
-    reopened = open_log(log_dir, segment_bytes=450, index_interval_bytes=100)
-    assert not (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+    reopened = open_log(log_dir, segment_bytes=450, index_interval_bytes=100, closed_cleanly=True)
     assert read_all(reopened, 0) == before
     assert (reopened.log_end_offset, reopened.recovery_point) == (14, 14)
     assert reopened.offset_for_timestamp(35) == (8, 40)
@@ -407,7 +405,7 @@ def test_clean_reopen_does_not_rescan_old_segments(log_dir):
     with open(log_dir / "00000000000000000000.log", "r+b") as f:
         f.seek(100)
         f.write(b"\xff")
-    assert open_log(log_dir, segment_bytes=450, index_interval_bytes=0).log_end_offset == 8
+    assert open_log(log_dir, segment_bytes=450, index_interval_bytes=0, closed_cleanly=True).log_end_offset == 8
 
 
 def test_log_directory_must_be_named_topic_partition(tmp_path):

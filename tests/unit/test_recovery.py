@@ -1,4 +1,4 @@
-"""Crash recovery: a log whose process died (no clean-shutdown marker) and whose files were then
+"""Crash recovery: a log whose process died (not opened as closed cleanly) and whose files were then
 damaged the ways a crash or a disk damages them. Each is recovered to the last valid batch."""
 
 import logging

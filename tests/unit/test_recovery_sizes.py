@@ -2,7 +2,7 @@
 
 Segments of several MiB hold batches from 61 bytes to 8 MiB (console producers, Java's 16 KiB
 batch.size, librdkafka's ~1 MB, message.max.bytes raised); the log is killed without closing
-(nothing flushed, no clean-shutdown marker, index files as far as rolls wrote them), its tail is
+(nothing flushed, not opened as closed cleanly, index files as far as rolls wrote them), its tail is
 optionally damaged the ways a crash damages it, and it is reopened. Then every batch before the
 damage must be served byte-identical at its offsets and found by its timestamp, nothing after the
 damage may be served, and appends must go on at the right offset.

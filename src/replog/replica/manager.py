@@ -7,6 +7,9 @@ them to Partition.scala). Layout of the data directory:
     <data_dir>/replication-offset-checkpoint  HW of every hosted partition (Kafka's file)
     <data_dir>/boot-id                        the machine's boot at the last start, and per log
                                               `.unclean-reboot` (unclean_reboot.py)
+    <data_dir>/.clean-shutdown                the logs the last stop closed cleanly, present
+                                              only between a clean stop and the next start
+                                              (clean_shutdown.py)
     <data_dir>/.lock                          locked by the broker process using the directory
                                               (data_dir_lock.py), before this manager exists
 
@@ -35,6 +38,7 @@ import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 
+from replog.storage import clean_shutdown
 from replog.storage.checkpoint import OffsetCheckpoint
 from replog.storage.errors import ReplicaError
 from replog.storage.cleaner import Cleaned
@@ -104,7 +108,10 @@ class ReplicaManager:
         self._clock = clock
         self._monotonic_clock = monotonic_clock or clock
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        for marked in unclean_reboot.mark_logs_after_reboot(self.data_dir, boot_id):
+        # Names of the log directories whose next open may trust their files: those the last
+        # stop closed cleanly and not opened since, and those closed cleanly since.
+        self._closed_cleanly = clean_shutdown.take_cleanly_closed(self.data_dir)
+        for marked in unclean_reboot.mark_logs_after_reboot(self.data_dir, boot_id, self._closed_cleanly):
             logger.warning("log not closed before the machine restarted: it may have lost unflushed writes, and its replica "
                            "leaves the ISR before it starts broker=%d dir=%s", self.broker_id, marked)
         self._high_watermark_checkpoint = OffsetCheckpoint(self.data_dir / HIGH_WATERMARK_CHECKPOINT_FILE)
@@ -137,8 +144,8 @@ class ReplicaManager:
                        for interval_ms, chore in chores if interval_ms != NEVER_MS]
 
     async def shutdown(self) -> None:
-        """Stop the tasks, close every log cleanly and write the HW checkpoint last, so that it
-        holds each partition's final HW."""
+        """Stop the tasks, close every log cleanly, record which logs were (clean_shutdown.py),
+        and write the HW checkpoint last, so that it holds each partition's final HW."""
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -162,8 +169,15 @@ class ReplicaManager:
                                  exc_info=outcome)
                 elif isinstance(outcome, BaseException):
                     unexpected.append(outcome)
+                else:
+                    self._closed_cleanly.add(partition.log.directory.name)
         for key in list(self._loaded):  # bounded by the partitions about to start
             self.close_loaded(*key)
+        try:
+            clean_shutdown.record_cleanly_closed(self.data_dir, self._closed_cleanly)
+        except OSError:
+            logger.exception("recording the logs closed cleanly failed: every log recovers at the next start "
+                             "broker=%d", self.broker_id)
         self.checkpoint_high_watermarks()
         self._partitions.clear()
         if unexpected:
@@ -230,7 +244,7 @@ class ReplicaManager:
                 await self.delete_replica(topic, partition)
 
             def open_tagged() -> Log:
-                log = Log(directory, log_config, self._clock, self._log_flushed)
+                log = self._new_log(directory, log_config)
                 if topic_id is not None and earlier_id != topic_id:  # untagged, or deleted just above
                     tag_topic_id(directory, topic_id)
                 return log
@@ -242,6 +256,13 @@ class ReplicaManager:
         loaded = self._loaded.pop((topic, partition), None)
         if loaded is not None:
             loaded.close()
+            self._closed_cleanly.add(loaded.directory.name)
+
+    def _new_log(self, directory: Path, log_config: LogConfig) -> Log:
+        """Open a log, in any thread (one open per log at a time): trusted if closed cleanly."""
+        closed_cleanly = directory.name in self._closed_cleanly
+        self._closed_cleanly.discard(directory.name)  # from here on, writes may come
+        return Log(directory, log_config, self._clock, self._log_flushed, closed_cleanly=closed_cleanly)
 
     async def _opened_elsewhere(self, key: tuple[str, int]) -> None:
         while (opening := self._opening.get(key)) is not None:  # each open ends: bounded by the openers
@@ -276,7 +297,7 @@ class ReplicaManager:
         """The replica's log (unless `loaded` already) and partition state, read from disk:
         any thread."""
         if loaded is None:
-            log = Log(self.log_directory(start.topic, start.partition), start.log_config, self._clock, self._log_flushed)
+            log = self._new_log(self.log_directory(start.topic, start.partition), start.log_config)
         else:
             log = loaded
             log.update_config(start.log_config)  # the topic's settings may have changed since the load
@@ -298,6 +319,7 @@ class ReplicaManager:
         closing = self.get_partition(topic, partition)
         del self._partitions[(topic, partition)]
         closing.close()
+        self._closed_cleanly.add(closing.log.directory.name)
         self._checkpointed_high_watermarks[(topic, partition)] = closing.high_watermark
         self.on_replica_changed(closing)
 
@@ -311,6 +333,7 @@ class ReplicaManager:
         """closeReplica with deletion, hosted or not: a broker drains its close-replica requests
         before it opens any replica, so a log deleted while it was down is only on disk. The
         files go in a worker thread: a log of many segments takes long to remove."""
+        self._closed_cleanly.discard(self.log_directory(topic, partition).name)
         hosted = self.hosted(topic, partition)
         if hosted is not None:
             del self._partitions[(topic, partition)]

@@ -2,7 +2,7 @@
 
 Owns `<data_dir>/.lock` (Kafka's name for it): an exclusive, non-blocking `flock` on it, held
 from before anything else reads or writes the directory (crash recovery, checkpoints, the
-embedded store's sqlite file, clean-shutdown markers) until the broker has stopped. A second
+embedded store's sqlite file, the clean-shutdown record) until the broker has stopped. A second
 broker on the directory is refused before it touches a file, whatever its store.
 
 The file holds the holder's pid, written once the lock is held, so that a refused process can

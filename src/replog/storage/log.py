@@ -6,7 +6,6 @@ Directory `<topic>-<partition>/`:
     recovery-point-offset-checkpoint                   offset below which data is flushed
     cleaner-offset-checkpoint                          compacted logs: where cleaning stopped
     leader-epoch-checkpoint                            leader-epoch cache (checkpoint.py)
-    .clean-shutdown                                    present only between close() and reopen
 
 Only the last ("active") segment is appended to; a new one is rolled when the next append would
 pass segment.bytes, when the timestamps of the batches span segment.ms, or when an offset would
@@ -18,10 +17,11 @@ Durability: as in Kafka, the default leaves writing back to the OS (replication 
 durability); flush.messages / flush.ms force fsyncs on the append path. The recovery point is the
 offset up to which the log is known flushed. The owner also flushes in the background
 (begin_flush, a FlushJob run in another thread, complete_flush), so that the recovery point
-follows the log end at that interval whatever the flush settings. Opening after a clean shutdown
-trusts the files and only rescans each segment's index tail; opening without the marker trusts
-what lies below the recovery point and re-validates every batch from the last index entry at or
-below it on, cutting the first torn, corrupt or out-of-order batch and all after it.
+follows the log end at that interval whatever the flush settings. Opening a log its owner says
+was closed cleanly (`closed_cleanly`: the data directory's record, clean_shutdown.py) trusts the
+files and only rescans each segment's index tail; any other open trusts what lies below the
+recovery point and re-validates every batch from the last index entry at or below it on,
+cutting the first torn, corrupt or out-of-order batch and all after it.
 
 Concurrency: a Log is owned by one thread (the partition's event loop); it does not lock, and
 only a FlushJob runs elsewhere, on descriptors of its own. File slices returned by `read` stay
@@ -67,7 +67,6 @@ from replog.storage.segment import (
 
 logger = logging.getLogger(__name__)
 
-CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 _NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE: "no limit" for the flush settings
@@ -115,9 +114,10 @@ class Log:
     """The segmented log of one partition replica. See the module docstring."""
 
     def __init__(self, directory: Path, config: LogConfig, clock: Callable[[], int],
-                 flushed: Callable[[float], None] = lambda duration_s: None):
+                 flushed: Callable[[float], None] = lambda duration_s: None, *, closed_cleanly: bool = False):
         """`flushed` hears how long each flush on the caller's thread (flush.messages, flush.ms,
-        close) took, in seconds; the owner times the background ones (begin_flush) itself."""
+        close) took, in seconds; the owner times the background ones (begin_flush) itself.
+        `closed_cleanly`: the log's last close() completed, and nothing wrote to it since."""
         self.directory = Path(directory)
         self._flushed = flushed
         self.topic, self.partition = _parse_log_directory_name(self.directory.name)
@@ -148,17 +148,11 @@ class Log:
         self._unflushed_records = 0
         # flush.ms is due once the clock reaches this: the last flush plus flush.ms.
         self._flush_due_ms = clock() + config.flush_ms
-        self._open()
+        self._open(closed_cleanly)
 
     # -- opening -------------------------------------------------------------------------------
 
-    def _open(self) -> None:
-        marker = self.directory / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        if clean:
-            # Gone before the first append, so that a crash from now on is seen as unclean.
-            marker.unlink()
-            fsync_directory(self.directory)
+    def _open(self, clean: bool) -> None:
         self._remove_stray_files()
         recovery_point = self._recovery_checkpoint.read().get((self.topic, self.partition), 0)
         bases = sorted(int(p.stem) for p in self.directory.glob("*" + LOG_SUFFIX) if _is_segment_stem(p.stem))
@@ -649,18 +643,17 @@ class Log:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush everything, release files and mark the shutdown clean."""
+        """Flush everything, persist the recovery point and release files: on return, the next
+        open may be told the log was closed cleanly."""
         self._closed = True
         self.flush()
         self._write_recovery_point()
         for segment in self._segments:
             segment.close()
-        (self.directory / CLEAN_SHUTDOWN_FILE).touch()
-        fsync_directory(self.directory)
 
     def close_handles(self) -> None:
-        """Release file descriptors without flushing or marking clean: used when the log
-        directory has failed, and by tests to simulate a killed process."""
+        """Release file descriptors without flushing: used when the log directory has failed,
+        and by tests to simulate a killed process."""
         self._closed = True
         for segment in self._segments:
             segment.close_handle()

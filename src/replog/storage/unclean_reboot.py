@@ -22,10 +22,10 @@ before its replicas left the ISR still finds it at its next start, under the sam
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from replog.storage.checkpoint import fsync_directory, read_checkpoint, write_checkpoint
-from replog.storage.log import CLEAN_SHUTDOWN_FILE
 from replog.storage.segment import LOG_SUFFIX
 
 BOOT_ID_FILE = "boot-id"
@@ -41,17 +41,17 @@ def current_boot_id() -> str | None:
         return None
 
 
-def mark_logs_after_reboot(data_dir: Path, boot_id: str | None) -> list[Path]:
+def mark_logs_after_reboot(data_dir: Path, boot_id: str | None, closed_cleanly: Collection[str]) -> list[Path]:
     """At a broker's start, before any log opens: if the machine restarted since the last start
-    on `data_dir` (or that cannot be known), mark every log that was not closed cleanly. Returns
-    the log directories marked now."""
+    on `data_dir` (or that cannot be known), mark every log not named in `closed_cleanly` (the
+    last stop's record, clean_shutdown.py). Returns the log directories marked now."""
     recorded_path = data_dir / BOOT_ID_FILE
     entries = read_checkpoint(recorded_path, 1)
     recorded = entries[0][0] if len(entries) == 1 else None
     marked: list[Path] = []
     if boot_id is None or recorded != boot_id:
         for log_dir in sorted(data_dir.iterdir()):  # bounded by the partitions on this disk
-            if (log_dir.is_dir() and not (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+            if (log_dir.is_dir() and log_dir.name not in closed_cleanly
                     and not (log_dir / UNCLEAN_REBOOT_FILE).exists() and any(log_dir.glob("*" + LOG_SUFFIX))):
                 (log_dir / UNCLEAN_REBOOT_FILE).touch()
                 fsync_directory(log_dir)
