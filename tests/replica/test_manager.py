@@ -16,7 +16,7 @@ from replog.replica.manager import (
     ReplicaManager,
     UnknownTopicOrPartitionError,
 )
-from replog.replica.partition import Partition
+from replog.replica.partition import Partition, ReplicaState
 from replog.replica.producer_state import SNAPSHOT_SUFFIX
 from tests.polling import eventually
 from tests.replica.batches import producer_batch
@@ -191,6 +191,22 @@ async def test_a_start_trusts_only_the_logs_the_last_clean_stop_recorded(tmp_pat
     await after_crash.shutdown()
     # orders-2, left unopened by the crashed life, is not vouched for.
     assert recorded_cleanly_closed(tmp_path) == {"orders-0", "orders-1", "orders-3"}
+
+
+async def test_a_replica_closed_with_its_files_later_stops_serving_now_and_closes_off_the_loop_at_shutdown(tmp_path, monkeypatch):
+    """A controlled shutdown's hand-over: thousands of leaders stop taking writes at once, and
+    their fsyncs must not hold the event loop."""
+    manager = make_manager(tmp_path)
+    partition = manager.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
+    closed_on: list[int] = []
+    close_files = Partition.close_files
+    monkeypatch.setattr(Partition, "close_files", lambda replica: closed_on.append(threading.get_ident()) or close_files(replica))
+    manager.close_replica("orders", 0, files_later=True)
+    assert manager.hosted("orders", 0) is None and partition.state is ReplicaState.CLOSED
+    assert closed_on == []
+    await manager.shutdown()
+    assert len(closed_on) == 1 and closed_on[0] != threading.get_ident()
+    assert recorded_cleanly_closed(tmp_path) == {"orders-0"}
 
 
 async def test_periodic_task_checkpoints_high_watermarks(tmp_path):

@@ -118,6 +118,7 @@ class ReplicaManager:
         # Read once: a partition started later takes its HW from here (the seed's brokerStartup).
         self._checkpointed_high_watermarks = self._high_watermark_checkpoint.read()
         self._partitions: dict[tuple[str, int], Partition] = {}
+        self._files_to_close: list[Partition] = []  # stopped serving, closed at shutdown (close_replica)
         self._opening: dict[tuple[str, int], asyncio.Future] = {}  # log opens in worker threads
         self._loaded: dict[tuple[str, int], Log] = {}  # by load_log, for the replica's start
         self._tasks: list[asyncio.Task] = []
@@ -153,6 +154,8 @@ class ReplicaManager:
         closing = list(self._partitions.values())
         for partition in closing:  # bounded by the hosted partitions
             partition.stop_serving()
+        closing += self._files_to_close
+        self._files_to_close = []
         # Each close is several fsyncs: in worker threads, LOGS_CLOSED_AT_ONCE at a time, as
         # Kafka's log manager closes its logs with a pool of threads (10,000 logs closed one
         # after the other kept a broker from exiting for most of a minute).
@@ -313,13 +316,18 @@ class ReplicaManager:
         self.on_replica_changed(started)
         return started
 
-    def close_replica(self, topic: str, partition: int) -> None:
+    def close_replica(self, topic: str, partition: int, *, files_later: bool = False) -> None:
         """Stop hosting the replica and keep its data (the seed's closeReplica; delete_replica
-        removes it)."""
+        removes it). `files_later`: only stop serving it now, and close its files with the rest
+        at shutdown, in worker threads (a controlled shutdown's hand-over)."""
         closing = self.get_partition(topic, partition)
         del self._partitions[(topic, partition)]
-        closing.close()
-        self._closed_cleanly.add(closing.log.directory.name)
+        if files_later:
+            closing.stop_serving()
+            self._files_to_close.append(closing)
+        else:
+            closing.close()
+            self._closed_cleanly.add(closing.log.directory.name)
         self._checkpointed_high_watermarks[(topic, partition)] = closing.high_watermark
         self.on_replica_changed(closing)
 

@@ -152,8 +152,9 @@ class PartitionLeadership:
 
     def stop_taking_writes(self) -> None:
         """Controlled shutdown, before its writes are committed: from here on a producer is told
-        to find the next leader."""
-        self._close_if_leading()
+        to find the next leader. The files close later, with every other log's, off the event
+        loop: closed here, 5,000 logs' fsyncs held the loop past the hand-over's deadline."""
+        self._close_if_leading(files_later=True)
 
     def handed_over(self) -> None:
         logger.info("handed over leadership topic=%s partition=%d broker=%d epoch=%d",
@@ -359,12 +360,12 @@ class PartitionLeadership:
             return machine.LeaderNode(None, read=True)
         return machine.LeaderNode(LeaderRecord.decode(data), version, read=True)
 
-    def _close_if_leading(self) -> None:
+    def _close_if_leading(self, files_later: bool = False) -> None:
         if self.leading:
             hosted = self._hosted()
             logger.warning("stopped leading topic=%s partition=%d broker=%d epoch=%d",
                            self.topic, self.partition, self._context.broker_id, hosted.leader_epoch)
-            self._context.replicas.close_replica(self.topic, self.partition)
+            self._context.replicas.close_replica(self.topic, self.partition, files_later=files_later)
 
     # -- the ends of the tasks this driver started -------------------------------------------------
 
