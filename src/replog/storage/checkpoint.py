@@ -158,7 +158,7 @@ class LeaderEpochCache:
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"epoch {epoch} and start offset {start_offset} must be >= 0")
         if self.entries and self.entries[-1].epoch == epoch and start_offset >= self.entries[-1].start_offset:
-            self.save_if_unsaved()
+            self._write_if(False)
             return
         kept = len(self.entries)
         while kept and (self.entries[kept - 1].epoch >= epoch or self.entries[kept - 1].start_offset >= start_offset):
@@ -187,17 +187,11 @@ class LeaderEpochCache:
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Forget epochs starting at or after `end_offset` (the log was truncated there)."""
-        if self._truncated_from_end(end_offset):
-            self._changed()
-        else:
-            self.save_if_unsaved()
+        self._write_if(self._truncated_from_end(end_offset))
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Forget epochs wholly before `start_offset`; the epoch in force there now starts there."""
-        if self._truncated_from_start(start_offset):
-            self._changed()
-        else:
-            self.save_if_unsaved()
+        self._write_if(self._truncated_from_start(start_offset))
 
     def trim_at_open(self, log_start_offset: int, log_end_offset: int) -> None:
         """Both truncations, for a log just opened, without writing the file: an idle partition's
@@ -225,19 +219,22 @@ class LeaderEpochCache:
         return True
 
     def clear(self) -> None:
-        if self.entries:
-            self.entries = []
-            self._changed()
-        else:
-            self.save_if_unsaved()
+        had_entries = bool(self.entries)
+        self.entries = []
+        self._write_if(had_entries)
 
     def save_if_unsaved(self) -> None:
         """Write a trim at open that no call has written yet (trim_at_open)."""
-        if self.unsaved:
+        self._write_if(False)
+
+    def _write_if(self, changed: bool) -> None:
+        """For a call that may leave the entries as they were: written if they changed, or if a
+        trim at open left them unwritten."""
+        if changed or self.unsaved:
             self._changed()
 
     def _changed(self) -> None:
-        """Every change of the entries ends here."""
+        """Every write of the entries ends here."""
         self._refresh_latest_epoch()
         write_checkpoint(self._checkpoint_path, [f"{entry.epoch} {entry.start_offset}" for entry in self.entries])
         self.unsaved = False
