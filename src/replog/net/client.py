@@ -41,14 +41,13 @@ from replog.replication.fetcher import EpochAsk, FetchSpec
 from . import codec
 from .codec import ApiKey
 from .fetch_decoding import decode_fetch_response
+from .fetch_requests import encode_fetch_request
 
 CONSUMER_REPLICA_ID = -1
 NO_LEADER_EPOCH = -1
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 READ_UNCOMMITTED = 0
-# A full fetch request, outside any fetch session (KIP-227).
-NO_FETCH_SESSION_ID, FULL_FETCH_SESSION_EPOCH = 0, -1
 API_VERSIONS_PROBE_VERSION = 3
 CLIENT_SOFTWARE_NAME = "replog"
 
@@ -304,11 +303,18 @@ class BrokerConnection:
         version = self.version_for(api_key) if api_version is None else api_version
         body = codec.build(codec.request_schema(api_key, version), values)
         expects_answer = not (api_key == ApiKey.PRODUCE and values.get("acks") == 0)
+        return await self._request_frame(
+            api_key, version, lambda correlation_id: codec.encode_request(api_key, version, correlation_id, self.client_id, body),
+            expects_answer, timeout_s, decode)
+
+    async def _request_frame(self, api_key: int, version: int, frame: Callable[[int], bytes], expects_answer: bool,
+                             timeout_s: float | None, decode: Callable[[int, memoryview], Any] | None) -> Any:
+        """Send the request `frame(correlation_id)` writes, and await its answer as `request`."""
         timeout_s = self.request_timeout_s if timeout_s is None else timeout_s
         try:
             async with asyncio.timeout(timeout_s):
                 await self._take_slot()
-                answer = self._send(api_key, version, body, expects_answer, decode)
+                answer = self._send(api_key, version, frame, expects_answer, decode)
                 return None if answer is None else await answer
         except TimeoutError:
             error = BrokerUnavailable(f"{self.peer}: no answer to api {api_key} v{version} within {timeout_s}s; connection closed")
@@ -325,13 +331,13 @@ class BrokerConnection:
             self._slots.release()
             raise
 
-    def _send(self, api_key: int, api_version: int, body: Any, expects_answer: bool,
+    def _send(self, api_key: int, api_version: int, frame: Callable[[int], bytes], expects_answer: bool,
               decode: Callable[[int, memoryview], Any] | None) -> asyncio.Future | None:
         """Write the request and queue it for its answer in one step, so that the queue's order
         is the order on the wire."""
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) % _CORRELATION_ID_LIMIT
-        self._transport.write(codec.encode_request(api_key, api_version, correlation_id, self.client_id, body))
+        self._transport.write(frame(correlation_id))
         if not expects_answer:
             self._slots.release()
             return None
@@ -417,18 +423,13 @@ class BrokerConnection:
 
     async def _fetch(self, specs: list[FetchSpec], replica_id: int, max_bytes: int, max_wait_ms: int,
                      min_bytes: int) -> dict[tuple[str, int], ReplicaFetchResult]:
-        by_topic: dict[str, list[dict]] = {}
-        for spec in specs:
-            by_topic.setdefault(spec.topic, []).append({
-                "partition": spec.partition, "current_leader_epoch": spec.current_leader_epoch, "fetch_offset": spec.fetch_offset,
-                "last_fetched_epoch": NO_LEADER_EPOCH, "log_start_offset": -1, "partition_max_bytes": spec.max_bytes})
-        answer = await self.request(ApiKey.FETCH, None, {
-            "replica_id": replica_id, "max_wait": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
-            "isolation_level": READ_UNCOMMITTED, "session_id": NO_FETCH_SESSION_ID, "session_epoch": FULL_FETCH_SESSION_EPOCH,
-            "topics": [{"topic": topic, "partitions": partitions} for topic, partitions in by_topic.items()],
-            "forgotten_topics_data": [], "rack_id": "",
-        }, timeout_s=self.request_timeout_s + max_wait_ms / 1000,  # the broker may hold it max_wait_ms
-            decode=decode_fetch_response)
+        version = self.version_for(ApiKey.FETCH)
+        answer = await self._request_frame(
+            ApiKey.FETCH, version, lambda correlation_id: encode_fetch_request(
+                version, correlation_id, self.client_id, replica_id=replica_id, max_wait_ms=max_wait_ms,
+                min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=READ_UNCOMMITTED, specs=specs),
+            True, self.request_timeout_s + max_wait_ms / 1000,  # the broker may hold it max_wait_ms
+            decode_fetch_response)
         refused, partitions = answer  # v7+: the whole request refused
         if refused != ErrorCode.none:
             return {(spec.topic, spec.partition): ReplicaFetchResult(_error_code(refused), -1, -1, b"") for spec in specs}

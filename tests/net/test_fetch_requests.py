@@ -1,0 +1,52 @@
+"""The hand-written Fetch request encoding (net/fetch_requests.py) writes what kio writes, byte
+for byte, for every version, and what the broker's request decoding reads back."""
+
+from __future__ import annotations
+
+import pytest
+
+from replog.net import codec
+from replog.net.codec import ApiKey, SUPPORTED_VERSIONS
+from replog.net.fetch_requests import encode_fetch_request
+from replog.replication.fetcher import FetchSpec
+
+FETCH_VERSIONS = range(SUPPORTED_VERSIONS[ApiKey.FETCH][0], SUPPORTED_VERSIONS[ApiKey.FETCH][1] + 1)
+SPECS = [FetchSpec("orders", 0, 120, 7, 1 << 20, 500), FetchSpec("é-topic", 3, 5, -1, 4096, 500),
+         FetchSpec("orders", 2, 1 << 40, 9, 1 << 20, 500)]
+
+
+def kio_request(version: int, client_id: str | None) -> bytes:
+    body = codec.build(codec.request_schema(ApiKey.FETCH, version), {
+        "replica_id": 2, "max_wait": 500, "min_bytes": 1, "max_bytes": 10 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": "orders", "partitions": [
+                        {"partition": 0, "current_leader_epoch": 7, "fetch_offset": 120, "last_fetched_epoch": -1,
+                         "log_start_offset": -1, "partition_max_bytes": 1 << 20},
+                        {"partition": 2, "current_leader_epoch": 9, "fetch_offset": 1 << 40, "last_fetched_epoch": -1,
+                         "log_start_offset": -1, "partition_max_bytes": 1 << 20}]},
+                   {"topic": "é-topic", "partitions": [
+                        {"partition": 3, "current_leader_epoch": -1, "fetch_offset": 5, "last_fetched_epoch": -1,
+                         "log_start_offset": -1, "partition_max_bytes": 4096}]}],
+        "forgotten_topics_data": [], "rack_id": "",
+    })
+    return codec.encode_request(ApiKey.FETCH, version, 42, client_id, body)
+
+
+def by_hand(version: int, client_id: str | None) -> bytes:
+    return encode_fetch_request(version, 42, client_id, replica_id=2, max_wait_ms=500, min_bytes=1,
+                                max_bytes=10 << 20, isolation_level=0, specs=SPECS)
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+@pytest.mark.parametrize("client_id", ["replog-follower-2", None])
+def test_encoding_writes_what_kio_writes_for_every_version(version, client_id):
+    assert by_hand(version, client_id) == kio_request(version, client_id)
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+def test_the_broker_reads_every_partition_back(version):
+    request = codec.decode_request(memoryview(by_hand(version, "follower"))[4:])
+    assert (request.api_key, request.api_version, request.correlation_id, request.client_id) == (ApiKey.FETCH, version, 42, "follower")
+    asked = [(topic.topic, partition.partition, partition.fetch_offset, partition.partition_max_bytes)
+             for topic in request.body.topics for partition in topic.partitions]
+    assert asked == [("orders", 0, 120, 1 << 20), ("orders", 2, 1 << 40, 1 << 20), ("é-topic", 3, 5, 4096)]
