@@ -395,6 +395,22 @@ def test_an_epoch_past_the_log_end_is_dropped_at_open_and_written_before_the_nex
     assert after_crash.leader_epoch_cache.end_offset_for(3, after_crash.log_end_offset) == (3, 4)
 
 
+def test_a_new_log_writes_no_recovery_point_until_it_has_one_to_keep(log_dir):
+    """Absent, the checkpoint means offset 0, which is all a new log could say: writing it
+    cost a new log most of its open (thousands open when a topic is created)."""
+    checkpoint = log_dir / "recovery-point-offset-checkpoint"
+    log = open_log(log_dir)
+    assert not checkpoint.exists()
+    log.append(build_batch(record_count=2), leader_epoch=0)
+    log.flush()
+    log.close_handles()  # killed: no close, and no checkpoint written since the open
+    after_crash = open_log(log_dir)  # recovers from 0, finding both records
+    assert after_crash.log_end_offset == 2
+    assert checkpoint.exists()  # the rescan found something to keep
+    after_crash.close_handles()
+    assert open_log(log_dir).log_end_offset == 2
+
+
 def test_clean_reopen_does_not_rescan_old_segments(log_dir):
     # A flipped byte deep inside a closed segment is only found by a full rescan: after a clean
     # shutdown it must stay unnoticed (no rescan), after a crash it is found.

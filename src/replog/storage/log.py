@@ -124,7 +124,11 @@ class Log:
         self.config = config
         self._segment_limits = self._limits_of(config)
         self._clock = clock
-        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.directory.is_dir():
+            self.directory.mkdir(parents=True, exist_ok=True)
+            # Its name, durable before anything in it is: a flush syncs the directory's entries,
+            # not the directory's own in the data directory.
+            fsync_directory(self.directory.parent)
         self._recovery_checkpoint = OffsetCheckpoint(self.directory / RECOVERY_POINT_FILE)
         self._cleaner_checkpoint = OffsetCheckpoint(self.directory / CLEANER_CHECKPOINT_FILE)
         self._cleaned_up_to: int | None = None  # the checkpoint's offset, once read (this log alone writes it)
@@ -160,6 +164,7 @@ class Log:
         segments = [Segment(self.directory, base, self._segment_limits, now_ms) for base in bases]
         if not segments:
             segments = [Segment(self.directory, 0, self._segment_limits, now_ms)]
+            self._rolls += 1  # its name is made durable by the first flush, as a roll's
         # After a crash, every segment from the one holding the recovery point on is suspect.
         rescan_from = _NEVER
         if not clean:
@@ -199,7 +204,12 @@ class Log:
             for segment in self._segments_holding(min(recovery_point, self.log_end_offset), self.log_end_offset):
                 segment.flush(with_indexes=True)
             self.recovery_point = self.log_end_offset
-            self._write_recovery_point()
+            if self.recovery_point == recovery_point:
+                # Nothing was rescanned (an empty log, a new one above all): the checkpoint,
+                # absent or not, already says so, and a write costs a new log most of its open.
+                self._checkpointed_recovery_point = recovery_point
+            else:
+                self._write_recovery_point()
         self._background_flushed_offset = self.log_end_offset
         logger.debug("opened log topic=%s partition=%d clean=%s log_start_offset=%d log_end_offset=%d segments=%d",
                     self.topic, self.partition, clean, self.log_start_offset, self.log_end_offset,
