@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from replog.coord_backends import paths
-from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment
+from replog.coord_backends.paths import EpochCounter, IsrRecord, LeaderRecord, ReplicaAssignment
 from replog.replication.election import leader_election
 from tests.backends.conftest import backend, connect, store, url  # noqa: F401  (fixtures)
 
@@ -67,3 +67,18 @@ async def test_with_the_preferred_replica_gone_the_next_electable_one_gets_the_h
     won = await leader_election(store, TOPIC, 0, OTHER, registered=lambda: alive)
     assert won is not None and won.isr.isr == (OTHER, third)
     assert await asyncio.wait_for(waiting, WAIT_S) is None
+
+
+async def test_an_epoch_is_taken_by_the_election_that_wins_with_it_and_by_no_lost_race(store):
+    """The counter moves in the election's own transaction: a partition's first election writes
+    epoch 0, the next one 1, and a race lost to a leader already there takes nothing."""
+    await assigned_with_both_alive(store)
+    first = await leader_election(store, TOPIC, 0, PREFERRED)
+    assert first.isr.leader_epoch == 0
+    assert EpochCounter.decode((await store.get(paths.leader_epoch(TOPIC, 0)))[0]).epoch == 0
+    assert await leader_election(store, TOPIC, 0, PREFERRED) is None  # its own node is there: lost
+    assert EpochCounter.decode((await store.get(paths.leader_epoch(TOPIC, 0)))[0]).epoch == 0
+    await store.delete(paths.leader(TOPIC, 0))
+    second = await leader_election(store, TOPIC, 0, OTHER)
+    assert second.isr.leader_epoch == 1
+    assert LeaderRecord.decode((await store.get(paths.leader(TOPIC, 0)))[0]) == LeaderRecord(OTHER, 1)

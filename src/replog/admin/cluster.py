@@ -328,12 +328,13 @@ async def _start_unclean(store: Store, topic: str, partition: int) -> ElectionRe
         return ElectionResult(topic, partition, EligibleLeadersNotAvailable(
             f"{subject}: none of its replicas {list(replicas)} is registered"))
     chosen, lost_isr = alive[0], tuple(isr[0].isr)
-    epoch = await next_leader_epoch(store, topic, partition)
+    epoch, epoch_taken = await next_leader_epoch(store, topic, partition)
     txn = store.transaction()
     txn.set(paths.isr(topic, partition), IsrRecord((chosen,), epoch).encode(), isr[1])
     txn.create(paths.leader(topic, partition), LeaderRecord(chosen, epoch).encode(), ephemeral=True)
+    txn.ops.append(epoch_taken)
     try:
-        _, created = await txn.commit()
+        _, created, _ = await txn.commit()
     except (BadVersion, NoNode, NodeExists):
         return ElectionResult(topic, partition, EligibleLeadersNotAvailable(
             f"{subject}: its leader or ISR changed meanwhile; describe it and try again"))

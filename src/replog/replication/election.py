@@ -5,8 +5,10 @@ empty, races to create the ephemeral leader node carrying its broker id and a ne
 store lets exactly one create succeed. A replica outside a non-empty ISR never races (unclean
 election is off by default), so an acknowledged write cannot be lost to a stale replica.
 
-Epochs come from a per-partition counter node incremented by compare-and-set, so they only
-grow, even across lost races and store sessions.
+Epochs come from a per-partition counter node, incremented in the election's own transaction by
+compare-and-set (or created there, at 0): they only grow, even across store sessions, and an
+epoch is taken only by the election that wins with it. (An increment of its own cost every
+election a store round trip.)
 
 A replica that is not the partition's preferred one (the first assigned) waits
 PreferredReplicaTime before racing, while the preferred replica is alive and eligible, so that
@@ -28,33 +30,26 @@ from collections.abc import Callable, Collection
 from typing import NamedTuple
 
 from replog.coord_backends import BadVersion, Created, NodeExists, NoNode, Store
+from replog.coord_backends.base import CreateOp, SetOp, TxnOp
 from replog.coord_backends import paths
 from replog.coord_backends.paths import EpochCounter, IsrRecord, LeaderRecord, ReplicaAssignment
 
 logger = logging.getLogger(__name__)
 
-EPOCH_CAS_ATTEMPTS_MAX = 64
 ISR_CHANGES_MAX = 64
 
 
-async def next_leader_epoch(store: Store, topic: str, partition: int) -> int:
+async def next_leader_epoch(store: Store, topic: str, partition: int) -> tuple[int, TxnOp]:
+    """The next leader epoch, and the write that takes it, for the transaction that writes the
+    leader node with it: that transaction commits only if no other took the epoch since this
+    read (BadVersion, or NodeExists for a partition's first epoch)."""
     path = paths.leader_epoch(topic, partition)
-    for _ in range(EPOCH_CAS_ATTEMPTS_MAX):
-        try:
-            data, version = await store.get(path)
-        except NoNode:
-            try:
-                await store.create(path, EpochCounter(0).encode())
-                return 0
-            except NodeExists:
-                continue
-        epoch = EpochCounter.decode(data).epoch + 1
-        try:
-            await store.set(path, EpochCounter(epoch).encode(), version)
-            return epoch
-        except BadVersion:
-            continue
-    raise RuntimeError(f"leader epoch of {topic}-{partition}: {EPOCH_CAS_ATTEMPTS_MAX} conflicting updates in a row")
+    try:
+        data, version = await store.get(path)
+    except NoNode:
+        return 0, CreateOp(path, EpochCounter(0).encode())
+    epoch = EpochCounter.decode(data).epoch + 1
+    return epoch, SetOp(path, EpochCounter(epoch).encode(), version)
 
 
 async def broker_alive(store: Store, broker_id: int) -> bool:
@@ -115,13 +110,13 @@ async def leader_election(
     An ISR that changed between its read and the race is read again: not every ISR write comes
     from a leader (a replica back from an unclean reboot takes itself out, hosted.py), so a
     changed ISR does not mean that someone else won."""
-    for _ in range(ISR_CHANGES_MAX):  # each retry follows an ISR write that raced this one
+    for _ in range(ISR_CHANGES_MAX):  # each retry follows an ISR or epoch write that raced this one
         try:
             return await _run_for_leader(store, topic, partition, broker_id, preferred_wait_s, unclean_allowed, registered)
         except BadVersion:
-            logger.debug("ISR changed during leader election, reading it again topic=%s partition=%d broker=%d",
+            logger.debug("ISR or epoch changed during leader election, reading them again topic=%s partition=%d broker=%d",
                         topic, partition, broker_id)
-    raise RuntimeError(f"leader election of {topic}-{partition}: the ISR changed {ISR_CHANGES_MAX} times in a row")
+    raise RuntimeError(f"leader election of {topic}-{partition}: the ISR or epoch changed {ISR_CHANGES_MAX} times in a row")
 
 
 async def _first_electable(store: Store, registered: RegisteredBrokers, assigned: tuple[int, ...], isr: tuple[int, ...],
@@ -159,7 +154,7 @@ async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: i
             logger.debug("lost leader election topic=%s partition=%d broker=%d (elected during the head start of replica %d)",
                         topic, partition, broker_id, first)
             return None
-    epoch = await next_leader_epoch(store, topic, partition)
+    epoch, epoch_taken = await next_leader_epoch(store, topic, partition)
     # A new partition starts with every assigned replica in sync (all are empty); after an
     # unclean election only the new leader is. Either way only live replicas stay (the seed's
     # becomeLeader: "the current set of replicas in sync"): a dead broker left in the ISR
@@ -172,8 +167,10 @@ async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: i
         txn.create(paths.isr(topic, partition), new_isr.encode())
     else:
         txn.set(paths.isr(topic, partition), new_isr.encode(), isr_version)
+    # Last: a race lost to a winner whose node is still there fails on the node, as lost.
+    txn.ops.append(epoch_taken)
     try:
-        created, isr_written = await txn.commit()
+        created, isr_written, _ = await txn.commit()
     except NodeExists:
         logger.debug("lost leader election topic=%s partition=%d broker=%d epoch=%d", topic, partition, broker_id, epoch)
         return None
