@@ -434,6 +434,9 @@ class Run:
             self.say(f"controlled shutdown: skipped, {tally(partitions)}")
             return
         led = Counter(meta.leader for meta in partitions.values() if meta.leader >= 0)
+        if not led:
+            self.say(f"controlled shutdown: skipped, no partition has a leader ({tally(partitions)})")
+            return
         victim, count = led.most_common(1)[0]
         poll = self.poll(bootstrap_without(self.cluster, victim))
         process = self.cluster.brokers[victim].process
