@@ -94,6 +94,24 @@ async def test_watches_of_one_node_share_its_reads(counted_store):
         assert (await next_within(again)).data == b"1"
 
 
+async def test_a_deleted_node_is_absent_to_its_watches_without_a_read(counted_store):
+    """A controlled shutdown deletes thousands of leader nodes at once, and every broker watches
+    every one of them: each was read again, to find it gone."""
+    store, reads = counted_store
+    await store.create("/leader", b"0")
+    async with await store.watch_data("/leader") as watch:
+        assert (await next_within(watch)).data == b"0"
+        before = sum(reads.values())
+        await store.delete("/leader")
+        assert await next_within(watch) == DataEvent(None, None)
+        assert sum(reads.values()) == before
+        await store.create("/leader", b"1")
+        assert (await next_within(watch)).data == b"1"
+        assert sum(reads.values()) == before + 1, "a node created again is read"
+        async with await store.watch_data("/leader") as opened_after:
+            assert (await next_within(opened_after)).data == b"1"
+
+
 async def test_a_watch_of_a_watched_node_starts_from_the_openers_own_writes(counted_store):
     """Its opener may have written just before, while the reader's read of that write is still
     to come (the state-change queue's consumption wait had this)."""

@@ -303,10 +303,16 @@ class ZooKeeperStore(Store):
     def _on_node_event(self, kind: int, full_path: str) -> None:
         if not self._readers:
             return
-        keys = [("data", full_path)]
-        if kind in (NODE_CREATED, NODE_DELETED):
-            keys.append(("children", full_path.rpartition("/")[0] or "/"))
-            keys.append(("children", full_path))  # a deleted node has no children left
+        if kind == NODE_DELETED:
+            data_reader = self._readers.get(("data", full_path))
+            if data_reader is not None:
+                data_reader.deleted(DataEvent(None, None))
+            # A deleted node has no children left.
+            keys = [("children", full_path.rpartition("/")[0] or "/"), ("children", full_path)]
+        else:
+            keys = [("data", full_path)]
+            if kind == NODE_CREATED:
+                keys.append(("children", full_path.rpartition("/")[0] or "/"))
         for key in keys:
             reader = self._readers.get(key)
             if reader is not None:
@@ -462,8 +468,9 @@ def _logging_failure(what: str) -> Callable[[asyncio.Task], None]:
 
 
 class _NodeReader:
-    """A node's data or children, read again after each change the root's watch reports, and
-    offered to every replog watch of it.
+    """A node's data or children, read again after each change the root's watch reports (but
+    for a node's deletion, which says its data without a read), and offered to every replog
+    watch of it.
 
     Shared because a broker watches many nodes several times over (a partition's leader node by
     the metadata cache, the partition's driver and an election waiting out the preferred
@@ -493,6 +500,18 @@ class _NodeReader:
 
     def trigger(self) -> None:
         self._changed.set()
+
+    def deleted(self, absent: object) -> None:
+        """The node was deleted: its absence is its state as of the event, offered without a
+        read (a controlled shutdown deletes thousands of leader nodes, and each broker read
+        every one of them again). Not while a read is pending or in flight: sent before the
+        event, its answer may reach the loop after it, so a read sent after it must come last."""
+        if self._changed.is_set() or self._reading:
+            self._changed.set()
+            return
+        self._last = absent
+        for watch in list(self._watches):
+            watch.offer(absent)
 
     async def open(self) -> Watch:
         if not self._changed.is_set() and not self._reading:
