@@ -303,16 +303,14 @@ class ZooKeeperStore(Store):
     def _on_node_event(self, kind: int, full_path: str) -> None:
         if not self._readers:
             return
+        keys = [] if kind == NODE_DELETED else [("data", full_path)]
+        if kind in (NODE_CREATED, NODE_DELETED):
+            keys.append(("children", full_path.rpartition("/")[0] or "/"))
         if kind == NODE_DELETED:
+            keys.append(("children", full_path))  # a deleted node has no children left
             data_reader = self._readers.get(("data", full_path))
             if data_reader is not None:
                 data_reader.deleted(DataEvent(None, None))
-            # A deleted node has no children left.
-            keys = [("children", full_path.rpartition("/")[0] or "/"), ("children", full_path)]
-        else:
-            keys = [("data", full_path)]
-            if kind == NODE_CREATED:
-                keys.append(("children", full_path.rpartition("/")[0] or "/"))
         for key in keys:
             reader = self._readers.get(key)
             if reader is not None:

@@ -175,6 +175,19 @@ class WireReader:
                 self.chunk(self.uvarint())
 
 
+def wire_length(count: int, flexible: bool, plain: struct.Struct) -> bytes:
+    """A string/bytes/array length as written: a uvarint of count + 1 in flexible versions, else
+    `plain` (the writing side of WireReader.length, for the bodies written by hand)."""
+    if not flexible:
+        return plain.pack(count)
+    value, out = count + 1, bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 class UnsupportedVersion(Exception):
     """A known API at a version replog does not speak; carries what is needed to answer."""
 

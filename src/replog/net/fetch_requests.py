@@ -13,14 +13,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
+from replog.replica.partition import NO_LEADER_EPOCH
 from replog.replication.fetcher import FetchSpec
 
-from .codec import ApiKey
+from .codec import ApiKey, wire_length
+from .fetch_decoding import FIRST_FLEXIBLE_VERSION
 
-FIRST_FLEXIBLE_VERSION = 12
 # A full fetch request, outside any fetch session (KIP-227).
 NO_FETCH_SESSION_ID, FULL_FETCH_SESSION_EPOCH = 0, -1
-NO_LEADER_EPOCH = -1
 NO_LOG_START_OFFSET = -1
 
 _SIZE = struct.Struct(">i")
@@ -53,17 +53,17 @@ def encode_fetch_request(api_version: int, correlation_id: int, client_id: str |
     by_topic: dict[str, list[FetchSpec]] = {}
     for spec in specs:
         by_topic.setdefault(spec.topic, []).append(spec)
-    parts.append(_length(len(by_topic), flexible))
+    parts.append(wire_length(len(by_topic), flexible, _I32))
     for topic, partitions in by_topic.items():
         encoded = topic.encode()
-        parts += [_length(len(encoded), flexible, _I16), encoded, _length(len(partitions), flexible)]
+        parts += [wire_length(len(encoded), flexible, _I16), encoded, wire_length(len(partitions), flexible, _I32)]
         parts += _partitions(api_version, partitions)
         if flexible:
             parts.append(_NO_TAGGED_FIELDS)
     if api_version >= 7:
-        parts.append(_length(0, flexible))  # forgotten_topics_data
+        parts.append(wire_length(0, flexible, _I32))  # forgotten_topics_data
     if api_version >= 11:
-        parts.append(_length(0, flexible, _I16))  # rack_id ""
+        parts.append(wire_length(0, flexible, _I16))  # rack_id ""
     if flexible:
         parts.append(_NO_TAGGED_FIELDS)
     frame = bytearray().join(parts)
@@ -86,14 +86,3 @@ def _partitions(api_version: int, specs: list[FetchSpec]) -> list[bytes]:
     pack = _PARTITION_V4.pack
     return [pack(spec.partition, spec.fetch_offset, spec.max_bytes) for spec in specs]
 
-
-def _length(count: int, flexible: bool, plain: struct.Struct = _I32) -> bytes:
-    """An array's or string's length: a uvarint of count + 1 in flexible versions."""
-    if not flexible:
-        return plain.pack(count)
-    value, out = count + 1, bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)

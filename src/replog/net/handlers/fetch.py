@@ -33,7 +33,7 @@ from replog.replica.manager import UnknownTopicOrPartitionError
 from replog.replica.partition import FetchResult, ReadWaiter
 from replog.storage.segment import HeldSlice
 
-from ..codec import ApiKey, EncodedBody, Request
+from ..codec import ApiKey, EncodedBody, Request, wire_length
 from ..fetch_decoding import FIRST_FLEXIBLE_VERSION, PARTITION_HEAD
 from . import count_error, handles, log_refusal
 
@@ -69,15 +69,6 @@ def _read_all(services, body, now_ms: int) -> tuple[list, int]:
     return results, total_bytes
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 class FetchBodyEncoder:
     """Fetch response body, versions 4 to 12; log bytes are appended as parts of their own."""
 
@@ -88,7 +79,7 @@ class FetchBodyEncoder:
         self._pending = bytearray()
 
     def _length(self, count: int, plain: struct.Struct) -> None:
-        self._pending += _uvarint(count + 1) if self.flexible else plain.pack(count)
+        self._pending += wire_length(count, self.flexible, plain)
 
     def _tagged_fields(self) -> None:
         if self.flexible:
