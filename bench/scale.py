@@ -13,7 +13,9 @@ transaction), for one topic of N partitions with RF=3:
   and operation timeout both --phase-timeout-s, so the broker may wait for the leaders as long as
   the bench does; socket.timeout.ms raised to match, at most librdkafka's 300 s), and the error it
   returned, verbatim; and the time from the request until every partition has a leader and all 3
-  replicas in its ISR;
+  replicas in its ISR; and over that time, the CPU each broker and the store's server used
+  (/proc/<pid>/stat) and the store operations each broker made, by kind (the broker's
+  replog_store_operation_seconds_count), which is where a creation's time goes on 2 cores;
 - watches, once every partition is in sync (and, for comparison, on the idle cluster before the
   topic): on ZooKeeper the server's total (`mntr` zk_watch_count, data and child watches) and per
   broker the data watches its session holds (`wchc`, which lists data watches only; a session is
@@ -100,7 +102,7 @@ def zookeeper_script(scratch: pathlib.Path) -> pathlib.Path:
 def cluster_over_own_server(store: str, scratch: pathlib.Path):
     """tests/cluster/conftest.py's cluster_with_own_server, but over the bench's ZooKeeper (see
     zookeeper_script), and with brokers that failed to start stopped too. Yields (server
-    address, cluster); every process is stopped at the end."""
+    address, server pid, cluster); every process is stopped at the end."""
     server = ServerProcess("zookeeper" if store == "zk" else "etcd", scratch / "server")
     if store == "zk":
         server.script = zookeeper_script(scratch)
@@ -109,7 +111,7 @@ def cluster_over_own_server(store: str, scratch: pathlib.Path):
         cluster = Cluster(f"{store}://{server.address}{unique_root()}", scratch, BROKERS, settings=())
         try:
             cluster.start()
-            yield server.address, cluster
+            yield server.address, int((scratch / "server" / "pid").read_text()), cluster
         finally:
             cluster.stop()
     finally:
@@ -200,6 +202,33 @@ def idle_cpu_by_broker(cluster: Cluster) -> dict[int, float]:
     before = {broker_id: cpu_seconds(pid) for broker_id, pid in pids.items()}
     time.sleep(IDLE_CPU_WINDOW_S)  # the measuring window itself, not a wait for a condition
     return {broker_id: (cpu_seconds(pid) - before[broker_id]) / IDLE_CPU_WINDOW_S for broker_id, pid in pids.items()}
+
+
+def store_operations(broker) -> Counter:
+    """The broker's coordination store operations so far, by kind, from its /metrics."""
+    with urllib.request.urlopen(f"http://{broker.metrics_address}/metrics", timeout=60) as answer:
+        text = answer.read().decode()
+    counts: Counter = Counter()
+    for operation, count in re.findall(r'^replog_store_operation_seconds_count\{operation="(\w+)"\} (\S+)$', text, re.M):
+        counts[operation] += int(float(count))
+    return counts
+
+
+@dataclass
+class Spent:
+    """CPU seconds per process and store operations per broker, so far: subtracted, over a phase."""
+    cpu: dict[str, float]
+    operations: dict[int, Counter]
+
+    @classmethod
+    def now(cls, cluster: Cluster, server_pid: int) -> Spent:
+        cpu = {f"broker {broker_id}": cpu_seconds(broker.process.pid) for broker_id, broker in sorted(cluster.brokers.items())}
+        cpu["store server"] = cpu_seconds(server_pid)
+        return cls(cpu, {broker_id: store_operations(broker) for broker_id, broker in sorted(cluster.brokers.items())})
+
+    def __sub__(self, before: Spent) -> Spent:
+        return Spent({name: seconds - before.cpu[name] for name, seconds in self.cpu.items()},
+                     {broker_id: counts - before.operations[broker_id] for broker_id, counts in self.operations.items()})
 
 
 def rss_by_broker(cluster: Cluster) -> dict[int, float]:
@@ -295,9 +324,9 @@ def megabytes(rss: dict[int, float]) -> str:
 class Run:
     """One store, one partition count: a fresh cluster, the phases in order, the figures in `row`."""
 
-    def __init__(self, store: str, partitions: int, timeout_s: float, address: str, cluster: Cluster):
+    def __init__(self, store: str, partitions: int, timeout_s: float, address: str, server_pid: int, cluster: Cluster):
         self.store, self.partitions, self.timeout_s = store, partitions, timeout_s
-        self.address, self.cluster = address, cluster
+        self.address, self.server_pid, self.cluster = address, server_pid, cluster
         self.root = cluster.coord_url.split(address, 1)[1]
         self.row: dict[str, str] = {}
 
@@ -319,6 +348,7 @@ class Run:
         """The topic created and every partition in sync; False (phases after it skipped) if not."""
         admin = admin_client(self.cluster.bootstrap, socket_timeout_s=self.timeout_s + 30)
         returned_at: list[float] = []
+        before = Spent.now(self.cluster, self.server_pid)
         requested = time.monotonic()
         future = admin.create_topics([NewTopic(TOPIC, self.partitions, REPLICATION)],
                                      request_timeout=self.timeout_s, operation_timeout=self.timeout_s)[TOPIC]
@@ -347,8 +377,15 @@ class Run:
             self.say(f"every partition led with a full ISR: {why} (last seen: {tally(poll.last)}); later phases skipped")
             self.row["led, full ISR, from the request"] = "failed" if failed_and_absent() else seconds(None, self.timeout_s)
             return False
+        spent = Spent.now(self.cluster, self.server_pid) - before
         self.say(f"every partition led with a full ISR {synced_s:.1f} s after the request")
         self.row["led, full ISR, from the request"] = f"{synced_s:.1f} s"
+        self.say("creation, until in sync: CPU " + ", ".join(f"{name}: {cpu:.1f} s" for name, cpu in spent.cpu.items()))
+        for broker_id, counts in spent.operations.items():
+            self.say(f"creation, until in sync: broker {broker_id} made {counts.total()} store operations: "
+                     + ", ".join(f"{operation} {count}" for operation, count in counts.most_common()))
+        self.row["creation CPU, brokers/server (s)"] = "/".join(f"{cpu:.1f}" for cpu in spent.cpu.values())
+        self.row["creation store ops per broker"] = "/".join(str(counts.total()) for counts in spent.operations.values())
         return True
 
     def in_sync_figures(self) -> None:
@@ -480,8 +517,8 @@ def measure(store: str, partitions: int, timeout_s: float, scratch: pathlib.Path
           + (", a stock etcd" if store == "etcd" else ""), flush=True)
     run_dir = scratch / f"{store}-{partitions}"
     try:
-        with cluster_over_own_server(store, run_dir) as (address, cluster):
-            run = Run(store, partitions, timeout_s, address, cluster)
+        with cluster_over_own_server(store, run_dir) as (address, server_pid, cluster):
+            run = Run(store, partitions, timeout_s, address, server_pid, cluster)
             try:
                 run.baseline()
                 if run.create():
