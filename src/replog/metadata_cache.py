@@ -37,10 +37,12 @@ from replog.coord_backends.paths import (
     ReplicaAssignment,
     TopicId,
 )
+from replog.replication.election import SeenPartition
 
 logger = logging.getLogger(__name__)
 
 NO_LEADER = -1
+UNSEEN = -1  # a node's version before its watch first reported it: no store version is negative
 REGISTRATION_REREAD_PAUSE_S = 0.5
 # New partitions whose watches are armed at once: a topic of thousands arrives in one change.
 PARTITION_WATCHES_IN_FLIGHT_MAX = 64
@@ -52,6 +54,10 @@ class PartitionView:
     leader: int = NO_LEADER
     leader_epoch: int = -1
     isr: tuple[int, ...] = ()
+    # The nodes' versions, for an election that starts from this view (seen_partition); None:
+    # absent. Not part of what the view says: two views of the same metadata are equal.
+    replicas_version: int | None = dataclasses.field(default=UNSEEN, compare=False)
+    isr_version: int | None = dataclasses.field(default=UNSEEN, compare=False)
 
 
 class MetadataCache:
@@ -91,6 +97,14 @@ class MetadataCache:
     def changed(self) -> None:
         """Wake `wait_for` callers: something their conditions read (besides the view) changed."""
         self._changed.set()
+
+    def seen_partition(self, topic: str, partition: int) -> SeenPartition | None:
+        """The partition's assignment and ISR as last seen, for an election to start from (it
+        checks their versions); None while either is unseen, or the assignment absent."""
+        view = self.topics.get(topic, {}).get(partition)
+        if view is None or view.replicas_version in (UNSEEN, None) or view.isr_version == UNSEEN:
+            return None
+        return SeenPartition(view.replicas, view.replicas_version, view.isr, view.isr_version)
 
     async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Wait until `condition()` holds after some change to the view, or time runs out."""
@@ -289,6 +303,8 @@ class MetadataCache:
             except InvalidNodeValue as error:
                 logger.warning("unreadable partition metadata topic=%s partition=%d field=%s error=%s", topic, partition, field, error)
                 return
+            if field in _VERSION_FIELDS:
+                values = {**values, _VERSION_FIELDS[field]: event.version}
             previous = partitions[partition]
             partitions[partition] = dataclasses.replace(previous, **values)
             if field == "replicas" and values["replicas"] != previous.replicas and announce:
@@ -302,6 +318,8 @@ def _leader_fields(raw: bytes) -> dict:
     record = LeaderRecord.decode(raw)
     return {"leader": record.leader, "leader_epoch": record.leader_epoch}
 
+
+_VERSION_FIELDS = {"replicas": "replicas_version", "isr": "isr_version"}
 
 _ABSENT = {
     "replicas": {"replicas": ()},

@@ -5,6 +5,7 @@ from __future__ import annotations
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment, TopicDeletion, TopicId
 from replog.metadata_cache import NO_LEADER, MetadataCache, PartitionView
+from replog.replication.election import SeenPartition
 
 WAIT_S = 10
 
@@ -181,5 +182,29 @@ async def test_only_the_partitions_below_the_topics_count_are_seen(connect):
         assert await cache.wait_for(lambda: set(cache.topics["growing"]) == {0, 1}, WAIT_S)
         assert await cache.wait_for(lambda: heard == [("growing", [0]), ("growing", [1])], WAIT_S), heard
         assert cache.topics["growing"][1].replicas == (1,)
+    finally:
+        await cache.close()
+
+
+async def test_a_partition_is_seen_with_the_versions_an_election_checks(connect):
+    """An election starts from the assignment and ISR as seen, and its transaction checks their
+    versions (replication/election.py): they must be the store's versions of what was seen."""
+    admin, broker_side = await connect(), await connect()
+    await admin.create(paths.BROKER_IDS, b"", make_parents=True)
+    await admin.create(paths.replicas("orders", 0), ReplicaAssignment((1, 2)).encode(), make_parents=True)
+    cache = MetadataCache(broker_side)
+    await cache.start()
+    try:
+        assigned_version = (await admin.get(paths.replicas("orders", 0)))[1]
+        assert cache.seen_partition("orders", 0) == SeenPartition((1, 2), assigned_version, (), None)
+        assert cache.seen_partition("orders", 1) is None
+        await admin.create(paths.isr("orders", 0), IsrRecord(isr=(1, 2), leader_epoch=0).encode())
+        isr_version = (await admin.get(paths.isr("orders", 0)))[1]
+        seen = SeenPartition((1, 2), assigned_version, (1, 2), isr_version)
+        assert await cache.wait_for(lambda: cache.seen_partition("orders", 0) == seen, WAIT_S)
+        await admin.set(paths.replicas("orders", 0), ReplicaAssignment((2, 1)).encode())
+        assigned_version = (await admin.get(paths.replicas("orders", 0)))[1]
+        seen = SeenPartition((2, 1), assigned_version, (1, 2), isr_version)
+        assert await cache.wait_for(lambda: cache.seen_partition("orders", 0) == seen, WAIT_S)
     finally:
         await cache.close()

@@ -1,12 +1,16 @@
-"""leaderElection over memory, ZooKeeper and etcd: the preferred replica's head start."""
+"""leaderElection over memory, ZooKeeper and etcd: the preferred replica's head start, epochs, and
+elections that start from the partition as the broker's watches saw it."""
 
 from __future__ import annotations
 
 import asyncio
 
-from replog.coord_backends import paths
+import pytest
+
+from replog.coord_backends import NoNode, paths
+from replog.coord_backends.observed import ObservedStore
 from replog.coord_backends.paths import EpochCounter, IsrRecord, LeaderRecord, ReplicaAssignment
-from replog.replication.election import leader_election
+from replog.replication.election import SeenPartition, leader_election
 from tests.backends.conftest import backend, connect, store, url  # noqa: F401  (fixtures)
 
 TOPIC = "orders"
@@ -82,3 +86,76 @@ async def test_an_epoch_is_taken_by_the_election_that_wins_with_it_and_by_no_los
     second = await leader_election(store, TOPIC, 0, OTHER)
     assert second.isr.leader_epoch == 1
     assert LeaderRecord.decode((await store.get(paths.leader(TOPIC, 0)))[0]) == LeaderRecord(OTHER, 1)
+
+
+def counting_operations(store) -> tuple[ObservedStore, list[str]]:
+    """`store`, and the kinds of the operations made through it, in order."""
+    made: list[str] = []
+    return ObservedStore(store, lambda operation, duration_s, error: made.append(operation)), made
+
+
+async def seen_now(store) -> SeenPartition:
+    assigned, assigned_version = await store.get(paths.replicas(TOPIC, 0))
+    try:
+        isr, isr_version = await store.get(paths.isr(TOPIC, 0))
+    except NoNode:
+        return SeenPartition(ReplicaAssignment.decode(assigned).replicas, assigned_version, (), None)
+    return SeenPartition(ReplicaAssignment.decode(assigned).replicas, assigned_version, IsrRecord.decode(isr).isr, isr_version)
+
+
+async def test_an_election_from_a_current_view_reads_only_the_epoch(store):
+    """Thousands of partitions elect at once when a topic is created or a broker leaves: the
+    assignment and ISR the broker's watches saw spare each two store reads."""
+    await assigned_with_both_alive(store)
+    view = await seen_now(store)
+    counted, made = counting_operations(store)
+    won = await leader_election(counted, TOPIC, 0, PREFERRED, registered=lambda: {PREFERRED, OTHER}, seen=lambda: view)
+    assert won is not None and won.isr.isr == (PREFERRED, OTHER)
+    assert made == ["get", "transaction"]  # the epoch counter's read, then the election's commit
+    # The next election starts from the ISR the first one wrote.
+    await store.delete(paths.leader(TOPIC, 0))
+    view, made[:] = await seen_now(store), []
+    again = await leader_election(counted, TOPIC, 0, OTHER, registered=lambda: {OTHER}, seen=lambda: view)
+    assert again is not None and again.isr.leader_epoch == won.isr.leader_epoch + 1 and made == ["get", "transaction"]
+
+
+async def test_an_election_from_a_stale_view_decides_on_the_store(store):
+    """A reassignment that moved the partition off this broker since the view was seen: the
+    commit fails on the assignment's version, and the store's answer is that it may not lead."""
+    await assigned_with_both_alive(store)
+    stale = await seen_now(store)
+    await store.set(paths.replicas(TOPIC, 0), ReplicaAssignment((OTHER,)).encode())
+    assert await leader_election(store, TOPIC, 0, PREFERRED, seen=lambda: stale) is None
+    with pytest.raises(NoNode):
+        await store.get(paths.leader(TOPIC, 0))
+    # An ISR seen absent that an election created since, then left (its leader node gone).
+    await store.set(paths.replicas(TOPIC, 0), ReplicaAssignment((PREFERRED, OTHER)).encode())
+    absent = await seen_now(store)
+    first = await leader_election(store, TOPIC, 0, OTHER)
+    await store.delete(paths.leader(TOPIC, 0))
+    won = await leader_election(store, TOPIC, 0, PREFERRED, seen=lambda: absent)
+    assert won is not None and won.isr.leader_epoch == first.isr.leader_epoch + 1
+
+
+async def test_a_view_that_says_this_broker_may_not_lead_is_checked_against_the_store(store):
+    """Left to the others on a view that lags, a partition could stay without a leader."""
+    await assigned_with_both_alive(store)
+    lagging = SeenPartition((PREFERRED, OTHER), (await store.get(paths.replicas(TOPIC, 0)))[1], (OTHER,), 0)
+    won = await leader_election(store, TOPIC, 0, PREFERRED, seen=lambda: lagging)
+    assert won is not None and LeaderRecord.decode((await store.get(paths.leader(TOPIC, 0)))[0]).leader == PREFERRED
+
+
+async def test_a_head_start_given_on_a_view_of_a_led_partition_is_checked_against_the_store(store):
+    """A controlled shutdown writes the ISR without its leader and deletes the leader node in one
+    transaction; the deletion can reach a broker before the new ISR: on that view the head start
+    went to the leader that left, and the partition waited it out."""
+    await assigned_with_both_alive(store)
+    await leader_election(store, TOPIC, 0, PREFERRED, registered=lambda: {PREFERRED, OTHER})
+    before_the_hand_over = await seen_now(store)
+    isr_version = (await store.get(paths.isr(TOPIC, 0)))[1]
+    await (store.transaction().set(paths.isr(TOPIC, 0), IsrRecord((OTHER,), 0).encode(), isr_version)
+           .delete(paths.leader(TOPIC, 0)).commit())
+    won = await asyncio.wait_for(leader_election(store, TOPIC, 0, OTHER, preferred_wait_s=HEAD_START_S,
+                                                 registered=lambda: {PREFERRED, OTHER}, seen=lambda: before_the_hand_over),
+                                 WAIT_S)
+    assert won is not None and won.isr.isr == (OTHER,)

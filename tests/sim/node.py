@@ -75,7 +75,8 @@ class SimBroker:
                                                     open_connection=self._connect)
         self.hosted = HostedPartitions(LeadershipContext(broker_id, store, self.replicas, self.leader_connections, config,
                                                          self.now_ms, self.metadata.changed, lambda: self.metadata.registered,
-                                                         self.leader_connections.presumed_gone),
+                                                         self.leader_connections.presumed_gone,
+                                                         seen_partition=self.metadata.seen_partition),
                                        config)
         self.leader_connections.on_presumed_gone = self.hosted.broker_presumed_gone
         self.state_changes = StateChangeListener(store, broker_id, self.hosted.start_replica_requested,

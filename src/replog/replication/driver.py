@@ -33,7 +33,7 @@ from replog.coord_backends.base import TxnOp
 from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment
 from replog.obs import BrokerMetrics, StateChangeEvents
 from replog.replication.commit import IsrMaintainer
-from replog.replication.election import leader_election
+from replog.replication.election import SeenPartition, leader_election
 from replog.replication.fetcher import EpochAsk, FetcherConfig, FetchReply, FetchSpec, ReplicaFetcher
 from replog.replication.reassignment import Reassigner
 from replog.replica.manager import ReplicaManager
@@ -78,6 +78,8 @@ class LeadershipContext:
     metrics: BrokerMetrics = dataclasses.field(default_factory=BrokerMetrics)  # elections, ISR changes
     # The broker's ring of state-change events, where a leader's requests are recorded (None: not recorded).
     state_change_events: StateChangeEvents | None = None
+    # A partition's assignment and ISR as the broker's watches saw them, for an election to start from.
+    seen_partition: Callable[[str, int], SeenPartition | None] = lambda topic, partition: None
 
 
 class PartitionLeadership:
@@ -276,6 +278,7 @@ class PartitionLeadership:
             preferred_wait_s=context.config["preferred.replica.election.wait.ms"] / 1000,
             unclean_allowed=settings["unclean.leader.election.enable"],
             registered=context.registered_brokers,
+            seen=lambda: context.seen_partition(self.topic, self.partition),
         )
         if won is None:
             context.metrics.elections_lost.inc()

@@ -17,6 +17,16 @@ of the ISR, the head start goes to the first replica in assignment order that is
 eligible, as Kafka's controller picks the first live ISR member: one replica races, not all of
 them, when a broker that led thousands of partitions dies or shuts down.
 
+An election starts from what the broker's watches last saw of the partition's assignment and ISR
+(`seen`), when they saw it: thousands elect at once when a topic is created or a broker leaves,
+and reading both nodes again cost each of them two store round trips. The transaction checks the
+assignment's version and writes the ISR at the version seen, so a stale view fails the commit
+and the election reads both nodes. A view never decides alone to leave the partition to others:
+that this broker may not lead, or, once the partition has been led, that another replica has
+the head start. Those answers are read from the store: a controlled shutdown writes the ISR
+without its leader and deletes the leader node in one transaction, and the deletion can reach
+the broker before the new ISR does, which would give the head start to the leader that left.
+
 Unclean election (`unclean.leader.election.enable`, off by default) lets a replica outside the
 ISR race, and only when no ISR member is alive: it trades the committed data the ISR holds for
 availability.
@@ -68,6 +78,23 @@ async def seen_alive(store: Store, registered: RegisteredBrokers, broker_id: int
     return broker_id in view if view is not None else await broker_alive(store, broker_id)
 
 
+class SeenPartition(NamedTuple):
+    """A partition's assignment and ISR as the broker's watches last saw them, with the versions
+    the election's transaction checks them at."""
+
+    assigned: tuple[int, ...]
+    assigned_version: int
+    isr: tuple[int, ...]
+    isr_version: int | None  # None: the ISR node was seen absent
+
+
+PartitionSeen = Callable[[], SeenPartition | None]  # None: not seen (yet)
+
+
+class _AskTheStore(Exception):
+    """The view an election started from cannot decide what comes next, or was stale: read the store."""
+
+
 class Election(NamedTuple):
     """A won election: the ISR record written, the assignment it was decided on, and the
     versions its own transaction gave the leader node and the ISR node, on which the new
@@ -100,6 +127,7 @@ async def leader_election(
     preferred_wait_s: float = 0.0,
     unclean_allowed: bool = False,
     registered: RegisteredBrokers = lambda: None,
+    seen: PartitionSeen = lambda: None,
 ) -> Election | None:
     """Try to become leader; None if this broker may not lead or lost the race.
 
@@ -109,13 +137,20 @@ async def leader_election(
 
     An ISR that changed between its read and the race is read again: not every ISR write comes
     from a leader (a replica back from an unclean reboot takes itself out, hosted.py), so a
-    changed ISR does not mean that someone else won."""
+    changed ISR does not mean that someone else won.
+
+    `seen`: the partition as the broker's watches saw it, to start from (module docstring)."""
+    view = seen()
     for _ in range(ISR_CHANGES_MAX):  # each retry follows an ISR or epoch write that raced this one
         try:
-            return await _run_for_leader(store, topic, partition, broker_id, preferred_wait_s, unclean_allowed, registered)
+            return await _run_for_leader(store, topic, partition, broker_id, preferred_wait_s, unclean_allowed, registered, view)
         except BadVersion:
             logger.debug("ISR or epoch changed during leader election, reading them again topic=%s partition=%d broker=%d",
                         topic, partition, broker_id)
+        except _AskTheStore:
+            logger.debug("the partition seen did not decide the election, reading it topic=%s partition=%d broker=%d",
+                         topic, partition, broker_id)
+        view = None
     raise RuntimeError(f"leader election of {topic}-{partition}: the ISR or epoch changed {ISR_CHANGES_MAX} times in a row")
 
 
@@ -129,15 +164,23 @@ async def _first_electable(store: Store, registered: RegisteredBrokers, assigned
     return None
 
 
-async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: int, preferred_wait_s: float,
-                          unclean_allowed: bool, registered: RegisteredBrokers) -> Election | None:
-    assigned = ReplicaAssignment.decode((await store.get(paths.replicas(topic, partition)))[0]).replicas
+async def _read_partition(store: Store, topic: str, partition: int) -> SeenPartition:
+    assigned_data, assigned_version = await store.get(paths.replicas(topic, partition))
     try:
         isr_data, isr_version = await store.get(paths.isr(topic, partition))
         isr = IsrRecord.decode(isr_data).isr
     except NoNode:
         isr, isr_version = (), None
+    return SeenPartition(ReplicaAssignment.decode(assigned_data).replicas, assigned_version, isr, isr_version)
+
+
+async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: int, preferred_wait_s: float,
+                          unclean_allowed: bool, registered: RegisteredBrokers, view: SeenPartition | None) -> Election | None:
+    """One try, from `view` if given (its staleness raises _AskTheStore or BadVersion), else from reads."""
+    assigned, assigned_version, isr, isr_version = view or await _read_partition(store, topic, partition)
     eligible = broker_id in assigned and (not isr or broker_id in isr)
+    if not eligible and view is not None:
+        raise _AskTheStore
     if broker_id in assigned and not eligible and unclean_allowed:
         eligible = not any([await broker_alive(store, member) for member in isr])
         if eligible:
@@ -147,6 +190,8 @@ async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: i
         return None
     first = await _first_electable(store, registered, assigned, isr, broker_id)
     if first is not None and first != broker_id:
+        if view is not None and isr_version is not None:
+            raise _AskTheStore  # is the ISR seen older than the leader node's deletion? (module docstring)
         # The seed's PreferredReplicaTime: the preferred replica (or the first electable one)
         # races first. Once it has won there is nothing left to race for, and the new leader's
         # acks=all waits for this replica to follow it: stop waiting at once.
@@ -162,7 +207,10 @@ async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: i
     candidates = (broker_id,) if isr and broker_id not in isr else (isr or assigned)
     new_isr = IsrRecord(tuple([member for member in candidates
                                if member == broker_id or await seen_alive(store, registered, member)]), epoch)
-    txn = store.transaction().create(paths.leader(topic, partition), LeaderRecord(broker_id, epoch).encode(), ephemeral=True)
+    leader_path = paths.leader(topic, partition)
+    txn = store.transaction().create(leader_path, LeaderRecord(broker_id, epoch).encode(), ephemeral=True)
+    if view is not None:
+        txn.check(paths.replicas(topic, partition), assigned_version)
     if isr_version is None:
         txn.create(paths.isr(topic, partition), new_isr.encode())
     else:
@@ -170,12 +218,15 @@ async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: i
     # Last: a race lost to a winner whose node is still there fails on the node, as lost.
     txn.ops.append(epoch_taken)
     try:
-        created, isr_written, _ = await txn.commit()
-    except NodeExists:
+        created, *written = await txn.commit()
+    except NodeExists as exists:
+        if exists.path != leader_path:
+            raise _AskTheStore from exists  # an ISR node or epoch counter created since it was seen absent
         logger.debug("lost leader election topic=%s partition=%d broker=%d epoch=%d", topic, partition, broker_id, epoch)
         return None
     # The partition logs it at INFO once it leads, whichever way it came to (replica/partition.py).
     logger.debug("won leader election topic=%s partition=%d broker=%d epoch=%d isr=%s", topic, partition, broker_id, epoch,
                  new_isr.isr)
+    isr_written = written[-2]  # after the assignment's check, if any; before the epoch's write
     written_isr_version = isr_written.version if isinstance(isr_written, Created) else isr_written
     return Election(new_isr, assigned, created.version, written_isr_version)
