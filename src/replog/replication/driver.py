@@ -324,7 +324,7 @@ class PartitionLeadership:
         await self._stop_maintainer()
         await self._stop_fetcher()
         settings = self._settings()
-        assigned = ReplicaAssignment.decode((await context.store.get(paths.replicas(self.topic, self.partition)))[0]).replicas
+        assigned = await self._assigned_here()
         hosted = await context.replicas.open_replica(
             self.topic, self.partition, log_config(settings), assigned, epoch, None,
             partition_config(settings), leader_id=leader,
@@ -335,6 +335,16 @@ class PartitionLeadership:
         )
         self._fetcher = fetcher
         fetcher.start().add_done_callback(lambda task: self._fetcher_failed(fetcher, task, leader, epoch))
+
+    async def _assigned_here(self) -> tuple[int, ...]:
+        """The assignment a follower opens its replica with, which checks only that this broker
+        is in it: as the broker's watches saw it if it names this broker (a topic's creation
+        and a broker's restart start thousands of followers at once), else as the store has it."""
+        context = self._context
+        seen = context.seen_partition(self.topic, self.partition)
+        if seen is not None and context.broker_id in seen.assigned:
+            return seen.assigned
+        return ReplicaAssignment.decode((await context.store.get(paths.replicas(self.topic, self.partition)))[0]).replicas
 
     async def _release(self, version: int | None) -> None:
         """Delete the leader node if it is still the one seen; the others elect at once."""
