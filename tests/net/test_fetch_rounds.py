@@ -20,6 +20,8 @@ class FakeLeader:
     def __init__(self) -> None:
         self.records: dict[tuple[str, int], bytes] = {}  # what the next round gives each partition
         self.rounds: list[list[tuple[str, int]]] = []  # the partitions each round asked for
+        self.parked_at_arrival: list[int] = []  # per round, how many were out at the leader when it came
+        self._out = 0
         self.waits_ms: list[int] = []  # each round's max wait
         self.failure: Exception | None = None
         self.high_watermark = 0
@@ -33,20 +35,31 @@ class FakeLeader:
         asked = [(spec.topic, spec.partition) for spec in specs]
         self.rounds.append(asked)
         self.waits_ms.append(max_wait_ms)
+        self.parked_at_arrival.append(self._out)
         self._changed.set()  # a later request overtakes a parked one
         self._changed = changed = asyncio.Event()
         if self.failure is not None:
             raise self.failure
-        if not any(key in self.records for key in asked):
-            try:
-                await asyncio.wait_for(changed.wait(), max_wait_ms / 1000)
-            except TimeoutError:
-                pass
-        return {key: FetchReply(0, self.high_watermark, 0, self.records.pop(key, b"")) for key in asked}
+        self._out += 1
+        try:
+            if not any(key in self.records for key in asked):
+                try:
+                    await asyncio.wait_for(changed.wait(), max_wait_ms / 1000)
+                except TimeoutError:
+                    pass
+            return {key: FetchReply(0, self.high_watermark, 0, self.records.pop(key, b"")) for key in asked}
+        finally:
+            self._out -= 1
 
 
 def spec(partition: int, max_wait_ms: int = LONG_POLL_MS) -> FetchSpec:
     return FetchSpec("t", partition, 0, 0, 1 << 20, max_wait_ms)
+
+
+async def answered_once(leader: FakeLeader, rounds: FetchRounds, partition: int) -> None:
+    """Its fetcher has had an answer: its next ask is not its first."""
+    leader.append(partition, b"first")
+    assert (await asyncio.wait_for(rounds.fetch(spec(partition)), WAIT_S)).records == b"first"
 
 
 async def test_an_idle_partition_does_not_hold_the_answers_of_a_busy_one():
@@ -84,22 +97,47 @@ async def test_an_idle_partition_is_answered_at_its_own_wait_only_with_news():
     rounds.close()
 
 
-async def test_a_partition_asking_while_a_round_is_parked_goes_out_at_once_with_the_others():
+async def test_a_partition_asking_again_while_a_round_is_parked_goes_out_at_once_with_the_others():
     leader = FakeLeader()
     rounds = FetchRounds(leader.send_round, "test")
+    await answered_once(leader, rounds, 1)
     parked = asyncio.ensure_future(rounds.fetch(spec(0)))
-    async def first_round_out() -> bool:
-        return bool(leader.rounds)
 
-    await eventually(first_round_out, WAIT_S, "the first round, which parks")
+    async def second_round_out() -> bool:
+        return len(leader.rounds) == 2
+
+    await eventually(second_round_out, WAIT_S, "the round of partition 0, which parks")
     leader.records["t", 1] = b"ready"  # no wake-up: only the new round can find it
     answered = await asyncio.wait_for(rounds.fetch(spec(1)), WAIT_S)
     assert answered.records == b"ready"
-    assert leader.rounds[:2] == [[("t", 0)], [("t", 0), ("t", 1)]]
+    assert leader.rounds[1:3] == [[("t", 0)], [("t", 0), ("t", 1)]]
+    assert leader.parked_at_arrival[2] == 1  # it cut the parked round short
     assert not parked.done()
     rounds.close()
     with pytest.raises(asyncio.CancelledError):
         await parked
+
+
+async def test_a_partitions_first_ask_waits_for_the_parked_round_instead_of_cutting_it():
+    """Fetchers start one after another for seconds when thousands of partitions are created or
+    a broker restarts: each first ask cut the parked round, and the leader read the follower's
+    every partition again."""
+    leader = FakeLeader()
+    rounds = FetchRounds(leader.send_round, "test")
+    parked = asyncio.ensure_future(rounds.fetch(spec(0, max_wait_ms=300)))
+
+    async def first_round_out() -> bool:
+        return bool(leader.rounds)
+
+    await eventually(first_round_out, WAIT_S, "the first round, which parks")
+    leader.records["t", 1] = b"ready"  # no wake-up: only a round that carries it finds it
+    answered = await asyncio.wait_for(rounds.fetch(spec(1)), WAIT_S)
+    assert answered.records == b"ready"
+    # Sent once the parked round was answered, at its wait, which also answered partition 0.
+    assert leader.rounds[:2] == [[("t", 0)], [("t", 1)]]
+    assert leader.parked_at_arrival[:2] == [0, 0]
+    assert (await parked).records == b""
+    rounds.close()
 
 
 async def test_every_round_waits_a_whole_max_wait_however_long_its_asks_have_waited():
@@ -107,17 +145,18 @@ async def test_every_round_waits_a_whole_max_wait_however_long_its_asks_have_wai
     partitions, asked at different times, send a round of all of them every few milliseconds."""
     leader = FakeLeader()
     rounds = FetchRounds(leader.send_round, "test")
+    await answered_once(leader, rounds, 1)
     parked = asyncio.ensure_future(rounds.fetch(spec(0)))
     loop = asyncio.get_running_loop()
     asked_at = loop.time()
 
-    async def first_round_out_a_while_ago() -> bool:
-        return bool(leader.rounds) and loop.time() > asked_at + 0.01
+    async def round_out_a_while_ago() -> bool:
+        return len(leader.rounds) == 2 and loop.time() > asked_at + 0.01
 
-    await eventually(first_round_out_a_while_ago, WAIT_S, "the first round, parked for 10 ms")
+    await eventually(round_out_a_while_ago, WAIT_S, "the round of partition 0, parked for 10 ms")
     leader.records["t", 1] = b"ready"
     await asyncio.wait_for(rounds.fetch(spec(1)), WAIT_S)  # its round cut the parked one
-    assert leader.waits_ms[:2] == [LONG_POLL_MS, LONG_POLL_MS]
+    assert leader.waits_ms[1:3] == [LONG_POLL_MS, LONG_POLL_MS]
     rounds.close()
     with pytest.raises(asyncio.CancelledError):
         await parked
