@@ -17,15 +17,17 @@ of the ISR, the head start goes to the first replica in assignment order that is
 eligible, as Kafka's controller picks the first live ISR member: one replica races, not all of
 them, when a broker that led thousands of partitions dies or shuts down.
 
-An election starts from what the broker's watches last saw of the partition's assignment and ISR
-(`seen`), when they saw it: thousands elect at once when a topic is created or a broker leaves,
-and reading both nodes again cost each of them two store round trips. The transaction checks the
-assignment's version and writes the ISR at the version seen, so a stale view fails the commit
-and the election reads both nodes. A view never decides alone to leave the partition to others:
-that this broker may not lead, or, once the partition has been led, that another replica has
-the head start. Those answers are read from the store: a controlled shutdown writes the ISR
-without its leader and deletes the leader node in one transaction, and the deletion can reach
-the broker before the new ISR does, which would give the head start to the leader that left.
+An election starts from what the broker's watches last saw of the partition (`seen`):
+thousands elect at once when a topic is created or a broker leaves, and reading the replicas and
+ISR nodes again cost each two store round trips. It takes the assignment as seen, and the ISR as
+seen only while it was seen absent (a partition never led): an ISR that exists is read, since a
+controlled shutdown writes it without its leader and deletes the leader node in one transaction,
+and the deletion reaches the broker before the new ISR does (an election on the old one gave the
+head start to the leader that left, or failed its commit). The transaction checks the
+assignment's version, and creates the ISR seen absent, so a stale view fails the commit
+(BadVersion, or NodeExists on the ISR) and the election reads both nodes. A view never decides
+alone that this broker may not lead, which leaves the partition to the others: that answer is
+read from the store.
 
 Unclean election (`unclean.leader.election.enable`, off by default) lets a replica outside the
 ISR race, and only when no ISR member is alive: it trades the committed data the ISR holds for
@@ -164,20 +166,30 @@ async def _first_electable(store: Store, registered: RegisteredBrokers, assigned
     return None
 
 
-async def _read_partition(store: Store, topic: str, partition: int) -> SeenPartition:
-    assigned_data, assigned_version = await store.get(paths.replicas(topic, partition))
+async def _read_isr(store: Store, topic: str, partition: int) -> tuple[tuple[int, ...], int | None]:
+    """The ISR and its node's version; (), None while absent."""
     try:
         isr_data, isr_version = await store.get(paths.isr(topic, partition))
-        isr = IsrRecord.decode(isr_data).isr
     except NoNode:
-        isr, isr_version = (), None
-    return SeenPartition(ReplicaAssignment.decode(assigned_data).replicas, assigned_version, isr, isr_version)
+        return (), None
+    return IsrRecord.decode(isr_data).isr, isr_version
+
+
+async def _partition_to_decide_on(store: Store, topic: str, partition: int, view: SeenPartition | None) -> SeenPartition:
+    """The view, with its ISR read unless it was seen absent; read whole without a view."""
+    if view is not None and view.isr_version is None:
+        return view
+    if view is None:
+        assigned_data, assigned_version = await store.get(paths.replicas(topic, partition))
+        view = SeenPartition(ReplicaAssignment.decode(assigned_data).replicas, assigned_version, (), None)
+    isr, isr_version = await _read_isr(store, topic, partition)
+    return view._replace(isr=isr, isr_version=isr_version)
 
 
 async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: int, preferred_wait_s: float,
                           unclean_allowed: bool, registered: RegisteredBrokers, view: SeenPartition | None) -> Election | None:
     """One try, from `view` if given (its staleness raises _AskTheStore or BadVersion), else from reads."""
-    assigned, assigned_version, isr, isr_version = view or await _read_partition(store, topic, partition)
+    assigned, assigned_version, isr, isr_version = await _partition_to_decide_on(store, topic, partition, view)
     eligible = broker_id in assigned and (not isr or broker_id in isr)
     if not eligible and view is not None:
         raise _AskTheStore
@@ -190,8 +202,6 @@ async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: i
         return None
     first = await _first_electable(store, registered, assigned, isr, broker_id)
     if first is not None and first != broker_id:
-        if view is not None and isr_version is not None:
-            raise _AskTheStore  # is the ISR seen older than the leader node's deletion? (module docstring)
         # The seed's PreferredReplicaTime: the preferred replica (or the first electable one)
         # races first. Once it has won there is nothing left to race for, and the new leader's
         # acks=all waits for this replica to follow it: stop waiting at once.
