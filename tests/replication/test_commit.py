@@ -121,3 +121,31 @@ async def test_a_leader_whose_node_stands_hands_over_in_one_transaction(elected)
     await commit_ops(elected.store, elected.maintainer.hand_over_ops())
     assert IsrRecord.decode((await elected.isr_node())[0]).isr == (FOLLOWER,)
     assert await elected.store.exists(paths.leader(TOPIC, 0)) is None
+
+
+async def test_a_leader_hands_back_to_the_preferred_replica_only_once_it_follows_this_leadership(store, tmp_path):
+    """A killed broker stays registered, and so in the ISR an election writes, until its session
+    times out: a leader that resigned to it on that alone was elected again, and resigned
+    again, at every balance check until then."""
+    preferred = FOLLOWER
+    await store.create(paths.replicas(TOPIC, 0), ReplicaAssignment((preferred, LEADER)).encode(), make_parents=True)
+    await store.create(paths.broker(preferred), ephemeral=True, make_parents=True)
+    isr, _, leader_version, isr_version = await leader_election(store, TOPIC, 0, LEADER)
+    assert set(isr.isr) == {LEADER, preferred}
+    clock = ManualClock(now_ms=0)
+    partition = Partition(Log(tmp_path / "orders-0", LogConfig(), clock), LEADER, isr.leader_epoch, (preferred, LEADER),
+                          isr.isr, 0, PartitionConfig(), now_ms=clock())
+
+    async def resign() -> None:
+        pass
+
+    maintainer = IsrMaintainer(store, partition, leader_version, isr_version, replica_lag_time_max_ms=LAG_MS,
+                               clock_ms=clock, on_fenced=resign, on_preferred_ready=resign, balance_check_interval_ms=0)
+    try:
+        assert not await maintainer.preferred_replica_ready(), "handed back to a replica that never fetched from it"
+        partition.record_follower_fetch(preferred, 0, clock(), partition.leader_epoch)
+        assert await maintainer.preferred_replica_ready()
+        clock.advance(2 * LAG_MS)
+        assert not await maintainer.preferred_replica_ready(), "handed back to a replica that stopped fetching"
+    finally:
+        partition.close()

@@ -520,6 +520,11 @@ class Partition:
             if self._ready_to_join(follower) and now_ms - follower.last_fetch_ms <= replica_lag_time_max_ms
         )
 
+    def follows_this_leadership(self, replica_id: int, now_ms: int, within_ms: int) -> bool:
+        """`replica_id` fetched from this leadership, naming its epoch, within `within_ms`."""
+        follower = self._followers.get(replica_id)
+        return follower is not None and follower.fetched_at_leader_epoch and now_ms - follower.last_fetch_ms <= within_ms
+
     def _ready_to_join(self, follower: _Follower) -> bool:
         return (
             follower.broker_id not in self.isr and follower.fetched_at_leader_epoch

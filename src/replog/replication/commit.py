@@ -235,7 +235,13 @@ class IsrMaintainer:
     async def preferred_replica_ready(self) -> bool:
         """The seed's checkLoadBalancing, at most once per leader.imbalance.check.interval: the
         preferred replica (the first assigned) is alive and in sync, and this leader is not it,
-        so leadership should go back to where the assignment balanced it."""
+        so leadership should go back to where the assignment balanced it.
+
+        In sync means following this leadership too, not only being in the ISR: an election
+        keeps a broker in the ISR while its registration stands, and a killed broker's stands
+        until its session times out. A leader that resigned to one that was only registered
+        was elected again, and resigned again a check later, for as long as that session
+        lasted: clients that looked the partition up meanwhile found a leader that had resigned."""
         now_ms = self._clock_ms()
         if self._on_preferred_ready is None or now_ms < self._next_balance_check_ms:
             return False
@@ -245,5 +251,6 @@ class IsrMaintainer:
         return (
             preferred != partition.local_broker_id
             and preferred in partition.isr
+            and partition.follows_this_leadership(preferred, now_ms, self._lag_ms)
             and await broker_alive(self._store, preferred)
         )
