@@ -712,6 +712,9 @@ class Partition:
             error = self.record_follower_fetch(replica_id, fetch_offset, now_ms, current_leader_epoch, life)
         if error is not ErrorCode.NONE:
             return self._fetch_error(error)
+        if fetch_offset == self.log.log_end_offset:
+            # Caught up: what most partitions of a fetch round are, and the log has nothing to look up.
+            return self._fetch_result([])
         allowance_bytes = self._throttle_allowance_bytes(replica_id, now_ms)
         if allowance_bytes is None:
             return self._fetch_result(self.log.read(fetch_offset, max_bytes))
