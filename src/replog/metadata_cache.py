@@ -6,9 +6,9 @@ and ISR from `/brokers/topics/...`. One task per watched node applies each chang
 the view may lag the store by one notification, exactly as Kafka's metadata cache lags its
 controller, and clients recover the same way (they retry on NOT_LEADER_OR_FOLLOWER).
 
-Watches: /brokers/ids (children), /brokers/topics (children), /admin/delete_topics (children),
-per topic its node (data: its partition count) and its partitions (children), per partition
-its replicas, leader and ISR (data). A topic marked for deletion is out of the view, as in
+Watches: /brokers/ids (children) and each registration in it (data), /brokers/topics
+(children), /admin/delete_topics (children), per topic its node (data: its partition count)
+and its partitions (children), per partition its replicas, leader and ISR (data). A topic marked for deletion is out of the view, as in
 Kafka's metadata cache: its partitions count as gone (replication/topic_deletion.py). So are a
 topic's partitions numbered at or above the count in its node, and a topic whose count is 0:
 an addPartition before its commit point (admin/topics.py).
@@ -27,7 +27,7 @@ import dataclasses
 import logging
 from typing import Awaitable, Callable
 
-from replog.coord_backends import DataEvent, NoNode, Store, StoreError, Watch
+from replog.coord_backends import DataEvent, Store, StoreError, Watch
 from replog.coord_backends import paths
 from replog.coord_backends.paths import (
     BrokerRegistration,
@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 NO_LEADER = -1
 UNSEEN = -1  # a node's version before its watch first reported it: no store version is negative
-REGISTRATION_REREAD_PAUSE_S = 0.5
+REGISTRATION_RETRY_PAUSE_S = 0.5
 # New partitions whose watches are armed at once: a topic of thousands arrives in one change.
 PARTITION_WATCHES_IN_FLIGHT_MAX = 64
 
@@ -65,7 +65,7 @@ class MetadataCache:
         self._store = store
         self.brokers: dict[int, BrokerRegistration] = {}
         self.topics: dict[str, dict[int, PartitionView]] = {}
-        self._followers: dict[str, list[asyncio.Task]] = {}  # "brokers" | "brokers-reread" | "topics" | "deletions" | "topic:<t>" | "topic:<t>:<p>"
+        self._followers: dict[str, list[asyncio.Task]] = {}  # "brokers" | "broker:<id>" | "brokers-retry" | "topics" | "deletions" | "topic:<t>" | "topic:<t>:<p>"
         self._changed = asyncio.Event()
         # The broker's hook: the partitions of a topic whose assignment may have changed.
         self.on_assignment_changed: Callable[[str, list[int]], Awaitable[None]] | None = None
@@ -73,6 +73,8 @@ class MetadataCache:
         # follower whose registration went, on_brokers_changed.
         self.registered: frozenset[int] | None = None
         self.on_brokers_changed: Callable[[], None] | None = None
+        self._registrations_followed: set[int] = set()
+        self._following_registrations = asyncio.Lock()
         self._topic_names: frozenset[str] = frozenset()
         self._being_deleted: frozenset[str] = frozenset()
         self._applying_topics = asyncio.Lock()  # two watches feed it; one topic, one follower
@@ -146,58 +148,68 @@ class MetadataCache:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _apply_broker_ids(self, names: tuple[str, ...]) -> None:
-        if not await self._read_registrations(names):
-            self._reread_registrations_later()
-        # Who is registered is the children's names: a registration that could not be read is
-        # still there, and a leader must not shrink out a live follower for a failed read.
+        # Who is registered is the children's names: a registration not read yet is there all
+        # the same, and a leader must not shrink out a live follower for a failed read.
         registered = frozenset(int(name) for name in names if name.isdigit())
+        if not await self._follow_registrations(registered):
+            self._follow_registrations_later()
         if registered != self.registered:
             self.registered = registered
             if self.on_brokers_changed is not None:
                 self.on_brokers_changed()
 
-    async def _read_registrations(self, names: tuple[str, ...]) -> bool:
-        """Read each registered broker's address; False if some could not be read (its last
-        one read is kept meanwhile)."""
-        readable = True
-        brokers = {}
-        for name in names:
-            try:
-                broker_id = int(name)
-                data, _ = await self._store.get(paths.broker(broker_id))
-                brokers[broker_id] = BrokerRegistration.decode(data)
-            except (NoNode, InvalidNodeValue, ValueError) as error:  # gone meanwhile, or not ours: the next event settles it
-                logger.debug("skipping broker registration name=%s error=%s", name, error)
-            except StoreError as error:
-                # Unreadable is not gone: a live broker must not vanish from metadata (and from
-                # its followers' connections) because one read failed.
-                logger.warning("broker registration unreadable, keeping the last one read name=%s error=%s", name, error)
-                readable = False
-                if broker_id in self.brokers:
-                    brokers[broker_id] = self.brokers[broker_id]
-        self.brokers = brokers
-        return readable
+    async def _follow_registrations(self, registered: frozenset[int]) -> bool:
+        """Watch each registration in `registered` and no other; False if some watch could not
+        be opened.
 
-    def _reread_registrations_later(self) -> None:
-        """Read the registrations again after a pause, until all are read: the watch reports
-        only the next change, and a broker registered while the store failed this one would
+        Each registration has its own watch, not only the names: a broker restarted deletes its
+        registration and creates its next one, and a read of the names after both finds no
+        change, while the new one may hold a new address."""
+        opened = True
+        async with self._following_registrations:  # both the names' watch and a retry call this
+            for gone in self._registrations_followed - registered:
+                await self._forget(f"broker:{gone}")
+                self._registrations_followed.discard(gone)
+                self.brokers.pop(gone, None)
+            for broker_id in sorted(registered - self._registrations_followed):
+                try:
+                    watch = await self._store.watch_data(paths.broker(broker_id))
+                except StoreError as error:
+                    logger.warning("broker registration unreadable, watching it later broker=%d error=%s", broker_id, error)
+                    opened = False
+                    continue
+                self._registrations_followed.add(broker_id)
+                await self._follow(f"broker:{broker_id}", watch, self._registration_applier(broker_id))
+        return opened
+
+    def _registration_applier(self, broker_id: int) -> Callable[[DataEvent], Awaitable[None]]:
+        async def apply(event: DataEvent) -> None:
+            if not event.exists:  # gone, or going: the names' watch forgets this one
+                self.brokers.pop(broker_id, None)
+                return
+            try:
+                self.brokers[broker_id] = BrokerRegistration.decode(event.data)
+            except InvalidNodeValue as error:
+                logger.warning("unreadable broker registration broker=%d error=%s", broker_id, error)
+
+        return apply
+
+    def _follow_registrations_later(self) -> None:
+        """Try again after a pause, until every registration is watched: the names' watch
+        reports only their next change, and a broker registered while the store failed would
         stay unknown (no address for its followers, nor for clients) until then."""
-        rereads = self._followers.setdefault("brokers-reread", [])
-        if rereads and not rereads[0].done():
+        retries = self._followers.setdefault("brokers-retry", [])
+        if retries and not retries[0].done():
             return
 
-        async def reread() -> None:
-            while True:  # until every registration was read, or close() cancels it
-                await asyncio.sleep(REGISTRATION_REREAD_PAUSE_S)
-                try:
-                    names = tuple(await self._store.children(paths.BROKER_IDS))
-                except StoreError:
-                    continue
-                if await self._read_registrations(names):
+        async def retry() -> None:
+            while True:  # until every registration is watched, or close() cancels it
+                await asyncio.sleep(REGISTRATION_RETRY_PAUSE_S)
+                if await self._follow_registrations(self.registered or frozenset()):
                     self._changed.set()
                     return
 
-        rereads[:] = [asyncio.create_task(reread(), name="metadata-brokers-reread")]
+        retries[:] = [asyncio.create_task(retry(), name="metadata-brokers-retry")]
 
     async def _apply_topic_names(self, names: tuple[str, ...]) -> None:
         self._topic_names = frozenset(names)

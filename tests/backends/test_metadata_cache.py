@@ -110,17 +110,17 @@ async def test_a_topic_marked_for_deletion_leaves_the_view_and_its_partitions_co
 
 
 def make_registration_unreadable(store, broker_id: int) -> None:
-    """From now on, reading `broker_id`'s registration through `store` fails as a lost connection."""
+    """From now on, watching `broker_id`'s registration through `store` fails as a lost connection."""
     from replog.coord_backends import CoordinationUnavailable
 
-    original_get = store.get
+    original_watch_data = store.watch_data
 
     async def registration_unreadable(path, *args, **kwargs):
         if path == paths.broker(broker_id):
             raise CoordinationUnavailable("injected: connection lost", path)
-        return await original_get(path, *args, **kwargs)
+        return await original_watch_data(path, *args, **kwargs)
 
-    store.get = registration_unreadable
+    store.watch_data = registration_unreadable
 
 
 async def test_a_registration_that_cannot_be_read_is_not_taken_for_a_broker_gone(connect):
@@ -140,6 +140,30 @@ async def test_a_registration_that_cannot_be_read_is_not_taken_for_a_broker_gone
         await cache.close()
 
 
+async def test_a_registration_replaced_in_one_step_is_seen(connect):
+    """A broker restarted deletes its registration and creates the next; read after both, the
+    names are unchanged, and the new registration (here a new port) must be seen all the same.
+    One transaction makes the names' watch see no change on every backend."""
+    admin, broker_side = await connect(), await connect()
+    await admin.create(paths.TOPICS, b"", make_parents=True)
+    await admin.create(paths.broker(1), BrokerRegistration("127.0.0.1", 9092, None).encode(), ephemeral=True, make_parents=True)
+    cache = MetadataCache(broker_side)
+    await cache.start()
+    try:
+        assert await cache.wait_for(lambda: 1 in cache.brokers, WAIT_S)
+        next_life = BrokerRegistration("127.0.0.1", 9093, None)
+        txn = admin.transaction()
+        txn.delete(paths.broker(1))
+        txn.create(paths.broker(1), next_life.encode(), ephemeral=True)
+        await txn.commit()
+        assert await cache.wait_for(lambda: cache.brokers.get(1) == next_life, WAIT_S), cache.brokers
+        assert cache.registered == frozenset({1})
+        await admin.delete(paths.broker(1))
+        assert await cache.wait_for(lambda: cache.registered == frozenset() and cache.brokers == {}, WAIT_S)
+    finally:
+        await cache.close()
+
+
 async def test_a_broker_registered_is_counted_even_before_its_registration_could_be_read(connect):
     """Leaders shrink out followers that are not registered (issue 12): a broker whose
     registration's first read failed is registered all the same (found by the simulator: a
@@ -155,7 +179,7 @@ async def test_a_broker_registered_is_counted_even_before_its_registration_could
         await admin.create(paths.broker(1), BrokerRegistration("127.0.0.1", 9092, None).encode(), ephemeral=True)
         assert await cache.wait_for(lambda: cache.registered == frozenset({1}), WAIT_S)
         assert 1 not in cache.brokers  # no address known yet for clients
-        broker_side.get = type(broker_side).get.__get__(broker_side)  # the store answers again
+        broker_side.watch_data = type(broker_side).watch_data.__get__(broker_side)  # the store answers again
         # Read again without any further change of /brokers/ids (found by the simulator: a
         # follower that never learned its restarted leader's address).
         assert await cache.wait_for(lambda: 1 in cache.brokers, WAIT_S)
