@@ -170,7 +170,9 @@ class Broker:
         self._session_follower: asyncio.Task | None = None
         self._registered = False
         self._started = False
-        self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"])
+        self.life_id = uuid.uuid4().hex[:16]
+        self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"],
+                                                    life_id=self.life_id)
         self.hosted = HostedPartitions(LeadershipContext(
             self.broker_id, self.store, self.replicas, self.leader_connections, config, self.now_ms, self.metadata.changed,
             lambda: self.metadata.registered, self.leader_connections.presumed_gone, self.metrics,
@@ -322,7 +324,7 @@ class Broker:
     def _registration(self) -> BrokerRegistration:
         advertised = self.config["advertised.listeners"]
         port = advertised.port or self.server.port  # port 0 means "whatever was bound"
-        return BrokerRegistration(advertised.host, port, self.config["broker.rack"])
+        return BrokerRegistration(advertised.host, port, self.config["broker.rack"], self.life_id)
 
     async def _register(self) -> None:
         await self.store.create(paths.broker(self.broker_id), self._registration().encode(), ephemeral=True)

@@ -7,7 +7,8 @@ import pytest
 
 from replog.coord_backends.paths import BrokerRegistration
 from replog.net.client import BrokerRefused, BrokerUnavailable, ConnectionLost
-from replog.net.leader_connections import LeaderConnections, follower_of
+from replog.net.leader_connections import LeaderConnections, fetch_from, follower_client_id, follower_of
+from replog.replica.partition import FetchFrom
 from tests.polling import eventually
 
 ME, PEER = 1, 2
@@ -99,6 +100,7 @@ async def test_a_broker_caught_dying_is_probed_again_until_it_refuses():
 
 def test_a_follower_connection_names_its_broker_and_no_other_client_does():
     assert follower_of("replog-follower-3") == 3
+    assert follower_of(follower_client_id(3, "c0ffee")) == 3
     for client_id in (None, "rdkafka", "replog-follower-", "replog-follower-x", "replog"):
         assert follower_of(client_id) is None
 
@@ -120,3 +122,13 @@ async def test_a_refusal_after_a_presumption_ran_out_is_a_new_death_to_tell():
             assert told == [PEER] * death
     finally:
         connections.close()
+
+
+def test_a_fetch_is_from_the_registered_life_only_if_its_life_id_is_the_registrations():
+    registered = {PEER: BrokerRegistration("127.0.0.1", 9999, None, "second")}
+    assert fetch_from(registered, PEER, follower_client_id(PEER, "second")) is FetchFrom.REGISTERED
+    assert fetch_from(registered, PEER, follower_client_id(PEER, "first")) is FetchFrom.EARLIER
+    assert fetch_from({}, PEER, follower_client_id(PEER, "second")) is FetchFrom.UNREGISTERED
+    # A broker that does not tell its life, or a registration without one, is taken at its word.
+    assert fetch_from(registered, PEER, follower_client_id(PEER, None)) is FetchFrom.REGISTERED
+    assert fetch_from({PEER: BrokerRegistration("127.0.0.1", 9999)}, PEER, follower_client_id(PEER, "first")) is FetchFrom.REGISTERED

@@ -18,7 +18,7 @@ from replog.replication.commit import IsrMaintainer
 from replog.replication.election import leader_election
 from replog.storage.log import Log, LogConfig
 from replog.replica.manager import ManagerConfig, ReplicaManager
-from replog.replica.partition import Partition, PartitionConfig
+from replog.replica.partition import FetchFrom, Partition, PartitionConfig
 from tests.polling import eventually
 from tests.replica.batches import producer_batch
 from tests.unit.log_fixtures import ManualClock
@@ -240,6 +240,43 @@ async def test_a_follower_whose_registration_went_rejoins_only_by_a_fetch_of_its
     leading.fetch(5)
     assert await leading.maintainer.check()
     assert await leading.isr_in_store() == (LEADER, FOLLOWER)
+
+
+async def test_a_fetch_from_a_followers_earlier_life_does_not_take_its_next_life_back_into_the_isr(tmp_path, closing):
+    """KIP-903: a fetch its broker sent before a restart that lost unflushed writes reaches the
+    leader after the restart (it sat in a paused leader's socket, or in a parked fetch): the
+    records it claims are gone, so it qualifies nothing (simulator seed 430)."""
+    registered = {LEADER, FOLLOWER}
+    leading = await elect(tmp_path, alive=(FOLLOWER,), registered=registered)
+    closing.append(leading)
+    leading.append(5)
+    registered.discard(FOLLOWER)
+    assert await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER,)
+    registered.add(FOLLOWER)
+    error = leading.partition.read_for_follower(FOLLOWER, 5, 1 << 20, leading.clock(), leading.partition.leader_epoch,
+                                                FetchFrom.EARLIER).error_code
+    assert error == 0
+    assert await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER,), "an earlier life's fetch put the follower back in the ISR"
+    leading.fetch(5)
+    assert await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER, FOLLOWER)
+
+
+async def test_a_fetch_from_a_broker_whose_registration_was_not_seen_counts_for_the_hw_but_not_for_joining(tmp_path, closing):
+    """Its life cannot be told until its registration is seen: a restarted broker fetches
+    before it registers again."""
+    leading = await elect(tmp_path, alive=(FOLLOWER,))
+    closing.append(leading)
+    leading.append(5)
+    leading.partition.record_follower_fetch(FOLLOWER, 5, leading.clock(), leading.partition.leader_epoch, FetchFrom.UNREGISTERED)
+    assert leading.partition.high_watermark == 5
+    leading.partition.update_isr({LEADER})
+    leading.partition.record_follower_fetch(FOLLOWER, 5, leading.clock(), leading.partition.leader_epoch, FetchFrom.UNREGISTERED)
+    assert leading.partition.followers_ready_to_join(leading.clock(), LAG_MS) == frozenset()
+    leading.fetch(5)
+    assert leading.partition.followers_ready_to_join(leading.clock(), LAG_MS) == {FOLLOWER}
 
 
 async def test_a_follower_presumed_gone_is_shrunk_out_at_once_while_still_registered(tmp_path, closing):

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from replog.replication.fetcher import FetchReply, FetchSpec
-from replog.replica.partition import EpochEndOffset, ErrorCode, FetchResult, ReadWaiter
+from replog.replica.partition import EpochEndOffset, ErrorCode, FetchFrom, FetchResult, ReadWaiter
 
 DELAY_MAX_S = 0.01
 DROP_P = 0.02
@@ -72,13 +72,13 @@ class SimNetwork:
 # -- the leader's side, as its request handlers do it ---------------------------------------------
 
 async def serve_replica_fetch(replicas, replica_id: int, specs: list[FetchSpec], max_wait_ms: int,
-                              now_ms: Callable[[], int]) -> dict[tuple[str, int], FetchReply]:
+                              now_ms: Callable[[], int], life: FetchFrom) -> dict[tuple[str, int], FetchReply]:
     """The leader's side of a follower's fetch of several partitions: answered at once if any
     has data or an error, else once the first gets data or after `max_wait_ms` (the broker's
     Fetch handler)."""
     def read_all() -> list:
         return [(spec, hosted, None if hosted is None else hosted.read_for_follower(
-                    replica_id, spec.fetch_offset, spec.max_bytes, now_ms(), spec.current_leader_epoch))
+                    replica_id, spec.fetch_offset, spec.max_bytes, now_ms(), spec.current_leader_epoch, life))
                 for spec in specs for hosted in [replicas.hosted(spec.topic, spec.partition)]]
 
     results = read_all()

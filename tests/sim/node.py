@@ -36,7 +36,7 @@ from replog.coord_backends import NodeExists, SessionState, StoreError, paths
 from replog.coord_backends.paths import BrokerRegistration
 from replog.metadata_cache import MetadataCache
 from replog.net.client import BrokerRefused, BrokerUnavailable
-from replog.net.leader_connections import LeaderConnections
+from replog.net.leader_connections import LeaderConnections, fetch_from, follower_client_id
 from replog.replication.fetcher import EpochAsk, FetchReply, FetchSpec
 from replog.replica.manager import NEVER_MS, ManagerConfig, ReplicaManager
 from replog.replica.partition import EpochEndOffset
@@ -52,8 +52,9 @@ STORE_RETRY_S = 0.2
 
 class SimBroker:
     def __init__(self, broker_id: int, data_dir: pathlib.Path, config: BrokerConfig, store: SimStore,
-                 network: SimNetwork, clock_ms: Callable[[], int], boot_id: str):
+                 network: SimNetwork, clock_ms: Callable[[], int], boot_id: str, life_id: str):
         self.broker_id = broker_id
+        self.life_id = life_id
         self.now_ms = clock_ms  # virtual time
         self.owner = Owner()
         self.store = store
@@ -72,7 +73,7 @@ class SimBroker:
         self.replicas = ReplicaManager(manager_config, self.now_ms, boot_id=boot_id)
         self.metadata = MetadataCache(store)
         self.leader_connections = LeaderConnections(broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"],
-                                                    open_connection=self._connect)
+                                                    open_connection=self._connect, life_id=life_id)
         self.hosted = HostedPartitions(LeadershipContext(broker_id, store, self.replicas, self.leader_connections, config,
                                                          self.now_ms, self.metadata.changed, lambda: self.metadata.registered,
                                                          self.leader_connections.presumed_gone,
@@ -149,7 +150,7 @@ class SimBroker:
                     self.spawn(self._register_until_done())
 
     async def _register_until_done(self) -> None:
-        registration = BrokerRegistration("127.0.0.1", 9000 + self.broker_id, None).encode()
+        registration = BrokerRegistration("127.0.0.1", 9000 + self.broker_id, None, self.life_id).encode()
         try:
             await self._retry_store(lambda: self.store.create(paths.broker(self.broker_id), registration, ephemeral=True))
         except NodeExists:
@@ -206,8 +207,10 @@ class _Connection:
 
     async def fetch_as_replica(self, replica_id: int, specs: list[FetchSpec], max_wait_ms: int,
                                max_bytes: int) -> dict[tuple[str, int], FetchReply]:
-        return await self._call(lambda leader: serve_replica_fetch(leader.replicas, replica_id, specs, max_wait_ms,
-                                                                   leader.now_ms))
+        client_id = follower_client_id(self._source.broker_id, self._source.life_id)
+        return await self._call(lambda leader: serve_replica_fetch(
+            leader.replicas, replica_id, specs, max_wait_ms, leader.now_ms,
+            fetch_from(leader.metadata.brokers, replica_id, client_id)))
 
     async def offsets_for_leader_epochs(self, asks: list[EpochAsk], replica_id: int) -> dict[tuple[str, int], EpochEndOffset]:
         async def serve(leader) -> dict[tuple[str, int], EpochEndOffset]:

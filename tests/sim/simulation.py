@@ -129,6 +129,7 @@ class Simulation:
         self.brokers: dict[int, SimBroker] = {}
         self.page_cache = PageCache(self.root, self.rng)
         self._boots = {broker_id: 0 for broker_id in BROKER_IDS}  # machine restarts so far
+        self._lives = {broker_id: 0 for broker_id in BROKER_IDS}  # process starts so far
         # (topic, partition) -> brokers that lost power while in its ISR and have not left it since
         self._lost_in_isr: dict[tuple[str, int], set[int]] = {key: set() for key in self._partitions}
         self._stores: list[MemoryStore] = []  # every client opened, closed at the end
@@ -273,8 +274,9 @@ class Simulation:
         store = SimStore(str(self.root / "store.db"), SESSION_TIMEOUT_MS, self.rng, f"broker {broker_id}")
         store.faults_on = not self._healed  # a broker restarted by the heal runs fault-free too
         self._stores.append(store)
+        self._lives[broker_id] += 1
         broker = SimBroker(broker_id, self.root / f"broker-{broker_id}", self._config, store, self.network, self._now_ms,
-                           f"boot-{broker_id}-{self._boots[broker_id]}")
+                           f"boot-{broker_id}-{self._boots[broker_id]}", f"life{self._lives[broker_id]}")
         self.brokers[broker_id] = broker
         self.network.brokers[broker_id] = broker
         broker.start()

@@ -98,6 +98,9 @@ class BrokerRegistration(NodeValue):
     host: str
     port: int
     rack: str | None = None
+    # Random, new each time the broker process starts: a leader tells a follower's fetches from
+    # this life from those of an earlier one still in flight (net/leader_connections.fetch_from).
+    life_id: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import NamedTuple, TypeVar
 
 from replog.coord_backends.paths import BrokerRegistration
 from replog.net.client import BrokerConnection, BrokerRefused, BrokerUnavailable, ConnectionLost
 from replog.net.epoch_asks import EpochAsks
 from replog.net.fetch_rounds import FetchRounds
+from replog.replica.partition import FetchFrom
 from replog.replication.fetcher import EpochAsk, FetchReply, FetchSpec
 
 logger = logging.getLogger(__name__)
@@ -28,12 +29,29 @@ FOLLOWER_CLIENT_ID_PREFIX = "replog-follower-"
 Opener = Callable[[int, BrokerRegistration], Awaitable[BrokerConnection]]
 
 
+def follower_client_id(broker_id: int, life_id: str | None) -> str:
+    return f"{FOLLOWER_CLIENT_ID_PREFIX}{broker_id}" + (f".{life_id}" if life_id else "")
+
+
 def follower_of(client_id: str | None) -> int | None:
     """The broker id in a follower connection's client id, None for any other client."""
     if client_id is None or not client_id.startswith(FOLLOWER_CLIENT_ID_PREFIX):
         return None
-    broker_id = client_id[len(FOLLOWER_CLIENT_ID_PREFIX):]
+    broker_id = client_id[len(FOLLOWER_CLIENT_ID_PREFIX):].partition(".")[0]
     return int(broker_id) if broker_id.isdigit() else None
+
+
+def fetch_from(registrations: Mapping[int, BrokerRegistration], broker_id: int, client_id: str | None) -> FetchFrom:
+    """Which life of follower `broker_id` a fetch on a connection with `client_id` comes from,
+    by the life id in the client id and in the broker's registration (Partition.FetchFrom).
+    A broker without a life id (an older one) is taken at its word."""
+    registered = registrations.get(broker_id)
+    if registered is None:
+        return FetchFrom.UNREGISTERED
+    life_id = client_id.partition(".")[2] if follower_of(client_id) == broker_id else ""
+    if not registered.life_id or not life_id or registered.life_id == life_id:
+        return FetchFrom.REGISTERED
+    return FetchFrom.EARLIER
 
 
 class _Refusal(NamedTuple):
@@ -67,8 +85,9 @@ class LeaderConnections:
     never presumed gone, and its session decides, as before."""
 
     def __init__(self, broker_id: int, registrations: Callable[[], dict[int, BrokerRegistration]], session_timeout_ms: int,
-                 open_connection: Opener | None = None):
+                 open_connection: Opener | None = None, life_id: str | None = None):
         self._broker_id = broker_id
+        self._life_id = life_id  # this broker process's, in its registration and its fetches' client id
         self._registrations = registrations  # the live brokers as the metadata cache sees them
         self._presumption_max_s = session_timeout_ms / 1000
         self._open = open_connection or self._open_over_tcp
@@ -83,7 +102,7 @@ class LeaderConnections:
 
     async def _open_over_tcp(self, broker_id: int, registration: BrokerRegistration) -> BrokerConnection:
         return await BrokerConnection.open(registration.host, registration.port,
-                                           client_id=f"{FOLLOWER_CLIENT_ID_PREFIX}{self._broker_id}")
+                                           client_id=follower_client_id(self._broker_id, self._life_id))
 
     async def get(self, broker_id: int) -> BrokerConnection:
         async with self._locks.setdefault(broker_id, asyncio.Lock()):

@@ -91,6 +91,17 @@ class ErrorCode(enum.IntEnum):
     OFFSET_NOT_AVAILABLE = 78
 
 
+class FetchFrom(enum.Enum):
+    """Which life of a follower's broker a fetch comes from, as its leader can tell
+    (net/leader_connections.fetch_from). A fetch sent by an earlier life may reach the leader
+    after the broker restarted (a paused leader's socket, a fetch it had parked), and if that
+    life's machine lost unflushed writes, the records it claims are gone (KIP-903)."""
+
+    REGISTERED = "registered"  # the life registered now, or a broker that does not tell
+    UNREGISTERED = "unregistered"  # no registration seen for the broker: its life is unknown
+    EARLIER = "earlier"  # not the registered life
+
+
 class ReplicaState(enum.Enum):
     NEW = "new"  # only inside the constructor
     LEADER = "leader"
@@ -692,12 +703,13 @@ class Partition:
         return self._fetch_result(self.log.read(fetch_offset, max_bytes, max_offset=self.high_watermark))
 
     def read_for_follower(self, replica_id: int, fetch_offset: int, max_bytes: int, now_ms: int,
-                          current_leader_epoch: int = NO_LEADER_EPOCH) -> FetchResult:
+                          current_leader_epoch: int = NO_LEADER_EPOCH, life: FetchFrom = FetchFrom.REGISTERED) -> FetchResult:
         """Everything up to the LEO, for follower `replica_id`, whose LEO `fetch_offset` is taken
-        to be (the seed's replicaFetch)."""
+        to be (the seed's replicaFetch). A fetch from an earlier life of the follower's broker
+        is answered but says nothing of the follower: the log it speaks for may be gone."""
         error = self._refusal_before_read(fetch_offset, current_leader_epoch)
-        if error is ErrorCode.NONE:
-            error = self.record_follower_fetch(replica_id, fetch_offset, now_ms, current_leader_epoch)
+        if error is ErrorCode.NONE and life is not FetchFrom.EARLIER:
+            error = self.record_follower_fetch(replica_id, fetch_offset, now_ms, current_leader_epoch, life)
         if error is not ErrorCode.NONE:
             return self._fetch_error(error)
         if fetch_offset == self.log.log_end_offset:
@@ -734,8 +746,9 @@ class Partition:
         self._throttled = (frozenset(replicas), throttle, rate_bytes_per_s) if replicas else None
 
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
-                              current_leader_epoch: int = NO_LEADER_EPOCH) -> ErrorCode:
-        """Note that follower `replica_id` has the log up to `fetch_offset`; may advance the HW."""
+                              current_leader_epoch: int = NO_LEADER_EPOCH, life: FetchFrom = FetchFrom.REGISTERED) -> ErrorCode:
+        """Note that follower `replica_id` has the log up to `fetch_offset`; may advance the HW.
+        Only a fetch from the registered life may make it ready to join the ISR."""
         follower = self._followers.get(replica_id)
         if follower is None:
             # As Kafka: a fetch that names our epoch comes from a replica we do not know yet
@@ -745,7 +758,7 @@ class Partition:
         if not self.log_start_offset <= fetch_offset <= self.log_end_offset:
             return ErrorCode.OFFSET_OUT_OF_RANGE
         follower.record_fetch(fetch_offset, self.log_end_offset, now_ms)
-        follower.fetched_at_leader_epoch = current_leader_epoch == self.leader_epoch
+        follower.fetched_at_leader_epoch = current_leader_epoch == self.leader_epoch and life is FetchFrom.REGISTERED
         self._maybe_advance_high_watermark()
         # One wake per join: while the write adding it is unsettled, the upkeep retries by itself.
         joins = follower.broker_id not in self._joining_isr and self._ready_to_join(follower)
