@@ -33,12 +33,19 @@ def follower_client_id(broker_id: int, life_id: str | None) -> str:
     return f"{FOLLOWER_CLIENT_ID_PREFIX}{broker_id}" + (f".{life_id}" if life_id else "")
 
 
-def follower_of(client_id: str | None) -> int | None:
-    """The broker id in a follower connection's client id, None for any other client."""
+def _follower_and_life(client_id: str | None) -> tuple[int, str] | None:
+    """(broker id, life id or "") in a follower connection's client id (follower_client_id),
+    None for any other client."""
     if client_id is None or not client_id.startswith(FOLLOWER_CLIENT_ID_PREFIX):
         return None
-    broker_id = client_id[len(FOLLOWER_CLIENT_ID_PREFIX):].partition(".")[0]
-    return int(broker_id) if broker_id.isdigit() else None
+    broker_id, _, life_id = client_id[len(FOLLOWER_CLIENT_ID_PREFIX):].partition(".")
+    return (int(broker_id), life_id) if broker_id.isdigit() else None
+
+
+def follower_of(client_id: str | None) -> int | None:
+    """The broker id in a follower connection's client id, None for any other client."""
+    follower = _follower_and_life(client_id)
+    return None if follower is None else follower[0]
 
 
 def fetch_from(registrations: Mapping[int, BrokerRegistration], broker_id: int, client_id: str | None) -> FetchFrom:
@@ -48,7 +55,8 @@ def fetch_from(registrations: Mapping[int, BrokerRegistration], broker_id: int, 
     registered = registrations.get(broker_id)
     if registered is None:
         return FetchFrom.UNREGISTERED
-    life_id = client_id.partition(".")[2] if follower_of(client_id) == broker_id else ""
+    follower = _follower_and_life(client_id)
+    life_id = follower[1] if follower is not None and follower[0] == broker_id else ""
     if not registered.life_id or not life_id or registered.life_id == life_id:
         return FetchFrom.REGISTERED
     return FetchFrom.EARLIER
