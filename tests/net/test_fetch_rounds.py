@@ -181,3 +181,28 @@ async def test_a_partition_the_answer_leaves_out_is_unknown_to_its_fetcher():
     rounds = FetchRounds(forgetful, "test")
     assert (await asyncio.wait_for(rounds.fetch(spec(0)), WAIT_S)).error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
     rounds.close()
+
+
+@pytest.mark.parametrize("turns", range(6))
+async def test_an_ask_made_while_the_sender_winds_down_still_goes_out(turns):
+    """The only ask goes (its fetcher restarted at a new epoch) while its round is parked; the
+    round ends, and the fetcher's next ask comes `turns` event-loop turns later: at one of
+    them, the sender had left its loop but not yet ended, and no round ever went out for it
+    (simulator seed 1898)."""
+    leader = FakeLeader()
+    rounds = FetchRounds(leader.send_round, "t")
+    try:
+        first = asyncio.create_task(rounds.fetch(spec(0)))
+
+        async def parked() -> bool:
+            return len(leader.rounds) == 1
+
+        await eventually(parked, WAIT_S, "the first round at the leader")
+        first.cancel()
+        leader.append(0, b"records")  # the parked round answers
+        for _ in range(turns):
+            await asyncio.sleep(0)  # an interleaving, not a wait for anything
+        reply = await asyncio.wait_for(rounds.fetch(spec(0, max_wait_ms=10)), WAIT_S)
+        assert reply.error_code == 0 and len(leader.rounds) == 2
+    finally:
+        rounds.close()

@@ -136,21 +136,26 @@ class FetchRounds:
 
     async def _send_rounds(self) -> None:
         """Ends when no fetcher asks; the next ask starts it again. Each round is a task of this
-        one's group, which a round's failure never ends (_round hands it to its asks)."""
-        async with asyncio.TaskGroup() as rounds:
-            while self._asks or self._rounds_in_flight:  # each turn waits for an ask or a round's end
-                waiting = [ask for ask in self._asks.values() if not ask.answer.done()]
-                unsent = [ask for ask in waiting if ask.rounds_out == 0]
-                if unsent and (self._rounds_in_flight == 0 or self._rounds_in_flight < ROUNDS_IN_FLIGHT_MAX
-                               and not all(ask.first for ask in unsent)):
-                    # Counted out before the task runs, so that this loop's next turn sees them sent.
-                    self._rounds_in_flight += 1
-                    for ask in waiting:
-                        ask.rounds_out += 1
-                    rounds.create_task(self._round(sorted(waiting, key=lambda ask: ask.deadline_s)))
-                    continue
-                self._changed.clear()
-                await self._changed.wait()
+        one's group, which a round's failure never ends (_round hands it to its asks).
+
+        An ask may come while the group winds down (its last round's task finishing after the
+        loop saw nobody ask): this sender is not done then, so no other starts, and it goes on
+        for that ask (simulator seed 1898: a follower that never fetched from its leader again)."""
+        while self._asks or self._rounds_in_flight:
+            async with asyncio.TaskGroup() as rounds:
+                while self._asks or self._rounds_in_flight:  # each turn waits for an ask or a round's end
+                    waiting = [ask for ask in self._asks.values() if not ask.answer.done()]
+                    unsent = [ask for ask in waiting if ask.rounds_out == 0]
+                    if unsent and (self._rounds_in_flight == 0 or self._rounds_in_flight < ROUNDS_IN_FLIGHT_MAX
+                                   and not all(ask.first for ask in unsent)):
+                        # Counted out before the task runs, so that this loop's next turn sees them sent.
+                        self._rounds_in_flight += 1
+                        for ask in waiting:
+                            ask.rounds_out += 1
+                        rounds.create_task(self._round(sorted(waiting, key=lambda ask: ask.deadline_s)))
+                        continue
+                    self._changed.clear()
+                    await self._changed.wait()
 
     async def _round(self, asks: list[_Ask]) -> None:
         loop = asyncio.get_running_loop()
