@@ -8,17 +8,26 @@ are called one at a time, under manual clocks, so that "not admitted" is a fact,
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from types import SimpleNamespace
 
 import pytest
 
 from replog.coord_backends import CoordinationUnavailable, paths
 from replog.coord_backends.memory import MemoryStore
-from replog.coord_backends.paths import IsrRecord, ReplicaAssignment
+from replog.coord_backends.paths import BrokerRegistration, IsrRecord, ReplicaAssignment
+from replog.net import codec
+from replog.net.codec import SUPPORTED_VERSIONS, ApiKey
+from replog.net.fetch_requests import encode_fetch_request
+from replog.net.handlers.fetch import fetch as fetch_handler
+from replog.net.leader_connections import follower_client_id
+from replog.obs import BrokerMetrics
 from replog.replication.commit import IsrMaintainer
 from replog.replication.election import leader_election
 from replog.storage.log import Log, LogConfig
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.partition import FetchFrom, Partition, PartitionConfig
+from replog.replication.fetcher import FetchSpec
 from tests.polling import eventually
 from tests.replica.batches import producer_batch
 from tests.unit.log_fixtures import ManualClock
@@ -262,6 +271,36 @@ async def test_a_fetch_from_a_followers_earlier_life_does_not_take_its_next_life
     leading.fetch(5)
     assert await leading.maintainer.check()
     assert await leading.isr_in_store() == (LEADER, FOLLOWER)
+
+
+async def test_a_parked_fetch_counts_when_it_arrives_and_not_again_after_its_wait(tmp_path, closing):
+    """A follower's fetch parked by its leader may outlive the replica that sent it: removed
+    from the assignment and added back meanwhile (two reassignments), the follower's next
+    replica starts empty. Read again after its wait, the fetch must not be recorded again (as
+    Kafka's DelayedFetch): simulator seed 1375 took the empty replica into the ISR on it."""
+    leading = await elect(tmp_path, alive=(), replicas=(LEADER, FOLLOWER, OTHER))
+    closing.append(leading)
+    leading.append(5)
+    partition = leading.partition
+    services = SimpleNamespace(replicas=SimpleNamespace(get_partition=lambda topic, partition_id: partition),
+                               metadata=SimpleNamespace(brokers={FOLLOWER: BrokerRegistration("127.0.0.1", 9092)}), now_ms=leading.clock, metrics=BrokerMetrics())
+    version = SUPPORTED_VERSIONS[ApiKey.FETCH][1]
+    wire = encode_fetch_request(version, 1, follower_client_id(FOLLOWER, None), replica_id=FOLLOWER, max_wait_ms=60_000,
+                                min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                                specs=[FetchSpec(TOPIC, 0, 5, partition.leader_epoch, 1 << 20, 60_000)])
+    request = dataclasses.replace(codec.decode_request(memoryview(wire)[4:]), overtaken=codec.Overtaken())
+    parked = asyncio.create_task(fetch_handler(services, request))
+
+    async def recorded() -> bool:
+        return partition.follower_log_end_offset(FOLLOWER) == 5
+
+    await eventually(recorded, WAIT_S, "the fetch recorded on arrival")
+    partition.reassign((LEADER, OTHER), leading.clock())
+    partition.reassign((LEADER, OTHER, FOLLOWER), leading.clock())
+    request.overtaken.set()  # the follower's next request came: the parked fetch reads again and answers
+    await asyncio.wait_for(parked, WAIT_S)
+    assert partition.followers_ready_to_join(leading.clock(), LAG_MS) == frozenset(), \
+        "a fetch of the removed replica qualified the one added back"
 
 
 async def test_a_fetch_from_a_broker_whose_registration_was_not_seen_counts_for_the_hw_but_not_for_joining(tmp_path, closing):

@@ -76,18 +76,18 @@ async def serve_replica_fetch(replicas, replica_id: int, specs: list[FetchSpec],
     """The leader's side of a follower's fetch of several partitions: answered at once if any
     has data or an error, else once the first gets data or after `max_wait_ms` (the broker's
     Fetch handler)."""
-    def read_all() -> list:
+    def read_all(record: bool) -> list:
         return [(spec, hosted, None if hosted is None else hosted.read_for_follower(
-                    replica_id, spec.fetch_offset, spec.max_bytes, now_ms(), spec.current_leader_epoch, life))
+                    replica_id, spec.fetch_offset, spec.max_bytes, now_ms(), spec.current_leader_epoch, life, record=record))
                 for spec in specs for hosted in [replicas.hosted(spec.topic, spec.partition)]]
 
-    results = read_all()
+    results = read_all(record=True)
     if max_wait_ms > 0 and all(result is not None and not result.error_code and not result.slices for _, _, result in results):
         with ReadWaiter() as waiter:
             for spec, hosted, _ in results:
                 waiter.watch(hosted, spec.fetch_offset, for_follower=True)
             await waiter.wait(max_wait_ms / 1000)
-        results = read_all()
+        results = read_all(record=False)
     return {(spec.topic, spec.partition): FetchReply(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, b"") if result is None
             else _reply(result) for spec, _, result in results}
 

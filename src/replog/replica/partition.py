@@ -703,12 +703,18 @@ class Partition:
         return self._fetch_result(self.log.read(fetch_offset, max_bytes, max_offset=self.high_watermark))
 
     def read_for_follower(self, replica_id: int, fetch_offset: int, max_bytes: int, now_ms: int,
-                          current_leader_epoch: int = NO_LEADER_EPOCH, life: FetchFrom = FetchFrom.REGISTERED) -> FetchResult:
+                          current_leader_epoch: int = NO_LEADER_EPOCH, life: FetchFrom = FetchFrom.REGISTERED,
+                          *, record: bool = True) -> FetchResult:
         """Everything up to the LEO, for follower `replica_id`, whose LEO `fetch_offset` is taken
         to be (the seed's replicaFetch). A fetch from an earlier life of the follower's broker
-        is answered but says nothing of the follower: the log it speaks for may be gone."""
+        is answered but says nothing of the follower: the log it speaks for may be gone.
+
+        `record=False`: a fetch read again after its long poll, recorded at its first read
+        already. As Kafka's DelayedFetch: meanwhile the follower's replica may have been closed
+        and opened anew (removed from the assignment, then added back), and the new one holds
+        nothing of what the fetch claims."""
         error = self._refusal_before_read(fetch_offset, current_leader_epoch)
-        if error is ErrorCode.NONE and life is not FetchFrom.EARLIER:
+        if error is ErrorCode.NONE and record and life is not FetchFrom.EARLIER:
             error = self.record_follower_fetch(replica_id, fetch_offset, now_ms, current_leader_epoch, life)
         if error is not ErrorCode.NONE:
             return self._fetch_error(error)

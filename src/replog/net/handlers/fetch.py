@@ -44,18 +44,19 @@ _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 
 
 def _read(services, topic: str, fetch: object, replica_id: int, byte_budget: int, now_ms: int,
-          life: FetchFrom) -> tuple[object | None, FetchResult | int]:
+          life: FetchFrom, record: bool) -> tuple[object | None, FetchResult | int]:
     try:
         partition = services.replicas.get_partition(topic, fetch.partition)
     except UnknownTopicOrPartitionError:
         return None, services.unknown_partition_error(topic)
     epoch = getattr(fetch, "current_leader_epoch", NO_EPOCH)
     if replica_id >= 0:
-        return partition, partition.read_for_follower(replica_id, fetch.fetch_offset, byte_budget, now_ms, epoch, life)
+        return partition, partition.read_for_follower(replica_id, fetch.fetch_offset, byte_budget, now_ms, epoch, life,
+                                                          record=record)
     return partition, partition.read_for_consumer(fetch.fetch_offset, byte_budget, epoch)
 
 
-def _read_all(services, body, now_ms: int, life: FetchFrom) -> tuple[list, int]:
+def _read_all(services, body, now_ms: int, life: FetchFrom, *, record: bool = True) -> tuple[list, int]:
     """(per partition: (topic, fetch, partition or None, result), total bytes read); `life`:
     which life of a follower's broker the fetch comes from (leader_connections.fetch_from)."""
     remaining_bytes = getattr(body, "max_bytes", 0x7FFFFFFF)
@@ -64,7 +65,7 @@ def _read_all(services, body, now_ms: int, life: FetchFrom) -> tuple[list, int]:
         for fetch in topic.partitions:
             # KIP-74: with the budget spent, later partitions read nothing; the first always may.
             budget = min(fetch.partition_max_bytes, remaining_bytes) if total_bytes else fetch.partition_max_bytes
-            partition, result = _read(services, topic.topic, fetch, body.replica_id, max(budget, 0), now_ms, life)
+            partition, result = _read(services, topic.topic, fetch, body.replica_id, max(budget, 0), now_ms, life, record)
             size = sum(piece.size_bytes for piece in result.slices) if isinstance(result, FetchResult) else 0
             total_bytes += size
             remaining_bytes -= size
@@ -160,7 +161,7 @@ async def fetch(services, request: Request):
             if request.overtaken is not None:
                 request.overtaken.listen(waiter.wake)
             await waiter.wait(max(0.0, deadline - loop.time()))
-        results, _ = _read_all(services, body, services.now_ms(), life)
+        results, _ = _read_all(services, body, services.now_ms(), life, record=False)  # recorded above
     by_follower = body.replica_id >= 0
     for topic, fetch, partition, result in results:
         if partition is None:
