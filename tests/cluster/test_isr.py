@@ -64,3 +64,22 @@ async def test_acks_all_is_refused_below_min_insync_replicas(cluster):
     finally:
         connection.close()
     assert answer.error_code == NOT_ENOUGH_REPLICAS
+
+
+def test_a_broker_killed_and_restarted_on_its_address_rejoins_every_isr(cluster):
+    """A broker restarted replaces its registration by one of a new life, and its leaders count
+    only that life's fetches: they must see the new registration even when they read the
+    registered names only after both steps, which then look unchanged."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("rejoins", 6, 3)])["rejoins"].result(timeout=60)
+    everyone = sorted(cluster.brokers)
+
+    def isrs() -> list[list[int]]:
+        partitions = admin.list_topics("rejoins", timeout=30).topics["rejoins"].partitions.values()
+        return [sorted(partition.isrs) for partition in partitions]
+
+    wait_until(lambda: isrs() == [everyone] * 6, "every partition in full ISR")
+    victim = cluster.brokers[1]
+    victim.kill()
+    victim.restart()
+    wait_until(lambda: isrs() == [everyone] * 6, "the restarted broker back in every ISR")
