@@ -50,3 +50,23 @@ async def connect(url):
 @pytest.fixture
 async def store(connect) -> Store:
     return await connect()
+
+
+def counting_transactions(store) -> list[int]:
+    """The size of each transaction `store` commits from now on, in order."""
+    committed: list[int] = []
+    begin = store.transaction
+
+    def transaction():
+        started = begin()
+        commit = started.commit
+
+        async def counted():
+            committed.append(len(started.ops))
+            return await commit()
+
+        started.commit = counted
+        return started
+
+    store.transaction = transaction
+    return committed

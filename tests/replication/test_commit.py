@@ -9,12 +9,13 @@ import asyncio
 import pytest
 
 from replog.coord_backends import BadVersion, NoNode, commit_ops, paths
+from replog.coord_backends.joined import JoinedCommits
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment
 from replog.replication.commit import IsrMaintainer
 from replog.replication.election import leader_election
 from replog.storage.log import Log, LogConfig
 from replog.replica.partition import Partition, PartitionConfig, ReplicaState
-from tests.backends.conftest import backend, connect, store, url  # noqa: F401  (fixtures)
+from tests.backends.conftest import backend, connect, counting_transactions, store, url  # noqa: F401  (fixtures)
 from tests.polling import eventually
 from tests.unit.log_fixtures import ManualClock
 
@@ -149,3 +150,42 @@ async def test_a_leader_hands_back_to_the_preferred_replica_only_once_it_follows
         assert not await maintainer.preferred_replica_ready(), "handed back to a replica that stopped fetching"
     finally:
         partition.close()
+
+
+async def test_leaders_that_shrink_at_once_write_their_isrs_in_joined_transactions(store, tmp_path):
+    """A broker's death shrinks the ISR of every partition it followed: thousands of writes,
+    which one transaction each held the leaders' store round trips for tens of seconds."""
+    partitions = 20
+    clock = ManualClock(now_ms=0)
+    await store.create(paths.broker(FOLLOWER), ephemeral=True, make_parents=True)  # alive: elected into the ISR
+    joined = JoinedCommits(store)
+    led: list[tuple[Partition, IsrMaintainer]] = []
+    for partition_id in range(partitions):
+        await store.create(paths.replicas(TOPIC, partition_id), ReplicaAssignment((LEADER, FOLLOWER)).encode(), make_parents=True)
+        isr, _, leader_version, isr_version = await leader_election(store, TOPIC, partition_id, LEADER)
+        partition = Partition(Log(tmp_path / f"orders-{partition_id}", LogConfig(), clock), LEADER, isr.leader_epoch,
+                              (LEADER, FOLLOWER), isr.isr, 0, PartitionConfig(), now_ms=clock())
+
+        async def never_fenced() -> None:
+            raise AssertionError("fenced")
+
+        led.append((partition, IsrMaintainer(store, partition, leader_version, isr_version, replica_lag_time_max_ms=LAG_MS,
+                                             clock_ms=clock, on_fenced=never_fenced, commit=joined.commit)))
+    clock.advance(10 * LAG_MS)  # FOLLOWER never fetched: out of sync everywhere
+    committed = counting_transactions(store)
+    try:
+        for _, maintainer in led:
+            maintainer.start()
+
+        async def all_shrunk() -> bool:
+            return all(partition.isr == {LEADER} for partition, _ in led)
+
+        await eventually(all_shrunk, WAIT_S, "every ISR shrunk to the leader")
+    finally:
+        for partition, maintainer in led:
+            await maintainer.stop()
+            partition.close()
+        await joined.close()
+    for partition_id in range(partitions):
+        assert IsrRecord.decode((await store.get(paths.isr(TOPIC, partition_id)))[0]).isr == (LEADER,)
+    assert sum(committed) == 2 * partitions and len(committed) < partitions

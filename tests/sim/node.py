@@ -33,6 +33,7 @@ from typing import Any
 
 from replog.config import BrokerConfig
 from replog.coord_backends import NodeExists, SessionState, StoreError, paths
+from replog.coord_backends.joined import JoinedCommits
 from replog.coord_backends.paths import BrokerRegistration
 from replog.metadata_cache import MetadataCache
 from replog.net.client import BrokerRefused, BrokerUnavailable
@@ -77,7 +78,8 @@ class SimBroker:
         self.hosted = HostedPartitions(LeadershipContext(broker_id, store, self.replicas, self.leader_connections, config,
                                                          self.now_ms, self.metadata.changed, lambda: self.metadata.registered,
                                                          self.leader_connections.presumed_gone,
-                                                         seen_partition=self.metadata.seen_partition),
+                                                         seen_partition=self.metadata.seen_partition,
+                                                         joined_commits=JoinedCommits(store)),
                                        config)
         self.leader_connections.on_presumed_gone = self.hosted.broker_presumed_gone
         self.state_changes = StateChangeListener(store, broker_id, self.hosted.start_replica_requested,

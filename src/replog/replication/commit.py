@@ -23,6 +23,11 @@ The leader-node check closes that window. On etcd versions are global revisions,
 node recreated by someone else fails the check too; on ZooKeeper and the embedded store a
 recreated node starts again at version 0, and there it is the election's own ISR write,
 made in the same transaction as the create, that moves the ISR version on.
+
+The write may go out joined with other partitions' (`commit`, coord_backends/joined.py): a
+broker's death or return changes thousands of ISRs at once. A joined transaction that one
+fenced leader's write refuses is retried part by part, so each leader still learns only of its
+own fencing.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import logging
 from typing import Awaitable, Callable, Collection
 
 from replog.coord_backends import BadVersion, NoNode, Store, StoreError
-from replog.coord_backends.base import DeleteOp, SetOp, TxnOp
+from replog.coord_backends.base import CheckOp, DeleteOp, SetOp, TxnOp, commit_ops
 from replog.coord_backends import paths
 from replog.coord_backends.paths import IsrRecord
 from replog.obs import BrokerMetrics
@@ -64,6 +69,7 @@ class IsrMaintainer:
         reassigner: Reassigner | None = None,
         on_moved_off: Callable[[], Awaitable[None]] | None = None,
         metrics: BrokerMetrics | None = None,
+        commit: Callable[[list[TxnOp]], Awaitable[list[object]]] | None = None,
     ):
         """`registered_brokers`: the brokers registered now (their sessions live), None while
         not known; `presumed_gone`: whether a broker's process is known gone (its address
@@ -85,6 +91,7 @@ class IsrMaintainer:
         self._reassigner = reassigner
         self._on_moved_off = on_moved_off
         self._metrics = metrics or BrokerMetrics()
+        self._commit = commit or (lambda ops: commit_ops(store, ops))  # all-or-nothing, perhaps joined with others'
         self._task: asyncio.Task | None = None
         self._change_due = asyncio.Event()
 
@@ -226,10 +233,8 @@ class IsrMaintainer:
         """Write the ISR only while this leader's leader node and the ISR node are as it last saw
         them; the ISR node's new version. BadVersion or NoNode: this leader is fenced."""
         topic, partition_id = self._partition.topic, self._partition.partition_id
-        txn = self._store.transaction()
-        txn.check(paths.leader(topic, partition_id), self._leader_version)
-        txn.set(paths.isr(topic, partition_id), record.encode(), self._isr_version)
-        _, isr_version = await txn.commit()
+        _, isr_version = await self._commit([CheckOp(paths.leader(topic, partition_id), self._leader_version),
+                                             SetOp(paths.isr(topic, partition_id), record.encode(), self._isr_version)])
         return isr_version
 
     async def preferred_replica_ready(self) -> bool:

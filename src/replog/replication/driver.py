@@ -30,6 +30,7 @@ from replog.config import log_config, partition_config
 from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.base import TxnOp
+from replog.coord_backends.joined import JoinedCommits
 from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment
 from replog.obs import BrokerMetrics, StateChangeEvents
 from replog.replication.commit import IsrMaintainer
@@ -80,6 +81,8 @@ class LeadershipContext:
     state_change_events: StateChangeEvents | None = None
     # A partition's assignment and ISR as the broker's watches saw them, for an election to start from.
     seen_partition: Callable[[str, int], SeenPartition | None] = lambda topic, partition: None
+    # Where leaders' ISR writes are committed, joined with other partitions' (None: each alone).
+    joined_commits: JoinedCommits | None = None
 
 
 class PartitionLeadership:
@@ -313,6 +316,7 @@ class PartitionLeadership:
                                   events=context.state_change_events),
             on_moved_off=self._poster(machine.MovedOff(epoch)),
             metrics=context.metrics,
+            commit=context.joined_commits.commit if context.joined_commits is not None else None,
         )
         self._maintainer = maintainer
         maintainer.start().add_done_callback(lambda task: self._upkeep_ended(maintainer, task, epoch))

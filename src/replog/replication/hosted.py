@@ -23,12 +23,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import pathlib
-from typing import TypeVar
 
 from replog.config import BrokerConfig, TopicSettings, log_config, partition_config
-from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError, commit_ops
+from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.base import TRANSACTION_OPS_MAX, TxnOp
+from replog.coord_backends.joined import commit_together
 from replog.coord_backends.paths import IsrRecord, ReplicaAssignment, StateChangeRequest, TopicId
 from replog.replica.manager import ReplicaManager
 from replog.replication.driver import LeadershipContext, PartitionLeadership
@@ -40,8 +40,6 @@ RECONCILE_RETRY_PAUSE_S = 1.0
 ISR_EXIT_ATTEMPTS_MAX = 64  # ISR writes by the leader that may race one exit
 LOGS_LOADED_AT_ONCE = 16  # a few per worker thread: opening a log is mostly waiting on fsync
 HAND_OVERS_PER_TRANSACTION = TRANSACTION_OPS_MAX // 2  # an ISR write and a leader node's deletion each
-
-T = TypeVar("T")
 
 
 class NotReplicaForPartition(Exception):
@@ -239,7 +237,7 @@ class HostedPartitions:
         for leadership, _ in batch:
             leadership.stop_taking_writes()
         for leadership, outcome in await commit_together(self._store, batch):
-            if outcome is None:
+            if not isinstance(outcome, BaseException):
                 leadership.handed_over()
             elif not isinstance(outcome, (BadVersion, NoNode)):  # fenced: another leadership already
                 self._hand_over_skipped(leadership, outcome)
@@ -361,18 +359,3 @@ class HostedPartitions:
         self._replicas.close_loaded(*key)
         if not any(topic == key[0] for topic, _ in self.leaderships):
             await self.topic_configs.forget(key[0])
-
-
-async def commit_together(store: Store, batch: list[tuple[T, list[TxnOp]]]) -> list[tuple[T, BaseException | None]]:
-    """Each item's writes committed, all in one transaction, and each item's outcome (None:
-    committed). A controlled shutdown's hand-overs, two store writes a partition, each in its own
-    round trip, did not end within the session timeout for thousands of leaderships. One item
-    whose writes fail (a fenced leadership) fails the transaction: then each goes alone, so that
-    only its own fail."""
-    try:
-        await commit_ops(store, [op for _, ops in batch for op in ops])
-        return [(item, None) for item, _ in batch]
-    except StoreError:
-        outcomes = await asyncio.gather(*(commit_ops(store, ops) for _, ops in batch), return_exceptions=True)
-        return [(item, outcome if isinstance(outcome, BaseException) else None)
-                for (item, _), outcome in zip(batch, outcomes)]
