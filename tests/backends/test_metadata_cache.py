@@ -123,13 +123,20 @@ def make_registration_unreadable(store, broker_id: int) -> None:
     store.watch_data = registration_unreadable
 
 
-async def test_a_registration_that_cannot_be_read_is_not_taken_for_a_broker_gone(connect):
-    """Issue 11, bug 9: a failed read of /brokers/ids/[id] is not the broker's death."""
+async def started_with_broker_1_registered(connect):
+    """An admin's store client, a broker's, and the broker's cache started over it, with
+    broker 1 registered at 127.0.0.1:9092."""
     admin, broker_side = await connect(), await connect()
     await admin.create(paths.TOPICS, b"", make_parents=True)
     await admin.create(paths.broker(1), BrokerRegistration("127.0.0.1", 9092, None).encode(), ephemeral=True, make_parents=True)
     cache = MetadataCache(broker_side)
     await cache.start()
+    return admin, broker_side, cache
+
+
+async def test_a_registration_that_cannot_be_read_is_not_taken_for_a_broker_gone(connect):
+    """Issue 11, bug 9: a failed read of /brokers/ids/[id] is not the broker's death."""
+    admin, broker_side, cache = await started_with_broker_1_registered(connect)
     try:
         assert await cache.wait_for(lambda: 1 in cache.brokers, WAIT_S)
         make_registration_unreadable(broker_side, 1)
@@ -144,11 +151,7 @@ async def test_a_registration_replaced_in_one_step_is_seen(connect):
     """A broker restarted deletes its registration and creates the next; read after both, the
     names are unchanged, and the new registration (here a new port) must be seen all the same.
     One transaction makes the names' watch see no change on every backend."""
-    admin, broker_side = await connect(), await connect()
-    await admin.create(paths.TOPICS, b"", make_parents=True)
-    await admin.create(paths.broker(1), BrokerRegistration("127.0.0.1", 9092, None).encode(), ephemeral=True, make_parents=True)
-    cache = MetadataCache(broker_side)
-    await cache.start()
+    admin, _, cache = await started_with_broker_1_registered(connect)
     try:
         assert await cache.wait_for(lambda: 1 in cache.brokers, WAIT_S)
         next_life = BrokerRegistration("127.0.0.1", 9093, None)
