@@ -6,12 +6,13 @@ and ISR from `/brokers/topics/...`. One task per watched node applies each chang
 the view may lag the store by one notification, exactly as Kafka's metadata cache lags its
 controller, and clients recover the same way (they retry on NOT_LEADER_OR_FOLLOWER).
 
-Watches: /brokers/ids (children) and each registration in it (data), /brokers/topics
-(children), /admin/delete_topics (children), per topic its node (data: its partition count)
-and its partitions (children), per partition its replicas, leader and ISR (data). A topic marked for deletion is out of the view, as in
-Kafka's metadata cache: its partitions count as gone (replication/topic_deletion.py). So are a
-topic's partitions numbered at or above the count in its node, and a topic whose count is 0:
-an addPartition before its commit point (admin/topics.py).
+Watches: /brokers/ids (children) and each registration in it (data), /brokers/topics (children),
+/admin/delete_topics (children), per topic its node (data: its partition count) and its
+partitions (children), per partition its replicas, leader and ISR (data). A topic marked for
+deletion is out of the view, as in Kafka's metadata cache: its partitions count as gone
+(replication/topic_deletion.py). So are a topic's partitions numbered at or above the count in
+its node, and a topic whose count is 0: an addPartition before its commit point
+(admin/topics.py).
 
 The broker hears of every change of assignment the cache sees (`on_assignment_changed`): a
 partition's replicas node changed (appeared with it included), or the partition vanished with
