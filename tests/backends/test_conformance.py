@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -377,6 +378,20 @@ async def test_expired_session_drops_ephemerals_and_reports_lost_then_connected(
     assert await observer.exists("/persistent") is not None
     await owner.create("/mine", b"again", ephemeral=True)
     assert (await observer.get("/mine"))[0] == b"again"
+
+
+async def test_a_session_outlives_its_event_loop_held_past_the_session_timeout(backend, connect):
+    """A broker's event loop may be held for seconds (10,000 partitions starting at once): the
+    session must not end for it, since the broker lives. kazoo pings from its own thread; the
+    etcd lease was refreshed by a task of the held loop, and expired with every ephemeral node."""
+    if backend == "memory":
+        pytest.skip("the embedded store's sessions live in this process: no server to time them out")
+    owner, observer = await connect(), await connect()
+    await owner.create("/held", b"", ephemeral=True)
+    time.sleep(SESSION_TIMEOUT_MS / 1000 * 3)  # the fault itself: nothing runs on this loop meanwhile
+    assert await observer.exists("/held") is not None, "the session ended while its loop was held"
+    await owner.set("/held", b"after")
+    assert (await observer.get("/held"))[0] == b"after"
 
 
 async def test_watches_survive_session_expiry(connect):

@@ -6,13 +6,16 @@ Mapping of the ZooKeeper-shaped interface onto etcd's flat, revisioned key space
   the key `<prefix>/a` to exist, as ZooKeeper requires. Children of `/a` are the keys in
   `[<prefix>/a/, <prefix>/a0)` without a further '/'.
 - Version = the key's mod_revision (a global revision, so a recreated node never reuses one).
-- Session = a lease with TTL = the session timeout, refreshed by a keepalive task every third of
-  it. Ephemeral nodes are put with the lease. Unreachable etcd -> SUSPENDED, for as long as it
-  lasts; etcd saying the lease is gone -> LOST, and a new lease is granted (after revoking the
-  old one, whose keys may otherwise linger) -> CONNECTED. As with ZooKeeper, only the server
-  decides that a session expired: etcd renews every lease when it restarts, so a client that
-  gave its lease up by its own clock after an outage would drop ephemeral nodes (leaders!) that
-  had survived. A broker fences its leaders while SUSPENDED, so waiting costs no safety.
+- Session = a lease with TTL = the session timeout, refreshed every third of it from a thread of
+  its own, over a client of its own (`_LeaseKeeper`), as kazoo pings ZooKeeper from its own
+  thread: a broker's event loop held for seconds (10,000 partitions starting) let the lease
+  expire, and every ephemeral node of the broker, its leaders' too, went with it. Ephemeral
+  nodes are put with the lease. Unreachable etcd -> SUSPENDED, for as long as it lasts; etcd
+  saying the lease is gone -> LOST, and a new lease is granted (after revoking the old one,
+  whose keys may otherwise linger) -> CONNECTED. As with ZooKeeper, only the server decides that
+  a session expired: etcd renews every lease when it restarts, so a client that gave its lease
+  up by its own clock after an outage would drop ephemeral nodes (leaders!) that had survived. A
+  broker fences its leaders while SUSPENDED, so waiting costs no safety.
 - Sequential names come from a counter key per parent, `<prefix>\\x01seq<parent>`, incremented
   in the same transaction as the create; it lies outside every children range.
 - Every write is an optimistic transaction: one read-only transaction fetches every key the
@@ -29,9 +32,11 @@ Mapping of the ZooKeeper-shaped interface onto etcd's flat, revisioned key space
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import logging
 import math
+import threading
 
 import aetcd
 from aetcd import exceptions as etcd_errors
@@ -130,9 +135,9 @@ class EtcdStore(Store):
         self.host, self.port = host, port
         self._prefix = "" if prefix in ("", "/") else validate_path(prefix)
         self._client: aetcd.Client | None = None
-        self._lease_id: int | None = None
+        self._lease_id: int | None = None  # set by the keeper's thread after start()
         self._lease_ttl_s = max(LEASE_TTL_MIN_S, math.ceil(session_timeout_ms / 1000))
-        self._keepalive: asyncio.Task | None = None
+        self._keeper: _LeaseKeeper | None = None
         self._watches = _SharedStream(self)
 
     # keys
@@ -153,25 +158,27 @@ class EtcdStore(Store):
     async def start(self) -> None:
         if self._client is not None:
             return
-        client = aetcd.Client(host=self.host, port=self.port, timeout=self._op_timeout_s, options=_CHANNEL_OPTIONS)
+        client = self._new_client()
+        keeper = _LeaseKeeper(self, asyncio.get_running_loop())
         try:
             await client.connect()
-            self._client = client
-            await self._grant_lease()
+            await keeper.start()
         except Exception as error:
-            self._client = None
+            await keeper.stop()
             await client.close()
             details = error.details() if isinstance(error, rpc.AioRpcError) else str(error)
             raise CoordinationUnavailable(f"cannot reach etcd at {self.host}:{self.port}: {details}") from None
-        self._session.publish(SessionState.CONNECTED)
-        self._keepalive = asyncio.create_task(self._keep_session_alive())
+        self._client, self._keeper = client, keeper
+
+    def _new_client(self) -> aetcd.Client:
+        return aetcd.Client(host=self.host, port=self.port, timeout=self._op_timeout_s, options=_CHANNEL_OPTIONS)
 
     async def close(self) -> None:
         client, self._client = self._client, None
         if client is None:
             return
-        if self._keepalive is not None:
-            await _cancelled(self._keepalive)
+        keeper, self._keeper = self._keeper, None
+        await keeper.stop()
         for subscription in self._watches.subscriptions():
             await subscription.watch.close()
         await self._watches.stop()
@@ -183,51 +190,10 @@ class EtcdStore(Store):
         await client.close()
         self._session.publish(SessionState.LOST)
 
-    async def _grant_lease(self) -> None:
-        lease = await self._etcd().lease(self._lease_ttl_s)
-        self._lease_id = lease.id
-        logger.info("etcd session lease=%x ttl_s=%d", lease.id, lease.ttl)
-
-    async def _keep_session_alive(self) -> None:
-        """Refresh the lease every third of its TTL; report SUSPENDED, LOST and CONNECTED."""
-        lease_lost = False
-        while True:  # until close() cancels it
-            await asyncio.sleep(self._lease_ttl_s / 3)
-            try:
-                if not lease_lost:
-                    reply = await self._etcd().refresh_lease(self._lease_id)
-                    lease_lost = reply is None or reply.TTL <= 0
-                    if lease_lost:
-                        self._session.publish(SessionState.LOST)
-                if lease_lost:
-                    await self._replace_lease()
-                    lease_lost = False
-                if self._session.state != SessionState.CONNECTED:
-                    self._session.publish(SessionState.CONNECTED)
-            except Exception as error:
-                translated = translate_error(error)
-                if not isinstance(translated, StoreError):
-                    raise
-                if isinstance(translated, SessionLost) and not lease_lost:
-                    lease_lost = True
-                    self._session.publish(SessionState.LOST)
-                elif self._session.state == SessionState.CONNECTED:
-                    self._session.publish(SessionState.SUSPENDED)
-
-    async def _replace_lease(self) -> None:
-        old = self._lease_id
-        if old is not None:
-            try:
-                await self._etcd().revoke_lease(old)
-            except etcd_errors.ClientError:
-                pass  # already expired; that is what we wanted
-        await self._grant_lease()
-
     async def expire_session(self) -> None:
-        await self._etcd().revoke_lease(self._lease_id)
-        self._session.publish(SessionState.LOST)
-        await self._grant_lease()
-        self._session.publish(SessionState.CONNECTED)
+        if self._keeper is None:
+            raise CoordinationUnavailable("the etcd client is closed")
+        await self._keeper.expire()
 
     async def server_version(self) -> str | None:
         client = self._etcd()
@@ -461,6 +427,116 @@ class _WritePlan:
             raise NoNode(path)
         if version is not None and mod_revision != version:
             raise BadVersion(path, version)
+
+
+class _LeaseKeeper:
+    """The session's lease, granted and kept alive every third of its TTL from a thread of its
+    own, over an etcd client of its own (module docstring). Only the keeper sets the store's
+    `_lease_id`; the session states it sees go to the store's event loop."""
+
+    def __init__(self, store: EtcdStore, store_loop: asyncio.AbstractEventLoop):
+        self._store = store
+        self._store_loop = store_loop
+        self._thread: threading.Thread | None = None
+        # On the thread's own loop, once started:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: aetcd.Client | None = None
+        self._stopping: asyncio.Event | None = None
+        self._lease_changes: asyncio.Lock | None = None  # a refresh, a replacement, an expiry: one at a time
+        self._published: SessionState | None = None
+
+    async def start(self) -> None:
+        """Grant the first lease and keep it alive from now on; raises what granting raised."""
+        started: concurrent.futures.Future = concurrent.futures.Future()
+        self._thread = threading.Thread(target=asyncio.run, args=(self._run(started),), name="etcd-lease-keeper", daemon=True)
+        self._thread.start()
+        await asyncio.wrap_future(started)
+
+    async def stop(self) -> None:
+        if self._thread is None:
+            return
+        if self._loop is not None and self._stopping is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+        await asyncio.to_thread(self._thread.join)
+        self._thread = None
+
+    async def expire(self) -> None:
+        """Give the lease up and take a new one: what etcd does to a client it lost (tests)."""
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._expire(), self._loop))
+
+    async def _run(self, started: concurrent.futures.Future) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._client = self._store._new_client()
+        try:
+            try:
+                await self._client.connect()
+                await self._grant()
+            except BaseException as error:
+                started.set_exception(error)
+                return
+            self._stopping, self._lease_changes = asyncio.Event(), asyncio.Lock()
+            self._publish(SessionState.CONNECTED)  # on the store's loop before start() returns: sent first
+            started.set_result(None)
+            keeping = asyncio.create_task(self._keep_alive())
+            await self._stopping.wait()
+            await _cancelled(keeping)
+        finally:
+            await self._client.close()
+
+    async def _keep_alive(self) -> None:
+        """Refresh the lease every third of its TTL; report SUSPENDED, LOST and CONNECTED."""
+        lease_lost = False
+        while True:  # until stop()
+            await asyncio.sleep(self._store._lease_ttl_s / 3)
+            async with self._lease_changes:
+                try:
+                    if not lease_lost:
+                        reply = await self._client.refresh_lease(self._store._lease_id)
+                        lease_lost = reply is None or reply.TTL <= 0
+                        if lease_lost:
+                            self._publish(SessionState.LOST)
+                    if lease_lost:
+                        await self._replace()
+                        lease_lost = False
+                    self._publish(SessionState.CONNECTED)
+                except Exception as error:
+                    translated = translate_error(error)
+                    if not isinstance(translated, StoreError):
+                        raise
+                    if isinstance(translated, SessionLost) and not lease_lost:
+                        lease_lost = True
+                        self._publish(SessionState.LOST)
+                    elif self._published == SessionState.CONNECTED:
+                        self._publish(SessionState.SUSPENDED)
+
+    async def _grant(self) -> None:
+        lease = await self._client.lease(self._store._lease_ttl_s)
+        self._store._lease_id = lease.id
+        logger.info("etcd session lease=%x ttl_s=%d", lease.id, lease.ttl)
+
+    async def _replace(self) -> None:
+        """Revoke the lost lease (its keys may otherwise linger) and grant the next."""
+        try:
+            await self._client.revoke_lease(self._store._lease_id)
+        except etcd_errors.ClientError:
+            pass  # already expired; that is what we wanted
+        await self._grant()
+
+    async def _expire(self) -> None:
+        async with self._lease_changes:
+            await self._client.revoke_lease(self._store._lease_id)
+            self._publish(SessionState.LOST)
+            await self._grant()
+            self._publish(SessionState.CONNECTED)
+
+    def _publish(self, state: SessionState) -> None:
+        if state == self._published:
+            return
+        self._published = state
+        try:
+            self._store_loop.call_soon_threadsafe(self._store._session.publish, state)
+        except RuntimeError:  # the store's loop ended without closing the store: nobody to tell
+            self._stopping.set()
 
 
 async def _cancelled(task: asyncio.Task) -> None:
