@@ -394,6 +394,24 @@ async def test_a_session_outlives_its_event_loop_held_past_the_session_timeout(b
     assert (await observer.get("/held"))[0] == b"after"
 
 
+async def test_an_etcd_lease_keeper_that_fails_says_so(backend, connect, caplog):
+    """The keeper's thread is the lease's only owner: if it stops on a bug, the session will
+    expire, and the log must say why."""
+    if backend != "etcd":
+        pytest.skip("the lease keeper is etcd's")
+    owner = await connect()
+
+    async def refresh_fails(lease_id):
+        raise ValueError("injected: a bug in the keeper")
+
+    owner._keeper._client.refresh_lease = refresh_fails
+
+    async def logged() -> bool:
+        return any("etcd lease keeper failed" in record.getMessage() for record in caplog.records)
+
+    await eventually(logged, SESSION_TIMEOUT_MS / 1000 * 3, "the keeper's failure in the log")
+
+
 async def test_watches_survive_session_expiry(connect):
     owner, writer = await connect(), await connect()
     await writer.create("/kept", b"0")

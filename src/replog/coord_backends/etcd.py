@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import logging
 import math
@@ -456,7 +457,8 @@ class _LeaseKeeper:
         if self._thread is None:
             return
         if self._loop is not None and self._stopping is not None:
-            self._loop.call_soon_threadsafe(self._stopping.set)
+            with contextlib.suppress(RuntimeError):  # its loop already ended (see _run)
+                self._loop.call_soon_threadsafe(self._stopping.set)
         await asyncio.to_thread(self._thread.join)
         self._thread = None
 
@@ -478,8 +480,13 @@ class _LeaseKeeper:
             self._publish(SessionState.CONNECTED)  # on the store's loop before start() returns: sent first
             started.set_result(None)
             keeping = asyncio.create_task(self._keep_alive())
-            await self._stopping.wait()
+            stopping = asyncio.create_task(self._stopping.wait())
+            await asyncio.wait((keeping, stopping), return_when=asyncio.FIRST_COMPLETED)
+            if keeping.done() and not keeping.cancelled():
+                # A bug: the lease expires, and the broker's session with it.
+                logger.error("etcd lease keeper failed lease=%x", self._store._lease_id, exc_info=keeping.exception())
             await _cancelled(keeping)
+            await _cancelled(stopping)
         finally:
             await self._client.close()
 
