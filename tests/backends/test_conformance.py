@@ -250,6 +250,19 @@ async def test_a_transaction_of_the_most_operations_commits_on_every_backend_and
     assert await store.children("/many") == [str(TRANSACTION_OPS_MAX)]
 
 
+async def test_get_many_reads_each_node_as_get_does_and_refuses_more_than_a_transaction_holds(store):
+    await store.create("/some/present", b"data", make_parents=True)
+    present = await store.get("/some/present")
+    paths = ["/some/present", "/some/absent", "/", *(f"/some/{index}" for index in range(TRANSACTION_OPS_MAX - 3))]
+    nodes = await store.get_many(paths)
+    assert nodes[:3] == [present, None, await store.get("/")]
+    assert nodes[3:] == [None] * (TRANSACTION_OPS_MAX - 3)
+    with pytest.raises(RequestRefused, match=f"over the limit of {TRANSACTION_OPS_MAX}"):
+        await store.get_many([*paths, "/some/one-more"])
+    with pytest.raises(ValueError):
+        await store.get_many(["no-slash"])
+
+
 async def test_commit_in_batches_applies_more_operations_than_one_transaction_holds(store):
     await commit_in_batches(store, [CreateOp("/wide"), *(CreateOp(f"/wide/{index}") for index in range(3 * TRANSACTION_OPS_MAX))])
     assert len(await store.children("/wide")) == 3 * TRANSACTION_OPS_MAX
@@ -271,6 +284,34 @@ async def test_data_watch_starts_with_the_current_state(store):
     async with await store.watch_data("/w") as watch:
         first = await next_within(watch)
         assert first == DataEvent(b"now", await store.exists("/w"))
+
+
+WATCHED_AT_ONCE = 3 * TRANSACTION_OPS_MAX
+
+
+async def test_data_watches_opened_at_once_each_start_with_their_own_node_and_see_what_follows(backend, store):
+    """A topic's creation opens thousands of watches at once; on etcd their first reads go out
+    joined (etcd.py, _FirstReads), and each must still start from its own node."""
+    for index in range(0, WATCHED_AT_ONCE, 2):
+        await store.create(f"/many/{index}", str(index).encode(), make_parents=True)
+    reads = []
+    if backend == "etcd":
+        read = store._read
+        store._read = lambda keys, children_of: reads.append(len(keys)) or read(keys, children_of)
+    watches = await asyncio.gather(*(store.watch_data(f"/many/{index}") for index in range(WATCHED_AT_ONCE)))
+    try:
+        for index, watch in enumerate(watches):
+            first = await next_within(watch)
+            assert first.data == (str(index).encode() if index % 2 == 0 else None), index
+        if backend == "etcd":  # one read starts the shared stream; alone, each watch read once
+            assert len(reads) <= 1 + WATCHED_AT_ONCE // TRANSACTION_OPS_MAX + 1
+        await store.create("/many/1", b"created")
+        await store.set("/many/0", b"changed")
+        assert (await next_within(watches[1])).data == b"created"
+        assert (await next_within(watches[0])).data == b"changed"
+    finally:
+        for watch in watches:
+            await watch.close()
 
 
 async def test_data_watch_sees_rapid_updates_in_order(connect):

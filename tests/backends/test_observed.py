@@ -28,6 +28,7 @@ async def test_each_operation_is_timed_once_by_kind_and_failures_are_counted_by_
         await store.create("/a/b", b"1", make_parents=True)  # one create, its parent made inside it
         version = (await store.get("/a/b"))[1]
         await store.set("/a/b", b"2", version)
+        assert [node is None for node in await store.get_many(["/a/b", "/a/x"])] == [False, True]  # one timed read
         assert await store.exists("/a/b") is not None
         assert await store.children("/a") == ["b"]
         await store.transaction().create("/a/c").set("/a/b", b"3").commit()

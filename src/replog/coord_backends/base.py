@@ -395,6 +395,22 @@ class Store(abc.ABC):
     async def get(self, path: str) -> tuple[bytes, int]:
         """(data, version); raises NoNode."""
 
+    async def get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
+        """Each node's (data, version), None for an absent one: at most TRANSACTION_OPS_MAX
+        paths, as a transaction's operations (RequestRefused past it)."""
+        if len(paths) > TRANSACTION_OPS_MAX:
+            raise RequestRefused(f"a read of {len(paths)} nodes is over the limit of {TRANSACTION_OPS_MAX}", paths[0])
+        return await self._get_many([validate_path(path) for path in paths])
+
+    async def _get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
+        """One read per path, all in flight at once; a backend that reads many nodes in one
+        request overrides it."""
+        answers = await asyncio.gather(*(self.get(path) for path in paths), return_exceptions=True)
+        failed = next((answer for answer in answers if isinstance(answer, BaseException) and not isinstance(answer, NoNode)), None)
+        if failed is not None:
+            raise failed
+        return [None if isinstance(answer, NoNode) else answer for answer in answers]
+
     @abc.abstractmethod
     async def set(self, path: str, data: bytes, version: int | None = None) -> int:
         """Replace the data, compare-and-set when `version` is given; returns the new version."""

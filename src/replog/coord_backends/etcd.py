@@ -56,6 +56,7 @@ from .base import (
     NotEmpty,
     RequestRefused,
     SESSION_TIMEOUT_MS_DEFAULT,
+    TRANSACTION_OPS_MAX,
     SessionLost,
     SessionState,
     SetOp,
@@ -69,6 +70,7 @@ from .base import (
     sequential_path,
     validate_path,
 )
+from .joined import JoinedRequests
 
 logger = logging.getLogger(__name__)
 
@@ -241,6 +243,13 @@ class EtcdStore(Store):
         if not snapshot.mod_revisions[key]:
             raise NoNode(path)
         return snapshot.values[key], snapshot.mod_revisions[key]
+
+    async def _get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
+        """All in one request, at one revision."""
+        keys = [self._key(path) for path in paths]
+        snapshot = await self._read(set(keys) - {self._key("/")}, set())
+        return [(b"", 0) if path == "/" else (snapshot.values[key], snapshot.mod_revisions[key]) if snapshot.mod_revisions[key] else None
+                for path, key in zip(paths, keys)]
 
     async def exists(self, path: str) -> int | None:
         try:
@@ -577,6 +586,7 @@ class _SharedStream:
         self._starting: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
         self._stream = None
+        self.first_reads = _FirstReads(store)
 
     def subscriptions(self) -> list[_Subscription]:
         return [*(sub for subs in self._data.values() for sub in subs), *(sub for subs in self._children.values() for sub in subs)]
@@ -639,6 +649,7 @@ class _SharedStream:
             subscription.apply(event)
 
     async def stop(self) -> None:
+        await self.first_reads.close()
         if self._starting is not None:
             await _cancelled(self._starting)
         if self._task is not None:
@@ -651,6 +662,23 @@ class _SharedStream:
                     await self._stream.cancel()
             except Exception:  # the stream may already be dead with the connection
                 pass
+
+
+class _FirstReads(JoinedRequests[bytes, tuple[int, bytes | None, int]]):
+    """Data watches' reads of their node, joined (joined.py): a topic's creation opens three
+    watches per partition on every broker hosting it, and a read each was most of the requests
+    etcd served then."""
+
+    def __init__(self, store: EtcdStore):
+        super().__init__(store, TRANSACTION_OPS_MAX)
+
+    async def read(self, key: bytes) -> tuple[int, bytes | None, int]:
+        """The revision read at, and the key's value and mod_revision there (None, 0: absent)."""
+        return await self._ask(key, 1)
+
+    async def _send(self, batch: list[bytes]) -> list[tuple[int, bytes | None, int]]:
+        snapshot = await self._store._read(set(batch), set())
+        return [(snapshot.revision, snapshot.values.get(key), snapshot.mod_revisions[key]) for key in batch]
 
 
 class _Subscription:
@@ -686,13 +714,13 @@ class _Subscription:
                 snapshot = await store._read(set(), {self.key})
                 self._children = set(snapshot.children[self.key])
                 self.watch.offer(tuple(sorted(self._children)))
+                read_at = snapshot.revision
             else:
-                snapshot = await store._read({self.key}, set())
-                revision = snapshot.mod_revisions[self.key]
-                self.watch.offer(DataEvent(snapshot.values[self.key], revision) if revision else DataEvent(None, None))
+                read_at, data, revision = await self._stream.first_reads.read(self.key)
+                self.watch.offer(DataEvent(data, revision) if revision else DataEvent(None, None))
             if not self._overflowed:
                 break
-        self._floor = snapshot.revision
+        self._floor = read_at
         waiting, self._waiting = self._waiting, []
         for event in waiting:
             self.apply(event)

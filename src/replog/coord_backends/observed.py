@@ -22,7 +22,7 @@ from .base import DataEvent, Store, StoreError, TxnOp, Watch
 
 T = TypeVar("T")
 
-OPERATIONS = ("create", "get", "set", "delete", "exists", "children", "transaction", "watch_data", "watch_children")
+OPERATIONS = ("create", "get", "get_many", "set", "delete", "exists", "children", "transaction", "watch_data", "watch_children")
 
 Observer = Callable[[str, float, str | None], None]
 
@@ -70,6 +70,9 @@ class ObservedStore(Store):
 
     async def get(self, path: str) -> tuple[bytes, int]:
         return await self._timed("get", self.inner.get(path))
+
+    async def get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
+        return await self._timed("get_many", self.inner.get_many(paths))
 
     async def set(self, path: str, data: bytes, version: int | None = None) -> int:
         return await self._timed("set", self.inner.set(path, data, version))

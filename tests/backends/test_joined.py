@@ -1,0 +1,124 @@
+"""Transactions committed together and reads made together (coord_backends/joined.py), over
+memory, ZooKeeper and etcd."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from replog.coord_backends import BadVersion, CoordinationUnavailable, NoNode
+from replog.coord_backends.base import TRANSACTION_OPS_MAX, SetOp
+from replog.coord_backends.joined import JoinedCommits, JoinedReads, JoinedRequests, commit_together
+from tests.backends.conftest import backend, connect, counting_transactions, store, url  # noqa: F401  (fixtures)
+
+NODES = TRANSACTION_OPS_MAX + TRANSACTION_OPS_MAX // 2
+
+
+async def nodes(store, count: int) -> list[tuple[str, int]]:
+    """`count` nodes, each with the version a compare-and-set on it must name."""
+    made = []
+    for index in range(count):
+        path = f"/joined/n{index}"
+        await store.create(path, b"0", make_parents=True)
+        made.append((path, await store.exists(path)))
+    return made
+
+
+async def asked_at_once(joined: JoinedRequests, asks: list) -> list:
+    """Each ask's answer or error, all asked in one turn of the loop; `joined` closed after."""
+    try:
+        return await asyncio.gather(*asks, return_exceptions=True)
+    finally:
+        await joined.close()
+
+
+async def test_commits_asked_for_together_go_out_as_few_transactions_each_with_its_own_results(store):
+    made = await nodes(store, NODES)
+    committed = counting_transactions(store)
+    joined = JoinedCommits(store)
+    results = await asked_at_once(joined, [joined.commit([SetOp(path, b"1", version)]) for path, version in made])
+    assert committed == [TRANSACTION_OPS_MAX, NODES - TRANSACTION_OPS_MAX]
+    for (path, _), (new_version,) in zip(made, results):
+        assert await store.get(path) == (b"1", new_version)
+
+
+async def test_a_refused_commit_fails_alone(store):
+    made = await nodes(store, 3)
+    stale_path, stale_version = made[1]
+    await store.set(stale_path, b"someone else's", stale_version)
+    committed = counting_transactions(store)
+    joined = JoinedCommits(store)
+    outcomes = await asked_at_once(joined, [joined.commit([SetOp(path, b"1", version)]) for path, version in made])
+    assert isinstance(outcomes[1], BadVersion)
+    assert committed == [3, 1, 2]  # refused on the stale one's path: it alone, the others together again
+    assert (await store.get(made[0][0]))[0] == b"1" and (await store.get(made[2][0]))[0] == b"1"
+    assert (await store.get(stale_path))[0] == b"someone else's"
+
+
+async def test_a_batch_mostly_refused_goes_alone_rather_than_together_again_and_again(store):
+    made = await nodes(store, 4)
+    for path, version in made[:3]:
+        await store.set(path, b"someone else's", version)
+    committed = counting_transactions(store)
+    outcomes = await commit_together(store, [(path, [SetOp(path, b"1", version)]) for path, version in made])
+    assert [isinstance(outcome, BadVersion) for _, outcome in outcomes] == [True, True, True, False]
+    assert (await store.get(made[3][0]))[0] == b"1"
+    # Together, the first at fault alone, together again, and once half were at fault, each alone.
+    assert committed == [4, 1, 3, 1, 1, 1]
+
+
+async def test_a_commit_given_up_before_it_goes_out_is_not_made(store):
+    (kept, kept_version), (given_up, given_up_version) = await nodes(store, 2)
+    joined = JoinedCommits(store)
+    try:
+        committing = asyncio.create_task(joined.commit([SetOp(kept, b"1", kept_version)]))
+        giving_up = asyncio.create_task(joined.commit([SetOp(given_up, b"1", given_up_version)]))
+        await asyncio.sleep(0)  # both asked for, the committer not yet run
+        giving_up.cancel()
+        await committing
+        with pytest.raises(asyncio.CancelledError):
+            await giving_up
+    finally:
+        await joined.close()
+    assert (await store.get(kept))[0] == b"1"
+    assert (await store.get(given_up))[0] == b"0"
+
+
+def counting_reads(store, fail_next: list[bool] | None = None) -> list[int]:
+    """How many nodes each get_many of `store` reads from now on, in order; one read fails, as
+    the store would, while `fail_next` holds True."""
+    read: list[int] = []
+    get_many = store.get_many
+
+    async def counted(paths):
+        read.append(len(paths))
+        if fail_next and fail_next.pop():
+            raise CoordinationUnavailable("injected: the store did not answer")
+        return await get_many(paths)
+
+    store.get_many = counted
+    return read
+
+
+async def test_reads_asked_for_together_go_out_as_few_requests_each_with_its_own_answer(store):
+    made = await nodes(store, NODES)
+    read = counting_reads(store)
+    joined = JoinedReads(store)
+    answers = await asked_at_once(joined, [*(joined.get(path) for path, _ in made), joined.get("/joined/absent")])
+    assert read == [TRANSACTION_OPS_MAX, NODES + 1 - TRANSACTION_OPS_MAX]
+    assert answers[:-1] == [(b"0", version) for _, version in made]
+    assert isinstance(answers[-1], NoNode) and answers[-1].path == "/joined/absent"
+
+
+async def test_a_failed_read_fails_the_reads_it_went_out_with_and_no_others(store):
+    (first, version), (second, _) = await nodes(store, 2)
+    counting_reads(store, fail_next=[False, True])  # popped from the end: the first request fails
+    joined = JoinedReads(store)
+    try:
+        with pytest.raises(CoordinationUnavailable):
+            await joined.get(first)
+        assert await joined.get(first) == (b"0", version)  # the reader lives on
+        assert (await asyncio.gather(joined.get(second), joined.get(first)))[1] == (b"0", version)
+    finally:
+        await joined.close()
