@@ -52,7 +52,7 @@ from replog.admin.errors import AdminError
 from replog.config import BrokerConfig, HostPort
 from replog.coord_backends import BadVersion, NodeExists, NoNode, ObservedStore, SessionState, StoreError, open_store
 from replog.coord_backends import paths
-from replog.coord_backends.joined import JoinedCommits
+from replog.coord_backends.joined import JoinedStore
 from replog.coord_backends.paths import BrokerRegistration, ClusterId, InvalidNodeValue
 from replog.groups import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, GroupLimits
 from replog.metadata_cache import MetadataCache
@@ -174,11 +174,11 @@ class Broker:
         self.life_id = uuid.uuid4().hex[:16]
         self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"],
                                                     life_id=self.life_id)
-        self.joined_commits = JoinedCommits(self.store)
+        self.joined = JoinedStore(self.store)
         self.hosted = HostedPartitions(LeadershipContext(
             self.broker_id, self.store, self.replicas, self.leader_connections, config, self.now_ms, self.metadata.changed,
             lambda: self.metadata.registered, self.leader_connections.presumed_gone, self.metrics,
-            self.state_change_events, self.metadata.seen_partition, self.joined_commits,
+            self.state_change_events, self.metadata.seen_partition, self.joined,
         ), config)
         self.leader_connections.on_presumed_gone = self.hosted.broker_presumed_gone
         self.state_changes = StateChangeListener(self.store, self.broker_id, self.hosted.start_replica_requested,
@@ -263,7 +263,7 @@ class Broker:
         self.metadata.on_assignment_changed = None
         self.metadata.on_brokers_changed = None
         await self.hosted.stop()
-        await self.joined_commits.close()
+        await self.joined.close()
         if self._group_coordinator is not None:
             self._group_coordinator.cancel()
             await asyncio.gather(self._group_coordinator, return_exceptions=True)

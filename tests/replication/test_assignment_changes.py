@@ -40,20 +40,28 @@ async def broker_and_tool(tmp_path):
 
 
 class FailingReads:
-    """Reads of `path` by `store` fail as a lost connection until `release()`."""
+    """Reads of `path` by `store`, alone or joined with others, fail as a lost connection until
+    `release()`."""
 
     def __init__(self, store, path: str):
         self.failed = 0
         self._released = False
-        original = store.get
+        get, get_many = store.get, store.get_many
 
-        async def get(read_path, *args, **kwargs):
-            if read_path == path and not self._released:
+        def fail_if_held(read_paths: list[str]) -> None:
+            if path in read_paths and not self._released:
                 self.failed += 1
                 raise CoordinationUnavailable("injected: connection lost")
-            return await original(read_path, *args, **kwargs)
 
-        store.get = get
+        async def get_one(read_path, *args, **kwargs):
+            fail_if_held([read_path])
+            return await get(read_path, *args, **kwargs)
+
+        async def get_joined(read_paths):
+            fail_if_held(read_paths)
+            return await get_many(read_paths)
+
+        store.get, store.get_many = get_one, get_joined
 
     def release(self) -> None:
         self._released = True
@@ -111,18 +119,27 @@ async def test_a_start_replica_whose_reads_straddle_the_creates_commit_is_acted_
     broker, tool = broker_and_tool
     assignment = ReplicaAssignment((BROKER,)).encode()
     await tool.create(paths.reassigned_partition(TOPIC, 0), assignment, make_parents=True)
-    original = broker.store.get
+    get, get_many = broker.store.get, broker.store.get_many
     committed: list[bool] = []
 
-    async def get_committing_between_the_reads(path, *args, **kwargs):
-        if path == paths.replicas(TOPIC, 0) and not committed:
-            committed.append(True)
-            await tool.transaction().create(paths.topic(TOPIC)).create(paths.partition(TOPIC, 0)) \
-                .create(paths.replicas(TOPIC, 0), assignment).delete(paths.reassigned_partition(TOPIC, 0)).commit()
-            raise NoNode(path)  # read just before the commit
-        return await original(path, *args, **kwargs)
+    async def read_just_before_the_commit(path: str) -> bool:
+        if path != paths.replicas(TOPIC, 0) or committed:
+            return False
+        committed.append(True)
+        await tool.transaction().create(paths.topic(TOPIC)).create(paths.partition(TOPIC, 0)) \
+            .create(paths.replicas(TOPIC, 0), assignment).delete(paths.reassigned_partition(TOPIC, 0)).commit()
+        return True
 
-    broker.store.get = get_committing_between_the_reads
+    async def get_one(path, *args, **kwargs):
+        if await read_just_before_the_commit(path):
+            raise NoNode(path)
+        return await get(path, *args, **kwargs)
+
+    async def get_joined(read_paths):
+        before = [await read_just_before_the_commit(path) for path in read_paths]
+        return [None if absent else node for absent, node in zip(before, await get_many(read_paths))]
+
+    broker.store.get, broker.store.get_many = get_one, get_joined
     await broker.hosted.start_replica_requested(StateChangeRequest(START_REPLICA, TOPIC, (0,), FROM_ADMIN, FROM_ADMIN))
 
     assert committed

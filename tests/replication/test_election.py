@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from replog.coord_backends import NoNode, paths
+from replog.coord_backends.joined import JoinedStore
 from replog.coord_backends.observed import ObservedStore
 from replog.coord_backends.paths import EpochCounter, IsrRecord, LeaderRecord, ReplicaAssignment
 from replog.replication.election import SeenPartition, leader_election
@@ -160,3 +161,30 @@ async def test_an_election_reads_an_isr_that_exists_rather_than_trust_the_view(s
                                                  registered=lambda: {PREFERRED, OTHER}, seen=lambda: before_the_hand_over),
                                  WAIT_S)
     assert won is not None and won.isr.isr == (OTHER,)
+
+
+ELECTIONS = 48
+
+
+async def test_elections_at_once_read_and_commit_joined_and_a_lost_one_fails_alone(store):
+    """A topic's creation or a broker's departure starts thousands of elections: through one
+    JoinedStore they share reads and transactions, and a race lost by one loses no other's."""
+    for partition in range(ELECTIONS):
+        await store.create(paths.replicas(TOPIC, partition), ReplicaAssignment((PREFERRED, OTHER)).encode(), make_parents=True)
+    lost = range(0, ELECTIONS, 8)
+    for partition in lost:  # led already, with PREFERRED in the ISR: it races, and loses
+        assert await leader_election(store, TOPIC, partition, OTHER, registered=lambda: {PREFERRED, OTHER}) is not None
+    counted, made = counting_operations(store)
+    joined = JoinedStore(counted)
+    try:
+        won = await asyncio.gather(*(leader_election(joined, TOPIC, partition, PREFERRED, registered=lambda: {PREFERRED, OTHER})
+                                     for partition in range(ELECTIONS)))
+    finally:
+        await joined.close()
+    assert [partition for partition, election in enumerate(won) if election is None] == list(lost)
+    for partition in range(ELECTIONS):
+        leader = LeaderRecord.decode((await store.get(paths.leader(TOPIC, partition)))[0])
+        assert leader == (LeaderRecord(OTHER, 0) if partition in lost else LeaderRecord(PREFERRED, 0))
+    # Alone, each election made 3 reads (assignment, ISR, epoch) and a transaction: 192 requests.
+    assert "get" not in made and made.count("get_many") <= 6
+    assert made.count("transaction") <= 2 * len(lost) + 8

@@ -16,13 +16,17 @@ from tests.replication.test_wedges import LEADER, OTHER, TOPIC, WAIT_S, cluster,
 async def test_a_follower_opens_its_replica_without_reading_the_assignment_again(cluster):
     store = cluster.broker.store
     read: list[str] = []
-    reading = store.get
+    get, get_many = store.get, store.get_many
 
     async def get_noted(path, *args, **kwargs):
         read.append(path)
-        return await reading(path, *args, **kwargs)
+        return await get(path, *args, **kwargs)
 
-    store.get = get_noted
+    async def get_many_noted(paths_read):
+        read.extend(paths_read)
+        return await get_many(paths_read)
+
+    store.get, store.get_many = get_noted, get_many_noted
     await cluster.peer.create(paths.leader(TOPIC, 0), LeaderRecord(OTHER, 0).encode(), ephemeral=True, make_parents=True)
     await cluster.peer.create(paths.isr(TOPIC, 0), IsrRecord((OTHER, LEADER), 0).encode())
     await create_partition(cluster.peer)

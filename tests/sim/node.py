@@ -33,7 +33,7 @@ from typing import Any
 
 from replog.config import BrokerConfig
 from replog.coord_backends import NodeExists, SessionState, StoreError, paths
-from replog.coord_backends.joined import JoinedCommits
+from replog.coord_backends.joined import JoinedStore
 from replog.coord_backends.paths import BrokerRegistration
 from replog.metadata_cache import MetadataCache
 from replog.net.client import BrokerRefused, BrokerUnavailable
@@ -79,7 +79,7 @@ class SimBroker:
                                                          self.now_ms, self.metadata.changed, lambda: self.metadata.registered,
                                                          self.leader_connections.presumed_gone,
                                                          seen_partition=self.metadata.seen_partition,
-                                                         joined_commits=JoinedCommits(store)),
+                                                         joined=JoinedStore(store)),
                                        config)
         self.leader_connections.on_presumed_gone = self.hosted.broker_presumed_gone
         self.state_changes = StateChangeListener(store, broker_id, self.hosted.start_replica_requested,

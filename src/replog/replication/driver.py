@@ -30,7 +30,7 @@ from replog.config import log_config, partition_config
 from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.base import TxnOp
-from replog.coord_backends.joined import JoinedCommits
+from replog.coord_backends.joined import JoinedStore
 from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment
 from replog.obs import BrokerMetrics, StateChangeEvents
 from replog.replication.commit import IsrMaintainer
@@ -81,8 +81,9 @@ class LeadershipContext:
     state_change_events: StateChangeEvents | None = None
     # A partition's assignment and ISR as the broker's watches saw them, for an election to start from.
     seen_partition: Callable[[str, int], SeenPartition | None] = lambda topic, partition: None
-    # Where leaders' ISR writes are committed, joined with other partitions' (None: each alone).
-    joined_commits: JoinedCommits | None = None
+    # Where elections' reads and transactions, and leaders' ISR writes, go joined with other
+    # partitions' (None: each alone, to the store).
+    joined: JoinedStore | None = None
 
 
 class PartitionLeadership:
@@ -277,7 +278,7 @@ class PartitionLeadership:
         context = self._context
         settings = self._settings()
         won = await leader_election(
-            context.store, self.topic, self.partition, context.broker_id,
+            self._joined_store(), self.topic, self.partition, context.broker_id,
             preferred_wait_s=context.config["preferred.replica.election.wait.ms"] / 1000,
             unclean_allowed=settings["unclean.leader.election.enable"],
             registered=context.registered_brokers,
@@ -316,7 +317,7 @@ class PartitionLeadership:
                                   events=context.state_change_events),
             on_moved_off=self._poster(machine.MovedOff(epoch)),
             metrics=context.metrics,
-            commit=context.joined_commits.commit if context.joined_commits is not None else None,
+            commit=context.joined.commits.commit if context.joined is not None else None,
         )
         self._maintainer = maintainer
         maintainer.start().add_done_callback(lambda task: self._upkeep_ended(maintainer, task, epoch))
@@ -348,7 +349,13 @@ class PartitionLeadership:
         seen = context.seen_partition(self.topic, self.partition)
         if seen is not None and context.broker_id in seen.assigned:
             return seen.assigned
-        return ReplicaAssignment.decode((await context.store.get(paths.replicas(self.topic, self.partition)))[0]).replicas
+        return ReplicaAssignment.decode((await self._joined_store().get(paths.replicas(self.topic, self.partition)))[0]).replicas
+
+    def _joined_store(self) -> Store | JoinedStore:
+        """For the reads and transactions that thousands of partitions make at once, when a
+        topic is created or a broker starts, leaves or comes back: joined with each other's."""
+        context = self._context
+        return context.joined if context.joined is not None else context.store
 
     async def _release(self, version: int | None) -> None:
         """Delete the leader node if it is still the one seen; the others elect at once."""
@@ -372,7 +379,7 @@ class PartitionLeadership:
 
     async def _read_leader_node(self) -> machine.LeaderNode:
         try:
-            data, version = await self._context.store.get(paths.leader(self.topic, self.partition))
+            data, version = await self._joined_store().get(paths.leader(self.topic, self.partition))
         except NoNode:
             return machine.LeaderNode(None, read=True)
         return machine.LeaderNode(LeaderRecord.decode(data), version, read=True)

@@ -43,6 +43,7 @@ from typing import NamedTuple
 
 from replog.coord_backends import BadVersion, Created, NodeExists, NoNode, Store
 from replog.coord_backends.base import CreateOp, SetOp, TxnOp
+from replog.coord_backends.joined import JoinedStore
 from replog.coord_backends import paths
 from replog.coord_backends.paths import EpochCounter, IsrRecord, LeaderRecord, ReplicaAssignment
 
@@ -50,8 +51,11 @@ logger = logging.getLogger(__name__)
 
 ISR_CHANGES_MAX = 64
 
+# An election's reads and its transaction may be joined with other partitions' (joined.py).
+ElectionStore = Store | JoinedStore
 
-async def next_leader_epoch(store: Store, topic: str, partition: int) -> tuple[int, TxnOp]:
+
+async def next_leader_epoch(store: ElectionStore, topic: str, partition: int) -> tuple[int, TxnOp]:
     """The next leader epoch, and the write that takes it, for the transaction that writes the
     leader node with it: that transaction commits only if no other took the epoch since this
     read (BadVersion, or NodeExists for a partition's first epoch)."""
@@ -64,7 +68,7 @@ async def next_leader_epoch(store: Store, topic: str, partition: int) -> tuple[i
     return epoch, SetOp(path, EpochCounter(epoch).encode(), version)
 
 
-async def broker_alive(store: Store, broker_id: int) -> bool:
+async def broker_alive(store: ElectionStore, broker_id: int) -> bool:
     """Registered under /brokers/ids: its session is live."""
     return await store.exists(paths.broker(broker_id)) is not None
 
@@ -72,7 +76,7 @@ async def broker_alive(store: Store, broker_id: int) -> bool:
 RegisteredBrokers = Callable[[], Collection[int] | None]  # the broker's view of /brokers/ids; None: not read yet
 
 
-async def seen_alive(store: Store, registered: RegisteredBrokers, broker_id: int) -> bool:
+async def seen_alive(store: ElectionStore, registered: RegisteredBrokers, broker_id: int) -> bool:
     """Registered, as far as the broker's watched view of the registrations knows (the store
     itself while the view is not read yet). For what only balances or trims: a stale answer
     costs a head start waited in vain, or an ISR member trimmed that joins again by fetching."""
@@ -108,7 +112,7 @@ class Election(NamedTuple):
     isr_version: int
 
 
-async def _leader_named_within(store: Store, topic: str, partition: int, timeout_s: float) -> bool:
+async def _leader_named_within(store: ElectionStore, topic: str, partition: int, timeout_s: float) -> bool:
     try:
         async with asyncio.timeout(timeout_s):
             async with await store.watch_data(paths.leader(topic, partition)) as watch:
@@ -121,7 +125,7 @@ async def _leader_named_within(store: Store, topic: str, partition: int, timeout
 
 
 async def leader_election(
-    store: Store,
+    store: ElectionStore,
     topic: str,
     partition: int,
     broker_id: int,
@@ -156,7 +160,7 @@ async def leader_election(
     raise RuntimeError(f"leader election of {topic}-{partition}: the ISR or epoch changed {ISR_CHANGES_MAX} times in a row")
 
 
-async def _first_electable(store: Store, registered: RegisteredBrokers, assigned: tuple[int, ...], isr: tuple[int, ...],
+async def _first_electable(store: ElectionStore, registered: RegisteredBrokers, assigned: tuple[int, ...], isr: tuple[int, ...],
                            broker_id: int) -> int | None:
     """The first replica in assignment order that may lead (in the ISR, or any while it is
     empty) and is alive; None if there is none (this broker is eligible only uncleanly)."""
@@ -166,7 +170,7 @@ async def _first_electable(store: Store, registered: RegisteredBrokers, assigned
     return None
 
 
-async def _read_isr(store: Store, topic: str, partition: int) -> tuple[tuple[int, ...], int | None]:
+async def _read_isr(store: ElectionStore, topic: str, partition: int) -> tuple[tuple[int, ...], int | None]:
     """The ISR and its node's version; (), None while absent."""
     try:
         isr_data, isr_version = await store.get(paths.isr(topic, partition))
@@ -175,7 +179,7 @@ async def _read_isr(store: Store, topic: str, partition: int) -> tuple[tuple[int
     return IsrRecord.decode(isr_data).isr, isr_version
 
 
-async def _partition_to_decide_on(store: Store, topic: str, partition: int, view: SeenPartition | None) -> SeenPartition:
+async def _partition_to_decide_on(store: ElectionStore, topic: str, partition: int, view: SeenPartition | None) -> SeenPartition:
     """The view, with its ISR read unless it was seen absent; read whole without a view."""
     if view is not None and view.isr_version is None:
         return view
@@ -186,7 +190,7 @@ async def _partition_to_decide_on(store: Store, topic: str, partition: int, view
     return view._replace(isr=isr, isr_version=isr_version)
 
 
-async def _run_for_leader(store: Store, topic: str, partition: int, broker_id: int, preferred_wait_s: float,
+async def _run_for_leader(store: ElectionStore, topic: str, partition: int, broker_id: int, preferred_wait_s: float,
                           unclean_allowed: bool, registered: RegisteredBrokers, view: SeenPartition | None) -> Election | None:
     """One try, from `view` if given (its staleness raises _AskTheStore or BadVersion), else from reads."""
     assigned, assigned_version, isr, isr_version = await _partition_to_decide_on(store, topic, partition, view)

@@ -28,7 +28,7 @@ from replog.config import BrokerConfig, TopicSettings, log_config, partition_con
 from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.base import TRANSACTION_OPS_MAX, TxnOp
-from replog.coord_backends.joined import commit_together
+from replog.coord_backends.joined import JoinedStore, commit_together
 from replog.coord_backends.paths import IsrRecord, ReplicaAssignment, StateChangeRequest, TopicId
 from replog.replica.manager import ReplicaManager
 from replog.replication.driver import LeadershipContext, PartitionLeadership
@@ -46,7 +46,7 @@ class NotReplicaForPartition(Exception):
     """A start-replica for a partition whose replicas do not include this broker."""
 
 
-async def read_replicas(store: Store, path: str) -> tuple[int, ...] | None:
+async def read_replicas(store: Store | JoinedStore, path: str) -> tuple[int, ...] | None:
     """The ReplicaAssignment at `path` (a partition's replicas, or its staged ones), None if absent."""
     try:
         return ReplicaAssignment.decode((await store.get(path))[0]).replicas
@@ -69,6 +69,9 @@ class HostedPartitions:
         self._context = context
         self.broker_id = context.broker_id
         self._store: Store = context.store
+        # Thousands of assignments are read at once when a topic is created (its start-replicas,
+        # then its leaderships): joined with each other (joined.py).
+        self._joined_reads: Store | JoinedStore = context.joined if context.joined is not None else context.store
         self._replicas: ReplicaManager = context.replicas
         self.topic_configs = TopicConfigs(context.store, config, self._topic_config_changed)
         self.leaderships: dict[tuple[str, int], PartitionLeadership] = {}
@@ -88,7 +91,7 @@ class HostedPartitions:
             record = await read_topic_record(self._store, topic)
             topic_id = None if record is None else record[0].topic_id or None
             # Read at once: a new topic's partitions come to a broker together.
-            assignments = await asyncio.gather(*(read_replicas(self._store, paths.replicas(topic, partition))
+            assignments = await asyncio.gather(*(read_replicas(self._joined_reads, paths.replicas(topic, partition))
                                                  for partition in partition_ids))
             starting: list[int] = []
             for partition, assigned in zip(partition_ids, assignments):  # bounded by the topic's partitions
@@ -288,8 +291,8 @@ class HostedPartitions:
         topic, partition = request.topic, request.partition
         # Staged first: the admin's commit moves the assignment from there to the replicas
         # node, so in this order one of the reads finds it, whenever the commit comes.
-        staged = await read_replicas(self._store, paths.reassigned_partition(topic, partition)) or ()
-        assigned = await read_replicas(self._store, paths.replicas(topic, partition)) or ()
+        staged = await read_replicas(self._joined_reads, paths.reassigned_partition(topic, partition)) or ()
+        assigned = await read_replicas(self._joined_reads, paths.replicas(topic, partition)) or ()
         if self.broker_id not in (*assigned, *staged):
             raise NotReplicaForPartition(f"broker {self.broker_id} is not a replica of {topic}-{partition}"
                                          f" (replicas {list(assigned)}, staged {list(staged)})")
