@@ -9,7 +9,7 @@ import pytest
 
 from replog.coord_backends import BadVersion, CoordinationUnavailable, NoNode
 from replog.coord_backends.base import TRANSACTION_OPS_MAX, SetOp
-from replog.coord_backends.joined import JoinedCommits, JoinedReads, JoinedRequests, commit_together
+from replog.coord_backends.joined import JoinedCommits, JoinedReads, JoinedRequests, JoinedStore, commit_together
 from tests.backends.conftest import backend, connect, counting_transactions, store, url  # noqa: F401  (fixtures)
 
 NODES = TRANSACTION_OPS_MAX + TRANSACTION_OPS_MAX // 2
@@ -122,3 +122,14 @@ async def test_a_failed_read_fails_the_reads_it_went_out_with_and_no_others(stor
         assert (await asyncio.gather(joined.get(second), joined.get(first)))[1] == (b"0", version)
     finally:
         await joined.close()
+
+
+async def test_a_joined_store_joins_reads_only_where_the_store_reads_many_nodes_in_one_request(store):
+    """On ZooKeeper a read of many nodes is a read each: joined, they would only wait for each other."""
+    made = await nodes(store, 3)
+    read = counting_reads(store)
+    joined = JoinedStore(store)
+    answers = await asked_at_once(joined, [joined.get(path) for path, _ in made])
+    assert answers == [(b"0", version) for _, version in made]
+    assert read == ([3] if store.reads_many_at_once else [])
+    assert store.reads_many_at_once == (store.backend == "etcd")

@@ -186,5 +186,6 @@ async def test_elections_at_once_read_and_commit_joined_and_a_lost_one_fails_alo
         leader = LeaderRecord.decode((await store.get(paths.leader(TOPIC, partition)))[0])
         assert leader == (LeaderRecord(OTHER, 0) if partition in lost else LeaderRecord(PREFERRED, 0))
     # Alone, each election made 3 reads (assignment, ISR, epoch) and a transaction: 192 requests.
-    assert "get" not in made and made.count("get_many") <= 6
+    if store.reads_many_at_once:  # else reads are not joined: they would only wait for each other
+        assert "get" not in made and made.count("get_many") <= 6
     assert made.count("transaction") <= 2 * len(lost) + 8

@@ -402,9 +402,13 @@ class Store(abc.ABC):
             raise RequestRefused(f"a read of {len(paths)} nodes is over the limit of {TRANSACTION_OPS_MAX}", paths[0])
         return await self._get_many([validate_path(path) for path in paths])
 
+    # Whether get_many reads its nodes in one request (etcd), rather than one each: only then
+    # do reads asked for one by one gain by being joined (joined.py).
+    reads_many_at_once = False
+
     async def _get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
         """One read per path, all in flight at once; a backend that reads many nodes in one
-        request overrides it."""
+        request overrides it, and says so in `reads_many_at_once`."""
         answers = await asyncio.gather(*(self.get(path) for path in paths), return_exceptions=True)
         failed = next((answer for answer in answers if isinstance(answer, BaseException) and not isinstance(answer, NoNode)), None)
         if failed is not None:

@@ -132,6 +132,7 @@ class _Snapshot:
 
 class EtcdStore(Store):
     backend = "etcd"
+    reads_many_at_once = True
 
     def __init__(self, host: str, port: int, prefix: str = "", session_timeout_ms: int = SESSION_TIMEOUT_MS_DEFAULT):
         super().__init__(session_timeout_ms)

@@ -178,11 +178,13 @@ class JoinedStore:
         self.commits = JoinedCommits(store)
 
     async def get(self, path: str) -> tuple[bytes, int]:
+        if not self._store.reads_many_at_once:
+            return await self._store.get(path)  # joined, they would only wait for each other
         return await self.reads.get(path)
 
     async def exists(self, path: str) -> int | None:
         try:
-            return (await self.reads.get(path))[1]
+            return (await self.get(path))[1]
         except NoNode:
             return None
 

@@ -32,6 +32,7 @@ class ObservedStore(Store):
         super().__init__(inner.session_timeout_ms)
         self.inner = inner
         self.backend = inner.backend
+        self.reads_many_at_once = inner.reads_many_at_once
         self._session = inner._session
         self._observe = observe
 
