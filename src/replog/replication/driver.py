@@ -85,6 +85,12 @@ class LeadershipContext:
     # partitions' (None: each alone, to the store).
     joined: JoinedStore | None = None
 
+    @property
+    def joined_or_store(self) -> Store | JoinedStore:
+        """For the reads and transactions that thousands of partitions make at once, when a
+        topic is created or a broker starts, leaves or comes back: joined with each other's."""
+        return self.joined if self.joined is not None else self.store
+
 
 class PartitionLeadership:
     def __init__(self, context: LeadershipContext, topic: str, partition: int, settings: Callable[[], Mapping[str, Any]]):
@@ -278,7 +284,7 @@ class PartitionLeadership:
         context = self._context
         settings = self._settings()
         won = await leader_election(
-            self._joined_store(), self.topic, self.partition, context.broker_id,
+            context.joined_or_store, self.topic, self.partition, context.broker_id,
             preferred_wait_s=context.config["preferred.replica.election.wait.ms"] / 1000,
             unclean_allowed=settings["unclean.leader.election.enable"],
             registered=context.registered_brokers,
@@ -349,13 +355,7 @@ class PartitionLeadership:
         seen = context.seen_partition(self.topic, self.partition)
         if seen is not None and context.broker_id in seen.assigned:
             return seen.assigned
-        return ReplicaAssignment.decode((await self._joined_store().get(paths.replicas(self.topic, self.partition)))[0]).replicas
-
-    def _joined_store(self) -> Store | JoinedStore:
-        """For the reads and transactions that thousands of partitions make at once, when a
-        topic is created or a broker starts, leaves or comes back: joined with each other's."""
-        context = self._context
-        return context.joined if context.joined is not None else context.store
+        return ReplicaAssignment.decode((await context.joined_or_store.get(paths.replicas(self.topic, self.partition)))[0]).replicas
 
     async def _release(self, version: int | None) -> None:
         """Delete the leader node if it is still the one seen; the others elect at once."""
@@ -379,7 +379,7 @@ class PartitionLeadership:
 
     async def _read_leader_node(self) -> machine.LeaderNode:
         try:
-            data, version = await self._joined_store().get(paths.leader(self.topic, self.partition))
+            data, version = await self._context.joined_or_store.get(paths.leader(self.topic, self.partition))
         except NoNode:
             return machine.LeaderNode(None, read=True)
         return machine.LeaderNode(LeaderRecord.decode(data), version, read=True)

@@ -71,7 +71,7 @@ class HostedPartitions:
         self._store: Store = context.store
         # Thousands of assignments are read at once when a topic is created (its start-replicas,
         # then its leaderships): joined with each other (joined.py).
-        self._joined_reads: Store | JoinedStore = context.joined if context.joined is not None else context.store
+        self._joined_reads: Store | JoinedStore = context.joined_or_store
         self._replicas: ReplicaManager = context.replicas
         self.topic_configs = TopicConfigs(context.store, config, self._topic_config_changed)
         self.leaderships: dict[tuple[str, int], PartitionLeadership] = {}
