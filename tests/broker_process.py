@@ -41,6 +41,7 @@ class BrokerProcess(BrokerHandle):
         self.metrics_port = 0
         self.process: subprocess.Popen | None = None
         self.output: list[str] = []
+        self._pump: threading.Thread | None = None
 
     @property
     def metrics_address(self) -> str:
@@ -72,7 +73,8 @@ class BrokerProcess(BrokerHandle):
                     self.metrics_port = int(match["metrics_port"] or 0)
                     started.set()
 
-        threading.Thread(target=pump, args=(self.process.stdout,), daemon=True).start()
+        self._pump = threading.Thread(target=pump, args=(self.process.stdout,), daemon=True)
+        self._pump.start()
         if not started.wait(START_TIMEOUT_S):
             self.kill()
             raise RuntimeError("broker did not start:\n" + "".join(self.output[-40:]))
@@ -102,6 +104,9 @@ class BrokerProcess(BrokerHandle):
         except subprocess.TimeoutExpired:
             self.process.kill()
             status = self.process.wait(timeout=STOP_TIMEOUT_S)
+        # The reader thread may still hold the last lines: once it has read to the end of the
+        # pipe, `output` is all the process printed.
+        self._pump.join(timeout=STOP_TIMEOUT_S)
         self.process = None
         return status
 
