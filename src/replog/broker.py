@@ -178,7 +178,7 @@ class Broker:
         self.hosted = HostedPartitions(LeadershipContext(
             self.broker_id, self.store, self.replicas, self.leader_connections, config, self.now_ms, self.metadata.changed,
             lambda: self.metadata.registered, self.leader_connections.presumed_gone, self.metrics,
-            self.state_change_events, self.metadata.seen_partition, self.joined,
+            self.state_change_events, self.metadata.seen_partition, self.joined, self.metadata.topic_id,
         ), config)
         self.leader_connections.on_presumed_gone = self.hosted.broker_presumed_gone
         self.state_changes = StateChangeListener(self.store, self.broker_id, self.hosted.start_replica_requested,

@@ -83,6 +83,7 @@ class MetadataCache:
         # every partition counts; 0: being created). Which partitions are visible follows.
         self._partition_names: dict[str, tuple[str, ...]] = {}
         self._partition_counts: dict[str, int | None] = {}
+        self._topic_ids: dict[str, str] = {}  # per followed topic with an id in its node
         self._applying_partitions = asyncio.Lock()  # a topic's two watches feed it
 
     async def start(self) -> None:
@@ -100,6 +101,10 @@ class MetadataCache:
     def changed(self) -> None:
         """Wake `wait_for` callers: something their conditions read (besides the view) changed."""
         self._changed.set()
+
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's id as last seen; None while unseen, or for a topic without one."""
+        return self._topic_ids.get(topic)
 
     def seen_partition(self, topic: str, partition: int) -> SeenPartition | None:
         """The partition's assignment and ISR as last seen, for an election to start from (it
@@ -228,6 +233,7 @@ class MetadataCache:
             for topic in followed - visible:
                 await self._forget(f"topic:{topic}")
                 del self._partition_names[topic], self._partition_counts[topic]
+                self._topic_ids.pop(topic, None)
                 await self._assignment_changed(topic, sorted(self.topics.pop(topic, {})))
             for topic in visible - followed:
                 self._partition_names[topic], self._partition_counts[topic] = (), 0
@@ -241,11 +247,20 @@ class MetadataCache:
             if topic not in self._partition_counts:
                 return
             try:
-                self._partition_counts[topic] = TopicId.decode(event.data).partitions if event.data else None
+                record = TopicId.decode(event.data) if event.data else TopicId("")
             except InvalidNodeValue as error:
                 logger.warning("unreadable topic node topic=%s error=%s", topic, error)
                 return
+            self._partition_counts[topic] = record.partitions
+            earlier_id = self._topic_ids.get(topic)
+            if record.topic_id:
+                self._topic_ids[topic] = record.topic_id
             await self._apply_partitions(topic)
+            if earlier_id not in (None, record.topic_id):
+                # Deleted and created again while the watch was away (the store was out of
+                # reach): every replica hosted of the topic belongs to the deleted one, even
+                # where the assignment is the same (hosted.py).
+                await self._assignment_changed(topic, sorted(self.topics.get(topic, {})))
 
         return apply
 

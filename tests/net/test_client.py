@@ -23,6 +23,7 @@ from replog.net.client import (
     ProtocolError,
 )
 from replog.net.codec import ApiKey
+from replog.net.leader_connections import follower_client_id
 from replog.replication.fetcher import EpochAsk, FetchSpec
 from tests.clients.conftest import broker  # noqa: F401 -- the module's broker process
 from tests.polling import eventually
@@ -61,9 +62,17 @@ def batch_base_offsets(records: bytes) -> list[int]:
 
 # against the real broker
 
-async def test_negotiates_the_highest_version_both_sides_speak(connection):
-    for api_key, (_, replog_max) in codec.SUPPORTED_VERSIONS.items():
-        assert connection.version_for(api_key) == replog_max
+async def test_negotiates_the_highest_version_both_sides_speak_and_fetch_by_topic_id_only_as_a_follower(broker):
+    # Fetch v13 names topics by id, which replog's Metadata does not give clients.
+    async with await BrokerConnection.open("127.0.0.1", broker.port, connect_timeout_s=WAIT_S, request_timeout_s=WAIT_S,
+                                           client_id="a-consumer") as client:
+        for api_key, (_, replog_max) in codec.SUPPORTED_VERSIONS.items():
+            assert client.version_for(api_key) == (12 if api_key == ApiKey.FETCH else replog_max)
+    async with await BrokerConnection.open("127.0.0.1", broker.port, connect_timeout_s=WAIT_S, request_timeout_s=WAIT_S,
+                                           client_id=follower_client_id(FOLLOWER_ID, "life")) as follower:
+        for api_key, (_, replog_max) in codec.SUPPORTED_VERSIONS.items():
+            assert follower.version_for(api_key) == replog_max
+        assert follower.version_for(ApiKey.FETCH) == 13
 
 
 async def test_produced_batches_come_back_to_a_consumer_fetch(connection):
@@ -262,10 +271,10 @@ async def test_api_versions_falls_back_to_v0_when_v3_is_unsupported():
 
 
 async def test_no_common_version_is_a_clear_error():
-    fetch_by_topic_id_only = {ApiKey.API_VERSIONS: (0, 4), ApiKey.FETCH: (13, 17)}
-    async with FakeBroker(versions=fetch_by_topic_id_only) as fake:
+    fetch_from_14_only = {ApiKey.API_VERSIONS: (0, 4), ApiKey.FETCH: (14, 17)}
+    async with FakeBroker(versions=fetch_from_14_only) as fake:
         async with await fake.open() as connection:
-            with pytest.raises(NoCommonVersion, match=r"api 1: the broker speaks \(13, 17\), replog \(4, 12\)"):
+            with pytest.raises(NoCommonVersion, match=r"api 1: the broker speaks \(14, 17\), replog \(4, 13\)"):
                 await connection.fetch("t", 0, 0, max_bytes=1024, max_wait_ms=0)
             with pytest.raises(NoCommonVersion, match="the broker speaks none"):
                 connection.version_for(ApiKey.PRODUCE)

@@ -3,14 +3,21 @@ every version, and refuses a garbled frame with a FrameError."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from replog.net import codec
 from replog.net.codec import ApiKey, SUPPORTED_VERSIONS
-from replog.net.fetch_decoding import FetchedPartition, decode_fetch_response
+from replog.net.fetch_decoding import FIRST_TOPIC_ID_VERSION, FetchedPartition, decode_fetch_response
 
 FETCH_VERSIONS = range(SUPPORTED_VERSIONS[ApiKey.FETCH][0], SUPPORTED_VERSIONS[ApiKey.FETCH][1] + 1)
 CORRELATION_ID = 42
+ORDERS_ID, OTHER_ID = uuid.uuid4(), uuid.uuid4()  # named so from version 13 on
+
+
+def named(version: int, name: str, topic_id: uuid.UUID) -> dict:
+    return {"topic_id": topic_id} if version >= FIRST_TOPIC_ID_VERSION else {"topic": name}
 
 
 def partition(index: int, error_code: int, high_watermark: int, log_start_offset: int, records: bytes | None,
@@ -25,11 +32,11 @@ def kio_frame(version: int, error_code: int = 0) -> bytes:
     body = codec.build(codec.response_schema(ApiKey.FETCH, version), {
         "throttle_time": 0, "error_code": error_code, "session_id": 7,
         "responses": [
-            {"topic": "orders", "partitions": [
+            {**named(version, "orders", ORDERS_ID), "partitions": [
                 partition(0, 0, 120, 7, b"batch-onebatch-two", [{"producer_id": 5, "first_offset": 100}]),
                 partition(3, 1, -1, -1, None, None),
             ]},
-            {"topic": "é-topic", "partitions": [partition(1, 0, 5, 0, b"x" * 300, [])]},
+            {**named(version, "é-topic", OTHER_ID), "partitions": [partition(1, 0, 5, 0, b"x" * 300, [])]},
         ],
     })
     return b"".join(codec.encode_response(ApiKey.FETCH, version, CORRELATION_ID, body))[4:]
@@ -39,11 +46,12 @@ def kio_frame(version: int, error_code: int = 0) -> bytes:
 def test_decoding_reads_what_kio_writes_for_every_version(version):
     error_code, partitions = decode_fetch_response(version, memoryview(bytearray(kio_frame(version))))
     log_start = (lambda offset: offset) if version >= 5 else (lambda offset: -1)
+    orders, other = (ORDERS_ID.hex, OTHER_ID.hex) if version >= FIRST_TOPIC_ID_VERSION else ("orders", "é-topic")
     assert error_code == 0
     assert partitions == [
-        FetchedPartition("orders", 0, 0, 120, 120, log_start(7), b"batch-onebatch-two"),
-        FetchedPartition("orders", 3, 1, -1, -1, log_start(-1), b""),
-        FetchedPartition("é-topic", 1, 0, 5, 5, log_start(0), b"x" * 300),
+        FetchedPartition(orders, 0, 0, 120, 120, log_start(7), b"batch-onebatch-two"),
+        FetchedPartition(orders, 3, 1, -1, -1, log_start(-1), b""),
+        FetchedPartition(other, 1, 0, 5, 5, log_start(0), b"x" * 300),
     ]
     assert all(type(found.records) is bytes for found in partitions)  # copies: the frame's buffer is reused
 

@@ -2,25 +2,30 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
 from replog.net.codec import ApiKey, SUPPORTED_VERSIONS
+from replog.net.fetch_decoding import FIRST_TOPIC_ID_VERSION
 from replog.net.handlers.fetch import FetchBodyEncoder
 
 FETCH_VERSIONS = range(SUPPORTED_VERSIONS[ApiKey.FETCH][0], SUPPORTED_VERSIONS[ApiKey.FETCH][1] + 1)
+ORDERS_ID, OTHER_ID = uuid.uuid4(), uuid.uuid4()  # named so from version 13 on
 
 
 @pytest.mark.parametrize("version", FETCH_VERSIONS)
 def test_encoding_matches_kio_for_every_version(version):
+    orders, other = (ORDERS_ID, OTHER_ID) if version >= FIRST_TOPIC_ID_VERSION else ("orders", "é-topic")
     encoder = FetchBodyEncoder(version)
     encoder.begin(2)
-    encoder.topic("orders", 2)
+    encoder.topic(orders, 2)
     encoder.partition(0, 0, 120, 120, 7, [b"batch-one", b"batch-two"])
     encoder.partition(3, 1, -1, -1, -1, [])
     encoder.end_topic()
-    encoder.topic("é-topic", 1)
+    encoder.topic(other, 1)
     encoder.partition(1, 0, 5, 5, 0, [b"x" * 300])
     encoder.end_topic()
     body = b"".join(encoder.finish().parts)
@@ -28,11 +33,11 @@ def test_encoding_matches_kio_for_every_version(version):
     schema = load_response_schema(ApiKey.FETCH, version)
     decoded, size = entity_reader(schema)(body, 0)
     assert size == len(body)
-    topics = [(topic.topic, [(p.partition_index, p.error_code.value, p.high_watermark, p.records) for p in topic.partitions])
+    topics = [(getattr(topic, "topic_id", None) or topic.topic, [(p.partition_index, p.error_code.value, p.high_watermark, p.records) for p in topic.partitions])
               for topic in decoded.responses]
     assert topics == [
-        ("orders", [(0, 0, 120, b"batch-onebatch-two"), (3, 1, -1, b"")]),
-        ("é-topic", [(1, 0, 5, b"x" * 300)]),
+        (orders, [(0, 0, 120, b"batch-onebatch-two"), (3, 1, -1, b"")]),
+        (other, [(1, 0, 5, b"x" * 300)]),
     ]
     first = decoded.responses[0].partitions[0]
     if version >= 5:

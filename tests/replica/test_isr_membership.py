@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import uuid
 from types import SimpleNamespace
 
 import pytest
@@ -282,12 +283,14 @@ async def test_a_parked_fetch_counts_when_it_arrives_and_not_again_after_its_wai
     closing.append(leading)
     leading.append(5)
     partition = leading.partition
-    services = SimpleNamespace(replicas=SimpleNamespace(get_partition=lambda topic, partition_id: partition),
+    partition.log.tag_topic_id(uuid.uuid4().hex)  # followers name it by id
+    services = SimpleNamespace(replicas=SimpleNamespace(get_partition=lambda topic, partition_id: partition,
+                                                        topic_of_id=lambda topic_id: TOPIC),
                                metadata=SimpleNamespace(brokers={FOLLOWER: BrokerRegistration("127.0.0.1", 9092)}), now_ms=leading.clock, metrics=BrokerMetrics())
     version = SUPPORTED_VERSIONS[ApiKey.FETCH][1]
     wire = encode_fetch_request(version, 1, follower_client_id(FOLLOWER, None), replica_id=FOLLOWER, max_wait_ms=60_000,
                                 min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-                                specs=[FetchSpec(TOPIC, 0, 5, partition.leader_epoch, 1 << 20, 60_000)])
+                                specs=[FetchSpec(TOPIC, 0, 5, partition.leader_epoch, 1 << 20, 60_000, partition.topic_id)])
     request = dataclasses.replace(codec.decode_request(memoryview(wire)[4:]), overtaken=codec.Overtaken())
     parked = asyncio.create_task(fetch_handler(services, request))
 

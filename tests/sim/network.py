@@ -75,11 +75,13 @@ async def serve_replica_fetch(replicas, replica_id: int, specs: list[FetchSpec],
                               now_ms: Callable[[], int], life: FetchFrom) -> dict[tuple[str, int], FetchReply]:
     """The leader's side of a follower's fetch of several partitions: answered at once if any
     has data or an error, else once the first gets data or after `max_wait_ms` (the broker's
-    Fetch handler)."""
+    Fetch handler). A replica of another topic id than the spec names is not read: Fetch v13
+    refuses it (handlers/fetch.py), a leader problem to the follower as NOT_LEADER_OR_FOLLOWER is.
+    """
     def read_all(record: bool) -> list:
         return [(spec, hosted, None if hosted is None else hosted.read_for_follower(
                     replica_id, spec.fetch_offset, spec.max_bytes, now_ms(), spec.current_leader_epoch, life, record=record))
-                for spec in specs for hosted in [replicas.hosted(spec.topic, spec.partition)]]
+                for spec in specs for hosted in [_named(replicas, spec)]]
 
     results = read_all(record=True)
     if max_wait_ms > 0 and all(result is not None and not result.error_code and not result.slices for _, _, result in results):
@@ -90,6 +92,11 @@ async def serve_replica_fetch(replicas, replica_id: int, specs: list[FetchSpec],
         results = read_all(record=False)
     return {(spec.topic, spec.partition): FetchReply(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, b"") if result is None
             else _reply(result) for spec, _, result in results}
+
+
+def _named(replicas, spec: FetchSpec):
+    hosted = replicas.hosted(spec.topic, spec.partition)
+    return None if hosted is None or spec.topic_id not in (None, hosted.topic_id) else hosted
 
 
 def _reply(result: FetchResult) -> FetchReply:

@@ -79,7 +79,7 @@ class SimBroker:
                                                          self.now_ms, self.metadata.changed, lambda: self.metadata.registered,
                                                          self.leader_connections.presumed_gone,
                                                          seen_partition=self.metadata.seen_partition,
-                                                         joined=JoinedStore(store)),
+                                                         joined=JoinedStore(store), seen_topic_id=self.metadata.topic_id),
                                        config)
         self.leader_connections.on_presumed_gone = self.hosted.broker_presumed_gone
         self.state_changes = StateChangeListener(store, broker_id, self.hosted.start_replica_requested,

@@ -40,8 +40,8 @@ from replog.replication.fetcher import EpochAsk, FetchSpec
 
 from . import codec
 from .codec import ApiKey
-from .fetch_decoding import decode_fetch_response
-from .fetch_requests import encode_fetch_request
+from .fetch_decoding import FIRST_TOPIC_ID_VERSION, decode_fetch_response
+from .fetch_requests import encode_fetch_request, named_by_id
 
 CONSUMER_REPLICA_ID = -1
 NO_LEADER_EPOCH = -1
@@ -424,6 +424,9 @@ class BrokerConnection:
     async def _fetch(self, specs: list[FetchSpec], replica_id: int, max_bytes: int, max_wait_ms: int,
                      min_bytes: int) -> dict[tuple[str, int], ReplicaFetchResult]:
         version = self.version_for(ApiKey.FETCH)
+        by_id = version >= FIRST_TOPIC_ID_VERSION and named_by_id(specs)
+        if version >= FIRST_TOPIC_ID_VERSION and not by_id:
+            version = FIRST_TOPIC_ID_VERSION - 1
         answer = await self._request_frame(
             ApiKey.FETCH, version, lambda correlation_id: encode_fetch_request(
                 version, correlation_id, self.client_id, replica_id=replica_id, max_wait_ms=max_wait_ms,
@@ -433,7 +436,9 @@ class BrokerConnection:
         refused, partitions = answer  # v7+: the whole request refused
         if refused != ErrorCode.none:
             return {(spec.topic, spec.partition): ReplicaFetchResult(_error_code(refused), -1, -1, b"") for spec in specs}
-        fetched = {(found.topic, found.partition): ReplicaFetchResult(_error_code(found.error_code), found.high_watermark,
+        # From version 13 on the answer names topics by id.
+        name_of = {spec.topic_id: spec.topic for spec in specs}.get if by_id else str
+        fetched = {(name_of(found.topic), found.partition): ReplicaFetchResult(_error_code(found.error_code), found.high_watermark,
                                                                       found.log_start_offset, found.records)
                    for found in partitions}
         for spec in specs:

@@ -75,7 +75,7 @@ class ApiKey(enum.IntEnum):
 # implement its API's whole range here (handlers/__init__.py checks that one exists).
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 12),
-    ApiKey.FETCH: (4, 12),
+    ApiKey.FETCH: (4, 13),  # 13 offered to replog's followers only (handlers/api_versions.py)
     ApiKey.LIST_OFFSETS: (1, 8),
     ApiKey.METADATA: (0, 12),
     # The group APIs: from the Kafka 4 floor (JoinGroup 2, OffsetCommit 2, OffsetFetch 1) to the

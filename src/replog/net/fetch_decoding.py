@@ -1,4 +1,4 @@
-"""Fetch responses, versions 4 to 12, read by hand rather than through kio: a follower's fetch
+"""Fetch responses, versions 4 to 13, read by hand rather than through kio: a follower's fetch
 round names every partition it follows from a leader, and kio built an object for each field of
 each (a fifth of a follower's CPU while a topic of 10,000 partitions was being created) before
 each partition's records were copied again. The reverse of handlers/fetch.py's
@@ -13,13 +13,15 @@ from typing import NamedTuple
 from .codec import FrameError, WireReader
 
 FIRST_FLEXIBLE_VERSION = 12
+FIRST_TOPIC_ID_VERSION = 13  # topics named by id (KIP-516), in requests and responses
 PARTITION_HEAD = struct.Struct(">ihqq")  # partition_index, error_code, high_watermark, last_stable_offset
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 _ABORTED_TRANSACTION_BYTES = 16  # producer_id, first_offset
+TOPIC_ID_BYTES = 16  # a uuid
 
 
 class FetchedPartition(NamedTuple):
-    topic: str
+    topic: str  # from version 13 on, the topic's id in hex
     partition: int
     error_code: int
     high_watermark: int
@@ -46,8 +48,9 @@ def _decode(api_version: int, frame: memoryview | bytes) -> tuple[int, list[Fetc
     if api_version >= 7:
         reader.fixed(_I32)  # session_id
     partitions = []
+    by_id = api_version >= FIRST_TOPIC_ID_VERSION
     for _ in range(max(0, reader.length(_I32))):
-        topic = reader.string()
+        topic = reader.chunk(TOPIC_ID_BYTES).hex() if by_id else reader.string()
         if topic is None:
             raise ValueError("null topic name")
         for _ in range(max(0, reader.length(_I32))):

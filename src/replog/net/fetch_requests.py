@@ -1,11 +1,12 @@
-"""Fetch requests, versions 4 to 12, written by hand rather than through kio: a follower's fetch
+"""Fetch requests, versions 4 to 13, written by hand rather than through kio: a follower's fetch
 round names every partition it follows from a leader, and building and writing kio's objects for
 each cost 8 µs a partition (5 ms a round of 667 partitions, a fifth of a follower's event loop
 while a topic of 1,000 partitions was being created). The request side of fetch_decoding.py;
 tests/net/test_fetch_requests.py checks it against kio for every version.
 
 Only what replog's own fetches send: a full fetch outside any session (KIP-227's session 0,
-epoch -1), nothing forgotten, no rack.
+epoch -1), nothing forgotten, no rack. From version 13 on a topic is named by its id (KIP-516),
+which every spec must then carry.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from replog.replica.partition import NO_LEADER_EPOCH
 from replog.replication.fetcher import FetchSpec
 
 from .codec import ApiKey, wire_length
-from .fetch_decoding import FIRST_FLEXIBLE_VERSION
+from .fetch_decoding import FIRST_FLEXIBLE_VERSION, FIRST_TOPIC_ID_VERSION
 
 # A full fetch request, outside any fetch session (KIP-227).
 NO_FETCH_SESSION_ID, FULL_FETCH_SESSION_EPOCH = 0, -1
@@ -37,10 +38,25 @@ _PARTITION_V12 = struct.Struct(">iiqiqi")
 _NO_TAGGED_FIELDS = b"\0"
 
 
+def named_by_id(specs: Iterable[FetchSpec]) -> bool:
+    """Whether every spec's topic id is a uuid (in hex), as version 13 names topics: a log tagged
+    before topic ids were uuids, or not at all, is fetched by name."""
+    return all(spec.topic_id is not None and len(spec.topic_id) == 32 and _is_hex(spec.topic_id) for spec in specs)
+
+
+def _is_hex(text: str) -> bool:
+    try:
+        bytes.fromhex(text)
+    except ValueError:
+        return False
+    return True
+
+
 def encode_fetch_request(api_version: int, correlation_id: int, client_id: str | None, *, replica_id: int,
                          max_wait_ms: int, min_bytes: int, max_bytes: int, isolation_level: int,
                          specs: Iterable[FetchSpec]) -> bytes:
-    """The whole request frame, size prefix first, as codec.encode_request writes it."""
+    """The whole request frame, size prefix first, as codec.encode_request writes it; from
+    version 13 on, `specs` must be `named_by_id`."""
     flexible = api_version >= FIRST_FLEXIBLE_VERSION
     # The request header's client id is a plain nullable string even in flexible versions.
     client = b"\xff\xff" if client_id is None else _I16.pack(len(encoded := client_id.encode())) + encoded
@@ -50,13 +66,18 @@ def encode_fetch_request(api_version: int, correlation_id: int, client_id: str |
     parts.append(_LIMITS.pack(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level))
     if api_version >= 7:
         parts.append(_SESSION.pack(NO_FETCH_SESSION_ID, FULL_FETCH_SESSION_EPOCH))
+    by_id = api_version >= FIRST_TOPIC_ID_VERSION
     by_topic: dict[str, list[FetchSpec]] = {}
     for spec in specs:
-        by_topic.setdefault(spec.topic, []).append(spec)
+        by_topic.setdefault(spec.topic_id if by_id else spec.topic, []).append(spec)
     parts.append(wire_length(len(by_topic), flexible, _I32))
     for topic, partitions in by_topic.items():
-        encoded = topic.encode()
-        parts += [wire_length(len(encoded), flexible, _I16), encoded, wire_length(len(partitions), flexible, _I32)]
+        if by_id:
+            parts.append(bytes.fromhex(topic))
+        else:
+            encoded = topic.encode()
+            parts += [wire_length(len(encoded), flexible, _I16), encoded]
+        parts.append(wire_length(len(partitions), flexible, _I32))
         parts += _partitions(api_version, partitions)
         if flexible:
             parts.append(_NO_TAGGED_FIELDS)

@@ -43,7 +43,7 @@ from replog.storage.checkpoint import OffsetCheckpoint
 from replog.storage.errors import ReplicaError
 from replog.storage.cleaner import Cleaned
 from replog.storage.log import Log, LogConfig
-from replog.storage.partition_metadata import tag_topic_id, tagged_topic_id
+from replog.storage.partition_metadata import tagged_topic_id
 from replog.storage.record_bodies import RecordBodyError
 from replog.storage import unclean_reboot
 from replog.replica.throttle import ReplicationThrottle
@@ -118,6 +118,9 @@ class ReplicaManager:
         # Read once: a partition started later takes its HW from here (the seed's brokerStartup).
         self._checkpointed_high_watermarks = self._high_watermark_checkpoint.read()
         self._partitions: dict[tuple[str, int], Partition] = {}
+        # The hosted partitions' topics by id, and how many of each are hosted: a follower's
+        # fetch names its topic by id (Fetch v13), which the leader looks up here.
+        self._hosted_topic_ids: dict[str, tuple[str, int]] = {}
         self._files_to_close: list[Partition] = []  # stopped serving, closed at shutdown (close_replica)
         self._opening: dict[tuple[str, int], asyncio.Future] = {}  # log opens in worker threads
         self._loaded: dict[tuple[str, int], Log] = {}  # by load_log, for the replica's start
@@ -183,6 +186,7 @@ class ReplicaManager:
                              "broker=%d", self.broker_id)
         self.checkpoint_high_watermarks()
         self._partitions.clear()
+        self._hosted_topic_ids.clear()
         if unexpected:
             raise unexpected[0]
         logger.debug("replica manager shut down broker=%d", self.broker_id)
@@ -248,8 +252,8 @@ class ReplicaManager:
 
             def open_tagged() -> Log:
                 log = self._new_log(directory, log_config)
-                if topic_id is not None and earlier_id != topic_id:  # untagged, or deleted just above
-                    tag_topic_id(directory, topic_id)
+                if topic_id is not None and log.topic_id != topic_id:  # untagged, or deleted just above
+                    log.tag_topic_id(topic_id)
                 return log
 
             self._loaded[key] = await self._in_thread(key, open_tagged)
@@ -310,6 +314,7 @@ class ReplicaManager:
 
     def _host(self, start: "_ReplicaStart", started: Partition) -> Partition:
         self._partitions[(start.topic, start.partition)] = started
+        self._count_hosted(started, 1)
         logger.debug("started replica topic=%s partition=%d broker=%d epoch=%d hw=%d leo=%d",
                     start.topic, start.partition, self.broker_id, start.leader_epoch, started.high_watermark,
                     started.log_end_offset)
@@ -321,7 +326,7 @@ class ReplicaManager:
         removes it). `files_later`: only stop serving it now, and close its files with the rest
         at shutdown, in worker threads (a controlled shutdown's hand-over)."""
         closing = self.get_partition(topic, partition)
-        del self._partitions[(topic, partition)]
+        self._unhost(closing)
         if files_later:
             closing.stop_serving()
             self._files_to_close.append(closing)
@@ -344,7 +349,7 @@ class ReplicaManager:
         self._closed_cleanly.discard(self.log_directory(topic, partition).name)
         hosted = self.hosted(topic, partition)
         if hosted is not None:
-            del self._partitions[(topic, partition)]
+            self._unhost(hosted)
             hosted.stop_for_deletion()
             self.on_replica_changed(hosted)
             await self._forget_high_watermark(topic, partition)
@@ -380,6 +385,34 @@ class ReplicaManager:
             if hosted.topic == topic:
                 hosted.update_config(partition_settings)
                 hosted.log.update_config(log_settings)
+
+    def _unhost(self, partition: Partition) -> None:
+        del self._partitions[(partition.topic, partition.partition_id)]
+        self._count_hosted(partition, -1)
+
+    def _count_hosted(self, partition: Partition, change: int) -> None:
+        topic_id = partition.topic_id
+        if topic_id is None:
+            return
+        name, count = self._hosted_topic_ids.get(topic_id, (partition.topic, 0))
+        if count + change:
+            self._hosted_topic_ids[topic_id] = (name, count + change)
+        else:
+            del self._hosted_topic_ids[topic_id]
+
+    def topic_of_id(self, topic_id: str) -> str | None:
+        """The name of the topic with `topic_id`, if a partition of it is hosted here."""
+        hosted = self._hosted_topic_ids.get(topic_id)
+        return None if hosted is None else hosted[0]
+
+    def of_another_topic(self, topic: str, partition: int, topic_id: str | None) -> bool:
+        """Whether the replica's log, hosted or loaded for its start, is tagged with a topic id
+        other than `topic_id`: it is a deleted topic's of the same name. False where either id
+        is unknown."""
+        hosted = self._partitions.get((topic, partition))
+        log = hosted.log if hosted is not None else self._loaded.get((topic, partition))
+        held = None if log is None else log.topic_id
+        return held is not None and topic_id is not None and held != topic_id
 
     def log_directory(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"

@@ -295,6 +295,11 @@ class Partition:
             self.assigned_replicas = self._checked_assignment(assigned_replicas)
             self.become_follower(leader_id, leader_epoch, now_ms)
 
+    @property
+    def topic_id(self) -> str | None:
+        """The id of the topic the log belongs to (KIP-516), None if untagged."""
+        return self.log.topic_id
+
     # -- state transitions ---------------------------------------------------------------------
 
     def become_leader(self, leader_epoch: int, assigned_replicas: Collection[int], isr: Collection[int],

@@ -84,6 +84,8 @@ class LeadershipContext:
     # Where elections' reads and transactions, and leaders' ISR writes, go joined with other
     # partitions' (None: each alone, to the store).
     joined: JoinedStore | None = None
+    # A topic's id as the broker's watches saw it (None: unseen, or none).
+    seen_topic_id: Callable[[str], str | None] = lambda topic: None
 
     @property
     def joined_or_store(self) -> Store | JoinedStore:
@@ -282,6 +284,14 @@ class PartitionLeadership:
 
     async def _elect(self) -> machine.Event:
         context = self._context
+        topic_id = context.seen_topic_id(self.topic)
+        if context.replicas.of_another_topic(self.topic, self.partition, topic_id):
+            # The replica belongs to a deleted topic of the name, which this broker missed (it
+            # was cut off from the store): it must not lead the new one with the other's records.
+            # The reconcile that the topic's new id sets off replaces it (hosted.py).
+            logger.warning("not electing a replica of a deleted topic of the name topic=%s partition=%d broker=%d "
+                           "topic_id=%s", self.topic, self.partition, context.broker_id, topic_id)
+            return machine.NotElected()
         settings = self._settings()
         won = await leader_election(
             context.joined_or_store, self.topic, self.partition, context.broker_id,

@@ -40,11 +40,15 @@ from replog.storage.records import complete_batches_size
 logger = logging.getLogger(__name__)
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
+# A fetch naming its topic by id (KIP-516): the leader hosts no partition of that id, or hosts
+# the partition of another topic of the name (one side's replica is a deleted topic's).
+UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID = 100, 103
 # Answers after which fetching from this leader at this epoch cannot succeed: the broker must
-# learn the partition's current leader and epoch again.
+# learn the partition's current leader and epoch again (and, for another topic id, one side's
+# replica is replaced: hosted.py).
 LEADER_PROBLEMS = frozenset({
     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
-    UNKNOWN_TOPIC_OR_PARTITION,
+    UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID,
 })
 # What a leader callable raises when the leader cannot be reached or does not answer in time.
 CONNECTION_PROBLEMS = (OSError, TimeoutError, EOFError)
@@ -68,6 +72,9 @@ class FetchSpec(NamedTuple):
     current_leader_epoch: int
     max_bytes: int
     max_wait_ms: int
+    # The id of the topic the follower's log belongs to (KIP-516): the leader refuses a fetch
+    # naming another id (a replica of a deleted topic of the same name). None: untagged, named.
+    topic_id: str | None = None
 
 
 class FetchReply(NamedTuple):
@@ -280,7 +287,7 @@ class ReplicaFetcher:
         asked_ms = self._clock()
         reply = await self._fetch_from_leader(FetchSpec(
             partition.topic, partition.partition_id, fetch_offset, self.leader_epoch, self.config.max_bytes,
-            self.config.max_wait_ms))
+            self.config.max_wait_ms, partition.topic_id))
         self._check_still_following()
         self._check_answer(reply.error_code)
         if reply.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:

@@ -110,8 +110,17 @@ class HostedPartitions:
                     # deletes the log.
                     await self._stop_replica(key)
                     continue
-                if key in self._closed or key in self.leaderships:
+                if key in self._closed:
                     continue
+                if key in self.leaderships:
+                    if not self._replicas.of_another_topic(topic, partition, topic_id):
+                        continue
+                    # Its topic was deleted and created again while this broker was cut off from
+                    # the store: the leadership and the replica are the deleted topic's. The log
+                    # goes as the new replica loads (ReplicaManager.load_log).
+                    logger.warning("replacing a replica of a deleted topic of the name topic=%s partition=%d broker=%d "
+                                   "topic_id=%s", topic, partition, self.broker_id, topic_id)
+                    await self._stop_replica(key)
                 starting.append(partition)
             if starting:
                 await self._start_leaderships(topic, starting, topic_id)

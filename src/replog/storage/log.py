@@ -51,6 +51,7 @@ from replog.storage.cleaner import (
     refuse_keyless_records,
 )
 from replog.storage.errors import InvalidRecordError, OffsetOutOfRangeError, RecordListTooLargeError
+from replog.storage.partition_metadata import tag_topic_id, tagged_topic_id
 from replog.storage.records import BatchHeader, assign_batches, batch_headers, run_of, validate_batches
 from replog.storage.segment import (
     INDEX_SUFFIX,
@@ -129,6 +130,10 @@ class Log:
             # Its name, durable before anything in it is: a flush syncs the directory's entries,
             # not the directory's own in the data directory.
             fsync_directory(self.directory.parent)
+        # The id of the topic the log belongs to (KIP-516), None if untagged: a leader answers
+        # only the fetches that name it, so that no replica of a deleted topic of the same name
+        # is taken for one of this topic's.
+        self.topic_id = tagged_topic_id(self.directory)
         self._recovery_checkpoint = OffsetCheckpoint(self.directory / RECOVERY_POINT_FILE)
         self._cleaner_checkpoint = OffsetCheckpoint(self.directory / CLEANER_CHECKPOINT_FILE)
         self._cleaned_up_to: int | None = None  # the checkpoint's offset, once read (this log alone writes it)
@@ -651,6 +656,11 @@ class Log:
         return cleaned
 
     # -- lifecycle -----------------------------------------------------------------------------
+
+    def tag_topic_id(self, topic_id: str) -> None:
+        """Tag the log with its topic's id, durably (partition_metadata.py)."""
+        tag_topic_id(self.directory, topic_id)
+        self.topic_id = topic_id
 
     def close(self) -> None:
         """Flush everything, persist the recovery point and release files: on return, the next

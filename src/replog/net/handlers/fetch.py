@@ -12,6 +12,12 @@ A later request on the same connection cuts the wait short (codec.Overtaken): re
 leave in request order, and a follower sends its next fetch round, or a new partition's
 OffsetForLeaderEpoch, while an idle round is parked (net/fetch_rounds.py).
 
+Version 13 names topics by id (KIP-516), and a partition is read only if its log is tagged with
+the id named: a follower whose log belongs to a deleted topic of the same name (a broker that
+missed the deletion) is answered INCONSISTENT_TOPIC_ID or UNKNOWN_TOPIC_ID, so that it neither
+counts toward the ISR nor copies this topic's records onto the other's (simulator seed 1592).
+Only replog's followers are offered version 13 (handlers/api_versions.py).
+
 Fetch sessions (KIP-227) are declined: the response's session id is 0, so clients keep
 sending full fetch requests.
 
@@ -26,29 +32,45 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import uuid
+from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
 from replog.net.leader_connections import fetch_from
 from replog.replica.manager import UnknownTopicOrPartitionError
-from replog.replica.partition import FetchFrom, FetchResult, ReadWaiter
+from replog.replica.partition import FetchFrom, FetchResult, Partition, ReadWaiter
 from replog.storage.segment import HeldSlice
 
 from ..codec import ApiKey, EncodedBody, Request, wire_length
-from ..fetch_decoding import FIRST_FLEXIBLE_VERSION, PARTITION_HEAD
+from ..fetch_decoding import FIRST_FLEXIBLE_VERSION, FIRST_TOPIC_ID_VERSION, PARTITION_HEAD
 from . import count_error, handles, log_refusal
 
 NO_EPOCH = -1
 NO_REPLICA = -1
+NO_TOPIC_ID = uuid.UUID(int=0)
+_OTHER_TOPIC = (ErrorCode.unknown_topic_id, ErrorCode.inconsistent_topic_id)
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 
 
-def _read(services, topic: str, fetch: object, replica_id: int, byte_budget: int, now_ms: int,
-          life: FetchFrom, record: bool) -> tuple[object | None, FetchResult | int]:
+class _Read(NamedTuple):
+    topic: str  # the name, or for an id no hosted topic has, the id
+    wire_topic: str | uuid.UUID  # as the request named it: the answer names it so
+    fetch: object  # the request's partition
+    partition: Partition | None  # None: not hosted here, or not of the topic id named
+    result: FetchResult | int  # an error code for a partition not read
+
+
+def _read(services, topic: str, topic_id: str | None, fetch: object, replica_id: int, byte_budget: int, now_ms: int,
+          life: FetchFrom, record: bool) -> tuple[Partition | None, FetchResult | int]:
     try:
         partition = services.replicas.get_partition(topic, fetch.partition)
     except UnknownTopicOrPartitionError:
         return None, services.unknown_partition_error(topic)
+    if topic_id is not None and partition.topic_id != topic_id:
+        # A replica of another topic of the name (KIP-516): a follower of a deleted topic of
+        # the name must not count as this one's, nor this log be copied as that one's.
+        return None, ErrorCode.inconsistent_topic_id
     epoch = getattr(fetch, "current_leader_epoch", NO_EPOCH)
     if replica_id >= 0:
         return partition, partition.read_for_follower(replica_id, fetch.fetch_offset, byte_budget, now_ms, epoch, life,
@@ -56,25 +78,34 @@ def _read(services, topic: str, fetch: object, replica_id: int, byte_budget: int
     return partition, partition.read_for_consumer(fetch.fetch_offset, byte_budget, epoch)
 
 
-def _read_all(services, body, now_ms: int, life: FetchFrom, *, record: bool = True) -> tuple[list, int]:
-    """(per partition: (topic, fetch, partition or None, result), total bytes read); `life`:
-    which life of a follower's broker the fetch comes from (leader_connections.fetch_from)."""
+def _read_all(services, body, now_ms: int, life: FetchFrom, *, record: bool = True) -> tuple[list[_Read], int]:
+    """(what was read of each partition, total bytes read); `life`: which life of a follower's
+    broker the fetch comes from (leader_connections.fetch_from)."""
     remaining_bytes = getattr(body, "max_bytes", 0x7FFFFFFF)
     results, total_bytes = [], 0
     for topic in body.topics:
+        if hasattr(topic, "topic_id"):  # named by id, from version 13 on (kio reads the zero id as None)
+            wire_topic = topic.topic_id or NO_TOPIC_ID
+            topic_id = wire_topic.hex
+            name = services.replicas.topic_of_id(topic_id)
+        else:
+            wire_topic, topic_id, name = topic.topic, None, topic.topic
         for fetch in topic.partitions:
+            if name is None:
+                results.append(_Read(topic_id, wire_topic, fetch, None, ErrorCode.unknown_topic_id))
+                continue
             # KIP-74: with the budget spent, later partitions read nothing; the first always may.
             budget = min(fetch.partition_max_bytes, remaining_bytes) if total_bytes else fetch.partition_max_bytes
-            partition, result = _read(services, topic.topic, fetch, body.replica_id, max(budget, 0), now_ms, life, record)
+            partition, result = _read(services, name, topic_id, fetch, body.replica_id, max(budget, 0), now_ms, life, record)
             size = sum(piece.size_bytes for piece in result.slices) if isinstance(result, FetchResult) else 0
             total_bytes += size
             remaining_bytes -= size
-            results.append((topic.topic, fetch, partition, result))
+            results.append(_Read(name, wire_topic, fetch, partition, result))
     return results, total_bytes
 
 
 class FetchBodyEncoder:
-    """Fetch response body, versions 4 to 12; log bytes are appended as parts of their own."""
+    """Fetch response body, versions 4 to 13; log bytes are appended as parts of their own."""
 
     def __init__(self, api_version: int):
         self.version = api_version
@@ -95,10 +126,14 @@ class FetchBodyEncoder:
             self._pending += _I16.pack(ErrorCode.none.value) + _I32.pack(0)  # error_code, session_id
         self._length(topic_count, _I32)
 
-    def topic(self, name: str, partition_count: int) -> None:
-        encoded = name.encode()
-        self._length(len(encoded), _I16)
-        self._pending += encoded
+    def topic(self, name: str | uuid.UUID, partition_count: int) -> None:
+        """`name`: from version 13 on, the topic's id."""
+        if self.version >= FIRST_TOPIC_ID_VERSION:
+            self._pending += name.bytes
+        else:
+            encoded = name.encode()
+            self._length(len(encoded), _I16)
+            self._pending += encoded
         self._length(partition_count, _I32)
 
     def partition(self, index: int, error_code: int, high_watermark: int, last_stable_offset: int,
@@ -124,10 +159,10 @@ class FetchBodyEncoder:
         return EncodedBody(self.parts)
 
 
-def _encode(api_version: int, results: list) -> EncodedBody:
-    by_topic: dict[str, list] = {}
-    for topic, fetch, partition, result in results:
-        by_topic.setdefault(topic, []).append((fetch, partition, result))
+def _encode(api_version: int, results: list[_Read]) -> EncodedBody:
+    by_topic: dict[str | uuid.UUID, list] = {}
+    for read in results:
+        by_topic.setdefault(read.wire_topic, []).append((read.fetch, read.partition, read.result))
     encoder = FetchBodyEncoder(api_version)
     encoder.begin(len(by_topic))
     for topic, partitions in by_topic.items():
@@ -153,7 +188,7 @@ async def fetch(services, request: Request):
     if total_bytes < body.min_bytes and loop.time() < deadline and not _any_error(results):
         with ReadWaiter() as waiter:
             now_ms = services.now_ms()
-            for _, fetch, partition, _ in results:
+            for _, _, fetch, partition, _ in results:
                 # A partition whose data the reassignment throttle holds back would wake this
                 # poll at once, again and again: it waits out the poll instead.
                 if partition is not None and not (body.replica_id >= 0 and partition.throttles(body.replica_id, now_ms)):
@@ -163,9 +198,10 @@ async def fetch(services, request: Request):
             await waiter.wait(max(0.0, deadline - loop.time()))
         results, _ = _read_all(services, body, services.now_ms(), life, record=False)  # recorded above
     by_follower = body.replica_id >= 0
-    for topic, fetch, partition, result in results:
+    for topic, _, fetch, partition, result in results:
         if partition is None:
-            log_refusal(request, "fetch from a partition not led here", f"{topic}-{fetch.partition}", result)
+            what = "fetch naming another topic id" if result in _OTHER_TOPIC else "fetch from a partition not led here"
+            log_refusal(request, what, f"{topic}-{fetch.partition}", result)
         if isinstance(result, FetchResult):
             count_error(services.metrics, request, result.error_code)
             if result.slices:
