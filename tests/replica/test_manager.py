@@ -325,3 +325,25 @@ async def test_a_log_made_before_topics_had_ids_is_kept_and_tagged(tmp_path):
     assert partition.log_end_offset == 2
     assert tagged_topic_id(manager.log_directory("orders", 0)) == "now"
     await manager.shutdown()
+
+
+async def test_a_prepared_replica_directory_is_made_durably_off_the_event_loop(tmp_path, monkeypatch):
+    """A start-replica makes the log's directory before the partition shows in the store: its
+    name must be synced into the data directory as a new log's is (a log that opens in an
+    existing directory does not sync it again), and not on the event loop, which thousands
+    of them at once held behind the file system's journal."""
+    import replog.storage.log as log_module
+
+    synced: list[tuple[object, bool]] = []
+    sync = log_module.fsync_directory
+    monkeypatch.setattr(log_module, "fsync_directory", lambda directory: (
+        synced.append((directory, threading.current_thread() is threading.main_thread())), sync(directory)))
+    manager = make_manager(tmp_path)
+    try:
+        await manager.prepare_replica("orders", 0)
+        assert manager.log_directory("orders", 0).is_dir()
+        assert synced == [(tmp_path, False)]
+        await manager.prepare_replica("orders", 0)
+        assert len(synced) == 1, "an existing directory synced again"
+    finally:
+        await manager.shutdown()

@@ -305,7 +305,7 @@ class HostedPartitions:
         if self.broker_id not in (*assigned, *staged):
             raise NotReplicaForPartition(f"broker {self.broker_id} is not a replica of {topic}-{partition}"
                                          f" (replicas {list(assigned)}, staged {list(staged)})")
-        self._replicas.prepare_replica(topic, partition)
+        await self._replicas.prepare_replica(topic, partition)
         self._closed.discard((topic, partition))
         if assigned:
             await self.reconcile(topic, [partition])  # starts it if the topic counts it already
