@@ -9,6 +9,9 @@ from replog.storage.checkpoint import (
     OffsetCheckpoint,
     write_checkpoint,
 )
+from replog.storage.log import LEADER_EPOCH_FILE
+from tests.unit.log_fixtures import open_log
+from tests.unit.replica_batches import build_batch
 
 
 def test_offset_checkpoint_round_trips_in_kafka_text_format(tmp_path):
@@ -111,3 +114,28 @@ def test_an_older_snapshot_written_late_does_not_overwrite_a_newer_one(tmp_path)
     checkpoint.snapshot({("t", 0): 9})()
     older()
     assert checkpoint.read() == {("t", 0): 9}
+
+
+def test_a_new_leaders_epoch_is_written_with_its_first_append_not_before(tmp_path):
+    """Kafka's makeLeader starts the epoch at the log end at once; its file is written by the
+    epoch's first append, before the bytes, so that no record is ever in an epoch the file
+    lacks, and an election costs no write of its own."""
+    log = open_log(tmp_path / "t-0")
+    path = tmp_path / "t-0" / LEADER_EPOCH_FILE
+    log.leader_epoch_cache.begin_at_log_end(4, 0)
+    assert log.leader_epoch_cache.end_offset_for(4, log.log_end_offset) == (4, 0)
+    assert not path.exists()
+    written_before_bytes = []
+    real_append = log._segments[-1].append
+    log._segments[-1].append = lambda *args: (written_before_bytes.append(path.read_text()), real_append(*args))[1]
+    log.append(build_batch(record_count=2), leader_epoch=4)
+    assert written_before_bytes == ["0\n1\n4 0\n"]
+    log.close()
+
+
+def test_a_new_leaders_epoch_contradicting_a_known_one_is_written_at_once(cache, tmp_path):
+    cache.begin_at_log_end(5, 40)
+    assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n3\n1 0\n3 10\n5 40\n"
+    cache.begin_at_log_end(7, 50)
+    assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n3\n1 0\n3 10\n5 40\n"
+    assert (cache.latest_epoch, cache.unsaved) == (7, True)

@@ -323,7 +323,7 @@ class Partition:
         if leader_epoch > self.log.leader_epoch_cache.latest_epoch:
             # As Kafka's makeLeader: the epoch starts at the LEO even before its first append, so
             # that a follower asking for this epoch's end offset (KIP-101) gets an answer.
-            self.log.leader_epoch_cache.assign(leader_epoch, self.log_end_offset)
+            self.log.leader_epoch_cache.begin_at_log_end(leader_epoch, self.log_end_offset)
         self._followers = {broker: _Follower(broker, now_ms)
                            for broker in assigned_replicas if broker != self.local_broker_id}
         self._joining_isr = frozenset()

@@ -155,16 +155,35 @@ class LeaderEpochCache:
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that `epoch` starts at `start_offset`; entries that contradict it (an epoch
         >= it, or a start offset >= it) are dropped, as in Kafka's LeaderEpochFileCache."""
+        if self._assigned(epoch, start_offset):
+            self._changed()
+        else:
+            self._write_if(False)
+
+    def _assigned(self, epoch: int, start_offset: int) -> bool:
+        """`assign`'s change of the entries in memory; False if they already said so."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"epoch {epoch} and start offset {start_offset} must be >= 0")
         if self.entries and self.entries[-1].epoch == epoch and start_offset >= self.entries[-1].start_offset:
-            self._write_if(False)
-            return
+            return False
         kept = len(self.entries)
         while kept and (self.entries[kept - 1].epoch >= epoch or self.entries[kept - 1].start_offset >= start_offset):
             kept -= 1  # bounded by the number of entries
         self.entries[kept:] = [EpochEntry(epoch, start_offset)]
-        self._changed()
+        return True
+
+    def begin_at_log_end(self, epoch: int, log_end_offset: int) -> None:
+        """`assign` for a new leader's epoch, which starts at the log end (Kafka's makeLeader),
+        without writing the file yet: no record is in the epoch, so an entry lost with the
+        machine names nothing the log holds, and the epoch's first append writes it before its
+        bytes (save_if_unsaved). Written at once, the file cost each election a write aside,
+        two fsyncs and a rename on the event loop, which made a broker taking over thousands of
+        leaderships wait on the disk for each."""
+        if self.entries and self.entries[-1].epoch >= epoch:
+            self.assign(epoch, log_end_offset)  # contradicts an epoch that may hold records: written now
+        elif self._assigned(epoch, log_end_offset):
+            self._refresh_latest_epoch()
+            self.unsaved = True
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) for an OffsetForLeaderEpoch request.
@@ -224,7 +243,7 @@ class LeaderEpochCache:
         self._write_if(had_entries)
 
     def save_if_unsaved(self) -> None:
-        """Write a trim at open that no call has written yet (trim_at_open)."""
+        """Write what no call has written yet (trim_at_open, begin_at_log_end)."""
         self._write_if(False)
 
     def _write_if(self, changed: bool) -> None:
