@@ -332,11 +332,11 @@ async def test_a_prepared_replica_directory_is_made_durably_off_the_event_loop(t
     name must be synced into the data directory as a new log's is (a log that opens in an
     existing directory does not sync it again), and not on the event loop, which thousands
     of them at once held behind the file system's journal."""
-    import replog.storage.log as log_module
+    import replog.replica.manager as manager_module
 
     synced: list[tuple[object, bool]] = []
-    sync = log_module.fsync_directory
-    monkeypatch.setattr(log_module, "fsync_directory", lambda directory: (
+    sync = manager_module.fsync_directory
+    monkeypatch.setattr(manager_module, "fsync_directory", lambda directory: (
         synced.append((directory, threading.current_thread() is threading.main_thread())), sync(directory)))
     manager = make_manager(tmp_path)
     try:
@@ -347,3 +347,28 @@ async def test_a_prepared_replica_directory_is_made_durably_off_the_event_loop(t
         assert len(synced) == 1, "an existing directory synced again"
     finally:
         await manager.shutdown()
+
+
+async def test_a_directory_sync_is_shared_by_every_caller_that_asked_before_it_began(tmp_path, monkeypatch):
+    import replog.replica.manager as manager_module
+
+    began: list[threading.Event] = []
+
+    def held_fsync(directory) -> None:
+        release = threading.Event()
+        began.append(release)
+        assert release.wait(WAIT_S)
+
+    monkeypatch.setattr(manager_module, "fsync_directory", held_fsync)
+    shared = manager_module.DirectorySync(tmp_path)
+    first = asyncio.ensure_future(shared.sync())
+    await eventually(lambda: asyncio.sleep(0, len(began) == 1), WAIT_S, "the first fsync begun")
+    later = [asyncio.ensure_future(shared.sync()) for _ in range(50)]
+    await asyncio.sleep(0)
+    began[0].set()
+    await asyncio.wait_for(first, WAIT_S)
+    await eventually(lambda: asyncio.sleep(0, len(began) == 2), WAIT_S, "the second fsync begun")
+    assert not any(task.done() for task in later), "a caller returned on an fsync that began before it asked"
+    began[1].set()
+    await asyncio.wait_for(asyncio.gather(*later), WAIT_S)
+    assert len(began) == 2

@@ -111,14 +111,6 @@ def _parse_log_directory_name(name: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
-def make_log_directory(directory: Path) -> None:
-    """Create a log's directory unless it exists, its name durable before anything in it is: a
-    flush syncs the directory's entries, not the directory's own in the data directory."""
-    if not directory.is_dir():
-        directory.mkdir(parents=True, exist_ok=True)
-        fsync_directory(directory.parent)
-
-
 class Log:
     """The segmented log of one partition replica. See the module docstring."""
 
@@ -133,7 +125,11 @@ class Log:
         self.config = config
         self._segment_limits = self._limits_of(config)
         self._clock = clock
-        make_log_directory(self.directory)
+        if not self.directory.is_dir():
+            self.directory.mkdir(parents=True, exist_ok=True)
+            # Its name, durable before anything in it is: a flush syncs the directory's entries,
+            # not the directory's own in the data directory.
+            fsync_directory(self.directory.parent)
         # The id of the topic the log belongs to (KIP-516), None if untagged: a leader answers
         # only the fetches that name it, so that no replica of a deleted topic of the same name
         # is taken for one of this topic's.
