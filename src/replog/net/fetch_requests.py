@@ -40,13 +40,16 @@ _NO_TAGGED_FIELDS = b"\0"
 
 def named_by_id(specs: Iterable[FetchSpec]) -> bool:
     """Whether every spec's topic id is a uuid (in hex), as version 13 names topics: a log tagged
-    before topic ids were uuids, or not at all, is fetched by name."""
-    return all(spec.topic_id is not None and len(spec.topic_id) == 32 and _is_hex(spec.topic_id) for spec in specs)
+    before topic ids were uuids, or not at all, is fetched by name. Each topic's id is checked
+    once, not once for each of its partitions in every round."""
+    return all(_is_uuid_hex(topic_id) for topic_id in {spec.topic_id for spec in specs})
 
 
-def _is_hex(text: str) -> bool:
+def _is_uuid_hex(topic_id: str | None) -> bool:
+    if topic_id is None or len(topic_id) != 32:
+        return False
     try:
-        bytes.fromhex(text)
+        bytes.fromhex(topic_id)
     except ValueError:
         return False
     return True
