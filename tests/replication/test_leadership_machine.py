@@ -132,6 +132,17 @@ def test_store_failures_recheck_after_a_backoff_capped_at_the_maximum():
     assert delays[0] == machine.RETRY_FIRST_S and delays[-1] == machine.RETRY_MAX_S
 
 
+def test_a_deferred_election_reads_the_leader_node_again_after_a_backoff_and_elects_if_none_leads():
+    """A replica whose topic id the broker's view does not share yet runs again once a backoff
+    has passed, rather than leaving the partition without a leader until its next event."""
+    state, actions = decide(State(ME, role=Role.ELECTING), machine.ElectionDeferred("another topic id"))
+    assert state.role is Role.NONE and actions == [machine.RecheckAfter(machine.RETRY_FIRST_S)]
+    state, actions = decide(state, machine.RecheckDue())
+    assert actions == [machine.ReadLeaderNode()]
+    state, actions = decide(state, machine.LeaderNode(None, read=True))
+    assert state.role is Role.ELECTING and actions == [machine.Elect()]
+
+
 def test_closed_takes_nothing():
     state, actions = decide(leading(), machine.Stop())
     assert state.role is Role.CLOSED and actions == [machine.Shutdown()]

@@ -288,10 +288,11 @@ class PartitionLeadership:
         if context.replicas.of_another_topic(self.topic, self.partition, topic_id):
             # The replica belongs to a deleted topic of the name, which this broker missed (it
             # was cut off from the store): it must not lead the new one with the other's records.
-            # The reconcile that the topic's new id sets off replaces it (hosted.py).
+            # The reconcile that the topic's new id sets off replaces it (hosted.py); should the
+            # view be the one behind instead, the election runs once it has caught up.
             logger.warning("not electing a replica of a deleted topic of the name topic=%s partition=%d broker=%d "
                            "topic_id=%s", self.topic, self.partition, context.broker_id, topic_id)
-            return machine.NotElected()
+            return machine.ElectionDeferred(f"the replica is not of topic id {topic_id}")
         settings = self._settings()
         won = await leader_election(
             context.joined_or_store, self.topic, self.partition, context.broker_id,

@@ -152,6 +152,15 @@ class StoreFailed:
 
 
 @dataclasses.dataclass(frozen=True)
+class ElectionDeferred:
+    """The replica may not run for leader now: its topic id is not the one the broker's view of
+    the topic holds (a deleted topic's replica, which a reconcile replaces, or a view that lags
+    the store). As after a store failure, the read a backoff ends with decides again: returning
+    NotElected would leave a partition whose view lagged without a leader until its next event."""
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
 class RecheckDue:
     pass
 
@@ -162,7 +171,8 @@ class Stop:
 
 
 Event = (LeaderNode | Elected | NotElected | SessionSuspended | SessionConnected | SessionLost | UpkeepFenced
-         | UpkeepEnded | PreferredReplicaReady | MovedOff | FetcherEnded | BrokerPresumedGone | StoreFailed | RecheckDue | Stop)
+         | UpkeepEnded | PreferredReplicaReady | MovedOff | FetcherEnded | BrokerPresumedGone | StoreFailed | ElectionDeferred
+         | RecheckDue | Stop)
 
 
 # -- actions --------------------------------------------------------------------------------------
@@ -384,7 +394,7 @@ def _on_broker_presumed_gone(state: State, event: BrokerPresumedGone) -> tuple[S
     return state, [DeposeLeader(state.leader, state.epoch)]
 
 
-def _on_store_failed(state: State, event: StoreFailed) -> tuple[State, list[Action]]:
+def _on_store_failed(state: State, event: StoreFailed | ElectionDeferred) -> tuple[State, list[Action]]:
     """The read this backoff ends with decides again; a follower whose start failed half-way
     starts its fetcher again then."""
     role = Role.NONE if state.role is Role.ELECTING else state.role
@@ -428,6 +438,7 @@ _HANDLERS = {
     FetcherEnded: _on_fetcher_ended,
     BrokerPresumedGone: _on_broker_presumed_gone,
     StoreFailed: _on_store_failed,
+    ElectionDeferred: _on_store_failed,
     RecheckDue: _on_recheck,
     Stop: _on_stop,
 }
