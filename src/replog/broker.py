@@ -56,6 +56,7 @@ from replog.coord_backends.joined import JoinedStore
 from replog.coord_backends.paths import BrokerRegistration, ClusterId, InvalidNodeValue
 from replog.groups import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, GroupLimits
 from replog.metadata_cache import MetadataCache
+from replog.net.fetch_sessions import FetchSessions
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
 from replog.producer_ids import ProducerIdAllocator
@@ -142,6 +143,7 @@ class Broker:
                                        log_cleaned=self.metrics.log_cleaned)
         self.metadata = MetadataCache(self.store)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
+        self.fetch_sessions = FetchSessions()
         self.groups = GroupCoordinator(self.broker_id, group_coordinator_config(config), self.replicas.hosted,
                                        self._offsets_partition_count, monotonic_ms, wall_clock_ms)
         self.replicas.on_replica_changed = self.groups.partition_changed
@@ -162,6 +164,7 @@ class Broker:
             now_ms=self.now_ms,
             committed_offsets=self.groups.committed_offsets,
             high_watermarks=lambda: self._high_watermarks,
+            fetch_sessions=lambda: (len(self.fetch_sessions), self.fetch_sessions.cached_partitions),
         ))
         self.metrics_server = (None if metrics_listener is None
                                else MetricsServer(self.metrics.registry, metrics_listener.host, metrics_listener.port,

@@ -58,6 +58,8 @@ async def test_under_replicated_partitions_follow_a_killed_follower_out_of_and_b
     await query_gives(prometheus, 'count(up{job="replog"} == 1)', 3)
     await query_gives(prometheus, "sum(replog_partitions)", 6)
     await query_gives(prometheus, "sum(replog_under_replicated_partitions)", 0)
+    # The followers fetch in sessions (KIP-227): the leaders cache at least this topic's 4 follower replicas.
+    await query_gives(prometheus, f"sum(replog_fetch_session_partitions) >= bool {len(ASSIGNMENT) * 2}", 1)
 
     cluster.brokers[FOLLOWER].kill()
     await query_gives(prometheus, "sum(replog_under_replicated_partitions)", len(ASSIGNMENT))

@@ -44,10 +44,10 @@ def kio_frame(version: int, error_code: int = 0) -> bytes:
 
 @pytest.mark.parametrize("version", FETCH_VERSIONS)
 def test_decoding_reads_what_kio_writes_for_every_version(version):
-    error_code, partitions = decode_fetch_response(version, memoryview(bytearray(kio_frame(version))))
+    error_code, session_id, partitions = decode_fetch_response(version, memoryview(bytearray(kio_frame(version))))
     log_start = (lambda offset: offset) if version >= 5 else (lambda offset: -1)
     orders, other = (ORDERS_ID.hex, OTHER_ID.hex) if version >= FIRST_TOPIC_ID_VERSION else ("orders", "é-topic")
-    assert error_code == 0
+    assert (error_code, session_id) == (0, 7 if version >= 7 else 0)
     assert partitions == [
         FetchedPartition(orders, 0, 0, 120, 120, log_start(7), b"batch-onebatch-two"),
         FetchedPartition(orders, 3, 1, -1, -1, log_start(-1), b""),

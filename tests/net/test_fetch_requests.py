@@ -23,10 +23,17 @@ def named(version: int, name: str, topic_id: uuid.UUID) -> dict:
     return {"topic_id": topic_id} if version >= FIRST_TOPIC_ID_VERSION else {"topic": name}
 
 
-def kio_request(version: int, client_id: str | None) -> bytes:
+# (session id, epoch, forgotten): a full fetch outside any session, and an incremental one (KIP-227)
+SESSIONS = [(0, -1, []), (123456, 7, [FetchSpec("orders", 5, 0, 0, 1, 500, ORDERS_ID.hex), FetchSpec("old", 1, 0, 0, 1, 500, OTHER_ID.hex),
+                                     FetchSpec("orders", 6, 0, 0, 1, 500, ORDERS_ID.hex)])]
+
+
+def kio_request(version: int, client_id: str | None, session=SESSIONS[0]) -> bytes:
+    session_id, epoch, _ = session if version >= 7 else SESSIONS[0]
+    forgotten = [{**named(version, "orders", ORDERS_ID), "partitions": [5, 6]}, {**named(version, "old", OTHER_ID), "partitions": [1]}]
     body = codec.build(codec.request_schema(ApiKey.FETCH, version), {
         "replica_id": 2, "max_wait": 500, "min_bytes": 1, "max_bytes": 10 << 20, "isolation_level": 0,
-        "session_id": 0, "session_epoch": -1,
+        "session_id": session_id, "session_epoch": epoch,
         "topics": [{**named(version, "orders", ORDERS_ID), "partitions": [
                         {"partition": 0, "current_leader_epoch": 7, "fetch_offset": 120, "last_fetched_epoch": -1,
                          "log_start_offset": -1, "partition_max_bytes": 1 << 20},
@@ -35,20 +42,23 @@ def kio_request(version: int, client_id: str | None) -> bytes:
                    {**named(version, "é-topic", OTHER_ID), "partitions": [
                         {"partition": 3, "current_leader_epoch": -1, "fetch_offset": 5, "last_fetched_epoch": -1,
                          "log_start_offset": -1, "partition_max_bytes": 4096}]}],
-        "forgotten_topics_data": [], "rack_id": "",
+        "forgotten_topics_data": forgotten if session_id and version >= 7 else [], "rack_id": "",
     })
     return codec.encode_request(ApiKey.FETCH, version, 42, client_id, body)
 
 
-def by_hand(version: int, client_id: str | None) -> bytes:
+def by_hand(version: int, client_id: str | None, session=SESSIONS[0]) -> bytes:
+    session_id, epoch, forgotten = session if version >= 7 else SESSIONS[0]
     return encode_fetch_request(version, 42, client_id, replica_id=2, max_wait_ms=500, min_bytes=1,
-                                max_bytes=10 << 20, isolation_level=0, specs=SPECS)
+                                max_bytes=10 << 20, isolation_level=0, specs=SPECS, session_id=session_id,
+                                session_epoch=epoch, forgotten=forgotten)
 
 
 @pytest.mark.parametrize("version", FETCH_VERSIONS)
 @pytest.mark.parametrize("client_id", ["replog-follower-2", None])
-def test_encoding_writes_what_kio_writes_for_every_version(version, client_id):
-    assert by_hand(version, client_id) == kio_request(version, client_id)
+@pytest.mark.parametrize("session", SESSIONS, ids=["sessionless", "incremental"])
+def test_encoding_writes_what_kio_writes_for_every_version(version, client_id, session):
+    assert by_hand(version, client_id, session) == kio_request(version, client_id, session)
 
 
 @pytest.mark.parametrize("version", FETCH_VERSIONS)

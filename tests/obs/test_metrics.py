@@ -73,6 +73,7 @@ def metrics_over(partitions=(), cluster=None, registered=(ME, OTHER, THIRD), per
         now_ms=lambda: 0,
         committed_offsets=lambda: committed,
         high_watermarks=lambda: high_watermarks or {},
+        fetch_sessions=lambda: (2, 3300),
     ))
     return metrics
 
@@ -89,6 +90,7 @@ def test_hosted_led_under_replicated_and_under_min_isr_partitions_are_counted_by
     assert sample(metrics, "replog_under_replicated_partitions") == 2
     assert sample(metrics, "replog_under_min_isr_partitions") == 1
     assert sample(metrics, "replog_connections") == 7
+    assert (sample(metrics, "replog_fetch_sessions"), sample(metrics, "replog_fetch_session_partitions")) == (2, 3300)
     assert sample(metrics, "replog_store_session_state", state="suspended") == 1
     assert sample(metrics, "replog_store_session_state", state="connected") == 0
 

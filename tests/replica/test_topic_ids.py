@@ -49,7 +49,7 @@ async def fetch(manager: ReplicaManager, topic_id: uuid.UUID, partition: int, of
         else:
             pieces.append(part)
     header = struct.pack(">i", 1) + b"\0"  # correlation id, the flexible header's tagged fields
-    _, [answer] = decode_fetch_response(FIRST_TOPIC_ID_VERSION, header + b"".join(pieces))
+    _, _, [answer] = decode_fetch_response(FIRST_TOPIC_ID_VERSION, header + b"".join(pieces))
     return answer
 
 

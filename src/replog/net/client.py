@@ -40,8 +40,9 @@ from replog.replication.fetcher import EpochAsk, FetchSpec
 
 from . import codec
 from .codec import ApiKey
-from .fetch_decoding import FIRST_TOPIC_ID_VERSION, decode_fetch_response
+from .fetch_decoding import FIRST_SESSION_VERSION, FIRST_TOPIC_ID_VERSION, FetchedPartition, decode_fetch_response
 from .fetch_requests import encode_fetch_request, named_by_id
+from .fetch_sessions import FetcherSession, outside_session
 
 CONSUMER_REPLICA_ID = -1
 NO_LEADER_EPOCH = -1
@@ -220,6 +221,7 @@ class BrokerConnection:
         self._writable = asyncio.Event()
         self._writable.set()
         self._next_correlation_id = 0
+        self._fetch_session = FetcherSession()  # a follower's, with this broker as its leader
         self._failure: BrokerUnavailable | None = None
         self._versions: dict[int, int] = {}
         self._broker_versions: dict[int, tuple[int, int]] = {}
@@ -418,23 +420,41 @@ class BrokerConnection:
                                max_bytes: int) -> dict[tuple[str, int], ReplicaFetchResult]:
         """The follower's fetch (the seed's replicaFetch) of several partitions at once, up to the
         log end, which also tells the leader this replica's log end offset in each. The leader
-        answers once any has data, or after `max_wait_ms`."""
-        return await self._fetch(specs, replica_id, max_bytes, max_wait_ms, 1)
+        answers once any has data, or after `max_wait_ms`. In a fetch session (KIP-227) where
+        the leader grants one."""
+        return await self._fetch(specs, replica_id, max_bytes, max_wait_ms, 1, self._fetch_session)
 
     async def _fetch(self, specs: list[FetchSpec], replica_id: int, max_bytes: int, max_wait_ms: int,
-                     min_bytes: int) -> dict[tuple[str, int], ReplicaFetchResult]:
+                     min_bytes: int, session: FetcherSession | None = None) -> dict[tuple[str, int], ReplicaFetchResult]:
         version = self.version_for(ApiKey.FETCH)
         by_id = version >= FIRST_TOPIC_ID_VERSION and named_by_id(specs)
         if version >= FIRST_TOPIC_ID_VERSION and not by_id:
             version = FIRST_TOPIC_ID_VERSION - 1
-        answer = await self._request_frame(
-            ApiKey.FETCH, version, lambda correlation_id: encode_fetch_request(
+        if version < FIRST_SESSION_VERSION:
+            session = None
+        sent = outside_session(specs, by_id)
+
+        def frame(correlation_id: int) -> bytes:
+            nonlocal sent
+            if session is not None:  # as it goes on the wire: a session's requests are told apart by order
+                sent = session.request(specs, by_id)
+            return encode_fetch_request(
                 version, correlation_id, self.client_id, replica_id=replica_id, max_wait_ms=max_wait_ms,
-                min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=READ_UNCOMMITTED, specs=specs),
-            True, self.request_timeout_s + max_wait_ms / 1000,  # the broker may hold it max_wait_ms
-            decode_fetch_response)
-        refused, partitions = answer  # v7+: the whole request refused
-        if refused != ErrorCode.none:
+                min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=READ_UNCOMMITTED, specs=sent.sent,
+                session_id=sent.session_id, session_epoch=sent.epoch, forgotten=sent.forgotten)
+
+        def decode(api_version: int, response: memoryview) -> tuple[int, list[FetchedPartition] | None]:
+            # Here, as each answer comes in, in order, even one its caller gave up on: the
+            # session must see every answer.
+            refused, session_id, partitions = decode_fetch_response(api_version, response)
+            return refused, partitions if session is None else session.answered(sent, session_id, refused, partitions)
+
+        refused, partitions = await self._request_frame(
+            ApiKey.FETCH, version, frame, True, self.request_timeout_s + max_wait_ms / 1000,  # the broker may hold it max_wait_ms
+            decode)
+        if partitions is None:  # the session ended: this round goes again, outside any session
+            return await self._fetch(specs, replica_id, max_bytes, max_wait_ms, min_bytes)
+        if refused != ErrorCode.none:  # v7+: the whole request refused
             return {(spec.topic, spec.partition): ReplicaFetchResult(_error_code(refused), -1, -1, b"") for spec in specs}
         # From version 13 on the answer names topics by id.
         name_of = {spec.topic_id: spec.topic for spec in specs}.get if by_id else str

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from .codec import FrameError, WireReader
 
+FIRST_SESSION_VERSION = 7  # fetch sessions (KIP-227)
 FIRST_FLEXIBLE_VERSION = 12
 FIRST_TOPIC_ID_VERSION = 13  # topics named by id (KIP-516), in requests and responses
 PARTITION_HEAD = struct.Struct(">ihqq")  # partition_index, error_code, high_watermark, last_stable_offset
@@ -30,23 +31,23 @@ class FetchedPartition(NamedTuple):
     records: bytes
 
 
-def decode_fetch_response(api_version: int, frame: memoryview | bytes) -> tuple[int, list[FetchedPartition]]:
-    """(the response's own error code, every partition) of a Fetch response frame without its
-    size prefix; records are copied out of the frame, whose buffer may be reused at once."""
+def decode_fetch_response(api_version: int, frame: memoryview | bytes) -> tuple[int, int, list[FetchedPartition]]:
+    """(the response's own error code, its session id, every partition) of a Fetch response
+    frame without its size prefix; records are copied out of the frame, whose buffer may be
+    reused at once."""
     try:
         return _decode(api_version, frame)
     except (struct.error, IndexError, UnicodeDecodeError, ValueError) as error:
         raise FrameError(f"malformed api 1 v{api_version} response: {type(error).__name__}: {error}") from None
 
 
-def _decode(api_version: int, frame: memoryview | bytes) -> tuple[int, list[FetchedPartition]]:
+def _decode(api_version: int, frame: memoryview | bytes) -> tuple[int, int, list[FetchedPartition]]:
     reader = WireReader(frame, 0, api_version >= FIRST_FLEXIBLE_VERSION)
     reader.fixed(_I32)  # correlation_id, checked by the connection
     reader.tagged_fields()  # the flexible response header's
     reader.fixed(_I32)  # throttle_time_ms
-    error_code = reader.fixed(_I16) if api_version >= 7 else 0
-    if api_version >= 7:
-        reader.fixed(_I32)  # session_id
+    error_code = reader.fixed(_I16) if api_version >= FIRST_SESSION_VERSION else 0
+    session_id = reader.fixed(_I32) if api_version >= FIRST_SESSION_VERSION else 0
     partitions = []
     by_id = api_version >= FIRST_TOPIC_ID_VERSION
     for _ in range(max(0, reader.length(_I32))):
@@ -70,4 +71,4 @@ def _decode(api_version: int, frame: memoryview | bytes) -> tuple[int, list[Fetc
     reader.tagged_fields()
     if reader.position != len(frame):
         raise ValueError(f"{len(frame) - reader.position} bytes after the response")
-    return error_code, partitions
+    return error_code, session_id, partitions

@@ -4,9 +4,9 @@ each cost 8 µs a partition (5 ms a round of 667 partitions, a fifth of a follow
 while a topic of 1,000 partitions was being created). The request side of fetch_decoding.py;
 tests/net/test_fetch_requests.py checks it against kio for every version.
 
-Only what replog's own fetches send: a full fetch outside any session (KIP-227's session 0,
-epoch -1), nothing forgotten, no rack. From version 13 on a topic is named by its id (KIP-516),
-which every spec must then carry.
+Only what replog's own fetches send: full or incremental fetches of a session (KIP-227,
+net/fetch_sessions.py), or full fetches outside any (session 0, epoch -1); no rack. From version
+13 on a topic is named by its id (KIP-516), which every spec must then carry.
 """
 
 from __future__ import annotations
@@ -57,9 +57,10 @@ def _is_uuid_hex(topic_id: str | None) -> bool:
 
 def encode_fetch_request(api_version: int, correlation_id: int, client_id: str | None, *, replica_id: int,
                          max_wait_ms: int, min_bytes: int, max_bytes: int, isolation_level: int,
-                         specs: Iterable[FetchSpec]) -> bytes:
+                         specs: Iterable[FetchSpec], session_id: int = NO_FETCH_SESSION_ID,
+                         session_epoch: int = FULL_FETCH_SESSION_EPOCH, forgotten: Iterable[FetchSpec] = ()) -> bytes:
     """The whole request frame, size prefix first, as codec.encode_request writes it; from
-    version 13 on, `specs` must be `named_by_id`."""
+    version 13 on, `specs` and `forgotten` must be `named_by_id`. Sessions need version 7."""
     flexible = api_version >= FIRST_FLEXIBLE_VERSION
     # The request header's client id is a plain nullable string even in flexible versions.
     client = b"\xff\xff" if client_id is None else _I16.pack(len(encoded := client_id.encode())) + encoded
@@ -68,24 +69,25 @@ def encode_fetch_request(api_version: int, correlation_id: int, client_id: str |
         parts.append(_NO_TAGGED_FIELDS)
     parts.append(_LIMITS.pack(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level))
     if api_version >= 7:
-        parts.append(_SESSION.pack(NO_FETCH_SESSION_ID, FULL_FETCH_SESSION_EPOCH))
+        parts.append(_SESSION.pack(session_id, session_epoch))
     by_id = api_version >= FIRST_TOPIC_ID_VERSION
-    by_topic: dict[str, list[FetchSpec]] = {}
-    for spec in specs:
-        by_topic.setdefault(spec.topic_id if by_id else spec.topic, []).append(spec)
+    by_topic = _by_topic(specs, by_id)
     parts.append(wire_length(len(by_topic), flexible, _I32))
     for topic, partitions in by_topic.items():
-        if by_id:
-            parts.append(bytes.fromhex(topic))
-        else:
-            encoded = topic.encode()
-            parts += [wire_length(len(encoded), flexible, _I16), encoded]
+        parts += _topic(topic, by_id, flexible)
         parts.append(wire_length(len(partitions), flexible, _I32))
         parts += _partitions(api_version, partitions)
         if flexible:
             parts.append(_NO_TAGGED_FIELDS)
     if api_version >= 7:
-        parts.append(wire_length(0, flexible, _I32))  # forgotten_topics_data
+        forgotten_by_topic = _by_topic(forgotten, by_id)
+        parts.append(wire_length(len(forgotten_by_topic), flexible, _I32))
+        for topic, partitions in forgotten_by_topic.items():
+            parts += _topic(topic, by_id, flexible)
+            parts.append(wire_length(len(partitions), flexible, _I32))
+            parts += [_I32.pack(spec.partition) for spec in partitions]
+            if flexible:
+                parts.append(_NO_TAGGED_FIELDS)
     if api_version >= 11:
         parts.append(wire_length(0, flexible, _I16))  # rack_id ""
     if flexible:
@@ -93,6 +95,20 @@ def encode_fetch_request(api_version: int, correlation_id: int, client_id: str |
     frame = bytearray().join(parts)
     _SIZE.pack_into(frame, 0, len(frame) - _SIZE.size)
     return bytes(frame)
+
+
+def _by_topic(specs: Iterable[FetchSpec], by_id: bool) -> dict[str, list[FetchSpec]]:
+    by_topic: dict[str, list[FetchSpec]] = {}
+    for spec in specs:
+        by_topic.setdefault(spec.topic_id if by_id else spec.topic, []).append(spec)
+    return by_topic
+
+
+def _topic(topic: str, by_id: bool, flexible: bool) -> list[bytes]:
+    if by_id:
+        return [bytes.fromhex(topic)]
+    encoded = topic.encode()
+    return [wire_length(len(encoded), flexible, _I16), encoded]
 
 
 def _partitions(api_version: int, specs: list[FetchSpec]) -> list[bytes]:

@@ -9,6 +9,7 @@ from replog.admin import StateChangeLimits
 from replog.coord_backends import Store
 from replog.groups import GroupCoordinator
 from replog.metadata_cache import MetadataCache
+from replog.net.fetch_sessions import FetchSessions
 from replog.obs import BrokerMetrics, StateChangeEvents
 from replog.producer_ids import ProducerIdAllocator
 from replog.replica.manager import ReplicaManager
@@ -28,6 +29,7 @@ class Services(Protocol):
     producer_ids: ProducerIdAllocator
     leader_connections: PresumedGone
     groups: GroupCoordinator
+    fetch_sessions: FetchSessions
     metrics: BrokerMetrics
     state_change_events: StateChangeEvents
 

@@ -102,6 +102,7 @@ class StateSources:
     # (group, topic, partition, offset) of each group coordinated here
     committed_offsets: Callable[[], Iterable[tuple[str, str, int, int]]]
     high_watermarks: Callable[[], Mapping[tuple[str, int], int]]  # as learnt for this scrape
+    fetch_sessions: Callable[[], tuple[int, int]] = lambda: (0, 0)  # (sessions, partitions they cache)
 
 
 class BrokerMetrics:
@@ -297,6 +298,11 @@ class StateCollector:
                      self._offline_partitions())
         yield _gauge("replog_connections", "open client and replica connections to the Kafka listener",
                      sources.connections())
+        fetch_sessions, cached_partitions = sources.fetch_sessions()
+        yield _gauge("replog_fetch_sessions", "fetch sessions (KIP-227) this broker keeps for its fetchers",
+                     fetch_sessions)
+        yield _gauge("replog_fetch_session_partitions", "partitions cached in this broker's fetch sessions",
+                     cached_partitions)
         session = GaugeMetricFamily("replog_store_session_state",
                                     "the coordination store session's state: 1 for the current one",
                                     labels=["state"])

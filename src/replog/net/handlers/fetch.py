@@ -18,8 +18,10 @@ missed the deletion) is answered INCONSISTENT_TOPIC_ID or UNKNOWN_TOPIC_ID, so t
 counts toward the ISR nor copies this topic's records onto the other's (simulator seed 1592).
 Only replog's followers are offered version 13 (handlers/api_versions.py).
 
-Fetch sessions (KIP-227) are declined: the response's session id is 0, so clients keep
-sending full fetch requests.
+Fetch sessions (KIP-227, net/fetch_sessions.py): a fetch that opens a session, or continues one,
+reads the session's partitions, and an incremental one's answer carries only those with
+something to say; a request the session refuses (unknown id, out-of-order epoch) is answered
+with the error alone, and its fetcher starts a new session.
 
 Encoding: the response body is written here rather than through kio, so that each partition's
 log bytes are a part of their own: a HeldSlice of the log file (Log.hold), which the connection
@@ -31,6 +33,7 @@ for every version.
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 import uuid
 from typing import NamedTuple
@@ -44,11 +47,13 @@ from replog.storage.segment import HeldSlice
 
 from ..codec import ApiKey, EncodedBody, Request, wire_length
 from ..fetch_decoding import FIRST_FLEXIBLE_VERSION, FIRST_TOPIC_ID_VERSION, PARTITION_HEAD
+from ..fetch_sessions import FINAL_EPOCH, NO_SESSION_ID, SessionFetch, requested_topics
 from . import count_error, handles, log_refusal
+
+logger = logging.getLogger(__name__)
 
 NO_EPOCH = -1
 NO_REPLICA = -1
-NO_TOPIC_ID = uuid.UUID(int=0)
 _OTHER_TOPIC = (ErrorCode.unknown_topic_id, ErrorCode.inconsistent_topic_id)
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 
@@ -78,21 +83,22 @@ def _read(services, topic: str, topic_id: str | None, fetch: object, replica_id:
     return partition, partition.read_for_consumer(fetch.fetch_offset, byte_budget, epoch)
 
 
-def _read_all(services, body, now_ms: int, life: FetchFrom, *, record: bool = True) -> tuple[list[_Read], int]:
-    """(what was read of each partition, total bytes read); `life`: which life of a follower's
-    broker the fetch comes from (leader_connections.fetch_from)."""
+def _read_all(services, body, topics: list[tuple[str | uuid.UUID, list]], now_ms: int, life: FetchFrom, *,
+              record: bool = True) -> tuple[list[_Read], int]:
+    """(what was read of each partition of `topics`, total bytes read); `topics`: (topic as
+    named: its name, or from version 13 on its id, [partition]); `life`: which life of a
+    follower's broker the fetch comes from (leader_connections.fetch_from)."""
     remaining_bytes = getattr(body, "max_bytes", 0x7FFFFFFF)
     results, total_bytes = [], 0
-    for topic in body.topics:
-        if hasattr(topic, "topic_id"):  # named by id, from version 13 on (kio reads the zero id as None)
-            wire_topic = topic.topic_id or NO_TOPIC_ID
-            topic_id = wire_topic.hex
+    for named, partitions in topics:
+        if isinstance(named, str):
+            topic_id, name = None, named
+        else:  # named by id, from version 13 on
+            topic_id = named.hex
             name = services.replicas.topic_of_id(topic_id)
-        else:
-            wire_topic, topic_id, name = topic.topic, None, topic.topic
-        for fetch in topic.partitions:
+        for fetch in partitions:
             if name is None:
-                results.append(_Read(topic_id, wire_topic, fetch, None, ErrorCode.unknown_topic_id))
+                results.append(_Read(topic_id, named, fetch, None, ErrorCode.unknown_topic_id))
                 continue
             # KIP-74: with the budget spent, later partitions read nothing; the first always may.
             budget = min(fetch.partition_max_bytes, remaining_bytes) if total_bytes else fetch.partition_max_bytes
@@ -100,15 +106,17 @@ def _read_all(services, body, now_ms: int, life: FetchFrom, *, record: bool = Tr
             size = sum(piece.size_bytes for piece in result.slices) if isinstance(result, FetchResult) else 0
             total_bytes += size
             remaining_bytes -= size
-            results.append(_Read(name, wire_topic, fetch, partition, result))
+            results.append(_Read(name, named, fetch, partition, result))
     return results, total_bytes
 
 
 class FetchBodyEncoder:
     """Fetch response body, versions 4 to 13; log bytes are appended as parts of their own."""
 
-    def __init__(self, api_version: int):
+    def __init__(self, api_version: int, session_id: int = NO_SESSION_ID, error: ErrorCode = ErrorCode.none):
         self.version = api_version
+        self.session_id = session_id
+        self.error = error  # the whole request's (version 7 on)
         self.flexible = api_version >= FIRST_FLEXIBLE_VERSION
         self.parts: list[bytes | HeldSlice] = []
         self._pending = bytearray()
@@ -123,7 +131,7 @@ class FetchBodyEncoder:
     def begin(self, topic_count: int) -> None:
         self._pending += _I32.pack(0)  # throttle_time_ms
         if self.version >= 7:
-            self._pending += _I16.pack(ErrorCode.none.value) + _I32.pack(0)  # error_code, session_id
+            self._pending += _I16.pack(self.error.value) + _I32.pack(self.session_id)  # error_code, session_id
         self._length(topic_count, _I32)
 
     def topic(self, name: str | uuid.UUID, partition_count: int) -> None:
@@ -159,11 +167,13 @@ class FetchBodyEncoder:
         return EncodedBody(self.parts)
 
 
-def _encode(api_version: int, results: list[_Read]) -> EncodedBody:
+def _encode(api_version: int, results: list[_Read], answer: SessionFetch | None) -> EncodedBody:
+    """The answer to `results`; in a session, `answer` picks the partitions it carries."""
     by_topic: dict[str | uuid.UUID, list] = {}
     for read in results:
-        by_topic.setdefault(read.wire_topic, []).append((read.fetch, read.partition, read.result))
-    encoder = FetchBodyEncoder(api_version)
+        if answer is None or answer.answered(read.wire_topic, read.fetch.partition, *_told(read.result)):
+            by_topic.setdefault(read.wire_topic, []).append((read.fetch, read.partition, read.result))
+    encoder = FetchBodyEncoder(api_version, NO_SESSION_ID if answer is None else answer.session_id)
     encoder.begin(len(by_topic))
     for topic, partitions in by_topic.items():
         encoder.topic(topic, len(partitions))
@@ -178,13 +188,41 @@ def _encode(api_version: int, results: list[_Read]) -> EncodedBody:
     return encoder.finish()
 
 
+def _told(result: FetchResult | int) -> tuple[tuple[int, int, int] | None, bool]:
+    """(what a partition's answer tells of it, None for an error; whether it carries records)."""
+    if not isinstance(result, FetchResult) or result.error_code:
+        return None, False
+    return (result.high_watermark, result.last_stable_offset, result.log_start_offset), bool(result.slices)
+
+
+def _refused(api_version: int, error: ErrorCode) -> EncodedBody:
+    """The answer refusing a whole request: a session error (KIP-227), no partitions."""
+    encoder = FetchBodyEncoder(api_version, NO_SESSION_ID, error)
+    encoder.begin(0)
+    return encoder.finish()
+
+
 @handles(ApiKey.FETCH)
 async def fetch(services, request: Request):
+    body = request.body
+    if getattr(body, "session_id", NO_SESSION_ID) == NO_SESSION_ID and getattr(body, "session_epoch", FINAL_EPOCH) == FINAL_EPOCH:
+        return await _answer(services, request, requested_topics(body), None)
+    by_id = request.api_version >= FIRST_TOPIC_ID_VERSION
+    async with services.fetch_sessions.fetch(body, by_id, body.replica_id >= 0) as context:
+        if isinstance(context, SessionFetch):
+            return await _answer(services, request, context.topics, context)
+        count_error(services.metrics, request, context)
+        logger.info("fetch session refused peer_client=%s session_id=%d epoch=%d error=%s",
+                    request.client_id, body.session_id, body.session_epoch, context.name)
+        return _refused(request.api_version, context)
+
+
+async def _answer(services, request: Request, topics: list, session: SessionFetch | None) -> EncodedBody:
     body = request.body
     loop = asyncio.get_running_loop()
     deadline = loop.time() + body.max_wait.total_seconds()
     life = fetch_from(services.metadata.brokers, body.replica_id, request.client_id) if body.replica_id >= 0 else FetchFrom.REGISTERED
-    results, total_bytes = _read_all(services, body, services.now_ms(), life)
+    results, total_bytes = _read_all(services, body, topics, services.now_ms(), life)
     if total_bytes < body.min_bytes and loop.time() < deadline and not _any_error(results):
         with ReadWaiter() as waiter:
             now_ms = services.now_ms()
@@ -196,7 +234,7 @@ async def fetch(services, request: Request):
             if request.overtaken is not None:
                 request.overtaken.listen(waiter.wake)
             await waiter.wait(max(0.0, deadline - loop.time()))
-        results, _ = _read_all(services, body, services.now_ms(), life, record=False)  # recorded above
+        results, _ = _read_all(services, body, topics, services.now_ms(), life, record=False)  # recorded above
     by_follower = body.replica_id >= 0
     for topic, _, fetch, partition, result in results:
         if partition is None:
@@ -208,7 +246,7 @@ async def fetch(services, request: Request):
                 services.metrics.fetched(topic, sum(piece.size_bytes for piece in result.slices), by_follower)
         else:
             count_error(services.metrics, request, result)
-    return _encode(request.api_version, results)
+    return _encode(request.api_version, results, session)
 
 
 def _any_error(results: list) -> bool:

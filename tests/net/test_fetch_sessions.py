@@ -1,0 +1,217 @@
+"""Fetch sessions (KIP-227, net/fetch_sessions.py): a follower names its partitions once, then only
+what changed, and its leader answers only the partitions with something to say; every round
+still counts as the follower's fetch of every partition of the session. Both ends are the real
+ones: the follower's FetcherSession writes the requests as replog's followers send them, and a
+real ReplicaManager's partitions answer through the real Fetch handler."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+from types import SimpleNamespace
+
+from kio.schema.errors import ErrorCode
+
+from replog.coord_backends.paths import BrokerRegistration
+from replog.net import codec
+from replog.net.fetch_decoding import FIRST_TOPIC_ID_VERSION, FetchedPartition, decode_fetch_response
+from replog.net.fetch_requests import encode_fetch_request
+from replog.net.fetch_sessions import FetcherSession, FetchSessions, SessionRequest
+from replog.net.handlers.fetch import fetch as fetch_handler
+from replog.net.leader_connections import follower_client_id
+from replog.obs import BrokerMetrics
+from replog.replica.manager import ManagerConfig, ReplicaManager
+from replog.replication.fetcher import FetchSpec
+from replog.storage.log import LogConfig
+from replog.storage.segment import HeldSlice
+from tests.replica.batches import producer_batch
+from tests.unit.log_fixtures import ManualClock
+
+TOPIC = "orders"
+TOPIC_ID = uuid.uuid4()
+LEADER, FOLLOWER = 1, 2
+LAG_MS = 10_000
+PARTITIONS = 4
+
+
+class Exchange(SimpleNamespace):
+    sent: SessionRequest  # what the follower's request named
+    carried: list[FetchedPartition]  # what the leader's answer carried
+    answered: list[FetchedPartition] | None  # what the follower's rounds get of it
+    session_id: int
+    error: int
+
+
+async def exchange(services, fetcher: FetcherSession, offsets: dict[int, int], max_wait_ms: int = 0) -> Exchange:
+    """One round: the follower asks for the partitions of `offsets`, at those offsets."""
+    specs = [FetchSpec(TOPIC, partition, offset, 0, 1 << 20, max_wait_ms, TOPIC_ID.hex) for partition, offset in offsets.items()]
+    sent = fetcher.request(specs, by_id=True)
+    wire = encode_fetch_request(FIRST_TOPIC_ID_VERSION, 1, follower_client_id(FOLLOWER, None), replica_id=FOLLOWER,
+                                max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                                specs=sent.sent, session_id=sent.session_id, session_epoch=sent.epoch, forgotten=sent.forgotten)
+    body = await fetch_handler(services, codec.decode_request(memoryview(wire)[4:]))
+    error, session_id, carried = decode_fetch_response(FIRST_TOPIC_ID_VERSION, _frame(body))
+    return Exchange(sent=sent, carried=carried, answered=fetcher.answered(sent, session_id, error, carried),
+                    session_id=session_id, error=error)
+
+
+def _frame(body) -> bytes:
+    pieces = [struct.pack(">i", 1) + b"\0"]  # correlation id, the flexible header's tagged fields
+    for part in body.parts:
+        if isinstance(part, HeldSlice):
+            pieces.append(part.read_from(0))
+            part.close()
+        else:
+            pieces.append(part)
+    return b"".join(pieces)
+
+
+def partitions_of(found: list[FetchedPartition]) -> list[int]:
+    return sorted(each.partition for each in found)
+
+
+async def leading(tmp_path, sessions: FetchSessions):
+    manager = ReplicaManager(ManagerConfig(data_dir=tmp_path, broker_id=LEADER), ManualClock())
+    leaders = []
+    for partition in range(PARTITIONS):
+        await manager.load_log(TOPIC, partition, LogConfig(), topic_id=TOPIC_ID.hex)
+        leaders.append(await manager.open_replica(TOPIC, partition, LogConfig(), (LEADER, FOLLOWER), leader_epoch=0,
+                                                  isr=(LEADER, FOLLOWER)))
+    services = SimpleNamespace(
+        replicas=manager, now_ms=manager._clock, metrics=BrokerMetrics(), fetch_sessions=sessions,
+        metadata=SimpleNamespace(brokers={FOLLOWER: BrokerRegistration("127.0.0.1", 9092)}),
+        unknown_partition_error=lambda topic: ErrorCode.unknown_topic_or_partition)
+    return manager, leaders, services
+
+
+async def test_a_session_names_what_changed_answers_what_has_news_and_counts_every_partition(tmp_path):
+    sessions = FetchSessions()
+    manager, leaders, services = await leading(tmp_path, sessions)
+    fetcher = FetcherSession()
+    try:
+        await leaders[1].append_as_leader(producer_batch(3), acks=0, timeout_ms=1000)
+        opened = await exchange(services, fetcher, {partition: 0 for partition in range(PARTITIONS)})
+        assert (opened.sent.epoch, opened.error, len(sessions)) == (0, 0, 1)
+        assert opened.session_id != 0
+        assert partitions_of(opened.carried) == [0, 1, 2, 3], "a session's first fetch is a full one"
+        assert [len(found.records) > 0 for found in opened.answered] == [False, True, False, False]
+
+        # Partition 1's follower copied its 3 records; nothing else moved.
+        moved = await exchange(services, fetcher, {0: 0, 1: 3, 2: 0, 3: 0})
+        assert [(spec.partition, spec.fetch_offset) for spec in moved.sent.sent] == [(1, 3)]
+        assert moved.sent.forgotten == []
+        assert partitions_of(moved.carried) == [1], "only the partition whose high watermark moved"
+        assert moved.carried[0].high_watermark == 3
+        assert [(found.partition, found.high_watermark, found.records) for found in moved.answered] == [
+            (0, 0, b""), (1, 3, b""), (2, 0, b""), (3, 0, b"")]
+
+        idle = await exchange(services, fetcher, {0: 0, 1: 3, 2: 0, 3: 0})
+        assert (moved.error, idle.error) == (0, 0)
+        assert (idle.sent.sent, idle.carried) == ([], []), "an idle round names nothing and carries nothing"
+        assert [(found.partition, found.high_watermark) for found in idle.answered] == [(0, 0), (1, 3), (2, 0), (3, 0)]
+
+        # Every round counted as the follower's fetch of every partition of the session, named or not.
+        manager._clock.advance(LAG_MS * 2)
+        await exchange(services, fetcher, {0: 0, 1: 3, 2: 0, 3: 0})
+        now_ms = manager._clock()
+        assert [leader.out_of_sync_replicas(now_ms, LAG_MS) for leader in leaders] == [frozenset()] * PARTITIONS
+        assert [leader.follower_log_end_offset(FOLLOWER) for leader in leaders] == [0, 3, 0, 0]
+
+        await leaders[2].append_as_leader(producer_batch(2), acks=0, timeout_ms=1000)
+        records = await exchange(services, fetcher, {0: 0, 1: 3, 2: 0})
+        assert records.error == 0
+        assert [(spec.partition, spec.topic_id) for spec in records.sent.forgotten] == [(3, TOPIC_ID.hex)]
+        assert partitions_of(records.carried) == [2]
+        assert records.carried[0].records and records.carried[0].high_watermark == 0
+        assert partitions_of(records.answered) == [0, 1, 2]
+        assert sessions.cached_partitions == 3
+    finally:
+        await manager.shutdown()
+
+
+async def test_a_refused_session_request_makes_the_round_go_again_and_the_next_open_a_new_session(tmp_path):
+    sessions = FetchSessions()
+    manager, _, services = await leading(tmp_path, sessions)
+    fetcher, offsets = FetcherSession(), {partition: 0 for partition in range(PARTITIONS)}
+    try:
+        first = await exchange(services, fetcher, offsets)
+        fetcher._epoch += 1  # as if a request of the session had been lost on the way
+        refused = await exchange(services, fetcher, offsets)
+        assert (refused.error, refused.carried, refused.answered) == (ErrorCode.invalid_fetch_session_epoch, [], None)
+        reopened = await exchange(services, fetcher, offsets)
+        assert (reopened.sent.session_id, reopened.sent.epoch) == (first.session_id, 0), "closes the old session"
+        assert reopened.session_id not in (0, first.session_id)
+        assert partitions_of(reopened.carried) == [0, 1, 2, 3]
+        assert len(sessions) == 1
+
+        sessions._close(reopened.session_id)  # evicted, say
+        gone = await exchange(services, fetcher, offsets)
+        assert (gone.error, gone.answered) == (ErrorCode.fetch_session_id_not_found, None)
+    finally:
+        await manager.shutdown()
+
+
+async def test_a_sessions_requests_are_served_in_order_one_at_a_time(tmp_path):
+    """replog's followers keep two rounds in flight: the second overtakes the parked first, which
+    must answer before the second reads, or the session's epochs and what it told would go out
+    of order."""
+    sessions = FetchSessions()
+    manager, leaders, services = await leading(tmp_path, sessions)
+    fetcher, offsets = FetcherSession(), {partition: 0 for partition in range(PARTITIONS)}
+    try:
+        await exchange(services, fetcher, offsets)
+        parked = asyncio.create_task(exchange(services, fetcher, offsets, max_wait_ms=60_000))
+        await _until(lambda: sessions._sessions[fetcher._id].turn is not None and not parked.done())
+        second = asyncio.create_task(exchange(services, fetcher, offsets, max_wait_ms=60_000))
+        await asyncio.sleep(0)  # the second waits for the first, which still waits for records
+        assert not second.done()
+        await leaders[0].append_as_leader(producer_batch(1), acks=0, timeout_ms=1000)
+        first, then = await asyncio.wait_for(asyncio.gather(parked, second), 10)
+        assert (first.error, then.error) == (0, 0)
+        assert [first.sent.epoch, then.sent.epoch] == [1, 2]
+        assert partitions_of(first.carried) == [0] and first.carried[0].records
+        assert partitions_of(then.carried) == [0] and then.carried[0].records, "its fetch offset was still 0"
+    finally:
+        await manager.shutdown()
+
+
+async def _until(condition) -> None:
+    async with asyncio.timeout(10):
+        while not condition():
+            await asyncio.sleep(0)
+
+
+def _body(partitions: int, session_id: int = 0, epoch: int = 0, topic: str = TOPIC):
+    fetches = tuple(SimpleNamespace(partition=index, fetch_offset=0, partition_max_bytes=1) for index in range(partitions))
+    return SimpleNamespace(session_id=session_id, session_epoch=epoch, topics=(SimpleNamespace(topic=topic, partitions=fetches),),
+                           forgotten_topics_data=())
+
+
+async def _open(sessions: FetchSessions, partitions: int, by_follower: bool) -> int:
+    async with sessions.fetch(_body(partitions), False, by_follower) as context:
+        return context.session_id
+
+
+async def test_the_cache_is_bounded_and_followers_take_the_slots_of_consumers():
+    clock = ManualClock()
+    sessions = FetchSessions(clock_s=lambda: clock() / 1000, slots=2, partitions_max=10)
+    consumer = await _open(sessions, 2, by_follower=False)
+    follower = await _open(sessions, 2, by_follower=True)
+    assert 0 not in (consumer, follower)
+    assert await _open(sessions, 2, by_follower=False) == 0, "no slot for another consumer: declined, not evicting"
+    second_follower = await _open(sessions, 2, by_follower=True)
+    assert second_follower != 0 and consumer not in sessions._sessions, "a follower takes a consumer's slot"
+    assert await _open(sessions, 2, by_follower=True) == 0, "every slot a follower's, used lately"
+    clock.advance(120_000)
+    assert await _open(sessions, 2, by_follower=False) != 0, "a session idle that long gives up its slot"
+    assert len(sessions) == 2
+
+    assert await _open(sessions, 11, by_follower=True) == 0, "more partitions than the cache holds"
+    grown = await _open(FetchSessions(partitions_max=10), 1, by_follower=True)
+    assert grown != 0
+    small = FetchSessions(partitions_max=3)
+    opened = await _open(small, 3, by_follower=True)
+    async with small.fetch(_body(1, opened, 1, topic="other"), False, True) as refused:
+        assert refused == ErrorCode.fetch_session_id_not_found, "a session may not outgrow the cache"
+    assert len(small) == 0 and small.cached_partitions == 0
