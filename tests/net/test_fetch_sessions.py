@@ -7,7 +7,6 @@ real ReplicaManager's partitions answer through the real Fetch handler."""
 from __future__ import annotations
 
 import asyncio
-import struct
 import uuid
 from types import SimpleNamespace
 
@@ -15,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.coord_backends.paths import BrokerRegistration
 from replog.net import codec
-from replog.net.fetch_decoding import FIRST_TOPIC_ID_VERSION, FetchedPartition, decode_fetch_response
+from replog.net.fetch_decoding import FIRST_TOPIC_ID_VERSION, FetchedPartition
 from replog.net.fetch_requests import encode_fetch_request
 from replog.net.fetch_sessions import FetcherSession, FetchSessions, SessionRequest
 from replog.net.handlers.fetch import fetch as fetch_handler
@@ -24,7 +23,7 @@ from replog.obs import BrokerMetrics
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replication.fetcher import FetchSpec
 from replog.storage.log import LogConfig
-from replog.storage.segment import HeldSlice
+from tests.net.fetch_answers import decode_answer
 from tests.replica.batches import producer_batch
 from tests.unit.log_fixtures import ManualClock
 
@@ -43,44 +42,33 @@ class Exchange(SimpleNamespace):
     error: int
 
 
-async def exchange(services, fetcher: FetcherSession, offsets: dict[int, int], max_wait_ms: int = 0) -> Exchange:
+async def exchange(services, fetcher: FetcherSession, offsets: dict[int, int], max_wait_ms: int = 0,
+                   follower: int = FOLLOWER) -> Exchange:
     """One round: the follower asks for the partitions of `offsets`, at those offsets."""
     specs = [FetchSpec(TOPIC, partition, offset, 0, 1 << 20, max_wait_ms, TOPIC_ID.hex) for partition, offset in offsets.items()]
     sent = fetcher.request(specs, by_id=True)
-    wire = encode_fetch_request(FIRST_TOPIC_ID_VERSION, 1, follower_client_id(FOLLOWER, None), replica_id=FOLLOWER,
+    wire = encode_fetch_request(FIRST_TOPIC_ID_VERSION, 1, follower_client_id(follower, None), replica_id=follower,
                                 max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
                                 specs=sent.sent, session_id=sent.session_id, session_epoch=sent.epoch, forgotten=sent.forgotten)
-    body = await fetch_handler(services, codec.decode_request(memoryview(wire)[4:]))
-    error, session_id, carried = decode_fetch_response(FIRST_TOPIC_ID_VERSION, _frame(body))
+    error, session_id, carried = decode_answer(await fetch_handler(services, codec.decode_request(memoryview(wire)[4:])))
     return Exchange(sent=sent, carried=carried, answered=fetcher.answered(sent, session_id, error, carried),
                     session_id=session_id, error=error)
-
-
-def _frame(body) -> bytes:
-    pieces = [struct.pack(">i", 1) + b"\0"]  # correlation id, the flexible header's tagged fields
-    for part in body.parts:
-        if isinstance(part, HeldSlice):
-            pieces.append(part.read_from(0))
-            part.close()
-        else:
-            pieces.append(part)
-    return b"".join(pieces)
 
 
 def partitions_of(found: list[FetchedPartition]) -> list[int]:
     return sorted(each.partition for each in found)
 
 
-async def leading(tmp_path, sessions: FetchSessions):
+async def leading(tmp_path, sessions: FetchSessions, followers: tuple[int, ...] = (FOLLOWER,)):
     manager = ReplicaManager(ManagerConfig(data_dir=tmp_path, broker_id=LEADER), ManualClock())
     leaders = []
     for partition in range(PARTITIONS):
         await manager.load_log(TOPIC, partition, LogConfig(), topic_id=TOPIC_ID.hex)
-        leaders.append(await manager.open_replica(TOPIC, partition, LogConfig(), (LEADER, FOLLOWER), leader_epoch=0,
-                                                  isr=(LEADER, FOLLOWER)))
+        leaders.append(await manager.open_replica(TOPIC, partition, LogConfig(), (LEADER, *followers), leader_epoch=0,
+                                                  isr=(LEADER, *followers)))
     services = SimpleNamespace(
         replicas=manager, now_ms=manager._clock, metrics=BrokerMetrics(), fetch_sessions=sessions,
-        metadata=SimpleNamespace(brokers={FOLLOWER: BrokerRegistration("127.0.0.1", 9092)}),
+        metadata=SimpleNamespace(brokers={follower: BrokerRegistration("127.0.0.1", 9092) for follower in followers}),
         unknown_partition_error=lambda topic: ErrorCode.unknown_topic_or_partition)
     return manager, leaders, services
 
@@ -126,6 +114,37 @@ async def test_a_session_names_what_changed_answers_what_has_news_and_counts_eve
         assert records.carried[0].records and records.carried[0].high_watermark == 0
         assert partitions_of(records.answered) == [0, 1, 2]
         assert sessions.cached_partitions == 3
+    finally:
+        await manager.shutdown()
+
+
+async def test_a_partition_quiet_for_one_follower_tells_it_of_a_high_watermark_another_moved(tmp_path):
+    """A session's caught-up partitions are not read each round; whatever else moves them (here
+    the other follower catching up, which advances the high watermark) makes them read again."""
+    third = FOLLOWER + 1
+    sessions = FetchSessions()
+    manager, leaders, services = await leading(tmp_path, sessions, followers=(FOLLOWER, third))
+    one, other = FetcherSession(), FetcherSession()
+    try:
+        await leaders[0].append_as_leader(producer_batch(3), acks=0, timeout_ms=1000)
+        everything_at = {partition: 0 for partition in range(PARTITIONS)}
+        for fetcher, follower in ((one, FOLLOWER), (other, third)):
+            copied = await exchange(services, fetcher, everything_at, follower=follower)
+            assert copied.answered[0].records
+        caught_up = await exchange(services, one, {**everything_at, 0: 3}, follower=FOLLOWER)
+        assert caught_up.carried == [], "the other lags: the high watermark stays 0"
+        idle = await exchange(services, one, {**everything_at, 0: 3}, follower=FOLLOWER)
+        assert (idle.sent.sent, idle.carried) == ([], [])
+
+        assert (await exchange(services, other, {**everything_at, 0: 3}, follower=third)).carried[0].high_watermark == 3
+        told = await exchange(services, one, {**everything_at, 0: 3}, follower=FOLLOWER)
+        assert told.sent.sent == []
+        assert [(found.partition, found.high_watermark) for found in told.carried] == [(0, 3)]
+        assert (await exchange(services, one, {**everything_at, 0: 3}, follower=FOLLOWER)).carried == []
+
+        leaders[1].become_follower(third, 1, manager._clock())  # a quiet partition's leadership moves
+        moved = await exchange(services, one, {**everything_at, 0: 3}, follower=FOLLOWER)
+        assert [(found.partition, found.error_code) for found in moved.carried] == [(1, ErrorCode.not_leader_or_follower)]
     finally:
         await manager.shutdown()
 

@@ -5,7 +5,6 @@ kept the deleted topic's records and joined the new topic's ISR)."""
 
 from __future__ import annotations
 
-import struct
 import uuid
 from types import SimpleNamespace
 
@@ -13,7 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.coord_backends.paths import BrokerRegistration
 from replog.net import codec
-from replog.net.fetch_decoding import FIRST_TOPIC_ID_VERSION, FetchedPartition, decode_fetch_response
+from replog.net.fetch_decoding import FIRST_TOPIC_ID_VERSION, FetchedPartition
 from replog.net.fetch_requests import encode_fetch_request
 from replog.net.handlers.fetch import fetch as fetch_handler
 from replog.net.leader_connections import follower_client_id
@@ -21,7 +20,7 @@ from replog.obs import BrokerMetrics
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replication.fetcher import FetchSpec
 from replog.storage.log import LogConfig
-from replog.storage.segment import HeldSlice
+from tests.net.fetch_answers import decode_answer
 from tests.replica.batches import producer_batch
 from tests.unit.log_fixtures import ManualClock
 
@@ -40,16 +39,7 @@ async def fetch(manager: ReplicaManager, topic_id: uuid.UUID, partition: int, of
     wire = encode_fetch_request(FIRST_TOPIC_ID_VERSION, 1, follower_client_id(FOLLOWER, None), replica_id=FOLLOWER,
                                 max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
                                 specs=[FetchSpec(TOPIC, partition, offset, 0, 1 << 20, 0, topic_id.hex)])
-    body = await fetch_handler(services, codec.decode_request(memoryview(wire)[4:]))
-    pieces = []
-    for part in body.parts:
-        if isinstance(part, HeldSlice):
-            pieces.append(part.read_from(0))
-            part.close()
-        else:
-            pieces.append(part)
-    header = struct.pack(">i", 1) + b"\0"  # correlation id, the flexible header's tagged fields
-    _, _, [answer] = decode_fetch_response(FIRST_TOPIC_ID_VERSION, header + b"".join(pieces))
+    _, _, [answer] = decode_answer(await fetch_handler(services, codec.decode_request(memoryview(wire)[4:])))
     return answer
 
 

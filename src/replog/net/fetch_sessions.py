@@ -33,7 +33,7 @@ import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -57,14 +57,24 @@ SessionKey = tuple[Any, int]
 
 
 class _Cached:
-    """One partition of a session: the request's fields for it, and what the last answer that
-    carried it told."""
+    """One partition of a session: the request's fields for it, what the last answer that
+    carried it told, and whether its last read found it quiet."""
 
-    __slots__ = ("fetch", "told")
+    __slots__ = ("fetch", "told", "quiet")
 
     def __init__(self, fetch: object):
         self.fetch = fetch  # the request's partition: partition, fetch_offset, partition_max_bytes...
         self.told: tuple[int, int, int] | None = None  # (high watermark, last stable offset, log start)
+        # The follower's replica, if its last read found it caught up with nothing to tell: the
+        # next rounds ask it whether that still holds rather than read it (QuietPartition).
+        self.quiet: QuietPartition | None = None
+
+
+class QuietPartition(Protocol):
+    """replica/partition.py's Partition, as a session asks it about a follower's fetch."""
+
+    def quiet_follower_fetch(self, replica_id: int, fetch_offset: int, current_leader_epoch: int,
+                             told: tuple[int, int, int], now_ms: int, *, record: bool) -> bool: ...
 
 
 class FetchSession:
@@ -79,16 +89,6 @@ class FetchSession:
         self.used_at_s = now_s
         self.turn: asyncio.Future | None = None  # the end of the latest request's turn (FetchSessions._turn_of)
 
-    def topics(self) -> list[tuple[Any, list[object]]]:
-        """The session's partitions as a request's topics: (topic as named, [partition]), runs of
-        one topic together."""
-        grouped: list[tuple[Any, list[object]]] = []
-        for (topic, _), cached in self.partitions.items():
-            if not grouped or grouped[-1][0] != topic:
-                grouped.append((topic, []))
-            grouped[-1][1].append(cached.fetch)
-        return grouped
-
 
 class SessionFetch:
     """What one request reads, and which partitions its answer carries."""
@@ -96,17 +96,41 @@ class SessionFetch:
     def __init__(self, session: FetchSession | None, full: bool, topics: list[tuple[Any, list[object]]]):
         self.session = session  # None: outside any session
         self.full = full  # every partition read is answered
-        self.topics = topics
+        self._topics = topics
 
     @property
     def session_id(self) -> int:
         return NO_SESSION_ID if self.session is None else self.session.id
 
-    def answered(self, wire_topic: Any, index: int, told: tuple[int, int, int] | None, has_records: bool) -> bool:
-        """Whether the answer carries the partition: in a full fetch all; in an incremental one
-        those with records, an error (`told` None) or news. A carried partition's `told` is what
-        the session told it; one with records goes to the back of the session, so that a
-        round's byte budget reaches the others next (KIP-227's rotation)."""
+    def to_read(self, replica_id: int, now_ms: int, *, record: bool) -> tuple[list[tuple[Any, list[object]]], list[tuple[QuietPartition, int]]]:
+        """(the partitions to read, as a request's topics; the quiet ones, each with its fetch
+        offset, to watch while the fetch waits). A quiet partition is one whose last read found
+        its follower caught up with nothing to tell, which still holds (`record`: counted as
+        the follower's fetch): it is neither read nor answered. `replica_id` -1: a consumer's
+        fetch, for which nothing is quiet."""
+        if self.full or replica_id < 0:
+            return self._topics, []
+        topics: list[tuple[Any, list[object]]] = []
+        quiet: list[tuple[QuietPartition, int]] = []
+        for (topic, _), cached in self.session.partitions.items():
+            fetch = cached.fetch
+            if cached.quiet is not None and cached.quiet.quiet_follower_fetch(
+                    replica_id, fetch.fetch_offset, fetch.current_leader_epoch, cached.told, now_ms, record=record):
+                quiet.append((cached.quiet, fetch.fetch_offset))
+                continue
+            if not topics or topics[-1][0] != topic:
+                topics.append((topic, []))
+            topics[-1][1].append(fetch)
+        return topics, quiet
+
+    def answered(self, wire_topic: Any, index: int, told: tuple[int, int, int] | None, has_records: bool,
+                 quiet: QuietPartition | None) -> bool:
+        """Whether the answer carries the partition read: in a full fetch all; in an
+        incremental one those with records, an error (`told` None) or news. A carried
+        partition's `told` is what the session told it; one with records goes to the back of
+        the session, so that a round's byte budget reaches the others next (KIP-227's
+        rotation). `quiet`: the replica, if the read found its follower caught up with nothing
+        to tell but `told`."""
         if self.session is None:
             return True
         key = (wire_topic, index)
@@ -118,6 +142,7 @@ class SessionFetch:
             cached.told = told
             if has_records:
                 self.session.partitions[key] = self.session.partitions.pop(key)
+        cached.quiet = quiet if told is not None else None
         return carried
 
 
@@ -174,7 +199,7 @@ class FetchSessions:
                 self._close(session_id)
                 yield ErrorCode.fetch_session_id_not_found  # it outgrew the cache: the fetcher starts over
                 return
-            yield SessionFetch(session, False, session.topics())
+            yield SessionFetch(session, False, [])
 
     @staticmethod
     @contextlib.asynccontextmanager
@@ -240,7 +265,7 @@ class FetchSessions:
                 if cached is None:
                     session.partitions[topic, fetch.partition] = _Cached(fetch)
                 else:
-                    cached.fetch = fetch
+                    cached.fetch, cached.quiet = fetch, None
         self._cached_partitions += len(session.partitions) - before
         return self._cached_partitions <= self._partitions_max
 

@@ -777,6 +777,27 @@ class Partition:
             self.on_isr_change_due()
         return ErrorCode.NONE
 
+    def quiet_follower_fetch(self, replica_id: int, fetch_offset: int, current_leader_epoch: int,
+                             told: tuple[int, int, int], now_ms: int, *, record: bool) -> bool:
+        """Whether a fetch of in-sync follower `replica_id`, caught up at `fetch_offset`, would
+        read nothing and tell nothing but `told` (high watermark, last stable offset, log start)
+        again; if so and `record`, it is recorded, as read_for_follower would. A fetch session's
+        idle partitions (net/fetch_sessions.py) are answered so, without a read each round."""
+        if (self.state is not ReplicaState.LEADER or current_leader_epoch != self.leader_epoch
+                or fetch_offset != self.log.log_end_offset
+                or told != (self.high_watermark, self.high_watermark, self.log.log_start_offset)
+                or replica_id not in self.isr):
+            return False
+        follower = self._followers.get(replica_id)
+        if follower is None:
+            return False
+        if record:
+            # What record_follower_fetch does for such a fetch: nothing moves, the HW cannot,
+            # and an in-sync follower at the log end neither joins the ISR nor lost records.
+            follower.record_fetch(fetch_offset, fetch_offset, now_ms)
+            follower.fetched_at_leader_epoch = True
+        return True
+
     def _refusal(self, current_leader_epoch: int) -> ErrorCode:
         if self.state is not ReplicaState.LEADER:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER

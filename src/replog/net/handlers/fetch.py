@@ -167,13 +167,15 @@ class FetchBodyEncoder:
         return EncodedBody(self.parts)
 
 
-def _encode(api_version: int, results: list[_Read], answer: SessionFetch | None) -> EncodedBody:
-    """The answer to `results`; in a session, `answer` picks the partitions it carries."""
+def _encode(api_version: int, results: list[_Read], session: SessionFetch, by_follower: bool) -> EncodedBody:
+    """The answer to `results`; in a session, `session` picks the partitions it carries."""
     by_topic: dict[str | uuid.UUID, list] = {}
     for read in results:
-        if answer is None or answer.answered(read.wire_topic, read.fetch.partition, *_told(read.result)):
+        told, has_records = _told(read.result)
+        caught_up = by_follower and told is not None and not has_records and read.fetch.fetch_offset == read.partition.log_end_offset
+        if session.answered(read.wire_topic, read.fetch.partition, told, has_records, read.partition if caught_up else None):
             by_topic.setdefault(read.wire_topic, []).append((read.fetch, read.partition, read.result))
-    encoder = FetchBodyEncoder(api_version, NO_SESSION_ID if answer is None else answer.session_id)
+    encoder = FetchBodyEncoder(api_version, session.session_id)
     encoder.begin(len(by_topic))
     for topic, partitions in by_topic.items():
         encoder.topic(topic, len(partitions))
@@ -206,36 +208,40 @@ def _refused(api_version: int, error: ErrorCode) -> EncodedBody:
 async def fetch(services, request: Request):
     body = request.body
     if getattr(body, "session_id", NO_SESSION_ID) == NO_SESSION_ID and getattr(body, "session_epoch", FINAL_EPOCH) == FINAL_EPOCH:
-        return await _answer(services, request, requested_topics(body), None)
+        return await _answer(services, request, SessionFetch(None, True, requested_topics(body)))
     by_id = request.api_version >= FIRST_TOPIC_ID_VERSION
     async with services.fetch_sessions.fetch(body, by_id, body.replica_id >= 0) as context:
         if isinstance(context, SessionFetch):
-            return await _answer(services, request, context.topics, context)
+            return await _answer(services, request, context)
         count_error(services.metrics, request, context)
         logger.info("fetch session refused peer_client=%s session_id=%d epoch=%d error=%s",
                     request.client_id, body.session_id, body.session_epoch, context.name)
         return _refused(request.api_version, context)
 
 
-async def _answer(services, request: Request, topics: list, session: SessionFetch | None) -> EncodedBody:
+async def _answer(services, request: Request, session: SessionFetch) -> EncodedBody:
     body = request.body
     loop = asyncio.get_running_loop()
     deadline = loop.time() + body.max_wait.total_seconds()
-    life = fetch_from(services.metadata.brokers, body.replica_id, request.client_id) if body.replica_id >= 0 else FetchFrom.REGISTERED
+    by_follower = body.replica_id >= 0
+    life = fetch_from(services.metadata.brokers, body.replica_id, request.client_id) if by_follower else FetchFrom.REGISTERED
+    # Only a registered life's fetches are recorded, so only theirs may be recorded without a read.
+    quiet_from = body.replica_id if life is FetchFrom.REGISTERED else -1
+    topics, quiet = session.to_read(quiet_from, services.now_ms(), record=True)
     results, total_bytes = _read_all(services, body, topics, services.now_ms(), life)
     if total_bytes < body.min_bytes and loop.time() < deadline and not _any_error(results):
         with ReadWaiter() as waiter:
             now_ms = services.now_ms()
-            for _, _, fetch, partition, _ in results:
+            for partition, fetch_offset in _waits(results, quiet):
                 # A partition whose data the reassignment throttle holds back would wake this
                 # poll at once, again and again: it waits out the poll instead.
-                if partition is not None and not (body.replica_id >= 0 and partition.throttles(body.replica_id, now_ms)):
-                    waiter.watch(partition, fetch.fetch_offset, for_follower=body.replica_id >= 0)
+                if not (by_follower and partition.throttles(body.replica_id, now_ms)):
+                    waiter.watch(partition, fetch_offset, for_follower=by_follower)
             if request.overtaken is not None:
                 request.overtaken.listen(waiter.wake)
             await waiter.wait(max(0.0, deadline - loop.time()))
-        results, _ = _read_all(services, body, topics, services.now_ms(), life, record=False)  # recorded above
-    by_follower = body.replica_id >= 0
+        topics, _ = session.to_read(quiet_from, services.now_ms(), record=False)  # recorded above
+        results, _ = _read_all(services, body, topics, services.now_ms(), life, record=False)
     for topic, _, fetch, partition, result in results:
         if partition is None:
             what = "fetch naming another topic id" if result in _OTHER_TOPIC else "fetch from a partition not led here"
@@ -246,7 +252,15 @@ async def _answer(services, request: Request, topics: list, session: SessionFetc
                 services.metrics.fetched(topic, sum(piece.size_bytes for piece in result.slices), by_follower)
         else:
             count_error(services.metrics, request, result)
-    return _encode(request.api_version, results, session)
+    return _encode(request.api_version, results, session, by_follower)
+
+
+def _waits(results: list[_Read], quiet: list[tuple[Partition, int]]):
+    """(partition, fetch offset) of every partition a parked fetch waits on."""
+    for _, _, fetch, partition, _ in results:
+        if partition is not None:
+            yield partition, fetch.fetch_offset
+    yield from quiet
 
 
 def _any_error(results: list) -> bool:
