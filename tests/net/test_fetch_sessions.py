@@ -234,3 +234,33 @@ async def test_the_cache_is_bounded_and_followers_take_the_slots_of_consumers():
     async with small.fetch(_body(1, opened, 1, topic="other"), False, True) as refused:
         assert refused == ErrorCode.fetch_session_id_not_found, "a session may not outgrow the cache"
     assert len(small) == 0 and small.cached_partitions == 0
+
+
+def found(spec: FetchSpec, high_watermark: int) -> FetchedPartition:
+    return FetchedPartition(spec.topic_id, spec.partition, 0, high_watermark, high_watermark, 0, b"")
+
+
+def test_a_fetchers_session_opens_once_goes_outside_it_meanwhile_and_recovers_from_a_lost_one():
+    fetcher = FetcherSession()
+    specs = [FetchSpec(TOPIC, partition, 0, 0, 1 << 20, 500, TOPIC_ID.hex) for partition in range(2)]
+    opening = fetcher.request(specs, by_id=True)
+    meanwhile = fetcher.request(specs, by_id=True)  # a second round while the opening one is out
+    assert (opening.session_id, opening.epoch, meanwhile.session_id, meanwhile.epoch) == (0, 0, 0, -1)
+    assert fetcher.answered(meanwhile, 0, 0, [found(spec, 0) for spec in specs]) == [found(spec, 0) for spec in specs]
+    declined = fetcher.answered(opening, 0, 0, [found(spec, 0) for spec in specs])  # no slot for it
+    assert declined == [found(spec, 0) for spec in specs]
+    assert fetcher.request(specs, by_id=True).epoch == 0, "a declined session is asked for again"
+
+    assert fetcher.request(specs, by_id=True).epoch == -1, "and meanwhile fetches outside any"
+
+    fetcher = FetcherSession()
+    opening = fetcher.request(specs, by_id=True)
+    fetcher.answered(opening, 77, 0, [found(spec, 5) for spec in specs])
+    first, second = fetcher.request(specs, by_id=True), fetcher.request(specs, by_id=True)
+    assert [(each.session_id, each.epoch, each.sent) for each in (first, second)] == [(77, 1, []), (77, 2, [])]
+    assert fetcher.answered(first, 77, ErrorCode.fetch_session_id_not_found, []) is None
+    assert fetcher.answered(second, 77, ErrorCode.fetch_session_id_not_found, []) is None, "the same lost session"
+    reopening = fetcher.request(specs, by_id=True)
+    assert (reopening.session_id, reopening.epoch, reopening.sent) == (77, 0, specs), "closes 77, opens anew"
+    assert fetcher.answered(reopening, 78, 0, [found(spec, 5) for spec in specs]) == [found(spec, 5) for spec in specs]
+    assert fetcher.request(specs, by_id=True)[:2] == (78, 1)

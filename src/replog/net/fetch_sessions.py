@@ -1,4 +1,4 @@
-"""Fetch sessions (KIP-227), on the leader's side: a fetcher names its partitions once, in a full
+"""Fetch sessions (KIP-227): a fetcher names its partitions once, in a full
 fetch that opens a session, and from then on sends only what changed (an incremental fetch: the
 partitions whose fetch offset, epoch or size moved, and those it forgets); the leader answers
 only the partitions with something to say (records, an error, or a high watermark, last stable
@@ -7,9 +7,14 @@ otherwise sent, and its leader decoded, read and answered, all 3,300 every round
 broker's event loop while a topic of 10,000 partitions was created, and up to 60% of a core
 while they sat idle.
 
-The leader still reads every partition of the session each round, as Kafka does, since a
-follower's fetch is what keeps it in the ISR; what sessions save is the wire: decoding,
-encoding and the follower's reading of the answer.
+Kafka's leader still reads every partition of a session each round, since a follower's fetch is
+what keeps it in the ISR. replog's does not read the quiet ones: a partition whose last read
+found its in-sync follower at the log end, with nothing to tell but what the session told, is
+asked (Partition.quiet_follower_fetch) whether that still holds, and if so the round is recorded
+as the follower's fetch of it, as a read would, and it is neither read nor answered. A leader of
+3,000 idle partitions spent 22% of a core reading them for its two followers; 4% without.
+Anything that could give the follower something to learn (an append, a new high watermark or
+log start, a leadership or ISR change) fails the check, and the partition is read.
 
 Epochs order a session's requests: each must carry the epoch after the previous one's, or is
 refused with INVALID_FETCH_SESSION_EPOCH. replog's followers have up to two rounds in flight on
@@ -22,6 +27,12 @@ recently used if that one sat idle for EVICTABLE_IDLE_S (Kafka's
 min.incremental.fetch.session.eviction.ms), or if the newcomer is a follower and it a consumer
 (followers are privileged, as in Kafka); otherwise it is declined, and the fetch is answered as
 a full fetch outside any session (session id 0), which every client handles.
+
+The fetcher's side (FetcherSession, one per connection of a follower to a leader) keeps what the
+leader's session holds: the partitions at the offsets last sent, and what the leader last told
+of each, which stands for the partitions an incremental answer leaves out. A session error
+(an unknown session, an epoch out of order) ends the session: that round goes again outside any
+session, and the next opens a new one, closing the old.
 """
 
 from __future__ import annotations
@@ -371,7 +382,8 @@ class FetcherSession:
             return None if error in SESSION_ERRORS else partitions
         carried = {(found.topic, found.partition): found for found in partitions}
         for key, found in carried.items():
-            self._known[key] = found._replace(records=b"") if found.records else found
+            if key in self._sent:
+                self._known[key] = found._replace(records=b"") if found.records else found
         if request.epoch == INITIAL_EPOCH:
             self._opening = False
             if session_id == NO_SESSION_ID:  # declined: the next round tries again

@@ -171,9 +171,7 @@ def _encode(api_version: int, results: list[_Read], session: SessionFetch, by_fo
     """The answer to `results`; in a session, `session` picks the partitions it carries."""
     by_topic: dict[str | uuid.UUID, list] = {}
     for read in results:
-        told, has_records = _told(read.result)
-        caught_up = by_follower and told is not None and not has_records and read.fetch.fetch_offset == read.partition.log_end_offset
-        if session.answered(read.wire_topic, read.fetch.partition, told, has_records, read.partition if caught_up else None):
+        if session.session is None or _carried(session, read, by_follower):
             by_topic.setdefault(read.wire_topic, []).append((read.fetch, read.partition, read.result))
     encoder = FetchBodyEncoder(api_version, session.session_id)
     encoder.begin(len(by_topic))
@@ -190,11 +188,14 @@ def _encode(api_version: int, results: list[_Read], session: SessionFetch, by_fo
     return encoder.finish()
 
 
-def _told(result: FetchResult | int) -> tuple[tuple[int, int, int] | None, bool]:
-    """(what a partition's answer tells of it, None for an error; whether it carries records)."""
+def _carried(session: SessionFetch, read: _Read, by_follower: bool) -> bool:
+    """Whether the session's answer carries `read`, which also tells the session what it told."""
+    result = read.result
     if not isinstance(result, FetchResult) or result.error_code:
-        return None, False
-    return (result.high_watermark, result.last_stable_offset, result.log_start_offset), bool(result.slices)
+        return session.answered(read.wire_topic, read.fetch.partition, None, False, None)
+    told = (result.high_watermark, result.last_stable_offset, result.log_start_offset)
+    caught_up = by_follower and not result.slices and read.fetch.fetch_offset == read.partition.log_end_offset
+    return session.answered(read.wire_topic, read.fetch.partition, told, bool(result.slices), read.partition if caught_up else None)
 
 
 def _refused(api_version: int, error: ErrorCode) -> EncodedBody:
