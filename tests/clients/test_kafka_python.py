@@ -7,13 +7,17 @@ import logging
 import socket
 import struct
 import time
+import urllib.request
+import uuid
 
 from kafka import codec
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from prometheus_client.parser import text_string_to_metric_families
 
+from .conftest import create_topic
 from .records import COMPRESSIONS, UNKNOWN_TOPIC_OR_PARTITION, Record, assert_same, collect, records
 from .suite import ClientSuite, NewTopicAdapter, ProduceFailed
 
@@ -209,3 +213,48 @@ def test_describe_log_dirs_gives_each_hosted_partition_its_size_on_disk(broker, 
     described = sizes(everything)
     assert size > 0 and described[topic] == [(0, size, 0)] and described[idle] == [(0, 0, 0)]
     assert sizes(asked) == {topic: [(0, size, 0)]}
+
+
+def fetch_session_partitions(broker) -> float:
+    """The partitions cached in the broker's fetch sessions, from its metrics endpoint."""
+    with urllib.request.urlopen(f"http://{broker.metrics_address}/metrics", timeout=TIMEOUT_S) as answer:
+        body = answer.read().decode()
+    return next(sample.value for family in text_string_to_metric_families(body) for sample in family.samples
+                if sample.name == "replog_fetch_session_partitions")
+
+
+def test_a_consumer_reads_every_partition_through_an_incremental_fetch_session(broker):
+    """kafka-python fetches in a session (KIP-227) by default: after its first fetch it names
+    only what changed, and each answer carries only the partitions with records; none is lost."""
+    topic = create_topic(broker.bootstrap, f"t-{uuid.uuid4().hex[:10]}", partitions=4)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=0)
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False,
+                             fetch_max_wait_ms=100)
+    try:
+        cached_before = fetch_session_partitions(broker)
+        partitions = [TopicPartition(topic, index) for index in range(4)]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        read: dict[int, list[bytes]] = {index: [] for index in range(4)}
+
+        def produce_and_read(values: dict[int, list[bytes]]) -> None:
+            for index, sent in values.items():
+                for value in sent:
+                    producer.send(topic, value=value, partition=index)
+            producer.flush(TIMEOUT_S)
+            expected = {index: read[index] + values.get(index, []) for index in read}
+            deadline = time.monotonic() + TIMEOUT_S
+            while read != expected:
+                assert time.monotonic() < deadline, f"read {read}, not {expected}"
+                for partition, messages in consumer.poll(timeout_ms=200).items():
+                    read[partition.partition] += [message.value for message in messages]
+
+        produce_and_read({index: [f"{index}-a".encode(), f"{index}-b".encode()] for index in range(4)})
+        assert fetch_session_partitions(broker) >= cached_before + 4, "the consumer's session holds its 4 partitions"
+        produce_and_read({2: [b"2-c", b"2-d", b"2-e"]})  # incremental fetches: only partition 2 has records
+        produce_and_read({0: [b"0-c"], 3: [b"3-c"]})
+        assert read == {0: [b"0-a", b"0-b", b"0-c"], 1: [b"1-a", b"1-b"], 2: [b"2-a", b"2-b", b"2-c", b"2-d", b"2-e"],
+                        3: [b"3-a", b"3-b", b"3-c"]}
+    finally:
+        consumer.close()
+        producer.close(TIMEOUT_S)

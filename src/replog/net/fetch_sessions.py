@@ -115,17 +115,17 @@ class SessionFetch:
 
     def to_read(self, replica_id: int, now_ms: int, *, record: bool) -> tuple[list[tuple[Any, list[object]]], list[tuple[QuietPartition, int]]]:
         """(the partitions to read, as a request's topics; the quiet ones, each with its fetch
-        offset, to watch while the fetch waits). A quiet partition is one whose last read found
-        its follower caught up with nothing to tell, which still holds (`record`: counted as
-        the follower's fetch): it is neither read nor answered. `replica_id` -1: a consumer's
-        fetch, for which nothing is quiet."""
-        if self.full or replica_id < 0:
+        offset, to watch while the fetch waits). In an incremental fetch of a follower's, a
+        quiet partition is one whose last read found its follower caught up with nothing to
+        tell, which still holds (`record`: counted as the follower's fetch): it is neither read
+        nor answered. `replica_id` -1: a consumer's fetch, for which nothing is quiet."""
+        if self.full:
             return self._topics, []
         topics: list[tuple[Any, list[object]]] = []
         quiet: list[tuple[QuietPartition, int]] = []
         for (topic, _), cached in self.session.partitions.items():
             fetch = cached.fetch
-            if cached.quiet is not None and cached.quiet.quiet_follower_fetch(
+            if replica_id >= 0 and cached.quiet is not None and cached.quiet.quiet_follower_fetch(
                     replica_id, fetch.fetch_offset, fetch.current_leader_epoch, cached.told, now_ms, record=record):
                 quiet.append((cached.quiet, fetch.fetch_offset))
                 continue
