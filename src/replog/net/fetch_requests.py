@@ -18,7 +18,7 @@ from replog.replica.partition import NO_LEADER_EPOCH
 from replog.replication.fetcher import FetchSpec
 
 from .codec import ApiKey, wire_length
-from .fetch_decoding import FIRST_FLEXIBLE_VERSION, FIRST_TOPIC_ID_VERSION
+from .fetch_decoding import FIRST_FLEXIBLE_VERSION, FIRST_SESSION_VERSION, FIRST_TOPIC_ID_VERSION
 
 # A full fetch request, outside any fetch session (KIP-227).
 NO_FETCH_SESSION_ID, FULL_FETCH_SESSION_EPOCH = 0, -1
@@ -68,7 +68,7 @@ def encode_fetch_request(api_version: int, correlation_id: int, client_id: str |
     if flexible:
         parts.append(_NO_TAGGED_FIELDS)
     parts.append(_LIMITS.pack(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level))
-    if api_version >= 7:
+    if api_version >= FIRST_SESSION_VERSION:
         parts.append(_SESSION.pack(session_id, session_epoch))
     by_id = api_version >= FIRST_TOPIC_ID_VERSION
     by_topic = _by_topic(specs, by_id)
@@ -79,7 +79,7 @@ def encode_fetch_request(api_version: int, correlation_id: int, client_id: str |
         parts += _partitions(api_version, partitions)
         if flexible:
             parts.append(_NO_TAGGED_FIELDS)
-    if api_version >= 7:
+    if api_version >= FIRST_SESSION_VERSION:
         forgotten_by_topic = _by_topic(forgotten, by_id)
         parts.append(wire_length(len(forgotten_by_topic), flexible, _I32))
         for topic, partitions in forgotten_by_topic.items():

@@ -136,14 +136,12 @@ class SessionFetch:
 
     def answered(self, wire_topic: Any, index: int, told: tuple[int, int, int] | None, has_records: bool,
                  quiet: QuietPartition | None) -> bool:
-        """Whether the answer carries the partition read: in a full fetch all; in an
-        incremental one those with records, an error (`told` None) or news. A carried
+        """Whether the answer of a fetch in a session carries the partition read: in a full
+        fetch all; in an incremental one those with records, an error (`told` None) or news. A carried
         partition's `told` is what the session told it; one with records goes to the back of
         the session, so that a round's byte budget reaches the others next (KIP-227's
         rotation). `quiet`: the replica, if the read found its follower caught up with nothing
         to tell but `told`."""
-        if self.session is None:
-            return True
         key = (wire_topic, index)
         cached = self.session.partitions.get(key)
         if cached is None:  # forgotten while this request waited: a later request's doing
@@ -362,10 +360,9 @@ class FetcherSession:
             if sent is None or sent[2:5] != spec[2:5]:  # fetch_offset, current_leader_epoch, max_bytes
                 changed.append(spec)
                 self._sent[key] = spec
-        forgotten = [spec for key, spec in self._sent.items() if key not in asked]
-        for spec in forgotten:
-            key = _key(spec, by_id)
-            del self._sent[key]
+        forgotten = []
+        for key in [key for key in self._sent if key not in asked]:
+            forgotten.append(self._sent.pop(key))
             self._known.pop(key, None)
         epoch, self._epoch = self._epoch, _next_epoch(self._epoch)
         return SessionRequest(self._id, epoch, specs, changed, forgotten, by_id, self._generation)

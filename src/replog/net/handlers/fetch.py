@@ -46,7 +46,7 @@ from replog.replica.partition import FetchFrom, FetchResult, Partition, ReadWait
 from replog.storage.segment import HeldSlice
 
 from ..codec import ApiKey, EncodedBody, Request, wire_length
-from ..fetch_decoding import FIRST_FLEXIBLE_VERSION, FIRST_TOPIC_ID_VERSION, PARTITION_HEAD
+from ..fetch_decoding import FIRST_FLEXIBLE_VERSION, FIRST_SESSION_VERSION, FIRST_TOPIC_ID_VERSION, PARTITION_HEAD
 from ..fetch_sessions import FINAL_EPOCH, NO_SESSION_ID, SessionFetch, requested_topics
 from . import count_error, handles, log_refusal
 
@@ -130,7 +130,7 @@ class FetchBodyEncoder:
 
     def begin(self, topic_count: int) -> None:
         self._pending += _I32.pack(0)  # throttle_time_ms
-        if self.version >= 7:
+        if self.version >= FIRST_SESSION_VERSION:
             self._pending += _I16.pack(self.error.value) + _I32.pack(self.session_id)  # error_code, session_id
         self._length(topic_count, _I32)
 
@@ -228,8 +228,9 @@ async def _answer(services, request: Request, session: SessionFetch) -> EncodedB
     life = fetch_from(services.metadata.brokers, body.replica_id, request.client_id) if by_follower else FetchFrom.REGISTERED
     # Only a registered life's fetches are recorded, so only theirs may be recorded without a read.
     quiet_from = body.replica_id if life is FetchFrom.REGISTERED else -1
-    topics, quiet = session.to_read(quiet_from, services.now_ms(), record=True)
-    results, total_bytes = _read_all(services, body, topics, services.now_ms(), life)
+    now_ms = services.now_ms()
+    topics, quiet = session.to_read(quiet_from, now_ms, record=True)
+    results, total_bytes = _read_all(services, body, topics, now_ms, life)
     if total_bytes < body.min_bytes and loop.time() < deadline and not _any_error(results):
         with ReadWaiter() as waiter:
             now_ms = services.now_ms()
@@ -241,8 +242,9 @@ async def _answer(services, request: Request, session: SessionFetch) -> EncodedB
             if request.overtaken is not None:
                 request.overtaken.listen(waiter.wake)
             await waiter.wait(max(0.0, deadline - loop.time()))
-        topics, _ = session.to_read(quiet_from, services.now_ms(), record=False)  # recorded above
-        results, _ = _read_all(services, body, topics, services.now_ms(), life, record=False)
+        now_ms = services.now_ms()
+        topics, _ = session.to_read(quiet_from, now_ms, record=False)  # recorded above
+        results, _ = _read_all(services, body, topics, now_ms, life, record=False)
     for topic, _, fetch, partition, result in results:
         if partition is None:
             what = "fetch naming another topic id" if result in _OTHER_TOPIC else "fetch from a partition not led here"
