@@ -125,11 +125,12 @@ async def test_a_failed_read_fails_the_reads_it_went_out_with_and_no_others(stor
 
 
 async def test_a_joined_store_joins_reads_only_where_the_store_reads_many_nodes_in_one_request(store):
-    """On ZooKeeper a read of many nodes is a read each: joined, they would only wait for each other."""
+    """In the embedded store a read of many nodes is a read each: joined, they would only wait
+    for each other. etcd reads them in one range request, ZooKeeper in one multiRead."""
     made = await nodes(store, 3)
     read = counting_reads(store)
     joined = JoinedStore(store)
     answers = await asked_at_once(joined, [joined.get(path) for path, _ in made])
     assert answers == [(b"0", version) for _, version in made]
     assert read == ([3] if store.reads_many_at_once else [])
-    assert store.reads_many_at_once == (store.backend == "etcd")
+    assert store.reads_many_at_once == (store.backend in ("etcd", "zk"))

@@ -12,7 +12,8 @@ import socket
 import pytest
 
 from replog.coord_backends import DataEvent
-from replog.coord_backends.zookeeper import PollingHandler, ZooKeeperStore
+from replog.coord_backends.base import TRANSACTION_OPS_MAX, CreateOp, commit_in_batches
+from replog.coord_backends.zookeeper import MultiRead, PollingHandler, ZooKeeperStore
 from tests.backends.conftest import SESSION_TIMEOUT_MS
 from tests.conftest import four_letter, unique_root, zookeeper_watch_count
 from tests.polling import next_within, wait_until
@@ -58,7 +59,8 @@ def test_select_takes_descriptors_above_select_2s_limit():
 
 @pytest.fixture
 async def counted_store(zookeeper_server):
-    """A ZooKeeper store and a count of the reads its kazoo client sent, by kind."""
+    """A ZooKeeper store and a count of the reads its kazoo client sent, by kind: "nodes read"
+    counts each node of a multiRead, "multiRead" the requests."""
     store = ZooKeeperStore(zookeeper_server.address, unique_root(), session_timeout_ms=SESSION_TIMEOUT_MS)
     await store.start()
     reads: collections.Counter[str] = collections.Counter()
@@ -68,8 +70,20 @@ async def counted_store(zookeeper_server):
             reads[_name] += 1
             return _send(*args, **kwargs)
         setattr(client, name, counted)
+
+    def counted_call(request, result, _send=client._call):
+        if isinstance(request, MultiRead):
+            reads["multiRead"] += 1
+            reads["nodes read"] += len(request.paths)
+        return _send(request, result)
+
+    client._call = counted_call
     yield store, reads
     await store.close()
+
+
+def nodes_read(reads: collections.Counter[str]) -> int:
+    return reads["nodes read"] + reads["get_async"] + reads["exists_async"] + reads["get_children_async"]
 
 
 async def test_watches_of_one_node_share_its_reads(counted_store):
@@ -77,21 +91,39 @@ async def test_watches_of_one_node_share_its_reads(counted_store):
     await store.create("/leader", b"0")
     first = await store.watch_data("/leader")
     assert (await next_within(first)).data == b"0"
-    opened = sum(reads.values())
+    opened = nodes_read(reads)
     second = await store.watch_data("/leader")
     third = await store.watch_data("/leader")
-    assert sum(reads.values()) == opened, "a watch of a node read since its last change costs no read"
+    assert nodes_read(reads) == opened, "a watch of a node read since its last change costs no read"
     assert (await next_within(second)).data == (await next_within(third)).data == b"0"
-    before_change = sum(reads.values())
+    before_change = nodes_read(reads)
     await store.set("/leader", b"1")
     for watch in (first, second, third):
         assert (await next_within(watch)).data == b"1"
-    assert sum(reads.values()) == before_change + 1, "one change is read once, whatever the watches of it"
+    assert nodes_read(reads) == before_change + 1, "one change is read once, whatever the watches of it"
     for watch in (first, second, third):
         await watch.close()
     assert not store._readers, "the reader stops with the last watch of its node"
     async with await store.watch_data("/leader") as again:
         assert (await next_within(again)).data == b"1"
+
+
+async def test_watches_opened_together_read_their_nodes_in_few_requests(counted_store):
+    """A topic's creation, or a broker's start, opens three watches per partition: each read a
+    request, they were most of what a broker asked ZooKeeper then."""
+    store, reads = counted_store
+    paths = [f"/partitions/{index}" for index in range(3 * TRANSACTION_OPS_MAX)]
+    await commit_in_batches(store, [CreateOp("/partitions"), *(CreateOp(path, str(index).encode()) for index, path in enumerate(paths))])
+    absent = "/partitions/absent"
+    watches = await asyncio.gather(*(store.watch_data(path) for path in [*paths, absent]))
+    try:
+        assert [(await next_within(watch)).data for watch in watches] == [str(index).encode() for index in range(len(paths))] + [None]
+        assert reads["nodes read"] == len(paths) + 1
+        assert reads["multiRead"] <= 5, "joined: at most TRANSACTION_OPS_MAX nodes a request, one request in flight"
+        assert reads["get_async"] == 0
+    finally:
+        for watch in watches:
+            await watch.close()
 
 
 async def test_a_deleted_node_is_absent_to_its_watches_without_a_read(counted_store):
@@ -101,13 +133,13 @@ async def test_a_deleted_node_is_absent_to_its_watches_without_a_read(counted_st
     await store.create("/leader", b"0")
     async with await store.watch_data("/leader") as watch:
         assert (await next_within(watch)).data == b"0"
-        before = sum(reads.values())
+        before = nodes_read(reads)
         await store.delete("/leader")
         assert await next_within(watch) == DataEvent(None, None)
-        assert sum(reads.values()) == before
+        assert nodes_read(reads) == before
         await store.create("/leader", b"1")
         assert (await next_within(watch)).data == b"1"
-        assert sum(reads.values()) == before + 1, "a node created again is read"
+        assert nodes_read(reads) == before + 1, "a node created again is read"
         async with await store.watch_data("/leader") as opened_after:
             assert (await next_within(opened_after)).data == b"1"
 
