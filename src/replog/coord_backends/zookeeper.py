@@ -12,9 +12,10 @@ Watches: one persistent recursive watch on the root (ZooKeeper 3.6's addWatch) r
 change of every node under it, so a broker holds one watch on the server however many nodes it
 follows; one-shot watches cost a server-side watch per node and kind, three per partition in the
 metadata cache alone. Each watched node (and kind: its data, or its children) has one reader
-task, shared by every replog watch of it, that re-reads the node after each change reported.
-After a reconnect the server has forgotten the watch (it belongs to the connection), so it is
-added again and every node re-read.
+task, shared by every replog watch of it, that re-reads the node after each change reported;
+the readers' reads, like other reads of many nodes, go out together in multiRead requests
+(ZooKeeper 3.6). After a reconnect the server has forgotten the watch (it belongs to the
+connection), so it is added again and every node re-read.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def translate_error(error: BaseException, path: str | None, missing_path: str | 
         return SessionLost(f"ZooKeeper session expired during an operation on {path}")
     if isinstance(error, kz.UnimplementedError):
         return CoordinationUnavailable("the ZooKeeper server does not implement the request; replog needs ZooKeeper 3.6 "
-                                       "or newer (persistent watches)", path)
+                                       "or newer (persistent watches, multiRead)", path)
     if isinstance(error, (kz.ConnectionLoss, kz.ConnectionClosedError, kz.OperationTimeoutError, kz.KazooException)):
         return CoordinationUnavailable(f"ZooKeeper: {type(error).__name__}", path)
     return error
