@@ -314,6 +314,41 @@ async def test_a_log_of_an_earlier_topic_of_the_same_name_is_deleted_and_the_new
     await manager.shutdown()
 
 
+async def test_logs_loaded_together_each_have_their_own_outcome(tmp_path, monkeypatch):
+    """A broker's start loads its logs many to a worker-thread job: a log of an earlier topic
+    among them is deleted and loaded anew, and one that cannot be opened fails alone."""
+    manager = make_manager(tmp_path)
+    await manager.load_logs("orders", [0, 1], LogConfig(), topic_id="first")
+    for partition in (0, 1):
+        started = await manager.open_replica("orders", partition, LogConfig(), (BROKER,), leader_epoch=0)
+        await started.append_as_leader(producer_batch(3), acks=1, timeout_ms=1000)
+    await manager.shutdown()
+    (tmp_path / "orders-1" / "partition.metadata").write_text("version: 0\ntopic_id: earlier\n")
+
+    manager = make_manager(tmp_path)
+    real_new_log = manager._new_log
+    opened: list[str] = []
+
+    def new_log(directory, log_config):
+        opened.append(directory.name)
+        if directory.name == "orders-2":
+            raise OSError(f"injected: {directory} unreadable")
+        return real_new_log(directory, log_config)
+
+    monkeypatch.setattr(manager, "_new_log", new_log)
+    outcomes = await manager.load_logs("orders", [0, 1, 2, 3], LogConfig(), topic_id="first")
+    assert [type(outcome) for outcome in outcomes] == [type(None), type(None), OSError, type(None)]
+    assert "orders-2" in str(outcomes[2])
+    kept = await manager.open_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=1)
+    replaced = await manager.open_replica("orders", 1, LogConfig(), (BROKER,), leader_epoch=1)
+    assert (kept.log_end_offset, replaced.log_end_offset) == (3, 0)
+    assert tagged_topic_id(manager.log_directory("orders", 1)) == "first"
+    assert opened == ["orders-0", "orders-2", "orders-3", "orders-1"], "the earlier topic's log once deleted, after the others"
+    with pytest.raises(OSError, match="orders-2"):
+        await manager.load_log("orders", 2, LogConfig(), topic_id="first")
+    await manager.shutdown()
+
+
 async def test_a_log_made_before_topics_had_ids_is_kept_and_tagged(tmp_path):
     manager = make_manager(tmp_path)
     untagged = await manager.open_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)

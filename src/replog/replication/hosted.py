@@ -38,7 +38,8 @@ logger = logging.getLogger(__name__)
 
 RECONCILE_RETRY_PAUSE_S = 1.0
 ISR_EXIT_ATTEMPTS_MAX = 64  # ISR writes by the leader that may race one exit
-LOGS_LOADED_AT_ONCE = 16  # a few per worker thread: opening a log is mostly waiting on fsync
+# Logs loaded by one worker-thread job (ReplicaManager.load_logs), whose leaderships then start.
+LOGS_LOADED_AT_ONCE = 128
 HAND_OVERS_PER_TRANSACTION = TRANSACTION_OPS_MAX // 2  # an ISR write and a leader node's deletion each
 
 
@@ -126,19 +127,17 @@ class HostedPartitions:
                 await self._start_leaderships(topic, starting, topic_id)
 
     async def _start_leaderships(self, topic: str, partitions: list[int], topic_id: str | None) -> None:
-        """Load the partitions' logs, LOGS_LOADED_AT_ONCE at a time (each in a worker thread:
-        thousands of new or cleanly closed logs in series kept a topic's last partitions
-        leaderless for tens of seconds), then start a leadership for each log loaded. A log
-        that failed to load is left for the next reconcile: the first such error is raised."""
+        """Load the partitions' logs, LOGS_LOADED_AT_ONCE at a time, and start a leadership for
+        each log loaded. A log that failed to load is left for the next reconcile: the first
+        such error is raised."""
         await self.topic_configs.follow(topic)
         config = log_config(self.topic_configs.settings(topic))
         failures: list[BaseException] = []
         for start in range(0, len(partitions), LOGS_LOADED_AT_ONCE):
             batch = partitions[start:start + LOGS_LOADED_AT_ONCE]
-            loaded = await asyncio.gather(*(self._replicas.load_log(topic, partition, config, topic_id)
-                                            for partition in batch), return_exceptions=True)
+            loaded = await self._replicas.load_logs(topic, batch, config, topic_id)
             for partition, outcome in zip(batch, loaded):
-                if isinstance(outcome, BaseException):
+                if outcome is not None:
                     failures.append(outcome)
                     continue
                 if self._replicas.lost_unflushed_writes(topic, partition):
