@@ -256,23 +256,27 @@ class ReplicaManager:
         away and not assigned it (no close-replica reached it): deleted, not served as this
         topic's (simulator seed 2666). The logs opened are tagged with the id."""
         keys = [(topic, partition) for partition in partitions]
-        await self._opened_elsewhere(keys)
-        wanted = [key for key in keys if key not in self._partitions and key not in self._loaded]
-        opened, earlier_ids = await self._in_thread(wanted, lambda: self._open_logs(wanted, log_config, topic_id),
-                                                    _close_unclaimed_logs)
-        self._loaded.update((key, log) for key, log in opened.items() if isinstance(log, Log))
+        opened, earlier_ids = await self._load_unopened(keys, log_config, topic_id)
         if earlier_ids:
             for (_, partition), earlier_id in earlier_ids.items():
                 logger.warning("deleting a log of an earlier topic of the same name topic=%s partition=%d broker=%d "
                                "its_topic_id=%s topic_id=%s", topic, partition, self.broker_id, earlier_id, topic_id)
                 await self.delete_replica(topic, partition)
-            again = list(earlier_ids)
-            await self._opened_elsewhere(again)
-            opened_again, _ = await self._in_thread(again, lambda: self._open_logs(again, log_config, topic_id),
-                                                    _close_unclaimed_logs)
-            self._loaded.update((key, log) for key, log in opened_again.items() if isinstance(log, Log))
-            opened.update(opened_again)
+            opened.update((await self._load_unopened(list(earlier_ids), log_config, topic_id))[0])
         return [outcome if isinstance(outcome := opened.get(key), Exception) else None for key in keys]
+
+    async def _load_unopened(self, keys: list[tuple[str, int]], log_config: LogConfig, topic_id: str | None
+                             ) -> tuple[dict[tuple[str, int], Log | Exception], dict[tuple[str, int], str]]:
+        """_open_logs, in a worker thread, for those of `keys` neither hosted nor loaded once no
+        other open of them runs; the logs opened are kept for their replicas' start."""
+        await self._opened_elsewhere(keys)
+        wanted = [key for key in keys if key not in self._partitions and key not in self._loaded]
+        if not wanted:
+            return {}, {}
+        opened, earlier_ids = await self._in_thread(wanted, lambda: self._open_logs(wanted, log_config, topic_id),
+                                                    _close_unclaimed_logs)
+        self._loaded.update((key, log) for key, log in opened.items() if isinstance(log, Log))
+        return opened, earlier_ids
 
     def _open_logs(self, keys: list[tuple[str, int]], log_config: LogConfig,
                    topic_id: str | None) -> tuple[dict[tuple[str, int], Log | Exception], dict[tuple[str, int], str]]:
