@@ -247,9 +247,8 @@ class ReplicaManager:
         partition's outcome, in order: None once its log is loaded (or was already, or its
         replica is hosted), or the error its open raised.
 
-        The logs are opened one after another in one worker-thread job: a job each, a restarted
-        broker's 10,000 opens waited in the executor's queue behind each other's hand-offs (and
-        the replicas starting meanwhile), and took 10-13 s where their work takes 2.
+        The logs are opened one after another in one worker-thread job (the caller runs a few
+        such loads at once: replication/hosted.py).
 
         `topic_id`: the topic's id in the store (None: it has none). A log on disk tagged with
         another one is of an earlier topic of the same name, deleted while this broker was

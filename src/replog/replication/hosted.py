@@ -38,8 +38,12 @@ logger = logging.getLogger(__name__)
 
 RECONCILE_RETRY_PAUSE_S = 1.0
 ISR_EXIT_ATTEMPTS_MAX = 64  # ISR writes by the leader that may race one exit
-# Logs loaded by one worker-thread job (ReplicaManager.load_logs), whose leaderships then start.
-LOGS_LOADED_AT_ONCE = 128
+# Logs loaded by one worker-thread job (ReplicaManager.load_logs): a job each, a restarted
+# broker's 10,000 loads waited in the executor's queue behind each other's hand-offs. And such
+# jobs at once: in one job after another, a new topic's logs waited on each other's fsyncs, which
+# concurrent jobs share (the file system commits its journal for many at once).
+LOGS_PER_LOAD = 16
+LOADS_AT_ONCE = 8
 HAND_OVERS_PER_TRANSACTION = TRANSACTION_OPS_MAX // 2  # an ISR write and a leader node's deletion each
 
 
@@ -127,25 +131,38 @@ class HostedPartitions:
                 await self._start_leaderships(topic, starting, topic_id)
 
     async def _start_leaderships(self, topic: str, partitions: list[int], topic_id: str | None) -> None:
-        """Load the partitions' logs, LOGS_LOADED_AT_ONCE at a time, and start a leadership for
-        each log loaded. A log that failed to load is left for the next reconcile: the first
-        such error is raised."""
+        """Load the partitions' logs, LOGS_PER_LOAD at a time in each of LOADS_AT_ONCE worker
+        threads, and start a leadership for each log as its load ends. A log that failed to load
+        is left for the next reconcile: the first such error is raised."""
         await self.topic_configs.follow(topic)
         config = log_config(self.topic_configs.settings(topic))
         failures: list[BaseException] = []
-        for start in range(0, len(partitions), LOGS_LOADED_AT_ONCE):
-            batch = partitions[start:start + LOGS_LOADED_AT_ONCE]
-            loaded = await self._replicas.load_logs(topic, batch, config, topic_id)
-            for partition, outcome in zip(batch, loaded):
-                if outcome is not None:
-                    failures.append(outcome)
-                    continue
-                if self._replicas.lost_unflushed_writes(topic, partition):
-                    await self._leave_isr_after_reboot(topic, partition)
-                    await self._replicas.forget_lost_writes(topic, partition)
-                leadership = PartitionLeadership(self._context, topic, partition, lambda: self.topic_configs.settings(topic))
-                self.leaderships[(topic, partition)] = leadership
-                leadership.start()
+        batches = iter(range(0, len(partitions), LOGS_PER_LOAD))
+
+        async def load_and_start() -> None:
+            for start in batches:  # shared by the loaders: each batch is taken once
+                batch = partitions[start:start + LOGS_PER_LOAD]
+                loaded = await self._replicas.load_logs(topic, batch, config, topic_id)
+                for partition, outcome in zip(batch, loaded):
+                    if outcome is not None:
+                        failures.append(outcome)
+                        continue
+                    if self._replicas.lost_unflushed_writes(topic, partition):
+                        await self._leave_isr_after_reboot(topic, partition)
+                        await self._replicas.forget_lost_writes(topic, partition)
+                    leadership = PartitionLeadership(self._context, topic, partition, lambda: self.topic_configs.settings(topic))
+                    self.leaderships[(topic, partition)] = leadership
+                    leadership.start()
+
+        loaders = [asyncio.ensure_future(load_and_start()) for _ in range(LOADS_AT_ONCE)]
+        try:
+            await asyncio.gather(*loaders)
+        finally:
+            # A loader's store error ends the others too: the reconcile that comes after it
+            # must not find them still starting leaderships.
+            for loader in loaders:
+                loader.cancel()
+            await asyncio.gather(*loaders, return_exceptions=True)
         if failures:
             raise failures[0]
 
