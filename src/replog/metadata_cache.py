@@ -46,7 +46,9 @@ NO_LEADER = -1
 UNSEEN = -1  # a node's version before its watch first reported it: no store version is negative
 REGISTRATION_RETRY_PAUSE_S = 0.5
 # New partitions whose watches are armed at once: a topic of thousands arrives in one change.
-PARTITION_WATCHES_IN_FLIGHT_MAX = 64
+# Each reads its three nodes in turn, so this many reads wait at once: what ZooKeeper's watched
+# node reads send together (zookeeper.py: 4 requests of 64 nodes).
+PARTITION_WATCHES_IN_FLIGHT_MAX = 256
 
 
 @dataclasses.dataclass(frozen=True)

@@ -63,23 +63,25 @@ async def commit_together(store: Store, batch: list[tuple[T, list[TxnOp]]]) -> l
 
 
 class JoinedRequests(Generic[Asked, Answer], abc.ABC):
-    """Sends what callers ask for, joining the asks that wait while one request is in flight,
-    up to `size_max` in all. One request is in flight at a time; a lone ask goes out at once,
-    as it would alone. A store error answers every ask of its request."""
+    """Sends what callers ask for, joining the asks that wait while requests are in flight, up
+    to `size_max` in all. At most `in_flight_max` requests are in flight at a time; a lone ask
+    goes out at once, as it would alone. A store error answers every ask of its request."""
 
-    def __init__(self, store: Store, size_max: int):
+    def __init__(self, store: Store, size_max: int, in_flight_max: int = 1):
         self._store = store
         self._size_max = size_max
+        self._in_flight_max = in_flight_max
         # Bounded by the callers waiting: each has one ask out.
         self._waiting: collections.deque[tuple[Asked, int, asyncio.Future]] = collections.deque()
-        self._sender: asyncio.Task | None = None
+        self._senders: set[asyncio.Task] = set()  # each sends one request at a time
 
     async def _ask(self, asked: Asked, size: int) -> Answer:
         answer = asyncio.get_running_loop().create_future()
         self._waiting.append((asked, size, answer))
-        if self._sender is None or self._sender.done():
-            self._sender = asyncio.create_task(self._send_waiting(), name=f"joined-{type(self).__name__}")
-            self._sender.add_done_callback(self._sender_ended)
+        if len(self._senders) < self._in_flight_max:
+            sender = asyncio.create_task(self._send_waiting(), name=f"joined-{type(self).__name__}")
+            self._senders.add(sender)
+            sender.add_done_callback(self._sender_ended)
         return await answer
 
     @abc.abstractmethod
@@ -87,14 +89,23 @@ class JoinedRequests(Generic[Asked, Answer], abc.ABC):
         """One request for the whole batch, and each ask's answer or error, in order."""
 
     async def close(self) -> None:
-        if self._sender is not None:
-            self._sender.cancel()
-            await asyncio.gather(self._sender, return_exceptions=True)
+        senders = list(self._senders)
+        for sender in senders:
+            sender.cancel()
+        await asyncio.gather(*senders, return_exceptions=True)
         while self._waiting:  # bounded: nothing joins a closed queue from here
             self._waiting.popleft()[2].cancel()
 
     async def _send_waiting(self) -> None:
         """Ends once nothing waits; the next ask starts it again."""
+        try:
+            await self._send_each_waiting()
+        finally:
+            # Here, not in a done-callback: an ask that comes between this sender's end and the
+            # callback would count it as sending, and wait for a request nobody sends.
+            self._senders.discard(asyncio.current_task())
+
+    async def _send_each_waiting(self) -> None:
         while self._waiting:
             batch: list[tuple[Asked, asyncio.Future]] = []
             size = 0
@@ -153,8 +164,8 @@ class JoinedCommits(JoinedRequests[list[TxnOp], list[object]]):
 class JoinedReads(JoinedRequests[str, tuple[bytes, int] | None]):
     """Reads single nodes, joined (module docstring): each answer is what Store.get would say."""
 
-    def __init__(self, store: Store, nodes_max: int = TRANSACTION_OPS_MAX):
-        super().__init__(store, nodes_max)
+    def __init__(self, store: Store, nodes_max: int = TRANSACTION_OPS_MAX, in_flight_max: int = 1):
+        super().__init__(store, nodes_max, in_flight_max)
 
     async def get(self, path: str) -> tuple[bytes, int]:
         """(data, version), as Store.get; raises NoNode."""
