@@ -44,6 +44,30 @@ async def test_a_replica_races_once_the_head_start_is_over_if_nobody_won(store):
     assert LeaderRecord.decode((await store.get(paths.leader(TOPIC, 0)))[0]).leader == OTHER
 
 
+async def test_a_new_partition_gives_its_live_preferred_replica_the_longer_head_start(store):
+    """Brokers start a new topic's thousands of partitions each at its own pace: with half a
+    second's head start the brokers first to reach them won most of the others' partitions."""
+    await assigned_with_both_alive(store)
+    waiting = asyncio.ensure_future(leader_election(store, TOPIC, 0, OTHER, preferred_wait_s=0.05,
+                                                    new_partition_wait_s=HEAD_START_S))
+    await asyncio.sleep(0.2)  # past the short head start: the test is that it does not race yet
+    assert not waiting.done()
+    won = await leader_election(store, TOPIC, 0, PREFERRED)
+    assert won is not None and await asyncio.wait_for(waiting, WAIT_S) is None
+    # Once led, the partition has an ISR: the next election's head start is the short one.
+    await store.delete(paths.leader(TOPIC, 0))
+    elected = await asyncio.wait_for(leader_election(store, TOPIC, 0, OTHER, preferred_wait_s=0.05,
+                                                     new_partition_wait_s=HEAD_START_S), WAIT_S)
+    assert elected is not None and elected.isr.leader_epoch == won.isr.leader_epoch + 1
+
+
+async def test_a_new_partition_of_a_dead_preferred_replica_is_elected_without_the_wait(store):
+    await assigned_with_both_alive(store)
+    elected = await asyncio.wait_for(leader_election(store, TOPIC, 0, OTHER, preferred_wait_s=HEAD_START_S,
+                                                     new_partition_wait_s=HEAD_START_S, registered=lambda: {OTHER}), WAIT_S)
+    assert elected is not None
+
+
 async def test_liveness_comes_from_the_brokers_view_of_the_registrations(store):
     """Thousands of partitions elect at once when a topic is created: the preferred replica's
     head start and the ISR's trim ask the broker's view, not the store, who is registered."""

@@ -297,6 +297,9 @@ class PartitionLeadership:
         won = await leader_election(
             context.joined_or_store, self.topic, self.partition, context.broker_id,
             preferred_wait_s=context.config["preferred.replica.election.wait.ms"] / 1000,
+            # Should the preferred replica die meanwhile, its partitions wait no longer for a
+            # leader than those it led would.
+            new_partition_wait_s=context.store.session_timeout_ms / 1000,
             unclean_allowed=settings["unclean.leader.election.enable"],
             registered=context.registered_brokers,
             seen=lambda: context.seen_partition(self.topic, self.partition),

@@ -131,11 +131,20 @@ async def leader_election(
     broker_id: int,
     *,
     preferred_wait_s: float = 0.0,
+    new_partition_wait_s: float = 0.0,
     unclean_allowed: bool = False,
     registered: RegisteredBrokers = lambda: None,
     seen: PartitionSeen = lambda: None,
 ) -> Election | None:
     """Try to become leader; None if this broker may not lead or lost the race.
+
+    The preferred replica (or the first live in-sync one) gets a head start of
+    `preferred_wait_s`, and of `new_partition_wait_s` if longer in a partition never led (no
+    ISR yet): a new partition is led by its preferred replica while that is alive, as Kafka's
+    controller elects it, although the brokers start a new topic's partitions each at its own
+    pace. With half a second, the brokers that reached 10,000 new partitions first won most of
+    the others' too; the broker left with two thirds of the leaderships held the whole cluster
+    back (bench/scale.py).
 
     `registered` answers whether the preferred replica and the ISR's members are alive, without
     a store read each (thousands of partitions elect at once when a topic is created). Whether
@@ -149,7 +158,8 @@ async def leader_election(
     view = seen()
     for _ in range(ISR_CHANGES_MAX):  # each retry follows an ISR or epoch write that raced this one
         try:
-            return await _run_for_leader(store, topic, partition, broker_id, preferred_wait_s, unclean_allowed, registered, view)
+            return await _run_for_leader(store, topic, partition, broker_id, preferred_wait_s, new_partition_wait_s,
+                                         unclean_allowed, registered, view)
         except BadVersion:
             logger.debug("ISR or epoch changed during leader election, reading them again topic=%s partition=%d broker=%d",
                         topic, partition, broker_id)
@@ -191,7 +201,8 @@ async def _partition_to_decide_on(store: ElectionStore, topic: str, partition: i
 
 
 async def _run_for_leader(store: ElectionStore, topic: str, partition: int, broker_id: int, preferred_wait_s: float,
-                          unclean_allowed: bool, registered: RegisteredBrokers, view: SeenPartition | None) -> Election | None:
+                          new_partition_wait_s: float, unclean_allowed: bool, registered: RegisteredBrokers,
+                          view: SeenPartition | None) -> Election | None:
     """One try, from `view` if given (its staleness raises _AskTheStore or BadVersion), else from reads."""
     assigned, assigned_version, isr, isr_version = await _partition_to_decide_on(store, topic, partition, view)
     eligible = broker_id in assigned and (not isr or broker_id in isr)
@@ -209,7 +220,8 @@ async def _run_for_leader(store: ElectionStore, topic: str, partition: int, brok
         # The seed's PreferredReplicaTime: the preferred replica (or the first electable one)
         # races first. Once it has won there is nothing left to race for, and the new leader's
         # acks=all waits for this replica to follow it: stop waiting at once.
-        if await _leader_named_within(store, topic, partition, preferred_wait_s):
+        head_start_s = preferred_wait_s if isr_version is not None else max(preferred_wait_s, new_partition_wait_s)
+        if await _leader_named_within(store, topic, partition, head_start_s):
             logger.debug("lost leader election topic=%s partition=%d broker=%d (elected during the head start of replica %d)",
                         topic, partition, broker_id, first)
             return None
