@@ -63,7 +63,7 @@ async def leading(tmp_path, sessions: FetchSessions, followers: tuple[int, ...] 
     manager = ReplicaManager(ManagerConfig(data_dir=tmp_path, broker_id=LEADER), ManualClock())
     leaders = []
     for partition in range(PARTITIONS):
-        await manager.load_log(TOPIC, partition, LogConfig(), topic_id=TOPIC_ID.hex)
+        assert await manager.load_logs(TOPIC, [partition], LogConfig(), topic_id=TOPIC_ID.hex) == [None]
         leaders.append(await manager.open_replica(TOPIC, partition, LogConfig(), (LEADER, *followers), leader_epoch=0,
                                                   isr=(LEADER, *followers)))
     services = SimpleNamespace(

@@ -45,11 +45,11 @@ async def fetch(manager: ReplicaManager, topic_id: uuid.UUID, partition: int, of
 
 async def test_a_follower_naming_another_topic_id_is_refused_and_neither_copies_nor_counts(tmp_path):
     manager = ReplicaManager(ManagerConfig(data_dir=tmp_path, broker_id=LEADER), ManualClock())
-    await manager.load_log(TOPIC, 0, LogConfig(), topic_id=NEW.hex)
+    assert await manager.load_logs(TOPIC, [0], LogConfig(), topic_id=NEW.hex) == [None]
     leader = await manager.open_replica(TOPIC, 0, LogConfig(), (LEADER, FOLLOWER), leader_epoch=0, isr=(LEADER,))
     await leader.append_as_leader(producer_batch(3), acks=1, timeout_ms=1000)
     # A partition of the name still of the deleted topic: this broker has not replaced it yet.
-    await manager.load_log(TOPIC, 1, LogConfig(), topic_id=OLD.hex)
+    assert await manager.load_logs(TOPIC, [1], LogConfig(), topic_id=OLD.hex) == [None]
     await manager.open_replica(TOPIC, 1, LogConfig(), (LEADER, FOLLOWER), leader_epoch=0, isr=(LEADER,))
     try:
         refused = [await fetch(manager, OLD, 0, 3), await fetch(manager, uuid.uuid4(), 0, 3), await fetch(manager, NEW, 1, 0)]
@@ -72,7 +72,7 @@ async def test_a_follower_naming_another_topic_id_is_refused_and_neither_copies_
 async def test_a_topic_id_is_looked_up_while_a_partition_of_it_is_hosted(tmp_path):
     manager = ReplicaManager(ManagerConfig(data_dir=tmp_path, broker_id=LEADER), ManualClock())
     for partition in (0, 1):
-        await manager.load_log(TOPIC, partition, LogConfig(), topic_id=NEW.hex)
+        assert await manager.load_logs(TOPIC, [partition], LogConfig(), topic_id=NEW.hex) == [None]
         await manager.open_replica(TOPIC, partition, LogConfig(), (LEADER,), leader_epoch=0)
     untagged = await manager.open_replica("untagged", 0, LogConfig(), (LEADER,), leader_epoch=0)
     try:

@@ -135,7 +135,7 @@ async def test_a_replica_of_another_topic_id_than_seen_does_not_run_for_leader(t
     leader node go (the new topic has none yet): it must not elect itself with the deleted
     topic's records. No store access is made (the store here has none to give)."""
     replicas = ReplicaManager(ManagerConfig(data_dir=tmp_path, broker_id=BROKER), ManualClock())
-    await replicas.load_log(TOPIC, 0, LogConfig(), topic_id="deleted")
+    assert await replicas.load_logs(TOPIC, [0], LogConfig(), topic_id="deleted") == [None]
     context = LeadershipContext(BROKER, SimpleNamespace(session_state=SessionState.CONNECTED), replicas=replicas,
                                 connections=None, config={}, now_ms=lambda: 0, leadership_changed=lambda: None,
                                 seen_topic_id=lambda topic: "created since")

@@ -126,7 +126,7 @@ class ReplicaManager:
         self._data_dir_sync = DirectorySync(self.data_dir)  # prepare_replica's new directories
         self._files_to_close: list[Partition] = []  # stopped serving, closed at shutdown (close_replica)
         self._opening: dict[tuple[str, int], asyncio.Future] = {}  # log opens in worker threads
-        self._loaded: dict[tuple[str, int], Log] = {}  # by load_log, for the replica's start
+        self._loaded: dict[tuple[str, int], Log] = {}  # by load_logs, for the replica's start
         self._tasks: list[asyncio.Task] = []
         # Told of every replica that starts, changes leadership or stops (after the change):
         # the group coordinator follows its __consumer_offsets partitions with it.
@@ -233,12 +233,6 @@ class ReplicaManager:
         loaded = self._loaded.pop(key, None)
         return self._host(start, await self._in_thread([key], lambda: self._open(start, loaded), _close_unclaimed))
 
-    async def load_log(self, topic: str, partition: int, log_config: LogConfig, topic_id: str | None = None) -> None:
-        """load_logs for one partition: its error raised."""
-        outcome, = await self.load_logs(topic, [partition], log_config, topic_id)
-        if outcome is not None:
-            raise outcome
-
     async def load_logs(self, topic: str, partitions: list[int], log_config: LogConfig,
                         topic_id: str | None = None) -> list[Exception | None]:
         """Open (recovering if need be) the logs of replicas about to start, for the startReplicas
@@ -299,7 +293,7 @@ class ReplicaManager:
         return opened, earlier_ids
 
     def close_loaded(self, topic: str, partition: int) -> None:
-        """The replica will not start after all: close the log load_log opened for it."""
+        """The replica will not start after all: close the log load_logs opened for it."""
         loaded = self._loaded.pop((topic, partition), None)
         if loaded is not None:
             loaded.close()

@@ -122,7 +122,7 @@ class HostedPartitions:
                         continue
                     # Its topic was deleted and created again while this broker was cut off from
                     # the store: the leadership and the replica are the deleted topic's. The log
-                    # goes as the new replica loads (ReplicaManager.load_log).
+                    # goes as the new replica loads (ReplicaManager.load_logs).
                     logger.warning("replacing a replica of a deleted topic of the name topic=%s partition=%d broker=%d "
                                    "topic_id=%s", topic, partition, self.broker_id, topic_id)
                     await self._stop_replica(key)
