@@ -400,7 +400,7 @@ async def test_an_election_another_broker_wins_is_counted_as_lost(monkeypatch):
     monkeypatch.setattr(driver, "leader_election", won_elsewhere)
     metrics = BrokerMetrics()
     replicas = SimpleNamespace(of_another_topic=lambda topic, partition, topic_id: False)
-    context = LeadershipContext(ME, SimpleNamespace(session_state=SessionState.CONNECTED), replicas=replicas, connections=None,
+    context = LeadershipContext(ME, SimpleNamespace(session_state=SessionState.CONNECTED, session_timeout_ms=9000), replicas=replicas, connections=None,
                                 config={"preferred.replica.election.wait.ms": 0}, now_ms=lambda: 0,
                                 leadership_changed=lambda: None, metrics=metrics)
     leadership = driver.PartitionLeadership(context, "t", 0, lambda: {"unclean.leader.election.enable": False})
