@@ -355,6 +355,21 @@ async def test_children_watch_sees_creations_and_deletions(connect):
         assert await first_matching(watch, lambda names: "a" not in names) == ("b",)
 
 
+async def test_children_created_in_one_transaction_are_offered_as_one_state(connect):
+    """A topic's creation adds thousands of children a transaction at a time: a watch that
+    offered each child's arrival on its own made its consumer apply every intermediate list."""
+    writer, watcher = await connect(), await connect()
+    await writer.create("/many", b"")
+    names = [f"p{i:02d}" for i in range(40)]
+    async with await watcher.watch_children("/many") as watch:
+        assert await next_within(watch) == ()
+        txn = writer.transaction()
+        for name in names:
+            txn.create(f"/many/{name}", b"")
+        await txn.commit()
+        assert await next_within(watch) == tuple(names)
+
+
 async def test_children_watch_on_missing_parent(connect):
     writer, watcher = await connect(), await connect()
     async with await watcher.watch_children("/notyet") as watch:
