@@ -128,11 +128,47 @@ async def test_starting_a_hosted_replica_again_takes_the_new_epoch(tmp_path):
 
 async def test_shutdown_leaves_clean_logs_and_producer_snapshots(tmp_path):
     manager = make_manager(tmp_path)
+    partition = manager.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
+    await partition.append_as_leader(producer_batch(4, producer_id=7, producer_epoch=0, base_sequence=0), 1, 1000)
+    await manager.shutdown()
+    assert recorded_cleanly_closed(tmp_path) == {"orders-0"}
+    assert [path.name for path in (tmp_path / "orders-0").glob("*" + SNAPSHOT_SUFFIX)] == [f"{4:020d}{SNAPSHOT_SUFFIX}"]
+    assert manager.partitions == ()
+
+
+def _files_of(directory) -> dict[str, tuple[int, int]]:
+    """Each file's (inode, mtime in ns): a checkpoint is replaced by a rename, so a write shows."""
+    return {path.name: (path.stat().st_ino, path.stat().st_mtime_ns) for path in directory.iterdir()}
+
+
+@pytest.mark.parametrize("written", [False, True])
+async def test_a_log_untouched_since_its_clean_open_closes_without_writing(tmp_path, written):
+    """A broker of 10,000 idle replicas rewrote every log's producer snapshot and recovery
+    point at each shutdown, four fsyncs a log, and took seconds to exit."""
+    manager = make_manager(tmp_path)
+    partition = manager.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
+    if written:
+        await partition.append_as_leader(producer_batch(4, producer_id=7, producer_epoch=0, base_sequence=0), 1, 1000)
+    await manager.shutdown()
+    before = _files_of(tmp_path / "orders-0")
+
+    manager = make_manager(tmp_path)
     manager.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
     await manager.shutdown()
     assert recorded_cleanly_closed(tmp_path) == {"orders-0"}
-    assert list((tmp_path / "orders-0").glob("*" + SNAPSHOT_SUFFIX))
-    assert manager.partitions == ()
+    assert _files_of(tmp_path / "orders-0") == before
+
+    manager = make_manager(tmp_path)
+    partition = manager.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
+    await partition.append_as_leader(producer_batch(2, producer_id=8, producer_epoch=0, base_sequence=0), 1, 1000)
+    end = partition.log_end_offset
+    await manager.shutdown()
+    manager = make_manager(tmp_path)
+    partition = manager.start_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
+    assert partition.log.recovery_point == end
+    assert set(partition.producer_state.producers) == ({7, 8} if written else {8})
+    assert (tmp_path / "orders-0" / f"{end:020d}{SNAPSHOT_SUFFIX}").exists()
+    await manager.shutdown()
 
 
 async def test_shutdown_closes_the_logs_off_the_event_loop_and_past_a_failed_one(tmp_path, monkeypatch):

@@ -207,6 +207,11 @@ class ProducerStateManager:
         self.topic = topic
         self.partition = partition
         self._producers: dict[int, ProducerEntry] = {}
+        # (log end, snapshot lines) that a load finds with no snapshot written now: the one it
+        # read there, or an empty state for a log holding no batches. take_snapshot does not
+        # write it again: a clean shutdown wrote 10,000 idle logs' unchanged snapshots, two
+        # fsyncs each, and that kept a broker from exiting for seconds (Kafka skips them too).
+        self._next_load_finds: tuple[int, list[str]] | None = None
 
     @property
     def producers(self) -> Mapping[int, ProducerEntry]:
@@ -288,15 +293,20 @@ class ProducerStateManager:
         """Build the state for `log` as it is now: at open, and again after a truncation."""
         recovered = log.take_recovered_producers()
         self._producers = {}
+        self._next_load_finds = None
         for offset, path in reversed(self._snapshots()):  # bounded by SNAPSHOTS_KEPT and stray files
             if not log.log_start_offset <= offset <= log.log_end_offset:
                 path.unlink()  # batches it describes are gone, or it reaches past the log
             elif self._read_snapshot(path):
+                read = offset, self._snapshot_lines()
                 self._catch_up(log, offset, recovered, f"snapshot at {offset}")
+                self._next_load_finds = self._next_load_finds or read
                 return
             else:
                 path.unlink()
         self._catch_up(log, log.log_start_offset, recovered, "log start")
+        if log.log_start_offset == log.log_end_offset:
+            self._next_load_finds = self._next_load_finds or (log.log_end_offset, [])
 
     def _catch_up(self, log: Log, offset: int, recovered: "RecoveredProducers | None", origin: str) -> None:
         """Take the state from the batches at `offset` on: by reading their headers, except
@@ -332,8 +342,13 @@ class ProducerStateManager:
 
     def take_snapshot(self, log_end_offset: int) -> None:
         """Write the state as of `log_end_offset`, which must be the log's end: at clean shutdown,
-        and after a load that had to read headers or apply recovered runs."""
-        write_checkpoint(self._snapshot_path(log_end_offset), self._snapshot_lines())
+        and after a load that had to read headers or apply recovered runs; not if the next load
+        would find this state without it."""
+        lines = self._snapshot_lines()
+        if self._next_load_finds == (log_end_offset, lines):
+            return
+        write_checkpoint(self._snapshot_path(log_end_offset), lines)
+        self._next_load_finds = log_end_offset, lines
         self.trim_snapshots()
 
     def prepare_snapshot(self, log_end_offset: int) -> "PendingSnapshot":
@@ -356,6 +371,11 @@ class ProducerStateManager:
         """(offset, path) of every snapshot file, oldest first."""
         found = ((path.stem, path) for path in self.directory.glob("*" + SNAPSHOT_SUFFIX))
         return sorted((int(stem), path) for stem, path in found if stem.isdigit())
+
+    def snapshot_installed(self) -> None:
+        """A background flush's snapshot replaced whatever a load would have found."""
+        self._next_load_finds = None
+        self.trim_snapshots()
 
     def trim_snapshots(self) -> None:
         """Delete all but the newest SNAPSHOTS_KEPT snapshots."""
@@ -402,7 +422,7 @@ class PendingSnapshot:
     def install(self) -> None:
         if self._written is not None:
             os.replace(self._written, self._path)
-            self._manager.trim_snapshots()
+            self._manager.snapshot_installed()
 
     def discard(self) -> None:
         if self._written is not None:

@@ -199,22 +199,21 @@ class Log:
                 break
             min_offset = segment.next_offset
         self.leader_epoch_cache.trim_at_open(self.log_start_offset, self.log_end_offset)
-        if clean:
-            self.recovery_point = self.log_end_offset
-        else:
+        if not clean:
             self._recovered_producers = RecoveredProducers(min(recovery_point, self.log_end_offset), producer_runs)
             # What was rescanned may still sit only in the page cache, and the indexes rebuilt
             # from it only in memory: make both durable before calling them recovered, so that
             # another crash starts from here.
             for segment in self._segments_holding(min(recovery_point, self.log_end_offset), self.log_end_offset):
                 segment.flush(with_indexes=True)
-            self.recovery_point = self.log_end_offset
-            if self.recovery_point == recovery_point:
-                # Nothing was rescanned (an empty log, a new one above all): the checkpoint,
-                # absent or not, already says so, and a write costs a new log most of its open.
-                self._checkpointed_recovery_point = recovery_point
-            else:
-                self._write_recovery_point()
+        self.recovery_point = self.log_end_offset
+        if self.recovery_point == recovery_point:
+            # The checkpoint, absent or not, already says so (an empty log, a new one above all,
+            # or one closed cleanly at its end): a write costs a new log most of its open, and
+            # 10,000 idle logs' writes at close kept a broker from exiting for seconds.
+            self._checkpointed_recovery_point = recovery_point
+        elif not clean:
+            self._write_recovery_point()
         self._background_flushed_offset = self.log_end_offset
         logger.debug("opened log topic=%s partition=%d clean=%s log_start_offset=%d log_end_offset=%d segments=%d",
                     self.topic, self.partition, clean, self.log_start_offset, self.log_end_offset,
@@ -667,7 +666,7 @@ class Log:
         open may be told the log was closed cleanly."""
         self._closed = True
         self.flush()
-        self._write_recovery_point()
+        self.checkpoint_recovery_point()
         for segment in self._segments:
             segment.close()
 
