@@ -119,7 +119,7 @@ async def test_recursive_delete_removes_the_subtree_only(store):
 
 
 async def test_invalid_paths_are_rejected(store):
-    for bad in ["relative", "/trailing/", "/double//slash", "/dot/../up"]:
+    for bad in ["relative", "/trailing/", "/double//slash", "/dot/../up", "/dot/./here", "/ends/in/..", "/.", "/nul\x00byte"]:
         with pytest.raises(ValueError):
             await store.create(bad, b"")
 

@@ -297,8 +297,11 @@ def validate_path(path: str, *, sequential: bool = False) -> str:
         raise ValueError(f"coordination path must be absolute: {path!r}")
     if path == "/":
         return path
-    parts = path[1:].removesuffix("/").split("/") if sequential else path[1:].split("/")
-    if any(part in ("", ".", "..") for part in parts) or "\x00" in path:
+    # Every component framed by slashes, so that an empty, '.' or '..' one shows as a
+    # substring: checked for every watch and read, tens of thousands while a large topic is
+    # created, where splitting each path was 3% of a broker's event loop.
+    framed = (path.removesuffix("/") if sequential else path) + "/"
+    if "//" in framed or "/./" in framed or "/../" in framed or "\x00" in path:
         raise ValueError(f"invalid coordination path: {path!r}")
     return path
 
