@@ -40,7 +40,6 @@ replicas, the metadata cache and a few broker-level decisions through it.
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import pathlib
 import time
@@ -56,7 +55,7 @@ from replog.coord_backends import paths
 from replog.coord_backends.joined import JoinedStore
 from replog.coord_backends.paths import BrokerRegistration, ClusterId, InvalidNodeValue
 from replog.groups import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, GroupLimits
-from replog.metadata_cache import MetadataCache
+from replog.metadata_cache import MetadataCache, each_seen
 from replog.net.fetch_sessions import FetchSessions
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
@@ -294,25 +293,18 @@ class Broker:
 
     async def _wait_until_out_of_followed_isrs(self, timeout_s: float) -> None:
         """Serve fetches until every live leader this broker follows has shrunk it out (the
-        metadata cache watches every ISR), at most `timeout_s`.
-
-        Checked at every change of the view, thousands while 10,000 ISRs shrink: a check goes
-        through the partitions followed at the start, in order, and stops at the first still
-        followed, and one seen out is not checked again (leaders take no deregistered broker
-        back in). A check of every partition each time was seconds of a stopping broker's CPU."""
-        def still_in_followed_isr(key: tuple[str, int]) -> bool:
+        metadata cache watches every ISR), at most `timeout_s`. The partitions are those it
+        follows at the start: leaders take no deregistered broker back in, so one seen out
+        stays out (metadata_cache.each_seen)."""
+        def in_followed_isr(key: tuple[str, int]) -> bool:
             view = self.metadata.topics.get(key[0], {}).get(key[1])
             return (view is not None and self.broker_id in view.isr and view.leader != self.broker_id
                     and view.leader in (self.metadata.registered or frozenset()))
 
-        followed = collections.deque(
-            (topic, partition) for topic, partitions in self.metadata.topics.items() for partition in partitions  # bounded by the partitions
-            if still_in_followed_isr((topic, partition)))
-
-        def out_of_followed_isrs() -> bool:
-            while followed and not still_in_followed_isr(followed[0]):
-                followed.popleft()
-            return not followed
+        out_of_followed_isrs = each_seen(
+            [(topic, partition) for topic, partitions in self.metadata.topics.items() for partition in partitions  # bounded by the partitions
+             if in_followed_isr((topic, partition))],
+            lambda key: not in_followed_isr(key))
 
         if not await self.metadata.wait_for(out_of_followed_isrs, timeout_s):
             logger.warning("controlled shutdown: still in the ISR of a partition it follows after %d ms broker=%d",

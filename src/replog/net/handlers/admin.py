@@ -15,7 +15,7 @@ the change.
 
 from __future__ import annotations
 
-import collections
+from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -25,6 +25,7 @@ from replog.admin import broker_configs
 from replog.admin.errors import store_failure
 from replog.config import format_value
 from replog.coord_backends import StoreError
+from replog.metadata_cache import each_seen
 
 from ..codec import ApiKey, Request, build_response
 from . import handles, log_refusal
@@ -40,24 +41,17 @@ def _timeout_s(request: Request) -> float:
 
 async def _wait_for_leaders(services, topic: str, partition_count: int, timeout_s: float) -> None:
     """Wait until each of the topic's partitions (at least `partition_count`) has been seen
-    served, or time runs out.
-
-    Checked at every change of the metadata view, tens of thousands while a topic of 10,000
-    partitions is created: a check goes through the partitions in order and stops at the first
-    not served yet, and one seen served is not checked again (a check of every partition each
-    time was an eighth of the answering broker's event loop)."""
-    unserved: collections.deque[int] | None = None
+    served, or time runs out."""
+    each_served: Callable[[], bool] | None = None
 
     def all_served() -> bool:
-        nonlocal unserved
-        if unserved is None:
+        nonlocal each_served
+        if each_served is None:
             partitions = services.metadata.topics.get(topic, {})
             if len(partitions) < partition_count:
                 return False
-            unserved = collections.deque(sorted(partitions))
-        while unserved and services.serving(topic, unserved[0]):
-            unserved.popleft()
-        return not unserved
+            each_served = each_seen(sorted(partitions), lambda partition: services.serving(topic, partition))
+        return each_served()
 
     await services.metadata.wait_for(all_served, timeout_s)
 
