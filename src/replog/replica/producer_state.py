@@ -305,8 +305,8 @@ class ProducerStateManager:
             else:
                 path.unlink()
         self._catch_up(log, log.log_start_offset, recovered, "log start")
-        if log.log_start_offset == log.log_end_offset:
-            self._next_load_finds = self._next_load_finds or (log.log_end_offset, [])
+        if log.log_start_offset == log.log_end_offset:  # no batches: the catch-up read none, nor wrote
+            self._next_load_finds = log.log_end_offset, []
 
     def _catch_up(self, log: Log, offset: int, recovered: "RecoveredProducers | None", origin: str) -> None:
         """Take the state from the batches at `offset` on: by reading their headers, except
