@@ -22,7 +22,7 @@ from replog.net.leader_connections import follower_client_id
 from replog.obs import BrokerMetrics
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replication.fetcher import FetchSpec
-from replog.storage.log import LogConfig
+from replog.storage.log import Log, LogConfig
 from tests.net.fetch_answers import decode_answer
 from tests.replica.batches import producer_batch
 from tests.unit.log_fixtures import ManualClock
@@ -59,12 +59,13 @@ def partitions_of(found: list[FetchedPartition]) -> list[int]:
     return sorted(each.partition for each in found)
 
 
-async def leading(tmp_path, sessions: FetchSessions, followers: tuple[int, ...] = (FOLLOWER,)):
+async def leading(tmp_path, sessions: FetchSessions, followers: tuple[int, ...] = (FOLLOWER,),
+                  config: LogConfig = LogConfig()):
     manager = ReplicaManager(ManagerConfig(data_dir=tmp_path, broker_id=LEADER), ManualClock())
     leaders = []
     for partition in range(PARTITIONS):
-        assert await manager.load_logs(TOPIC, [partition], LogConfig(), topic_id=TOPIC_ID.hex) == [None]
-        leaders.append(await manager.open_replica(TOPIC, partition, LogConfig(), (LEADER, *followers), leader_epoch=0,
+        assert await manager.load_logs(TOPIC, [partition], config, topic_id=TOPIC_ID.hex) == [None]
+        leaders.append(await manager.open_replica(TOPIC, partition, config, (LEADER, *followers), leader_epoch=0,
                                                   isr=(LEADER, *followers)))
     services = SimpleNamespace(
         replicas=manager, now_ms=manager._clock, metrics=BrokerMetrics(), fetch_sessions=sessions,
@@ -149,6 +150,113 @@ async def test_a_partition_quiet_for_one_follower_tells_it_of_a_high_watermark_a
         await manager.shutdown()
 
 
+async def test_an_idle_round_does_not_visit_the_partitions_its_session_holds_quiet(tmp_path, monkeypatch):
+    """A round costs what its partitions with news cost: one that finds every partition of the
+    session held quiet looks at none of them, yet counts as the follower's fetch of each."""
+    sessions = FetchSessions()
+    manager, leaders, services = await leading(tmp_path, sessions)
+    fetcher, offsets = FetcherSession(), {partition: 0 for partition in range(PARTITIONS)}
+    log_end_reads = []
+    log_end_offset = Log.log_end_offset
+    monkeypatch.setattr(Log, "log_end_offset", property(lambda log: log_end_reads.append(log) or log_end_offset.fget(log)))
+    try:
+        await exchange(services, fetcher, offsets)
+        log_end_reads.clear()
+        manager._clock.advance(LAG_MS * 2)
+        idle = await exchange(services, fetcher, offsets)
+        assert (idle.error, idle.carried) == (0, [])
+        assert log_end_reads == [], "no partition of an idle round is looked at"
+        now_ms = manager._clock()
+        assert [leader.out_of_sync_replicas(now_ms, LAG_MS) for leader in leaders] == [frozenset()] * PARTITIONS
+    finally:
+        await manager.shutdown()
+
+
+async def test_a_follower_whose_session_stops_asking_falls_out_of_sync(tmp_path):
+    """A session's requests count as the follower's fetches of what it holds quiet; once they
+    stop coming, the follower lags as if it had stopped fetching, and a session closed lets go
+    of every partition it held."""
+    sessions = FetchSessions()
+    manager, leaders, services = await leading(tmp_path, sessions)
+    fetcher, offsets = FetcherSession(), {partition: 0 for partition in range(PARTITIONS)}
+    try:
+        await exchange(services, fetcher, offsets)
+        await exchange(services, fetcher, offsets)
+        manager._clock.advance(LAG_MS + 1)
+        now_ms = manager._clock()
+        assert [leader.out_of_sync_replicas(now_ms, LAG_MS) for leader in leaders] == [frozenset({FOLLOWER})] * PARTITIONS
+        session = sessions._sessions[fetcher._id]
+        assert all(cached.held_by is not None for cached in session.partitions.values())
+        sessions._close(fetcher._id)
+        assert [leader._followers[FOLLOWER].quiet for leader in leaders] == [None] * PARTITIONS
+    finally:
+        await manager.shutdown()
+
+
+async def test_a_fetch_of_the_follower_outside_its_session_ends_the_sessions_hold(tmp_path):
+    """A follower that reconnects opens a new session while the old one still holds its
+    partitions quiet: the new one's reads end the old one's holds, and the old one would read
+    them again."""
+    sessions = FetchSessions()
+    manager, leaders, services = await leading(tmp_path, sessions)
+    old, new, offsets = FetcherSession(), FetcherSession(), {partition: 0 for partition in range(PARTITIONS)}
+    try:
+        await exchange(services, old, offsets)
+        old_session = sessions._sessions[old._id]
+        assert old_session.unquiet == {}, "every partition held quiet"
+        await exchange(services, new, offsets)
+        assert sorted(key[1] for key in old_session.unquiet) == list(range(PARTITIONS))
+        new_session = sessions._sessions[new._id]
+        assert [leader._followers[FOLLOWER].quiet.session for leader in leaders] == [new_session] * PARTITIONS
+        await leaders[3].append_as_leader(producer_batch(2), acks=0, timeout_ms=1000)
+        moved = await exchange(services, new, offsets)
+        assert partitions_of(moved.carried) == [3] and moved.carried[0].records
+    finally:
+        await manager.shutdown()
+
+
+async def test_a_follower_shrunk_out_of_the_isr_is_read_again_and_may_rejoin(tmp_path):
+    """Only an in-sync follower's partition is held quiet: one taken out of the ISR must fetch
+    to rejoin it, so its session reads it again."""
+    sessions = FetchSessions()
+    manager, leaders, services = await leading(tmp_path, sessions)
+    fetcher, offsets = FetcherSession(), {partition: 0 for partition in range(PARTITIONS)}
+    try:
+        await exchange(services, fetcher, offsets)
+        leaders[0].update_isr({LEADER})
+        manager._clock.advance(LAG_MS * 2)
+        assert leaders[0].followers_ready_to_join(manager._clock(), LAG_MS) == frozenset()
+        await exchange(services, fetcher, offsets)
+        assert leaders[0].followers_ready_to_join(manager._clock(), LAG_MS) == {FOLLOWER}
+        assert [leader._followers[FOLLOWER].quiet is None for leader in leaders] == [True, False, False, False]
+    finally:
+        await manager.shutdown()
+
+
+async def test_retention_under_a_partition_held_quiet_tells_its_follower_the_new_log_start(tmp_path):
+    """A log start that retention moves is news for a follower caught up with the partition,
+    though nothing reads it: the session reads it again and tells the follower."""
+    sessions = FetchSessions()
+    # A segment of one batch each, and nothing kept beyond the active segment.
+    manager, leaders, services = await leading(tmp_path, sessions, config=LogConfig(segment_bytes=100, retention_bytes=1))
+    fetcher, offsets = FetcherSession(), {partition: 0 for partition in range(PARTITIONS)}
+    try:
+        for _ in range(3):
+            await leaders[0].append_as_leader(producer_batch(2), acks=0, timeout_ms=1000)
+        while (copied := await exchange(services, fetcher, offsets)).answered[0].records:
+            offsets[0] += 2  # each answer holds at least one whole batch of 2 records
+        assert offsets[0] == 6
+        await exchange(services, fetcher, offsets)  # the high watermark the follower's fetch at 6 moved
+        assert (await exchange(services, fetcher, offsets)).carried == []
+        assert sessions._sessions[fetcher._id].unquiet == {}, "every partition held quiet"
+
+        assert leaders[0].delete_retained_segments() == 2
+        moved = await exchange(services, fetcher, offsets)
+        assert [(found.partition, found.log_start_offset, found.records) for found in moved.carried] == [(0, 4, b"")]
+    finally:
+        await manager.shutdown()
+
+
 async def test_a_refused_session_request_makes_the_round_go_again_and_the_next_open_a_new_session(tmp_path):
     sessions = FetchSessions()
     manager, _, services = await leading(tmp_path, sessions)
@@ -201,14 +309,14 @@ async def _until(condition) -> None:
             await asyncio.sleep(0)
 
 
-def _body(partitions: int, session_id: int = 0, epoch: int = 0, topic: str = TOPIC):
+def _body(partitions: int, session_id: int = 0, epoch: int = 0, topic: str = TOPIC, replica_id: int = FOLLOWER):
     fetches = tuple(SimpleNamespace(partition=index, fetch_offset=0, partition_max_bytes=1) for index in range(partitions))
     return SimpleNamespace(session_id=session_id, session_epoch=epoch, topics=(SimpleNamespace(topic=topic, partitions=fetches),),
-                           forgotten_topics_data=())
+                           forgotten_topics_data=(), replica_id=replica_id)
 
 
 async def _open(sessions: FetchSessions, partitions: int, by_follower: bool) -> int:
-    async with sessions.fetch(_body(partitions), False, by_follower) as context:
+    async with sessions.fetch(_body(partitions, replica_id=FOLLOWER if by_follower else -1), False) as context:
         return context.session_id
 
 
@@ -231,7 +339,7 @@ async def test_the_cache_is_bounded_and_followers_take_the_slots_of_consumers():
     assert grown != 0
     small = FetchSessions(partitions_max=3)
     opened = await _open(small, 3, by_follower=True)
-    async with small.fetch(_body(1, opened, 1, topic="other"), False, True) as refused:
+    async with small.fetch(_body(1, opened, 1, topic="other"), False) as refused:
         assert refused == ErrorCode.fetch_session_id_not_found, "a session may not outgrow the cache"
     assert len(small) == 0 and small.cached_partitions == 0
 

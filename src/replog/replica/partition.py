@@ -35,7 +35,10 @@ lagging followers after replica.lag.time.max.ms, expanding caught-up ones throug
 compare-and-set) calls `update_isr`.
 
 Long polls: a ReadWaiter is registered with any number of partitions and woken by the first
-whose readable end passes its fetch offset (HW for consumers, LEO for followers).
+whose readable end passes its fetch offset (HW for consumers, LEO for followers). A follower's
+fetch session holds the partitions it is caught up with quiet (QuietHold): they are not visited
+each round, so every change such a follower could learn of (log end, HW, log start, ISR,
+assignment, leadership) ends the holds first (`_stir_quiet`).
 
 Concurrency: owned by one event loop; methods never block on anything but the local disk.
 """
@@ -50,7 +53,7 @@ import struct
 import threading
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from replog.replica.throttle import ReplicationThrottle
 from replog.storage.checkpoint import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
@@ -219,12 +222,28 @@ class ReadWaiter:
         self._watched.clear()
 
 
+class QuietHold(Protocol):
+    """A follower's fetch session that holds a partition quiet (net/fetch_sessions.py): the
+    partition is caught up for that follower with nothing new to tell it, so the session neither
+    reads it nor asks about it, and each of its requests counts as the follower's fetch at the
+    log end, at `fetched_ms`. The partition ends the hold (`stirred`) when anything the follower
+    could learn changes; `wake`: the change gave it something to read, which a parked request of
+    the session should answer at once, as it would for a partition it reads."""
+
+    @property
+    def fetched_ms(self) -> int: ...
+
+    def stirred(self, wake: bool) -> None: ...
+
+
 class _Follower:
     """What the leader knows of a remote replica: its LEO as of its last fetch, and when it was
-    last caught up with the leader's LEO (Kafka's lastCaughtUpTimeMs, the seed's KeepInSyncTime)."""
+    last caught up with the leader's LEO (Kafka's lastCaughtUpTimeMs, the seed's KeepInSyncTime).
+    While a fetch session holds the partition quiet for it (`quiet`), its fetches are recorded
+    when read (`Partition._credited`), not at each request."""
 
     __slots__ = ("broker_id", "log_end_offset", "last_caught_up_ms", "last_fetch_ms", "leader_end_at_last_fetch",
-                 "fetched_at_leader_epoch")
+                 "fetched_at_leader_epoch", "quiet")
 
     def __init__(self, broker_id: int, now_ms: int):
         self.broker_id = broker_id
@@ -234,6 +253,7 @@ class _Follower:
         self.last_fetch_ms = now_ms
         self.leader_end_at_last_fetch = UNKNOWN_OFFSET
         self.fetched_at_leader_epoch = False  # it has fetched from this leadership, naming its epoch
+        self.quiet: QuietHold | None = None
 
     def record_fetch(self, fetch_offset: int, leader_end_offset: int, now_ms: int) -> None:
         if fetch_offset >= leader_end_offset:
@@ -314,6 +334,7 @@ class Partition:
         if leader_epoch < self.leader_epoch or newer_required and leader_epoch == self.leader_epoch:
             raise ValueError(f"leader epoch {leader_epoch} is not newer than the current {self.leader_epoch}")
         assigned_replicas = self._checked_assignment(assigned_replicas)
+        self._stir_quiet(wake=True)
         self._transition(ReplicaState.LEADER)
         self.fenced = False
         self.assigned_replicas = assigned_replicas
@@ -373,6 +394,7 @@ class Partition:
         assigned_replicas = self._checked_assignment(assigned_replicas)
         if not self.isr <= set(assigned_replicas):
             raise ValueError(f"ISR {sorted(self.isr)} must lie within assigned replicas {list(assigned_replicas)}")
+        self._stir_quiet(wake=False)
         self._followers = {broker: self._followers.get(broker) or _Follower(broker, now_ms)
                            for broker in assigned_replicas if broker != self.local_broker_id}
         logger.debug("changed assigned replicas topic=%s partition=%d broker=%d epoch=%d assigned_replicas=%s previous=%s",
@@ -424,6 +446,7 @@ class Partition:
                         self.topic, self.partition_id, self.local_broker_id, self.leader_epoch, sorted(isr),
                         sorted(self.isr))
             self.isr = isr
+            self._stir_quiet(wake=False)
         self._maybe_advance_high_watermark()
 
     def update_config(self, config: PartitionConfig) -> None:
@@ -499,7 +522,7 @@ class Partition:
         """Per follower: (broker, records behind this leader's log end as of its last fetch, ms
         since it was last caught up); one that has not fetched yet is behind by the whole log."""
         end = self.log_end_offset
-        for follower in self._followers.values():  # bounded by the replication factor
+        for follower in map(self._credited, self._followers.values()):  # bounded by the replication factor
             behind = end - max(follower.log_end_offset, self.log_start_offset)
             yield follower.broker_id, max(behind, 0), max(now_ms - follower.last_caught_up_ms, 0)
 
@@ -509,7 +532,7 @@ class Partition:
         return frozenset(
             broker for broker in self.isr  # bounded by the replication factor
             if broker != self.local_broker_id
-            and (now_ms - self._followers[broker].last_caught_up_ms > replica_lag_time_max_ms
+            and (now_ms - self._credited(self._followers[broker]).last_caught_up_ms > replica_lag_time_max_ms
                  or self._lost_committed_records(self._followers[broker]))
         )
 
@@ -539,7 +562,8 @@ class Partition:
     def follows_this_leadership(self, replica_id: int, now_ms: int, within_ms: int) -> bool:
         """`replica_id` fetched from this leadership, naming its epoch, within `within_ms`."""
         follower = self._followers.get(replica_id)
-        return follower is not None and follower.fetched_at_leader_epoch and now_ms - follower.last_fetch_ms <= within_ms
+        return (follower is not None and follower.fetched_at_leader_epoch
+                and now_ms - self._credited(follower).last_fetch_ms <= within_ms)
 
     def _ready_to_join(self, follower: _Follower) -> bool:
         return (
@@ -554,6 +578,8 @@ class Partition:
         for broker in brokers:
             follower = self._followers.get(broker)
             if follower is not None:
+                if follower.quiet is not None:
+                    self._release(follower, stirred=True)
                 follower.fetched_at_leader_epoch = False
 
     def isr_joining(self, replicas: Collection[int]) -> None:
@@ -631,6 +657,7 @@ class Partition:
         return AppendResult(error_code, UNKNOWN_OFFSET, NO_TIMESTAMP, self.log_start_offset)
 
     def _after_local_append(self) -> None:
+        self._stir_quiet(wake=True)
         for waiter in self._woken_watches(self._follower_watches, self.log_end_offset):
             waiter.wake()
         self._maybe_advance_high_watermark()
@@ -682,6 +709,7 @@ class Partition:
         logger.debug("advanced high watermark topic=%s partition=%d epoch=%d hw=%d previous_hw=%d",
                      self.topic, self.partition_id, self.leader_epoch, new_high_watermark, self.high_watermark)
         self.high_watermark = new_high_watermark
+        self._stir_quiet(wake=False)
         queue = self._commit_queue
         outcome = self._commit_outcome()
         while queue and queue[0].last_offset < new_high_watermark:  # bounded by COMMIT_QUEUE_CAPACITY
@@ -768,6 +796,8 @@ class Partition:
             return ErrorCode.UNKNOWN_LEADER_EPOCH if known_epoch else ErrorCode.NOT_LEADER_OR_FOLLOWER
         if not self.log_start_offset <= fetch_offset <= self.log_end_offset:
             return ErrorCode.OFFSET_OUT_OF_RANGE
+        if follower.quiet is not None:  # fetched outside the session holding it (a new connection)
+            self._release(follower, stirred=True)
         follower.record_fetch(fetch_offset, self.log_end_offset, now_ms)
         follower.fetched_at_leader_epoch = current_leader_epoch == self.leader_epoch and life is FetchFrom.REGISTERED
         self._maybe_advance_high_watermark()
@@ -777,26 +807,57 @@ class Partition:
             self.on_isr_change_due()
         return ErrorCode.NONE
 
-    def quiet_follower_fetch(self, replica_id: int, fetch_offset: int, current_leader_epoch: int,
-                             told: tuple[int, int, int], now_ms: int, *, record: bool) -> bool:
-        """Whether a fetch of in-sync follower `replica_id`, caught up at `fetch_offset`, would
-        read nothing and tell nothing but `told` (high watermark, last stable offset, log start)
-        again; if so and `record`, it is recorded, as read_for_follower would. A fetch session's
-        idle partitions (net/fetch_sessions.py) are answered so, without a read each round."""
+    def hold_quiet(self, replica_id: int, fetch_offset: int, current_leader_epoch: int, told: tuple[int, int, int],
+                   hold: QuietHold) -> bool:
+        """Whether in-sync follower `replica_id`, whose fetch at `fetch_offset` was just recorded,
+        is caught up with nothing to learn but `told` (high watermark, last stable offset, log
+        start) again; if so, `hold` holds the partition quiet for it from now on (QuietHold): a
+        session's idle partitions (net/fetch_sessions.py) are then neither read nor asked about
+        until something changes."""
         if (self.state is not ReplicaState.LEADER or current_leader_epoch != self.leader_epoch
                 or fetch_offset != self.log.log_end_offset
                 or told != (self.high_watermark, self.high_watermark, self.log.log_start_offset)
                 or replica_id not in self.isr):
             return False
         follower = self._followers.get(replica_id)
-        if follower is None:
+        if follower is None or follower.log_end_offset != fetch_offset or not follower.fetched_at_leader_epoch:
             return False
-        if record:
-            # What record_follower_fetch does for such a fetch: nothing moves, the HW cannot,
-            # and an in-sync follower at the log end neither joins the ISR nor lost records.
-            follower.record_fetch(fetch_offset, fetch_offset, now_ms)
-            follower.fetched_at_leader_epoch = True
+        if follower.quiet is not None and follower.quiet is not hold:
+            self._release(follower, stirred=True)  # another session's (an earlier connection's): it reads it again
+        follower.quiet = hold
         return True
+
+    def release_quiet(self, replica_id: int, hold: QuietHold) -> None:
+        """`hold`'s session no longer holds the partition quiet (it closed, forgot the partition,
+        or asks at another offset): its requests so far are recorded as the follower's fetches."""
+        follower = self._followers.get(replica_id)
+        if follower is not None and follower.quiet is hold:
+            self._release(follower, stirred=False)
+
+    def _stir_quiet(self, wake: bool) -> None:
+        """Something a quiet follower could learn changed (the log end, the high watermark, the
+        log start, the ISR, the assignment, the leadership): every hold ends, its fetches so far
+        recorded as at the log end it was held at, and its session reads the partition again."""
+        for follower in self._followers.values():  # bounded by the replication factor
+            if follower.quiet is not None:
+                self._release(follower, stirred=True, wake=wake)
+
+    @staticmethod
+    def _release(follower: _Follower, stirred: bool, wake: bool = False) -> None:
+        hold = follower.quiet
+        Partition._credited(follower)
+        follower.quiet = None
+        if stirred:
+            hold.stirred(wake)
+
+    @staticmethod
+    def _credited(follower: _Follower) -> _Follower:
+        """`follower`, with the requests of a session that holds the partition quiet for it
+        recorded as its fetches: at the log end, which a hold outlives no append."""
+        hold = follower.quiet
+        if hold is not None and hold.fetched_ms > follower.last_fetch_ms:
+            follower.record_fetch(follower.log_end_offset, follower.log_end_offset, hold.fetched_ms)
+        return follower
 
     def _refusal(self, current_leader_epoch: int) -> ErrorCode:
         if self.state is not ReplicaState.LEADER:
@@ -960,6 +1021,7 @@ class Partition:
         return woken
 
     def _wake_all_watches(self) -> None:
+        self._stir_quiet(wake=True)
         for waiter in [*self._consumer_watches, *self._follower_watches]:  # bounded by 2 x WATCHES_PER_PARTITION_MAX
             waiter.wake()
         self._consumer_watches.clear()
@@ -1022,6 +1084,7 @@ class Partition:
         deleted = self.log.delete_retained_segments(high_watermark=self.high_watermark)
         if deleted:
             self.producer_state.truncate_head(self.log_start_offset)
+            self._stir_quiet(wake=False)
         return deleted
 
     async def clean(self, map_max_bytes: int) -> Cleaned | None:

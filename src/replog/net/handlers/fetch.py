@@ -211,7 +211,7 @@ async def fetch(services, request: Request):
     if getattr(body, "session_id", NO_SESSION_ID) == NO_SESSION_ID and getattr(body, "session_epoch", FINAL_EPOCH) == FINAL_EPOCH:
         return await _answer(services, request, SessionFetch(None, True, requested_topics(body)))
     by_id = request.api_version >= FIRST_TOPIC_ID_VERSION
-    async with services.fetch_sessions.fetch(body, by_id, body.replica_id >= 0) as context:
+    async with services.fetch_sessions.fetch(body, by_id) as context:
         if isinstance(context, SessionFetch):
             return await _answer(services, request, context)
         count_error(services.metrics, request, context)
@@ -229,12 +229,12 @@ async def _answer(services, request: Request, session: SessionFetch) -> EncodedB
     # Only a registered life's fetches are recorded, so only theirs may be recorded without a read.
     quiet_from = body.replica_id if life is FetchFrom.REGISTERED else -1
     now_ms = services.now_ms()
-    topics, quiet = session.to_read(quiet_from, now_ms, record=True)
+    topics = session.to_read(quiet_from, now_ms, record=True)
     results, total_bytes = _read_all(services, body, topics, now_ms, life)
     if total_bytes < body.min_bytes and loop.time() < deadline and not _any_error(results):
-        with ReadWaiter() as waiter:
+        with ReadWaiter() as waiter, session.parked(waiter):
             now_ms = services.now_ms()
-            for partition, fetch_offset in _waits(results, quiet):
+            for partition, fetch_offset in _waits(results):
                 # A partition whose data the reassignment throttle holds back would wake this
                 # poll at once, again and again: it waits out the poll instead.
                 if not (by_follower and partition.throttles(body.replica_id, now_ms)):
@@ -243,7 +243,7 @@ async def _answer(services, request: Request, session: SessionFetch) -> EncodedB
                 request.overtaken.listen(waiter.wake)
             await waiter.wait(max(0.0, deadline - loop.time()))
         now_ms = services.now_ms()
-        topics, _ = session.to_read(quiet_from, now_ms, record=False)  # recorded above
+        topics = session.to_read(quiet_from, now_ms, record=False)  # recorded above
         results, _ = _read_all(services, body, topics, now_ms, life, record=False)
     for topic, _, fetch, partition, result in results:
         if partition is None:
@@ -258,12 +258,12 @@ async def _answer(services, request: Request, session: SessionFetch) -> EncodedB
     return _encode(request.api_version, results, session, by_follower)
 
 
-def _waits(results: list[_Read], quiet: list[tuple[Partition, int]]):
-    """(partition, fetch offset) of every partition a parked fetch waits on."""
+def _waits(results: list[_Read]):
+    """(partition, fetch offset) of every partition a parked fetch waits on, besides those its
+    session holds quiet (SessionFetch.parked)."""
     for _, _, fetch, partition, _ in results:
         if partition is not None:
             yield partition, fetch.fetch_offset
-    yield from quiet
 
 
 def _any_error(results: list) -> bool:
