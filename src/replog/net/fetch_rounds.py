@@ -35,6 +35,7 @@ were created).
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections.abc import Awaitable, Callable
 
 from replog.replication.fetcher import UNKNOWN_TOPIC_OR_PARTITION, FetchReply, FetchSpec
@@ -57,18 +58,18 @@ SendRound = Callable[[list[FetchSpec], int, int], Awaitable[dict[PartitionKey, F
 class _Ask:
     """One fetcher's outstanding ask."""
 
-    __slots__ = ("spec", "first", "answer", "deadline_s", "rounds_out")
+    __slots__ = ("spec", "key", "first", "answer", "deadline_s", "rounds_out")
 
     def __init__(self, spec: FetchSpec, first: bool, loop: asyncio.AbstractEventLoop):
         self.spec = spec
+        self.key: PartitionKey = spec.topic, spec.partition
         self.first = first  # nothing told to its partition yet: it does not cut a parked round
         self.answer: asyncio.Future[FetchReply] = loop.create_future()
         self.deadline_s = loop.time() + spec.max_wait_ms / 1000
         self.rounds_out = 0  # rounds in flight that carry it
 
-    @property
-    def key(self) -> PartitionKey:
-        return self.spec.topic, self.spec.partition
+
+_deadline = operator.attrgetter("deadline_s")
 
 
 class FetchRounds:
@@ -152,7 +153,7 @@ class FetchRounds:
                         self._rounds_in_flight += 1
                         for ask in waiting:
                             ask.rounds_out += 1
-                        rounds.create_task(self._round(sorted(waiting, key=lambda ask: ask.deadline_s)))
+                        rounds.create_task(self._round(sorted(waiting, key=_deadline)))
                         continue
                     self._changed.clear()
                     await self._changed.wait()

@@ -432,7 +432,8 @@ class FetcherSession:
             key = _key(spec, by_id)
             asked.add(key)
             sent = self._sent.get(key)
-            if sent is None or sent[2:5] != spec[2:5]:  # fetch_offset, current_leader_epoch, max_bytes
+            # An ask waiting since the last round is that round's very spec.
+            if sent is not spec and (sent is None or sent[2:5] != spec[2:5]):  # fetch_offset, current_leader_epoch, max_bytes
                 changed.append(spec)
                 self._sent[key] = spec
         forgotten = []
