@@ -123,7 +123,7 @@ async def leader_epoch_of(connection: BrokerConnection, topic: str) -> int:
 
 async def fetch_as_replica(connection: BrokerConnection, topic: str, current_leader_epoch: int):
     spec = FetchSpec(topic, 0, 0, current_leader_epoch, 1 << 20, 0)
-    return (await connection.fetch_as_replica(FOLLOWER_ID, [spec], max_wait_ms=0, max_bytes=1 << 20))[topic, 0]
+    return (await connection.fetch_as_replica(FOLLOWER_ID, [spec], max_wait_ms=0, max_bytes=1 << 20)).replies[topic, 0]
 
 
 async def test_a_fetch_as_a_replica_not_assigned_the_partition_is_refused(connection):

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from replog.net.fetch_rounds import FetchRounds
+from replog.net.fetch_rounds import FetchRounds, RoundAnswer, RoundChanges
 from replog.replication.fetcher import FetchReply, FetchSpec
 from tests.polling import eventually
 
@@ -31,7 +31,7 @@ class FakeLeader:
         self.records["t", partition] = records
         self._changed.set()
 
-    async def send_round(self, specs: list[FetchSpec], max_wait_ms: int, max_bytes: int) -> dict:
+    async def send_round(self, specs: list[FetchSpec], changes: RoundChanges, max_wait_ms: int, max_bytes: int) -> RoundAnswer:
         asked = [(spec.topic, spec.partition) for spec in specs]
         self.rounds.append(asked)
         self.waits_ms.append(max_wait_ms)
@@ -47,9 +47,40 @@ class FakeLeader:
                     await asyncio.wait_for(changed.wait(), max_wait_ms / 1000)
                 except TimeoutError:
                     pass
-            return {key: FetchReply(0, self.high_watermark, 0, self.records.pop(key, b"")) for key in asked}
+            return RoundAnswer({key: FetchReply(0, self.high_watermark, 0, self.records.pop(key, b"")) for key in asked})
         finally:
             self._out -= 1
+
+
+class SessionLeader(FakeLeader):
+    """Answers as a fetch session does: it keeps the asked partitions up to date from each
+    round's changes alone, and checks them against the round's specs (a round whose changes
+    are wrong fails); its answers carry only the partitions with records or with a high
+    watermark other than it last told, and say what it last told of the others."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: dict[tuple[str, int], FetchSpec] = {}
+        self.told: dict[tuple[str, int], int] = {}
+        self.changes: list[RoundChanges] = []
+        self.carried: list[list[int]] = []  # the partitions each answer carried
+        self._base: object | None = None
+
+    async def send_round(self, specs: list[FetchSpec], changes: RoundChanges, max_wait_ms: int, max_bytes: int) -> RoundAnswer:
+        self.changes.append(changes)
+        if changes.base is not None and changes.base is self._base:
+            for removed in changes.removed:
+                del self.held[removed.topic, removed.partition]
+            self.held.update(((added.topic, added.partition), added) for added in changes.added)
+        else:
+            self.held = {(each.topic, each.partition): each for each in specs}
+        self._base = changes.token
+        assert self.held == {(each.topic, each.partition): each for each in specs}, "changes that miss what the round asks"
+        full = await super().send_round(specs, changes, max_wait_ms, max_bytes)
+        carried = {key: reply for key, reply in full.replies.items() if reply.records or self.told.get(key) != reply.high_watermark}
+        self.told.update((key, reply.high_watermark) for key, reply in carried.items())
+        self.carried.append(sorted(partition for _, partition in carried))
+        return RoundAnswer(carried, lambda asked: FetchReply(0, self.told[asked.topic, asked.partition], 0, b""))
 
 
 def spec(partition: int, max_wait_ms: int = LONG_POLL_MS) -> FetchSpec:
@@ -175,8 +206,8 @@ async def test_a_failed_round_fails_every_ask_in_it_and_the_next_asks_go_out_aga
 
 
 async def test_a_partition_the_answer_leaves_out_is_unknown_to_its_fetcher():
-    async def forgetful(specs, max_wait_ms, max_bytes):
-        return {}
+    async def forgetful(specs, changes, max_wait_ms, max_bytes):
+        return RoundAnswer({})
 
     rounds = FetchRounds(forgetful, "test")
     assert (await asyncio.wait_for(rounds.fetch(spec(0)), WAIT_S)).error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
@@ -204,5 +235,72 @@ async def test_an_ask_made_while_the_sender_winds_down_still_goes_out(turns):
             await asyncio.sleep(0)  # an interleaving, not a wait for anything
         reply = await asyncio.wait_for(rounds.fetch(spec(0, max_wait_ms=10)), WAIT_S)
         assert reply.error_code == 0 and len(leader.rounds) == 2
+    finally:
+        rounds.close()
+
+
+async def test_each_round_names_only_what_changed_since_the_round_before():
+    leader = SessionLeader()
+    rounds = FetchRounds(leader.send_round, "test")
+    try:
+        await answered_once(leader, rounds, 1)
+        idle = asyncio.ensure_future(rounds.fetch(spec(0)))
+
+        async def second_round_out() -> bool:
+            return len(leader.rounds) == 2
+
+        await eventually(second_round_out, WAIT_S, "the round of partition 0, which parks")
+        leader.records["t", 1] = b"ready"
+        assert (await asyncio.wait_for(rounds.fetch(spec(1)), WAIT_S)).records == b"ready"
+        named = [([(each.partition, each.fetch_offset) for each in changes.added], [each.partition for each in changes.removed])
+                 for changes in leader.changes[:3]]
+        assert named == [([(1, 0)], []), ([(0, 0)], [1]), ([(1, 0)], [])]
+        assert leader.changes[0].base is None
+        assert [changes.base for changes in leader.changes[1:3]] == [changes.token for changes in leader.changes[:2]]
+        assert not idle.done()
+        leader.append(0, b"at last")
+        assert (await asyncio.wait_for(idle, WAIT_S)).records == b"at last"
+    finally:
+        rounds.close()
+
+
+async def test_news_an_incremental_answer_carried_before_an_asks_wait_is_given_once_it_is_over():
+    """A high watermark told before the fetcher's wait is over waits for it; the session does not
+    tell it again, so the rounds keep it meanwhile."""
+    leader = SessionLeader()
+    rounds = FetchRounds(leader.send_round, "test")
+    try:
+        assert await asyncio.wait_for(rounds.fetch(spec(0, max_wait_ms=20)), WAIT_S) == FetchReply(0, 0, 0, b"")
+        again = asyncio.ensure_future(rounds.fetch(spec(0, max_wait_ms=2_000)))
+        leader.high_watermark = 5
+        leader.append(1, b"busy")
+        assert (await asyncio.wait_for(rounds.fetch(spec(1, max_wait_ms=2_000)), WAIT_S)).records == b"busy"
+        assert not again.done(), "told before its wait was over"
+        assert leader.carried[-1] == [0, 1]
+        assert await asyncio.wait_for(again, WAIT_S) == FetchReply(0, 5, 0, b"")
+        assert leader.carried[-1] == [], "given at a later round's end, which did not carry it"
+    finally:
+        rounds.close()
+
+
+async def test_news_told_while_a_fetcher_was_not_asking_reaches_its_next_ask():
+    """A fetcher gives up its ask while a round carrying it is parked (its fetcher restarts), and
+    asks again at the same offset; the parked round's answer tells the high watermark it moved
+    to, and the session does not tell it again: the new ask gets it at its wait all the same."""
+    leader = SessionLeader()
+    rounds = FetchRounds(leader.send_round, "test")
+    try:
+        assert await asyncio.wait_for(rounds.fetch(spec(0, max_wait_ms=20)), WAIT_S) == FetchReply(0, 0, 0, b"")
+        given_up = asyncio.ensure_future(rounds.fetch(spec(0, max_wait_ms=300)))
+
+        async def parked() -> bool:
+            return len(leader.rounds) == 2
+
+        await eventually(parked, WAIT_S, "the round of the ask given up, parked")
+        given_up.cancel()
+        leader.high_watermark = 5
+        again = asyncio.ensure_future(rounds.fetch(spec(0, max_wait_ms=300)))  # a first ask: after the parked round
+        assert await asyncio.wait_for(again, WAIT_S) == FetchReply(0, 5, 0, b"")
+        assert leader.carried[1:] == [[0], []], "told by the parked round's answer only"
     finally:
         rounds.close()

@@ -16,6 +16,7 @@ from replog.coord_backends.paths import BrokerRegistration
 from replog.net import codec
 from replog.net.fetch_decoding import FIRST_TOPIC_ID_VERSION, FetchedPartition
 from replog.net.fetch_requests import encode_fetch_request
+from replog.net.fetch_rounds import RoundChanges
 from replog.net.fetch_sessions import FetcherSession, FetchSessions, SessionRequest
 from replog.net.handlers.fetch import fetch as fetch_handler
 from replog.net.leader_connections import follower_client_id
@@ -51,8 +52,20 @@ async def exchange(services, fetcher: FetcherSession, offsets: dict[int, int], m
                                 max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
                                 specs=sent.sent, session_id=sent.session_id, session_epoch=sent.epoch, forgotten=sent.forgotten)
     error, session_id, carried = decode_answer(await fetch_handler(services, codec.decode_request(memoryview(wire)[4:])))
-    return Exchange(sent=sent, carried=carried, answered=fetcher.answered(sent, session_id, error, carried),
+    return Exchange(sent=sent, carried=carried, answered=filled_in(fetcher, sent, fetcher.answered(sent, session_id, error, carried)),
                     session_id=session_id, error=error)
+
+
+def filled_in(fetcher: FetcherSession, sent: SessionRequest, answered: tuple[list[FetchedPartition], bool] | None):
+    """Every asked partition's answer, as the follower's rounds read it: an incremental answer's
+    left-out partitions as the session last told them."""
+    if answered is None:
+        return None
+    carried, complete = answered
+    if complete:
+        return carried
+    by_key = {(found.topic, found.partition): found for found in carried}
+    return [by_key.get((spec.topic_id, spec.partition)) or fetcher.last_told(spec) for spec in sent.specs]
 
 
 def partitions_of(found: list[FetchedPartition]) -> list[int]:
@@ -354,9 +367,9 @@ def test_a_fetchers_session_opens_once_goes_outside_it_meanwhile_and_recovers_fr
     opening = fetcher.request(specs, by_id=True)
     meanwhile = fetcher.request(specs, by_id=True)  # a second round while the opening one is out
     assert (opening.session_id, opening.epoch, meanwhile.session_id, meanwhile.epoch) == (0, 0, 0, -1)
-    assert fetcher.answered(meanwhile, 0, 0, [found(spec, 0) for spec in specs]) == [found(spec, 0) for spec in specs]
+    assert fetcher.answered(meanwhile, 0, 0, [found(spec, 0) for spec in specs]) == ([found(spec, 0) for spec in specs], True)
     declined = fetcher.answered(opening, 0, 0, [found(spec, 0) for spec in specs])  # no slot for it
-    assert declined == [found(spec, 0) for spec in specs]
+    assert declined == ([found(spec, 0) for spec in specs], True)
     assert fetcher.request(specs, by_id=True).epoch == 0, "a declined session is asked for again"
 
     assert fetcher.request(specs, by_id=True).epoch == -1, "and meanwhile fetches outside any"
@@ -370,5 +383,33 @@ def test_a_fetchers_session_opens_once_goes_outside_it_meanwhile_and_recovers_fr
     assert fetcher.answered(second, 77, ErrorCode.fetch_session_id_not_found, []) is None, "the same lost session"
     reopening = fetcher.request(specs, by_id=True)
     assert (reopening.session_id, reopening.epoch, reopening.sent) == (77, 0, specs), "closes 77, opens anew"
-    assert fetcher.answered(reopening, 78, 0, [found(spec, 5) for spec in specs]) == [found(spec, 5) for spec in specs]
+    assert fetcher.answered(reopening, 78, 0, [found(spec, 5) for spec in specs]) == ([found(spec, 5) for spec in specs], True)
     assert fetcher.request(specs, by_id=True)[:2] == (78, 1)
+
+
+def test_a_fetchers_session_names_a_rounds_changes_without_comparing_every_partition(monkeypatch):
+    """A round's changes (FetchRounds) name what the session's next request sends, when the round
+    before is the last the session sent; otherwise every partition is compared."""
+    compared = []
+    compare = FetcherSession._compare
+    monkeypatch.setattr(FetcherSession, "_compare", lambda *args: compared.append(1) or compare(*args))
+    fetcher = FetcherSession()
+    specs = [FetchSpec(TOPIC, partition, 0, 0, 1 << 20, 500, TOPIC_ID.hex) for partition in range(4)]
+    opening = RoundChanges(None, object(), specs, [])
+    fetcher.answered(fetcher.request(specs, True, opening), 77, 0, [found(spec, 0) for spec in specs])
+
+    moved = specs[1]._replace(fetch_offset=5)
+    second = RoundChanges(opening.token, object(), [moved], [specs[3]])
+    sent = fetcher.request([specs[0], moved, specs[2]], True, second)
+    assert (sent.session_id, sent.epoch, sent.sent, sent.forgotten) == (77, 1, [moved], [specs[3]])
+    idle = fetcher.request([specs[0], moved, specs[2]], True, RoundChanges(second.token, object(), [], []))
+    assert (idle.epoch, idle.sent, idle.forgotten) == (2, [], [])
+    assert compared == []
+
+    # Changes from a round the session did not send last: the request compares.
+    stray = RoundChanges(object(), object(), [], [])
+    assert fetcher.request([specs[0], moved], True, stray).forgotten == [specs[2]]
+    # Changes that leave the session holding another number of partitions than asked: likewise.
+    short = RoundChanges(stray.token, object(), [], [])
+    assert fetcher.request([specs[0], moved, specs[3]], True, short).sent == [specs[3]]
+    assert compared == [1, 1]

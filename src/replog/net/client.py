@@ -42,6 +42,7 @@ from . import codec
 from .codec import ApiKey
 from .fetch_decoding import FIRST_SESSION_VERSION, FIRST_TOPIC_ID_VERSION, FetchedPartition, decode_fetch_response
 from .fetch_requests import encode_fetch_request, named_by_id
+from .fetch_rounds import RoundAnswer, RoundChanges
 from .fetch_sessions import FetcherSession, outside_session
 
 CONSUMER_REPLICA_ID = -1
@@ -69,6 +70,12 @@ _CORRELATION_ID_LIMIT = 1 << 31
 # ErrorCode(value) goes through the enum machinery, and a follower's fetch converts one code per
 # partition: 6% of a restarting broker's event loop at 10,000 partitions.
 _ERROR_CODES = {code.value: code for code in ErrorCode}
+
+
+def _replica_result(found: FetchedPartition | None) -> ReplicaFetchResult | None:
+    if found is None:
+        return None
+    return ReplicaFetchResult(_error_code(found.error_code), found.high_watermark, found.log_start_offset, found.records)
 
 
 def _error_code(value: int) -> ErrorCode:
@@ -414,18 +421,20 @@ class BrokerConnection:
         """One partition's records from `fetch_offset`, up to the HW, as a consumer."""
         spec = FetchSpec(topic, partition, fetch_offset, current_leader_epoch, max_bytes, max_wait_ms)
         fetched = await self._fetch([spec], CONSUMER_REPLICA_ID, max_bytes, max_wait_ms, min_bytes)
-        return fetched[topic, partition]
+        return fetched.replies[topic, partition]
 
-    async def fetch_as_replica(self, replica_id: int, specs: list[FetchSpec], max_wait_ms: int,
-                               max_bytes: int) -> dict[tuple[str, int], ReplicaFetchResult]:
+    async def fetch_as_replica(self, replica_id: int, specs: list[FetchSpec], max_wait_ms: int, max_bytes: int,
+                               changes: RoundChanges | None = None) -> RoundAnswer:
         """The follower's fetch (the seed's replicaFetch) of several partitions at once, up to the
         log end, which also tells the leader this replica's log end offset in each. The leader
         answers once any has data, or after `max_wait_ms`. In a fetch session (KIP-227) where
-        the leader grants one."""
-        return await self._fetch(specs, replica_id, max_bytes, max_wait_ms, 1, self._fetch_session)
+        the leader grants one, whose incremental answers leave out the partitions with nothing
+        new (RoundAnswer); `changes`: how `specs` differ from the round before (FetchRounds)."""
+        return await self._fetch(specs, replica_id, max_bytes, max_wait_ms, 1, self._fetch_session, changes)
 
     async def _fetch(self, specs: list[FetchSpec], replica_id: int, max_bytes: int, max_wait_ms: int,
-                     min_bytes: int, session: FetcherSession | None = None) -> dict[tuple[str, int], ReplicaFetchResult]:
+                     min_bytes: int, session: FetcherSession | None = None,
+                     changes: RoundChanges | None = None) -> RoundAnswer:
         version = self.version_for(ApiKey.FETCH)
         by_id = version >= FIRST_TOPIC_ID_VERSION and named_by_id(specs)
         if version >= FIRST_TOPIC_ID_VERSION and not by_id:
@@ -437,34 +446,39 @@ class BrokerConnection:
         def frame(correlation_id: int) -> bytes:
             nonlocal sent
             if session is not None:  # as it goes on the wire: a session's requests are told apart by order
-                sent = session.request(specs, by_id)
+                sent = session.request(specs, by_id, changes)
             return encode_fetch_request(
                 version, correlation_id, self.client_id, replica_id=replica_id, max_wait_ms=max_wait_ms,
                 min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=READ_UNCOMMITTED, specs=sent.sent,
                 session_id=sent.session_id, session_epoch=sent.epoch, forgotten=sent.forgotten)
 
-        def decode(api_version: int, response: memoryview) -> tuple[int, list[FetchedPartition] | None]:
+        def decode(api_version: int, response: memoryview) -> tuple[int, tuple[list[FetchedPartition], bool] | None]:
             # Here, as each answer comes in, in order, even one its caller gave up on: the
             # session must see every answer.
             refused, session_id, partitions = decode_fetch_response(api_version, response)
-            return refused, partitions if session is None else session.answered(sent, session_id, refused, partitions)
+            return refused, (partitions, True) if session is None else session.answered(sent, session_id, refused, partitions)
 
-        refused, partitions = await self._request_frame(
+        refused, answered = await self._request_frame(
             ApiKey.FETCH, version, frame, True, self.request_timeout_s + max_wait_ms / 1000,  # the broker may hold it max_wait_ms
             decode)
-        if partitions is None:  # the session ended: this round goes again, outside any session
+        if answered is None:  # the session ended: this round goes again, outside any session
             return await self._fetch(specs, replica_id, max_bytes, max_wait_ms, min_bytes)
         if refused != ErrorCode.none:  # v7+: the whole request refused
-            return {(spec.topic, spec.partition): ReplicaFetchResult(_error_code(refused), -1, -1, b"") for spec in specs}
-        # From version 13 on the answer names topics by id.
-        name_of = {spec.topic_id: spec.topic for spec in specs}.get if by_id else str
-        fetched = {(name_of(found.topic), found.partition): ReplicaFetchResult(_error_code(found.error_code), found.high_watermark,
-                                                                      found.log_start_offset, found.records)
-                   for found in partitions}
+            return RoundAnswer({(spec.topic, spec.partition): ReplicaFetchResult(_error_code(refused), -1, -1, b"")
+                                for spec in specs})
+        partitions, complete = answered
+        if not partitions:
+            fetched = {}
+        else:
+            # From version 13 on the answer names topics by id.
+            name_of = {spec.topic_id: spec.topic for spec in specs}.get if by_id else str
+            fetched = {(name_of(found.topic), found.partition): _replica_result(found) for found in partitions}
+        if not complete:
+            return RoundAnswer(fetched, lambda spec: _replica_result(session.last_told(spec)))
         for spec in specs:
             if (spec.topic, spec.partition) not in fetched:
                 raise ProtocolError(f"{self.peer}: fetch answer without {spec.topic}-{spec.partition}")
-        return fetched
+        return RoundAnswer(fetched)
 
     async def offsets_for_leader_epochs(self, asks: list[EpochAsk], replica_id: int) -> dict[tuple[str, int], EpochEndOffset]:
         """KIP-101, for each asked partition in one request, by (topic, partition): the largest

@@ -35,7 +35,9 @@ a full fetch outside any session (session id 0), which every client handles.
 
 The fetcher's side (FetcherSession, one per connection of a follower to a leader) keeps what the
 leader's session holds: the partitions at the offsets last sent, and what the leader last told
-of each, which stands for the partitions an incremental answer leaves out. A session error
+of each, which stands for the partitions an incremental answer leaves out (`last_told`). It
+finds what changed from the round's own changes (net/fetch_rounds.py) when the round before is
+the last it sent, and by comparing every partition otherwise. A session error
 (an unknown session, an epoch out of order) ends the session: that round goes again outside any
 session, and the next opens a new one, closing the old.
 """
@@ -56,6 +58,7 @@ from kio.schema.errors import ErrorCode
 from replog.replication.fetcher import FetchSpec
 
 from .fetch_decoding import FetchedPartition
+from .fetch_rounds import RoundChanges
 
 # KIP-227's session epochs: 0 opens a session (closing the one named, if any), -1 fetches
 # outside any (closing the one named, if any); the rest count a session's requests from 1 on.
@@ -416,10 +419,17 @@ class FetcherSession:
         self._opening = False  # a full fetch opening the session is out: others go outside any
         self._generation = 0
         self._closing_id = NO_SESSION_ID  # a session to close with the next opening fetch
+        self._base: object | None = None  # the round whose request the session sent last (RoundChanges)
 
-    def request(self, specs: list[FetchSpec], by_id: bool) -> SessionRequest:
+    def request(self, specs: list[FetchSpec], by_id: bool, changes: RoundChanges | None = None) -> SessionRequest:
+        """The request asking for `specs`; `changes`: how they differ from the round before
+        (FetchRounds), which spares comparing every partition when that round's request is the
+        last one the session sent."""
+        base, self._base = self._base, None
         if self._opening:
             return outside_session(specs, by_id)
+        if changes is not None:
+            self._base = changes.token
         if self._id == NO_SESSION_ID or by_id != self._by_id:
             closing = self._id or self._closing_id
             self._closing_id = NO_SESSION_ID
@@ -427,34 +437,56 @@ class FetcherSession:
             self._opening, self._by_id = True, by_id
             self._sent = {_key(spec, by_id): spec for spec in specs}
             return SessionRequest(closing, INITIAL_EPOCH, specs, specs, [], by_id, self._generation)
-        asked, changed = set(), []
-        for spec in specs:
-            key = _key(spec, by_id)
-            asked.add(key)
-            sent = self._sent.get(key)
-            # An ask waiting since the last round is that round's very spec.
-            if sent is not spec and (sent is None or sent[2:5] != spec[2:5]):  # fetch_offset, current_leader_epoch, max_bytes
-                changed.append(spec)
-                self._sent[key] = spec
-        forgotten = []
-        for key in [key for key in self._sent if key not in asked]:
-            forgotten.append(self._sent.pop(key))
-            self._known.pop(key, None)
+        changed: list[FetchSpec] = []
+        forgotten: list[FetchSpec] = []
+        from_last_round = changes is not None and base is not None and changes.base is base
+        if from_last_round:
+            for spec in changes.removed:  # bounded by the partitions followed from this leader
+                self._forget(_key(spec, by_id), forgotten)
+            for spec in changes.added:  # bounded by the partitions followed from this leader
+                self._ask(spec, by_id, changed)
+        if not from_last_round or len(self._sent) != len(specs):
+            self._compare(specs, by_id, changed, forgotten)
         epoch, self._epoch = self._epoch, _next_epoch(self._epoch)
         return SessionRequest(self._id, epoch, specs, changed, forgotten, by_id, self._generation)
 
+    def _compare(self, specs: list[FetchSpec], by_id: bool, changed: list[FetchSpec], forgotten: list[FetchSpec]) -> None:
+        """What changed, found by comparing every asked partition with what was sent."""
+        asked = set()
+        for spec in specs:  # bounded by the partitions followed from this leader
+            asked.add(self._ask(spec, by_id, changed))
+        for key in [key for key in self._sent if key not in asked]:
+            self._forget(key, forgotten)
+
+    def _ask(self, spec: FetchSpec, by_id: bool, changed: list[FetchSpec]) -> SessionKey:
+        key = _key(spec, by_id)
+        sent = self._sent.get(key)
+        # An ask waiting since the last round is that round's very spec.
+        if sent is not spec and (sent is None or sent[2:5] != spec[2:5]):  # fetch_offset, current_leader_epoch, max_bytes
+            changed.append(spec)
+            self._sent[key] = spec
+        return key
+
+    def _forget(self, key: SessionKey, forgotten: list[FetchSpec]) -> None:
+        sent = self._sent.pop(key, None)
+        if sent is not None:
+            forgotten.append(sent)
+            self._known.pop(key, None)
+
     def answered(self, request: SessionRequest, session_id: int, error: int,
-                 partitions: list[FetchedPartition]) -> list[FetchedPartition] | None:
-        """Every asked partition's answer, the unchanged filled in from what the session last
-        told; None if the request must be sent again outside the session (the session ended)."""
+                 partitions: list[FetchedPartition]) -> tuple[list[FetchedPartition], bool] | None:
+        """(the partitions the answer carries, whether it is complete); an incremental answer
+        leaves out the partitions with nothing new since the session last told them, which
+        `last_told` gives. None if the request must be sent again outside the session (the
+        session ended)."""
         if request.generation != self._generation:
-            return partitions if request.generation == OUTSIDE_SESSION else None
+            return (partitions, True) if request.generation == OUTSIDE_SESSION else None
         if error:
             self._closing_id = self._id or self._closing_id
             self._reset()
-            return None if error in SESSION_ERRORS else partitions
-        carried = {(found.topic, found.partition): found for found in partitions}
-        for key, found in carried.items():
+            return None if error in SESSION_ERRORS else (partitions, True)
+        for found in partitions:  # bounded by the partitions followed from this leader
+            key = found.topic, found.partition
             if key in self._sent:
                 self._known[key] = found._replace(records=b"") if found.records else found
         if request.epoch == INITIAL_EPOCH:
@@ -463,14 +495,12 @@ class FetcherSession:
                 self._reset()
             else:
                 self._id, self._epoch = session_id, _next_epoch(INITIAL_EPOCH)
-            return partitions
-        answered = []
-        for spec in request.specs:
-            key = _key(spec, request.by_id)
-            found = carried.get(key) or self._known.get(key)
-            if found is not None:  # else the caller finds it missing
-                answered.append(found)
-        return answered
+            return partitions, True
+        return partitions, False
+
+    def last_told(self, spec: FetchSpec) -> FetchedPartition | None:
+        """What the leader's session last told of `spec`'s partition."""
+        return self._known.get(_key(spec, self._by_id))
 
     def _reset(self) -> None:
         self._id, self._epoch, self._opening = NO_SESSION_ID, INITIAL_EPOCH, False

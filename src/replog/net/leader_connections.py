@@ -11,7 +11,7 @@ from typing import NamedTuple, TypeVar
 from replog.coord_backends.paths import BrokerRegistration
 from replog.net.client import BrokerConnection, BrokerRefused, BrokerUnavailable, ConnectionLost
 from replog.net.epoch_asks import EpochAsks
-from replog.net.fetch_rounds import FetchRounds
+from replog.net.fetch_rounds import FetchRounds, RoundAnswer, RoundChanges
 from replog.replica.partition import FetchFrom
 from replog.replication.fetcher import EpochAsk, FetchReply, FetchSpec
 
@@ -145,9 +145,9 @@ class LeaderConnections:
         broker's other fetches from it (net/fetch_rounds.py)."""
         rounds = self._fetch_rounds.get(broker_id)
         if rounds is None:
-            async def send_round(specs: list[FetchSpec], max_wait_ms: int, max_bytes: int) -> dict:
+            async def send_round(specs: list[FetchSpec], changes: RoundChanges, max_wait_ms: int, max_bytes: int) -> RoundAnswer:
                 return await self.call(broker_id, lambda connection: connection.fetch_as_replica(
-                    self._broker_id, specs, max_wait_ms, max_bytes))
+                    self._broker_id, specs, max_wait_ms, max_bytes, changes))
             rounds = self._fetch_rounds[broker_id] = FetchRounds(send_round, f"{self._broker_id}-from-{broker_id}")
         return await rounds.fetch(spec)
 
