@@ -37,8 +37,9 @@ from replog.coord_backends.joined import JoinedStore
 from replog.coord_backends.paths import BrokerRegistration
 from replog.metadata_cache import MetadataCache
 from replog.net.client import BrokerRefused, BrokerUnavailable
+from replog.net.fetch_rounds import RoundAnswer, RoundChanges
 from replog.net.leader_connections import LeaderConnections, fetch_from, follower_client_id
-from replog.replication.fetcher import EpochAsk, FetchReply, FetchSpec
+from replog.replication.fetcher import EpochAsk, FetchSpec
 from replog.replica.manager import NEVER_MS, ManagerConfig, ReplicaManager
 from replog.replica.partition import EpochEndOffset
 from replog.replication.driver import LeadershipContext
@@ -207,12 +208,13 @@ class _Connection:
     def close(self) -> None:
         self._closed = True
 
-    async def fetch_as_replica(self, replica_id: int, specs: list[FetchSpec], max_wait_ms: int,
-                               max_bytes: int) -> dict[tuple[str, int], FetchReply]:
+    async def fetch_as_replica(self, replica_id: int, specs: list[FetchSpec], max_wait_ms: int, max_bytes: int,
+                               changes: RoundChanges | None = None) -> RoundAnswer:
+        """Outside any fetch session: the answer names every partition asked (`changes` unused)."""
         client_id = follower_client_id(self._source.broker_id, self._source.life_id)
-        return await self._call(lambda leader: serve_replica_fetch(
+        return RoundAnswer(await self._call(lambda leader: serve_replica_fetch(
             leader.replicas, replica_id, specs, max_wait_ms, leader.now_ms,
-            fetch_from(leader.metadata.brokers, replica_id, client_id)))
+            fetch_from(leader.metadata.brokers, replica_id, client_id))))
 
     async def offsets_for_leader_epochs(self, asks: list[EpochAsk], replica_id: int) -> dict[tuple[str, int], EpochEndOffset]:
         async def serve(leader) -> dict[tuple[str, int], EpochEndOffset]:
