@@ -27,13 +27,13 @@ TOPICS = {
 }
 
 
-def services(cluster_id: str | None):
+def services(cluster_id: str | None, presumed_gone: frozenset[int] = frozenset(), not_served: frozenset = frozenset()):
     return types.SimpleNamespace(
         metadata=types.SimpleNamespace(
             topics=TOPICS,
             brokers={broker_id: types.SimpleNamespace(host=host, port=port, rack=rack) for broker_id, (host, port, rack) in LIVE.items()}),
-        leader_connections=types.SimpleNamespace(presumed_gone=lambda broker_id: False),
-        serving=lambda topic, partition: True,
+        leader_connections=types.SimpleNamespace(presumed_gone=presumed_gone.__contains__),
+        serving=lambda topic, partition: (topic, partition) not in not_served,
         topic_missing=lambda name, allow_auto_create: _answer(ErrorCode.unknown_topic_or_partition),
         cluster_id=cluster_id,
         broker_id=2,
@@ -52,10 +52,12 @@ def request(version: int, names: list[str | None] | None):
     return codec.decode_request(memoryview(codec.encode_request(ApiKey.METADATA, version, 7, "test", body))[4:])
 
 
-def kio_answer(version: int, names: list[str | None], cluster_id: str | None, nameless: str | None = None) -> bytes:
-    """What the handler means, written by kio; `nameless`: the name written for a topic asked by id alone."""
-    def partition(index: int, view: PartitionView) -> dict:
-        available = view.leader in LIVE
+def kio_answer(version: int, names: list[str | None], cluster_id: str | None, nameless: str | None = None,
+               unavailable: frozenset = frozenset()) -> bytes:
+    """What the handler means, written by kio; `nameless`: the name written for a topic asked by
+    id alone; `unavailable`: the partitions of a live leader to be answered LEADER_NOT_AVAILABLE."""
+    def partition(topic: str, index: int, view: PartitionView) -> dict:
+        available = view.leader in LIVE and (topic, index) not in unavailable
         return {"error_code": ErrorCode.none if available else ErrorCode.leader_not_available, "partition_index": index,
                 "leader_id": view.leader if available else -1, "leader_epoch": view.leader_epoch,
                 "replica_nodes": view.replicas, "isr_nodes": view.isr,
@@ -65,7 +67,7 @@ def kio_answer(version: int, names: list[str | None], cluster_id: str | None, na
         error = (ErrorCode.unknown_topic_id if name is None else
                  ErrorCode.none if name in TOPICS else ErrorCode.unknown_topic_or_partition)
         return {"error_code": error, "name": nameless if name is None else name, "topic_id": None, "is_internal": name == OFFSETS_TOPIC,
-                "partitions": [partition(index, view) for index, view in sorted(TOPICS[name].items())] if error == ErrorCode.none else []}
+                "partitions": [partition(name, index, view) for index, view in sorted(TOPICS[name].items())] if error == ErrorCode.none else []}
 
     entity = codec.build(codec.response_schema(ApiKey.METADATA, version), {
         "throttle_time": 0,
@@ -74,8 +76,8 @@ def kio_answer(version: int, names: list[str | None], cluster_id: str | None, na
     return b"".join(codec.encode_response(ApiKey.METADATA, version, 7, entity))
 
 
-def answer(version: int, names: list[str | None] | None, cluster_id: str | None) -> bytes:
-    body = asyncio.run(metadata(services(cluster_id), request(version, names)))
+def answer(version: int, names: list[str | None] | None, cluster_id: str | None, **conditions) -> bytes:
+    body = asyncio.run(metadata(services(cluster_id, **conditions), request(version, names)))
     return b"".join(codec.encode_response(ApiKey.METADATA, version, 7, body))
 
 
@@ -97,3 +99,10 @@ def test_a_topic_asked_by_id_alone_is_answered_unknown_with_a_name_its_version_a
     refuses to write a null one, which closed the client's connection)."""
     expected = kio_answer(version, [None, "orders"], "cluster-a", nameless="" if version < 12 else None)
     assert answer(version, [None, "orders"], "cluster-a") == expected
+
+
+@pytest.mark.parametrize("version", [0, 9, 12])
+def test_a_leader_presumed_gone_or_a_replica_still_opening_is_not_named(version):
+    names = ["orders", "é-topic"]
+    expected = kio_answer(version, names, "cluster-a", unavailable=frozenset({("orders", 2), ("é-topic", 0), ("orders", 0)}))
+    assert answer(version, names, "cluster-a", presumed_gone=frozenset({2}), not_served=frozenset({("orders", 0)})) == expected
