@@ -104,6 +104,12 @@ class MetadataCache:
         # every partition counts; 0: being created). Which partitions are visible follows.
         self._partition_names: dict[str, tuple[str, ...]] = {}
         self._partition_counts: dict[str, int | None] = {}
+        # The followed topics whose partition nodes' names are followed too: from the first
+        # count other than 0. A creation writes its partitions' nodes under a count of 0, a
+        # transaction at a time, and each would have the names read again, all of them: for
+        # 10,000 partitions, a few hundred reads of up to 10,000 names on every broker, which
+        # nothing looks at until the count says which of them count.
+        self._names_followed: set[str] = set()
         self._topic_ids: dict[str, str] = {}  # per followed topic with an id in its node
         self._applying_partitions = asyncio.Lock()  # a topic's two watches feed it
 
@@ -254,14 +260,13 @@ class MetadataCache:
             for topic in followed - visible:
                 await self._forget(f"topic:{topic}")
                 del self._partition_names[topic], self._partition_counts[topic]
+                self._names_followed.discard(topic)
                 self._topic_ids.pop(topic, None)
                 await self._assignment_changed(topic, sorted(self.topics.pop(topic, {})))
             for topic in visible - followed:
                 self._partition_names[topic], self._partition_counts[topic] = (), 0
                 await self._follow(f"topic:{topic}", await self._store.watch_data(paths.topic(topic)),
                                    self._count_applier(topic))
-                await self._follow(f"topic:{topic}", await self._store.watch_children(paths.topic(topic)),
-                                   self._partitions_applier(topic))
 
     def _count_applier(self, topic: str) -> Callable[[DataEvent], Awaitable[None]]:
         async def apply(event: DataEvent) -> None:
@@ -276,6 +281,10 @@ class MetadataCache:
             earlier_id = self._topic_ids.get(topic)
             if record.topic_id:
                 self._topic_ids[topic] = record.topic_id
+            if record.partitions != 0 and topic not in self._names_followed:
+                await self._follow(f"topic:{topic}", await self._store.watch_children(paths.topic(topic)),
+                                   self._partitions_applier(topic))
+                self._names_followed.add(topic)
             await self._apply_partitions(topic)
             if earlier_id not in (None, record.topic_id):
                 # Deleted and created again while the watch was away (the store was out of

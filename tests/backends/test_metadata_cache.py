@@ -213,6 +213,34 @@ async def test_only_the_partitions_below_the_topics_count_are_seen(connect):
         await cache.close()
 
 
+async def test_a_topic_of_count_0_has_its_partition_names_followed_only_once_counted(connect):
+    """A creation writes its partitions under a count of 0, a transaction at a time: the names
+    are not followed (each transaction would have all of them read again) until the count is."""
+    admin, broker_side = await connect(), await connect()
+    await admin.create(paths.BROKER_IDS, b"", make_parents=True)
+    await admin.create(paths.topic("creating"), TopicId("abc", 0).encode(), make_parents=True)
+    await admin.create(paths.replicas("creating", 0), ReplicaAssignment((1,)).encode(), make_parents=True)
+    followed: list[str] = []
+    watch_children = broker_side.watch_children
+
+    async def following(path: str):
+        followed.append(path)
+        return await watch_children(path)
+
+    broker_side.watch_children = following
+    cache, heard = await started_cache_hearing_assignments(broker_side)
+    try:
+        assert paths.topic("creating") not in followed
+        await admin.create(paths.replicas("creating", 1), ReplicaAssignment((1,)).encode(), make_parents=True)
+        _, version = await admin.get(paths.topic("creating"))
+        await admin.set(paths.topic("creating"), TopicId("abc", 2).encode(), version)
+        assert await cache.wait_for(lambda: set(cache.topics.get("creating", {})) == {0, 1}, WAIT_S)
+        assert await cache.wait_for(lambda: heard == [("creating", [0, 1])], WAIT_S), heard
+        assert followed.count(paths.topic("creating")) == 1
+    finally:
+        await cache.close()
+
+
 async def test_a_partition_is_seen_with_the_versions_an_election_checks(connect):
     """An election starts from the assignment and ISR as seen, and its transaction checks their
     versions (replication/election.py): they must be the store's versions of what was seen."""
