@@ -2,6 +2,8 @@
 
 import asyncio
 import logging
+import os
+import random
 import threading
 
 import pytest
@@ -19,6 +21,7 @@ from replog.replica.manager import (
 from replog.replica.partition import Partition, ReplicaState
 from replog.replica.producer_state import SNAPSHOT_SUFFIX
 from tests.polling import eventually
+from tests.sim.disk import PageCache
 from tests.replica.batches import producer_batch
 from tests.unit.log_fixtures import ManualClock
 from tests.unit.replica_batches import build_batch
@@ -443,3 +446,40 @@ async def test_a_directory_sync_is_shared_by_every_caller_that_asked_before_it_b
     began[1].set()
     await asyncio.wait_for(asyncio.gather(*later), WAIT_S)
     assert len(began) == 2
+
+
+async def test_new_logs_loaded_together_cost_one_fsync_each_and_one_of_their_data_directory(tmp_path, monkeypatch):
+    """A new log's tag, and its directory's name, were three fsyncs per log, which loading
+    10,000 new logs waited on: the tag's name now waits for the log's first flush, and the
+    directories' names for one fsync of the data directory."""
+    manager = make_manager(tmp_path)
+    fsyncs = []
+    fsync = os.fsync
+
+    def counted(fd: int) -> None:
+        fsyncs.append(os.readlink(f"/proc/self/fd/{fd}"))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counted)
+    partitions = list(range(32))
+    assert await manager.load_logs("orders", partitions, LogConfig(), topic_id="now") == [None] * len(partitions)
+    assert fsyncs.count(str(tmp_path)) == 1
+    assert len(fsyncs) == len(partitions) + 1
+    assert all(tagged_topic_id(manager.log_directory("orders", partition)) == "now" for partition in partitions)
+
+
+@pytest.mark.parametrize("seed", range(10))
+async def test_a_logs_tag_survives_a_power_loss_once_the_log_is_flushed(tmp_path, seed):
+    """The tag's name is made durable by the log's next flush, for a new log (whose first
+    segment's name waits for that flush too) as for one made before topics had ids."""
+    with PageCache(tmp_path, random.Random(seed)).installed() as cache:
+        manager = make_manager(tmp_path)
+        assert await manager.load_logs("orders", [0], LogConfig()) == [None]  # untagged, every name synced at shutdown
+        await manager.open_replica("orders", 0, LogConfig(), (BROKER, FOLLOWER), leader_epoch=0)
+        await manager.shutdown()
+        manager = make_manager(tmp_path)
+        assert await manager.load_logs("orders", [0, 1], LogConfig(), topic_id="now") == [None, None]
+        for partition in (0, 1):
+            (await manager.open_replica("orders", partition, LogConfig(), (BROKER, FOLLOWER), leader_epoch=1)).log.flush()
+        cache.lose_unflushed(tmp_path)
+    assert [tagged_topic_id(manager.log_directory("orders", partition)) for partition in (0, 1)] == ["now", "now"]

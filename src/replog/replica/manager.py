@@ -30,6 +30,7 @@ task intervals are the event loop's.
 """
 
 import asyncio
+import contextlib
 import dataclasses
 import inspect
 import logging
@@ -43,7 +44,7 @@ from replog.storage import clean_shutdown
 from replog.storage.checkpoint import OffsetCheckpoint, fsync_directory
 from replog.storage.errors import ReplicaError
 from replog.storage.cleaner import Cleaned
-from replog.storage.log import Log, LogConfig
+from replog.storage.log import Log, LogConfig, make_log_directories
 from replog.storage.partition_metadata import tagged_topic_id
 from replog.storage.record_bodies import RecordBodyError
 from replog.storage import unclean_reboot
@@ -277,6 +278,8 @@ class ReplicaManager:
         raised; and apart, unopened, the ids of the logs tagged with another topic's."""
         opened: dict[tuple[str, int], Log | Exception] = {}
         earlier_ids: dict[tuple[str, int], str] = {}
+        with contextlib.suppress(OSError):  # each log's open below meets it again, as its own error
+            make_log_directories([self.log_directory(*key) for key in keys])
         for key in keys:  # bounded by the partitions loaded together
             directory = self.log_directory(*key)
             try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from replog.storage.checkpoint import TMP_SUFFIX, fsync_directory
+from replog.storage.checkpoint import TMP_SUFFIX
 
 PARTITION_METADATA_FILE = "partition.metadata"
 _TOPIC_ID_KEY = "topic_id: "
@@ -30,7 +30,8 @@ def tagged_topic_id(directory: Path) -> str | None:
 
 
 def tag_topic_id(directory: Path, topic_id: str) -> None:
-    """Tag the log in `directory` with `topic_id`, durably (temp file, fsync, rename, directory fsync)."""
+    """Tag the log in `directory` with `topic_id`: a temp file, fsynced, renamed over the tag.
+    The new name is durable once the caller syncs the directory (Log.tag_topic_id)."""
     path = directory / PARTITION_METADATA_FILE
     temporary = path.with_name(path.name + TMP_SUFFIX)
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -40,4 +41,3 @@ def tag_topic_id(directory: Path, topic_id: str) -> None:
     finally:
         os.close(fd)
     os.replace(temporary, path)
-    fsync_directory(directory)
