@@ -34,7 +34,9 @@ def services(cluster_id: str | None, presumed_gone: frozenset[int] = frozenset()
             brokers={broker_id: types.SimpleNamespace(host=host, port=port, rack=rack) for broker_id, (host, port, rack) in LIVE.items()}),
         leader_connections=types.SimpleNamespace(presumed_gone=presumed_gone.__contains__),
         serving=lambda topic, partition: (topic, partition) not in not_served,
-        topic_missing=lambda name, allow_auto_create: _answer(ErrorCode.unknown_topic_or_partition),
+        # A refused name's error is a plain int code, as the broker's refusals give it.
+        topic_missing=lambda name, allow_auto_create: _answer(ErrorCode.invalid_topic_exception.value if " " in name
+                                                              else ErrorCode.unknown_topic_or_partition),
         cluster_id=cluster_id,
         broker_id=2,
     )
@@ -64,8 +66,8 @@ def kio_answer(version: int, names: list[str | None], cluster_id: str | None, na
                 "offline_replicas": tuple(replica for replica in view.replicas if replica not in LIVE)}
 
     def topic(name: str | None) -> dict:
-        error = (ErrorCode.unknown_topic_id if name is None else
-                 ErrorCode.none if name in TOPICS else ErrorCode.unknown_topic_or_partition)
+        error = (ErrorCode.unknown_topic_id if name is None else ErrorCode.none if name in TOPICS else
+                 ErrorCode.invalid_topic_exception if " " in name else ErrorCode.unknown_topic_or_partition)
         return {"error_code": error, "name": nameless if name is None else name, "topic_id": None, "is_internal": name == OFFSETS_TOPIC,
                 "partitions": [partition(name, index, view) for index, view in sorted(TOPICS[name].items())] if error == ErrorCode.none else []}
 
@@ -89,7 +91,7 @@ def test_every_topic_is_written_as_kio_writes_it(version):
 
 @pytest.mark.parametrize("version", METADATA_VERSIONS)
 def test_named_and_unknown_topics_are_written_as_kio_writes_them(version):
-    names = ["orders", "missing", OFFSETS_TOPIC]
+    names = ["orders", "missing", "not a name", OFFSETS_TOPIC]
     assert answer(version, names, None) == kio_answer(version, names, None)
 
 

@@ -73,10 +73,10 @@ class MetadataBodyEncoder:
             self.out += _I32.pack(controller_id)
         self.out += wire_length(topic_count, self.flexible, _I32)
 
-    def topic(self, error: ErrorCode, name: str | None, is_internal: bool,
+    def topic(self, error: int, name: str | None, is_internal: bool,
               partitions: list[tuple[int, int, int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]]) -> None:
         """`partitions`: (error code, index, leader_id, leader_epoch, replicas, isr, offline replicas)."""
-        self.out += _I16.pack(error.value)
+        self.out += _I16.pack(int(error))  # an ErrorCode, or a StoreError's code (services.topic_missing)
         # A topic asked by id alone has no name to give; before version 12 the name may not be null.
         self._string(name if name is not None or self.version >= 12 else "")
         if self.version >= 10:
