@@ -401,6 +401,25 @@ async def test_a_log_made_before_topics_had_ids_is_kept_and_tagged(tmp_path):
     await manager.shutdown()
 
 
+async def test_a_torn_tag_reads_as_none_and_its_log_is_kept_and_tagged_again(tmp_path):
+    """A tag waits for the log's flush, so a power loss may tear it: a torn id must not pass for
+    another topic's, whose log would be deleted, records and all."""
+    manager = make_manager(tmp_path)
+    assert await manager.load_logs("orders", [0], LogConfig(), topic_id="abcdef") == [None]
+    partition = await manager.open_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=0)
+    await partition.append_as_leader(producer_batch(2), acks=1, timeout_ms=1000)
+    await manager.shutdown()
+    tag = manager.log_directory("orders", 0) / "partition.metadata"
+    tag.write_text(tag.read_text()[:-4])  # "topic_id: ab": torn inside the id
+    manager = make_manager(tmp_path)
+    assert tagged_topic_id(manager.log_directory("orders", 0)) is None
+    assert await manager.load_logs("orders", [0], LogConfig(), topic_id="abcdef") == [None]
+    partition = await manager.open_replica("orders", 0, LogConfig(), (BROKER,), leader_epoch=1)
+    assert partition.log_end_offset == 2
+    assert tagged_topic_id(manager.log_directory("orders", 0)) == "abcdef"
+    await manager.shutdown()
+
+
 async def test_a_prepared_replica_directory_is_made_durably_off_the_event_loop(tmp_path, monkeypatch):
     """A start-replica makes the log's directory before the partition shows in the store: its
     name must be synced into the data directory as a new log's is (a log that opens in an
@@ -448,10 +467,10 @@ async def test_a_directory_sync_is_shared_by_every_caller_that_asked_before_it_b
     assert len(began) == 2
 
 
-async def test_new_logs_loaded_together_cost_one_fsync_each_and_one_of_their_data_directory(tmp_path, monkeypatch):
+async def test_new_logs_loaded_together_cost_one_fsync_that_of_their_data_directory(tmp_path, monkeypatch):
     """A new log's tag, and its directory's name, were three fsyncs per log, which loading
-    10,000 new logs waited on: the tag's name now waits for the log's first flush, and the
-    directories' names for one fsync of the data directory."""
+    10,000 new logs waited on: the tag, contents and name, now waits for the log's first flush,
+    and the directories' names for one fsync of the data directory."""
     manager = make_manager(tmp_path)
     fsyncs = []
     fsync = os.fsync
@@ -463,15 +482,22 @@ async def test_new_logs_loaded_together_cost_one_fsync_each_and_one_of_their_dat
     monkeypatch.setattr(os, "fsync", counted)
     partitions = list(range(32))
     assert await manager.load_logs("orders", partitions, LogConfig(), topic_id="now") == [None] * len(partitions)
-    assert fsyncs.count(str(tmp_path)) == 1
-    assert len(fsyncs) == len(partitions) + 1
+    assert fsyncs == [str(tmp_path)]
     assert all(tagged_topic_id(manager.log_directory("orders", partition)) == "now" for partition in partitions)
 
 
+def _flush_in_the_background(log) -> None:
+    job = log.begin_flush()
+    job.run()
+    assert log.complete_flush(job)
+
+
+@pytest.mark.parametrize("flush", [lambda log: log.flush(), _flush_in_the_background], ids=["flush", "background"])
 @pytest.mark.parametrize("seed", range(10))
-async def test_a_logs_tag_survives_a_power_loss_once_the_log_is_flushed(tmp_path, seed):
-    """The tag's name is made durable by the log's next flush, for a new log (whose first
-    segment's name waits for that flush too) as for one made before topics had ids."""
+async def test_a_logs_tag_survives_a_power_loss_once_the_log_is_flushed(tmp_path, seed, flush):
+    """The tag, contents and name, is made durable by the log's next flush, the append path's or
+    the background one, for a new log (whose first segment's name waits for that flush too) as
+    for one made before topics had ids."""
     with PageCache(tmp_path, random.Random(seed)).installed() as cache:
         manager = make_manager(tmp_path)
         assert await manager.load_logs("orders", [0], LogConfig()) == [None]  # untagged, every name synced at shutdown
@@ -480,6 +506,8 @@ async def test_a_logs_tag_survives_a_power_loss_once_the_log_is_flushed(tmp_path
         manager = make_manager(tmp_path)
         assert await manager.load_logs("orders", [0, 1], LogConfig(), topic_id="now") == [None, None]
         for partition in (0, 1):
-            (await manager.open_replica("orders", partition, LogConfig(), (BROKER, FOLLOWER), leader_epoch=1)).log.flush()
+            started = await manager.open_replica("orders", partition, LogConfig(), (BROKER,), leader_epoch=1)
+            await started.append_as_leader(producer_batch(1), acks=1, timeout_ms=1000)
+            flush(started.log)
         cache.lose_unflushed(tmp_path)
     assert [tagged_topic_id(manager.log_directory("orders", partition)) for partition in (0, 1)] == ["now", "now"]

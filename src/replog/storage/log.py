@@ -51,7 +51,7 @@ from replog.storage.cleaner import (
     refuse_keyless_records,
 )
 from replog.storage.errors import InvalidRecordError, OffsetOutOfRangeError, RecordListTooLargeError
-from replog.storage.partition_metadata import tag_topic_id, tagged_topic_id
+from replog.storage.partition_metadata import sync_tag, tag_topic_id, tagged_topic_id
 from replog.storage.records import BatchHeader, assign_batches, batch_headers, run_of, validate_batches
 from replog.storage.segment import (
     INDEX_SUFFIX,
@@ -163,6 +163,7 @@ class Log:
         # flush, off the event loop when that is the background one.
         self._names_made = 0
         self._names_synced = 0
+        self._tag_name = 0  # which of the names made is the tag's, written since it was opened; 0: none
         self._unflushed_records = 0
         # flush.ms is due once the clock reaches this: the last flush plus flush.ms.
         self._flush_due_ms = clock() + config.flush_ms
@@ -444,6 +445,8 @@ class Log:
         offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         synced = self._names_made != self._names_synced or offset > self.recovery_point
         if self._names_made != self._names_synced:
+            if self._tag_unsynced():
+                sync_tag(self.directory)
             fsync_directory(self.directory)  # the new names, before anything counts as flushed
             self._names_synced = self._names_made
         if offset > self.recovery_point:
@@ -479,7 +482,11 @@ class Log:
             segment.persist_indexes()
         return FlushJob(offset, self._truncations, [os.dup(segment.fd) for segment in segments],
                         [path for segment in segments for path in segment.index_paths],
-                        self.directory if self._names_made != self._names_synced else None, self._names_made)
+                        self.directory if self._names_made != self._names_synced else None, self._names_made,
+                        self._tag_unsynced())
+
+    def _tag_unsynced(self) -> bool:
+        return self._tag_name > self._names_synced
 
     def complete_flush(self, job: "FlushJob") -> bool:
         """Take the recovery point to what `job` made durable, unless the log was truncated
@@ -666,13 +673,14 @@ class Log:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def tag_topic_id(self, topic_id: str) -> None:
-        """Tag the log with its topic's id (partition_metadata.py). The tag's name is made
-        durable by the next flush, as a rolled segment's: only untagged logs are tagged, and one
-        whose tag a crash took is tagged again at its next load, as a log is the first time.
-        Syncing the directory here cost every new log one more fsync (a third of them), and
-        loading 10,000 new logs waited on them."""
+        """Tag the log with its topic's id (partition_metadata.py). The tag, contents and name,
+        is made durable by the next flush, as a rolled segment's name is, before anything counts
+        as flushed: only untagged logs are tagged, and one whose tag a crash took or tore is
+        tagged again at its next load, as a log is the first time. Two fsyncs of its own per new
+        log held back loading 10,000 new logs, and with them their elections (bench/scale.py)."""
         tag_topic_id(self.directory, topic_id)
         self._names_made += 1
+        self._tag_name = self._names_made
         self.topic_id = topic_id
 
     def close(self) -> None:
@@ -713,16 +721,17 @@ class FlushJob:
     files through duplicates of their descriptors, so that the log may roll, truncate, close or
     delete segments meanwhile, then their index files, then the directory if names were made in
     it since it was last synced (a rolled segment's must be durable before the recovery point
-    passes its data)."""
+    passes its data), the topic id's tag first if it is one of them."""
 
     def __init__(self, offset: int, truncations: int, log_fds: list[int], index_paths: list[Path],
-                 directory: Path | None, names_made: int):
+                 directory: Path | None, names_made: int, tag_unsynced: bool):
         self.offset = offset
         self.truncations = truncations
         self.names_made = names_made
         self._log_fds = log_fds
         self._index_paths = index_paths
         self._directory = directory
+        self._tag_unsynced = tag_unsynced
 
     def run(self) -> None:
         """fsync the segments, then their indexes (an index must never run ahead of its log);
@@ -740,6 +749,8 @@ class FlushJob:
                 finally:
                     os.close(fd)
             if self._directory is not None:
+                if self._tag_unsynced:
+                    sync_tag(self._directory)
                 fsync_directory(self._directory)
         finally:
             for fd in self._log_fds:

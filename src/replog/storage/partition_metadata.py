@@ -6,7 +6,9 @@ current topic's (replica/manager.py deletes it before opening).
     topic_id: <the topic's id>
 
 Written once, when a replica of a topic with an id is first loaded; a log made before topics had
-ids has none, and is taken as the current topic's, as before.
+ids has none, and is taken as the current topic's, as before. The tag is made durable by the
+log's next flush, not when written (Log.tag_topic_id), so a crash may leave it torn: a tag that
+does not end its last line reads as none, and the log is tagged again at its next load.
 """
 
 from __future__ import annotations
@@ -14,30 +16,38 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from replog.storage.checkpoint import TMP_SUFFIX
-
 PARTITION_METADATA_FILE = "partition.metadata"
 _TOPIC_ID_KEY = "topic_id: "
 
 
 def tagged_topic_id(directory: Path) -> str | None:
-    """The topic id the log in `directory` was tagged with; None if untagged (or unreadable)."""
+    """The topic id the log in `directory` was tagged with; None if untagged, unreadable or
+    torn (a torn id must not pass for another topic's, whose log is deleted on sight)."""
     try:
-        lines = (directory / PARTITION_METADATA_FILE).read_text().splitlines()
+        text = (directory / PARTITION_METADATA_FILE).read_text()
     except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
         return None
-    return next((line[len(_TOPIC_ID_KEY):].strip() for line in lines if line.startswith(_TOPIC_ID_KEY)), None)
+    if not text.endswith("\n"):
+        return None
+    return next((line[len(_TOPIC_ID_KEY):].strip() for line in text.splitlines() if line.startswith(_TOPIC_ID_KEY)), None)
 
 
 def tag_topic_id(directory: Path, topic_id: str) -> None:
-    """Tag the log in `directory` with `topic_id`: a temp file, fsynced, renamed over the tag.
-    The new name is durable once the caller syncs the directory (Log.tag_topic_id)."""
-    path = directory / PARTITION_METADATA_FILE
-    temporary = path.with_name(path.name + TMP_SUFFIX)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    """Tag the untagged log in `directory` with `topic_id`, not durably: see sync_tag."""
+    fd = os.open(directory / PARTITION_METADATA_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         os.write(fd, f"version: 0\n{_TOPIC_ID_KEY}{topic_id}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def sync_tag(directory: Path) -> None:
+    """fsync the tag's contents; its name is durable once the caller syncs the directory."""
+    try:
+        fd = os.open(directory / PARTITION_METADATA_FILE, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:  # the log was deleted meanwhile
+        return
+    try:
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(temporary, path)
