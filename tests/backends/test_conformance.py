@@ -21,10 +21,11 @@ from replog.coord_backends import (
     NotEmpty,
     RequestRefused,
     SessionState,
+    commit_groups,
     commit_in_batches,
     open_store,
 )
-from replog.coord_backends.base import CreateOp
+from replog.coord_backends.base import COMMITS_IN_FLIGHT_MAX, CreateOp, Transaction
 from tests.backends.conftest import SESSION_TIMEOUT_MS, store_url
 from tests.polling import eventually, first_matching, next_within
 
@@ -266,6 +267,55 @@ async def test_get_many_reads_each_node_as_get_does_and_refuses_more_than_a_tran
 async def test_commit_in_batches_applies_more_operations_than_one_transaction_holds(store):
     await commit_in_batches(store, [CreateOp("/wide"), *(CreateOp(f"/wide/{index}") for index in range(3 * TRANSACTION_OPS_MAX))])
     assert len(await store.children("/wide")) == 3 * TRANSACTION_OPS_MAX
+
+
+class CommitsSeen:
+    """Transaction.commit, recording each transaction's paths and how many were in flight."""
+
+    def __init__(self, monkeypatch):
+        self.paths: list[list[str]] = []
+        self.in_flight = self.in_flight_max = 0
+        commit = Transaction.commit
+
+        async def seen(transaction):
+            self.paths.append([op.path for op in transaction.ops])
+            self.in_flight += 1
+            self.in_flight_max = max(self.in_flight_max, self.in_flight)
+            try:
+                return await commit(transaction)
+            finally:
+                self.in_flight -= 1
+
+        monkeypatch.setattr(Transaction, "commit", seen)
+
+
+def group_of_three(index: int) -> list[CreateOp]:
+    return [CreateOp(f"/groups/{index}"), CreateOp(f"/groups/{index}/a"), CreateOp(f"/groups/{index}/b")]
+
+
+async def test_commit_groups_commits_each_group_whole_several_transactions_at_once(backend, store, monkeypatch):
+    await store.create("/groups")
+    commits = CommitsSeen(monkeypatch)
+    groups = [group_of_three(index) for index in range(5 * TRANSACTION_OPS_MAX)]
+    await commit_groups(store, groups)
+    assert len(await store.children("/groups")) == len(groups)
+    assert [len(await store.children(f"/groups/{index}")) for index in range(len(groups))] == [2] * len(groups)
+    heads = {group[0].path for group in groups}
+    for paths_committed in commits.paths:
+        assert len(paths_committed) <= TRANSACTION_OPS_MAX
+        assert all(path in heads for path in paths_committed[::3]), "a group split between transactions"
+    assert commits.in_flight_max <= COMMITS_IN_FLIGHT_MAX
+    if backend != "memory":  # the embedded store commits without a round trip to overlap
+        assert commits.in_flight_max > 1
+
+
+async def test_commit_groups_raises_a_refusal_once_no_transaction_is_in_flight(store, monkeypatch):
+    await store.create("/groups")
+    await store.create("/groups/7")  # refuses the group that creates it
+    commits = CommitsSeen(monkeypatch)
+    with pytest.raises(NodeExists):
+        await commit_groups(store, [group_of_three(index) for index in range(3 * TRANSACTION_OPS_MAX)])
+    assert commits.in_flight == 0
 
 
 async def test_ephemeral_create_in_transaction(connect):

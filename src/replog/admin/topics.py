@@ -61,7 +61,8 @@ from replog.config import (
     load_broker_config,
     validate_topic_configs,
 )
-from replog.coord_backends import BadVersion, NodeExists, NoNode, NotEmpty, Store, Transaction, commit_in_batches
+from replog.coord_backends import (BadVersion, NodeExists, NoNode, NotEmpty, Store, Transaction, commit_groups,
+                                  commit_in_batches, commit_ops)
 from replog.coord_backends import paths
 from replog.coord_backends.base import CreateOp, DeleteOp, TxnOp
 from replog.coord_backends.paths import (
@@ -398,10 +399,10 @@ async def add_partitions(
     Call under the topic's change marker, after clean_failed_topic_creation_attempt."""
     await _ensure_exists(store, paths.PARTITIONS_REASSIGNED)
     staging_topic_existed = await store.exists(paths.reassigned_topic(name)) is not None
-    staging: list[TxnOp] = [] if staging_topic_existed else [CreateOp(paths.reassigned_topic(name))]
-    staging += [CreateOp(paths.reassigned_partition(name, partition_id), ReplicaAssignment(tuple(replicas)).encode())
-                for partition_id, replicas in assignment.items()]
-    await commit_in_batches(store, staging)
+    if not staging_topic_existed:
+        await commit_ops(store, [CreateOp(paths.reassigned_topic(name))])
+    await commit_groups(store, [[CreateOp(paths.reassigned_partition(name, partition_id), ReplicaAssignment(tuple(replicas)).encode())]
+                                for partition_id, replicas in assignment.items()])
     sent = await _send_to_replicas(store, START_REPLICA, name, assignment, limits)
     await _wait_for_registered(store, name, sent, limits,
                                "the partitions stay staged until the next create of the topic cleans them up")
@@ -410,12 +411,10 @@ async def add_partitions(
         await new_topic(transaction)
         await transaction.commit()
     record, version = await _counted_topic_record(store, name)
-    creating: list[TxnOp] = []
-    for partition_id, replicas in assignment.items():
-        creating += [CreateOp(paths.partition(name, partition_id)),
-                     CreateOp(paths.replicas(name, partition_id), ReplicaAssignment(tuple(replicas)).encode()),
-                     DeleteOp(paths.reassigned_partition(name, partition_id))]
-    await commit_in_batches(store, creating)
+    await commit_groups(store, [[CreateOp(paths.partition(name, partition_id)),
+                                 CreateOp(paths.replicas(name, partition_id), ReplicaAssignment(tuple(replicas)).encode()),
+                                 DeleteOp(paths.reassigned_partition(name, partition_id))]
+                                for partition_id, replicas in assignment.items()])
     commit = store.transaction().set(paths.topic(name), dataclasses.replace(record, partitions=max(assignment) + 1).encode(),
                                      version)
     if not staging_topic_existed:

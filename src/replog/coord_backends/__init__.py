@@ -28,6 +28,7 @@ from .base import (
     StoreError,
     Transaction,
     Watch,
+    commit_groups,
     commit_in_batches,
     commit_ops,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "TRANSACTION_OPS_MAX",
     "Transaction",
     "Watch",
+    "commit_groups",
     "commit_in_batches",
     "commit_ops",
     "open_store",
