@@ -188,6 +188,14 @@ def wire_length(count: int, flexible: bool, plain: struct.Struct) -> bytes:
     return bytes(out)
 
 
+def wire_string(text: str | None, flexible: bool) -> bytes:
+    """A (nullable) string as written: its length (wire_length), then its UTF-8 bytes."""
+    if text is None:
+        return wire_length(-1, flexible, _I16)
+    encoded = text.encode()
+    return wire_length(len(encoded), flexible, _I16) + encoded
+
+
 class UnsupportedVersion(Exception):
     """A known API at a version replog does not speak; carries what is needed to answer."""
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from replog.replica.partition import NO_LEADER_EPOCH
 from replog.replication.fetcher import FetchSpec
 
-from .codec import ApiKey, wire_length
+from .codec import ApiKey, wire_length, wire_string
 from .fetch_decoding import FIRST_FLEXIBLE_VERSION, FIRST_SESSION_VERSION, FIRST_TOPIC_ID_VERSION
 
 # A full fetch request, outside any fetch session (KIP-227).
@@ -28,7 +28,7 @@ _SIZE = struct.Struct(">i")
 _HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _LIMITS = struct.Struct(">iiiib")  # replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level
 _SESSION = struct.Struct(">ii")  # session_id, session_epoch (v7+)
-_I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
+_I32 = struct.Struct(">i")
 # A partition's fields by version: partition, [current_leader_epoch], fetch_offset,
 # [last_fetched_epoch], [log_start_offset], partition_max_bytes.
 _PARTITION_V4 = struct.Struct(">iqi")
@@ -63,7 +63,7 @@ def encode_fetch_request(api_version: int, correlation_id: int, client_id: str |
     version 13 on, `specs` and `forgotten` must be `named_by_id`. Sessions need version 7."""
     flexible = api_version >= FIRST_FLEXIBLE_VERSION
     # The request header's client id is a plain nullable string even in flexible versions.
-    client = b"\xff\xff" if client_id is None else _I16.pack(len(encoded := client_id.encode())) + encoded
+    client = wire_string(client_id, flexible=False)
     parts = [b"\0\0\0\0", _HEADER.pack(ApiKey.FETCH, api_version, correlation_id), client]
     if flexible:
         parts.append(_NO_TAGGED_FIELDS)
@@ -89,7 +89,7 @@ def encode_fetch_request(api_version: int, correlation_id: int, client_id: str |
             if flexible:
                 parts.append(_NO_TAGGED_FIELDS)
     if api_version >= 11:
-        parts.append(wire_length(0, flexible, _I16))  # rack_id ""
+        parts.append(wire_string("", flexible))  # rack_id
     if flexible:
         parts.append(_NO_TAGGED_FIELDS)
     frame = bytearray().join(parts)
@@ -107,8 +107,7 @@ def _by_topic(specs: Iterable[FetchSpec], by_id: bool) -> dict[str, list[FetchSp
 def _topic(topic: str, by_id: bool, flexible: bool) -> list[bytes]:
     if by_id:
         return [bytes.fromhex(topic)]
-    encoded = topic.encode()
-    return [wire_length(len(encoded), flexible, _I16), encoded]
+    return [wire_string(topic, flexible)]
 
 
 def _partitions(api_version: int, specs: list[FetchSpec]) -> list[bytes]:

@@ -45,7 +45,7 @@ from replog.replica.manager import UnknownTopicOrPartitionError
 from replog.replica.partition import FetchFrom, FetchResult, Partition, ReadWaiter
 from replog.storage.segment import HeldSlice
 
-from ..codec import ApiKey, EncodedBody, Request, wire_length
+from ..codec import ApiKey, EncodedBody, Request, wire_length, wire_string
 from ..fetch_decoding import FIRST_FLEXIBLE_VERSION, FIRST_SESSION_VERSION, FIRST_TOPIC_ID_VERSION, PARTITION_HEAD
 from ..fetch_sessions import FINAL_EPOCH, NO_SESSION_ID, SessionFetch, requested_topics
 from . import count_error, handles, log_refusal
@@ -139,9 +139,7 @@ class FetchBodyEncoder:
         if self.version >= FIRST_TOPIC_ID_VERSION:
             self._pending += name.bytes
         else:
-            encoded = name.encode()
-            self._length(len(encoded), _I16)
-            self._pending += encoded
+            self._pending += wire_string(name, self.flexible)
         self._length(partition_count, _I32)
 
     def partition(self, index: int, error_code: int, high_watermark: int, last_stable_offset: int,

@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.groups import OFFSETS_TOPIC
 
-from ..codec import ApiKey, EncodedBody, Request, wire_length
+from ..codec import ApiKey, EncodedBody, Request, wire_length, wire_string
 from . import handles, log_refusal
 
 FIRST_FLEXIBLE_VERSION = 9
@@ -47,12 +47,7 @@ class MetadataBodyEncoder:
         self._tags = b"\0" if self.flexible else b""
 
     def _string(self, text: str | None) -> None:
-        if text is None:
-            self.out += wire_length(-1, self.flexible, _I16)
-            return
-        encoded = text.encode()
-        self.out += wire_length(len(encoded), self.flexible, _I16)
-        self.out += encoded
+        self.out += wire_string(text, self.flexible)
 
     def begin(self, brokers: list[tuple[int, str, int, str | None]], cluster_id: str | None, controller_id: int,
               topic_count: int) -> None:
