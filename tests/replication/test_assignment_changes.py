@@ -143,3 +143,53 @@ async def test_a_start_replica_whose_reads_straddle_the_creates_commit_is_acted_
     await broker.hosted.start_replica_requested(StateChangeRequest(START_REPLICA, TOPIC, (0,), FROM_ADMIN, FROM_ADMIN))
 
     assert committed
+
+
+
+class FailingDeletes:
+    """Deletes of `path` by `store` fail as a lost connection until `release()`."""
+
+    def __init__(self, store, path: str):
+        self.failed = 0
+        self._released = False
+        delete = store.delete
+
+        async def delete_unless_held(deleted_path, *args, **kwargs):
+            if deleted_path == path and not self._released:
+                self.failed += 1
+                raise CoordinationUnavailable("injected: connection lost", deleted_path)
+            return await delete(deleted_path, *args, **kwargs)
+
+        store.delete = delete_unless_held
+
+    def release(self) -> None:
+        self._released = True
+
+
+async def test_a_partition_assigned_here_again_after_a_failed_move_off_is_led_again(broker_and_tool):
+    """A leader moved off deletes its leader node as it stops; a store error there leaves the
+    stopped leadership for the reconcile's retry. Assigned here again before that retry, the
+    partition was taken for one still running here, and stayed unled until a restart."""
+    broker, tool = broker_and_tool
+    await tool.create(paths.replicas(TOPIC, 0), ReplicaAssignment((BROKER,)).encode(), make_parents=True)
+
+    async def leading() -> bool:
+        hosted = broker.replicas.hosted(TOPIC, 0)
+        return hosted is not None and hosted.state is ReplicaState.LEADER
+
+    await eventually(leading, WAIT_S, "the partition led by its only replica")
+    deletes = FailingDeletes(broker.store, paths.leader(TOPIC, 0))
+    await tool.set(paths.replicas(TOPIC, 0), ReplicaAssignment((BROKER + 1,)).encode())
+
+    async def deposition_failed() -> bool:
+        return deletes.failed > 0
+
+    await eventually(deposition_failed, WAIT_S, "the moved-off leader's deposition to fail")
+    await tool.set(paths.replicas(TOPIC, 0), ReplicaAssignment((BROKER,)).encode())
+
+    async def assigned_here_again() -> bool:
+        return broker.metadata.topics[TOPIC][0].replicas == (BROKER,)
+
+    await eventually(assigned_here_again, WAIT_S, "the cache to see the partition assigned here again")
+    deletes.release()
+    await eventually(leading, WAIT_S, "the partition led here again")

@@ -123,6 +123,11 @@ class PartitionLeadership:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"leadership-{self.topic}-{self.partition}")
 
+    @property
+    def running(self) -> bool:
+        """Started and not stopped since."""
+        return self._task is not None
+
     async def stop(self, *, moved_off: bool = False) -> None:
         """`moved_off`: the partition is no longer assigned here (a reassignment moved it). A
         leader then releases its leader node, so that the replicas it moved to elect now rather

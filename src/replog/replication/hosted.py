@@ -118,7 +118,13 @@ class HostedPartitions:
                     continue
                 if key in self._closed:
                     continue
-                if key in self.leaderships:
+                leadership = self.leaderships.get(key)
+                if leadership is not None and not leadership.running:
+                    # Stopped, but its stop failed (a moved-off leader's deposition met a store
+                    # error) and waits for a retry; assigned here again meanwhile: the stop is
+                    # finished here, and a new leadership starts.
+                    await self._stop_replica(key)
+                elif leadership is not None:
                     if not self._replicas.of_another_topic(topic, partition, topic_id):
                         continue
                     # Its topic was deleted and created again while this broker was cut off from
