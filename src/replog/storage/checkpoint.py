@@ -33,6 +33,7 @@ CHECKPOINT_VERSION = 0
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 TMP_SUFFIX = ".tmp"
+READ_CHUNK_BYTES = 1 << 20
 
 
 def fsync_directory(directory: Path) -> None:
@@ -63,10 +64,23 @@ def write_checkpoint_aside(path: Path, entries: list[str]) -> Path:
     return tmp_path
 
 
+def read_file(path: Path | str) -> bytes:
+    """The file's bytes, read with os calls: Path.read_text's text layer cost more than the read
+    itself for the small files every log's load reads (10,000 logs at a broker's restart)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, READ_CHUNK_BYTES):  # bounded by the file's size
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
 def read_checkpoint(path: Path, fields_per_entry: int) -> list[list[str]]:
     """The entries of a checkpoint file as split lines; [] if missing or unreadable."""
     try:
-        lines = path.read_text().splitlines()
+        lines = read_file(path).decode().splitlines()
     except FileNotFoundError:
         return []
     except (OSError, UnicodeDecodeError) as error:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from replog.storage.checkpoint import read_file
+
 PARTITION_METADATA_FILE = "partition.metadata"
 _TOPIC_ID_KEY = "topic_id: "
 
@@ -24,7 +26,7 @@ def tagged_topic_id(directory: Path) -> str | None:
     """The topic id the log in `directory` was tagged with; None if untagged, unreadable or
     torn (a torn id must not pass for another topic's, whose log is deleted on sight)."""
     try:
-        text = (directory / PARTITION_METADATA_FILE).read_text()
+        text = read_file(os.path.join(directory, PARTITION_METADATA_FILE)).decode()
     except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
         return None
     if not text.endswith("\n"):
