@@ -44,6 +44,18 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def fsync_if_present(path: Path) -> None:
+    """fsync the file at `path`, unless it is gone (deleted with its log or segment meanwhile)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_checkpoint(path: Path, entries: list[str]) -> None:
     """Replace `path` atomically and durably with the version, count and entry lines."""
     os.replace(write_checkpoint_aside(path, entries), path)

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from replog.storage.checkpoint import TMP_SUFFIX, LeaderEpochCache, OffsetCheckpoint, fsync_directory
+from replog.storage.checkpoint import TMP_SUFFIX, LeaderEpochCache, OffsetCheckpoint, fsync_directory, fsync_if_present
 from replog.storage.cleaner import (
     CLEANED_SUFFIX,
     CLEANER_CHECKPOINT_FILE,
@@ -445,9 +445,7 @@ class Log:
         offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         synced = self._names_made != self._names_synced or offset > self.recovery_point
         if self._names_made != self._names_synced:
-            if self._tag_unsynced():
-                sync_tag(self.directory)
-            fsync_directory(self.directory)  # the new names, before anything counts as flushed
+            _sync_names(self.directory, self._tag_unsynced())  # before anything counts as flushed
             self._names_synced = self._names_made
         if offset > self.recovery_point:
             active = self._segments[-1]
@@ -740,21 +738,20 @@ class FlushJob:
             for fd in self._log_fds:  # bounded by the segments flushed
                 os.fsync(fd)
             for path in self._index_paths:  # bounded by the segments flushed
-                try:
-                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-                except FileNotFoundError:
-                    continue
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                fsync_if_present(path)
             if self._directory is not None:
-                if self._tag_unsynced:
-                    sync_tag(self._directory)
-                fsync_directory(self._directory)
+                _sync_names(self._directory, self._tag_unsynced)
         finally:
             for fd in self._log_fds:
                 os.close(fd)
+
+
+def _sync_names(directory: Path, tag_unsynced: bool) -> None:
+    """Make the names made in a log's directory durable, and the topic id's tag among them with
+    its contents first (Log.tag_topic_id): the foreground flush's and the background one's."""
+    if tag_unsynced:
+        sync_tag(directory)
+    fsync_directory(directory)
 
 
 def _is_segment_stem(stem: str) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from replog.storage.checkpoint import read_file
+from replog.storage.checkpoint import fsync_if_present, read_file
 
 PARTITION_METADATA_FILE = "partition.metadata"
 _TOPIC_ID_KEY = "topic_id: "
@@ -45,11 +45,4 @@ def tag_topic_id(directory: Path, topic_id: str) -> None:
 
 def sync_tag(directory: Path) -> None:
     """fsync the tag's contents; its name is durable once the caller syncs the directory."""
-    try:
-        fd = os.open(directory / PARTITION_METADATA_FILE, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:  # the log was deleted meanwhile
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_if_present(directory / PARTITION_METADATA_FILE)
