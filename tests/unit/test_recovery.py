@@ -166,9 +166,13 @@ def test_orphan_index_files_and_checkpoint_temp_files_are_removed(log_dir):
     crashed_log(log_dir)
     segment_path(log_dir, 77, ".index").write_bytes(b"x" * 8)
     (log_dir / "leader-epoch-checkpoint.tmp").write_text("garbage")
+    # A segment's own indexes stay: the same files, not deleted and made again.
+    kept = {path.name: path.stat().st_ino for path in log_dir.iterdir()
+            if path.suffix in (".index", ".timeindex") and "77" not in path.name}
     open_log(log_dir, **CONFIG)
     assert not segment_path(log_dir, 77, ".index").exists()
     assert not (log_dir / "leader-epoch-checkpoint.tmp").exists()
+    assert kept and {name: (log_dir / name).stat().st_ino for name in kept} == kept
 
 
 def test_after_a_background_flush_a_crash_rescans_only_from_the_last_index_entry_below_it(log_dir, caplog):

@@ -369,8 +369,12 @@ class ProducerStateManager:
 
     def _snapshots(self) -> list[tuple[int, Path]]:
         """(offset, path) of every snapshot file, oldest first."""
-        found = ((path.stem, path) for path in self.directory.glob("*" + SNAPSHOT_SUFFIX))
-        return sorted((int(stem), path) for stem, path in found if stem.isdigit())
+        try:
+            names = os.listdir(self.directory)  # not Path.glob, whose pattern matching cost more than the listing
+        except FileNotFoundError:
+            return []  # the log was deleted meanwhile
+        return sorted((int(stem), self.directory / name) for name in names
+                      if name.endswith(SNAPSHOT_SUFFIX) and (stem := name[:-len(SNAPSHOT_SUFFIX)]).isdigit())
 
     def snapshot_installed(self) -> None:
         """A background flush's snapshot replaced whatever a load would have found."""

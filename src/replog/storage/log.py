@@ -172,9 +172,12 @@ class Log:
     # -- opening -------------------------------------------------------------------------------
 
     def _open(self, clean: bool) -> None:
-        self._remove_stray_files()
+        # One os.listdir for both: two Path listings (glob's matching above all) and a stat per
+        # index file cost a sixth of a clean log's open, 10,000 of them at a broker's restart.
+        names = self._remove_stray_files(os.listdir(self.directory))
         recovery_point = self._recovery_checkpoint.read().get((self.topic, self.partition), 0)
-        bases = sorted(int(p.stem) for p in self.directory.glob("*" + LOG_SUFFIX) if _is_segment_stem(p.stem))
+        bases = sorted(int(stem) for name in names
+                       if name.endswith(LOG_SUFFIX) and _is_segment_stem(stem := name[:-len(LOG_SUFFIX)]))
         now_ms = self._clock()
         segments = [Segment(self.directory, base, self._segment_limits, now_ms) for base in bases]
         if not segments:
@@ -238,13 +241,18 @@ class Log:
     def _bases_of(segments: list[Segment]) -> list[int]:
         return [segment.base_offset for segment in segments]
 
-    def _remove_stray_files(self) -> None:
+    def _remove_stray_files(self, names: list[str]) -> list[str]:
         """Delete checkpoint temp files, a crashed cleaning's new segments and index files whose
-        `.log` is gone."""
-        for path in self.directory.iterdir():
-            orphan_index = path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and not path.with_suffix(LOG_SUFFIX).exists()
-            if orphan_index or path.name.endswith((TMP_SUFFIX, CLEANED_SUFFIX)):
-                path.unlink()
+        `.log` is gone, of the directory's `names`; the names left."""
+        kept, present = [], set(names)
+        for name in names:  # bounded by the directory's files
+            stem, suffix = os.path.splitext(name)
+            orphan_index = suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem + LOG_SUFFIX not in present
+            if orphan_index or name.endswith((TMP_SUFFIX, CLEANED_SUFFIX)):
+                (self.directory / name).unlink()
+            else:
+                kept.append(name)
+        return kept
 
     def _log_cut(self, segment: Segment, cut: SegmentCut) -> None:
         logger.warning(
