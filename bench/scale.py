@@ -13,7 +13,8 @@ transaction), for one topic of N partitions with RF=3:
   and operation timeout both --phase-timeout-s, so the broker may wait for the leaders as long as
   the bench does; socket.timeout.ms raised to match, at most librdkafka's 300 s), and the error it
   returned, verbatim; and the time from the request until every partition has a leader and all 3
-  replicas in its ISR; and over that time, the CPU each broker and the store's server used
+  replicas in its ISR (by the brokers' gauges, below; then by a client's Metadata); and over that
+  time, the CPU each broker and the store's server used
   (/proc/<pid>/stat) and the store operations each broker made, by kind (the broker's
   replog_store_operation_seconds_count), which is where a creation's time goes on 2 cores;
 - watches, once every partition is in sync (and, for comparison, on the idle cluster before the
@@ -28,16 +29,23 @@ transaction), for one topic of N partitions with RF=3:
 - restart: broker 2 stopped with SIGTERM (a clean shutdown), then started again on the same data
   directory: how long it took to exit, to listen again (a broker listens once it has started
   every replica; the harness's start timeout is raised to --phase-timeout-s), and until every
-  partition has it in its ISR again, from the start and from the signal;
+  partition has it in its ISR again (gauges, then Metadata), from the start and from the signal;
 - controlled shutdown: the broker that then leads the most partitions stopped with SIGTERM: the
-  time from the signal until no partition names it as leader, until every partition has a
-  leader again (another broker), and until the process exited.
+  time from the signal until no partition names it as leader (Metadata), until every partition
+  has a leader again (another broker; gauges, then Metadata), and until the process exited.
 
-Leaders and ISRs are read from one Metadata request (confluent-kafka list_topics of the topic)
-every 0.2 s, or ten times as long as the broker took to answer the last one if that is longer, from whichever live
-broker librdkafka asks (never the stopping one in the controlled shutdown, as far as librdkafka
-allows). Each phase waits at most --phase-timeout-s and then prints "not within N s" and what it
-saw last; when the topic is not created, or not in sync, the later phases of that run are skipped.
+When a phase's end is reached is read from the brokers' own gauges on their /metrics, every 0.2 s:
+every partition is led when the brokers' replog_leader_partitions add up to the partition count
+(the bench's topic is the cluster's only one), and in sync when their
+replog_under_replicated_partitions (Kafka's UnderReplicatedPartitions: partitions a broker leads
+whose ISR is short of their replicas) add up to 0. Then the same is awaited in a client's view:
+one Metadata request (confluent-kafka list_topics of the topic) every 0.2 s, or ten times as long
+as the broker took to answer the last one if that is longer (the Metadata of 10,000 partitions
+every 0.2 s took a third of a broker's CPU, so the bench slowed what it timed, and the spacing
+made that figure up to 10 s late), from whichever live broker librdkafka asks (never the
+stopping one in the controlled shutdown, as far as librdkafka allows). Each phase waits at most
+--phase-timeout-s and then prints "not within N s" and what it saw last; when the topic is not
+created, or not in sync, the later phases of that run are skipped.
 A summary table closes the output. Broker logs (INFO) are kept in --scratch DIR if given.
 """
 
@@ -76,6 +84,7 @@ ZOOKEEPER_WHITELIST = "4lw.commands.whitelist=ruok,srvr,stat,mntr"
 POLL_S = 0.2
 POLL_LOAD_FACTOR = 10
 METADATA_TIMEOUT_S = 60
+METRICS_TIMEOUT_S = 60
 SOCKET_TIMEOUT_MAX_S = 300  # librdkafka's most for socket.timeout.ms
 IDLE_CPU_WINDOW_S = 10
 ABSENT_AFTER_ERROR_S = 10  # how long a topic whose creation returned an error may take to appear
@@ -204,14 +213,57 @@ def idle_cpu_by_broker(cluster: Cluster) -> dict[int, float]:
     return {broker_id: (cpu_seconds(pid) - before[broker_id]) / IDLE_CPU_WINDOW_S for broker_id, pid in pids.items()}
 
 
+def scrape(broker) -> str:
+    with urllib.request.urlopen(f"http://{broker.metrics_address}/metrics", timeout=METRICS_TIMEOUT_S) as answer:
+        return answer.read().decode()
+
+
 def store_operations(broker) -> Counter:
     """The broker's coordination store operations so far, by kind, from its /metrics."""
-    with urllib.request.urlopen(f"http://{broker.metrics_address}/metrics", timeout=60) as answer:
-        text = answer.read().decode()
+    text = scrape(broker)
     counts: Counter = Counter()
     for operation, count in re.findall(r'^replog_store_operation_seconds_count\{operation="(\w+)"\} (\S+)$', text, re.M):
         counts[operation] += int(float(count))
     return counts
+
+
+@dataclass
+class Led:
+    """The brokers' own gauges, summed over the brokers asked: the partitions they lead, and of
+    those, the ones whose ISR is short of their replicas (Kafka's UnderReplicatedPartitions)."""
+    led: int
+    under_replicated: int
+
+    def all_in_sync(self, partitions_count: int) -> bool:
+        return self.led == partitions_count and self.under_replicated == 0
+
+
+def led_by(brokers: list) -> Led | None:
+    """None if a broker did not answer."""
+    led = under_replicated = 0
+    for broker in brokers:
+        try:
+            text = scrape(broker)
+        except OSError:
+            return None
+        found = dict(re.findall(r"^(replog_leader_partitions|replog_under_replicated_partitions) (\S+)$", text, re.M))
+        led += int(float(found["replog_leader_partitions"]))
+        under_replicated += int(float(found["replog_under_replicated_partitions"]))
+    return Led(led, under_replicated)
+
+
+def gauges_until(brokers: list, done, since: float, timeout_s: float, stop_early=lambda: False) -> tuple[float | None, Led | None]:
+    """Seconds from `since` until `done(led_by(brokers))` holds, read every POLL_S, or None if
+    not within `timeout_s` (from now) or once `stop_early()` holds; and the last reading."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        last = led_by(brokers)
+        answered = time.monotonic()
+        if last is not None and done(last):
+            return answered - since, last
+        if answered >= deadline or stop_early():
+            return None, last
+        time.sleep(POLL_S)
 
 
 @dataclass
@@ -355,11 +407,12 @@ class Run:
         future.add_done_callback(lambda _: returned_at.append(time.monotonic()))
 
         def failed_and_absent() -> bool:
-            return bool(returned_at and future.exception() is not None and not poll.last
-                        and time.monotonic() - returned_at[0] > ABSENT_AFTER_ERROR_S)
+            return bool(returned_at and future.exception() is not None
+                        and time.monotonic() - returned_at[0] > ABSENT_AFTER_ERROR_S and not describe(admin))
 
-        poll = self.poll()
-        synced_s = poll.until(all_in_sync(self.partitions), requested, failed_and_absent)
+        synced_s, led = gauges_until(list(self.cluster.brokers.values()), lambda led: led.all_in_sync(self.partitions),
+                                     requested, self.timeout_s, failed_and_absent)
+        spent = Spent.now(self.cluster, self.server_pid) - before
         with contextlib.suppress(Exception):
             future.exception(timeout=max(1.0, requested + self.timeout_s + 30 - time.monotonic()))
         if returned_at:
@@ -374,12 +427,12 @@ class Run:
         if synced_s is None:
             why = ("its creation failed and the topic is not in the metadata "
                    f"{ABSENT_AFTER_ERROR_S} s later" if failed_and_absent() else f"not within {self.timeout_s:g} s")
-            self.say(f"every partition led with a full ISR: {why} (last seen: {tally(poll.last)}); later phases skipped")
+            self.say(f"every partition led with a full ISR: {why} (last seen: {led}); later phases skipped")
             self.row["led, full ISR, from the request"] = "failed" if failed_and_absent() else seconds(None, self.timeout_s)
             return False
-        spent = Spent.now(self.cluster, self.server_pid) - before
         self.say(f"every partition led with a full ISR {synced_s:.1f} s after the request")
         self.row["led, full ISR, from the request"] = f"{synced_s:.1f} s"
+        self.seen_in_metadata("led, full ISR", all_in_sync(self.partitions), requested, self.cluster.bootstrap)
         self.say("creation, until in sync: CPU " + ", ".join(f"{name}: {cpu:.1f} s" for name, cpu in spent.cpu.items()))
         for broker_id, counts in spent.operations.items():
             self.say(f"creation, until in sync: broker {broker_id} made {counts.total()} store operations: "
@@ -454,16 +507,27 @@ class Run:
             self.row["restart: in every ISR, from the start"] = "did not start"
             return
         listening_s = time.monotonic() - started
-        poll = self.poll()
-        first = describe(poll.admin)
+        first = describe(admin_client(self.cluster.bootstrap))
         out = None if not first else sum(RESTARTED not in meta.isrs for meta in first.values())
-        back_s = poll.until(all_in_sync(self.partitions), started)
+        back_s, led = gauges_until(list(self.cluster.brokers.values()), lambda led: led.all_in_sync(self.partitions),
+                                   started, self.timeout_s)
         self.say(f"restart of broker {RESTARTED}: listening {listening_s:.1f} s after the start; "
                  f"out of {'?' if out is None else out} ISRs then; back in every ISR "
-                 + ("not within " + f"{self.timeout_s:g} s (last seen: {tally(poll.last)})" if back_s is None else
+                 + ("not within " + f"{self.timeout_s:g} s (last seen: {led})" if back_s is None else
                     f"{back_s:.1f} s after the start, {back_s + started - signalled:.1f} s after the SIGTERM"))
         self.row["restart: listening after start"] = f"{listening_s:.1f} s"
         self.row["restart: in every ISR, from the start"] = seconds(back_s, self.timeout_s)
+        if back_s is not None:
+            self.seen_in_metadata("restart: in every ISR, from the start", all_in_sync(self.partitions), started, self.cluster.bootstrap)
+
+    def seen_in_metadata(self, measure: str, done, since: float, bootstrap: str) -> None:
+        """When a client's Metadata showed what the brokers' gauges had: the brokers' metadata
+        caches follow the store a little behind, and the polls of 10,000 partitions are slow."""
+        poll = self.poll(bootstrap)
+        seen_s = poll.until(done, since)
+        self.say(f"{measure}: seen in a client's Metadata "
+                 + (f"{seen_s:.1f} s" if seen_s is not None else f"not within {self.timeout_s:g} s (last seen: {tally(poll.last)})"))
+        self.row[f"{measure}, in Metadata"] = seconds(seen_s, self.timeout_s)
 
     def controlled_shutdown(self) -> None:
         partitions = describe(admin_client(self.cluster.bootstrap))
@@ -475,41 +539,54 @@ class Run:
             self.say(f"controlled shutdown: skipped, no partition has a leader ({tally(partitions)})")
             return
         victim, count = led.most_common(1)[0]
-        poll = self.poll(bootstrap_without(self.cluster, victim))
+        others = [broker for broker_id, broker in self.cluster.brokers.items() if broker_id != victim]
+        admin = admin_client(bootstrap_without(self.cluster, victim))
         process = self.cluster.brokers[victim].process
         exited_at: list[float] = []
-        moved_at: list[float] = []  # when no partition named it leader any more
+        moved_at: list[float] = []  # when no partition named it leader any more, in a client's Metadata
+        last: dict[int, object] | None = None
+        next_metadata_at = 0.0
 
-        def handed_over(parts: dict[int, object]) -> bool:
+        def led_by_others(gauges: Led) -> bool:
+            # Each turn: the others' gauges, and a Metadata request while the victim is still
+            # named somewhere (spaced out as Poll spaces them).
+            nonlocal last, next_metadata_at
             now = time.monotonic()
             if not exited_at and process.poll() is not None:
                 exited_at.append(now)
-            if not parts or any(meta.leader == victim for meta in parts.values()):
-                return False
-            if not moved_at:
-                moved_at.append(now)
-            return all(meta.leader >= 0 for meta in parts.values())
+            if not moved_at and now >= next_metadata_at:
+                last = describe(admin)
+                answered = time.monotonic()
+                next_metadata_at = answered + max(POLL_S, POLL_LOAD_FACTOR * (answered - now))
+                if last and not any(meta.leader == victim for meta in last.values()):
+                    moved_at.append(answered)
+            return gauges.led == self.partitions
 
         signalled = time.monotonic()
         process.send_signal(signal.SIGTERM)
-        all_led_s = poll.until(handed_over, signalled)
+        all_led_s, gauged = gauges_until(others, led_by_others, signalled, self.timeout_s)
+        if all_led_s is not None and not moved_at:
+            moved_at.append(signalled + all_led_s)  # every partition led by the others: none by it
         exited_s, status = self.stop(victim, signalled, self.timeout_s)
         if exited_at:
             exited_s = exited_at[0] - signalled
         moved_s = moved_at[0] - signalled if moved_at else None
-        still = "?" if not poll.last else sum(meta.leader == victim for meta in poll.last.values())
-        leaderless = "?" if not poll.last else sum(meta.leader < 0 for meta in poll.last.values())
+        still = "?" if not last else sum(meta.leader == victim for meta in last.values())
         self.say(f"controlled shutdown of broker {victim}, which led {count} partitions: "
                  + (f"no partition names it leader {moved_s:.1f} s after SIGTERM" if moved_s is not None else
                     f"leaders still on it {self.timeout_s:g} s after SIGTERM (last seen: {still} led by it)")
                  + ("; every partition led by another broker "
                     + (f"{all_led_s:.1f} s after SIGTERM" if all_led_s is not None else
-                       f"not within {self.timeout_s:g} s (last seen: {leaderless} without a leader)"))
+                       f"not within {self.timeout_s:g} s (last seen: {gauged})"))
                  + (f"; exited {exited_s:.1f} s after SIGTERM, status {status}" if exited_s is not None else
                     f"; had not exited {self.timeout_s:g} s after SIGTERM, SIGKILLed"))
         self.row["controlled shutdown: leaders off"] = seconds(moved_s, self.timeout_s)
         self.row["controlled shutdown: all led again"] = seconds(all_led_s, self.timeout_s)
         self.row["controlled shutdown: exit"] = seconds(exited_s, self.timeout_s)
+        if all_led_s is not None:
+            self.seen_in_metadata("controlled shutdown: all led again",
+                                  lambda parts: len(parts) == self.partitions and all(meta.leader not in (victim, -1) for meta in parts.values()),
+                                  signalled, bootstrap_without(self.cluster, victim))
 
 
 def measure(store: str, partitions: int, timeout_s: float, scratch: pathlib.Path, keep: bool) -> dict[str, str]:
