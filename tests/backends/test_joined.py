@@ -9,7 +9,8 @@ import pytest
 
 from replog.coord_backends import BadVersion, CoordinationUnavailable, NoNode
 from replog.coord_backends.base import TRANSACTION_OPS_MAX, SetOp
-from replog.coord_backends.joined import JoinedCommits, JoinedReads, JoinedRequests, JoinedStore, commit_together
+from replog.coord_backends.joined import (ELECTION_REQUESTS_IN_FLIGHT_MAX, JoinedCommits, JoinedReads, JoinedRequests,
+                                         JoinedStore, commit_together)
 from tests.backends.conftest import backend, connect, counting_transactions, store, url  # noqa: F401  (fixtures)
 from tests.polling import eventually
 
@@ -137,6 +138,67 @@ async def test_asks_go_out_while_requests_are_in_flight_up_to_the_number_allowed
         assert await asyncio.gather(first, second, third) == [(b"0", version) for _, version in made]
         fourth = await joined.get(made[0][0])
         assert fourth == (b"0", made[0][1]) and in_flight[2:] == [[made[0][0]]], "an ask after the senders ended starts one"
+    finally:
+        await joined.close()
+
+
+def holding_requests(store, released: asyncio.Event) -> list[list[str]]:
+    """The paths of each transaction and each read of many nodes `store` sends from now on, in
+    order; each is held until `released` is set."""
+    in_flight: list[list[str]] = []
+    begin, get_many = store.transaction, store.get_many
+
+    def held_transaction():
+        started = begin()
+        commit = started.commit
+
+        async def held():
+            in_flight.append([op.path for op in started.ops])
+            await released.wait()
+            return await commit()
+
+        started.commit = held
+        return started
+
+    async def held_get_many(paths):
+        in_flight.append(list(paths))
+        await released.wait()
+        return await get_many(paths)
+
+    store.transaction, store.get_many = held_transaction, held_get_many
+    return in_flight
+
+
+@pytest.mark.parametrize("ask", ["commit", "read"])
+async def test_a_joined_stores_requests_go_out_while_others_are_in_flight_up_to_the_number_allowed(store, ask):
+    """Elections and ISR writes by the thousand (a broker leaving or coming back) wait on the
+    store's round trips: one joined request at a time bounded them."""
+    if ask == "read" and not store.reads_many_at_once:
+        pytest.skip("the embedded store's reads are not joined")
+    made = await nodes(store, ELECTION_REQUESTS_IN_FLIGHT_MAX + 1)
+    released = asyncio.Event()
+    in_flight = holding_requests(store, released)
+    joined = JoinedStore(store)
+
+    def asked(path: str, version: int) -> asyncio.Future:
+        if ask == "commit":
+            return asyncio.ensure_future(joined.transaction().set(path, b"1", version).commit())
+        return asyncio.ensure_future(joined.get(path))
+
+    try:
+        asks = []
+        for count, (path, version) in enumerate(made[:-1], start=1):  # one per turn: each goes alone
+            asks.append(asked(path, version))
+            await eventually(lambda: asyncio.sleep(0, len(in_flight) == count), 10, f"request {count} in flight")
+        asks.append(asked(*made[-1]))
+        for _ in range(10):  # turns enough for a sender, were one free, to send it
+            await asyncio.sleep(0)
+        assert in_flight == [[path] for path, _ in made[:-1]], "no more than the number allowed in flight"
+        released.set()
+        await asyncio.gather(*asks)
+        assert in_flight[-1] == [made[-1][0]], "the one that waited goes out once one is answered"
+        if ask == "commit":
+            assert [(await store.get(path))[0] for path, _ in made] == [b"1"] * len(made)
     finally:
         await joined.close()
 
