@@ -6,6 +6,7 @@ import asyncio
 import gc
 import json
 import logging
+import os
 import sys
 import time
 import uuid
@@ -166,6 +167,18 @@ def broker_start(config_file: str | None, assignments: tuple[str, ...], log_leve
         fail(f"{config['coord.url']}: {error}", FAILURE_STATUS)
     except OSError as error:  # reading or writing the partition logs: the error names the file
         fail(f"broker {config['broker.id']} cannot start: {error}", FAILURE_STATUS)
+    _exit_stopped_cleanly()
+
+
+def _exit_stopped_cleanly() -> None:
+    """Exit once the broker has stopped cleanly (its logs closed and synced, its store session
+    ended, its threads joined), without the interpreter's teardown: that frees the broker's
+    objects one by one only to hand their memory back to the system, and at 10,000 partitions
+    took 3-5 s of a stop of 15-20 s, which a rolling restart waits for on every broker."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _run(main_coroutine) -> None:
