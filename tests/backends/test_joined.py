@@ -113,35 +113,6 @@ async def test_reads_asked_for_together_go_out_as_few_requests_each_with_its_own
     assert isinstance(answers[-1], NoNode) and answers[-1].path == "/joined/absent"
 
 
-async def test_asks_go_out_while_requests_are_in_flight_up_to_the_number_allowed(store):
-    """ZooKeeper's watched nodes are read so (zookeeper.py): a restarted broker of 10,000
-    partitions opens 30,000 watches, which one request at a time read in 8 s."""
-    made = await nodes(store, 3)
-    in_flight: list[list[str]] = []
-    released = asyncio.Event()
-    get_many = store.get_many
-
-    async def held(paths):
-        in_flight.append(paths)
-        await released.wait()
-        return await get_many(paths)
-
-    store.get_many = held
-    joined = JoinedReads(store, in_flight_max=2)
-    try:
-        first = asyncio.ensure_future(joined.get(made[0][0]))
-        await eventually(lambda: asyncio.sleep(0, len(in_flight) == 1), 10, "the first request")
-        second, third = asyncio.ensure_future(joined.get(made[1][0])), asyncio.ensure_future(joined.get(made[2][0]))
-        await eventually(lambda: asyncio.sleep(0, len(in_flight) == 2), 10, "a second request while the first is in flight")
-        assert in_flight == [[made[0][0]], [made[1][0], made[2][0]]]
-        released.set()
-        assert await asyncio.gather(first, second, third) == [(b"0", version) for _, version in made]
-        fourth = await joined.get(made[0][0])
-        assert fourth == (b"0", made[0][1]) and in_flight[2:] == [[made[0][0]]], "an ask after the senders ended starts one"
-    finally:
-        await joined.close()
-
-
 def holding_requests(store, released: asyncio.Event) -> list[list[str]]:
     """The paths of each transaction and each read of many nodes `store` sends from now on, in
     order; each is held until `released` is set."""
@@ -167,6 +138,27 @@ def holding_requests(store, released: asyncio.Event) -> list[list[str]]:
 
     store.transaction, store.get_many = held_transaction, held_get_many
     return in_flight
+
+
+async def test_asks_go_out_while_requests_are_in_flight_up_to_the_number_allowed(store):
+    """ZooKeeper's watched nodes are read so (zookeeper.py): a restarted broker of 10,000
+    partitions opens 30,000 watches, which one request at a time read in 8 s."""
+    made = await nodes(store, 3)
+    released = asyncio.Event()
+    in_flight = holding_requests(store, released)
+    joined = JoinedReads(store, in_flight_max=2)
+    try:
+        first = asyncio.ensure_future(joined.get(made[0][0]))
+        await eventually(lambda: asyncio.sleep(0, len(in_flight) == 1), 10, "the first request")
+        second, third = asyncio.ensure_future(joined.get(made[1][0])), asyncio.ensure_future(joined.get(made[2][0]))
+        await eventually(lambda: asyncio.sleep(0, len(in_flight) == 2), 10, "a second request while the first is in flight")
+        assert in_flight == [[made[0][0]], [made[1][0], made[2][0]]]
+        released.set()
+        assert await asyncio.gather(first, second, third) == [(b"0", version) for _, version in made]
+        fourth = await joined.get(made[0][0])
+        assert fourth == (b"0", made[0][1]) and in_flight[2:] == [[made[0][0]]], "an ask after the senders ended starts one"
+    finally:
+        await joined.close()
 
 
 @pytest.mark.parametrize("ask", ["commit", "read"])
