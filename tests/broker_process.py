@@ -2,13 +2,16 @@
 pause (SIGSTOP) and resume (SIGCONT), restart on the same ports and data directory.
 
 Its Prometheus endpoint binds a free port too (never the default 9644, which every broker on
-the host would share); `metrics_address` is where it listens."""
+the host would share); `metrics_address` is where it listens. `rlimits` (resource -> limit)
+start it under resource limits, as a hostile client's tests do: an address-space limit turns
+unbounded memory into a failure the test sees, a low file limit makes descriptors run out."""
 
 from __future__ import annotations
 
 import os
 import pathlib
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -32,8 +35,9 @@ class BrokerHandle:
 
 class BrokerProcess(BrokerHandle):
     def __init__(self, data_dir: pathlib.Path, *, coord_url: str = "memory://", extra_args: tuple[str, ...] = (),
-                 cwd: pathlib.Path | None = None):
+                 cwd: pathlib.Path | None = None, rlimits: dict[int, int] | None = None):
         self.data_dir = data_dir
+        self.rlimits = dict(rlimits or {})
         self.coord_url = coord_url
         self.extra_args = extra_args
         self.cwd = cwd
@@ -61,7 +65,8 @@ class BrokerProcess(BrokerHandle):
 
     def start(self) -> None:
         self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        env=os.environ | {"PYTHONUNBUFFERED": "1"}, cwd=self.cwd)
+                                        env=os.environ | {"PYTHONUNBUFFERED": "1"}, cwd=self.cwd,
+                                        preexec_fn=self._limit_resources if self.rlimits else None)
         started = threading.Event()
 
         def pump(stream) -> None:
@@ -78,6 +83,11 @@ class BrokerProcess(BrokerHandle):
         if not started.wait(START_TIMEOUT_S):
             self.kill()
             raise RuntimeError("broker did not start:\n" + "".join(self.output[-40:]))
+
+    def _limit_resources(self) -> None:
+        """In the child, before exec: both soft and hard limits, so the broker cannot raise them."""
+        for limited, value in self.rlimits.items():
+            resource.setrlimit(limited, (value, value))
 
     def stop(self) -> int:
         """SIGTERM and wait: a clean shutdown. Returns the exit status."""
