@@ -16,8 +16,8 @@ from tests.conftest import unique_root
 CONSOLE_SCRIPT = pathlib.Path(sys.executable).with_name("replog")
 
 
-def replog(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "replog", *args], capture_output=True, text=True, timeout=timeout_s)
+def replog(*args: str, timeout_s: float = 60, cwd: pathlib.Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "replog", *args], capture_output=True, text=True, timeout=timeout_s, cwd=cwd)
 
 
 def closed_port() -> int:
@@ -61,14 +61,29 @@ def test_coord_check_on_a_server(kind, fixture, request):
     assert version_line.split(": ", 1)[1][0].isdigit(), version_line
 
 
-@pytest.mark.parametrize("url", ["nonsense", "kafka://127.0.0.1:9092", "zk://", "etcd://127.0.0.1", "zk://h:99999", "memory://host"])
-def test_bad_url_is_one_line_naming_the_accepted_forms_with_status_2(url):
-    done = replog("coord", "check", "--coord", url)
+@pytest.mark.parametrize("url", ["nonsense", "kafka://127.0.0.1:9092", "zk://", "etcd://127.0.0.1", "zk://h:99999", "memory://host",
+                                 "memory:127.0.0.1", "zk:127.0.0.1:2181", "etcd:127.0.0.1:2379", "zk://127.0.0.1:2181//replog",
+                                 "etcd://root:secret@127.0.0.1:2379", "etcd://127.0.0.1:2379:2379"])
+def test_bad_url_is_one_line_naming_the_accepted_forms_with_status_2(url, tmp_path):
+    done = replog("coord", "check", "--coord", url, cwd=tmp_path)
+    assert list(tmp_path.iterdir()) == [], "a store was opened"
     assert done.returncode == 2
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert url in lines[0] and "zk://host:port" in lines[0] and "etcd://host:port" in lines[0]
+
+
+def test_a_broker_given_memory_without_slashes_refuses_to_start_in_one_line_with_status_2(tmp_path):
+    """memory:127.0.0.1 read as urllib reads it was an embedded store in a file named 127.0.0.1
+    in the working directory: a broker alone, where the operator meant a cluster."""
+    done = replog("broker", "start", "--coord", "memory:127.0.0.1", "--data-dir", str(tmp_path / "data"),
+                  "--listen", "127.0.0.1:0", "--metrics-listen", "", cwd=tmp_path, timeout_s=20)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "memory:127.0.0.1" in lines[0] and "memory://" in lines[0] and "zk://host:port" in lines[0]
+    assert list(tmp_path.iterdir()) == [], "the broker started, or made its data directory"
 
 
 @pytest.mark.parametrize("kind", ["zk", "etcd"])

@@ -37,6 +37,8 @@ def test_values_are_parsed():
         ("coord.session.timeout.ms", "soon", "coord.session.timeout.ms"),
         ("coord.session.timeout.ms", "10", "at least 1000"),
         ("coord.url", "ftp://x", "accepted forms"),
+        ("coord.url", "memory:127.0.0.1", "memory: must be followed by //; accepted forms"),
+        ("coord.url", "zk://127.0.0.1:2181//replog", "chroot '//replog'"),
         ("listeners", "SSL://host:9093", "only PLAINTEXT"),
         ("listeners", "a:1,b:2", "exactly one listener"),
         ("listeners", "host", "host:port"),
