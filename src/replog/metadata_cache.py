@@ -51,6 +51,9 @@ REGISTRATION_RETRY_PAUSE_S = 0.5
 # Each reads its three nodes in turn, so this many reads wait at once: what ZooKeeper's watched
 # node reads send together (zookeeper.py: 4 requests of 64 nodes).
 PARTITION_WATCHES_IN_FLIGHT_MAX = 256
+# Lives of a broker remembered (BrokerRegistration.life_id): a fetch one of them sent may reach
+# its leader after the broker restarted, a few times over at most.
+LIVES_KEPT_PER_BROKER = 4
 
 
 def each_seen(items: Iterable[T], done: Callable[[T], bool]) -> Callable[[], bool]:
@@ -86,6 +89,9 @@ class MetadataCache:
     def __init__(self, store: Store):
         self._store = store
         self.brokers: dict[int, BrokerRegistration] = {}
+        # Each broker's lives seen registered, the latest last: which tell a follower's fetch
+        # from an earlier life from a client's posing as it (net/leader_connections.fetch_from).
+        self.lives: dict[int, collections.deque[str]] = {}
         self.topics: dict[str, dict[int, PartitionView]] = {}
         self._followers: dict[str, list[asyncio.Task]] = {}  # "brokers" | "broker:<id>" | "brokers-retry" | "topics" | "deletions" | "topic:<t>" | "topic:<t>:<p>"
         self._changed = asyncio.Event()
@@ -221,9 +227,15 @@ class MetadataCache:
                 self.brokers.pop(broker_id, None)
                 return
             try:
-                self.brokers[broker_id] = BrokerRegistration.decode(event.data)
+                registration = BrokerRegistration.decode(event.data)
             except InvalidNodeValue as error:
                 logger.warning("unreadable broker registration broker=%d error=%s", broker_id, error)
+                return
+            self.brokers[broker_id] = registration
+            if registration.life_id:
+                lives = self.lives.setdefault(broker_id, collections.deque(maxlen=LIVES_KEPT_PER_BROKER))
+                if registration.life_id not in lives:
+                    lives.append(registration.life_id)
 
         return apply
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment, TopicDeletion, TopicId
-from replog.metadata_cache import NO_LEADER, MetadataCache, PartitionView
+from replog.metadata_cache import LIVES_KEPT_PER_BROKER, NO_LEADER, MetadataCache, PartitionView
 from replog.replication.election import SeenPartition
 
 WAIT_S = 10
@@ -163,6 +163,24 @@ async def test_a_registration_replaced_in_one_step_is_seen(connect):
         assert cache.registered == frozenset({1})
         await admin.delete(paths.broker(1))
         assert await cache.wait_for(lambda: cache.registered == frozenset() and cache.brokers == {}, WAIT_S)
+    finally:
+        await cache.close()
+
+
+async def test_a_brokers_lives_seen_registered_are_remembered_past_their_registration(connect):
+    """What tells a follower's fetch sent by an earlier life of its broker (answered, not
+    recorded) from one naming a life never registered (refused: net/leader_connections.py)."""
+    admin, _, cache = await started_with_broker_1_registered(connect)
+    try:
+        lives = [f"life-{number}" for number in range(LIVES_KEPT_PER_BROKER + 1)]
+        for life in lives:
+            await admin.delete(paths.broker(1))
+            assert await cache.wait_for(lambda: 1 not in cache.brokers, WAIT_S)
+            await admin.create(paths.broker(1), BrokerRegistration("127.0.0.1", 9092, None, life).encode(), ephemeral=True)
+            assert await cache.wait_for(lambda: 1 in cache.brokers and cache.brokers[1].life_id == life, WAIT_S)
+        await admin.delete(paths.broker(1))
+        assert await cache.wait_for(lambda: 1 not in cache.brokers, WAIT_S)
+        assert list(cache.lives[1]) == lives[1:], "the latest lives, the latest last, at most LIVES_KEPT_PER_BROKER"
     finally:
         await cache.close()
 

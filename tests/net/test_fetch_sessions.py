@@ -12,19 +12,18 @@ from types import SimpleNamespace
 
 from kio.schema.errors import ErrorCode
 
-from replog.coord_backends.paths import BrokerRegistration
 from replog.net import codec
 from replog.net.fetch_decoding import FIRST_TOPIC_ID_VERSION, FetchedPartition
 from replog.net.fetch_requests import encode_fetch_request
 from replog.net.fetch_rounds import RoundChanges
 from replog.net.fetch_sessions import FetcherSession, FetchSessions, SessionRequest
 from replog.net.handlers.fetch import fetch as fetch_handler
-from replog.net.leader_connections import follower_client_id
 from replog.obs import BrokerMetrics
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replication.fetcher import FetchSpec
 from replog.storage.log import Log, LogConfig
 from tests.net.fetch_answers import decode_answer
+from tests.net.followers import client_id_of, registered
 from tests.replica.batches import producer_batch
 from tests.unit.log_fixtures import ManualClock
 
@@ -44,11 +43,12 @@ class Exchange(SimpleNamespace):
 
 
 async def exchange(services, fetcher: FetcherSession, offsets: dict[int, int], max_wait_ms: int = 0,
-                   follower: int = FOLLOWER) -> Exchange:
-    """One round: the follower asks for the partitions of `offsets`, at those offsets."""
+                   follower: int = FOLLOWER, client_id: str | None = None) -> Exchange:
+    """One round: the follower asks for the partitions of `offsets`, at those offsets; on a
+    connection of its registered life unless `client_id` says otherwise."""
     specs = [FetchSpec(TOPIC, partition, offset, 0, 1 << 20, max_wait_ms, TOPIC_ID.hex) for partition, offset in offsets.items()]
     sent = fetcher.request(specs, by_id=True)
-    wire = encode_fetch_request(FIRST_TOPIC_ID_VERSION, 1, follower_client_id(follower, None), replica_id=follower,
+    wire = encode_fetch_request(FIRST_TOPIC_ID_VERSION, 1, client_id or client_id_of(follower), replica_id=follower,
                                 max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
                                 specs=sent.sent, session_id=sent.session_id, session_epoch=sent.epoch, forgotten=sent.forgotten)
     error, session_id, carried = decode_answer(await fetch_handler(services, codec.decode_request(memoryview(wire)[4:])))
@@ -82,7 +82,7 @@ async def leading(tmp_path, sessions: FetchSessions, followers: tuple[int, ...] 
                                                   isr=(LEADER, *followers)))
     services = SimpleNamespace(
         replicas=manager, now_ms=manager._clock, metrics=BrokerMetrics(), fetch_sessions=sessions,
-        metadata=SimpleNamespace(brokers={follower: BrokerRegistration("127.0.0.1", 9092) for follower in followers}),
+        metadata=registered(*followers),
         unknown_partition_error=lambda topic: ErrorCode.unknown_topic_or_partition)
     return manager, leaders, services
 
@@ -202,6 +202,37 @@ async def test_a_follower_whose_session_stops_asking_falls_out_of_sync(tmp_path)
         assert all(cached.held_by is not None for cached in session.partitions.values())
         sessions._close(fetcher._id)
         assert [leader._followers[FOLLOWER].quiet for leader in leaders] == [None] * PARTITIONS
+    finally:
+        await manager.shutdown()
+
+
+async def test_a_client_posing_as_the_follower_neither_gets_a_session_nor_keeps_the_follower_in_sync(tmp_path):
+    """Its fetches were taken as the follower's: a session it opened held the partitions quiet
+    for the follower, and each of its requests counted as the follower's fetch of them, so a
+    follower that had stopped stayed in the ISR. Nor may it continue or close the follower's
+    session, whose id it may have guessed."""
+    sessions = FetchSessions()
+    manager, leaders, services = await leading(tmp_path, sessions)
+    follower, posing = FetcherSession(), FetcherSession()
+    offsets = {partition: 0 for partition in range(PARTITIONS)}
+    try:
+        await exchange(services, follower, offsets)
+        assert len(sessions) == 1 and follower._id
+        for _ in range(3):
+            refused = await exchange(services, posing, offsets, client_id="rdkafka")
+            assert (refused.error, refused.session_id) == (0, 0)
+            assert [found.error_code for found in refused.carried] == [ErrorCode.topic_authorization_failed] * PARTITIONS
+        assert len(sessions) == 1, "the poser got a session"
+        manager._clock.advance(LAG_MS + 1)
+        await exchange(services, posing, offsets, client_id="rdkafka")
+        now_ms = manager._clock()
+        assert [leader.out_of_sync_replicas(now_ms, LAG_MS) for leader in leaders] == [frozenset({FOLLOWER})] * PARTITIONS, \
+            "the poser's fetches kept the follower in sync"
+
+        guessed = FetcherSession()
+        guessed._id, guessed._epoch = follower._id, follower._epoch  # the follower's session, at its next epoch
+        await exchange(services, guessed, offsets, client_id="rdkafka")
+        assert (await exchange(services, follower, offsets)).error == 0, "the poser moved the follower's session on"
     finally:
         await manager.shutdown()
 

@@ -1,13 +1,25 @@
 """Which brokers are presumed gone: a refusal of their registered address, told once, ended by
-the first connection that succeeds."""
+the first connection that succeeds; and which connections are a follower's: those naming a life
+of the broker seen registered."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 
 from replog.coord_backends.paths import BrokerRegistration
-from replog.net.client import BrokerRefused, BrokerUnavailable, ConnectionLost
-from replog.net.leader_connections import LeaderConnections, fetch_from, follower_client_id, follower_of
+from replog.net.client import BrokerConnection, BrokerRefused, BrokerUnavailable, ConnectionLost
+from replog.net.leader_connections import (
+    LeaderConnections,
+    client_id_for_logs,
+    fetch_from,
+    follower_client_id,
+    follower_of,
+    registered_follower,
+)
+from replog.net.server import KafkaServer
+from replog.obs import BrokerMetrics
 from replog.replica.partition import FetchFrom
 from tests.polling import eventually
 
@@ -124,11 +136,66 @@ async def test_a_refusal_after_a_presumption_ran_out_is_a_new_death_to_tell():
         connections.close()
 
 
-def test_a_fetch_is_from_the_registered_life_only_if_its_life_id_is_the_registrations():
+def test_a_fetch_is_a_followers_only_if_it_names_a_life_of_the_broker_seen_registered():
     registered = {PEER: BrokerRegistration("127.0.0.1", 9999, None, "second")}
-    assert fetch_from(registered, PEER, follower_client_id(PEER, "second")) is FetchFrom.REGISTERED
-    assert fetch_from(registered, PEER, follower_client_id(PEER, "first")) is FetchFrom.EARLIER
-    assert fetch_from({}, PEER, follower_client_id(PEER, "second")) is FetchFrom.UNREGISTERED
-    # A broker that does not tell its life, or a registration without one, is taken at its word.
-    assert fetch_from(registered, PEER, follower_client_id(PEER, None)) is FetchFrom.REGISTERED
-    assert fetch_from({PEER: BrokerRegistration("127.0.0.1", 9999)}, PEER, follower_client_id(PEER, "first")) is FetchFrom.REGISTERED
+    lives = {PEER: ["first", "second"]}
+    assert fetch_from(registered, lives, PEER, follower_client_id(PEER, "second")) is FetchFrom.REGISTERED
+    assert fetch_from(registered, lives, PEER, follower_client_id(PEER, "first")) is FetchFrom.EARLIER
+    assert fetch_from({}, lives, PEER, follower_client_id(PEER, "second")) is FetchFrom.EARLIER, "its registration went"
+    for posing in ("rdkafka", None, follower_client_id(PEER, None), follower_client_id(PEER, "guessed"),
+                   follower_client_id(ME, "second"), "replog-follower-2.", "replog-follower-2.secon"):
+        assert fetch_from(registered, lives, PEER, posing) is None, posing
+    # A life not seen registered yet (a restarted broker fetches before it registers) is not told
+    # from a guess; nor can a registration without a life be told from any client.
+    assert fetch_from({}, {}, PEER, follower_client_id(PEER, "third")) is None
+    assert fetch_from({PEER: BrokerRegistration("127.0.0.1", 9999)}, {}, PEER, follower_client_id(PEER, "first")) is None
+
+
+def test_a_connection_is_a_followers_for_its_loss_only_if_it_names_the_registered_life():
+    """Else any client could have a live broker probed, and presumed gone when that refuses
+    (LeaderConnections), by closing a connection that named it."""
+    registered = {PEER: BrokerRegistration("127.0.0.1", 9999, None, "second")}
+    assert registered_follower(follower_client_id(PEER, "second"), lambda: registered) == PEER
+    for posing in ("rdkafka", None, follower_client_id(PEER, None), follower_client_id(PEER, "first"),
+                   follower_client_id(ME, "second")):
+        assert registered_follower(posing, lambda: registered) is None, posing
+
+
+async def test_only_a_registered_lifes_connection_lost_makes_the_broker_probe_it():
+    """Closing a connection whose client id names a broker but not its registered life tells the
+    broker nothing: else any client could have a live broker probed at will, and presumed gone
+    (its leaderships deposed, its replicas shrunk out of ISRs) whenever a probe was refused."""
+    lost: list[int] = []
+    services = SimpleNamespace(metadata=SimpleNamespace(brokers={PEER: BrokerRegistration("127.0.0.1", 9999, None, "second")}),
+                               follower_connection_lost=lost.append)
+    server = KafkaServer(services, "127.0.0.1", 0, max_request_bytes=1 << 20, metrics=BrokerMetrics())
+    await server.start()
+    try:
+        for client_id in ("rdkafka", follower_client_id(PEER, None), follower_client_id(PEER, "first"),
+                          follower_client_id(PEER, "second")):
+            connection = await BrokerConnection.open("127.0.0.1", server.port, client_id=client_id)  # asks ApiVersions
+            connection.close()
+
+            async def closed() -> bool:
+                return server.connection_count == 0
+
+            await eventually(closed, WAIT_S, "the server to see the connection closed")
+        assert lost == [PEER], "a connection of no registered life had the broker probe it"
+    finally:
+        await server.stop()
+
+
+@pytest.mark.parametrize("client_id", ["replog-follower-\u00b2", "replog-follower-" + "9" * 5000, "replog-follower-\u0663.x"])
+def test_a_client_id_naming_no_int32_broker_is_no_followers(client_id):
+    """Unicode digits and thousands of them name no broker: int() refused them, in the middle of
+    decoding the connection's requests."""
+    registered = {PEER: BrokerRegistration("127.0.0.1", 9999, None, "second")}
+    assert follower_of(client_id) is None
+    assert registered_follower(client_id, lambda: registered) is None
+    assert fetch_from(registered, {}, PEER, client_id) is None
+
+
+def test_a_followers_life_id_is_left_out_of_log_lines():
+    assert client_id_for_logs(follower_client_id(PEER, "c0ffee")) == "replog-follower-2.*"
+    for client_id in ("rdkafka", None, follower_client_id(PEER, None)):
+        assert client_id_for_logs(client_id) == client_id

@@ -13,10 +13,11 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from replog.coord_backends import CoordinationUnavailable, paths
 from replog.coord_backends.memory import MemoryStore
-from replog.coord_backends.paths import BrokerRegistration, IsrRecord, ReplicaAssignment
+from replog.coord_backends.paths import IsrRecord, ReplicaAssignment
 from replog.net import codec
 from replog.net.codec import SUPPORTED_VERSIONS, ApiKey
 from replog.net.fetch_requests import encode_fetch_request
@@ -29,6 +30,8 @@ from replog.storage.log import Log, LogConfig
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.partition import FetchFrom, Partition, PartitionConfig
 from replog.replication.fetcher import FetchSpec
+from tests.net.fetch_answers import decode_answer
+from tests.net.followers import client_id_of, life_of, registered
 from tests.polling import eventually
 from tests.replica.batches import producer_batch
 from tests.unit.log_fixtures import ManualClock
@@ -286,9 +289,9 @@ async def test_a_parked_fetch_counts_when_it_arrives_and_not_again_after_its_wai
     partition.log.tag_topic_id(uuid.uuid4().hex)  # followers name it by id
     services = SimpleNamespace(replicas=SimpleNamespace(get_partition=lambda topic, partition_id: partition,
                                                         topic_of_id=lambda topic_id: TOPIC),
-                               metadata=SimpleNamespace(brokers={FOLLOWER: BrokerRegistration("127.0.0.1", 9092)}), now_ms=leading.clock, metrics=BrokerMetrics())
+                               metadata=registered(FOLLOWER), now_ms=leading.clock, metrics=BrokerMetrics())
     version = SUPPORTED_VERSIONS[ApiKey.FETCH][1]
-    wire = encode_fetch_request(version, 1, follower_client_id(FOLLOWER, None), replica_id=FOLLOWER, max_wait_ms=60_000,
+    wire = encode_fetch_request(version, 1, client_id_of(FOLLOWER), replica_id=FOLLOWER, max_wait_ms=60_000,
                                 min_bytes=1, max_bytes=1 << 20, isolation_level=0,
                                 specs=[FetchSpec(TOPIC, 0, 5, partition.leader_epoch, 1 << 20, 60_000, partition.topic_id)])
     request = dataclasses.replace(codec.decode_request(memoryview(wire)[4:]), overtaken=codec.Overtaken())
@@ -306,19 +309,79 @@ async def test_a_parked_fetch_counts_when_it_arrives_and_not_again_after_its_wai
         "a fetch of the removed replica qualified the one added back"
 
 
-async def test_a_fetch_from_a_broker_whose_registration_was_not_seen_counts_for_the_hw_but_not_for_joining(tmp_path, closing):
-    """Its life cannot be told until its registration is seen: a restarted broker fetches
-    before it registers again."""
+def fetch_request(client_id: str | None, offset: int, leader_epoch: int) -> codec.Request:
+    """A fetch naming FOLLOWER's replica id, from `offset`, on a connection with `client_id`."""
+    wire = encode_fetch_request(SUPPORTED_VERSIONS[ApiKey.FETCH][1] - 1, 1, client_id, replica_id=FOLLOWER, max_wait_ms=0,
+                                min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                                specs=[FetchSpec(TOPIC, 0, offset, leader_epoch, 1 << 20, 0)])
+    return codec.decode_request(memoryview(wire)[4:])
+
+
+def leader_services(leading: Leading, metadata: SimpleNamespace) -> SimpleNamespace:
+    partition = leading.partition
+    return SimpleNamespace(replicas=SimpleNamespace(get_partition=lambda topic, partition_id: partition),
+                           metadata=metadata, now_ms=leading.clock, metrics=BrokerMetrics())
+
+
+POSING = [
+    "rdkafka",  # a plain client naming a replica id
+    follower_client_id(FOLLOWER, None),  # a follower's client id without a life
+    follower_client_id(FOLLOWER, "0123456789abcdef"),  # a guessed life
+    follower_client_id(OTHER, life_of(OTHER)),  # another broker's registered life
+]
+
+
+@pytest.mark.parametrize("client_id", POSING)
+async def test_a_client_posing_as_a_follower_is_refused_and_moves_neither_the_hw_nor_the_isr(tmp_path, closing, client_id):
+    """Only a connection of the broker's registered life is its follower's (KIP-903's broker
+    epoch, where Kafka checks CLUSTER_ACTION): any client may name a replica id and a client id."""
+    leading = await elect(tmp_path, alive=(FOLLOWER,))
+    closing.append(leading)
+    partition = leading.partition
+    leading.append(5)
+    assert (partition.high_watermark, partition.isr) == (0, {LEADER, FOLLOWER}), "FOLLOWER has fetched nothing yet"
+    services = leader_services(leading, registered(FOLLOWER, OTHER))
+    for offset in (5, 0):  # claims to hold everything; asks for what is past the HW
+        _, _, [answer] = decode_answer(await fetch_handler(services, fetch_request(client_id, offset, partition.leader_epoch)),
+                                       SUPPORTED_VERSIONS[ApiKey.FETCH][1] - 1)
+        assert (answer.error_code, answer.high_watermark, answer.records) == (ErrorCode.topic_authorization_failed, -1, b"")
+    assert partition.high_watermark == 0, "a client posing as the follower moved the high watermark"
+    assert partition.follower_log_end_offset(FOLLOWER) < 0
+
+
+@pytest.mark.parametrize("client_id", POSING)
+async def test_a_client_posing_as_a_follower_out_of_the_isr_does_not_take_it_back(tmp_path, closing, client_id):
+    leading = await elect(tmp_path, alive=())
+    closing.append(leading)
+    partition = leading.partition
+    leading.append(5)
+    services = leader_services(leading, registered(FOLLOWER, OTHER))
+    await fetch_handler(services, fetch_request(client_id, 5, partition.leader_epoch))
+    assert partition.followers_ready_to_join(leading.clock(), LAG_MS) == frozenset(), \
+        "a client posing as the follower made it ready to join the ISR"
+    assert await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER,)
+
+    await fetch_handler(services, fetch_request(client_id_of(FOLLOWER), 5, partition.leader_epoch))
+    assert await leading.maintainer.check()
+    assert await leading.isr_in_store() == (LEADER, FOLLOWER), "the follower's own fetch counts"
+
+
+async def test_a_fetch_of_a_life_whose_registration_is_not_seen_yet_is_refused_until_it_is(tmp_path, closing):
+    """A restarted broker fetches before it registers: its new life cannot be told from a
+    client's guess until the leader sees its registration, and its fetcher retries."""
     leading = await elect(tmp_path, alive=(FOLLOWER,))
     closing.append(leading)
     leading.append(5)
-    leading.partition.record_follower_fetch(FOLLOWER, 5, leading.clock(), leading.partition.leader_epoch, FetchFrom.UNREGISTERED)
-    assert leading.partition.high_watermark == 5
-    leading.partition.update_isr({LEADER})
-    leading.partition.record_follower_fetch(FOLLOWER, 5, leading.clock(), leading.partition.leader_epoch, FetchFrom.UNREGISTERED)
-    assert leading.partition.followers_ready_to_join(leading.clock(), LAG_MS) == frozenset()
-    leading.fetch(5)
-    assert leading.partition.followers_ready_to_join(leading.clock(), LAG_MS) == {FOLLOWER}
+    metadata = registered()
+    services = leader_services(leading, metadata)
+    version = SUPPORTED_VERSIONS[ApiKey.FETCH][1] - 1
+    request = fetch_request(client_id_of(FOLLOWER), 5, leading.partition.leader_epoch)
+    _, _, [refused] = decode_answer(await fetch_handler(services, request), version)
+    assert refused.error_code == ErrorCode.topic_authorization_failed and leading.partition.high_watermark == 0
+    metadata.brokers, metadata.lives = registered(FOLLOWER).brokers, registered(FOLLOWER).lives
+    _, _, [answered] = decode_answer(await fetch_handler(services, request), version)
+    assert answered.error_code == ErrorCode.none and leading.partition.high_watermark == 5
 
 
 async def test_a_follower_presumed_gone_is_shrunk_out_at_once_while_still_registered(tmp_path, closing):

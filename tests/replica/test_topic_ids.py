@@ -10,17 +10,16 @@ from types import SimpleNamespace
 
 from kio.schema.errors import ErrorCode
 
-from replog.coord_backends.paths import BrokerRegistration
 from replog.net import codec
 from replog.net.fetch_decoding import FIRST_TOPIC_ID_VERSION, FetchedPartition
 from replog.net.fetch_requests import encode_fetch_request
 from replog.net.handlers.fetch import fetch as fetch_handler
-from replog.net.leader_connections import follower_client_id
 from replog.obs import BrokerMetrics
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replication.fetcher import FetchSpec
 from replog.storage.log import LogConfig
 from tests.net.fetch_answers import decode_answer
+from tests.net.followers import client_id_of, registered
 from tests.replica.batches import producer_batch
 from tests.unit.log_fixtures import ManualClock
 
@@ -34,9 +33,9 @@ async def fetch(manager: ReplicaManager, topic_id: uuid.UUID, partition: int, of
     """A follower's fetch as replog's followers send it, answered by the leader's handler."""
     services = SimpleNamespace(
         replicas=manager, now_ms=manager._clock, metrics=BrokerMetrics(),
-        metadata=SimpleNamespace(brokers={FOLLOWER: BrokerRegistration("127.0.0.1", 9092)}),
+        metadata=registered(FOLLOWER),
         unknown_partition_error=lambda topic: ErrorCode.unknown_topic_or_partition)
-    wire = encode_fetch_request(FIRST_TOPIC_ID_VERSION, 1, follower_client_id(FOLLOWER, None), replica_id=FOLLOWER,
+    wire = encode_fetch_request(FIRST_TOPIC_ID_VERSION, 1, client_id_of(FOLLOWER), replica_id=FOLLOWER,
                                 max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
                                 specs=[FetchSpec(TOPIC, partition, offset, 0, 1 << 20, 0, topic_id.hex)])
     _, _, [answer] = decode_answer(await fetch_handler(services, codec.decode_request(memoryview(wire)[4:])))

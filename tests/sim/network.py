@@ -23,6 +23,7 @@ from replog.replica.partition import EpochEndOffset, ErrorCode, FetchFrom, Fetch
 DELAY_MAX_S = 0.01
 DROP_P = 0.02
 REQUEST_TIMEOUT_S = 5.0
+TOPIC_AUTHORIZATION_FAILED = 29
 
 
 class SimNetwork:
@@ -72,12 +73,16 @@ class SimNetwork:
 # -- the leader's side, as its request handlers do it ---------------------------------------------
 
 async def serve_replica_fetch(replicas, replica_id: int, specs: list[FetchSpec], max_wait_ms: int,
-                              now_ms: Callable[[], int], life: FetchFrom) -> dict[tuple[str, int], FetchReply]:
+                              now_ms: Callable[[], int], life: FetchFrom | None) -> dict[tuple[str, int], FetchReply]:
     """The leader's side of a follower's fetch of several partitions: answered at once if any
     has data or an error, else once the first gets data or after `max_wait_ms` (the broker's
     Fetch handler). A replica of another topic id than the spec names is not read: Fetch v13
     refuses it (handlers/fetch.py), a leader problem to the follower as NOT_LEADER_OR_FOLLOWER is.
+    A fetch from no life of its broker the leader saw registered (`life` None: a restarted
+    broker's, before the leader sees its registration) is refused whole, as the handler does.
     """
+    if life is None:
+        return {(spec.topic, spec.partition): FetchReply(TOPIC_AUTHORIZATION_FAILED, -1, -1, b"") for spec in specs}
     def read_all(record: bool) -> list:
         return [(spec, hosted, None if hosted is None else hosted.read_for_follower(
                     replica_id, spec.fetch_offset, spec.max_bytes, now_ms(), spec.current_leader_epoch, life, record=record))

@@ -214,7 +214,7 @@ class _Connection:
         client_id = follower_client_id(self._source.broker_id, self._source.life_id)
         return RoundAnswer(await self._call(lambda leader: serve_replica_fetch(
             leader.replicas, replica_id, specs, max_wait_ms, leader.now_ms,
-            fetch_from(leader.metadata.brokers, replica_id, client_id))))
+            fetch_from(leader.metadata.brokers, leader.metadata.lives, replica_id, client_id))))
 
     async def offsets_for_leader_epochs(self, asks: list[EpochAsk], replica_id: int) -> dict[tuple[str, int], EpochEndOffset]:
         async def serve(leader) -> dict[tuple[str, int], EpochEndOffset]:

@@ -1,11 +1,21 @@
 """Connections from a follower to the leader brokers it fetches from, and which brokers are
-presumed gone (see LeaderConnections)."""
+presumed gone (see LeaderConnections); and, on the leader's side, which connections are a
+follower's (fetch_from, registered_follower).
+
+A follower's connections carry its broker id and its process's life id in their client id
+(follower_client_id). The life id is random, new for each process, and told to no client: only
+the coordination store holds it, in the broker's registration. A Fetch naming a replica id is a
+follower's only when its client id carries that broker's registered life id (KIP-903's broker
+epoch, checked where Kafka checks the CLUSTER_ACTION right); any client may claim a replica id
+and a client id, none can name a life id it never saw.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import NamedTuple, TypeVar
 
 from replog.coord_backends.paths import BrokerRegistration
@@ -25,6 +35,9 @@ GONE_PROBE_INTERVAL_S = 0.25
 PROBES_AFTER_LOST_CONNECTION_MAX = 8
 # The client id of a follower's connections, which tells a leader whose connection it was.
 FOLLOWER_CLIENT_ID_PREFIX = "replog-follower-"
+# A broker id is an int32: longer digit strings name no broker (and int() of thousands of
+# digits raises).
+_BROKER_ID_DIGITS_MAX = 10
 
 Opener = Callable[[int, BrokerRegistration], Awaitable[BrokerConnection]]
 
@@ -39,27 +52,61 @@ def _follower_and_life(client_id: str | None) -> tuple[int, str] | None:
     if client_id is None or not client_id.startswith(FOLLOWER_CLIENT_ID_PREFIX):
         return None
     broker_id, _, life_id = client_id[len(FOLLOWER_CLIENT_ID_PREFIX):].partition(".")
-    return (int(broker_id), life_id) if broker_id.isdigit() else None
+    if not (broker_id.isascii() and broker_id.isdigit() and len(broker_id) <= _BROKER_ID_DIGITS_MAX):
+        return None
+    return int(broker_id), life_id
+
+
+def client_id_for_logs(client_id: str | None) -> str | None:
+    """`client_id` with any life id left out: it is what makes a connection a follower's."""
+    follower = _follower_and_life(client_id)
+    return client_id if follower is None or not follower[1] else f"{FOLLOWER_CLIENT_ID_PREFIX}{follower[0]}.*"
 
 
 def follower_of(client_id: str | None) -> int | None:
-    """The broker id in a follower connection's client id, None for any other client."""
+    """The broker id in a follower connection's client id, None for any other client. Only the
+    client's word: what may be trusted is registered_follower's."""
     follower = _follower_and_life(client_id)
     return None if follower is None else follower[0]
 
 
-def fetch_from(registrations: Mapping[int, BrokerRegistration], broker_id: int, client_id: str | None) -> FetchFrom:
-    """Which life of follower `broker_id` a fetch on a connection with `client_id` comes from,
-    by the life id in the client id and in the broker's registration (Partition.FetchFrom).
-    A broker without a life id (an older one) is taken at its word."""
-    registered = registrations.get(broker_id)
-    if registered is None:
-        return FetchFrom.UNREGISTERED
+def _life_named(client_id: str | None, broker_id: int) -> str:
+    """The life id a client id names for broker `broker_id`; "" if it names none of it."""
     follower = _follower_and_life(client_id)
-    life_id = follower[1] if follower is not None and follower[0] == broker_id else ""
-    if not registered.life_id or not life_id or registered.life_id == life_id:
+    return follower[1] if follower is not None and follower[0] == broker_id else ""
+
+
+def _is_life(life_id: str, known: str | None) -> bool:
+    return bool(known) and hmac.compare_digest(life_id.encode(), known.encode())
+
+
+def fetch_from(registrations: Mapping[int, BrokerRegistration], lives: Mapping[int, Collection[str]], broker_id: int,
+               client_id: str | None) -> FetchFrom | None:
+    """Which life of follower `broker_id` a fetch on a connection with `client_id` comes from
+    (Partition.FetchFrom): the one registered now, or an earlier one this broker saw registered
+    (`lives`, MetadataCache.lives). None when the client id names no life of the broker seen
+    registered: a client posing as a follower, or a broker's life whose registration is not
+    seen yet (a restarted broker fetches before it registers): the fetch is refused, and its
+    follower retries."""
+    life_id = _life_named(client_id, broker_id)
+    if not life_id:
+        return None
+    registered = registrations.get(broker_id)
+    if registered is not None and _is_life(life_id, registered.life_id):
         return FetchFrom.REGISTERED
-    return FetchFrom.EARLIER
+    if any(_is_life(life_id, earlier) for earlier in lives.get(broker_id, ())):  # bounded by LIVES_KEPT_PER_BROKER
+        return FetchFrom.EARLIER
+    return None
+
+
+def registered_follower(client_id: str | None, registrations: Callable[[], Mapping[int, BrokerRegistration]]) -> int | None:
+    """The broker whose registered life a connection with `client_id` is (see fetch_from), None
+    for any other client; `registrations` is asked only for a client id of a follower's form."""
+    follower = _follower_and_life(client_id)
+    if follower is None:
+        return None
+    registered = registrations().get(follower[0])
+    return follower[0] if registered is not None and _is_life(follower[1], registered.life_id) else None
 
 
 class _Refusal(NamedTuple):

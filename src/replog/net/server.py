@@ -23,7 +23,7 @@ from . import codec
 from .framing import KafkaConnection
 from .handlers import API_NAMES, HANDLERS, count_error
 from .handlers.api_versions import unsupported_version_answer
-from .leader_connections import follower_of
+from .leader_connections import registered_follower
 from .services import Services
 
 logger = logging.getLogger(__name__)
@@ -57,14 +57,16 @@ class KafkaServer:
         return len(self._connections)
 
     def _connection(self) -> KafkaConnection:
-        follower: list[int] = []  # the broker whose follower connection this is, once it said so
+        # The broker whose follower connection this is, once it named that broker's registered
+        # life: no other client can have a live broker presumed gone by closing a connection.
+        follower: list[int] = []
         # Requests handled and not yet answered, by their task: (api, received, handled) for
         # the sending and total times. At most the connection's requests in flight.
         handled: dict[asyncio.Future, tuple[str, float, float]] = {}
 
         def dispatch(request: codec.Request) -> Awaitable[list[bytes] | None]:
             # Called as the frame is decoded; the coroutine runs when the loop gets to it (queued).
-            if not follower and (broker_id := follower_of(request.client_id)) is not None:
+            if not follower and (broker_id := registered_follower(request.client_id, lambda: self._services.metadata.brokers)) is not None:
                 follower.append(broker_id)
             return self._dispatch(request, time.perf_counter(), handled)
 

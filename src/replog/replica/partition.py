@@ -100,9 +100,8 @@ class FetchFrom(enum.Enum):
     after the broker restarted (a paused leader's socket, a fetch it had parked), and if that
     life's machine lost unflushed writes, the records it claims are gone (KIP-903)."""
 
-    REGISTERED = "registered"  # the life registered now, or a broker that does not tell
-    UNREGISTERED = "unregistered"  # no registration seen for the broker: its life is unknown
-    EARLIER = "earlier"  # not the registered life
+    REGISTERED = "registered"  # the life registered now
+    EARLIER = "earlier"  # a life registered before it
 
 
 class ReplicaState(enum.Enum):
@@ -748,7 +747,7 @@ class Partition:
         nothing of what the fetch claims."""
         error = self._refusal_before_read(fetch_offset, current_leader_epoch)
         if error is ErrorCode.NONE and record and life is not FetchFrom.EARLIER:
-            error = self.record_follower_fetch(replica_id, fetch_offset, now_ms, current_leader_epoch, life)
+            error = self.record_follower_fetch(replica_id, fetch_offset, now_ms, current_leader_epoch)
         if error is not ErrorCode.NONE:
             return self._fetch_error(error)
         if fetch_offset == self.log.log_end_offset:
@@ -785,9 +784,9 @@ class Partition:
         self._throttled = (frozenset(replicas), throttle, rate_bytes_per_s) if replicas else None
 
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
-                              current_leader_epoch: int = NO_LEADER_EPOCH, life: FetchFrom = FetchFrom.REGISTERED) -> ErrorCode:
-        """Note that follower `replica_id` has the log up to `fetch_offset`; may advance the HW.
-        Only a fetch from the registered life may make it ready to join the ISR."""
+                              current_leader_epoch: int = NO_LEADER_EPOCH) -> ErrorCode:
+        """Note that follower `replica_id`, as its broker's registered life, has the log up to
+        `fetch_offset`; may advance the HW."""
         follower = self._followers.get(replica_id)
         if follower is None:
             # As Kafka: a fetch that names our epoch comes from a replica we do not know yet
@@ -799,7 +798,7 @@ class Partition:
         if follower.quiet is not None:  # fetched outside the session holding it (a new connection)
             self._release(follower, stirred=True)
         follower.record_fetch(fetch_offset, self.log_end_offset, now_ms)
-        follower.fetched_at_leader_epoch = current_leader_epoch == self.leader_epoch and life is FetchFrom.REGISTERED
+        follower.fetched_at_leader_epoch = current_leader_epoch == self.leader_epoch
         self._maybe_advance_high_watermark()
         # One wake per join: while the write adding it is unsettled, the upkeep retries by itself.
         joins = follower.broker_id not in self._joining_isr and self._ready_to_join(follower)

@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable
 
 from kio.schema.errors import ErrorCode
 
+from replog.net.leader_connections import client_id_for_logs
 from replog.obs import BrokerMetrics
 
 from ..codec import ApiKey, Request
@@ -41,7 +42,7 @@ def log_refusal(request: Request, what: str, subject: str, error_code: int) -> N
     while len(_last_refusal_logged) > REFUSAL_SUBJECTS_MAX:
         _last_refusal_logged.popitem(last=False)
     logger.warning("refused %s subject=%s error=%d client=%s api=%d v%d", what, subject, error_code,
-                   request.client_id, request.api_key, request.api_version)
+                   client_id_for_logs(request.client_id), request.api_key, request.api_version)
 
 
 # Metric labels by API key and error code, named once rather than on every request.

@@ -23,6 +23,14 @@ reads the session's partitions, and an incremental one's answer carries only tho
 something to say; a request the session refuses (unknown id, out-of-order epoch) is answered
 with the error alone, and its fetcher starts a new session.
 
+A fetch naming a replica id is a follower's only from a connection of that broker's registered
+life, or of an earlier life (answered, never recorded: Partition.read_for_follower); any other
+is refused as Kafka refuses a follower's fetch from a client without the CLUSTER_ACTION right:
+every partition it names TOPIC_AUTHORIZATION_FAILED, nothing read, no session opened, continued
+or closed (net/leader_connections.fetch_from). Else a client could pose as a follower: move the
+high watermark past what the followers hold, rejoin a dead broker to the ISR, have its session
+hold partitions quiet as the follower's, and read past the high watermark.
+
 Encoding: the response body is written here rather than through kio, so that each partition's
 log bytes are a part of their own: a HeldSlice of the log file (Log.hold), which the connection
 sends with sendfile, never copying log bytes through Python (net/framing.py), rather than four
@@ -40,7 +48,7 @@ from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
-from replog.net.leader_connections import fetch_from
+from replog.net.leader_connections import client_id_for_logs, fetch_from
 from replog.replica.manager import UnknownTopicOrPartitionError
 from replog.replica.partition import FetchFrom, FetchResult, Partition, ReadWaiter
 from replog.storage.segment import HeldSlice
@@ -203,27 +211,44 @@ def _refused(api_version: int, error: ErrorCode) -> EncodedBody:
     return encoder.finish()
 
 
+def _not_a_replica(services, request: Request) -> EncodedBody:
+    """The answer to a fetch naming a replica id from a connection of no life of that broker:
+    every partition it names refused (see the module docstring)."""
+    error = ErrorCode.topic_authorization_failed
+    log_refusal(request, "fetch as a replica from no known life of the broker", f"replica {request.body.replica_id}", error)
+    results = []
+    for named, partitions in requested_topics(request.body):
+        for fetch in partitions:
+            count_error(services.metrics, request, error)
+            results.append(_Read(str(named), named, fetch, None, error))
+    return _encode(request.api_version, results, SessionFetch(None, True, []), by_follower=False)
+
+
 @handles(ApiKey.FETCH)
 async def fetch(services, request: Request):
     body = request.body
+    life = FetchFrom.REGISTERED  # a consumer's: read as it is
+    if body.replica_id >= 0:
+        life = fetch_from(services.metadata.brokers, services.metadata.lives, body.replica_id, request.client_id)
+        if life is None:
+            return _not_a_replica(services, request)
     if getattr(body, "session_id", NO_SESSION_ID) == NO_SESSION_ID and getattr(body, "session_epoch", FINAL_EPOCH) == FINAL_EPOCH:
-        return await _answer(services, request, SessionFetch(None, True, requested_topics(body)))
+        return await _answer(services, request, SessionFetch(None, True, requested_topics(body)), life)
     by_id = request.api_version >= FIRST_TOPIC_ID_VERSION
     async with services.fetch_sessions.fetch(body, by_id) as context:
         if isinstance(context, SessionFetch):
-            return await _answer(services, request, context)
+            return await _answer(services, request, context, life)
         count_error(services.metrics, request, context)
         logger.info("fetch session refused peer_client=%s session_id=%d epoch=%d error=%s",
-                    request.client_id, body.session_id, body.session_epoch, context.name)
+                    client_id_for_logs(request.client_id), body.session_id, body.session_epoch, context.name)
         return _refused(request.api_version, context)
 
 
-async def _answer(services, request: Request, session: SessionFetch) -> EncodedBody:
+async def _answer(services, request: Request, session: SessionFetch, life: FetchFrom) -> EncodedBody:
     body = request.body
     loop = asyncio.get_running_loop()
     deadline = loop.time() + body.max_wait.total_seconds()
     by_follower = body.replica_id >= 0
-    life = fetch_from(services.metadata.brokers, body.replica_id, request.client_id) if by_follower else FetchFrom.REGISTERED
     # Only a registered life's fetches are recorded, so only theirs may be recorded without a read.
     quiet_from = body.replica_id if life is FetchFrom.REGISTERED else -1
     now_ms = services.now_ms()
