@@ -1,5 +1,7 @@
 """v2 record batches with settable producer fields, on top of tests/unit/replica_batches.py (which
-fixes them at -1). Records are filler: the broker never decodes them."""
+fixes them at -1). Records are filler in producer_batch's, real in readable_producer_batch's."""
+
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from tests.unit.replica_batches import build_batch
 
@@ -9,3 +11,13 @@ def producer_batch(record_count: int = 1, producer_id: int = -1, producer_epoch:
     return build_batch(record_count=record_count, payload_bytes=payload_bytes, max_timestamp=max_timestamp,
                        attributes=attributes, producer_id=producer_id, producer_epoch=producer_epoch,
                        base_sequence=base_sequence)
+
+
+def readable_producer_batch(producer_id: int, producer_epoch: int, base_sequence: int, record_count: int,
+                            value: bytes) -> bytearray:
+    """A batch of `record_count` records of `value` that clients, and any validation, can read."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=producer_id,
+                                        producer_epoch=producer_epoch, base_sequence=base_sequence, batch_size=1 << 20)
+    for offset in range(record_count):
+        builder.append(offset, timestamp=0, key=None, value=value, headers=[])
+    return bytearray(builder.build())

@@ -12,6 +12,7 @@ from replog.storage.errors import InvalidRecordError
 from replog.storage.log import Log, LogConfig
 from replog.replica.producer_state import (
     BATCHES_KEPT_PER_PRODUCER,
+    NO_PRODUCER_EPOCH,
     SNAPSHOT_SUFFIX,
     SNAPSHOTS_KEPT,
     InvalidProducerEpochError,
@@ -273,10 +274,11 @@ class SequenceModel:
             for first, last, offset in history[-BATCHES_KEPT_PER_PRODUCER:]:
                 if (first, last) == (base_sequence, last_sequence):
                     return "duplicate", offset
-        if pid not in self.epochs:
-            return "append", None
-        if epoch < self.epochs[pid]:
+        current = self.epochs.get(pid, NO_PRODUCER_EPOCH)
+        if epoch < current:  # for a producer never seen too: as Kafka, below -1 is older than none
             return "fenced", None
+        if current == NO_PRODUCER_EPOCH:
+            return "append", None
         if epoch > self.epochs[pid]:
             return ("append", None) if base_sequence == 0 else ("out_of_order", None)
         return ("append", None) if base_sequence == (history[-1][1] + 1) % 2**31 else ("out_of_order", None)
@@ -299,7 +301,7 @@ def next_sequences(model: SequenceModel, pid: int) -> list[int]:
 
 
 operations = st.lists(
-    st.tuples(st.sampled_from([1, 2]), st.integers(0, 2), st.integers(0, 4), st.integers(1, 3),
+    st.tuples(st.sampled_from([1, 2]), st.integers(-2, 2), st.integers(0, 4), st.integers(1, 3),
               st.sampled_from(["append", "append", "append", "clean_restart", "crash_restart"])),
     min_size=1, max_size=40,
 )

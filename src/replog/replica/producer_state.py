@@ -9,7 +9,9 @@ offset). Before a leader appends, `check` compares a request's batch headers wit
       kept batch                            appended again, acknowledged with its first offsets
     producer unknown (no kept batch)        accepted with any sequence: its batches may have
                                             been removed by retention (as Kafka)
-    epoch older than the kept one           INVALID_PRODUCER_EPOCH (47)
+    epoch older than the kept one, or       INVALID_PRODUCER_EPOCH (47)
+      below -1 for a producer unknown
+      (as Kafka's ProducerAppendInfo)
     epoch newer than the kept one           accepted only from sequence 0, else OUT_OF_ORDER (45)
     same epoch                              accepted only at the next sequence, else OUT_OF_ORDER
     producer id set, base sequence < 0      INVALID_RECORD (87), as Kafka's LogValidator
@@ -179,12 +181,12 @@ def _check_sequence(epoch: int, last_sequence: int, batch: ProducerBatch) -> Non
     """Raise unless `batch` may follow a producer now at (`epoch`, `last_sequence`)."""
     if batch.base_sequence < 0:
         raise InvalidRecordError(f"producer {batch.producer_id} sent base sequence {batch.base_sequence}")
-    if epoch == NO_PRODUCER_EPOCH:
-        return
     if batch.producer_epoch < epoch:
         raise InvalidProducerEpochError(
             f"producer {batch.producer_id} epoch {batch.producer_epoch} is older than its current epoch {epoch}"
         )
+    if epoch == NO_PRODUCER_EPOCH:
+        return
     if batch.producer_epoch > epoch:
         if batch.base_sequence != 0:
             raise OutOfOrderSequenceError(
