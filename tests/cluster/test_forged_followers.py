@@ -1,7 +1,8 @@
 """A client posing as a follower, against broker processes: a Fetch naming a real broker's
 replica id, from a connection that is no registered life of that broker, is refused with
 TOPIC_AUTHORIZATION_FAILED; the high watermark stays where the real followers hold it, the ISR
-is unchanged, and nothing past the high watermark is served. The real follower replicates on.
+is unchanged, and nothing past the high watermark is served, nor its log end offset by
+ListOffsets. The real follower replicates on.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 from kio.schema.errors import ErrorCode
 
 from replog.net.client import LATEST_TIMESTAMP, BrokerConnection, PartitionMetadata
+from replog.net.codec import ApiKey
 from replog.replication.fetcher import FetchSpec
 from tests.chaos.harness import agreed_view, record_batch, wait_until
 from tests.cluster.conftest import LONG_SESSION_TIMEOUT_MS, Cluster
@@ -36,6 +38,17 @@ def in_sync(cluster: Cluster) -> PartitionMetadata | None:
 
 async def high_watermark(connection: BrokerConnection) -> int:
     listed = await connection.list_offsets(TOPIC, 0, LATEST_TIMESTAMP)
+    assert listed.error_code == ErrorCode.none
+    return listed.offset
+
+
+async def latest_offset_as_replica(port: int, client_id: str, replica_id: int) -> int:
+    """ListOffsets "latest" naming a replica id, which replog answers as a consumer's: the HW."""
+    async with await BrokerConnection.open("127.0.0.1", port, client_id=client_id) as connection:
+        answer = await connection.request(ApiKey.LIST_OFFSETS, None, {
+            "replica_id": replica_id, "isolation_level": 0, "topics": [{"name": TOPIC, "partitions": [
+                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": LATEST_TIMESTAMP}]}]})
+    [listed] = answer.topics[0].partitions
     assert listed.error_code == ErrorCode.none
     return listed.offset
 
@@ -69,6 +82,7 @@ async def test_a_client_posing_as_a_follower_moves_no_high_watermark_and_reads_n
                             assert (answer.error_code, answer.high_watermark, answer.records) == (
                                 ErrorCode.topic_authorization_failed, -1, b""), client_id
                     assert await high_watermark(producer) == COMMITTED, f"{client_id} moved the high watermark"
+                    assert await latest_offset_as_replica(cluster.brokers[leader].port, client_id, follower) == COMMITTED
                 now = (await producer.metadata([TOPIC])).topics[TOPIC].partitions[0]
                 assert (now.leader_id, now.leader_epoch, sorted(now.isr)) == (leader, view.leader_epoch, [0, 1])
             finally:
