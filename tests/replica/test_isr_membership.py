@@ -367,6 +367,23 @@ async def test_a_client_posing_as_a_follower_out_of_the_isr_does_not_take_it_bac
     assert await leading.isr_in_store() == (LEADER, FOLLOWER), "the follower's own fetch counts"
 
 
+async def test_a_fetch_of_an_earlier_life_of_the_follower_is_answered_and_not_recorded(tmp_path, closing):
+    """A fetch its broker's earlier life sent, reaching the leader after the restart: answered as
+    before this broker told lives apart, the records it claims not counted (KIP-903)."""
+    leading = await elect(tmp_path, alive=(FOLLOWER,))
+    closing.append(leading)
+    leading.append(5)
+    metadata = registered(FOLLOWER)
+    metadata.lives[FOLLOWER].appendleft("earlier-life")
+    services = leader_services(leading, metadata)
+    request = fetch_request(follower_client_id(FOLLOWER, "earlier-life"), 0, leading.partition.leader_epoch)
+    _, _, [answer] = decode_answer(await fetch_handler(services, request), SUPPORTED_VERSIONS[ApiKey.FETCH][1] - 1)
+    assert (answer.error_code, len(answer.records) > 0) == (ErrorCode.none, True)
+    assert leading.partition.follower_log_end_offset(FOLLOWER) < 0, "an earlier life's fetch was recorded"
+    await fetch_handler(services, fetch_request(client_id_of(FOLLOWER), 5, leading.partition.leader_epoch))
+    assert leading.partition.high_watermark == 5
+
+
 async def test_a_fetch_of_a_life_whose_registration_is_not_seen_yet_is_refused_until_it_is(tmp_path, closing):
     """A restarted broker fetches before it registers: its new life cannot be told from a
     client's guess until the leader sees its registration, and its fetcher retries."""
