@@ -3,8 +3,9 @@ presumed gone (see LeaderConnections); and, on the leader's side, which connecti
 follower's (fetch_from, registered_follower).
 
 A follower's connections carry its broker id and its process's life id in their client id
-(follower_client_id). The life id is random, new for each process, and told to no client: only
-the coordination store holds it, in the broker's registration. A Fetch naming a replica id is a
+(follower_client_id). The life id is random, new for each process, told to no client and left
+out of log lines (client_id_for_logs): only the coordination store holds it, in the broker's
+registration, and the broker's own connections carry it. A Fetch naming a replica id is a
 follower's only when its client id carries that broker's registered life id (KIP-903's broker
 epoch, checked where Kafka checks the CLUSTER_ACTION right); any client may claim a replica id
 and a client id, none can name a life id it never saw.
