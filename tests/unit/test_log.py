@@ -3,7 +3,8 @@ import os
 
 import pytest
 
-from replog.storage.errors import InvalidRecordError, OffsetOutOfRangeError, RecordListTooLargeError, RecordTooLargeError
+from replog.storage.errors import (InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError, RecordListTooLargeError,
+                                   RecordTooLargeError)
 from replog.storage.log import LogConfig
 from replog.storage.records import validate_batches
 from log_fixtures import ManualClock, open_log, read_all
@@ -221,7 +222,7 @@ def test_a_follower_fetch_that_fails_part_way_keeps_the_epochs_of_what_it_wrote(
     log = open_log(log_dir, segment_bytes=450)
     fetched = b"".join(build_batch(payload_bytes=139, base_offset=offset, leader_epoch=1 + offset // 2) for offset in range(4))
     monkeypatch.setattr(log, "_roll_and_append", lambda *args: (_ for _ in ()).throw(OSError("injected: disk full")))
-    with pytest.raises(OSError):
+    with pytest.raises(KafkaStorageError):
         log.append_as_follower(fetched)
     assert log.log_end_offset == 2  # the first run, two batches of epoch 1
     assert log.leader_epoch_cache.entries == [(1, 0)]

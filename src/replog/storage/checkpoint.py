@@ -20,6 +20,7 @@ Concurrency: one writer per file (the owning partition or the replica manager); 
 """
 
 import bisect
+import errno
 import logging
 import os
 import threading
@@ -66,10 +67,13 @@ def write_checkpoint_aside(path: Path, entries: list[str]) -> Path:
     """Write what `path` should hold, durably, to `<name>.tmp` beside it and return that path:
     the first half of write_checkpoint, for a writer that renames it into place later."""
     content = f"{CHECKPOINT_VERSION}\n{len(entries)}\n" + "".join(f"{line}\n" for line in entries)
+    encoded = content.encode()
     tmp_path = path.with_name(path.name + TMP_SUFFIX)
     fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
-        os.write(fd, content.encode())
+        if os.write(fd, encoded) != len(encoded):
+            # A full file system: a torn checkpoint renamed into place would read as empty.
+            raise OSError(errno.ENOSPC, "short write of a checkpoint", str(tmp_path))
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -279,7 +283,9 @@ class LeaderEpochCache:
             self._changed()
 
     def _changed(self) -> None:
-        """Every write of the entries ends here."""
+        """Every write of the entries ends here. Unsaved until the write succeeds: after one that
+        failed (a full disk), the next append's save_if_unsaved writes them before its bytes."""
         self._refresh_latest_epoch()
+        self.unsaved = True
         write_checkpoint(self._checkpoint_path, [f"{entry.epoch} {entry.start_offset}" for entry in self.entries])
         self.unsaved = False

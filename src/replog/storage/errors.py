@@ -4,6 +4,7 @@ The broker maps an exception to a response by `error_code` alone, so every failu
 cause or observe on the log path has exactly one class here.
 """
 
+import errno
 from typing import ClassVar
 
 
@@ -46,3 +47,28 @@ class InvalidRecordError(ReplicaError):
     """
 
     error_code = 87  # INVALID_RECORD
+
+
+class KafkaStorageError(ReplicaError):
+    """The log directory does not take the write: it failed (ENOSPC, EDQUOT, EIO, a short
+    write: `reason` names it) and was taken back, or free space is below
+    log.dir.min.free.bytes (disk_space.py). Kafka answers this for a failed log directory;
+    librdkafka, the Java client, aiokafka and kafka-python all retry it after a metadata refresh."""
+
+    error_code = 56  # KAFKA_STORAGE_ERROR
+
+    def __init__(self, message: str, reason: str, appended: tuple[int, int] | None = None):
+        super().__init__(message)
+        self.reason = reason
+        # (first, last) offset of records the failed call did write: the flush after them failed.
+        self.appended = appended
+
+    @classmethod
+    def of(cls, error: OSError, directory, appended: tuple[int, int] | None = None) -> "KafkaStorageError":
+        return cls(f"writing to {directory} failed: {error}", os_error_name(error), appended)
+
+
+def os_error_name(error: OSError) -> str:
+    """The errno's name ("ENOSPC"), the same for every file: what a line about a failed write
+    names, so that the lines of many partitions failing alike are identical."""
+    return errno.errorcode.get(error.errno or -1, type(error).__name__)

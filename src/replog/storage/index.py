@@ -21,6 +21,7 @@ Concurrency: owned by one segment and used from one thread; no locking.
 """
 
 import bisect
+import errno
 import itertools
 import os
 import struct
@@ -92,7 +93,11 @@ class SparseIndex:
         try:
             if self._persisted_count == 0:
                 os.ftruncate(fd, 0)
-            os.pwrite(fd, self._encode(self._persisted_count), self._persisted_count * self.ENTRY.size)
+            encoded = self._encode(self._persisted_count)
+            if os.pwrite(fd, encoded, self._persisted_count * self.ENTRY.size) != len(encoded):
+                # The file system filled up: the entries count as unwritten, and the next persist
+                # writes them over the torn tail.
+                raise OSError(errno.ENOSPC, "short write of index entries", str(self.path))
             if fsync:
                 os.fsync(fd)
         finally:

@@ -21,7 +21,11 @@ follows the log end at that interval whatever the flush settings. Opening a log 
 was closed cleanly (`closed_cleanly`: the data directory's record, clean_shutdown.py) trusts the
 files and only rescans each segment's index tail; any other open trusts what lies below the
 recovery point and re-validates every batch from the last index entry at or below it on,
-cutting the first torn, corrupt or out-of-order batch and all after it.
+cutting the first torn, corrupt or out-of-order batch and all after it. An append the directory
+does not take (ENOSPC, EDQUOT, EIO) raises KafkaStorageError and leaves the log as it was, the
+segment taking a partial batch back; if only the flush flush.messages or flush.ms asked for
+failed after the bytes, the error says which records are in (`appended`), and that flush is made
+before the next append's bytes.
 
 Concurrency: a Log is owned by one thread (the partition's event loop); it does not lock, and
 only a FlushJob runs elsewhere, on descriptors of its own. File slices returned by `read` stay
@@ -50,7 +54,7 @@ from replog.storage.cleaner import (
     cleaned_path,
     refuse_keyless_records,
 )
-from replog.storage.errors import InvalidRecordError, OffsetOutOfRangeError, RecordListTooLargeError
+from replog.storage.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError, RecordListTooLargeError
 from replog.storage.partition_metadata import sync_tag, tag_topic_id, tagged_topic_id
 from replog.storage.records import BatchHeader, assign_batches, batch_headers, run_of, validate_batches
 from replog.storage.segment import (
@@ -165,6 +169,7 @@ class Log:
         self._names_synced = 0
         self._tag_name = 0  # which of the names made is the tag's, written since it was opened; 0: none
         self._unflushed_records = 0
+        self._flush_owed = False  # an append's flush (flush.messages, flush.ms) failed: retried before the next bytes
         # flush.ms is due once the clock reaches this: the last flush plus flush.ms.
         self._flush_due_ms = clock() + config.flush_ms
         self._open(closed_cleanly)
@@ -304,7 +309,11 @@ class Log:
 
     def append(self, batches: bytearray | memoryview, leader_epoch: int) -> tuple[int, int]:
         """Append a producer's batches as leader: validate, assign offsets and `leader_epoch` in
-        place in `batches` (which must be writable), write. Returns (first, last) offset."""
+        place in `batches` (which must be writable), write. Returns (first, last) offset.
+
+        KafkaStorageError if the directory does not take it: a write that failed is taken back;
+        records the error says `appended` are the log's, and what failed after them was the flush
+        flush.messages or flush.ms asked for (made before the next append's bytes)."""
         active = self._segments[-1]
         first_offset = active.next_offset
         batch_count, last_offset, max_timestamp, record_count = assign_batches(
@@ -315,13 +324,16 @@ class Log:
         # The common produce holds one batch (one per partition): its facts are the run's, so
         # no header objects are built.
         headers = None if batch_count == 1 else batch_headers(batches)
-        # Before the bytes: records past the file's entries would let the next open keep a stale one.
-        self.leader_epoch_cache.save_if_unsaved()
-        if not active.append(batches, last_offset, max_timestamp, now_ms, headers):
-            self._roll_and_append(batches, first_offset, last_offset, max_timestamp, now_ms, headers)
-        self._count_unflushed(record_count, now_ms)
-        if leader_epoch != self.leader_epoch_cache.latest_epoch:
-            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        try:
+            self._before_the_bytes()
+            if not active.append(batches, last_offset, max_timestamp, now_ms, headers):
+                self._roll_and_append(batches, first_offset, last_offset, max_timestamp, now_ms, headers)
+            self._count_unflushed(record_count, now_ms)
+            if leader_epoch != self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        except OSError as error:
+            appended = (first_offset, last_offset) if self.log_end_offset > first_offset else None
+            raise KafkaStorageError.of(error, self.directory, appended) from error
         return first_offset, last_offset
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> tuple[int, int]:
@@ -338,18 +350,40 @@ class Log:
             if header.base_offset < expected:
                 raise InvalidRecordError(f"batch offset {header.base_offset} is below expected offset {expected}")
             expected = header.next_offset
-        self.leader_epoch_cache.save_if_unsaved()  # before the bytes, as in append
         now_ms = self._clock()
-        for run, run_headers in _runs_within(batches, headers, self.config.segment_bytes):
-            _, last_offset, max_timestamp, record_count = run_of(run_headers)
-            if not self._segments[-1].append(run, last_offset, max_timestamp, now_ms, run_headers):
-                self._roll_and_append(run, run_headers[0].base_offset, last_offset, max_timestamp, now_ms, run_headers)
-            self._count_unflushed(record_count, now_ms)
-            # Per run: if a later run fails, the epochs of what is written are known.
-            for header in run_headers:
-                if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
-                    self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        try:
+            self._before_the_bytes()
+            for run, run_headers in _runs_within(batches, headers, self.config.segment_bytes):
+                _, last_offset, max_timestamp, record_count = run_of(run_headers)
+                if not self._segments[-1].append(run, last_offset, max_timestamp, now_ms, run_headers):
+                    self._roll_and_append(run, run_headers[0].base_offset, last_offset, max_timestamp, now_ms, run_headers)
+                self._count_unflushed(record_count, now_ms)
+                # Per run: if a later run fails, the epochs of what is written are known.
+                for header in run_headers:
+                    if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
+                        self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        except OSError as error:
+            # Whole runs may be in the log already: the log end says how far it got.
+            raise KafkaStorageError.of(error, self.directory) from error
         return headers[0].base_offset, last_offset
+
+    def _before_the_bytes(self) -> None:
+        """What an append writes before its records: the epochs no call has written yet
+        (records past the file's entries would let the next open keep a stale one), and the
+        flush the previous append could not make (appending on after a failed fsync would
+        leave ever more records unflushed that flush.messages or flush.ms promised durable)."""
+        self.leader_epoch_cache.save_if_unsaved()
+        if self._flush_owed:
+            self.flush()
+
+    def settle_owed_flush(self) -> None:
+        """Make the flush an append could not make, if one is owed: before a retry of that
+        append, answered as a duplicate without an append, acknowledges its records."""
+        if self._flush_owed:
+            try:
+                self.flush()
+            except OSError as error:
+                raise KafkaStorageError.of(error, self.directory) from error
 
     def take_page_cache_eviction(self) -> PageCacheEviction | None:
         """What of the active segment's page cache is due to be dropped (Segment.take_page_cache_eviction)."""
@@ -366,6 +400,7 @@ class Log:
         """Apply flush.messages and flush.ms after an append of `record_count` records."""
         self._unflushed_records += record_count
         if self._unflushed_records >= self.config.flush_messages or now_ms >= self._flush_due_ms:
+            self._flush_owed = True
             self.flush()
 
     def roll(self) -> None:
@@ -463,6 +498,7 @@ class Log:
                 segment.flush(with_indexes=segment is not active)
         self._flush_due_ms = self._clock() + self.config.flush_ms
         self._unflushed_records = 0
+        self._flush_owed = False
         self.recovery_point = max(self.recovery_point, offset)
         if synced:
             self._flushed(time.perf_counter() - started_s)

@@ -9,7 +9,8 @@ Files, named by the segment's base offset in 20 digits (the offset of its first 
     00000000000000000000.timeindex  sparse time index (index.py)
 
 Appends go to the end with one os.pwrite of the caller's buffer; nothing else is written on that
-path, the indexes grow in memory and are written behind (roll, flush, close). A segment also
+path, the indexes grow in memory and are written behind (roll, flush, close). A write that fails
+part-way (a full disk) is taken back: the file never keeps a torn batch at its end. A segment also
 decides when it is full (Kafka's LogSegment.shouldRoll): its limits are kept as plain thresholds
 that an append compares with, so that the produce path does no arithmetic for them. Everything a segment
 knows about itself (next offset, max timestamp, index tail) is either kept up to date by append or
@@ -22,6 +23,7 @@ made of it (Log.hold) outlives those.
 """
 
 import bisect
+import errno
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -238,10 +240,7 @@ class Segment:
                 return False
         written = os.pwrite(self.fd, buf, position)
         if written != size_bytes:
-            # A short write to a regular file means the disk is full: take the partial batch back
-            # so that the file still ends on a batch boundary.
-            os.ftruncate(self.fd, position)
-            raise OSError(f"short write to {self.log_path}: {written} of {size_bytes} bytes")
+            self._write_rest(buf, position, written)
         self.size_bytes = position + size_bytes
         if headers is None:
             self._track_batch(position, self.next_offset, last_offset + 1, max_timestamp)
@@ -250,6 +249,22 @@ class Segment:
                 self._track_batch(position + header.position, header.base_offset, header.next_offset,
                                   header.max_timestamp)
         return True
+
+    def _write_rest(self, buf, position: int, written: int) -> None:
+        """After a short write (the file system filled up part-way, or a quota was reached):
+        write the rest, which either completes or fails with the reason (ENOSPC, EDQUOT, EFBIG).
+        On failure the partial batches are taken back, so that the file still ends on a batch
+        boundary; the size the segment knows is unchanged either way until its caller moves it."""
+        view = memoryview(buf)
+        try:
+            while written < len(view):  # bounded: each turn writes at least a byte or raises
+                step = os.pwrite(self.fd, view[written:], position + written)
+                if step == 0:
+                    raise OSError(errno.ENOSPC, f"short write: {written} of {len(view)} bytes", str(self.log_path))
+                written += step
+        except OSError:
+            os.ftruncate(self.fd, position)
+            raise
 
     def take_page_cache_eviction(self) -> "PageCacheEviction | None":
         """The eviction of this file's pages more than PAGE_CACHE_TAIL_BYTES behind its end, once
