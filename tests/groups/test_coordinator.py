@@ -5,12 +5,14 @@ from the log when it is led here again (immigration), tombstones included."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from replog.groups import CoordinatorConfig, GroupCoordinator, GroupLimits, GroupState, JoinRequest, OffsetCommit
 from replog.replica.partition import Partition, PartitionConfig
+from replog.storage.disk_space import NOT_WATCHED, DiskSpace
 from replog.storage.log import Log, LogConfig
 from tests.polling import eventually
 from tests.unit.log_fixtures import ManualClock
@@ -20,10 +22,15 @@ WAIT_S = 5
 
 
 @pytest.fixture
-async def led(tmp_path):
+def disk_space() -> DiskSpace:
+    return NOT_WATCHED
+
+
+@pytest.fixture
+async def led(tmp_path, disk_space):
     """Partition 0 of a one-partition __consumer_offsets led here, and a running coordinator."""
     log = Log(tmp_path / "__consumer_offsets-0", LogConfig(), ManualClock())
-    partition = Partition(log, HERE, 0, (HERE, OTHER), (HERE,), 0, PartitionConfig(), now_ms=0)
+    partition = Partition(log, HERE, 0, (HERE, OTHER), (HERE,), 0, PartitionConfig(), now_ms=0, disk_space=disk_space)
     coordinator = GroupCoordinator(HERE, CoordinatorConfig(GroupLimits(initial_rebalance_delay_ms=0)),
                                    lambda topic, index: partition, lambda: 1, lambda: 0, lambda: 1_700_000_000_000)
     running = asyncio.create_task(coordinator.run())
@@ -77,6 +84,21 @@ async def test_offsets_and_generations_move_with_the_partitions_leadership(led):
     _, group = coordinator.describe("g")
     assert (group.state, group.generation, list(group.members)) == (GroupState.STABLE, 1, [joined.member_id])
     assert coordinator.heartbeat("g", joined.member_id, None, 1) == ErrorCode.none
+
+
+@pytest.mark.parametrize("disk_space", [DiskSpace(Path("unread"), 1000)])
+async def test_commits_go_on_while_produce_is_refused_and_are_answered_as_kafka_does_below_half(led, disk_space):
+    """Free space below log.dir.min.free.bytes refuses producers, not the coordinator's records;
+    below half of it those too, answered NOT_COORDINATOR (Kafka's answer to a storage error)."""
+    coordinator, partition = led
+    disk_space.update(800)
+    assert await coordinator.commit("simple", "", None, -1, [OffsetCommit("t", 0, 5, -1, "")]) == [ErrorCode.none]
+    disk_space.update(100)
+    assert await coordinator.commit("simple", "", None, -1, [OffsetCommit("t", 0, 6, -1, "")]) == [ErrorCode.not_coordinator]
+    error, offsets = coordinator.fetch("simple", [("t", 0)])
+    assert (error, offsets[("t", 0)].offset) == (ErrorCode.none, 5)
+    disk_space.update(5000)
+    assert await coordinator.commit("simple", "", None, -1, [OffsetCommit("t", 0, 7, -1, "")]) == [ErrorCode.none]
 
 
 async def test_a_waiting_join_is_answered_not_coordinator_when_leadership_moves(led):

@@ -66,10 +66,11 @@ class Table:
 
 async def append(partition: Partition | None, records: Iterable[tuple[bytes, bytes | None]], timeout_ms: int,
                  timestamp_ms: int) -> int:
-    """Write `records` (key, value) in one batch with acks=-1; a group error code."""
+    """Write `records` (key, value) in one batch with acks=-1; a group error code. The broker's
+    own records: a data directory low on space refuses them later than producers' (disk_space.py)."""
     if partition is None:
         return ErrorCode.not_coordinator
-    result = await partition.append_as_leader(encode_batch(list(records), timestamp_ms), -1, timeout_ms)
+    result = await partition.append_as_leader(encode_batch(list(records), timestamp_ms), -1, timeout_ms, internal=True)
     return APPEND_ERRORS.get(result.error_code, result.error_code)
 
 

@@ -23,7 +23,10 @@ Periodic tasks, each with its Kafka setting's interval (ManagerConfig):
     producer.id.expiration.check.interval.ms        forget silent producer ids
     log.cleaner.backoff.ms                          compact the compacted logs (storage/cleaner.py)
 A failing chore is logged and retried at its next interval: a full or failing disk must not stop
-the broker from serving what it can.
+the broker from serving what it can. A disk failure is one line, the same for every partition
+(storage/disk_space.py's report_write_failure), not a traceback per partition and interval.
+The data directory's free space (`disk_space`, watched by the broker) is handed to every
+partition, which refuses appends by it.
 
 Concurrency: owned by one event loop. Time for logic comes from the injected `clock` (ms); the
 task intervals are the event loop's.
@@ -42,6 +45,7 @@ from typing import TypeVar
 
 from replog.storage import clean_shutdown
 from replog.storage.checkpoint import OffsetCheckpoint, fsync_directory
+from replog.storage.disk_space import NOT_WATCHED, DiskSpace, report_write_failure
 from replog.storage.errors import ReplicaError
 from replog.storage.cleaner import Cleaned
 from replog.storage.log import Log, LogConfig, make_log_directories
@@ -93,15 +97,18 @@ class ReplicaManager:
     def __init__(self, config: ManagerConfig, clock: Callable[[], int], monotonic_clock: Callable[[], int] | None = None,
                  boot_id: str | None = unclean_reboot.current_boot_id(),
                  log_flushed: Callable[[float], None] = lambda duration_s: None,
-                 log_cleaned: Callable[[float, Cleaned | None], None] = lambda duration_s, cleaned: None):
+                 log_cleaned: Callable[[float, Cleaned | None], None] = lambda duration_s, cleaned: None,
+                 disk_space: DiskSpace = NOT_WATCHED):
         """`clock`: wall-clock ms, for log timestamps, retention and producer expiry.
         `monotonic_clock`: ms for the durations of ISR rules (follower lag), which a step of
         the wall clock must not shrink or grow; `clock` where not given (tests' manual clocks).
         `boot_id`: the machine's current boot (the simulator's machines have their own).
         `log_flushed`: hears how long each flush of a log took, in the background or not (the
         broker's metrics); `log_cleaned`, how long each cleaning pass took and what it removed
-        (None: it failed)."""
+        (None: it failed). `disk_space`: the data directory's free space, by which partitions
+        refuse appends."""
         self.config = config
+        self.disk_space = disk_space
         self._log_flushed = log_flushed
         self._log_cleaned = log_cleaned
         self.broker_id = config.broker_id
@@ -172,7 +179,9 @@ class ReplicaManager:
             outcomes = await asyncio.gather(*(asyncio.to_thread(partition.close_files) for partition in batch),
                                             return_exceptions=True)
             for partition, outcome in zip(batch, outcomes):
-                if isinstance(outcome, (OSError, ReplicaError)):
+                if isinstance(outcome, OSError):
+                    report_write_failure(self.data_dir, "close", outcome, f"{partition.topic}-{partition.partition_id}")
+                elif isinstance(outcome, ReplicaError):
                     # One failed disk must not keep the other logs from closing cleanly.
                     logger.error("closing replica failed topic=%s partition=%d broker=%d epoch=%d",
                                  partition.topic, partition.partition_id, self.broker_id, partition.leader_epoch,
@@ -356,7 +365,8 @@ class ReplicaManager:
             log.update_config(start.log_config)  # the topic's settings may have changed since the load
         checkpointed_high_watermark = self._checkpointed_high_watermarks.get((start.topic, start.partition), 0)
         return Partition(log, self.broker_id, start.leader_epoch, start.assigned_replicas, start.isr_or_all,
-                         checkpointed_high_watermark, start.partition_config, self._monotonic_clock(), start.leader_id)
+                         checkpointed_high_watermark, start.partition_config, self._monotonic_clock(), start.leader_id,
+                         disk_space=self.disk_space)
 
     def _host(self, start: "_ReplicaStart", started: Partition) -> Partition:
         self._partitions[(start.topic, start.partition)] = started
@@ -493,7 +503,9 @@ class ReplicaManager:
                 outcome = chore()
                 if inspect.isawaitable(outcome):
                     await outcome
-            except (OSError, ReplicaError):
+            except OSError as error:
+                report_write_failure(self.data_dir, chore.__name__, error, f"broker {self.broker_id}")
+            except ReplicaError:
                 logger.exception("periodic chore failed chore=%s broker=%d", chore.__name__, self.broker_id)
 
     def checkpoint_high_watermarks(self) -> None:
@@ -536,8 +548,10 @@ class ReplicaManager:
             try:
                 if await partition.flush_in_background():
                     self._log_flushed(time.perf_counter() - started_s)
-            except (OSError, ReplicaError):
+            except OSError as error:
                 # One failing log must not keep the others' recovery points from moving.
+                report_write_failure(self.data_dir, "background flush", error, f"{partition.topic}-{partition.partition_id}")
+            except ReplicaError:
                 logger.exception("background flush failed topic=%s partition=%d broker=%d",
                                  partition.topic, partition.partition_id, self.broker_id)
 

@@ -34,6 +34,12 @@ commit thread is thus not a loop but the HW advance itself; issue 5's ISR mainte
 lagging followers after replica.lag.time.max.ms, expanding caught-up ones through the store's
 compare-and-set) calls `update_isr`.
 
+Writes the data directory cannot take are answered KAFKA_STORAGE_ERROR (56), partition by
+partition, and leave the partition as it was: a leader refuses produce while free space is below
+log.dir.min.free.bytes, and followers and the group coordinator append until it is below half
+(storage/disk_space.py); a write that fails anyway is taken back by the log and reported in one
+line, the same for every partition.
+
 Long polls: a ReadWaiter is registered with any number of partitions and woken by the first
 whose readable end passes its fetch offset (HW for consumers, LEO for followers). A follower's
 fetch session holds the partitions it is caught up with quiet (QuietHold): they are not visited
@@ -58,9 +64,10 @@ from typing import NamedTuple, Protocol
 from replog.replica.throttle import ReplicationThrottle
 from replog.storage.checkpoint import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from replog.storage.cleaner import Cleaned
-from replog.storage.errors import ReplicaError
+from replog.storage.disk_space import NOT_WATCHED, DiskSpace, report_write_failure
+from replog.storage.errors import KafkaStorageError, ReplicaError
 from replog.storage.log import FlushJob, Log
-from replog.replica.producer_state import PendingSnapshot, ProducerStateManager
+from replog.replica.producer_state import PendingSnapshot, ProducerCheck, ProducerStateManager
 from replog.storage.records import HEADER_SIZE_BYTES, parse_header
 from replog.storage.segment import FileSlice
 
@@ -89,6 +96,7 @@ class ErrorCode(enum.IntEnum):
     NOT_ENOUGH_REPLICAS = 19
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
     INVALID_REQUIRED_ACKS = 21
+    KAFKA_STORAGE_ERROR = 56
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     OFFSET_NOT_AVAILABLE = 78
@@ -275,9 +283,11 @@ class Partition:
 
     def __init__(self, log: Log, local_broker_id: int, leader_epoch: int, assigned_replicas: Collection[int],
                  isr: Collection[int], high_watermark: int, config: PartitionConfig, now_ms: int,
-                 leader_id: int | None = None):
-        """Start leading at `leader_epoch`, or following `leader_id` if another broker leads."""
+                 leader_id: int | None = None, *, disk_space: DiskSpace = NOT_WATCHED):
+        """Start leading at `leader_epoch`, or following `leader_id` if another broker leads.
+        `disk_space`: the data directory's, which says when appends are refused."""
         self.log = log
+        self._disk_space = disk_space
         self.topic = log.topic
         self.partition_id = log.partition
         self.local_broker_id = local_broker_id
@@ -604,25 +614,39 @@ class Partition:
     # -- produce -------------------------------------------------------------------------------
 
     async def append_as_leader(self, batches: bytearray, acks: int, timeout_ms: int,
-                               appended: Callable[[], None] | None = None) -> AppendResult:
+                               appended: Callable[[], None] | None = None, *, internal: bool = False) -> AppendResult:
         """Append a producer's batches (the seed's produceRequestHandler) and answer per `acks`:
         0 and 1 after the local append, -1 once the HW passes the last offset appended (or the
         original offsets of a duplicate), REQUEST_TIMED_OUT after `timeout_ms`. `appended` is
-        called when an acks=-1 append starts waiting for the ISR (the broker times that wait)."""
-        error = self._refusal_before_append(acks)
+        called when an acks=-1 append starts waiting for the ISR (the broker times that wait).
+        `internal`: the broker's own (the group coordinator's), refused for lack of space only
+        where followers are (disk_space.py).
+
+        KAFKA_STORAGE_ERROR when the data directory is low on space or the write failed (taken
+        back, nothing appended); if only the flush after the write failed, the records stay in
+        the log, counted by the producer state, so that an idempotent producer's retry is
+        answered as the duplicate it is."""
+        error = self._refusal_before_append(acks, internal)
         if error is not ErrorCode.NONE:
             return self._append_error(error)
         try:
             check = self.producer_state.check(batches)
             if check.duplicate is not None:
+                self.log.settle_owed_flush()
                 first_offset, last_offset = check.duplicate.first_offset, check.duplicate.last_offset
                 record_count = 0
             else:
-                first_offset, last_offset = self.log.append(batches, self.leader_epoch)
+                try:
+                    first_offset, last_offset = self.log.append(batches, self.leader_epoch)
+                except KafkaStorageError as failure:
+                    if failure.appended is not None:  # written, then the flush after the bytes failed
+                        self._after_appended(batches, check, failure.appended[0])
+                    raise
+                self._after_appended(batches, check, first_offset)
                 record_count = last_offset - first_offset + 1
-                self.producer_state.record_append(check, first_offset)
-                self._evict_page_cache_behind()
-                self._after_local_append()
+        except KafkaStorageError as failure:
+            self._storage_failed(failure, "group coordinator records" if internal else "produce")
+            return self._append_error(failure.error_code)
         except ReplicaError as failure:
             logger.debug("refused append topic=%s partition=%d error=%d reason=%s",
                          self.topic, self.partition_id, failure.error_code, failure)
@@ -635,11 +659,19 @@ class Partition:
         return AppendResult(error, first_offset if error is ErrorCode.NONE else UNKNOWN_OFFSET, NO_TIMESTAMP,
                             self.log_start_offset, record_count)
 
-    def _refusal_before_append(self, acks: int) -> ErrorCode:
+    def _after_appended(self, batches: bytearray, check: ProducerCheck, first_offset: int) -> None:
+        self._disk_space.wrote(len(batches))
+        self.producer_state.record_append(check, first_offset)
+        self._evict_page_cache_behind()
+        self._after_local_append()
+
+    def _refusal_before_append(self, acks: int, internal: bool) -> ErrorCode:
         if self.state is not ReplicaState.LEADER or self.fenced:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if acks not in (-1, 0, 1):
             return ErrorCode.INVALID_REQUIRED_ACKS
+        if self._disk_space.refuses_appends if internal else self._disk_space.refuses_produce:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         if acks != -1:
             return ErrorCode.NONE
         if len(self.isr) < self.config.min_insync_replicas:
@@ -921,7 +953,10 @@ class Partition:
         else:
             offset, complete, reason = own_end, False, "leader epoch unknown here: end of our older epoch"
         offset = min(offset, self.log_end_offset)
-        self._after_follower_truncation(offset, reason)
+        try:
+            self._after_follower_truncation(offset, reason)
+        except OSError as error:
+            raise self._storage_failed(error, "truncation") from error
         if not complete and self.latest_epoch >= previous_epoch:
             complete = True  # no progress possible: asking again would get the same answer
         return TruncationResult(self.log_end_offset, complete, self.latest_epoch)
@@ -930,7 +965,10 @@ class Partition:
         """Drop the whole log and continue at `offset`: our end fell below the leader's log start
         (retention removed what we miss), so nothing we hold can be continued."""
         self._require(ReplicaState.FOLLOWER)
-        self.log.truncate_fully_and_start_at(offset)
+        try:
+            self.log.truncate_fully_and_start_at(offset)
+        except OSError as error:
+            raise self._storage_failed(error, "truncation") from error
         # Everything below `offset` is gone on the leader too, so it is at most committed data.
         self.high_watermark = offset
         self.producer_state.load(self.log)
@@ -963,7 +1001,14 @@ class Partition:
         data they could read."""
         self._require(ReplicaState.FOLLOWER)
         if batches:
-            self.log.append_as_follower(batches)
+            self.refuse_appends_if_low()
+            try:
+                self.log.append_as_follower(batches)
+            except KafkaStorageError as failure:
+                # Whole runs of the fetch may be in the log: the producer state takes those.
+                self.producer_state.record_replicated(batches, end_offset=self.log_end_offset)
+                raise self._storage_failed(failure, "follower append")
+            self._disk_space.wrote(len(batches))
             self.producer_state.record_replicated(batches)
             self._evict_page_cache_behind()
         new_high_watermark = min(leader_high_watermark, self.log_end_offset)
@@ -972,8 +1017,25 @@ class Partition:
         if leader_log_start_offset > self.log_start_offset:
             # Retention on the leader moved its log start: drop what it no longer has, within
             # what we know committed (a segment must not hold data past our HW to go).
-            if self.log.delete_segments_below(min(leader_log_start_offset, self.high_watermark)):
+            try:
+                deleted = self.log.delete_segments_below(min(leader_log_start_offset, self.high_watermark))
+            except OSError as error:
+                raise self._storage_failed(error, "follower retention") from error
+            if deleted:
                 self.producer_state.truncate_head(self.log_start_offset)
+
+    def refuse_appends_if_low(self) -> None:
+        """KafkaStorageError while the data directory is too low on space for replicated records
+        (disk_space.py; its state change was logged): a fetcher checks before fetching what it
+        could not append."""
+        if self._disk_space.refuses_appends:
+            raise KafkaStorageError(f"free space of {self.log.directory.parent} is below half of "
+                                    "log.dir.min.free.bytes", "below log.dir.min.free.bytes")
+
+    def _storage_failed(self, failure: OSError | KafkaStorageError, writing: str) -> KafkaStorageError:
+        """The failed write reported (one line whatever the partition), as the error to raise."""
+        report_write_failure(self.log.directory.parent, writing, failure, f"{self.topic}-{self.partition_id}")
+        return failure if isinstance(failure, KafkaStorageError) else KafkaStorageError.of(failure, self.log.directory)
 
     def _evict_page_cache_behind(self) -> None:
         """Drop the log's pages far behind its end in another thread, when due

@@ -250,10 +250,13 @@ class ProducerStateManager:
         for batch in check.batches:  # bounded by the batches in the request
             self._record(batch._replace(base_offset=first_offset + batch.base_offset))
 
-    def record_replicated(self, batches) -> None:
+    def record_replicated(self, batches, end_offset: int | None = None) -> None:
         """Record batches copied from a leader (offsets as in their headers), without checks: the
-        leader judged them, and a follower must hold whatever its leader holds."""
+        leader judged them, and a follower must hold whatever its leader holds. `end_offset`:
+        the log took only the batches below it (an append that failed part-way)."""
         for batch in iter_producer_batches(batches):  # bounded by the batches in the buffer
+            if end_offset is not None and batch.base_offset >= end_offset:
+                return
             if batch.producer_id != NO_PRODUCER_ID:
                 self._record(batch)
 

@@ -18,7 +18,10 @@ log to r.hw" (see Partition.truncate_for_new_leader for the data loss that avoid
 replica/ does not import net/ (DESIGN.md): the broker passes two callables that reach the
 leader, `FetchFromLeader` and `EpochEndFromLeader`. An exception they raise (connection lost,
 timeout) is retried after an exponential backoff capped at `backoff_max_ms`; so is an append
-the log refuses (a corrupt batch on the wire), from the same offset.
+the log refuses (a corrupt batch on the wire), from the same offset, and one the data directory
+does not take (KAFKA_STORAGE_ERROR: a failed write, or free space below what followers need,
+which is checked before fetching what could not be appended). The storage's own line reports
+those, once for all partitions; the fetcher's backoff is then a DEBUG line.
 
 Concurrency: runs on the partition's event loop. Every reply is applied only if the partition
 still follows the same leader epoch it was asked for: a become_follower/become_leader in between
@@ -33,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 from replog.storage.checkpoint import UNDEFINED_EPOCH
-from replog.storage.errors import ReplicaError
+from replog.storage.errors import KafkaStorageError, ReplicaError
 from replog.replica.partition import EpochEndOffset, ErrorCode, Partition, ReplicaState
 from replog.storage.records import complete_batches_size
 
@@ -232,9 +235,10 @@ class ReplicaFetcher:
 
     async def _back_off(self, failure: Exception) -> None:
         partition = self.partition
-        logger.warning("fetch from leader failed topic=%s partition=%d broker=%d leader=%d epoch=%d state=%s "
-                       "backoff_ms=%d error=%r", partition.topic, partition.partition_id, partition.local_broker_id,
-                       self.leader_id, self.leader_epoch, self.state.value, self._backoff_ms, failure)
+        level = logging.DEBUG if isinstance(failure, KafkaStorageError) else logging.WARNING
+        logger.log(level, "fetch from leader failed topic=%s partition=%d broker=%d leader=%d epoch=%d state=%s "
+                   "backoff_ms=%d error=%r", partition.topic, partition.partition_id, partition.local_broker_id,
+                   self.leader_id, self.leader_epoch, self.state.value, self._backoff_ms, failure)
         await asyncio.sleep(self._backoff_ms / 1000)
         self._backoff_ms = min(self._backoff_ms * 2, self.config.backoff_max_ms)
 
@@ -283,6 +287,7 @@ class ReplicaFetcher:
 
     async def _fetch_once(self) -> None:
         partition = self.partition
+        partition.refuse_appends_if_low()
         fetch_offset = partition.log_end_offset
         asked_ms = self._clock()
         reply = await self._fetch_from_leader(FetchSpec(
