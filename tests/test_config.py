@@ -54,6 +54,7 @@ def test_values_are_parsed():
         ("log.cleaner.min.cleanable.ratio", "half", "not a number"),
         ("log.dirs", " , ", "at least one directory"),
         ("log.retention.check.interval.ms", "0", "at least 1"),
+        ("log.dir.min.free.bytes", "-1", "at least 0"),
     ],
 )
 def test_bad_values_name_the_setting(name, text, complaint):
@@ -106,6 +107,17 @@ def test_the_retention_check_interval_reaches_the_replica_manager(tmp_path):
     broker = Broker(config)
     try:
         assert broker.replicas.config.retention_check_interval_ms == 250
+    finally:
+        broker.data_dir_lock.release()  # never started, so never stopped
+
+
+def test_the_free_space_threshold_reaches_the_broker_s_disk_space(tmp_path):
+    assert load_broker_config(None, {})["log.dir.min.free.bytes"] == 1 << 30
+    broker = Broker(load_broker_config(None, {"log.dirs": str(tmp_path), "log.dir.min.free.bytes": "2048"}))
+    try:
+        assert broker.disk_space.min_free_bytes == 2048
+        assert broker.disk_space.free_bytes is not None, "read before the broker serves anything"
+        assert broker.replicas.disk_space is broker.disk_space
     finally:
         broker.data_dir_lock.release()  # never started, so never stopped
 

@@ -33,6 +33,10 @@ The group coordinator (groups/) follows the replicas of __consumer_offsets throu
 manager's `on_replica_changed`, and its task runs from start to stop; the broker makes
 __consumer_offsets when a client first looks for a group's coordinator.
 
+The data directory's free space is read before anything is served and watched from start to
+stop (storage/disk_space.py): below `log.dir.min.free.bytes` produce is refused with
+KAFKA_STORAGE_ERROR until space returns.
+
 The broker is also the `services` object the request handlers receive: they reach the
 replicas, the metadata cache and a few broker-level decisions through it.
 """
@@ -61,6 +65,7 @@ from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
 from replog.producer_ids import ProducerIdAllocator
 from replog.storage.data_dir_lock import DataDirectoryLock
+from replog.storage.disk_space import DiskSpace, DiskSpaceState
 from replog.replica.manager import NEVER_MS, ManagerConfig, ReplicaManager
 from replog.replication.state_changes import StateChangeListener
 from replog.replication.throttle_rates import ThrottleRates
@@ -139,8 +144,12 @@ class Broker:
         self.store = ObservedStore(open_store(
             config["coord.url"], data_dir=str(self.data_dir), session_timeout_ms=config["coord.session.timeout.ms"]
         ), self.metrics.store_operation)
+        # Read once now, so that a broker started on a full disk refuses from its first request.
+        self.disk_space = DiskSpace(self.data_dir, config["log.dir.min.free.bytes"])
+        self.disk_space.check()
+        self._disk_space_watch: asyncio.Task | None = None
         self.replicas = ReplicaManager(manager_config, wall_clock_ms, monotonic_ms, log_flushed=self.metrics.log_flushed,
-                                       log_cleaned=self.metrics.log_cleaned)
+                                       log_cleaned=self.metrics.log_cleaned, disk_space=self.disk_space)
         self.metadata = MetadataCache(self.store)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
         self.fetch_sessions = FetchSessions()
@@ -165,6 +174,8 @@ class Broker:
             committed_offsets=self.groups.committed_offsets,
             high_watermarks=lambda: self._high_watermarks,
             fetch_sessions=lambda: (len(self.fetch_sessions), self.fetch_sessions.cached_partitions),
+            log_dir_space=lambda: (self.disk_space.free_bytes, self.disk_space.state.value),
+            log_dir_space_states=tuple(state.value for state in DiskSpaceState),
         ))
         self.metrics_server = (None if metrics_listener is None
                                else MetricsServer(self.metrics.registry, metrics_listener.host, metrics_listener.port,
@@ -199,6 +210,8 @@ class Broker:
             await self.metrics_server.start()
         await self.store.start()
         await self._ensure_paths()
+        # Without it the broker would go on refusing produce after space returned, or never refuse.
+        self._disk_space_watch = self._run_until_stopped(self.disk_space.watch(), "disk space watch")
         self.replicas.start()
         # Both retry store failures themselves: only a bug ends them. Without the first, the rates
         # an operator sets would no longer reach the moves; without the second, groups would lose
@@ -273,6 +286,9 @@ class Broker:
         self.leader_connections.close()
         await self.metadata.close()
         await self.replicas.shutdown()
+        if self._disk_space_watch is not None:
+            self._disk_space_watch.cancel()
+            await asyncio.gather(self._disk_space_watch, return_exceptions=True)
         await self._end_session()
 
     async def _deregister(self) -> None:

@@ -53,6 +53,13 @@ INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1  # Kafka's Long.MAX_VALUE: "never" for the flush settings
 DEFAULT_PORT = 9092
 DEFAULT_METRICS_PORT = 9644  # Redpanda's, so dashboards and scrape configs written for it fit
+# Half of it, what followers may still fill, covers their catching up while an operator reacts;
+# the other half the broker's own files: index files (~0.4% of the log), checkpoints and producer
+# snapshots (kilobytes a partition), the embedded store's database, a restart's rebuilt indexes
+# and a cleaning pass of __consumer_offsets' 100 MiB segments. Redpanda keeps 5 GiB, more than
+# many development disks and small cloud volumes have spare; a machine with less than 1 GiB free
+# is one write burst from full anyway.
+LOG_DIR_MIN_FREE_BYTES_DEFAULT = 1 << 30
 
 
 class HostPort(NamedTuple):
@@ -222,6 +229,13 @@ SETTINGS: dict[str, Setting] = {
         ),
         Setting("broker.rack", _optional_text, None, "rack of this broker, for rack-aware replica assignment"),
         Setting("log.dirs", _paths, ("./replog-data",), "directories holding partition logs", is_list=True),
+        Setting(
+            "log.dir.min.free.bytes",
+            _int64(0),
+            LOG_DIR_MIN_FREE_BYTES_DEFAULT,
+            "free space of the data directory below which produce is refused with KAFKA_STORAGE_ERROR (below half "
+            "of it, follower appends and group commits too), until space returns (0: never refused)",
+        ),
         Setting("num.partitions", _int32(1), 1, "partitions of a topic created without a count"),
         Setting(
             "default.replication.factor", _int32(1), 1, "replicas of a topic created without a factor"

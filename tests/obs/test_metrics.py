@@ -35,6 +35,7 @@ from replog.replication.driver import LeadershipContext
 from replog.replication.leadership import NotElected
 from replog.replication.state_changes import StateChangeListener, send_state_change
 from replog.replication.election import leader_election
+from replog.storage.disk_space import DiskSpace, DiskSpaceState
 from replog.storage.log import Log, LogConfig
 from tests.net.test_framing import api_versions_frame, read_response
 from tests.polling import eventually
@@ -93,6 +94,20 @@ def test_hosted_led_under_replicated_and_under_min_isr_partitions_are_counted_by
     assert (sample(metrics, "replog_fetch_sessions"), sample(metrics, "replog_fetch_session_partitions")) == (2, 3300)
     assert sample(metrics, "replog_store_session_state", state="suspended") == 1
     assert sample(metrics, "replog_store_session_state", state="connected") == 0
+
+
+def test_the_data_directory_s_free_space_and_state_are_gauges_read_at_scrape_time(tmp_path):
+    space = DiskSpace(tmp_path, 1000)
+    metrics = BrokerMetrics()
+    metrics.watch(StateSources(ME, lambda: (), lambda p: 1, dict, lambda: None, lambda: 0, lambda: "connected",
+                               ("connected",), lambda: 0, lambda: (), dict,
+                               log_dir_space=lambda: (space.free_bytes, space.state.value),
+                               log_dir_space_states=tuple(state.value for state in DiskSpaceState)))
+    assert sample(metrics, "replog_log_dir_free_bytes") is None, "no figure before the first reading"
+    assert sample(metrics, "replog_log_dir_space_state", state="ok") == 1
+    space.update(700)
+    assert sample(metrics, "replog_log_dir_free_bytes") == 700
+    assert [sample(metrics, "replog_log_dir_space_state", state=state.value) for state in DiskSpaceState] == [0, 1, 0]
 
 
 def test_an_offline_partition_is_counted_once_in_the_cluster_by_its_lowest_live_replica():

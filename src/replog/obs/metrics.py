@@ -10,7 +10,7 @@ Two kinds, as Kafka's and Redpanda's brokers keep them:
   formats and locks on every call. A broker serving no metrics does not count its requests
   (`UnservedMetrics`).
 - State (partitions hosted, led, under-replicated, offline; connections; the store session;
-  consumer group lag) is computed at scrape time by `StateCollector`, on the event loop that
+  the data directory's free space; consumer group lag) is computed at scrape time by `StateCollector`, on the event loop that
   owns that state (the endpoint, obs/metrics_http.py, serves from the broker's loop), so no
   task keeps gauges up to date and nothing reads the broker's state from another thread. What
   only a store read can tell (the state-change queue) is set by the broker just before each
@@ -103,6 +103,10 @@ class StateSources:
     committed_offsets: Callable[[], Iterable[tuple[str, str, int, int]]]
     high_watermarks: Callable[[], Mapping[tuple[str, int], int]]  # as learnt for this scrape
     fetch_sessions: Callable[[], tuple[int, int]] = lambda: (0, 0)  # (sessions, partitions they cache)
+    # (free bytes, or None before the first check; the state's name) of the data directory, and
+    # every state's name (storage/disk_space.py)
+    log_dir_space: Callable[[], tuple[int | None, str]] = lambda: (None, "ok")
+    log_dir_space_states: tuple[str, ...] = ()
 
 
 class BrokerMetrics:
@@ -310,9 +314,24 @@ class StateCollector:
         for state in sources.store_session_states:
             session.add_metric([state], 1 if state == current else 0)
         yield session
+        yield from self._log_dir_space()
         yield from self._consumer_group_lags()
         if self._per_partition:
             yield from self._follower_lags(led)
+
+    def _log_dir_space(self) -> Iterator[Metric]:
+        free_bytes, current = self._sources.log_dir_space()
+        if free_bytes is not None:
+            yield _gauge("replog_log_dir_free_bytes",
+                         "free space of the data directory's file system for the broker, as of its last check",
+                         free_bytes)
+        state = GaugeMetricFamily("replog_log_dir_space_state",
+                                  "what the data directory's free space lets the broker write, 1 for the current state: "
+                                  "ok; produce_refused (below log.dir.min.free.bytes); appends_refused (below half of "
+                                  "it: follower appends and group commits too)", labels=["state"])
+        for name in self._sources.log_dir_space_states:
+            state.add_metric([name], 1 if name == current else 0)
+        yield state
 
     def _offline_partitions(self) -> int:
         registered = self._sources.registered_brokers()
