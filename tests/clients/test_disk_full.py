@@ -19,6 +19,8 @@ import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from kafka import KafkaProducer
+from kafka.errors import KafkaStorageError, NotLeaderForPartitionError
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.broker_process import BrokerProcess
@@ -218,6 +220,25 @@ def test_a_full_disk_refuses_produce_with_a_storage_error_and_takes_it_again_onc
     assert len([line for line in lines if "produce resumed" in line]) == 1
     assert not [line for line in warnings if "log directory write failed" in line], "refused before any write failed"
     assert_no_failure_noise(lines)
+
+
+@pytest.mark.parametrize("api_version, refusal", [((0, 11), NotLeaderForPartitionError), ((2, 5), KafkaStorageError)])
+def test_a_produce_v3_client_is_told_not_leader_or_follower_as_kafka_tells_it(tmp_path, api_version, refusal):
+    """Kafka answers KAFKA_STORAGE_ERROR from Produce v4 on, which says clients must be ready for
+    it; v3 (kafka-python's for a 0.11 broker) gets NOT_LEADER_OR_FOLLOWER, which it retries."""
+    broker = BrokerProcess(tmp_path / "data", extra_args=("--set", f"log.dir.min.free.bytes={2**62}"))
+    broker.start()
+    try:
+        topic = create_topic(broker.bootstrap, "refused")
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=api_version, acks="all", retries=0)
+        try:
+            with pytest.raises(refusal):
+                producer.send(topic, b"refused", partition=0).get(timeout=WAIT_S)
+        finally:
+            producer.close()
+    finally:
+        broker.stop()
+    assert_no_failure_noise(broker.output)
 
 
 def test_with_no_threshold_a_write_the_full_disk_fails_is_a_storage_error_in_one_line(small_disk):

@@ -31,6 +31,7 @@ from ..codec import BODY_DECODERS, ApiKey, Request, WireReader, build_response
 from . import API_NAMES, count_error, handles, log_refusal
 
 FIRST_FLEXIBLE_VERSION = 9
+FIRST_STORAGE_ERROR_VERSION = 4  # KAFKA_STORAGE_ERROR: "the requestor must be prepared to handle" it from v4
 # Bounds how long a refusal waits for the metadata to name a successor: about one election
 # (store round trips and watch delivery); beyond it the client's own refresh is as quick.
 SUCCESSOR_WAIT_S = 1.0
@@ -99,7 +100,12 @@ async def _append(services, request: Request, topic: str, partition_index: int, 
         services.metrics.produced(topic, len(records), result.record_count)
     if result.error_code == ErrorCode.not_leader_or_follower:
         answer |= await _current_leader(services, topic, partition_index)
-    return answer | {"error_code": result.error_code, "base_offset": result.base_offset, "log_start_offset": result.log_start_offset}
+    error_code = result.error_code
+    if error_code == ErrorCode.kafka_storage_error and request.api_version < FIRST_STORAGE_ERROR_VERSION:
+        # Kafka's ProduceResponse rule: a client of Produce v3 may not know 56 and take it as
+        # fatal; NOT_LEADER_OR_FOLLOWER makes it refresh its metadata and retry.
+        error_code = ErrorCode.not_leader_or_follower
+    return answer | {"error_code": error_code, "base_offset": result.base_offset, "log_start_offset": result.log_start_offset}
 
 
 async def _current_leader(services, topic: str, partition_index: int) -> dict:
