@@ -7,6 +7,9 @@ in this process over the embedded store; the topic is written by a second client
 
 from __future__ import annotations
 
+import errno
+from collections.abc import Callable
+
 import pytest
 
 from replog.broker import Broker
@@ -15,6 +18,7 @@ from replog.coord_backends import CoordinationUnavailable, NoNode, paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import ReplicaAssignment, StateChangeRequest
 from replog.replication.state_changes import FROM_ADMIN, START_REPLICA
+from replog.replica import producer_state
 from replog.replica.partition import ReplicaState
 from tests.polling import eventually
 
@@ -193,3 +197,50 @@ async def test_a_partition_assigned_here_again_after_a_failed_move_off_is_led_ag
     await eventually(assigned_here_again, WAIT_S, "the cache to see the partition assigned here again")
     deletes.release()
     await eventually(leading, WAIT_S, "the partition led here again")
+
+
+def out_of_descriptors(times: int, call: Callable, refused: list) -> Callable:
+    """`call`, but its first `times` calls fail with EMFILE (their arguments kept in `refused`)."""
+    def failing(*args):
+        if len(refused) < times:
+            refused.append(args)
+            raise OSError(errno.EMFILE, "Too many open files")
+        return call(*args)
+
+    return failing
+
+
+async def create_and_wait_until_led(broker, tool, what: str) -> None:
+    await tool.create(paths.replicas(TOPIC, 0), ReplicaAssignment((BROKER,)).encode(), make_parents=True)
+
+    async def leading() -> bool:
+        hosted = broker.replicas.hosted(TOPIC, 0)
+        return hosted is not None and hosted.state is ReplicaState.LEADER
+
+    await eventually(leading, WAIT_S, what)
+
+
+async def test_a_partition_whose_log_found_no_file_descriptor_is_led_once_one_is_free(broker_and_tool, monkeypatch):
+    """A log open that fails with EMFILE (connections had taken every descriptor) was left for
+    the partition's next assignment change, which a new partition never has: it stayed without
+    a leader after the descriptors came back."""
+    broker, tool = broker_and_tool
+    refused: list = []
+    monkeypatch.setattr(broker.replicas, "_new_log", out_of_descriptors(3, broker.replicas._new_log, refused))
+    await create_and_wait_until_led(broker, tool, "the new partition led once its log could be opened")
+    assert len(refused) == 3
+
+
+async def test_a_partition_whose_replica_failed_to_open_as_its_leader_is_led_after_the_restart(broker_and_tool,
+                                                                                               monkeypatch):
+    """The driver restarts after a failure; under Python 3.11 its TaskGroup left the task marked
+    cancelled by its own abort, and the first failure (here EMFILE as the elected replica opened)
+    ended the driver for good: the partition stayed without a leader. The log loaded for it was
+    left open too."""
+    broker, tool = broker_and_tool
+    refused: list = []
+    manager = producer_state.ProducerStateManager
+    monkeypatch.setattr(manager, "load", out_of_descriptors(1, manager.load, refused))
+    await create_and_wait_until_led(broker, tool, "the partition led after its leadership's driver restarted")
+    (_, log), = refused
+    assert log._closed, "the log whose partition failed to open was closed, not left holding its files"

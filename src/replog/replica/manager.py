@@ -364,9 +364,16 @@ class ReplicaManager:
             log = loaded
             log.update_config(start.log_config)  # the topic's settings may have changed since the load
         checkpointed_high_watermark = self._checkpointed_high_watermarks.get((start.topic, start.partition), 0)
-        return Partition(log, self.broker_id, start.leader_epoch, start.assigned_replicas, start.isr_or_all,
-                         checkpointed_high_watermark, start.partition_config, self._monotonic_clock(), start.leader_id,
-                         disk_space=self.disk_space)
+        try:
+            return Partition(log, self.broker_id, start.leader_epoch, start.assigned_replicas, start.isr_or_all,
+                             checkpointed_high_watermark, start.partition_config, self._monotonic_clock(),
+                             start.leader_id, disk_space=self.disk_space)
+        except BaseException:
+            # Nothing would hold the log, nor ever close it (its files stay open), and the next
+            # open makes another: its descriptors go back now (a producer-state file that met
+            # EMFILE; nothing was written since the load).
+            log.close_handles()
+            raise
 
     def _host(self, start: "_ReplicaStart", started: Partition) -> Partition:
         self._partitions[(start.topic, start.partition)] = started

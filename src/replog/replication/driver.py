@@ -104,6 +104,7 @@ class PartitionLeadership:
         self._events: collections.deque[machine.Event] = collections.deque()
         self._event_posted = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._stopping = False  # the driver task is being cancelled by _stop_driver
         self._fetcher: ReplicaFetcher | None = None
         self._maintainer: IsrMaintainer | None = None
         self._recheck: asyncio.TimerHandle | None = None
@@ -183,7 +184,9 @@ class PartitionLeadership:
 
     async def _run(self) -> None:
         failures = 0
+        task = asyncio.current_task()
         while True:  # ends when stopped; each failure waits a longer backoff
+            cancels_before = task.cancelling()
             try:
                 async with asyncio.TaskGroup() as group:
                     group.create_task(self._read_watch())
@@ -192,10 +195,15 @@ class PartitionLeadership:
                 logger.error("leadership driver failed, restarting topic=%s partition=%d broker=%d role=%s",
                              self.topic, self.partition, self._context.broker_id, self._state.role.value,
                              exc_info=failed.exceptions[0])
-            # Python 3.11's TaskGroup drops a cancellation of this task that comes as a child
-            # fails (fixed in 3.12): the driver ran on, and stop(), which waits for it, never
-            # returned (simulator seed 2543: a close-replica, and with it a deletion, hung).
-            if asyncio.current_task().cancelling():
+            # Python 3.11's TaskGroup mixes its own cancellations of this task with others' as a
+            # child fails (fixed in 3.12). It drops a stop's: the driver ran on, and stop(), which
+            # waits for it, never returned (simulator seed 2543: a close-replica, and with it a
+            # deletion, hung). And it leaves counted the one it sends this task to abort the
+            # other child, which ended every driver at its first failure as if stopped: a
+            # partition whose replica failed to open (EMFILE) was never led again.
+            if task.cancelling() > cancels_before:
+                task.uncancel()  # the TaskGroup's
+            if self._stopping or task.cancelling() > cancels_before:
                 raise asyncio.CancelledError
             await self._reset()
             await asyncio.sleep(machine.backoff_s(failures))
@@ -456,9 +464,11 @@ class PartitionLeadership:
 
     async def _stop_driver(self) -> None:
         if self._task is not None:
+            self._stopping = True
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+            self._stopping = False
 
     async def _shut_down(self) -> None:
         self._cancel_recheck()

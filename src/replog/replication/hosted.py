@@ -9,8 +9,8 @@ one where it is not (the log stays; close-replica deletes it). The cache's view 
 partition it reports after this broker consumed the partition's close-replica is the deleted
 one, still in the store for a moment, so a closed partition starts again only after a
 start-replica for it (a new topic of the same name). The cache reports a change once:
-partitions whose reconcile met a store error are reconciled again every
-RECONCILE_RETRY_PAUSE_S until one succeeds. Partitions of a topic marked for deletion are
+partitions whose reconcile met a store error, or a log open that ran out of file descriptors,
+are reconciled again every RECONCILE_RETRY_PAUSE_S until one succeeds. Partitions of a topic marked for deletion are
 stopped and never started (topic_deletion.py). A replica whose log may have lost unflushed writes in
 a machine restart leaves the ISR before its leadership starts (unclean_reboot.py).
 
@@ -21,6 +21,7 @@ partitions. One start or stop of a partition's replica runs at a time.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import pathlib
 
@@ -46,6 +47,11 @@ ISR_EXIT_ATTEMPTS_MAX = 64  # ISR writes by the leader that may race one exit
 LOGS_PER_LOAD = 64
 LOADS_AT_ONCE = 2
 HAND_OVERS_PER_TRANSACTION = TRANSACTION_OPS_MAX // 2  # an ISR write and a leader node's deletion each
+
+
+def _passing(error: StoreError | OSError) -> bool:
+    """Whether a reconcile that failed with `error` may succeed if tried again as it is."""
+    return isinstance(error, StoreError) or error.errno in (errno.EMFILE, errno.ENFILE)
 
 
 class NotReplicaForPartition(Exception):
@@ -174,10 +180,14 @@ class HostedPartitions:
             raise failures[0]
 
     async def assignment_changed(self, topic: str, partition_ids: list[int]) -> None:
-        """What the metadata cache calls: reconcile now, or after a pause if the store fails."""
+        """What the metadata cache calls: reconcile now, or after a pause if the store fails or
+        a log cannot be opened for want of file descriptors (they come back as files and
+        connections close; the cache would not report the partition again)."""
         try:
             await self.reconcile(topic, partition_ids)
-        except StoreError as error:
+        except (StoreError, OSError) as error:
+            if not _passing(error):
+                raise
             logger.warning("reconcile failed, retrying in %.1f s topic=%s partitions=%s broker=%d error=%s",
                            RECONCILE_RETRY_PAUSE_S, topic, partition_ids, self.broker_id, error)
             self._to_retry.update(dict.fromkeys((topic, partition) for partition in partition_ids))
@@ -198,7 +208,9 @@ class HostedPartitions:
             for key in list(self._to_retry):
                 try:
                     await self.reconcile(key[0], [key[1]])
-                except StoreError as error:
+                except (StoreError, OSError) as error:
+                    if not _passing(error):
+                        raise
                     logger.warning("reconcile failed again topic=%s partition=%d broker=%d error=%s",
                                    key[0], key[1], self.broker_id, error)
                     break
