@@ -8,6 +8,7 @@ from replog.broker import Broker
 from replog.config import (
     TOPIC_SETTINGS,
     ConfigError,
+    HostCount,
     HostPort,
     defaults,
     effective_topic_config,
@@ -55,6 +56,9 @@ def test_values_are_parsed():
         ("log.dirs", " , ", "at least one directory"),
         ("log.retention.check.interval.ms", "0", "at least 1"),
         ("log.dir.min.free.bytes", "-1", "at least 0"),
+        ("max.connections.per.ip.overrides", "10.0.0.7", "host:count pairs"),
+        ("max.connections.per.ip.overrides", "10.0.0.7:many", "host:count pairs"),
+        ("queued.max.request.bytes", "-1", "at least 1"),  # Kafka's "unlimited": replog bounds it
     ],
 )
 def test_bad_values_name_the_setting(name, text, complaint):
@@ -81,6 +85,7 @@ def test_broker_defaults_are_kafkas():
     assert config["replica.lag.time.max.ms"] == 30_000
     assert config["log.retention.check.interval.ms"] == 300_000
     assert config["unclean.leader.election.enable"] is False
+    assert config["connections.max.idle.ms"] == 600_000
     assert config.sources["broker.id"] == "default"
 
 
@@ -95,6 +100,9 @@ def test_broker_defaults_are_kafkas():
         ("auto.leader.rebalance.enable", "FALSE", False),
         ("log.retention.ms", "-1", -1),
         ("log.flush.interval.messages", str(2**63 - 1), 2**63 - 1),
+        ("max.connections.per.ip.overrides", "10.0.0.7:50, client.example.com:200, [::1]:3",
+         (HostCount("10.0.0.7", 50), HostCount("client.example.com", 200), HostCount("::1", 3))),
+        ("max.connections.per.ip.overrides", "", ()),
     ],
 )
 def test_broker_values_are_parsed(name, text, value):
@@ -299,7 +307,8 @@ def test_kafkas_throttled_replicas_are_accepted_and_default_to_none():
 
 @pytest.mark.parametrize(
     "value, text",
-    [(True, "true"), (("a", "b"), "a,b"), (HostPort("h", 1), "h:1"), (HostPort("::1", 2), "[::1]:2"), (None, None), (5, "5")],
+    [(True, "true"), (("a", "b"), "a,b"), (HostPort("h", 1), "h:1"), (HostPort("::1", 2), "[::1]:2"), (None, None), (5, "5"),
+     ((HostCount("10.0.0.7", 50), HostCount("h", 2)), "10.0.0.7:50,h:2")],
 )
 def test_format_value_writes_kafkas_text(value, text):
     assert format_value(value) == text

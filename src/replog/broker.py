@@ -160,7 +160,7 @@ class Broker:
         self._creating_offsets_topic: asyncio.Task | None = None
         listener = config["listeners"]
         self.server = KafkaServer(self, listener.host, listener.port, max_request_bytes=config["socket.request.max.bytes"],
-                                  metrics=self.metrics)
+                                  metrics=self.metrics, settings=config, on_failure=lambda: self.failed.set())
         self.metrics.watch(StateSources(
             broker_id=self.broker_id,
             partitions=lambda: self.replicas.partitions,
@@ -176,6 +176,7 @@ class Broker:
             fetch_sessions=lambda: (len(self.fetch_sessions), self.fetch_sessions.cached_partitions),
             log_dir_space=lambda: (self.disk_space.free_bytes, self.disk_space.state.value),
             log_dir_space_states=tuple(state.value for state in DiskSpaceState),
+            queued_request_bytes=lambda: self.server.queued_request_bytes,
         ))
         self.metrics_server = (None if metrics_listener is None
                                else MetricsServer(self.metrics.registry, metrics_listener.host, metrics_listener.port,

@@ -182,6 +182,25 @@ def _throttled_replicas(text: str) -> tuple[str, ...]:
     return entries
 
 
+class HostCount(NamedTuple):
+    host: str
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.count}"
+
+
+def _host_counts(text: str) -> tuple[HostCount, ...]:
+    """Kafka's `host:count,...` (max.connections.per.ip.overrides); empty: none."""
+    counts = []
+    for entry in (part.strip() for part in text.split(",") if part.strip()):
+        host, colon, count = entry.rpartition(":")
+        if not (colon and host.strip() and count.strip().isdigit()):
+            raise ValueError("is not host:count pairs, comma-separated (e.g. 10.0.0.7:50,client.example.com:200)")
+        counts.append(HostCount(host.strip().removeprefix("[").removesuffix("]"), int(count)))
+    return tuple(counts)
+
+
 def _coord_url(text: str) -> str:
     from replog.coord_backends import ACCEPTED_FORMS, BadStoreUrl, open_store
 
@@ -248,6 +267,21 @@ SETTINGS: dict[str, Setting] = {
             "create a topic when a client asks for metadata of an unknown one (off: typos make no topics)",
         ),
         Setting("socket.request.max.bytes", _int32(1), 104_857_600, "largest request frame accepted"),
+        # Connections and the memory of their requests (net/connection_limits.py, net/request_memory.py).
+        # Kafka leaves the counts and bytes unlimited by default; replog bounds them.
+        Setting("max.connections", _int32(1), 10_000,
+                "connections open at once; at the limit, or when another would leave too few file descriptors for "
+                "the broker's own files, no more are accepted until one closes"),
+        Setting("max.connections.per.ip", _int32(1), 1_000,
+                "connections one address may have open; one more is closed as soon as it is accepted"),
+        Setting("max.connections.per.ip.overrides", _host_counts, (),
+                "max.connections.per.ip for particular hosts or addresses: host:count,..."),
+        Setting("connections.max.idle.ms", _int64(1), 600_000,
+                "a connection that completes no request and is answered nothing for this long is closed (bytes of a "
+                "request still arriving do not count)"),
+        Setting("queued.max.request.bytes", _int64(1), 512 * 1024 * 1024,
+                "bytes of requests being read or waiting for their answer, over all connections: past it, connections "
+                "read no more requests until answers free some"),
         Setting(
             "message.max.bytes", _int32(0), _LOG_DEFAULTS.max_message_bytes, "largest record batch accepted"
         ),

@@ -1,10 +1,28 @@
 """One client connection: size-prefixed frames in, responses out in request order.
 
-Receiving: an `asyncio.BufferedProtocol` reading into one preallocated buffer that is reused
-for the life of the connection (fresh large allocations page-fault; see DESIGN.md). The buffer
-grows to hold the largest frame seen, never past `max_request_bytes`; a frame announcing more
-than that, or a negative size, closes the connection, as Kafka does. Each complete frame is
-decoded at once (decoding copies what it keeps), so the buffer can be compacted and reused.
+Receiving, in memory bounded by what the client sent (request_memory.py keeps the accounts): a
+connection with no partial frame reads into the server's shared buffer, and each complete frame
+is decoded at once (decoding copies what it keeps). What is left, a partial frame or frames held
+back (below), moves to a buffer of the connection's own, which grows as bytes arrive, doubling,
+never past the frame at its head: a size prefix announcing 100 MB costs the 4 bytes sent, not
+the 100 MB announced. Growth past BASELINE_BYTES is reserved first from the request memory
+(queued.max.request.bytes), together with the frame's decoded size; refused, the connection
+waits. A buffer grown for big frames is kept while they keep coming (fresh large allocations
+page-fault; see DESIGN.md), and `trim` gives it back once a sweep of the server's saw none. A
+frame announcing more than `max_request_bytes`, or a negative size, closes the connection, as
+Kafka does.
+
+Backpressure, with bounds: a complete frame waits in the buffer, undecoded, while the
+transport's write buffer is above its high-water mark, while `in_flight_max` requests are
+pending, while the pending ones hold `queued_bytes_max` or the request memory is exhausted (a
+connection with nothing pending may always have one request), or while memory for a big frame
+is not granted; reading pauses meanwhile, and while the buffer is full and may not grow. Each
+clears by itself (an answer is written, memory comes back), and reading resumes.
+
+Idleness, for connections.max.idle.ms (enforced by the server): the time since the connection
+last completed a request or was written an answer. Bytes of a request still arriving do not
+count (Kafka's selector counts any bytes, so a sender of a byte a minute is never idle there);
+a connection with a request being handled or a frame held back is not idle.
 
 Ordering: Kafka clients rely on responses arriving in request order on a connection. Every
 request gets a task; finished tasks are written strictly from the front of `_in_order`, so a
@@ -19,9 +37,6 @@ copied through Python; past a full socket, the rest goes through the transport, 
 held range a truncation rewrote since it was read closes the connection rather than send other
 bytes than were read (the client fetches again).
 
-Backpressure, with bounds: reading pauses while `in_flight_max` requests are pending or while
-the transport's write buffer is above its high-water mark, and resumes when both clear.
-
 A request the codec cannot answer (garbled frame, unknown API key) closes the connection with
 one log line; a known API at an unsupported version is answered by `on_unsupported`.
 """
@@ -32,24 +47,34 @@ import asyncio
 import dataclasses
 import collections
 import logging
+import mmap
 import os
 import struct
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Protocol
 
 from replog.storage.segment import HeldSlice
 
 from . import codec
+from .request_memory import BASELINE_BYTES, RequestMemory
 
 logger = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-INITIAL_BUFFER_BYTES = 64 * 1024
+OWN_BUFFER_MIN_BYTES = 4 * 1024  # the smallest buffer of a connection's own
 WRITE_BUFFER_HIGH_BYTES = 8 * 1024 * 1024
 
 # A handler's answer: the encoded frame as parts, or None when no response is sent (acks=0).
 Dispatch = Callable[[codec.Request], Awaitable[list[bytes | HeldSlice] | None]]
 # The answer to a known API at an unsupported version, or None to close the connection.
 OnUnsupported = Callable[[codec.UnsupportedVersion], list[bytes] | None]
+
+
+class Registry(Protocol):
+    """Where connections are counted while open (connection_limits.py)."""
+
+    def opened(self, connection: KafkaConnection) -> None: ...
+
+    def closed(self, connection: KafkaConnection) -> None: ...
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -60,7 +85,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         *,
         max_request_bytes: int,
         in_flight_max: int,
-        connections: set[KafkaConnection],
+        queued_bytes_max: int,
+        memory: RequestMemory,
+        registry: Registry,
         on_lost: Callable[[], None] | None = None,
         on_answered: Callable[[asyncio.Future], None] | None = None,
     ):
@@ -72,19 +99,38 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._on_unsupported = on_unsupported
         self._max_request_bytes = max_request_bytes
         self._in_flight_max = in_flight_max
-        self._connections = connections
-        self._buffer = bytearray(INITIAL_BUFFER_BYTES)
+        self._queued_bytes_max = queued_bytes_max
+        self._memory = memory
+        self._registry = registry
+        self._loop = asyncio.get_running_loop()
+        # The connection's own receive buffer: None while it has no partial frame (reads go to
+        # the shared one), else bytes from its start up to `_filled`, the frame at its head first.
+        self._buffer: bytearray | mmap.mmap | None = None
         self._filled = 0
+        self._into_scratch = False  # the last get_buffer gave the shared buffer
+        # What the buffer may grow to; past BASELINE_BYTES, held from the request memory.
+        self._buffer_allowance_bytes = BASELINE_BYTES
+        # Request memory reserved for the decoded request of the big frame at the buffer's head.
+        self._head_reserved_bytes = 0
+        self._largest_frame_bytes = 0  # since the last trim
+        self._held_back = False  # a complete frame waits, or the buffer is full and may not grow
+        self._taking = False  # frames are being taken: a wake-up meanwhile leaves it to that loop
         self._transport: asyncio.Transport | None = None
         self._socket_fd = -1  # for sendfile; -1 where the transport has no socket
         self._peer = "?"
+        self.peer_address = ""  # the peer's IP address, for per-address limits
         self._peer_host = ""  # as Kafka names a group member's host: "/127.0.0.1"
         self._in_order: collections.deque[asyncio.Future] = collections.deque()
+        # The request memory each of `_in_order` holds, in the same order, and their sum.
+        self._in_order_bytes: collections.deque[int] = collections.deque()
+        self._queued_bytes = 0
+        self.last_active_s = self._loop.time()
         # The last request that may wait (a Fetch), which the next request overtakes.
         self._may_wait: codec.Overtaken | None = None
         self._writing_paused = False
         self._reading_paused = False
-        self._closed = asyncio.get_running_loop().create_future()
+        self._draining = False
+        self._closed = self._loop.create_future()
 
     # transport callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -94,29 +140,43 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._socket_fd = sock.fileno() if sock is not None else -1
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.peer_address = peer[0] if peer else ""
         self._peer_host = f"/{peer[0]}" if peer else ""
-        self._connections.add(self)
+        self._registry.opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._connections.discard(self)
+        self._registry.closed(self)
+        self._memory.stop_waiting(self)
         for pending in self._in_order:
             if pending.done() and not pending.cancelled() and pending.exception() is None:
                 _release(pending.result())
             pending.cancel()
         self._in_order.clear()
+        self._in_order_bytes.clear()
+        held = self._queued_bytes + self._head_reserved_bytes + self._buffer_allowance_bytes - BASELINE_BYTES
+        self._queued_bytes = self._head_reserved_bytes = 0
+        self._buffer, self._filled, self._buffer_allowance_bytes = None, 0, BASELINE_BYTES
+        self._memory.give_back(held)
         if not self._closed.done():
             self._closed.set_result(None)
         if self._on_lost is not None:
             self._on_lost()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._filled == len(self._buffer):
-            self._grow(len(self._buffer) * 2)
-        return memoryview(self._buffer)[self._filled:]
+        if self._buffer is None:
+            self._into_scratch = True
+            return memoryview(self._memory.scratch)
+        self._into_scratch = False
+        return memoryview(self._buffer)[self._filled:]  # never empty while reading: see _make_room
 
     def buffer_updated(self, nbytes: int) -> None:
-        self._filled += nbytes
-        self._take_frames()
+        if self._into_scratch:
+            self._into_scratch = False
+            self._take_from_scratch(nbytes)
+        else:
+            self._filled += nbytes
+            self._take_buffered()
+        self._update_reading()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -124,43 +184,133 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
-        self._update_reading()
+        self._resume()
 
     # frames
-    def _grow(self, capacity: int) -> None:
-        # A new buffer rather than resizing: the transport may still hold a view of the old one.
-        grown = bytearray(min(max(capacity, INITIAL_BUFFER_BYTES), self._max_request_bytes + _SIZE.size))
-        grown[: self._filled] = self._buffer[: self._filled]
-        self._buffer = grown
-
-    def _take_frames(self) -> None:
-        view = memoryview(self._buffer)
-        start = 0
+    def _take_from_scratch(self, nbytes: int) -> None:
+        view = memoryview(self._memory.scratch)
         try:
-            while self._filled - start >= _SIZE.size and self._transport is not None:
-                (size,) = _SIZE.unpack_from(view, start)
-                if size < 0 or size > self._max_request_bytes:
-                    self._abort(f"frame of {size} bytes (socket.request.max.bytes is {self._max_request_bytes})")
-                    return
-                end = start + _SIZE.size + size
-                if end > self._filled:
-                    if end - start > len(self._buffer):
-                        self._compact(view, start)
-                        view.release()
-                        self._grow(end - start)
-                        return
-                    break
-                self._accept(view[start + _SIZE.size:end])
-                start = end
-            self._compact(view, start)
+            taken = self._take_frames(view, nbytes)
+            if taken < nbytes and not self._closing:
+                rest = view[taken:nbytes]
+                head_bytes = self._head_bytes(rest, len(rest)) or 0
+                # Room for a small frame whole; else as much again as arrived (growing as more does).
+                wanted = head_bytes if head_bytes <= BASELINE_BYTES else min(2 * len(rest), BASELINE_BYTES)
+                self._buffer = _new_buffer(max(OWN_BUFFER_MIN_BYTES, wanted, len(rest)))
+                _copy(self._buffer, rest, len(rest))
+                self._filled = len(rest)
+                rest.release()
+                self._make_room()
         finally:
             view.release()
 
-    def _compact(self, view: memoryview, start: int) -> None:
-        if start:
-            remaining = self._filled - start
-            view[:remaining] = view[start:self._filled]
-            self._filled = remaining
+    def _take_buffered(self) -> None:
+        if self._buffer is None or self._taking:
+            return  # nothing buffered; or frames are being taken already, and that loop goes on
+        view = memoryview(self._buffer)
+        try:
+            taken = self._take_frames(view, self._filled)
+            if taken:
+                remaining = self._filled - taken
+                view[:remaining] = view[taken:self._filled]
+                self._filled = remaining
+        finally:
+            view.release()
+        if self._closing:
+            return
+        if self._filled == 0 and len(self._buffer) <= BASELINE_BYTES:
+            self._buffer = None  # reads go to the shared buffer again
+            self._held_back = False
+            self._set_allowance(BASELINE_BYTES)
+        else:
+            self._make_room()
+
+    def _take_frames(self, view: memoryview, end: int) -> int:
+        """Decode the complete frames of `view[:end]` that nothing holds back; the bytes taken."""
+        start = 0
+        self._taking = True
+        try:
+            while end - start >= _SIZE.size and not self._closing:  # bounded by the bytes
+                (size,) = _SIZE.unpack_from(view, start)
+                if size < 0 or size > self._max_request_bytes:
+                    self._abort(f"frame of {size} bytes (socket.request.max.bytes is {self._max_request_bytes})")
+                    return end
+                frame_end = start + _SIZE.size + size
+                if frame_end > end or not self._may_take(_SIZE.size + size):
+                    break
+                self._accept(view[start + _SIZE.size:frame_end])
+                start = frame_end
+            return start
+        finally:
+            self._taking = False
+
+    def _may_take(self, frame_bytes: int) -> bool:
+        """Whether the complete frame at the head may be decoded now (see Backpressure)."""
+        if self._writing_paused or len(self._in_order) >= self._in_flight_max:
+            return False
+        if frame_bytes > BASELINE_BYTES:
+            return self._reserve(frame_bytes)
+        if not self._in_order:
+            return True
+        if self._queued_bytes >= self._queued_bytes_max:
+            return False
+        if self._memory.exhausted:
+            self._memory.wait(self, self._resume)
+            return False
+        return True
+
+    def _reserve(self, frame_bytes: int) -> bool:
+        """Whether the frame at the head, of `frame_bytes`, has the memory it needs: room in the
+        buffer and, for a big one, its decoded request's. Reserved at once if the request
+        memory grants it; else the connection waits for its own answers, or for memory."""
+        growth = max(0, frame_bytes - self._buffer_allowance_bytes)
+        request = frame_bytes - _SIZE.size if frame_bytes > BASELINE_BYTES and not self._head_reserved_bytes else 0
+        if not growth + request:
+            return True
+        if request and self._in_order and self._queued_bytes + request > self._queued_bytes_max:
+            return False  # woken by its answers (_write_finished)
+        if not self._memory.try_take(growth + request):
+            logger.warning("request memory exhausted, connections wait for answers to free some "
+                           "queued.max.request.bytes=%d", self._memory.limit_bytes)
+            self._memory.wait(self, self._resume)
+            return False
+        self._buffer_allowance_bytes += growth
+        self._head_reserved_bytes += request
+        return True
+
+    def _make_room(self) -> None:
+        """After frames were taken from the buffer: grow it for the frame at its head if it is
+        full, or hold reading back (`_held_back`) while that, or the head frame, must wait."""
+        head_bytes = self._head_bytes(self._buffer, self._filled)
+        if head_bytes is not None and head_bytes <= self._filled:
+            self._held_back = True  # a complete frame that _may_take refused
+            return
+        capacity = len(self._buffer)
+        if self._filled < capacity:
+            self._held_back = False
+            return
+        # Full, and the partial frame at the head is bigger (the buffer holds its size prefix).
+        if not self._reserve(head_bytes):
+            self._held_back = True
+            return
+        self._held_back = False
+        # A new buffer rather than resizing: the transport may still hold a view of the old one.
+        grown = _new_buffer(min(head_bytes, max(2 * capacity, OWN_BUFFER_MIN_BYTES)))
+        _copy(grown, self._buffer, self._filled)
+        self._buffer = grown
+
+    def _set_allowance(self, allowance_bytes: int) -> None:
+        """What the buffer may grow to from now on; memory given back past it."""
+        freed, self._buffer_allowance_bytes = self._buffer_allowance_bytes - allowance_bytes, allowance_bytes
+        self._memory.give_back(freed)
+
+    @staticmethod
+    def _head_bytes(buffer, end: int) -> int | None:
+        """The size of the frame at the head of `buffer[:end]`, prefix included; None while its
+        prefix is incomplete."""
+        if end < _SIZE.size:
+            return None
+        return _SIZE.size + max(0, _SIZE.unpack_from(buffer, 0)[0])
 
     def _accept(self, frame: memoryview) -> None:
         try:
@@ -171,7 +321,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._abort(str(unsupported))
             else:
                 logger.info("unsupported version answered peer=%s api_key=%d version=%d", self._peer, unsupported.api_key, unsupported.api_version)
-                self._enqueue_ready(answer)
+                self._enqueue_ready(answer, len(frame))
             return
         except codec.FrameError as error:
             self._abort(str(error))
@@ -185,20 +335,34 @@ class KafkaConnection(asyncio.BufferedProtocol):
         elif request.api_key == codec.ApiKey.JOIN_GROUP:
             request = dataclasses.replace(request, client_host=self._peer_host)
         task = asyncio.ensure_future(self._dispatch(request))
-        self._in_order.append(task)
+        self._enqueue(task, len(frame))
         task.add_done_callback(self._write_finished)
-        self._update_reading()
 
-    def _enqueue_ready(self, response: list[bytes] | None) -> None:
-        ready = asyncio.get_running_loop().create_future()
+    def _enqueue(self, pending: asyncio.Future, frame_bytes: int) -> None:
+        """`pending` holds the memory of its frame (reserved, or taken now) until answered."""
+        if self._head_reserved_bytes:
+            self._head_reserved_bytes = 0  # the reservation passes to the request: same size
+        else:
+            self._memory.take(frame_bytes)
+        self._in_order.append(pending)
+        self._in_order_bytes.append(frame_bytes)
+        self._queued_bytes += frame_bytes
+        self._largest_frame_bytes = max(self._largest_frame_bytes, _SIZE.size + frame_bytes)
+        self.last_active_s = self._loop.time()
+
+    def _enqueue_ready(self, response: list[bytes] | None, frame_bytes: int) -> None:
+        ready = self._loop.create_future()
         ready.set_result(response)
-        self._in_order.append(ready)
+        self._enqueue(ready, frame_bytes)
         self._write_finished(ready)
 
     # responses, strictly in request order
     def _write_finished(self, _done: asyncio.Future) -> None:
         while self._in_order and self._in_order[0].done():
             finished = self._in_order.popleft()
+            frame_bytes = self._in_order_bytes.popleft()
+            self._queued_bytes -= frame_bytes
+            self._memory.give_back(frame_bytes)
             if finished.cancelled():
                 continue
             error = finished.exception()
@@ -214,10 +378,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     _release(response)
                     self._abort(f"response not sent: {error}")
                     return
+                self.last_active_s = self._loop.time()
             _release(response)
             if self._on_answered is not None:
                 self._on_answered(finished)
-        self._update_reading()
+        self._resume()
 
     def _send(self, response: list[bytes | HeldSlice]) -> None:
         """Write `response` in order; see "Sending" in the module docstring."""
@@ -240,10 +405,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     direct = False
                     self._transport.write(memoryview(part)[sent:])
 
+    # reading on, or not
+    def _resume(self) -> None:
+        """Something that held the connection back may have cleared (an answer was written, the
+        client reads again, memory came back): take the frames waiting, and read on if nothing
+        holds it back still."""
+        if self._closing or self._taking:
+            return  # closed; or frames are being taken, and that loop looks again at each frame
+        if self._filled:
+            self._take_buffered()
+        self._update_reading()
+
     def _update_reading(self) -> None:
-        if self._transport is None or self._transport.is_closing():
+        if self._closing:
             return
-        should_pause = self._writing_paused or len(self._in_order) >= self._in_flight_max
+        should_pause = (self._writing_paused or len(self._in_order) >= self._in_flight_max or self._held_back
+                        or self._draining)
         if should_pause and not self._reading_paused:
             self._transport.pause_reading()
             self._reading_paused = True
@@ -251,10 +428,50 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._transport.resume_reading()
             self._reading_paused = False
 
-    def _abort(self, reason: str) -> None:
-        logger.warning("closing connection peer=%s reason=%s", self._peer, reason)
+    @property
+    def _closing(self) -> bool:
+        return self._transport is None or self._transport.is_closing()
+
+    def _abort(self, reason: str, level: int = logging.WARNING) -> None:
+        logger.log(level, "closing connection peer=%s reason=%s", self._peer, reason)
         if self._transport is not None:
             self._transport.abort()
+
+    # the server's sweep
+    @property
+    def receive_buffer_bytes(self) -> int:
+        """The capacity of the connection's own receive buffer (0 without one)."""
+        return 0 if self._buffer is None else len(self._buffer)
+
+    def idle_s(self, now_s: float) -> float:
+        """How long the connection has been idle at `now_s` (loop time); see Idleness."""
+        if self._in_order or self._held_back:
+            return 0.0
+        return now_s - self.last_active_s
+
+    def close_idle(self, reason: str) -> None:
+        """Close an idle connection (the server logs one line for many)."""
+        self._abort(reason, logging.DEBUG)
+
+    def trim(self) -> None:
+        """Give back the receive buffer, or the part of it that no frame since the last trim
+        needed (nor the one at its head), if that is most of it."""
+        largest, self._largest_frame_bytes = self._largest_frame_bytes, 0
+        if self._buffer is None or len(self._buffer) <= BASELINE_BYTES or self._taking:
+            return
+        needed = max(largest, self._head_bytes(self._buffer, self._filled) or self._filled)
+        if 2 * needed > len(self._buffer):
+            return
+        if self._filled:  # what is there moves; the frame at the head keeps what was reserved for it
+            kept = _new_buffer(max(self._filled, OWN_BUFFER_MIN_BYTES))
+            _copy(kept, self._buffer, self._filled)
+            self._buffer = kept
+            self._set_allowance(max(BASELINE_BYTES, needed))
+            self._make_room()
+            self._update_reading()
+        else:
+            self._buffer = None
+            self._set_allowance(BASELINE_BYTES)
 
     # server shutdown
     async def drain_and_close(self, timeout_s: float) -> None:
@@ -263,6 +480,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self._transport.pause_reading()
         self._reading_paused = True
+        self._draining = True
         pending = list(self._in_order)
         if pending:
             await asyncio.wait(pending, timeout=timeout_s)
@@ -271,6 +489,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
             await asyncio.wait_for(asyncio.shield(self._closed), timeout_s)
         except TimeoutError:
             self._transport.abort()
+
+
+def _new_buffer(capacity: int) -> bytearray | mmap.mmap:
+    """Past BASELINE_BYTES, an anonymous mapping: its pages cost memory once written, not at
+    once (a bytearray is zero-filled), and go back to the system when dropped (a big bytearray
+    freed may stay in the allocator's heap)."""
+    if capacity <= BASELINE_BYTES:
+        return bytearray(capacity)
+    return mmap.mmap(-1, capacity, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+
+
+def _copy(target: bytearray | mmap.mmap, source, size: int) -> None:
+    with memoryview(target) as into, memoryview(source) as out_of:
+        into[:size] = out_of[:size]
 
 
 def _sendfile(socket_fd: int, part: HeldSlice) -> int:

@@ -2,33 +2,61 @@
 
 Handlers live in `handlers/`, one module per API family; each is a plain coroutine
 `handler(services, request) -> response body | None` that can be tested without sockets. The
-server owns only the sockets: `start`, then `stop` (stop accepting, let each connection finish
-the requests it already sent, close). It counts and times every request, and counts the error
-code a request answers with as a whole (obs/metrics.py); Produce and Fetch count their
-partitions' errors themselves, where the codes are at hand.
+server owns only the sockets: `start` binds the listener and starts serving it, then `stop`
+(stop accepting, let each connection finish the requests it already sent, close). It counts and
+times every request, and counts the error code a request answers with as a whole
+(obs/metrics.py); Produce and Fetch count their partitions' errors themselves, where the codes
+are at hand.
+
+Accepting (connection_limits.py says what a client meets at each limit): the server waits
+for room (max.connections, file descriptors), accepts, closes at once a connection past its
+address's max.connections.per.ip, and makes the others KafkaConnections. An accept that fails
+(EMFILE, ENFILE, ENOBUFS...) pauses accepting, from ACCEPT_RETRY_MIN_S doubling up to
+ACCEPT_RETRY_MAX_S, rather than spin on a listener that stays readable.
+
+The sweep, every SWEEP_INTERVAL_MAX_S (or a quarter of connections.max.idle.ms if that is
+less): closes the connections idle past connections.max.idle.ms, has the others give back the
+receive buffer big frames grew, counts the broker's own file descriptors, and closes the
+connections idle longest if those need the descriptors they hold.
+
+Both run in one task from start to stop: one that ends otherwise (a bug) would leave the broker
+unable to accept, or to bound its connections, so it is logged and `on_failure` is told (the
+broker stops).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import socket
 import time
-from typing import Awaitable
+from collections.abc import Callable, Mapping
+from typing import Any, Awaitable
 
 from kio.schema.errors import ErrorCode
 
+from replog.config import defaults
 from replog.obs import BrokerMetrics
 
 from . import codec
+from .connection_limits import DESCRIPTORS_EXHAUSTED, ConnectionLimits, addresses_of, raise_descriptor_limit
 from .framing import KafkaConnection
 from .handlers import API_NAMES, HANDLERS, count_error
 from .handlers.api_versions import unsupported_version_answer
 from .leader_connections import registered_follower
+from .request_memory import RequestMemory
 from .services import Services
 
 logger = logging.getLogger(__name__)
 
 IN_FLIGHT_PER_CONNECTION_MAX = 64
+LISTEN_BACKLOG = 100  # asyncio's default, which the listener had before it accepted by itself
+ACCEPT_RETRY_MIN_S = 0.05
+ACCEPT_RETRY_MAX_S = 1.0
+SWEEP_INTERVAL_MAX_S = 1.0
+# Accepts that fail because the client went away before they came: the next may well succeed.
+ACCEPT_ABANDONED = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EINTR})
 
 
 class CannotListen(Exception):
@@ -36,25 +64,115 @@ class CannotListen(Exception):
 
 
 class KafkaServer:
-    def __init__(self, services: Services, host: str, port: int, *, max_request_bytes: int, metrics: BrokerMetrics):
+    def __init__(self, services: Services, host: str, port: int, *, max_request_bytes: int, metrics: BrokerMetrics,
+                 settings: Mapping[str, Any] | None = None, on_failure: Callable[[], None] = lambda: None):
+        """`settings`: the listener's limits by Kafka name (max.connections, max.connections.per.ip
+        and its overrides, connections.max.idle.ms, queued.max.request.bytes); None: their defaults."""
+        settings = defaults() if settings is None else settings
         self._services = services
         self._metrics = metrics
         self.host, self.port = host, port
         self._max_request_bytes = max_request_bytes
-        self._server: asyncio.base_events.Server | None = None
-        self._connections: set[KafkaConnection] = set()
+        self._idle_max_ms = settings["connections.max.idle.ms"]
+        self._per_ip_overrides = settings["max.connections.per.ip.overrides"]
+        self._limits = ConnectionLimits(max_connections=settings["max.connections"],
+                                        per_ip_max=settings["max.connections.per.ip"], metrics=metrics)
+        self._memory = RequestMemory(settings["queued.max.request.bytes"])
+        self._on_failure = on_failure
+        self._listener: socket.socket | None = None
+        self._serving: asyncio.Task | None = None  # the accept and sweep tasks, from start to stop
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         try:
-            self._server = await loop.create_server(self._connection, self.host, self.port, reuse_address=True)
+            family, *_, address = (await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM,
+                                                          flags=socket.AI_PASSIVE))[0]
+            self._listener = socket.create_server(address, family=family, backlog=LISTEN_BACKLOG)
         except OSError as error:
             raise CannotListen(f"cannot listen on {self.host}:{self.port}: {error.strerror or error}") from None
-        self.port = self._server.sockets[0].getsockname()[1]
+        self._listener.setblocking(False)
+        self.port = self._listener.getsockname()[1]
+        self._limits.per_ip_overrides = await addresses_of(self._per_ip_overrides)
+        self._limits.watch_descriptors(raise_descriptor_limit())
+        await self._limits.count_descriptors(loop.time())
+        self._serving = asyncio.create_task(self._serve(), name="kafka-listener")
+        self._serving.add_done_callback(self._served)
 
     @property
     def connection_count(self) -> int:
-        return len(self._connections)
+        return len(self._limits.connections)
+
+    @property
+    def queued_request_bytes(self) -> int:
+        return self._memory.used_bytes
+
+    async def _serve(self) -> None:
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self._accept())
+            tasks.create_task(self._sweep())
+
+    def _served(self, serving: asyncio.Task) -> None:
+        if not serving.cancelled():
+            logger.critical("the kafka listener stopped serving", exc_info=serving.exception())
+            self._on_failure()
+
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        retry_s = ACCEPT_RETRY_MIN_S
+        while True:  # until stop() cancels it; each turn accepts a connection or waits
+            await self._limits.wait_for_room()
+            try:
+                accepted, peer = await loop.sock_accept(self._listener)
+            except OSError as error:
+                if error.errno in ACCEPT_ABANDONED:
+                    continue
+                if error.errno in DESCRIPTORS_EXHAUSTED:
+                    self._limits.descriptors_exhausted()
+                self._metrics.accept_paused("accept_failed")
+                logger.warning("accepting a connection failed, trying again after a pause error=%s",
+                               errno.errorcode.get(error.errno, error))
+                await asyncio.sleep(retry_s)
+                retry_s = min(2 * retry_s, ACCEPT_RETRY_MAX_S)
+                continue
+            retry_s = ACCEPT_RETRY_MIN_S
+            if not self._limits.admits(peer[0]):
+                accepted.close()
+                continue
+            try:
+                if accepted.family in (socket.AF_INET, socket.AF_INET6):
+                    accepted.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                await loop.connect_accepted_socket(self._connection, accepted)
+            except OSError as error:  # the client went away already
+                logger.debug("accepted connection not served peer=%s error=%s", peer, error)
+                accepted.close()
+
+    async def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        idle_max_s = self._idle_max_ms / 1000
+        while True:  # until stop() cancels it
+            await asyncio.sleep(min(SWEEP_INTERVAL_MAX_S, idle_max_s / 4))
+            now_s = loop.time()
+            for connection in list(self._limits.connections):  # bounded by max.connections
+                if connection.idle_s(now_s) >= idle_max_s:
+                    connection.close_idle(f"idle past connections.max.idle.ms={self._idle_max_ms}")
+                    self._metrics.connection_closed("connections.max.idle.ms")
+                else:
+                    connection.trim()
+            await self._limits.count_descriptors(now_s)
+            self._give_descriptors_back(loop.time())
+
+    def _give_descriptors_back(self, now_s: float) -> None:
+        """Close the connections idle longest that hold descriptors the broker's own files need."""
+        excess = self._limits.excess_connections()
+        if not excess:
+            return
+        idle = [connection for connection in self._limits.connections if connection.idle_s(now_s) > 0]
+        idle.sort(key=lambda connection: connection.idle_s(now_s), reverse=True)
+        logger.warning("closing the connections idle longest: the broker's own files need the file descriptors "
+                       "they hold")
+        for connection in idle[:excess]:  # bounded by the excess
+            connection.close_idle("its file descriptor is needed by the broker's own files")
+            self._metrics.connection_closed("descriptors")
 
     def _connection(self) -> KafkaConnection:
         # The broker whose follower connection this is, once it named that broker's registered
@@ -85,7 +203,11 @@ class KafkaServer:
             unsupported_version_answer,
             max_request_bytes=self._max_request_bytes,
             in_flight_max=IN_FLIGHT_PER_CONNECTION_MAX,
-            connections=self._connections,
+            # One largest request at a time, as Kafka reads one request per connection at a time;
+            # pipelined smaller ones up to its size.
+            queued_bytes_max=self._max_request_bytes,
+            memory=self._memory,
+            registry=self._limits,
             on_lost=lost,
             on_answered=answered,
         )
@@ -103,9 +225,10 @@ class KafkaServer:
         return codec.encode_response(request.api_key, request.api_version, request.correlation_id, body)
 
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
-        if self._server is None:
+        if self._listener is None:
             return
-        self._server.close()
-        await asyncio.gather(*(connection.drain_and_close(drain_timeout_s) for connection in list(self._connections)))
-        await self._server.wait_closed()
-        self._server = None
+        self._serving.cancel()
+        await asyncio.gather(self._serving, return_exceptions=True)
+        self._listener.close()
+        self._listener = None
+        await asyncio.gather(*(connection.drain_and_close(drain_timeout_s) for connection in list(self._limits.connections)))

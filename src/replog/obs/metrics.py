@@ -107,6 +107,7 @@ class StateSources:
     # every state's name (storage/disk_space.py)
     log_dir_space: Callable[[], tuple[int | None, str]] = lambda: (None, "ok")
     log_dir_space_states: tuple[str, ...] = ()
+    queued_request_bytes: Callable[[], int] = lambda: 0  # what queued.max.request.bytes bounds
 
 
 class BrokerMetrics:
@@ -182,6 +183,19 @@ class BrokerMetrics:
             "replog_state_change_queue_oldest_seconds",
             "how long the oldest request in this broker's state-change queue has waited, as seen by the scrapes",
             registry=registry)
+        # The Kafka listener's limits (net/connection_limits.py, net/framing.py).
+        self._connections_refused = Counter(
+            "replog_connections_refused", "connections closed as soon as accepted, by the limit they passed "
+            "(max.connections.per.ip)", ["limit"], registry=registry)
+        self._accept_pauses = Counter(
+            "replog_accept_pauses", "times the Kafka listener stopped accepting until a connection closed, by the "
+            "limit reached: max.connections, descriptors (the file descriptor limit, less a headroom for the "
+            "broker's own files), accept_failed (an accept failed, e.g. EMFILE; tried again after a pause)",
+            ["limit"], registry=registry)
+        self._connections_closed = Counter(
+            "replog_connections_closed", "idle connections the broker closed, by why: connections.max.idle.ms "
+            "(no complete request nor answer for that long), descriptors (the broker's own files needed the file "
+            "descriptors they held; the connections idle longest go)", ["reason"], registry=registry)
         self._children: dict[tuple, Any] = {}
         self._request_phases: dict[str, tuple[Any, ...]] = {}  # by API: its histograms, in PHASES order
 
@@ -235,6 +249,15 @@ class BrokerMetrics:
         self._child(self._store_operation_duration, operation).observe(duration_s)
         if error is not None:
             self._child(self._store_operation_errors, operation, error).inc()
+
+    def connection_refused(self, limit: str) -> None:
+        self._child(self._connections_refused, limit).inc()
+
+    def accept_paused(self, limit: str) -> None:
+        self._child(self._accept_pauses, limit).inc()
+
+    def connection_closed(self, reason: str) -> None:
+        self._child(self._connections_closed, reason).inc()
 
     def _phases(self, api: str) -> tuple[Any, ...]:
         phases = self._request_phases.get(api)
@@ -302,6 +325,9 @@ class StateCollector:
                      self._offline_partitions())
         yield _gauge("replog_connections", "open client and replica connections to the Kafka listener",
                      sources.connections())
+        yield _gauge("replog_queued_request_bytes",
+                     "bytes of requests being read (past each connection's first 64 KiB) or waiting for their answer, "
+                     "over all connections: what queued.max.request.bytes bounds", sources.queued_request_bytes())
         fetch_sessions, cached_partitions = sources.fetch_sessions()
         yield _gauge("replog_fetch_sessions", "fetch sessions (KIP-227) this broker keeps for its fetchers",
                      fetch_sessions)
