@@ -79,19 +79,20 @@ class KafkaServer:
                                         per_ip_max=settings["max.connections.per.ip"], metrics=metrics)
         self._memory = RequestMemory(settings["queued.max.request.bytes"])
         self._on_failure = on_failure
-        self._listener: socket.socket | None = None
+        self._listeners: list[socket.socket] = []  # one per address the host resolves to, as asyncio binds
         self._serving: asyncio.Task | None = None  # the accept and sweep tasks, from start to stop
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         try:
-            family, *_, address = (await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM,
-                                                          flags=socket.AI_PASSIVE))[0]
-            self._listener = socket.create_server(address, family=family, backlog=LISTEN_BACKLOG)
+            for family, *_, address in dict.fromkeys(await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM,
+                                                                          flags=socket.AI_PASSIVE)):
+                self._listeners.append(socket.create_server(address, family=family, backlog=LISTEN_BACKLOG))
+                self._listeners[-1].setblocking(False)
         except OSError as error:
+            self._close_listeners()
             raise CannotListen(f"cannot listen on {self.host}:{self.port}: {error.strerror or error}") from None
-        self._listener.setblocking(False)
-        self.port = self._listener.getsockname()[1]
+        self.port = self._listeners[0].getsockname()[1]
         self._limits.per_ip_overrides = await addresses_of(self._per_ip_overrides)
         self._limits.watch_descriptors(raise_descriptor_limit())
         await self._limits.count_descriptors(loop.time())
@@ -108,7 +109,8 @@ class KafkaServer:
 
     async def _serve(self) -> None:
         async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self._accept())
+            for listener in self._listeners:
+                tasks.create_task(self._accept(listener))
             tasks.create_task(self._sweep())
 
     def _served(self, serving: asyncio.Task) -> None:
@@ -116,13 +118,13 @@ class KafkaServer:
             logger.critical("the kafka listener stopped serving", exc_info=serving.exception())
             self._on_failure()
 
-    async def _accept(self) -> None:
+    async def _accept(self, listener: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         retry_s = ACCEPT_RETRY_MIN_S
         while True:  # until stop() cancels it; each turn accepts a connection or waits
             await self._limits.wait_for_room()
             try:
-                accepted, peer = await loop.sock_accept(self._listener)
+                accepted, peer = await loop.sock_accept(listener)
             except OSError as error:
                 if error.errno in ACCEPT_ABANDONED:
                     continue
@@ -225,10 +227,14 @@ class KafkaServer:
         return codec.encode_response(request.api_key, request.api_version, request.correlation_id, body)
 
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
-        if self._listener is None:
+        if not self._listeners:
             return
         self._serving.cancel()
         await asyncio.gather(self._serving, return_exceptions=True)
-        self._listener.close()
-        self._listener = None
+        self._close_listeners()
         await asyncio.gather(*(connection.drain_and_close(drain_timeout_s) for connection in list(self._limits.connections)))
+
+    def _close_listeners(self) -> None:
+        for listener in self._listeners:
+            listener.close()
+        self._listeners.clear()
