@@ -70,8 +70,9 @@ class Registry:
 
 
 def open_connection(dispatch, in_flight_max: int = 64, *, memory: RequestMemory | None = None,
-                    max_request_bytes: int = 1 << 20) -> tuple[KafkaConnection, RecordingTransport]:
-    connection = KafkaConnection(dispatch, lambda unsupported: None, max_request_bytes=max_request_bytes,
+                    max_request_bytes: int = 1 << 20, on_unsupported=lambda unsupported: None,
+                    ) -> tuple[KafkaConnection, RecordingTransport]:
+    connection = KafkaConnection(dispatch, on_unsupported, max_request_bytes=max_request_bytes,
                                  in_flight_max=in_flight_max, queued_bytes_max=max_request_bytes,
                                  memory=memory or RequestMemory(1 << 30), registry=Registry())
     transport = RecordingTransport()
@@ -280,3 +281,18 @@ async def test_idleness_counts_from_the_last_complete_request_or_answer():
     feed(connection, api_versions_frame(2)[:10], transport)  # a frame begun, never finished
     assert connection.last_active_s == answered_s
     assert connection.idle_s(answered_s + 60) == 60
+
+
+async def test_a_request_answered_at_once_as_memory_comes_back_does_not_overtake_the_answer_that_freed_it():
+    memory = RequestMemory(1)  # exhausted by any request
+    release = asyncio.Event()
+
+    def answer_at_once(unsupported: codec.UnsupportedVersion) -> list[bytes]:
+        return [struct.pack(">ii", 4, unsupported.correlation_id)]
+
+    connection, transport = open_connection(held_until(release), memory=memory, on_unsupported=answer_at_once)
+    feed(connection, api_versions_frame(1) + api_versions_frame(2, version=99), transport)
+    assert len(connection._in_order) == 1, "the second waits for memory the first holds"
+    release.set()
+    await asyncio.wait(list(connection._in_order))
+    assert correlation_ids(transport) == [1, 2]

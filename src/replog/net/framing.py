@@ -362,27 +362,37 @@ class KafkaConnection(asyncio.BufferedProtocol):
             finished = self._in_order.popleft()
             frame_bytes = self._in_order_bytes.popleft()
             self._queued_bytes -= frame_bytes
-            self._memory.give_back(frame_bytes)
-            if finished.cancelled():
-                continue
-            error = finished.exception()
-            if error is not None:
-                logger.error("request failed peer=%s error=%r", self._peer, error, exc_info=error)
-                self._abort("internal error while handling a request")
-                return
-            response = finished.result()
-            if response is not None and self._transport is not None and not self._transport.is_closing():
-                try:
-                    self._send(response)
-                except OSError as error:
-                    _release(response)
-                    self._abort(f"response not sent: {error}")
+            try:
+                if not self._write(finished):
                     return
-                self.last_active_s = self._loop.time()
-            _release(response)
-            if self._on_answered is not None:
-                self._on_answered(finished)
+            finally:
+                # Once written: the memory coming back may have this connection take frames,
+                # and answer one at once, which must not overtake this answer.
+                self._memory.give_back(frame_bytes)
         self._resume()
+
+    def _write(self, finished: asyncio.Future) -> bool:
+        """Write the answer of a request whose turn came; False if that closed the connection."""
+        if finished.cancelled():
+            return True
+        error = finished.exception()
+        if error is not None:
+            logger.error("request failed peer=%s error=%r", self._peer, error, exc_info=error)
+            self._abort("internal error while handling a request")
+            return False
+        response = finished.result()
+        if response is not None and self._transport is not None and not self._transport.is_closing():
+            try:
+                self._send(response)
+            except OSError as error:
+                _release(response)
+                self._abort(f"response not sent: {error}")
+                return False
+            self.last_active_s = self._loop.time()
+        _release(response)
+        if self._on_answered is not None:
+            self._on_answered(finished)
+        return True
 
     def _send(self, response: list[bytes | HeldSlice]) -> None:
         """Write `response` in order; see "Sending" in the module docstring."""
