@@ -1,7 +1,8 @@
 """Build of the optional compiled fast path; everything else about the package is pyproject.toml.
 
 `optional=True`: without a working C compiler the build warns and installs the pure-Python
-package, which replog.storage.records and replog.spark_io.records fall back to.
+package, which replog.storage.records, replog.spark_io.records and replog.net.frame_check fall
+back to.
 """
 
 from setuptools import Extension, setup
@@ -17,6 +18,12 @@ setup(
         Extension(
             "replog.spark_io._fastrecords",
             sources=["src/replog/spark_io/_fastrecords.c"],
+            extra_compile_args=["-O3"],
+            optional=True,
+        ),
+        Extension(
+            "replog.net._framecheck",
+            sources=["src/replog/net/_framecheck.c"],
             extra_compile_args=["-O3"],
             optional=True,
         ),

@@ -78,10 +78,13 @@ def test_a_null_array_where_the_schema_forbids_one_is_refused_as_malformed(fuzze
     topic = {"name": f"null-{field}", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
     topic[field] = None
     frame = encode_request(ApiKey.CREATE_TOPICS, 5, {"topics": [topic], "timeout": datetime.timedelta(seconds=5), "validate_only": False})
+    def warnings() -> int:
+        return sum("where the schema allows none" in line for line in fuzzed_broker.output)
+
+    before = warnings()
     with socket.create_connection(("127.0.0.1", fuzzed_broker.port), timeout=10) as connection:
         connection.sendall(frame)
         assert connection.recv(4) == b"", "the broker answered a malformed request"
     # The broker's output reaches the test through a reader thread: wait for the warning.
-    wait_until(lambda: any(f"null array in the non-nullable field '{field}'" in line for line in fuzzed_broker.output),
-               "the warning naming the field", 10)
+    wait_until(lambda: warnings() > before, "the warning", 10)
     assert no_internal_errors(fuzzed_broker)

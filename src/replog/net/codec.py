@@ -30,7 +30,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from . import replog_apis
+from . import frame_check, replog_apis
 
 _REQUEST_PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -115,6 +115,9 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
 BODY_DECODERS: dict[int, Callable[[memoryview | bytes, int, int], Any]] = {}
 
 
+RESPONSE_ITEMS_MAX = 20 * frame_check.ITEMS_MAX  # see decode_response
+
+
 class FrameError(Exception):
     """The frame cannot be answered: the connection is closed (as Kafka closes it)."""
 
@@ -169,8 +172,12 @@ class WireReader:
         return None if size < 0 else bytearray(self.chunk(size))
 
     def tagged_fields(self) -> None:
+        """Skips a flexible entity's tagged fields: none carries what the hand-read bodies use."""
         if self.flexible:
-            for _ in range(self.length(_I32)):  # bounded by the bytes left (length() checks)
+            count = self.uvarint()  # not a length: no null, no offset of 1
+            if count > (len(self.frame) - self.position) // 2:
+                raise ValueError(f"{count} tagged fields with {len(self.frame) - self.position} bytes left")
+            for _ in range(count):  # bounded: each takes at least 2 bytes
                 self.uvarint()
                 self.chunk(self.uvarint())
 
@@ -258,7 +265,7 @@ def _load_response_schema(api_key: int, api_version: int) -> type:
 def _request_codec(api_key: int, api_version: int):
     schema = _load_request_schema(api_key, api_version)
     header_schema = schema.__header_schema__
-    return entity_reader(header_schema), entity_reader(schema)
+    return entity_reader(header_schema), entity_reader(schema), frame_check.compile_message(header_schema, schema)
 
 
 @cache
@@ -275,24 +282,25 @@ def peek(frame: memoryview | bytes) -> tuple[int, int, int]:
 
 
 def decode_request(frame: memoryview | bytes) -> Request:
-    """Decode one request frame; trailing bytes after the body are ignored, as Kafka does."""
+    """Decode one request frame; trailing bytes after the body are ignored, as Kafka does.
+
+    The frame is checked first (frame_check): a length or count the bytes left cannot hold, a
+    null the schema does not allow, or more than frame_check.ITEMS_MAX items is a FrameError
+    before any reader reserves memory for it."""
     api_key, api_version, correlation_id = peek(frame)
     versions = SUPPORTED_VERSIONS.get(api_key)
     if versions is None:
         raise FrameError(f"unknown or unsupported api key {api_key}")
     if not versions[0] <= api_version <= versions[1]:
         raise UnsupportedVersion(api_key, api_version, correlation_id)
-    read_header, read_body = _request_codec(api_key, api_version)
+    read_header, read_body, program = _request_codec(api_key, api_version)
     if isinstance(frame, memoryview):
         frame = frame.toreadonly()  # kio's native reader refuses writable buffers
     try:
+        frame_check.check(program, frame, 0, frame_check.ITEMS_MAX)
         header, header_size = read_header(frame, 0)
         own_decoder = BODY_DECODERS.get(api_key)
-        if own_decoder:
-            body = own_decoder(frame, header_size, api_version)
-        else:
-            body = read_body(frame, header_size)[0]
-            _refuse_null_arrays(body)
+        body = own_decoder(frame, header_size, api_version) if own_decoder else read_body(frame, header_size)[0]
     except Exception as error:  # kio raises several types for truncated or garbled input
         raise FrameError(f"malformed api {api_key} v{api_version} request: {type(error).__name__}: {error}") from None
     return Request(api_key, api_version, correlation_id, header.client_id, body)
@@ -354,7 +362,13 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
 @cache
 def _response_readers(api_key: int, api_version: int):
     schema = _load_response_schema(api_key, api_version)
-    return entity_reader(schema.__header_schema__), entity_reader(schema)
+    program = frame_check.compile_message(schema.__header_schema__, schema)
+    return entity_reader(schema.__header_schema__), entity_reader(schema), program
+
+
+def response_program(api_key: int, api_version: int) -> frame_check.Program:
+    """The frame check's program of a response, for the responses read by hand (Fetch)."""
+    return _response_readers(api_key, api_version)[2]
 
 
 def decode_response(api_key: int, api_version: int, frame: memoryview | bytes) -> tuple[int, Any]:
@@ -363,15 +377,21 @@ def decode_response(api_key: int, api_version: int, frame: memoryview | bytes) -
 
     A broker that does not speak the ApiVersions version asked answers error 35
     UNSUPPORTED_VERSION in the v0 body, whatever version was asked, so such an answer is read
-    as v0; its error code is the first field of every version's body.
+    as v0; its error code is the first field of every version's body, after the v0 header that
+    every ApiVersions response has.
+
+    The frame is checked first, as a request is (decode_request), with a larger budget of
+    items: a response holds what was asked and the cluster's size besides. A Metadata response
+    naming every topic of a cluster of 500,000 partitions (RF 3) holds about 3.5M items.
     """
-    read_header, read_body = _response_readers(api_key, api_version)
     if isinstance(frame, memoryview):
         frame = frame.toreadonly()  # kio's native reader refuses writable buffers
     try:
+        if api_key == ApiKey.API_VERSIONS and _I16.unpack_from(frame, _I32.size)[0] == ErrorCode.unsupported_version:
+            api_version = 0
+        read_header, read_body, program = _response_readers(api_key, api_version)
+        frame_check.check(program, frame, 0, RESPONSE_ITEMS_MAX)
         header, header_size = read_header(frame, 0)
-        if api_key == ApiKey.API_VERSIONS and _I16.unpack_from(frame, header_size)[0] == ErrorCode.unsupported_version:
-            read_body = _response_readers(api_key, 0)[1]
         return header.correlation_id, read_body(frame, header_size)[0]
     except Exception as error:  # kio raises several types for truncated or garbled input
         raise FrameError(f"malformed api {api_key} v{api_version} response: {type(error).__name__}: {error}") from None
@@ -385,38 +405,22 @@ def _error_code(value: Any) -> Any:
     return ErrorCode(value) if isinstance(value, int) and not isinstance(value, ErrorCode) else value
 
 
-def _refuse_null_arrays(entity: Any) -> None:
-    """kio reads a length of -1 as None even where the schema says the array is not nullable;
-    Kafka refuses such a request as malformed, and so does replog, rather than hand a handler
-    a None where its schema promises a sequence."""
-    for name, nested, is_array, nullable, _ in _field_plan(type(entity)):
-        value = getattr(entity, name)
-        if value is None:
-            if is_array and not nullable:
-                raise ValueError(f"null array in the non-nullable field {name!r}")
-        elif nested is not None:
-            for item in value if is_array else (value,):  # bounded by the frame's size
-                _refuse_null_arrays(item)
-
-
 @cache
-def _field_plan(schema: type) -> tuple[tuple[str, type | None, bool, bool, Callable | None], ...]:
+def _field_plan(schema: type) -> tuple[tuple[str, type | None, bool, Callable | None], ...]:
     """Per field: (name, nested entity class or None, whether the value is a tuple of them,
-    whether it may be null, converter from the plain value a handler holds: ints for error
-    codes and milliseconds)."""
+    converter from the plain value a handler holds: ints for error codes and milliseconds)."""
     hints = typing.get_type_hints(schema)
     plan = []
     for field in dataclasses.fields(schema):
         hint = hints[field.name]
-        nullable = typing.get_origin(hint) in (typing.Union, types.UnionType)  # X | None
-        if nullable:
+        if typing.get_origin(hint) in (typing.Union, types.UnionType):  # X | None
             hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
         is_tuple = typing.get_origin(hint) is tuple
         candidates = typing.get_args(hint) if is_tuple else (hint,)
         nested = next((arg for arg in candidates if dataclasses.is_dataclass(arg)), None)
         kafka_type = field.metadata.get("kafka_type", "")
         convert = _error_code if kafka_type == "error_code" else _milliseconds if kafka_type.startswith("timedelta") else None
-        plan.append((field.name, nested, is_tuple, nullable, convert))
+        plan.append((field.name, nested, is_tuple, convert))
     return tuple(plan)
 
 
@@ -427,7 +431,7 @@ def build(schema: type, values: dict) -> Any:
     Lets a handler describe one response for every version it supports.
     """
     kwargs = {}
-    for name, nested, is_tuple, _, convert in _field_plan(schema):
+    for name, nested, is_tuple, convert in _field_plan(schema):
         if name not in values:
             continue
         value = values[name]

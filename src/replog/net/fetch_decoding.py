@@ -10,7 +10,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from .codec import FrameError, WireReader
+from . import frame_check
+from .codec import ApiKey, FrameError, WireReader, response_program
 
 FIRST_SESSION_VERSION = 7  # fetch sessions (KIP-227)
 FIRST_FLEXIBLE_VERSION = 12
@@ -34,8 +35,9 @@ class FetchedPartition(NamedTuple):
 def decode_fetch_response(api_version: int, frame: memoryview | bytes) -> tuple[int, int, list[FetchedPartition]]:
     """(the response's own error code, its session id, every partition) of a Fetch response
     frame without its size prefix; records are copied out of the frame, whose buffer may be
-    reused at once."""
+    reused at once. Checked first as a request is, against the same budget of items."""
     try:
+        frame_check.check(response_program(ApiKey.FETCH, api_version), frame, 0, frame_check.ITEMS_MAX)
         return _decode(api_version, frame)
     except (struct.error, IndexError, UnicodeDecodeError, ValueError) as error:
         raise FrameError(f"malformed api 1 v{api_version} response: {type(error).__name__}: {error}") from None
