@@ -245,7 +245,12 @@ def test_valid_requests_pass_and_decode_as_kio_decodes_them(api_key, version):
         read_header, read_body, _ = codec._request_codec(api_key, version)
         kio_header, header_size = read_header(frame, 0)
         decoder = codec.BODY_DECODERS.get(api_key)
-        before = decoder(frame, header_size, version) if decoder else read_body(frame, header_size)[0]
+        try:
+            before = decoder(frame, header_size, version) if decoder else read_body(frame, header_size)[0]
+        except ValueError:  # kio writes timedeltas near the type's limits that it cannot read back
+            with pytest.raises(codec.FrameError):
+                codec.decode_request(frame)
+            return
         decoded = codec.decode_request(memoryview(bytearray(frame)))
         assert (decoded.correlation_id, decoded.client_id, decoded.body) == (kio_header.correlation_id, kio_header.client_id, before)
 
@@ -266,7 +271,13 @@ def test_valid_responses_pass_and_decode_as_kio_decodes_them(api_key, version):
         program = codec.response_program(api_key, version)
         assert [outcome(checker, program, frame, codec.RESPONSE_ITEMS_MAX) for checker in CHECKERS] == [len(frame)] * len(CHECKERS)
         header_size = entity_reader(header_schema)(frame, 0)[1]
-        assert codec.decode_response(api_key, version, frame) == (correlation_id, entity_reader(schema)(frame, header_size)[0])
+        try:
+            before = entity_reader(schema)(frame, header_size)[0]
+        except ValueError:  # kio writes timedeltas near the type's limits that it cannot read back
+            with pytest.raises(codec.FrameError):
+                codec.decode_response(api_key, version, frame)
+            return
+        assert codec.decode_response(api_key, version, frame) == (correlation_id, before)
 
     valid()
 

@@ -10,6 +10,7 @@ from replog.admin import AdminError, ElectionType
 from replog.admin.reassignment import cluster_brokers
 
 from ..codec import ApiKey, Request, build_response
+from ..loop_slices import LoopSlices, respond
 from . import handles, log_refusal
 
 
@@ -18,14 +19,31 @@ async def elect_leaders(services, request: Request):
     """Answered once every partition has its new leader, or the request's timeout ran out
     (REQUEST_TIMED_OUT for the ones still electing). v0 knows only preferred elections. An
     unclean election that succeeded says so in the message beside its error code 0: records
-    may be lost."""
+    may be lost.
+
+    Partitions this broker's metadata does not know are answered UNKNOWN_TOPIC_OR_PARTITION
+    here (retriable, should the metadata lag the store), so that the store is read for the
+    cluster's partitions at most, however many a request names."""
     body = request.body
-    asked = None if body.topic_partitions is None else [
-        (topic.topic, partition) for topic in body.topic_partitions for partition in topic.partitions]
+    slices = LoopSlices()
+    by_topic: dict[str, list[dict]] = {}
+    asked = None
+    if body.topic_partitions is not None:
+        asked = set()
+        for topic in body.topic_partitions:
+            await slices.pause()
+            known = services.metadata.topics.get(topic.topic, {})
+            asked |= {(topic.topic, partition) for partition in topic.partitions if partition in known}
+            unknown = [{"partition_id": partition, "error_code": ErrorCode.unknown_topic_or_partition,
+                        "error_message": f"partition {topic.topic}-{partition} does not exist"}
+                       for partition in topic.partitions if partition not in known]
+            if unknown:
+                log_refusal(request, "election of unknown partitions", topic.topic, ErrorCode.unknown_topic_or_partition)
+                by_topic.setdefault(topic.topic, []).extend(unknown)
     election_type = ElectionType(getattr(body, "election_type", ElectionType.PREFERRED))
     results = await admin.elect_leaders(services.store, election_type, asked, max(0.0, body.timeout.total_seconds()))
-    by_topic: dict[str, list[dict]] = {}
     for result in results:
+        await slices.pause()
         if result.error is not None and result.error.code != ErrorCode.election_not_needed:
             log_refusal(request, f"{election_type.name.lower()} election", f"{result.topic}-{result.partition}",
                         result.error.code)
@@ -34,11 +52,11 @@ async def elect_leaders(services, request: Request):
             "error_code": ErrorCode.none if result.error is None else result.error.code,
             "error_message": result.detail if result.error is not None or result.unclean_after_isr is not None else None,
         })
-    return build_response(request, {
+    return await respond(request, {
         "throttle_time": 0, "error_code": ErrorCode.none,
         "replica_election_results": [{"topic": topic, "partition_result": partitions}
                                      for topic, partitions in by_topic.items()],
-    })
+    }, slices)
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER)

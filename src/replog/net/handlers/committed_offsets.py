@@ -1,5 +1,6 @@
 """OffsetCommit, OffsetFetch and OffsetDelete: a group's committed offsets, through the group
-coordinator (groups/coordinator.py)."""
+coordinator (groups/coordinator.py); answered in slices (loop_slices.py), as a request may name
+200,000 partitions."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from kio.schema.errors import ErrorCode
 
 from replog.groups import OffsetCommit
 
-from ..codec import ApiKey, Request, build_response
+from ..codec import ApiKey, Request
+from ..loop_slices import LoopSlices, respond
 from . import handles, log_refusal
 
 _NO_THROTTLE = datetime.timedelta(0)
@@ -20,31 +22,42 @@ FIRST_BATCHED_OFFSET_FETCH_VERSION = 8
 @handles(ApiKey.OFFSET_COMMIT)
 async def offset_commit(services, request: Request):
     body = request.body
-    commits = [OffsetCommit(topic.name, partition.partition_index, partition.committed_offset,
-                            getattr(partition, "committed_leader_epoch", NO_LEADER_EPOCH), partition.committed_metadata)
-               for topic in body.topics for partition in topic.partitions]
-    # Kafka's rule: offsets of partitions that do not exist are not kept.
-    exists = [_exists(services, commit) for commit in commits]
+    slices = LoopSlices()
+    commits, exists = [], []
+    for topic in body.topics:
+        for partition in topic.partitions:
+            await slices.pause()
+            commit = OffsetCommit(topic.name, partition.partition_index, partition.committed_offset,
+                                  getattr(partition, "committed_leader_epoch", NO_LEADER_EPOCH), partition.committed_metadata)
+            commits.append(commit)
+            exists.append(_exists(services, commit))  # Kafka's rule: offsets of partitions that do not exist are not kept
     known_errors = iter(await services.groups.commit(
         body.group_id, body.member_id, getattr(body, "group_instance_id", None), body.generation_id_or_member_epoch,
         [commit for commit, known in zip(commits, exists) if known]))
     errors = [next(known_errors) if known else ErrorCode.unknown_topic_or_partition for known in exists]
     by_topic: dict[str, list[dict]] = {}
     for commit, error in zip(commits, errors):
+        await slices.pause()
         by_topic.setdefault(commit.topic, []).append({"partition_index": commit.partition, "error_code": error})
         if error != ErrorCode.none:
             log_refusal(request, "offset commit", f"{body.group_id}/{commit.topic}-{commit.partition}", error)
-    return build_response(request, {"throttle_time": _NO_THROTTLE,
-                                    "topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]})
+    return await respond(request, {"throttle_time": _NO_THROTTLE,
+                                   "topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]},
+                         slices)
 
 
 def _exists(services, commit: OffsetCommit) -> bool:
     return commit.partition in services.metadata.topics.get(commit.topic, {})
 
 
-def _fetched(services, request: Request, group_id: str, topics) -> dict:
+async def _fetched(services, request: Request, group_id: str, topics, slices: LoopSlices) -> dict:
     """One group's committed offsets: all of them for `topics` None (v2+), else those asked."""
-    asked = None if topics is None else [(topic.name, index) for topic in topics for index in topic.partition_indexes]
+    asked = None
+    if topics is not None:
+        asked = []
+        for topic in topics:
+            await slices.pause()
+            asked += [(topic.name, index) for index in topic.partition_indexes]
     error, committed = services.groups.fetch(group_id, asked)
     if error != ErrorCode.none:
         log_refusal(request, "offset fetch", group_id, error)
@@ -52,6 +65,7 @@ def _fetched(services, request: Request, group_id: str, topics) -> dict:
         committed = {key: None for key in asked or ()}
     by_topic: dict[str, list[dict]] = {}
     for (topic, partition), value in committed.items():
+        await slices.pause()
         by_topic.setdefault(topic, []).append({
             "partition_index": partition,
             "committed_offset": -1 if value is None else value.offset,
@@ -66,23 +80,41 @@ def _fetched(services, request: Request, group_id: str, topics) -> dict:
 @handles(ApiKey.OFFSET_FETCH)
 async def offset_fetch(services, request: Request):
     body = request.body
+    slices = LoopSlices()
     if request.api_version < FIRST_BATCHED_OFFSET_FETCH_VERSION:
-        return build_response(request, {"throttle_time": _NO_THROTTLE} | _fetched(services, request, body.group_id, body.topics))
+        fetched = await _fetched(services, request, body.group_id, body.topics, slices)
+        return await respond(request, {"throttle_time": _NO_THROTTLE} | fetched, slices)
     # v9's member id and epoch belong to KIP-848's consumer groups; classic groups ignore them.
-    groups = [_fetched(services, request, group.group_id, group.topics) for group in body.groups]
-    return build_response(request, {"throttle_time": _NO_THROTTLE, "groups": groups})
+    # A group named twice is answered INVALID_REQUEST the second time, so that one request's
+    # answer holds each group's offsets once (null topics: every one the group committed).
+    seen: set[str] = set()
+    groups = []
+    for group in body.groups:
+        if group.group_id in seen:
+            log_refusal(request, "group named twice", group.group_id, ErrorCode.invalid_request)
+            groups.append({"group_id": group.group_id, "error_code": ErrorCode.invalid_request, "topics": []})
+            continue
+        seen.add(group.group_id)
+        groups.append(await _fetched(services, request, group.group_id, group.topics, slices))
+    return await respond(request, {"throttle_time": _NO_THROTTLE, "groups": groups}, slices)
 
 
 @handles(ApiKey.OFFSET_DELETE)
 async def offset_delete(services, request: Request):
     body = request.body
-    asked = [(topic.name, partition.partition_index) for topic in body.topics for partition in topic.partitions]
+    slices = LoopSlices()
+    asked = []
+    for topic in body.topics:
+        await slices.pause()
+        asked += [(topic.name, partition.partition_index) for partition in topic.partitions]
     error, errors = await services.groups.delete_offsets(body.group_id, asked)
     by_topic: dict[str, list[dict]] = {}
     for (topic, partition), partition_error in zip(asked, errors):
+        await slices.pause()
         by_topic.setdefault(topic, []).append({"partition_index": partition, "error_code": partition_error})
-    return build_response(request, {"throttle_time": _NO_THROTTLE, "error_code": error,
-                                    "topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]})
+    return await respond(request, {"throttle_time": _NO_THROTTLE, "error_code": error,
+                                   "topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]},
+                         slices)
 
 
 

@@ -5,6 +5,9 @@ DescribeGroups, DeleteGroups. Thin: they translate requests for the group coordi
 FindCoordinator creates __consumer_offsets on first use (in the background: the answer is
 COORDINATOR_NOT_AVAILABLE, which clients retry) and names the leader of the group's partition.
 Only groups have coordinators here: transactions are not implemented.
+
+A request may name 200,000 groups, keys or members: those are answered in slices
+(loop_slices.py).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from replog.groups import OFFSETS_TOPIC, GroupState, JoinRequest
 
 from ..codec import ApiKey, Request, build_response
+from ..loop_slices import LoopSlices, respond
 from . import handles, log_refusal
 
 GROUP_KEY_TYPE = 0
@@ -23,6 +27,7 @@ FIRST_BATCHED_FIND_COORDINATOR_VERSION = 4
 FIRST_MEMBER_ID_REQUIRED_VERSION = 4
 FIRST_BATCHED_LEAVE_VERSION = 3
 _NO_THROTTLE = datetime.timedelta(0)
+_OPERATIONS_NOT_REQUESTED = -(2**31)  # Kafka's "not requested"
 
 
 def _ms(value: datetime.timedelta) -> int:
@@ -62,8 +67,12 @@ async def find_coordinator(services, request: Request):
     if request.api_version < FIRST_BATCHED_FIND_COORDINATOR_VERSION:
         key_type = getattr(body, "key_type", GROUP_KEY_TYPE)
         return build_response(request, {"throttle_time": _NO_THROTTLE} | await _coordinator_for(services, request, body.key, key_type))
-    coordinators = [{"key": key} | await _coordinator_for(services, request, key, body.key_type) for key in body.coordinator_keys]
-    return build_response(request, {"throttle_time": _NO_THROTTLE, "coordinators": coordinators})
+    slices = LoopSlices()
+    coordinators = []
+    for key in body.coordinator_keys:
+        await slices.pause()
+        coordinators.append({"key": key} | await _coordinator_for(services, request, key, body.key_type))
+    return await respond(request, {"throttle_time": _NO_THROTTLE, "coordinators": coordinators}, slices)
 
 
 # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----------------------------------------------
@@ -134,7 +143,7 @@ async def leave_group(services, request: Request):
     error, member_errors = services.groups.leave(body.group_id, members)
     if not batched and error == ErrorCode.none:
         error = member_errors[0]
-    return build_response(request, {
+    return await respond(request, {
         "throttle_time": _NO_THROTTLE,
         "error_code": error,
         "members": [{"member_id": member_id, "group_instance_id": instance_id, "error_code": member_error}
@@ -158,9 +167,7 @@ async def list_groups(services, request: Request):
 def _description(services, group_id: str) -> dict:
     error, group = services.groups.describe(group_id)
     if group is None:
-        state = GroupState.DEAD.value if error == ErrorCode.none else ""
-        return {"error_code": error, "group_id": group_id, "group_state": state, "protocol_type": "", "protocol_data": "",
-                "members": [], "authorized_operations": -2147483648}
+        return _no_description(group_id, error, GroupState.DEAD.value if error == ErrorCode.none else "")
     in_generation = group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE)
     members = [{
         "member_id": member.member_id,
@@ -172,17 +179,38 @@ def _description(services, group_id: str) -> dict:
     } for member in group.members.values()]
     return {"error_code": ErrorCode.none, "group_id": group_id, "group_state": group.state.value,
             "protocol_type": group.protocol_type or "", "protocol_data": group.protocol_name or "",
-            "members": members, "authorized_operations": -2147483648}
+            "members": members, "authorized_operations": _OPERATIONS_NOT_REQUESTED}
+
+
+def _no_description(group_id: str, error: int, state: str) -> dict:
+    return {"error_code": error, "group_id": group_id, "group_state": state, "protocol_type": "", "protocol_data": "",
+            "members": [], "authorized_operations": _OPERATIONS_NOT_REQUESTED}
 
 
 @handles(ApiKey.DESCRIBE_GROUPS)
 async def describe_groups(services, request: Request):
-    groups = [_description(services, group_id) for group_id in request.body.groups]
-    return build_response(request, {"throttle_time": _NO_THROTTLE, "groups": groups})
+    """A group named twice in one request is answered INVALID_REQUEST the second time (no client
+    sends that: librdkafka refuses it, Java's admin client keys groups by id), so that one
+    request's answer holds each group's members once, whatever their number and metadata."""
+    slices = LoopSlices()
+    seen: set[str] = set()
+    groups = []
+    for group_id in request.body.groups:
+        await slices.pause()
+        if group_id in seen:
+            log_refusal(request, "group named twice", group_id, ErrorCode.invalid_request)
+            groups.append(_no_description(group_id, ErrorCode.invalid_request, ""))
+            continue
+        seen.add(group_id)
+        groups.append(_description(services, group_id))
+    return await respond(request, {"throttle_time": _NO_THROTTLE, "groups": groups}, slices)
 
 
 @handles(ApiKey.DELETE_GROUPS)
 async def delete_groups(services, request: Request):
-    results = [{"group_id": group_id, "error_code": await services.groups.delete_group(group_id)}
-               for group_id in request.body.groups_names]
-    return build_response(request, {"throttle_time": _NO_THROTTLE, "results": results})
+    slices = LoopSlices()
+    results = []
+    for group_id in request.body.groups_names:
+        await slices.pause()
+        results.append({"group_id": group_id, "error_code": await services.groups.delete_group(group_id)})
+    return await respond(request, {"throttle_time": _NO_THROTTLE, "results": results}, slices)

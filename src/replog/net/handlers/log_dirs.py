@@ -1,6 +1,7 @@
 """DescribeLogDirs: the replicas this broker hosts, with the size of each one's log, as
 `kafka-log-dirs --describe` shows them. replog has one log directory per broker (its data
-directory), and no future logs (AlterReplicaLogDirs moves none)."""
+directory), and no future logs (AlterReplicaLogDirs moves none). Answered in slices
+(loop_slices.py): a broker may host 10,000 partitions, and a request may name 200,000."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import shutil
 
 from kio.schema.errors import ErrorCode
 
-from ..codec import ApiKey, Request, build_response
+from ..codec import ApiKey, Request
+from ..loop_slices import LoopSlices, respond
 from . import handles
 
 
@@ -19,8 +21,10 @@ async def describe_log_dirs(services, request: Request):
     those it does not host are left out, as Kafka leaves them out."""
     asked = None if request.body.topics is None else {
         (topic.topic, partition) for topic in request.body.topics for partition in topic.partitions}
+    slices = LoopSlices()
     by_topic: dict[str, list[dict]] = {}
     for partition in sorted(services.replicas.partitions, key=lambda hosted: (hosted.topic, hosted.partition_id)):
+        await slices.pause()
         if asked is not None and (partition.topic, partition.partition_id) not in asked:
             continue
         by_topic.setdefault(partition.topic, []).append({
@@ -33,11 +37,11 @@ async def describe_log_dirs(services, request: Request):
         })
     log_dir = services.replicas.data_dir.resolve()
     usage = await asyncio.to_thread(shutil.disk_usage, log_dir)  # a statfs: a disk that hangs must not stop the loop
-    return build_response(request, {
+    return await respond(request, {
         "throttle_time": 0, "error_code": ErrorCode.none,
         "results": [{
             "error_code": ErrorCode.none, "log_dir": str(log_dir),
             "topics": [{"name": topic, "partitions": partitions} for topic, partitions in by_topic.items()],
             "total_bytes": usage.total, "usable_bytes": usage.free,
         }],
-    })
+    }, slices)

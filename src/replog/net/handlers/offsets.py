@@ -1,10 +1,12 @@
-"""ListOffsets (earliest, latest, by timestamp) and OffsetForLeaderEpoch (KIP-101)."""
+"""ListOffsets (earliest, latest, by timestamp) and OffsetForLeaderEpoch (KIP-101), answered in
+slices (loop_slices.py): a request may name 200,000 partitions."""
 
 from __future__ import annotations
 
 from replog.replica.manager import UnknownTopicOrPartitionError
 
-from ..codec import ApiKey, Request, build_response
+from ..codec import ApiKey, Request
+from ..loop_slices import LoopSlices, respond
 from . import handles
 
 NO_EPOCH = -1
@@ -23,10 +25,12 @@ def _partition_or_error(services, topic: str, partition_index: int):
 @handles(ApiKey.LIST_OFFSETS)
 async def list_offsets(services, request: Request):
     any_replica = request.body.replica_id == DEBUGGING_REPLICA_ID
+    slices = LoopSlices()
     topics = []
     for topic in request.body.topics:
         answers = []
         for asked in topic.partitions:
+            await slices.pause()
             partition, error = _partition_or_error(services, topic.name, asked.partition_index)
             if partition is None:
                 answers.append({"partition_index": asked.partition_index, "error_code": error, "timestamp": -1, "offset": -1, "leader_epoch": -1})
@@ -43,15 +47,17 @@ async def list_offsets(services, request: Request):
                 }
             )
         topics.append({"name": topic.name, "partitions": answers})
-    return build_response(request, {"throttle_time": 0, "topics": topics})
+    return await respond(request, {"throttle_time": 0, "topics": topics}, slices)
 
 
 @handles(ApiKey.OFFSET_FOR_LEADER_EPOCH)
 async def offset_for_leader_epoch(services, request: Request):
+    slices = LoopSlices()
     topics = []
     for topic in request.body.topics:
         answers = []
         for asked in topic.partitions:
+            await slices.pause()
             partition, error = _partition_or_error(services, topic.topic, asked.partition)
             if partition is None:
                 answers.append({"error_code": error, "partition": asked.partition, "leader_epoch": -1, "end_offset": -1})
@@ -61,4 +67,4 @@ async def offset_for_leader_epoch(services, request: Request):
                 {"error_code": found.error_code, "partition": asked.partition, "leader_epoch": found.leader_epoch, "end_offset": found.end_offset}
             )
         topics.append({"topic": topic.topic, "partitions": answers})
-    return build_response(request, {"throttle_time": 0, "topics": topics})
+    return await respond(request, {"throttle_time": 0, "topics": topics}, slices)
