@@ -12,8 +12,8 @@ follower's Fetch v13 of 3,333 partitions, OffsetCommit v8 of 100 partitions.
 topic `big` of 100 partitions and a topic `ten` of 10, then sends, one case at a time on a
 connection of its own, the largest request of each API that the broker admits: N items
 (frame_check.ITEMS_MAX, or 200,000 on a tree without it), all in one frame (well within
-socket.request.max.bytes), plus the issue's probe of 1,000,000 topics. Meanwhile another
-connection sends ApiVersions v3 back to back. Printed per case: the frame's size, how long its
+socket.request.max.bytes), and a Metadata v1 request naming 1,000,000 topics. Meanwhile another
+connection sends ApiVersions v3, the next 2 ms after each answer. Printed per case: the frame's size, how long its
 answer took (or "closed" if the broker refused it), the answer's size, and the ApiVersions
 answers during it: how many, their median and their longest wait. The longest wait is how long
 the broker's event loop was held by that one request. Figures are printed, never asserted.
@@ -181,7 +181,7 @@ def stall_cases(items: int) -> dict[str, Callable[[], bytes]]:
 
 
 class Prober:
-    """ApiVersions v3 back to back on a connection of its own; remembers (sent, answered) times."""
+    """ApiVersions v3 every 2 ms after an answer, on a connection of its own; remembers (sent, answered) times."""
 
     def __init__(self) -> None:
         self.answers: list[tuple[float, float]] = []

@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import sysconfig
+import uuid
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -32,7 +33,7 @@ from replog.net.frame_check import COMPILED, ITEMS_MAX, PURE_PYTHON
 from tests.net.test_fuzz import SEEDS
 
 CHECKERS = [PURE_PYTHON] + ([COMPILED] if COMPILED else [])
-# The probes of the issue: a Metadata v9 request whose compact topic array claims 2**32 - 2
+# Two frames that killed a broker: a Metadata v9 request whose compact topic array claims 2**32 - 2
 # items (kio reserved 34 GB), and a Metadata v1 request claiming 2**31 - 1 (16 GB).
 METADATA_V9_HUGE_ARRAY = struct.pack(">hhih", ApiKey.METADATA, 9, 1, -1) + b"\0" + b"\xff\xff\xff\xff\x0f" + b"\0\0\0"
 METADATA_V1_HUGE_ARRAY = struct.pack(">hhih", ApiKey.METADATA, 1, 1, -1) + struct.pack(">i", 2**31 - 1)
@@ -328,6 +329,34 @@ def test_items_are_counted_at_every_depth(checker):
     program = request_program(ApiKey.LIST_OFFSETS, 1)
     assert outcome(checker, program, frame, items_max=6) == len(frame)
     assert outcome(checker, program, frame, items_max=5).startswith("refused: more than 5 items")
+
+
+@pytest.mark.parametrize("api_key,version,values", [
+    (ApiKey.FETCH, 13, {"replica_id": 1, "max_wait": 500, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                        "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "", "topics": [
+                            {"topic_id": uuid.uuid4(), "partitions": [
+                                {"partition": index, "current_leader_epoch": 1, "fetch_offset": 0, "last_fetched_epoch": 1,
+                                 "log_start_offset": 0, "partition_max_bytes": 1 << 20} for index in range(100)]}
+                            for _ in range(100)]}),
+    (ApiKey.METADATA, 12, {"topics": [{"name": f"topic-{index}", "topic_id": None} for index in range(50_000)],
+                           "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}),
+    (ApiKey.OFFSET_COMMIT, 8, {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m", "group_instance_id": None,
+                               "topics": [{"name": f"topic-{index}", "partitions": [
+                                   {"partition_index": partition, "committed_offset": 1, "committed_leader_epoch": 1,
+                                    "committed_metadata": ""} for partition in range(10)]} for index in range(5_000)]}),
+], ids=["follower-fetch-10000-partitions", "metadata-50000-topics", "offset-commit-50000-partitions"])
+def test_real_workloads_pass_well_within_the_budget(api_key, version, values):
+    frame = codec.encode_request(api_key, version, 7, None, codec.build(codec.request_schema(api_key, version), values))[4:]
+    for checker in CHECKERS:
+        assert outcome(checker, request_program(api_key, version), frame, items_max=ITEMS_MAX // 3) == len(frame)
+
+
+def test_a_produce_request_past_the_budget_is_refused_before_its_own_reader():
+    partitions = struct.pack(">i", ITEMS_MAX) + struct.pack(">ii", 0, -1) * ITEMS_MAX  # index, null records
+    frame = (struct.pack(">hhih", ApiKey.PRODUCE, 3, 7, -1) + struct.pack(">hhi", -1, 1, 1000)
+             + struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + partitions)
+    with pytest.raises(codec.FrameError, match=f"more than {ITEMS_MAX} items"):
+        codec.decode_request(frame)
 
 
 def test_decode_request_refuses_a_metadata_request_past_the_budget():

@@ -8,7 +8,6 @@ import asyncio
 import dataclasses
 import io
 import struct
-import types
 
 import pytest
 from hypothesis import HealthCheck, given, settings

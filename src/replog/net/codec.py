@@ -12,6 +12,10 @@ a common version. Maxima stop before the versions that replace topic names by to
 
 replog's own APIs (replog_apis.py: StateChangeEvents, key 32000) are read and written the same
 way, from schemas declared there.
+
+Every frame, request or response, is checked (frame_check.py) before a reader builds anything
+from it. A response may be written in steps (body_encoding), for a handler that answers a big
+request in slices (loop_slices.py).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ bytes and array length and every tagged field's size against the bytes left in t
 the items the frame holds (array elements and tagged fields) against a budget.
 
 Why: kio's native reader reserves room for an array's claimed count before reading an item of
-it, so 20 bytes claiming 2**32 - 2 items asked for 34 GB, and an allocation failure aborts the
-process (Python cannot catch it). Kafka's generated readers refuse a count larger than the bytes
+it, so a request of 19 bytes claiming 2**32 - 2 items asked for 34 GB, and an allocation
+failure aborts the process (Python cannot catch it). Kafka's generated readers refuse a count larger than the bytes
 left; this check refuses one whose items, at their smallest encoding, cannot fit in the bytes
 left, so that a frame that passes makes no reader reserve more than a few times its size.
 
@@ -63,8 +63,8 @@ from kio.serial._introspect import (
 # then by socket.request.max.bytes (100 MiB), which lets a few MiB name a million topics: a
 # Metadata v1 request of 3 MB naming 1,000,000 of them took 0.5 s to decode and 6 s to answer,
 # all on the event loop. The decode of the items a request holds is one call into kio, so this
-# bounds how long one request holds the loop before its handler can yield (about 0.5 us per
-# item: 0.1 s here), and the memory of its decoded objects (about 100-200 bytes per item).
+# bounds how long one request holds the loop before its handler can yield (0.5 to 1 us per
+# item: 0.1 to 0.2 s here), and the memory of its decoded objects (about 100-200 bytes per item).
 # Real requests stay far below: a follower's Fetch of 10,000 partitions holds about 10,100
 # items, a Metadata, ListOffsets or OffsetCommit naming 50,000 topics or partitions 50,000 to
 # 100,000, a CreateTopics of 10,000 topics with 5 configs each 60,000.
@@ -91,7 +91,7 @@ class Program(NamedTuple):
 
 
 class _Assembler:
-    """Compiles entities into blocks of one program; each (entity, nullable) is compiled once."""
+    """Compiles entities into blocks of one program; each entity is compiled once."""
 
     def __init__(self) -> None:
         self.words: list[int] = []
