@@ -177,6 +177,22 @@ def stall_cases(items: int) -> dict[str, Callable[[], bytes]]:
             "topics": [{"name": "big", "partition_indexes": list(range(items - 1))}]}),
         "leave-group": lambda: _request_frame(ApiKey.LEAVE_GROUP, 5, {"group_id": "bench-group", "members": [
             {"member_id": f"member-{index}", "group_instance_id": None, "reason": None} for index in range(items)]}),
+        "join-group": lambda: _request_frame(ApiKey.JOIN_GROUP, 9, group | {
+            "session_timeout": 10_000, "rebalance_timeout": 10_000, "protocol_type": "consumer", "reason": None,
+            "protocols": [{"name": f"protocol-{index}", "metadata": b""} for index in range(items)]}),
+        "sync-group": lambda: _request_frame(ApiKey.SYNC_GROUP, 5, group | {
+            "generation_id": 1, "member_id": "member", "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": [{"member_id": f"member-{index}", "assignment": b""} for index in range(items)]}),
+        "offset-delete": lambda: _request_frame(ApiKey.OFFSET_DELETE, 0, {"group_id": "bench-group", "topics": topics(
+            "big", _partitions(items, lambda index: {"partition_index": index}))}),
+        "list-groups": lambda: _request_frame(ApiKey.LIST_GROUPS, 4, {"states_filter": [f"state-{index}" for index in range(items)]}),
+        "incremental-alter-configs": lambda: _request_frame(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": True, "resources": [
+            {"resource_type": 2, "resource_name": "ten", "configs": [
+                {"name": "retention.ms", "config_operation": 0, "value": "1000"}]}] * (items // 2)}),
+        "create-partitions": lambda: _request_frame(ApiKey.CREATE_PARTITIONS, 3, {"timeout": 30_000, "validate_only": True, "topics": [
+            {"name": f"absent-{index}", "count": 2, "assignments": None} for index in range(items)]}),
+        "alter-partition-reassignments": lambda: _request_frame(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout": 30_000, "topics": [
+            {"name": "absent", "partitions": [{"partition_index": index, "replicas": None} for index in range(items - 1)]}]}),
     }
 
 

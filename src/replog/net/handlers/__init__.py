@@ -56,6 +56,14 @@ def count_error(metrics: BrokerMetrics, request: Request, error_code: int) -> No
         metrics.request_error(API_NAMES[request.api_key], _ERROR_NAMES.get(int(error_code), str(int(error_code))))
 
 
+def unknown_partition(topic: str, partition: int) -> dict:
+    """The error fields of a partition this broker's metadata does not know, for the admin
+    requests that answer those without reading the store, which they then read for the
+    cluster's partitions at most, however many a request names. UNKNOWN_TOPIC_OR_PARTITION is
+    retriable, should the metadata lag the store."""
+    return {"error_code": ErrorCode.unknown_topic_or_partition, "error_message": f"partition {topic}-{partition} does not exist"}
+
+
 def handles(api_key: int) -> Callable[[Handler], Handler]:
     from ..codec import SUPPORTED_VERSIONS
 

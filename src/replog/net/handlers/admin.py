@@ -32,7 +32,7 @@ from replog.metadata_cache import each_seen
 
 from ..codec import ApiKey, Request
 from ..loop_slices import LoopSlices, respond
-from . import handles, log_refusal
+from . import handles, log_refusal, unknown_partition
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -237,12 +237,17 @@ async def incremental_alter_configs(services, request: Request):
 @handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
 async def alter_partition_reassignments(services, request: Request):
     """Accepted once written to the store: the partitions' leaders carry the moves out
-    (replication/reassignment.py), and ListPartitionReassignments follows them."""
+    (replication/reassignment.py), and ListPartitionReassignments follows them. Partitions this
+    broker's metadata does not know are answered here (handlers.unknown_partition)."""
     slices = LoopSlices()
     targets = {}
     for topic in request.body.topics:
         await slices.pause()
-        targets |= {(topic.name, partition.partition_index): partition.replicas for partition in topic.partitions}
+        known = services.metadata.topics.get(topic.name, {})
+        targets |= {(topic.name, partition.partition_index): partition.replicas
+                    for partition in topic.partitions if partition.partition_index in known}
+        if any(partition.partition_index not in known for partition in topic.partitions):
+            log_refusal(request, "reassignment of unknown partitions", topic.name, ErrorCode.unknown_topic_or_partition)
     outcomes = await admin.alter_partition_reassignments(services.store, targets,
                                                           limits=services.state_change_limits(_timeout_s(request)))
     responses = []
@@ -250,16 +255,16 @@ async def alter_partition_reassignments(services, request: Request):
         partitions = []
         for partition in topic.partitions:
             await slices.pause()
-            partitions.append({"partition_index": partition.partition_index, "error_code": ErrorCode.none, "error_message": None}
-                              | _refused(request, f"{topic.name}-{partition.partition_index}",
-                                         outcomes[topic.name, partition.partition_index]))
+            key = (topic.name, partition.partition_index)
+            answer = {"partition_index": partition.partition_index, "error_code": ErrorCode.none, "error_message": None}
+            if key not in targets:
+                answer |= unknown_partition(*key)
+            elif outcomes[key] is not None:
+                answer |= _failure(request, f"{topic.name}-{partition.partition_index}", outcomes[key])
+            partitions.append(answer)
         responses.append({"name": topic.name, "partitions": partitions})
     return await respond(request, {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
                                    "responses": responses}, slices)
-
-
-def _refused(request: Request, subject: str, error: AdminError | None) -> dict:
-    return {} if error is None else _failure(request, subject, error)
 
 
 @handles(ApiKey.LIST_PARTITION_REASSIGNMENTS)

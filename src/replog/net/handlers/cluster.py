@@ -11,7 +11,7 @@ from replog.admin.reassignment import cluster_brokers
 
 from ..codec import ApiKey, Request, build_response
 from ..loop_slices import LoopSlices, respond
-from . import handles, log_refusal
+from . import handles, log_refusal, unknown_partition
 
 
 @handles(ApiKey.ELECT_LEADERS)
@@ -19,11 +19,8 @@ async def elect_leaders(services, request: Request):
     """Answered once every partition has its new leader, or the request's timeout ran out
     (REQUEST_TIMED_OUT for the ones still electing). v0 knows only preferred elections. An
     unclean election that succeeded says so in the message beside its error code 0: records
-    may be lost.
-
-    Partitions this broker's metadata does not know are answered UNKNOWN_TOPIC_OR_PARTITION
-    here (retriable, should the metadata lag the store), so that the store is read for the
-    cluster's partitions at most, however many a request names."""
+    may be lost. Partitions this broker's metadata does not know are answered here
+    (handlers.unknown_partition)."""
     body = request.body
     slices = LoopSlices()
     by_topic: dict[str, list[dict]] = {}
@@ -34,8 +31,7 @@ async def elect_leaders(services, request: Request):
             await slices.pause()
             known = services.metadata.topics.get(topic.topic, {})
             asked |= {(topic.topic, partition) for partition in topic.partitions if partition in known}
-            unknown = [{"partition_id": partition, "error_code": ErrorCode.unknown_topic_or_partition,
-                        "error_message": f"partition {topic.topic}-{partition} does not exist"}
+            unknown = [{"partition_id": partition} | unknown_partition(topic.topic, partition)
                        for partition in topic.partitions if partition not in known]
             if unknown:
                 log_refusal(request, "election of unknown partitions", topic.topic, ErrorCode.unknown_topic_or_partition)
