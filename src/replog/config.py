@@ -285,6 +285,10 @@ SETTINGS: dict[str, Setting] = {
         Setting(
             "message.max.bytes", _int32(0), _LOG_DEFAULTS.max_message_bytes, "largest record batch accepted"
         ),
+        Setting("log.message.timestamp.before.max.ms", _int64(0), _LOG_DEFAULTS.message_timestamp_before_max_ms,
+                "how far before now a record's CreateTime may lie (INVALID_TIMESTAMP past it)"),
+        Setting("log.message.timestamp.after.max.ms", _int64(0), _LOG_DEFAULTS.message_timestamp_after_max_ms,
+                "how far after now a record's CreateTime may lie (INVALID_TIMESTAMP past it)"),
         Setting("log.segment.bytes", _int32(14), _LOG_DEFAULTS.segment_bytes, "size at which a segment rolls"),
         Setting("log.roll.ms", _int64(1), _LOG_DEFAULTS.segment_ms, "age at which a segment rolls"),
         Setting(
@@ -451,6 +455,8 @@ TOPIC_SETTING_SYNONYMS: dict[str, str] = {
     "flush.messages": "log.flush.interval.messages",
     "flush.ms": "log.flush.interval.ms",
     "max.message.bytes": "message.max.bytes",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
     "message.timestamp.type": "log.message.timestamp.type",

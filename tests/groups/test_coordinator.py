@@ -29,7 +29,7 @@ def disk_space() -> DiskSpace:
 @pytest.fixture
 async def led(tmp_path, disk_space):
     """Partition 0 of a one-partition __consumer_offsets led here, and a running coordinator."""
-    log = Log(tmp_path / "__consumer_offsets-0", LogConfig(), ManualClock())
+    log = Log(tmp_path / "__consumer_offsets-0", LogConfig(), ManualClock(1_700_000_000_000))
     partition = Partition(log, HERE, 0, (HERE, OTHER), (HERE,), 0, PartitionConfig(), now_ms=0, disk_space=disk_space)
     coordinator = GroupCoordinator(HERE, CoordinatorConfig(GroupLimits(initial_rebalance_delay_ms=0)),
                                    lambda topic, index: partition, lambda: 1, lambda: 0, lambda: 1_700_000_000_000)
@@ -118,7 +118,7 @@ async def test_a_waiting_join_is_answered_not_coordinator_when_leadership_moves(
 
 async def test_offsets_expire_after_the_retention_and_empty_groups_go(tmp_path):
     clock = {"now_ms": 0, "wall_ms": 1_700_000_000_000}
-    log = Log(tmp_path / "__consumer_offsets-0", LogConfig(), ManualClock())
+    log = Log(tmp_path / "__consumer_offsets-0", LogConfig(), lambda: clock["wall_ms"])
     partition = Partition(log, HERE, 0, (HERE,), (HERE,), 0, PartitionConfig(), now_ms=0)
     config = CoordinatorConfig(GroupLimits(initial_rebalance_delay_ms=0), offsets_retention_ms=1000,
                                offsets_retention_check_interval_ms=100)

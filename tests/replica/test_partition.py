@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+from replog.storage.batch_format import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD, NewRecord, encode_batch
 from replog.storage.log import Log, LogConfig
 from replog.replica.partition import (
     EARLIEST_TIMESTAMP,
@@ -340,20 +341,17 @@ async def test_followers_are_out_of_sync_once_not_caught_up_for_the_lag_time(tmp
     partition.close()
 
 
-def test_timestamp_lookup_inflates_no_more_than_its_bound(single, monkeypatch):
+@pytest.mark.parametrize("codec", [CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD])
+def test_timestamp_lookup_inflates_no_more_than_its_bound(single, monkeypatch, codec):
     """A producer controls what its compressed records inflate to; the lookup stays bounded and
-    falls back to the batch (None) rather than inflating past DECOMPRESSED_BYTES_MAX."""
-    from aiokafka.record.default_records import DefaultRecordBatchBuilder
-
+    falls back to the batch (None) rather than inflating past LOOKUP_UNCOMPRESSED_BYTES_MAX."""
     from replog.replica import partition as partition_module
 
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=1, is_transactional=0, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-    builder.append(offset=0, timestamp=1_000, key=None, value=b"\0" * (2 << 20), headers=[])
-    single.log.append(bytearray(builder.build()), 0)
-    assert partition_module._first_record_at_or_after(single.log.read(0, 1), 500) == (0, 1_000)
-    monkeypatch.setattr(partition_module, "DECOMPRESSED_BYTES_MAX", 1 << 20)
-    assert partition_module._first_record_at_or_after(single.log.read(0, 1), 500) is None
+    batch = encode_batch([NewRecord(None, b"\0" * (256 << 10), timestamp_ms=1_000 + i) for i in range(2)], 1_000, codec)
+    single.log.append(batch, 0)
+    assert partition_module._first_record_at_or_after(single.log.read(0, 1), 1_001) == (1, 1_001)
+    monkeypatch.setattr(partition_module, "LOOKUP_UNCOMPRESSED_BYTES_MAX", 1 << 18)
+    assert partition_module._first_record_at_or_after(single.log.read(0, 1), 1_001) is None
 
 
 async def test_a_fenced_leader_takes_no_writes_and_holds_its_high_watermark(replicated):

@@ -9,12 +9,14 @@ import pytest
 
 from replog.spark_io.records import Columns, OutgoingRecord, decode_batches, encode_batch
 from replog.storage.cleaner import CLEANED_SUFFIX, cleaned_path
-from replog.storage.errors import InvalidRecordError
+from replog.storage.batch_format import CODEC_ZSTD
+from replog.storage.errors import InvalidRecordError, RecordTooLargeError
 from replog.storage.log import LogConfig
 from replog.storage.records import batch_headers
 from replog.storage.segment import LOG_SUFFIX
 
 from log_fixtures import ManualClock, open_log, read_all
+from replica_batches import bomb
 
 DAY_MS = 24 * 3600 * 1000
 MAP_BYTES = 64 << 20
@@ -237,7 +239,7 @@ def test_a_log_that_is_not_compacted_is_never_cleaned(tmp_path, clock):
 def test_a_compacted_log_refuses_a_record_without_a_key_and_writes_nothing(tmp_path, clock, compression):
     log = open_log(tmp_path / "t-0", clock, compact=True)
     log.append(batch((b"a", b"1"), compression=compression), leader_epoch=0)
-    with pytest.raises(InvalidRecordError, match="compacted topic cannot accept a record without a key"):
+    with pytest.raises(InvalidRecordError, match="has no key: a compacted topic accepts only records with keys"):
         log.append(batch((b"b", b"1"), (None, b"keyless"), compression=compression), leader_epoch=0)
     assert contents(log) == [(0, b"a", b"1")]
     plain = open_log(tmp_path / "u-0", clock)
@@ -261,3 +263,17 @@ def test_the_first_batch_of_each_leader_epoch_stays_as_an_empty_batch(tmp_path, 
     assert [(h.base_offset, h.partition_leader_epoch, h.record_count) for h in headers] == [
         (0, 0, 0), (1, 1, 0), (3, 2, 2), (5, 2, 1)]
     assert contents(log) == [(3, b"a", b"4"), (4, b"pad", b"x" * 250), (5, b"tail", b"x")]
+
+
+def test_a_bomb_the_log_took_before_its_leader_validated_fails_the_pass_in_bounded_memory(tmp_path, clock):
+    """A log may hold a batch appended before leaders read every record (a follower copies what
+    its leader held): cleaning decompresses it no further than the append path would, and the
+    pass fails (the manager logs it and goes on) rather than inflate it whole."""
+    log = open_log(tmp_path / "t-0", clock, compact=True, segment_bytes=1 << 14)
+    held = bomb(CODEC_ZSTD, 256 << 20)
+    log.append_as_follower(held)
+    log.append(batch((b"a", b"1")), leader_epoch=0)
+    log.roll()
+    committed(log)
+    with pytest.raises(RecordTooLargeError, match=f"records inflate past {64 * (1024 * 1024 + 12)} bytes"):
+        clean(log)

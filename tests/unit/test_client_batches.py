@@ -5,11 +5,15 @@ from pathlib import Path
 
 import pytest
 
+from replog.storage.batch_format import Scratch
 from replog.storage.errors import CorruptRecordError
-from log_fixtures import open_log, read_all
+from replog.storage.records import AppendRules, check_compressed, is_compressed
+from log_fixtures import ManualClock, open_log, read_all
 
 FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("*.bin"))
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+RECORDED_MS = 1_700_000_000_000  # when the fixtures' producers stamped them
+RULES = AppendRules(1 << 20, 2**63 - 1, 3_600_000, True, 64 << 20)
 
 
 def test_every_client_and_codec_is_recorded():
@@ -24,8 +28,14 @@ def test_client_batches_validate_append_and_read_back(codec, path, tmp_path):
     headers = codec.validate_batches(raw, 1 << 20)
     assert [h.compression_codec for h in headers] == [CODEC_IDS[path.stem.rsplit("-", 1)[1]]] * len(headers)
     assert sum(h.record_count for h in headers) == 5
-    assert codec.assign_batches(bytearray(raw), 1 << 20, 5, 3).last_offset == 9
-    log = open_log(tmp_path / "clients-0")
+    records_max_timestamp = None
+    if is_compressed(raw):
+        scratch = Scratch(RULES.uncompressed_bytes_max)
+        records_max_timestamp = check_compressed(raw, RULES, RECORDED_MS, scratch)
+        scratch.close()
+    run = codec.assign_batches(bytearray(raw), RULES, 5, 3, RECORDED_MS, records_max_timestamp)
+    assert (run.last_offset, run.max_timestamp) == (9, headers[0].max_timestamp)
+    log = open_log(tmp_path / "clients-0", ManualClock(RECORDED_MS), compact=True)
     log.append(bytearray(raw), leader_epoch=0)
     log.append(bytearray(raw), leader_epoch=3)
     stored = read_all(log, 0)

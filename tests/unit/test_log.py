@@ -26,9 +26,16 @@ def offsets_in(data: bytes) -> list[tuple[int, int]]:
 def test_append_assigns_consecutive_offsets_and_returns_range(log_dir):
     log = open_log(log_dir)
     assert log.append(build_batch(record_count=3), leader_epoch=0) == (0, 2)
-    assert log.append(build_batch(record_count=2) + build_batch(record_count=1), leader_epoch=0) == (3, 5)
-    assert (log.log_start_offset, log.log_end_offset) == (0, 6)
-    assert offsets_in(read_all(log, 0)) == [(0, 2), (3, 4), (5, 5)]
+    assert log.append(build_batch(record_count=2), leader_epoch=0) == (3, 4)
+    assert (log.log_start_offset, log.log_end_offset) == (0, 5)
+    assert offsets_in(read_all(log, 0)) == [(0, 2), (3, 4)]
+
+
+def test_a_leader_append_takes_one_batch_only_and_writes_nothing_of_more(log_dir):
+    log = open_log(log_dir)
+    with pytest.raises(InvalidRecordError, match="only one record batch per partition is accepted: 77 bytes follow"):
+        log.append(build_batch(record_count=2) + build_batch(record_count=1), leader_epoch=0)
+    assert log.log_end_offset == 0 and read_all(log, 0) == b""
 
 
 def test_one_append_is_one_write_of_the_callers_bytes(log_dir, monkeypatch):
@@ -36,8 +43,8 @@ def test_one_append_is_one_write_of_the_callers_bytes(log_dir, monkeypatch):
     calls = []
     real_pwrite = os.pwrite
     monkeypatch.setattr(os, "pwrite", lambda fd, data, pos: calls.append(len(data)) or real_pwrite(fd, data, pos))
-    log.append(build_batch(payload_bytes=100) + build_batch(payload_bytes=100), leader_epoch=0)
-    assert calls == [2 * 161]
+    log.append(build_batch(payload_bytes=100), leader_epoch=0)
+    assert calls == [161]
 
 
 def test_read_returns_the_batch_containing_the_offset(log_dir):
@@ -94,7 +101,7 @@ def test_segments_roll_when_batch_timestamps_span_segment_ms(log_dir):
 
 def test_segments_roll_by_the_clock_when_the_first_batch_has_no_timestamp(log_dir):
     clock = ManualClock()
-    log = open_log(log_dir, clock, segment_ms=1000)
+    log = open_log(log_dir, clock, segment_ms=1000, message_timestamp_after_max_ms=10**9)
     log.append(build_batch(max_timestamp=-1), leader_epoch=0)
     clock.advance(1000)
     log.append(build_batch(max_timestamp=-1), leader_epoch=0)
@@ -126,8 +133,10 @@ def test_oversized_batches_and_appends_are_rejected(log_dir):
     log = open_log(log_dir, max_message_bytes=100, segment_bytes=150)
     with pytest.raises(RecordTooLargeError):
         log.append(build_batch(payload_bytes=50), leader_epoch=0)
+    assert log.log_end_offset == 0
+    log = open_log(log_dir, max_message_bytes=200, segment_bytes=150)
     with pytest.raises(RecordListTooLargeError):
-        log.append(build_batch(payload_bytes=30) + build_batch(payload_bytes=30) + build_batch(), leader_epoch=0)
+        log.append(build_batch(payload_bytes=100), leader_epoch=0)
     assert log.log_end_offset == 0
 
 
@@ -147,11 +156,12 @@ def test_index_entries_every_interval_bytes(log_dir):
 def test_an_append_of_several_batches_indexes_them_as_one_by_one_appends_do(tmp_path):
     together = open_log(tmp_path / "together-0", index_interval_bytes=300)
     one_by_one = open_log(tmp_path / "one_by_one-0", index_interval_bytes=300)
-    batches = [build_batch(payload_bytes=139, max_timestamp=ts) for ts in (10, 30, 20, 50, 40)]
-    together.append(batches[0], leader_epoch=0)
-    together.append(bytearray(b"".join(batches[1:])), leader_epoch=0)
+    batches = [build_batch(payload_bytes=139, max_timestamp=ts, base_offset=offset)
+               for offset, ts in enumerate((10, 30, 20, 50, 40))]
+    together.append_as_follower(batches[0])
+    together.append_as_follower(bytearray(b"".join(batches[1:])))
     for batch in batches:
-        one_by_one.append(batch, leader_epoch=0)
+        one_by_one.append_as_follower(batch)
     for log in (together, one_by_one):
         segment = log.segments[0]
         assert (segment.offset_index.keys, segment.offset_index.values) == ([2, 4], [400, 800])

@@ -39,10 +39,8 @@ class ModelSegment:
         return sum(len(b.data) for b in self.batches)
 
 
-batch_specs = st.lists(
-    st.tuples(st.integers(1, 5), st.integers(0, 150), st.integers(0, 2000), st.integers(0, 255)),
-    min_size=1, max_size=3,
-)
+batch_spec = st.tuples(st.integers(1, 5), st.integers(0, 150), st.integers(0, 2000), st.integers(0, 255))
+batch_specs = st.lists(batch_spec, min_size=1, max_size=3)
 
 
 class LogMachine(RuleBasedStateMachine):
@@ -90,25 +88,19 @@ class LogMachine(RuleBasedStateMachine):
 
     # -- rules -----------------------------------------------------------------------------
 
-    @rule(specs=batch_specs, epoch_bump=st.integers(0, 1))
-    def append(self, specs, epoch_bump):
+    @rule(spec=batch_spec, epoch_bump=st.integers(0, 1))
+    def append(self, spec, epoch_bump):
+        """A leader's append: one batch (Produce carries one per partition)."""
         self.epoch += epoch_bump
-        buf = bytearray().join(build_batch(record_count=n, payload_bytes=p, max_timestamp=ts, fill=fill)
-                               for n, p, ts, fill in specs)
+        n, p, ts, fill = spec
+        buf = build_batch(record_count=n, payload_bytes=p, max_timestamp=ts, fill=fill)
         if len(buf) > self.config.segment_bytes:
             with pytest.raises(RecordListTooLargeError):
                 self.log.append(buf, self.epoch)
             return
         first, last = self.log.append(buf, self.epoch)
-        assert first == self.log_end_offset
-        batches, offset, position = [], first, 0
-        for n, p, ts, _ in specs:
-            size = 61 + p
-            batches.append(ModelBatch(offset, offset + n - 1, ts, bytes(buf[position:position + size])))
-            offset += n
-            position += size
-        assert last == offset - 1
-        self.model_append(batches)
+        assert (first, last) == (self.log_end_offset, self.log_end_offset + n - 1)
+        self.model_append([ModelBatch(first, last, ts, bytes(buf))])
 
     @rule(specs=batch_specs, gaps=st.lists(st.integers(0, 3), min_size=3, max_size=3))
     def append_as_follower(self, specs, gaps):

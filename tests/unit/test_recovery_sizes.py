@@ -108,12 +108,14 @@ def write_and_kill(directory: Path, scenario: Scenario) -> tuple[list[StoredBatc
         if i == scenario.flushed_batches:
             flush(log, scenario)
         epoch += bump
+        # As many records as the size holds: a record takes at least 7 bytes.
+        records = max(1, min(records, (size - HEADER_SIZE_BYTES) // 8))
         batch = build_batch(record_count=records, payload_bytes=size - HEADER_SIZE_BYTES, max_timestamp=1000 + 10 * i,
                             fill=i % 251 + 1)
         first, last = log.append(batch, leader_epoch=epoch)  # writes offsets and epoch into `batch`
         active = log.segments[-1]
         stored.append(StoredBatch(first, last + 1, 1000 + 10 * i, epoch, bytes(batch), active.base_offset,
-                                  active.size_bytes - size))
+                                  active.size_bytes - len(batch)))
     if scenario.flushed_batches == len(scenario.sizes):
         flush(log, scenario)
     recovery_point = log.recovery_point

@@ -26,9 +26,18 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-import crc32c
-
-from replog.storage.record_bodies import RecordBodyError, records_of
+from replog.storage.batch_format import (
+    CODEC_MASK,
+    CONTROL_BATCH_BIT,
+    HEADER,
+    HEADER_SIZE_BYTES,
+    LOG_OVERHEAD_BYTES,
+    MAGIC_V2,
+    NewRecord,
+    encode_batch as encode_record_batch,
+    records_of,
+)
+from replog.storage.errors import ReplicaError
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -37,7 +46,7 @@ GROUP_VALUE_VERSION = 3
 NO_LEADER_EPOCH = -1
 
 
-class RecordFormatError(RecordBodyError):
+class RecordFormatError(ValueError):
     """A key or value this coordinator cannot read."""
 
 
@@ -221,74 +230,39 @@ def decode_group_value(data: bytes) -> GroupValue:
 
 # -- record batches v2 ------------------------------------------------------------------------
 
-# base offset, batch length, leader epoch, magic, crc | attributes, last offset delta,
-# base timestamp, max timestamp, producer id, producer epoch, base sequence, record count
-_BATCH_START = struct.Struct(">qiibI")
-_BATCH_REST = struct.Struct(">hiqqqhii")
-_BATCH_HEADER_BYTES = _BATCH_START.size + _BATCH_REST.size
-_LOG_OVERHEAD_BYTES = 12
-_CODEC_MASK = 0x07
-_CONTROL_FLAG = 0x20
-
 
 def encode_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytearray:
     """One uncompressed batch of (key, value) records; the log assigns its offsets."""
-    body = bytearray()
-    for offset_delta, (key, value) in enumerate(records):
-        fields = bytearray(b"\x00") + _zigzag(0) + _zigzag(offset_delta)
-        _put_nullable(fields, key)
-        _put_nullable(fields, value)
-        fields += _zigzag(0)  # no headers
-        body += _zigzag(len(fields)) + fields
-    rest = _BATCH_REST.pack(0, len(records) - 1, timestamp_ms, timestamp_ms, -1, -1, -1, len(records))
-    crc = crc32c.crc32c(rest + body)
-    length = _BATCH_HEADER_BYTES - _LOG_OVERHEAD_BYTES + len(body)
-    return bytearray(_BATCH_START.pack(0, length, -1, 2, crc) + rest + body)
+    return encode_record_batch([NewRecord(key, value) for key, value in records], timestamp_ms)
 
 
 class DecodedBatch(NamedTuple):
     next_offset: int
     records: list[tuple[int, bytes | None, bytes | None]]  # (offset, key, value)
-    skipped: str | None  # why its records were not read (compressed, old format); None if read
+    skipped: str | None  # why its records were not read (compressed, old format, unreadable); None if read
 
 
 def decode_batches(data: bytes) -> Iterator[DecodedBatch]:
     """The complete batches at the start of `data`; a partial trailing batch is left for the
     next read. Control batches carry no group records: they come back empty."""
     position = 0
-    while position + _BATCH_HEADER_BYTES <= len(data):  # each turn consumes one batch
-        base_offset, length, _, magic, _ = _BATCH_START.unpack_from(data, position)
-        end = position + _LOG_OVERHEAD_BYTES + length
+    while position + HEADER_SIZE_BYTES <= len(data):  # each turn consumes one batch
+        (base_offset, length, _, magic, _, attributes, last_offset_delta, _, _, _, _, _,
+         count) = HEADER.unpack_from(data, position)
+        end = position + LOG_OVERHEAD_BYTES + length
         if end > len(data):
             return
-        attributes, last_offset_delta, _, _, _, _, _, count = _BATCH_REST.unpack_from(data, position + _BATCH_START.size)
         next_offset = base_offset + last_offset_delta + 1
-        if magic != 2 or attributes & _CODEC_MASK:
+        if magic != MAGIC_V2 or attributes & CODEC_MASK:
             yield DecodedBatch(next_offset, [], f"batch at offset {base_offset} is not an uncompressed v2 batch")
-        elif attributes & _CONTROL_FLAG:
+        elif attributes & CONTROL_BATCH_BIT:
             yield DecodedBatch(next_offset, [], None)
         else:
-            yield DecodedBatch(next_offset, list(_records(data, position + _BATCH_HEADER_BYTES, end, base_offset, count)), None)
+            try:
+                records = [(base_offset + record.offset_delta, record.key, record.value)
+                           for record in records_of(memoryview(data)[position + HEADER_SIZE_BYTES:end], count)]
+            except ReplicaError as error:
+                yield DecodedBatch(next_offset, [], f"batch at offset {base_offset} cannot be read: {error}")
+            else:
+                yield DecodedBatch(next_offset, records, None)
         position = end
-
-
-def _records(data: bytes, position: int, end: int, base_offset: int, count: int):
-    for record in records_of(memoryview(data)[position:end], count, base_offset):  # bounded by the record count
-        yield base_offset + record.offset_delta, record.key, record.value
-
-
-def _put_nullable(out: bytearray, data: bytes | None) -> None:
-    if data is None:
-        out += _zigzag(-1)
-    else:
-        out += _zigzag(len(data)) + data
-
-
-def _zigzag(value: int) -> bytes:
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw >= 0x80:  # at most 10 bytes for a 64-bit value
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)

@@ -50,7 +50,6 @@ from replog.storage.errors import ReplicaError
 from replog.storage.cleaner import Cleaned
 from replog.storage.log import Log, LogConfig, make_log_directories
 from replog.storage.partition_metadata import tagged_topic_id
-from replog.storage.record_bodies import RecordBodyError
 from replog.storage import unclean_reboot
 from replog.replica.throttle import ReplicationThrottle
 from replog.replica.partition import Partition, PartitionConfig
@@ -540,7 +539,7 @@ class ReplicaManager:
             started_s = time.perf_counter()
             try:
                 cleaned = await partition.clean(self.config.cleaner_map_max_bytes)
-            except (OSError, ReplicaError, RecordBodyError) as error:
+            except (OSError, ReplicaError) as error:
                 # One log the cleaner cannot read must not keep the others from being cleaned.
                 logger.warning("cleaning log failed topic=%s partition=%d broker=%d error=%s",
                                partition.topic, partition.partition_id, self.broker_id, error)

@@ -55,9 +55,7 @@ import collections
 import dataclasses
 import enum
 import logging
-import struct
 import threading
-import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import NamedTuple, Protocol
 
@@ -68,7 +66,9 @@ from replog.storage.disk_space import NOT_WATCHED, DiskSpace, report_write_failu
 from replog.storage.errors import KafkaStorageError, ReplicaError
 from replog.storage.log import FlushJob, Log
 from replog.replica.producer_state import PendingSnapshot, ProducerCheck, ProducerStateManager
-from replog.storage.records import HEADER_SIZE_BYTES, parse_header
+from replog.storage import compressed_checks
+from replog.storage.batch_format import HEADER_SIZE_BYTES, decompress, parse_header, producer_fields, records_of
+from replog.storage.records import is_compressed
 from replog.storage.segment import FileSlice
 
 logger = logging.getLogger(__name__)
@@ -160,6 +160,19 @@ class AppendResult(NamedTuple):
     # Records this append added to the log (0 for a refusal or a duplicate), whatever acks=-1's
     # outcome: the offsets it assigned, which are the batch headers' record counts.
     record_count: int = 0
+    # Why a batch was refused, and the record it is about (Produce's error_message and
+    # record_errors as (batch_index, message), as Kafka's LogValidator gives them).
+    error_message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()
+
+
+class _LocalAppend(NamedTuple):
+    """What a leader's local append did: the offsets of its batch (or of the original, for a
+    duplicate) and the records it added."""
+
+    first_offset: int
+    last_offset: int
+    record_count: int
 
 
 class FetchResult(NamedTuple):
@@ -317,6 +330,10 @@ class Partition:
         # delete around removing it, so that neither leaves the other a half-gone directory.
         self._directory_lock = threading.Lock()
         self._page_cache_eviction: asyncio.Future | None = None  # at most one per log at a time
+        # Appends keep their arrival order: one whose batch is checked in another thread first
+        # (compressed) takes a turn, done once it appended or gave up; the appends that arrive
+        # while a turn is not done take turns after it (append_as_leader).
+        self._last_append_turn: asyncio.Future | None = None
         self.producer_state.load(log)
         if leader_id is None or leader_id == local_broker_id:
             self.become_leader(leader_epoch, assigned_replicas, isr, now_ms)
@@ -615,12 +632,17 @@ class Partition:
 
     async def append_as_leader(self, batches: bytearray, acks: int, timeout_ms: int,
                                appended: Callable[[], None] | None = None, *, internal: bool = False) -> AppendResult:
-        """Append a producer's batches (the seed's produceRequestHandler) and answer per `acks`:
+        """Append a producer's batch (the seed's produceRequestHandler) and answer per `acks`:
         0 and 1 after the local append, -1 once the HW passes the last offset appended (or the
         original offsets of a duplicate), REQUEST_TIMED_OUT after `timeout_ms`. `appended` is
         called when an acks=-1 append starts waiting for the ISR (the broker times that wait).
         `internal`: the broker's own (the group coordinator's), refused for lack of space only
         where followers are (disk_space.py).
+
+        An uncompressed batch is validated and appended at once, on the event loop, unless an
+        earlier append's turn is still running; a compressed one's records are decompressed and
+        checked in compressed_checks' threads first, and it then appends in its turn, so that
+        appends land in the order they arrived (an idempotent producer's sequences need it).
 
         KAFKA_STORAGE_ERROR when the data directory is low on space or the write failed (taken
         back, nothing appended); if only the flush after the write failed, the records stay in
@@ -629,28 +651,13 @@ class Partition:
         error = self._refusal_before_append(acks, internal)
         if error is not ErrorCode.NONE:
             return self._append_error(error)
-        try:
-            check = self.producer_state.check(batches)
-            if check.duplicate is not None:
-                self.log.settle_owed_flush()
-                first_offset, last_offset = check.duplicate.first_offset, check.duplicate.last_offset
-                record_count = 0
-            else:
-                try:
-                    first_offset, last_offset = self.log.append(batches, self.leader_epoch)
-                except KafkaStorageError as failure:
-                    if failure.appended is not None:  # written, then the flush after the bytes failed
-                        self._after_appended(batches, check, failure.appended[0])
-                    raise
-                self._after_appended(batches, check, first_offset)
-                record_count = last_offset - first_offset + 1
-        except KafkaStorageError as failure:
-            self._storage_failed(failure, "group coordinator records" if internal else "produce")
-            return self._append_error(failure.error_code)
-        except ReplicaError as failure:
-            logger.debug("refused append topic=%s partition=%d error=%d reason=%s",
-                         self.topic, self.partition_id, failure.error_code, failure)
-            return self._append_error(failure.error_code)
+        if is_compressed(batches) or not (self._last_append_turn is None or self._last_append_turn.done()):
+            local = await self._append_in_turn(batches, acks, internal)
+        else:
+            local = self._append_locally(batches, None, internal)
+        if isinstance(local, AppendResult):
+            return local
+        first_offset, last_offset, record_count = local
         if acks != -1:
             return AppendResult(ErrorCode.NONE, first_offset, NO_TIMESTAMP, self.log_start_offset, record_count)
         if appended is not None:
@@ -659,11 +666,75 @@ class Partition:
         return AppendResult(error, first_offset if error is ErrorCode.NONE else UNKNOWN_OFFSET, NO_TIMESTAMP,
                             self.log_start_offset, record_count)
 
+    def _append_locally(self, batches: bytearray, records_max_timestamp: int | None,
+                        internal: bool) -> _LocalAppend | AppendResult:
+        """Validate and assign the batch, judge it by the producer state, write it; in that order,
+        as Kafka's UnifiedLog.append. An AppendResult if refused."""
+        try:
+            run = self.log.assign_as_leader(batches, self.leader_epoch, records_max_timestamp)
+            check = self.producer_state.check(batches)
+            if check.duplicate is not None:
+                self.log.settle_owed_flush()
+                return _LocalAppend(check.duplicate.first_offset, check.duplicate.last_offset, 0)
+            try:
+                self.log.write_assigned(batches, run, self.leader_epoch)
+            except KafkaStorageError as failure:
+                if failure.appended is not None:  # written, then the flush after the bytes failed
+                    self._after_appended(batches, check, failure.appended[0])
+                raise
+        except KafkaStorageError as failure:
+            self._storage_failed(failure, "group coordinator records" if internal else "produce")
+            return self._append_error(failure.error_code)
+        except ReplicaError as failure:
+            return self._refused(failure)
+        first_offset = run.last_offset - run.record_count + 1
+        self._after_appended(batches, check, first_offset)
+        return _LocalAppend(first_offset, run.last_offset, run.record_count)
+
     def _after_appended(self, batches: bytearray, check: ProducerCheck, first_offset: int) -> None:
         self._disk_space.wrote(len(batches))
         self.producer_state.record_append(check, first_offset)
         self._evict_page_cache_behind()
         self._after_local_append()
+
+    async def _append_in_turn(self, batches: bytearray, acks: int, internal: bool) -> _LocalAppend | AppendResult:
+        """_append_locally once every append that arrived before this one is done, a compressed
+        batch's records checked in another thread meanwhile."""
+        previous = self._last_append_turn
+        turn = self._last_append_turn = asyncio.get_running_loop().create_future()
+        try:
+            records_max_timestamp = None
+            if is_compressed(batches):
+                try:
+                    records_max_timestamp = await compressed_checks.check(batches, self.log.append_rules,
+                                                                          self.log.now_ms())
+                except ReplicaError as failure:
+                    return self._refused(failure)
+            if previous is not None and not previous.done():
+                await asyncio.shield(previous)  # our requester giving up must not cancel another's turn
+            error = self._refusal_before_append(acks, internal)  # leadership may have moved meanwhile
+            if error is not ErrorCode.NONE:
+                return self._append_error(error)
+            return self._append_locally(batches, records_max_timestamp, internal)
+        finally:
+            self._end_turn(previous, turn)
+
+    def _end_turn(self, previous: asyncio.Future | None, turn: asyncio.Future) -> None:
+        """Let the appends after `turn` go: at once, or, if it gave up before its own turn came
+        (its requester went away), once the one before it is done."""
+        if previous is None or previous.done():
+            turn.set_result(None)
+        else:
+            previous.add_done_callback(lambda _: turn.set_result(None))
+        if self._last_append_turn is turn and turn.done():
+            self._last_append_turn = None
+
+    def _refused(self, failure: ReplicaError) -> AppendResult:
+        logger.debug("refused append topic=%s partition=%d error=%d reason=%s",
+                     self.topic, self.partition_id, failure.error_code, failure)
+        record_errors = () if failure.record_index is None else ((failure.record_index, str(failure)),)
+        return AppendResult(failure.error_code, UNKNOWN_OFFSET, NO_TIMESTAMP, self.log_start_offset, 0, str(failure),
+                            record_errors)
 
     def _refusal_before_append(self, acks: int, internal: bool) -> ErrorCode:
         if self.state is not ReplicaState.LEADER or self.fenced:
@@ -1194,61 +1265,32 @@ def _run_flush(job: FlushJob, snapshot: PendingSnapshot, directory_lock: threadi
         snapshot.write()
 
 
-_BASE_TIMESTAMP = struct.Struct(">q")
-_BASE_TIMESTAMP_POSITION = 27
-# A producer's compressed records may claim any size: never inflate more than this for a lookup.
-DECOMPRESSED_BYTES_MAX = 64 * 1024 * 1024
-
-
-def _gunzip_bounded(data: bytes) -> bytes:
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # gzip framing
-    inflated = inflater.decompress(data, DECOMPRESSED_BYTES_MAX)
-    if inflater.unconsumed_tail:
-        raise zlib.error(f"records inflate past {DECOMPRESSED_BYTES_MAX} bytes")
-    return inflated
-
-
-_DECOMPRESSORS = {0: bytes, 1: _gunzip_bounded}  # codecs the standard library reads; others stay batch-grained
-
-
-def _varint(buf: bytes, position: int) -> tuple[int, int]:
-    """A zigzag varint at `position`: (value, position after it)."""
-    shift = raw = 0
-    while True:  # bounded: each step consumes a byte of `buf`
-        byte = buf[position]
-        raw |= (byte & 0x7F) << shift
-        position += 1
-        shift += 7
-        if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), position
+# A ListOffsets lookup decodes one batch on the event loop: at most this much of it, about the
+# largest batch librdkafka sends (batch.size, 1,000,000 bytes); one that inflates further is
+# answered at batch granularity, with its base offset.
+LOOKUP_UNCOMPRESSED_BYTES_MAX = 1 << 20
 
 
 def _first_record_at_or_after(slices: list[FileSlice], timestamp: int) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record with a timestamp >= `timestamp` in the batch that
     `slices` (a log read of one batch) starts with: ListOffsets answers with records, as Kafka does,
     not with the batch holding them. Only this one cold lookup decodes records, and it trusts
-    nothing in them (the broker never validated them). None where the codec needs a library the
-    broker lacks (snappy, lz4, zstd) or the records do not decode: the caller keeps the batch's base."""
+    nothing in them (a log may hold batches older than the leader's validation). None where the
+    records do not decode or inflate past LOOKUP_UNCOMPRESSED_BYTES_MAX: the caller keeps the
+    batch's base."""
     if not slices:
         return None
     buf = slices[0].read()
     header = parse_header(buf, 0)
-    decompress = _DECOMPRESSORS.get(header.compression_codec)
-    if decompress is None:
-        return None
-    base_timestamp, = _BASE_TIMESTAMP.unpack_from(buf, _BASE_TIMESTAMP_POSITION)
+    base_timestamp = producer_fields(buf).base_timestamp
     try:
-        records = decompress(buf[HEADER_SIZE_BYTES:header.size_bytes])
-        position = 0
-        for _ in range(header.record_count):  # bounded by the batch's record count
-            length, start = _varint(records, position)
-            timestamp_delta, after = _varint(records, start + 1)  # + 1: the record's attributes byte
-            offset_delta, _ = _varint(records, after)
-            if length <= 0 or start + length > len(records) or not 0 <= offset_delta <= header.last_offset_delta:
+        body = decompress(header.compression_codec, memoryview(buf)[HEADER_SIZE_BYTES:header.size_bytes],
+                          LOOKUP_UNCOMPRESSED_BYTES_MAX)
+        for record in records_of(body, header.record_count):  # bounded by the batch's record count
+            if not 0 <= record.offset_delta <= header.last_offset_delta:
                 return None
-            if base_timestamp + timestamp_delta >= timestamp:
-                return header.base_offset + offset_delta, base_timestamp + timestamp_delta
-            position = start + length
-    except (IndexError, OSError, EOFError, zlib.error):  # a cut varint, a bad gzip stream
+            if base_timestamp + record.timestamp_delta >= timestamp:
+                return header.base_offset + record.offset_delta, base_timestamp + record.timestamp_delta
+    except ReplicaError:  # records that do not decode, or inflate past the lookup's bound
         return None
     return None

@@ -14,7 +14,10 @@ offset). Before a leader appends, `check` compares a request's batch headers wit
       (as Kafka's ProducerAppendInfo)
     epoch newer than the kept one           accepted only from sequence 0, else OUT_OF_ORDER (45)
     same epoch                              accepted only at the next sequence, else OUT_OF_ORDER
-    producer id set, base sequence < 0      INVALID_RECORD (87), as Kafka's LogValidator
+
+A producer id below -1, or one with a negative base sequence, never gets here: the log's
+validation (storage/records.py, Kafka's LogValidator) refuses those batches first, as it
+refuses control and transactional batches.
 
 Sequences are int32 and wrap from 2**31 - 1 to 0, as Kafka's do. Only the 61-byte batch headers
 are read, never records.
@@ -29,8 +32,7 @@ none, it reads every header from the log start. A snapshot past the log end desc
 the log no longer has (a crash cut them, or a truncation) and is deleted, so call `load` again
 after the log is truncated: the kept window of 5 batches cannot be rolled back in memory.
 
-Transactional and control batches get no special handling: the broker offers no transaction
-coordinator, so no client can produce them legitimately; control batches are skipped.
+Control batches, which a log may hold from before its leaders refused them, are skipped.
 
 Concurrency: owned by the partition's event loop, like its Log; no locking.
 """
@@ -47,18 +49,17 @@ from typing import NamedTuple
 from replog.storage.checkpoint import read_checkpoint, write_checkpoint, write_checkpoint_aside
 from replog.storage.errors import InvalidRecordError, ReplicaError
 from replog.storage.log import Log, RecoveredProducers
-from replog.storage.records import (
+from replog.storage.batch_format import (
     CONTROL_BATCH_BIT,
     HEADER_SIZE_BYTES,
     LOG_OVERHEAD_BYTES,
+    NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
-    PRODUCER_BATCHES_KEPT,
 )
+from replog.storage.records import PRODUCER_BATCHES_KEPT
 
 logger = logging.getLogger(__name__)
 
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
 BATCHES_KEPT_PER_PRODUCER = PRODUCER_BATCHES_KEPT  # records.py says why 5
 SNAPSHOT_SUFFIX = ".snapshot"
 # The background flush writes one per log.flush.offset.checkpoint.interval.ms: a truncation below
@@ -141,14 +142,14 @@ class ProducerEntry:
 
 
 class ProducerCheck(NamedTuple):
-    """What `check` found: a duplicate (its original offsets) or the idempotent batches to record
-    once the log has appended the request. `batches` carry offsets relative to the request."""
+    """What `check` found: a duplicate (its original offsets) or the idempotent batch to record
+    once the log has written it (None for a batch without a producer id)."""
 
     duplicate: BatchMetadata | None
-    batches: list[ProducerBatch]
+    batch: ProducerBatch | None
 
 
-_NOTHING_TO_RECORD = ProducerCheck(None, [])
+_NOTHING_TO_RECORD = ProducerCheck(None, None)
 
 
 def _parse_producer_header(buf, position: int) -> tuple[int, ProducerBatch | None]:
@@ -179,8 +180,6 @@ def iter_producer_batches(buf) -> Iterator[ProducerBatch]:
 
 def _check_sequence(epoch: int, last_sequence: int, batch: ProducerBatch) -> None:
     """Raise unless `batch` may follow a producer now at (`epoch`, `last_sequence`)."""
-    if batch.base_sequence < 0:
-        raise InvalidRecordError(f"producer {batch.producer_id} sent base sequence {batch.base_sequence}")
     if batch.producer_epoch < epoch:
         raise InvalidProducerEpochError(
             f"producer {batch.producer_id} epoch {batch.producer_epoch} is older than its current epoch {epoch}"
@@ -221,34 +220,24 @@ class ProducerStateManager:
 
     # -- the append path -----------------------------------------------------------------------
 
-    def check(self, batches) -> ProducerCheck:
-        """Judge a producer's request before the log appends it; raises the Kafka errors of the
-        module docstring. A duplicate anywhere makes the whole request a duplicate, as in Kafka
-        (clients send one batch per partition per request)."""
-        to_record = []
-        # Epoch and last sequence each producer reaches through the earlier batches of this
-        # request, so that several batches of one producer in one request chain correctly.
-        reached: dict[int, tuple[int, int]] = {}
-        relative_offset = 0
-        for batch in iter_producer_batches(batches):  # bounded by the batches in the request
-            next_relative_offset = relative_offset + batch.last_offset_delta + 1
-            if batch.producer_id != NO_PRODUCER_ID:
-                entry = self._producers.get(batch.producer_id)
-                duplicate = entry.find_duplicate(batch) if entry is not None else None
-                if duplicate is not None:
-                    return ProducerCheck(duplicate, [])
-                default = (entry.epoch, entry.last_sequence) if entry is not None else (NO_PRODUCER_EPOCH, NO_SEQUENCE)
-                epoch, last_sequence = reached.get(batch.producer_id, default)
-                _check_sequence(epoch, last_sequence, batch)
-                reached[batch.producer_id] = (batch.producer_epoch, batch.last_sequence)
-                to_record.append(batch._replace(base_offset=relative_offset))
-            relative_offset = next_relative_offset
-        return ProducerCheck(None, to_record) if to_record else _NOTHING_TO_RECORD
+    def check(self, batch_bytes) -> ProducerCheck:
+        """Judge a producer's batch (the leader's one batch per partition, which the log has
+        validated) before the log writes it; raises the Kafka errors of the module docstring."""
+        _, batch = _parse_producer_header(batch_bytes, 0)
+        if batch is None or batch.producer_id == NO_PRODUCER_ID:
+            return _NOTHING_TO_RECORD
+        entry = self._producers.get(batch.producer_id)
+        if entry is not None:
+            duplicate = entry.find_duplicate(batch)
+            if duplicate is not None:
+                return ProducerCheck(duplicate, None)
+            _check_sequence(entry.epoch, entry.last_sequence, batch)
+        return ProducerCheck(None, batch)
 
     def record_append(self, check: ProducerCheck, first_offset: int) -> None:
-        """Record the batches `check` accepted, now that the log appended them from `first_offset`."""
-        for batch in check.batches:  # bounded by the batches in the request
-            self._record(batch._replace(base_offset=first_offset + batch.base_offset))
+        """Record the batch `check` accepted, now that the log wrote it from `first_offset`."""
+        if check.batch is not None:
+            self._record(check.batch._replace(base_offset=first_offset))
 
     def record_replicated(self, batches, end_offset: int | None = None) -> None:
         """Record batches copied from a leader (offsets as in their headers), without checks: the

@@ -46,6 +46,7 @@
 #define CRC_START 21
 #define ATTRIBUTES_POSITION 21
 #define LAST_OFFSET_DELTA_POSITION 23
+#define BASE_TIMESTAMP_POSITION 27
 #define MAX_TIMESTAMP_POSITION 35
 #define PRODUCER_ID_POSITION 43
 #define PRODUCER_EPOCH_POSITION 51
@@ -361,9 +362,22 @@ static void crc32c_select(void) {
 static PyTypeObject *batch_header_type;
 static PyTypeObject *batch_run_type;
 static PyTypeObject *segment_scan_type;
-static PyObject *corrupt_record_error;
-static PyObject *invalid_record_error;
-static PyObject *record_too_large_error;
+
+/* Why a batch was refused: the kind (which exception records.py raises for it), the message, and
+ * the record it is about (-1: the batch as a whole). Written without the GIL, so that the file
+ * scan and check_records can run with it released. */
+typedef enum {
+    BATCH_OK = 0,
+    BATCH_CORRUPT,
+    BATCH_INVALID,
+    BATCH_TOO_LARGE,
+    BATCH_INVALID_TIMESTAMP,
+    BATCH_INVALID_TXN_STATE,
+    BATCH_FAULT_KINDS
+} BatchFault;
+
+/* The exception of each kind but BATCH_OK, in BatchFault's order. */
+static PyObject *fault_errors[BATCH_FAULT_KINDS];
 
 static int check_tuple_type(PyObject *type, Py_ssize_t fields, const char *name) {
     if (!PyType_Check(type) || !PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type)) {
@@ -384,8 +398,9 @@ static int check_tuple_type(PyObject *type, Py_ssize_t fields, const char *name)
 }
 
 static PyObject *bind(PyObject *module, PyObject *args) {
-    PyObject *header, *run, *segment_scan, *corrupt, *invalid, *too_large;
-    if (!PyArg_ParseTuple(args, "OOOOOO:bind", &header, &run, &segment_scan, &corrupt, &invalid, &too_large))
+    PyObject *header, *run, *segment_scan, *errors[BATCH_FAULT_KINDS - 1];
+    if (!PyArg_ParseTuple(args, "OOOOOOOO:bind", &header, &run, &segment_scan, &errors[0], &errors[1], &errors[2],
+                          &errors[3], &errors[4]))
         return NULL;
     if (check_tuple_type(header, BATCH_HEADER_FIELDS, "BatchHeader") < 0 ||
         check_tuple_type(run, BATCH_RUN_FIELDS, "BatchRun") < 0 ||
@@ -397,12 +412,10 @@ static PyObject *bind(PyObject *module, PyObject *args) {
     Py_XSETREF(batch_run_type, (PyTypeObject *)run);
     Py_INCREF(segment_scan);
     Py_XSETREF(segment_scan_type, (PyTypeObject *)segment_scan);
-    Py_INCREF(corrupt);
-    Py_XSETREF(corrupt_record_error, corrupt);
-    Py_INCREF(invalid);
-    Py_XSETREF(invalid_record_error, invalid);
-    Py_INCREF(too_large);
-    Py_XSETREF(record_too_large_error, too_large);
+    for (int i = 0; i < BATCH_FAULT_KINDS - 1; i++) {
+        Py_INCREF(errors[i]);
+        Py_XSETREF(fault_errors[i + 1], errors[i]);
+    }
     Py_RETURN_NONE;
 }
 
@@ -435,29 +448,51 @@ typedef struct {
     uint32_t crc;
 } Header;
 
-/* Why a batch was refused: the kind (which exception records.py raises for it) and the message.
- * Written without the GIL, so that the file scan can run with it released. */
-typedef enum { BATCH_OK = 0, BATCH_CORRUPT, BATCH_INVALID, BATCH_TOO_LARGE } BatchFault;
-
 typedef struct {
     BatchFault fault;
+    long long record_index;
     char message[256];
 } Refusal;
+
+static BatchFault refuse_message(Refusal *refusal, BatchFault fault, long long record_index, const char *format,
+                                 va_list args) {
+    vsnprintf(refusal->message, sizeof refusal->message, format, args);
+    refusal->record_index = record_index;
+    return refusal->fault = fault;
+}
 
 static BatchFault refuse(Refusal *refusal, BatchFault fault, const char *format, ...) {
     va_list args;
     va_start(args, format);
-    vsnprintf(refusal->message, sizeof refusal->message, format, args);
+    refuse_message(refusal, fault, -1, format, args);
     va_end(args);
-    return refusal->fault = fault;
+    return fault;
 }
 
-/* Sets the exception records.py raises for the refusal; returns -1 for the caller to pass on. */
+/* A refusal about record `index` of its batch. */
+static BatchFault refuse_record(Refusal *refusal, BatchFault fault, long long index, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    refuse_message(refusal, fault, index, format, args);
+    va_end(args);
+    return fault;
+}
+
+/* Raises the exception records.py raises for the refusal, (message, record_index or None); returns
+ * -1 for the caller to pass on. */
 static int raise_refusal(const Refusal *refusal) {
-    PyObject *error = refusal->fault == BATCH_INVALID     ? invalid_record_error
-                      : refusal->fault == BATCH_TOO_LARGE ? record_too_large_error
-                                                          : corrupt_record_error;
-    PyErr_SetString(error, refusal->message);
+    PyObject *error = refusal->fault > BATCH_OK && refusal->fault < BATCH_FAULT_KINDS ? fault_errors[refusal->fault] : NULL;
+    if (error == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_fastbatch.bind() was not called");
+        return -1;
+    }
+    PyObject *exception = refusal->record_index < 0
+                              ? PyObject_CallFunction(error, "s", refusal->message)
+                              : PyObject_CallFunction(error, "sL", refusal->message, refusal->record_index);
+    if (exception != NULL) {
+        PyErr_SetObject(error, exception);
+        Py_DECREF(exception);
+    }
     return -1;
 }
 
@@ -538,11 +573,8 @@ static PyObject *new_header(Py_ssize_t position, const Header *h) {
     return new_record(batch_header_type, items, BATCH_HEADER_FIELDS);
 }
 
-/* Validate every batch of `buffer` and return their headers; if `assign`, instead enforce the
- * producer count rule too and, once all batches passed, write base offsets from `first_offset`
- * on and `leader_epoch` in place and return the BatchRun. */
-static PyObject *scan(Py_buffer *buffer, long long max_batch_bytes, int assign, long long first_offset,
-                      int leader_epoch) {
+/* records.validate_batches: every batch of `buffer` checked as read_batch does; their headers. */
+static PyObject *validate(Py_buffer *buffer, long long max_batch_bytes) {
     if (batch_header_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_fastbatch.bind() was not called");
         return NULL;
@@ -555,61 +587,228 @@ static PyObject *scan(Py_buffer *buffer, long long max_batch_bytes, int assign, 
         raise_refusal(&refusal);
         return NULL;
     }
-    PyObject *headers = NULL;
-    if (!assign && (headers = PyList_New(0)) == NULL)
+    PyObject *headers = PyList_New(0);
+    if (headers == NULL)
         return NULL;
-    int64_t next_offset = first_offset, last_offset = 0, max_timestamp = NO_TIMESTAMP, record_count = 0;
-    Py_ssize_t batch_count = 0;
     Header h = {0};
     for (Py_ssize_t position = 0; position < length; position += (Py_ssize_t)h.size_bytes) { /* >= 61 bytes a step */
-        if (read_batch(buf, length, position, max_batch_bytes, &h, &refusal) != BATCH_OK)
-            goto refused;
-        if (assign) {
-            if (h.record_count == 0 || (int64_t)h.record_count != (int64_t)h.last_offset_delta + 1) {
-                refuse(&refusal, BATCH_INVALID, "batch at position %zd claims %d records but spans %lld offsets",
-                       position, (int)h.record_count, (long long)h.last_offset_delta + 1);
-                goto refused;
-            }
-            if (next_offset > INT64_MAX - h.last_offset_delta - 1) {
-                refuse(&refusal, BATCH_INVALID, "batch at position %zd would pass the largest offset", position);
-                goto refused;
-            }
-            h.base_offset = next_offset;
-            h.leader_epoch = leader_epoch;
-            next_offset += (int64_t)h.last_offset_delta + 1;
+        if (read_batch(buf, length, position, max_batch_bytes, &h, &refusal) != BATCH_OK) {
+            raise_refusal(&refusal);
+            Py_DECREF(headers);
+            return NULL;
         }
-        last_offset = h.base_offset + h.last_offset_delta;
-        if (h.max_timestamp > max_timestamp)
-            max_timestamp = h.max_timestamp;
-        record_count += h.record_count;
-        batch_count++;
-        if (!assign) {
-            PyObject *header = new_header(position, &h);
-            if (header == NULL || PyList_Append(headers, header) < 0) {
-                Py_XDECREF(header);
-                goto error;
-            }
-            Py_DECREF(header);
+        PyObject *header = new_header(position, &h);
+        if (header == NULL || PyList_Append(headers, header) < 0) {
+            Py_XDECREF(header);
+            Py_DECREF(headers);
+            return NULL;
+        }
+        Py_DECREF(header);
+    }
+    return headers;
+}
+
+/* -- a leader's append: Kafka's LogValidator (records.AppendRules, records._check_producer_batch) */
+
+#define LOG_APPEND_TIME_BIT 0x08
+#define TRANSACTIONAL_BIT 0x10
+#define CONTROL_BATCH_BIT 0x20
+#define NO_PRODUCER_ID (-1)
+#define APPEND_RULES_FIELDS 5
+
+typedef struct {
+    long long max_batch_bytes, timestamp_before_max_ms, timestamp_after_max_ms;
+    int keys_required;
+} Rules;
+
+/* The rules from a records.AppendRules (its last field, the decompression limit, is Python's). */
+static int read_rules(PyObject *tuple, Rules *rules) {
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != APPEND_RULES_FIELDS) {
+        PyErr_SetString(PyExc_TypeError, "rules must be a records.AppendRules");
+        return -1;
+    }
+    rules->max_batch_bytes = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, 0));
+    rules->timestamp_before_max_ms = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, 1));
+    rules->timestamp_after_max_ms = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, 2));
+    rules->keys_required = PyObject_IsTrue(PyTuple_GET_ITEM(tuple, 3));
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* records._check_producer_batch: the batch rules before its records. */
+static BatchFault check_producer_batch(const unsigned char *buf, Py_ssize_t length, const Rules *rules, Header *h,
+                                       Refusal *refusal) {
+    if (length == 0)
+        return refuse(refusal, BATCH_INVALID, "no record batch in the request");
+    BatchFault fault = read_batch(buf, length, 0, rules->max_batch_bytes, h, refusal);
+    if (fault != BATCH_OK)
+        return fault;
+    if (h->size_bytes < length)
+        return refuse(refusal, BATCH_INVALID, "only one record batch per partition is accepted: %lld bytes follow the first",
+                      (long long)(length - h->size_bytes));
+    if (h->record_count == 0 || (int64_t)h->record_count != (int64_t)h->last_offset_delta + 1)
+        return refuse(refusal, BATCH_INVALID, "batch at position 0 claims %d records but spans %lld offsets",
+                      (int)h->record_count, (long long)h->last_offset_delta + 1);
+    if (h->attributes & CONTROL_BATCH_BIT)
+        return refuse(refusal, BATCH_INVALID, "clients may not write control batches");
+    if (h->attributes & TRANSACTIONAL_BIT)
+        return refuse(refusal, BATCH_INVALID_TXN_STATE,
+                      "transactional batches need a transaction coordinator, which this cluster does not run");
+    int64_t producer_id = read_i64(buf + PRODUCER_ID_POSITION);
+    int32_t base_sequence = read_i32(buf + BASE_SEQUENCE_POSITION);
+    if (producer_id < NO_PRODUCER_ID)
+        return refuse(refusal, BATCH_INVALID, "producer id %lld is not valid", (long long)producer_id);
+    if (producer_id != NO_PRODUCER_ID && base_sequence < 0)
+        return refuse(refusal, BATCH_INVALID, "invalid sequence number %d in a batch with producer id %lld",
+                      (int)base_sequence, (long long)producer_id);
+    if (h->attributes & LOG_APPEND_TIME_BIT)
+        return refuse(refusal, BATCH_INVALID_TIMESTAMP, "producers may not set the timestamp type to LogAppendTime");
+    return BATCH_OK;
+}
+
+typedef enum { VARINT_OK = 0, VARINT_CUT, VARINT_INVALID } VarintRead;
+
+/* The zigzag varint of at most `bits` (32 or 64) bits at `*position`, read no further than `end`:
+ * 5 or 10 bytes at most, and a value that fits. */
+static VarintRead read_varint(const unsigned char *p, int64_t *position, int64_t end, int bits, int64_t *value) {
+    uint64_t raw = 0;
+    int max_bytes = bits == 64 ? 10 : 5;
+    for (int i = 0; i < max_bytes; i++) {
+        if (*position >= end)
+            return VARINT_CUT;
+        unsigned char byte = p[(*position)++];
+        raw |= (uint64_t)(byte & 0x7F) << (7 * i);
+        if (!(byte & 0x80)) {
+            if (bits == 32 ? raw >> 32 != 0 : i == 9 && byte > 1) /* the bits that do not fit */
+                return VARINT_INVALID;
+            *value = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+            return VARINT_OK;
         }
     }
-    if (!assign)
-        return headers;
-    unsigned char *out = buffer->buf;
-    int64_t offset = first_offset;
-    for (Py_ssize_t position = 0; position < length;) { /* lengths were checked above */
-        write_i64(out + position, offset);
-        write_u32(out + position + LEADER_EPOCH_POSITION, (uint32_t)leader_epoch);
-        offset += (int64_t)read_i32(out + position + LAST_OFFSET_DELTA_POSITION) + 1;
-        position += (Py_ssize_t)read_i32(out + position + 8) + LOG_OVERHEAD_BYTES;
+    return VARINT_INVALID;
+}
+
+static BatchFault refuse_varint(Refusal *refusal, long long index, const char *field, VarintRead read) {
+    return refuse_record(refusal, BATCH_INVALID, index, "record %lld: %s %s", index, field,
+                         read == VARINT_CUT ? "is cut short" : "is not a valid varint");
+}
+
+/* Past the length-prefixed field `what` (length -1: null, where `nullable`) of record `index`,
+ * which ends at `end`; its length in `*size`. */
+static BatchFault skip_field(const unsigned char *p, int64_t *position, int64_t end, const char *what,
+                             long long index, int nullable, int64_t *size, Refusal *refusal) {
+    VarintRead read = read_varint(p, position, end, 32, size);
+    if (read != VARINT_OK) {
+        char field[32];
+        snprintf(field, sizeof field, "%s length", what);
+        return refuse_varint(refusal, index, field, read);
     }
-    PyObject *items[BATCH_RUN_FIELDS] = {PyLong_FromSsize_t(batch_count), PyLong_FromLongLong(last_offset),
-                                         PyLong_FromLongLong(max_timestamp), PyLong_FromLongLong(record_count)};
-    return new_record(batch_run_type, items, BATCH_RUN_FIELDS);
-refused:
-    raise_refusal(&refusal);
-error:
-    Py_XDECREF(headers);
-    return NULL;
+    if (*size < (nullable ? -1 : 0))
+        return refuse_record(refusal, BATCH_INVALID, index, "record %lld: %s length %lld", index, what, (long long)*size);
+    if (*size > end - *position)
+        return refuse_record(refusal, BATCH_INVALID, index, "record %lld: %s of %lld bytes runs past the record", index,
+                             what, (long long)*size);
+    if (*size > 0)
+        *position += *size;
+    return BATCH_OK;
+}
+
+static int64_t saturate(__int128 value) {
+    return value > INT64_MAX ? INT64_MAX : value < INT64_MIN ? INT64_MIN : (int64_t)value;
+}
+
+/* records._check_records_body: every record of the `end` bytes at `p` read as Kafka's
+ * DefaultRecord.readFrom and LogValidator.validateRecord do; the records' max timestamp in
+ * `*max_timestamp`. No Python calls: runs without the GIL. */
+static BatchFault walk_records(const unsigned char *p, int64_t end, long long count, int64_t base_timestamp,
+                               const Rules *rules, int64_t now_ms, int64_t *max_timestamp, Refusal *refusal) {
+    int64_t position = 0, max_seen = NO_TIMESTAMP;
+    BatchFault fault;
+    /* bounded by count and by the bytes: each record takes >= 2 of them */
+    for (long long index = 0; index < count; index++) {
+        int64_t length, timestamp_delta, offset_delta, header_count;
+        const char *field = "length";
+        VarintRead read;
+        if (position >= end)
+            return refuse_record(refusal, BATCH_INVALID, index, "record %lld of %lld is missing", index, count);
+        if ((read = read_varint(p, &position, end, 32, &length)) != VARINT_OK)
+            goto varint_fault;
+        if (length < 0 || length > end - position)
+            return refuse_record(refusal, BATCH_INVALID, index, "record %lld: length %lld but %lld bytes remain", index,
+                                 (long long)length, (long long)(end - position));
+        int64_t record_start = position, record_end = position + length;
+        field = "attributes";
+        if (position >= record_end) {
+            read = VARINT_CUT;
+            goto varint_fault;
+        }
+        position++;
+        field = "timestamp delta";
+        if ((read = read_varint(p, &position, record_end, 64, &timestamp_delta)) != VARINT_OK)
+            goto varint_fault;
+        field = "offset delta";
+        if ((read = read_varint(p, &position, record_end, 32, &offset_delta)) != VARINT_OK)
+            goto varint_fault;
+        if (offset_delta != index)
+            return refuse_record(refusal, BATCH_INVALID, index, "record %lld: offset delta %lld, expected %lld", index,
+                                 (long long)offset_delta, index);
+        int64_t key_size, size;
+        if ((fault = skip_field(p, &position, record_end, "key", index, 1, &key_size, refusal)) != BATCH_OK ||
+            (fault = skip_field(p, &position, record_end, "value", index, 1, &size, refusal)) != BATCH_OK)
+            return fault;
+        field = "header count";
+        if ((read = read_varint(p, &position, record_end, 32, &header_count)) != VARINT_OK)
+            goto varint_fault;
+        if (header_count < 0 || header_count > record_end - position)
+            return refuse_record(refusal, BATCH_INVALID, index, "record %lld: header count %lld", index,
+                                 (long long)header_count);
+        for (int64_t h = 0; h < header_count; h++) { /* bounded: checked against the record's bytes left */
+            if ((fault = skip_field(p, &position, record_end, "header key", index, 0, &size, refusal)) != BATCH_OK ||
+                (fault = skip_field(p, &position, record_end, "header value", index, 1, &size, refusal)) != BATCH_OK)
+                return fault;
+        }
+        if (position != record_end)
+            return refuse_record(refusal, BATCH_INVALID, index, "record %lld: read %lld bytes of its %lld", index,
+                                 (long long)(position - record_start), (long long)length);
+        if (rules->keys_required && key_size < 0)
+            return refuse_record(refusal, BATCH_INVALID, index,
+                                 "record %lld has no key: a compacted topic accepts only records with keys", index);
+        int64_t timestamp;
+        if (__builtin_add_overflow(base_timestamp, timestamp_delta, &timestamp))
+            return refuse_record(refusal, BATCH_INVALID_TIMESTAMP, index,
+                                 "record %lld: timestamp delta %lld takes it out of range", index,
+                                 (long long)timestamp_delta);
+        if (timestamp != NO_TIMESTAMP && ((__int128)now_ms - timestamp > rules->timestamp_before_max_ms ||
+                                          (__int128)timestamp - now_ms > rules->timestamp_after_max_ms))
+            return refuse_record(refusal, BATCH_INVALID_TIMESTAMP, index,
+                                 "record %lld: timestamp %lld is out of range: it should be within [%lld, %lld]", index,
+                                 (long long)timestamp,
+                                 (long long)saturate((__int128)now_ms - rules->timestamp_before_max_ms),
+                                 (long long)saturate((__int128)now_ms + rules->timestamp_after_max_ms));
+        if (timestamp > max_seen)
+            max_seen = timestamp;
+        continue;
+    varint_fault:
+        return refuse_varint(refusal, index, field, read);
+    }
+    if (position != end)
+        return refuse(refusal, BATCH_INVALID, "%lld bytes follow the batch's last record", (long long)(end - position));
+    *max_timestamp = max_seen;
+    return BATCH_OK;
+}
+
+/* The batch rules, then the records in `body` (or, with body NULL, in the batch itself). */
+static BatchFault check_batch_and_records(const unsigned char *buf, Py_ssize_t length, const unsigned char *body,
+                                          Py_ssize_t body_length, const Rules *rules, int64_t now_ms, Header *h,
+                                          int64_t *max_timestamp, Refusal *refusal) {
+    BatchFault fault = check_producer_batch(buf, length, rules, h, refusal);
+    if (fault != BATCH_OK)
+        return fault;
+    if (body == NULL) {
+        body = buf + HEADER_SIZE_BYTES;
+        body_length = (Py_ssize_t)h->size_bytes - HEADER_SIZE_BYTES;
+    }
+    return walk_records(body, body_length, h->record_count, read_i64(buf + BASE_TIMESTAMP_POSITION), rules, now_ms,
+                        max_timestamp, refusal);
 }
 
 /* -- recovery scan of a segment file ------------------------------------------------------------ */
@@ -622,8 +821,6 @@ error:
 
 #define SCAN_BUFFER_BYTES (1 << 20) /* measured: larger buffers fall out of cache before the CRC */
 #define MAX_RELATIVE_OFFSET INT32_MAX
-#define CONTROL_BATCH_BIT 0x20
-#define NO_PRODUCER_ID (-1)
 #define PRODUCER_BATCHES_KEPT 5 /* records.PRODUCER_BATCHES_KEPT */
 
 typedef struct {
@@ -954,7 +1151,7 @@ static int scan_file(Stream *stream, const ScanRules *rules, ScanState *state, I
         if (stream_read(stream, remaining < HEADER_SIZE_BYTES ? remaining : HEADER_SIZE_BYTES, copy, &p, &got) < 0)
             return -1;
         remaining = stream->end_position - position; /* the read may have found the file shorter */
-        Header h;
+        Header h = {0};
         if (read_header(p, got < HEADER_SIZE_BYTES ? got : remaining, position, &h, refusal) != BATCH_OK)
             return 0;
         if (h.size_bytes > remaining) {
@@ -1123,37 +1320,108 @@ static PyObject *validate_batches(PyObject *module, PyObject *const *args, Py_ss
         return NULL;
     if (PyObject_GetBuffer(args[0], &buffer, PyBUF_SIMPLE) < 0)
         return NULL;
-    PyObject *result = scan(&buffer, max_batch_bytes, 0, 0, 0);
+    PyObject *result = validate(&buffer, max_batch_bytes);
     PyBuffer_Release(&buffer);
     return result;
 }
 
 static PyObject *assign_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    long long max_batch_bytes, first_offset;
-    long leader_epoch;
+    Rules rules;
+    long long first_offset, leader_epoch, now_ms, records_max_timestamp = NO_TIMESTAMP;
     Py_buffer buffer;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "assign_batches(buf, max_batch_bytes, first_offset, leader_epoch)");
+    if (nargs != 5 && nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "assign_batches(buf, rules, first_offset, leader_epoch, now_ms, records_max_timestamp=None)");
         return NULL;
     }
-    max_batch_bytes = PyLong_AsLongLong(args[1]);
-    if (max_batch_bytes == -1 && PyErr_Occurred())
+    if (read_rules(args[1], &rules) < 0)
         return NULL;
     first_offset = PyLong_AsLongLong(args[2]);
-    if (first_offset == -1 && PyErr_Occurred())
-        return NULL;
-    leader_epoch = PyLong_AsLong(args[3]);
-    if (leader_epoch == -1 && PyErr_Occurred())
+    leader_epoch = PyLong_AsLongLong(args[3]);
+    now_ms = PyLong_AsLongLong(args[4]);
+    int records_checked = nargs == 6 && args[5] != Py_None;
+    if (records_checked)
+        records_max_timestamp = PyLong_AsLongLong(args[5]);
+    if (PyErr_Occurred())
         return NULL;
     if (first_offset < 0 || leader_epoch < INT32_MIN || leader_epoch > INT32_MAX) {
-        PyErr_Format(PyExc_ValueError, "first offset %lld or leader epoch %ld out of range", first_offset, leader_epoch);
+        PyErr_Format(PyExc_ValueError, "first offset %lld or leader epoch %lld out of range", first_offset, leader_epoch);
+        return NULL;
+    }
+    if (batch_run_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_fastbatch.bind() was not called");
         return NULL;
     }
     if (PyObject_GetBuffer(args[0], &buffer, PyBUF_WRITABLE) < 0)
         return NULL;
-    PyObject *result = scan(&buffer, max_batch_bytes, 1, first_offset, (int)leader_epoch);
+    unsigned char *buf = buffer.buf;
+    Header h;
+    Refusal refusal;
+    int64_t max_timestamp = records_max_timestamp;
+    PyObject *result = NULL;
+    BatchFault fault = check_producer_batch(buf, buffer.len, &rules, &h, &refusal);
+    if (fault == BATCH_OK && (h.attributes & CODEC_MASK) == 0) {
+        fault = walk_records(buf + HEADER_SIZE_BYTES, h.size_bytes - HEADER_SIZE_BYTES, h.record_count,
+                             read_i64(buf + BASE_TIMESTAMP_POSITION), &rules, now_ms, &max_timestamp, &refusal);
+    } else if (fault == BATCH_OK && !records_checked) {
+        PyErr_SetString(PyExc_ValueError, "a compressed batch's records must be checked first (check_records)");
+        goto done;
+    }
+    if (fault == BATCH_OK && first_offset > INT64_MAX - h.last_offset_delta - 1)
+        fault = refuse(&refusal, BATCH_INVALID, "batch at position 0 would pass the largest offset");
+    if (fault != BATCH_OK) {
+        raise_refusal(&refusal);
+        goto done;
+    }
+    /* Only once every check passed, so that a refused batch stays as it came. LogValidator sets
+     * the max timestamp to the records' (batch.setMaxTimestamp), which the time index trusts. */
+    if (h.max_timestamp != max_timestamp) {
+        write_i64(buf + MAX_TIMESTAMP_POSITION, max_timestamp);
+        write_u32(buf + CRC_POSITION, crc32c_update(0, buf + CRC_START, (size_t)(h.size_bytes - CRC_START)));
+    }
+    write_i64(buf, first_offset);
+    write_u32(buf + LEADER_EPOCH_POSITION, (uint32_t)leader_epoch);
+    PyObject *items[BATCH_RUN_FIELDS] = {PyLong_FromLong(1), PyLong_FromLongLong(first_offset + h.last_offset_delta),
+                                         PyLong_FromLongLong(max_timestamp), PyLong_FromLong(h.record_count)};
+    result = new_record(batch_run_type, items, BATCH_RUN_FIELDS);
+done:
     PyBuffer_Release(&buffer);
     return result;
+}
+
+static PyObject *check_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    Rules rules;
+    Py_buffer batch, body;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "check_records(batch, body, rules, now_ms)");
+        return NULL;
+    }
+    if (read_rules(args[2], &rules) < 0)
+        return NULL;
+    long long now_ms = PyLong_AsLongLong(args[3]);
+    if (now_ms == -1 && PyErr_Occurred())
+        return NULL;
+    if (PyObject_GetBuffer(args[0], &batch, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[1], &body, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&batch);
+        return NULL;
+    }
+    Header h;
+    Refusal refusal;
+    int64_t max_timestamp = NO_TIMESTAMP;
+    BatchFault fault;
+    Py_BEGIN_ALLOW_THREADS
+    fault = check_batch_and_records(batch.buf, batch.len, body.buf, body.len, &rules, now_ms, &h, &max_timestamp,
+                                    &refusal);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&body);
+    PyBuffer_Release(&batch);
+    if (fault != BATCH_OK) {
+        raise_refusal(&refusal);
+        return NULL;
+    }
+    return PyLong_FromLongLong(max_timestamp);
 }
 
 static PyObject *crc32c(PyObject *module, PyObject *args) {
@@ -1179,12 +1447,15 @@ static PyObject *crc32c(PyObject *module, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"bind", bind, METH_VARARGS,
-     "bind(BatchHeader, BatchRun, SegmentScan, CorruptRecordError, InvalidRecordError, RecordTooLargeError): the "
-     "types results and errors are made of."},
+     "bind(BatchHeader, BatchRun, SegmentScan, CorruptRecordError, InvalidRecordError, RecordTooLargeError, "
+     "InvalidTimestampError, InvalidTxnStateError): the types results and errors are made of."},
     {"validate_batches", (PyCFunction)(void (*)(void))validate_batches, METH_FASTCALL,
      "validate_batches(buf, max_batch_bytes) -> list[BatchHeader], as records.validate_batches."},
     {"assign_batches", (PyCFunction)(void (*)(void))assign_batches, METH_FASTCALL,
-     "assign_batches(buf, max_batch_bytes, first_offset, leader_epoch) -> BatchRun, as records.assign_batches."},
+     "assign_batches(buf, rules, first_offset, leader_epoch, now_ms, records_max_timestamp=None) -> BatchRun, as "
+     "records.assign_batches."},
+    {"check_records", (PyCFunction)(void (*)(void))check_records, METH_FASTCALL,
+     "check_records(batch, body, rules, now_ms) -> int, as records.check_records."},
     {"scan_segment", (PyCFunction)(void (*)(void))scan_segment, METH_FASTCALL,
      "scan_segment(fd, position, end_position, next_offset, segment_base_offset, index_due_position, "
      "index_interval_bytes, max_timestamp, producers_from_offset) -> SegmentScan, as records.scan_segment."},

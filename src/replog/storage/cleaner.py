@@ -42,20 +42,27 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
-import crc32c
-
-from replog.storage.errors import InvalidRecordError
-from replog.storage.index import OffsetIndex, TimeIndex
-from replog.storage.record_bodies import RecordBodyError, compress, decompress, records_of
-from replog.storage.records import (
+from replog.storage.batch_format import (
+    ATTRIBUTES_POSITION,
+    BATCH_LENGTH_POSITION,
+    CODEC_MASK,
     CONTROL_BATCH_BIT,
     HEADER_SIZE_BYTES,
     LOG_OVERHEAD_BYTES,
-    MAX_RELATIVE_OFFSET,
     NO_PRODUCER_ID,
     NO_TIMESTAMP,
+    PRODUCER_ID_POSITION,
+    RECORD_COUNT_POSITION,
+    Scratch,
+    body_of,
+    compress,
     parse_header,
+    records_of,
+    set_crc,
 )
+from replog.storage.errors import CorruptRecordError
+from replog.storage.index import OffsetIndex, TimeIndex
+from replog.storage.records import MAX_RELATIVE_OFFSET
 from replog.storage.segment import segment_paths
 
 logger = logging.getLogger(__name__)
@@ -66,17 +73,8 @@ _READ_CHUNK_BYTES = 8 << 20
 # What one offset-map entry costs in memory beyond its key: a dict slot, the key's bytes object
 # and its int (measured with sys.getsizeof on CPython 3.11, rounded up).
 _MAP_ENTRY_OVERHEAD_BYTES = 120
-_CODEC_MASK = 0x07
-_BATCH_LENGTH = struct.Struct(">i")
-_BATCH_LENGTH_POSITION = 8
-_CRC = struct.Struct(">I")
-_CRC_POSITION = 17
-_CRC_START = 21
-_RECORD_COUNT = struct.Struct(">i")
-_RECORD_COUNT_POSITION = 57
-_ATTRIBUTES_LOW_BYTE = 22  # of the int16 at 21: the codec bits
+_INT32 = struct.Struct(">i")
 _PRODUCER_ID = struct.Struct(">q")
-_PRODUCER_ID_POSITION = 43
 
 
 class SegmentFile(NamedTuple):
@@ -113,7 +111,7 @@ class CleanJob:
 
     def __init__(self, directory: Path, segments: list[SegmentFile], end_offset: int, first_dirty: int, now_ms: int,
                  delete_retention_ms: int, segment_bytes: int, index_interval_bytes: int, map_max_bytes: int,
-                 epoch_starts: frozenset[int], identity: object):
+                 epoch_starts: frozenset[int], identity: object, uncompressed_bytes_max: int):
         self.directory = directory
         self.segments = segments
         self._end_offset = end_offset  # the base of the first segment after the head
@@ -124,9 +122,14 @@ class CleanJob:
         self._map_max_bytes = map_max_bytes
         self._epoch_starts = epoch_starts  # base offsets of each leader epoch's first batch
         self.identity = identity  # what the log checks before swapping the result in
+        # Where compressed batches are decompressed, bounded as on the append path: a batch the
+        # log took before the bound existed fails the pass rather than exhaust memory.
+        self._uncompressed_bytes_max = uncompressed_bytes_max
+        self._scratch: Scratch | None = None
 
     def run(self) -> CleanResult:
         """Map, rewrite and write the new segments; closes the job's descriptors."""
+        self._scratch = Scratch(self._uncompressed_bytes_max)
         try:
             offset_map, cleaned_count = self._map_dirty_part()
             map_end = self.segments[cleaned_count].base_offset if cleaned_count < len(self.segments) else self._end_offset
@@ -140,6 +143,13 @@ class CleanJob:
         for segment in self.segments:
             os.close(segment.fd)
         self.segments = [segment._replace(fd=-1) for segment in self.segments]
+        if self._scratch is not None:
+            self._scratch.close()
+            self._scratch = None
+
+    def _records(self, header, batch: memoryview):
+        """The batch's records, decompressed into the job's scratch (valid until the next batch's)."""
+        return records_of(body_of(batch, self._scratch), header.record_count)
 
     # -- 1. the offset map ---------------------------------------------------------------------
 
@@ -157,7 +167,7 @@ class CleanJob:
             for header, batch in _batches(segment):  # bounded by the segment's batches
                 if header.attributes & CONTROL_BATCH_BIT:
                     continue
-                for record in _records(header, batch):  # bounded by the batch's records
+                for record in self._records(header, batch):  # bounded by the batch's records
                     if record.key is not None:
                         if record.key not in offset_map:
                             map_bytes += len(record.key) + _MAP_ENTRY_OVERHEAD_BYTES
@@ -173,7 +183,7 @@ class CleanJob:
         last: dict[int, int] = {}
         for segment in self.segments[:count]:  # bounded by the head's segments
             for header, batch in _batches(segment):  # bounded by the segment's batches
-                (producer_id,) = _PRODUCER_ID.unpack_from(batch, _PRODUCER_ID_POSITION)
+                (producer_id,) = _PRODUCER_ID.unpack_from(batch, PRODUCER_ID_POSITION)
                 if producer_id != NO_PRODUCER_ID:
                     last[producer_id] = header.base_offset
         return set(last.values())
@@ -219,11 +229,11 @@ class CleanJob:
         entirely) and how many records it lost."""
         if header.attributes & CONTROL_BATCH_BIT:
             return batch, 0
-        codec = header.attributes & _CODEC_MASK
-        body = _body(header, batch)
+        codec = header.attributes & CODEC_MASK
+        body = body_of(batch, self._scratch)
         kept_spans = []
         tombstones_expire = 0 <= header.max_timestamp < self._tombstone_horizon_ms
-        for record in records_of(body, header.record_count, header.base_offset):  # bounded by the batch's records
+        for record in records_of(body, header.record_count):  # bounded by the batch's records
             offset = header.base_offset + record.offset_delta
             superseded = record.key is None or offset_map.get(record.key, offset) > offset
             if not superseded and not (record.value is None and tombstones_expire):
@@ -234,43 +244,15 @@ class CleanJob:
         if not kept_spans and header.base_offset not in kept_empty:
             return None, removed
         records = b"".join(body[start:end] for start, end in kept_spans)
-        payload = compress(codec, records, header.base_offset) if records else b""
+        payload = compress(codec, records) if records else b""
         rebuilt = bytearray(batch[:HEADER_SIZE_BYTES])
         if not records:
-            rebuilt[_ATTRIBUTES_LOW_BYTE] &= ~_CODEC_MASK & 0xFF  # an empty batch is stored uncompressed
+            rebuilt[ATTRIBUTES_POSITION + 1] &= ~CODEC_MASK & 0xFF  # an empty batch is stored uncompressed
         rebuilt += payload
-        _BATCH_LENGTH.pack_into(rebuilt, _BATCH_LENGTH_POSITION, len(rebuilt) - LOG_OVERHEAD_BYTES)
-        _RECORD_COUNT.pack_into(rebuilt, _RECORD_COUNT_POSITION, len(kept_spans))
-        _CRC.pack_into(rebuilt, _CRC_POSITION, crc32c.crc32c(memoryview(rebuilt)[_CRC_START:]))
+        _INT32.pack_into(rebuilt, BATCH_LENGTH_POSITION, len(rebuilt) - LOG_OVERHEAD_BYTES)
+        _INT32.pack_into(rebuilt, RECORD_COUNT_POSITION, len(kept_spans))
+        set_crc(rebuilt)
         return rebuilt, removed
-
-
-def refuse_keyless_records(batches) -> None:
-    """A compacted log's leader refuses a produce holding a record without a key, as Kafka's
-    LogValidator does: the cleaner would remove it, losing what was acknowledged. This reads
-    every record, which the append path otherwise never does: compacted topics only."""
-    view = memoryview(batches)
-    position = 0
-    while position < len(view):  # bounded: each turn moves past one batch
-        header = parse_header(view, position)
-        batch = view[position:position + header.size_bytes]
-        if not header.attributes & CONTROL_BATCH_BIT:
-            try:
-                keyless = any(record.key is None for record in _records(header, batch))
-            except RecordBodyError as error:
-                raise InvalidRecordError(f"records of the batch at position {position} cannot be read: {error}") from None
-            if keyless:
-                raise InvalidRecordError("compacted topic cannot accept a record without a key")
-        position += header.size_bytes
-
-
-def _body(header, batch: memoryview) -> bytes:
-    """The batch's records, decompressed."""
-    return decompress(header.attributes & _CODEC_MASK, bytes(batch[HEADER_SIZE_BYTES:]), header.base_offset)
-
-
-def _records(header, batch: memoryview):
-    return records_of(_body(header, batch), header.record_count, header.base_offset)
 
 
 def _next_base(segments: list[SegmentFile], index: int, end_offset: int) -> int:
@@ -292,13 +274,13 @@ def _batches(segment: SegmentFile):
             chunk_position, at = position, 0
             header = parse_header(chunk, at, chunk_position)
         if at + header.size_bytes > len(chunk):
-            raise RecordBodyError(f"segment {segment.base_offset} ends inside the batch at position {position}")
+            raise CorruptRecordError(f"segment {segment.base_offset} ends inside the batch at position {position}")
         yield header, chunk[at:at + header.size_bytes]
         position += header.size_bytes
 
 
 def _batch_size_at(fd: int, position: int) -> int:
-    (length,) = _BATCH_LENGTH.unpack(os.pread(fd, 4, position + _BATCH_LENGTH_POSITION))
+    (length,) = _INT32.unpack(os.pread(fd, 4, position + BATCH_LENGTH_POSITION))
     return length + LOG_OVERHEAD_BYTES
 
 

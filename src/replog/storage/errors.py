@@ -9,9 +9,16 @@ from typing import ClassVar
 
 
 class ReplicaError(Exception):
-    """Base class: a failure with a Kafka protocol error code."""
+    """Base class: a failure with a Kafka protocol error code.
+
+    `record_index`: the record of the batch the failure is about, where it is about one (Produce's
+    record_errors name it as batch_index, as Kafka's LogValidator does)."""
 
     error_code: ClassVar[int] = -1  # UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str = "", record_index: int | None = None):
+        super().__init__(message)
+        self.record_index = record_index
 
 
 class OffsetOutOfRangeError(ReplicaError):
@@ -30,6 +37,20 @@ class RecordTooLargeError(ReplicaError):
     """One batch is larger than max.message.bytes."""
 
     error_code = 10  # MESSAGE_TOO_LARGE
+
+
+class InvalidTimestampError(ReplicaError):
+    """A record's timestamp lies outside message.timestamp.before.max.ms / after.max.ms of now, or
+    a producer claimed LogAppendTime."""
+
+    error_code = 32  # INVALID_TIMESTAMP
+
+
+class InvalidTxnStateError(ReplicaError):
+    """A transactional batch: there is no transaction coordinator to have begun its transaction,
+    which is what Kafka answers a partition no transaction was verified for (KIP-890)."""
+
+    error_code = 48  # INVALID_TXN_STATE
 
 
 class RecordListTooLargeError(ReplicaError):

@@ -52,11 +52,19 @@ from replog.storage.cleaner import (
     CleanResult,
     SegmentFile,
     cleaned_path,
-    refuse_keyless_records,
 )
 from replog.storage.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError, RecordListTooLargeError
 from replog.storage.partition_metadata import sync_tag, tag_topic_id, tagged_topic_id
-from replog.storage.records import BatchHeader, assign_batches, batch_headers, run_of, validate_batches
+from replog.storage.batch_format import BatchHeader, Scratch, uncompressed_bytes_max
+from replog.storage.records import (
+    AppendRules,
+    BatchRun,
+    assign_batches,
+    check_compressed,
+    is_compressed,
+    run_of,
+    validate_batches,
+)
 from replog.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -83,8 +91,10 @@ class LogConfig:
     """Per-log settings; Kafka's topic config names in python spelling, Kafka's defaults.
 
     segment.bytes, segment.ms, index.interval.bytes, flush.messages, flush.ms, retention.ms
-    (-1: keep forever), retention.bytes (-1: no size limit), max.message.bytes, and for a
-    compacted log (`compact`) delete.retention.ms and min.cleanable.dirty.ratio.
+    (-1: keep forever), retention.bytes (-1: no size limit), max.message.bytes,
+    message.timestamp.before.max.ms and message.timestamp.after.max.ms (Kafka 4's defaults: any
+    time before now, at most an hour after), and for a compacted log (`compact`)
+    delete.retention.ms and min.cleanable.dirty.ratio.
     """
 
     segment_bytes: int = 1 << 30
@@ -95,6 +105,8 @@ class LogConfig:
     retention_ms: int = 7 * 24 * 3600 * 1000
     retention_bytes: int = -1
     max_message_bytes: int = 1024 * 1024 + 12
+    message_timestamp_before_max_ms: int = _NEVER
+    message_timestamp_after_max_ms: int = 3600 * 1000
     compact: bool = False
     delete_retention_ms: int = 24 * 3600 * 1000
     min_cleanable_dirty_ratio: float = 0.5
@@ -102,6 +114,7 @@ class LogConfig:
     def __post_init__(self) -> None:
         minimums = {"segment_bytes": 14, "segment_ms": 1, "index_interval_bytes": 0, "flush_messages": 1,
                     "flush_ms": 0, "retention_ms": -1, "retention_bytes": -1, "max_message_bytes": 0,
+                    "message_timestamp_before_max_ms": 0, "message_timestamp_after_max_ms": 0,
                     "delete_retention_ms": 0, "min_cleanable_dirty_ratio": 0}
         for name, minimum in minimums.items():
             if getattr(self, name) < minimum:
@@ -140,6 +153,7 @@ class Log:
         self.topic, self.partition = _parse_log_directory_name(self.directory.name)
         self.config = config
         self._segment_limits = self._limits_of(config)
+        self.append_rules = self._rules_of(config)
         self._clock = clock
         make_log_directories([self.directory])
         # The id of the topic the log belongs to (KIP-516), None if untagged: a leader answers
@@ -298,6 +312,7 @@ class Log:
         previous_flush_ms = self.config.flush_ms
         self.config = config
         self._segment_limits = self._limits_of(config)
+        self.append_rules = self._rules_of(config)
         if self._segments:
             self._segments[-1].apply_roll_limits(self._segment_limits)
         if config.flush_ms != previous_flush_ms:
@@ -307,34 +322,61 @@ class Log:
     def _limits_of(config: LogConfig) -> SegmentLimits:
         return SegmentLimits(config.segment_bytes, config.segment_ms, config.index_interval_bytes)
 
+    @staticmethod
+    def _rules_of(config: LogConfig) -> AppendRules:
+        return AppendRules(config.max_message_bytes, config.message_timestamp_before_max_ms,
+                           config.message_timestamp_after_max_ms, config.compact,
+                           uncompressed_bytes_max(config.max_message_bytes))
+
+    def now_ms(self) -> int:
+        """The log's clock: what a compressed batch's records are checked against elsewhere."""
+        return self._clock()
+
     def append(self, batches: bytearray | memoryview, leader_epoch: int) -> tuple[int, int]:
-        """Append a producer's batches as leader: validate, assign offsets and `leader_epoch` in
-        place in `batches` (which must be writable), write. Returns (first, last) offset.
+        """Append a producer's batch as leader: assign_as_leader, then write. Returns (first, last)
+        offset."""
+        run = self.assign_as_leader(batches, leader_epoch)
+        self.write_assigned(batches, run, leader_epoch)
+        return run.last_offset - run.record_count + 1, run.last_offset
+
+    def assign_as_leader(self, batches: bytearray | memoryview, leader_epoch: int,
+                         records_max_timestamp: int | None = None) -> BatchRun:
+        """Validate a producer's batch as Kafka's LogValidator does (records.assign_batches) and
+        assign it the next offsets and `leader_epoch` in place in `batches` (writable), without
+        writing it: write_assigned must follow, with nothing appended in between. A compressed
+        batch's records are decompressed and checked here unless the caller did that already
+        (check_compressed, off the event loop) and passes `records_max_timestamp`."""
+        now_ms = self._clock()
+        if records_max_timestamp is None and is_compressed(batches):
+            scratch = Scratch(self.append_rules.uncompressed_bytes_max)
+            try:
+                records_max_timestamp = check_compressed(batches, self.append_rules, now_ms, scratch)
+            finally:
+                scratch.close()
+        return assign_batches(batches, self.append_rules, self.log_end_offset, leader_epoch, now_ms,
+                              records_max_timestamp)
+
+    def write_assigned(self, batches: bytearray | memoryview, run: BatchRun, leader_epoch: int) -> None:
+        """Write a batch assign_as_leader just assigned `run` to.
 
         KafkaStorageError if the directory does not take it: a write that failed is taken back;
         records the error says `appended` are the log's, and what failed after them was the flush
         flush.messages or flush.ms asked for (made before the next append's bytes)."""
         active = self._segments[-1]
-        first_offset = active.next_offset
-        batch_count, last_offset, max_timestamp, record_count = assign_batches(
-            batches, self.config.max_message_bytes, first_offset, leader_epoch)
-        if self.config.compact:  # after assign_batches: only checked, whole batches are decoded
-            refuse_keyless_records(batches)
+        first_offset = run.last_offset - run.record_count + 1
+        assert first_offset == active.next_offset, "the log moved between assigning and writing a batch"
         now_ms = self._clock()
-        # The common produce holds one batch (one per partition): its facts are the run's, so
-        # no header objects are built.
-        headers = None if batch_count == 1 else batch_headers(batches)
+        # A producer's append holds one batch: its facts are the run's, so no header objects are built.
         try:
             self._before_the_bytes()
-            if not active.append(batches, last_offset, max_timestamp, now_ms, headers):
-                self._roll_and_append(batches, first_offset, last_offset, max_timestamp, now_ms, headers)
-            self._count_unflushed(record_count, now_ms)
+            if not active.append(batches, run.last_offset, run.max_timestamp, now_ms, None):
+                self._roll_and_append(batches, first_offset, run.last_offset, run.max_timestamp, now_ms, None)
+            self._count_unflushed(run.record_count, now_ms)
             if leader_epoch != self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, first_offset)
         except OSError as error:
-            appended = (first_offset, last_offset) if self.log_end_offset > first_offset else None
+            appended = (first_offset, run.last_offset) if self.log_end_offset > first_offset else None
             raise KafkaStorageError.of(error, self.directory, appended) from error
-        return first_offset, last_offset
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> tuple[int, int]:
         """Append batches copied from the leader, keeping their offsets and epochs.
@@ -670,7 +712,7 @@ class Log:
                         end_offset, first_dirty, self._clock(), self.config.delete_retention_ms,
                         self.config.segment_bytes, self.config.index_interval_bytes, map_max_bytes,
                         frozenset(entry.start_offset for entry in self.leader_epoch_cache.entries),
-                        (self._truncations, tuple(head)))
+                        (self._truncations, tuple(head)), self.append_rules.uncompressed_bytes_max)
 
     def complete_clean(self, job: CleanJob, result: CleanResult) -> Cleaned | None:
         """Swap the job's new segments in for the ones they replace, unless the log was closed,

@@ -1,32 +1,24 @@
-"""Record batch format v2 (magic 2): the 61-byte header, validated and rewritten in place.
+"""The append path's and crash recovery's scans of buffers of v2 record batches.
 
-Layout of one batch, big-endian, as the Kafka protocol defines it (byte offsets within the batch):
+batch_format.py describes the bytes; here they are checked as a log takes them:
 
-    0   int64   base offset                  } outside the CRC: the broker rewrites these two
-    8   int32   batch length (bytes after this field)
-    12  int32   partition leader epoch       }
-    16  int8    magic (2)
-    17  uint32  CRC32C of bytes 21 .. end of batch
-    21  int16   attributes: bits 0-2 compression codec (0 none, 1 gzip, 2 snappy, 3 lz4,
-                4 zstd), bit 3 timestamp type, bit 4 transactional, bit 5 control
-    23  int32   last offset delta
-    27  int64   base timestamp
-    35  int64   max timestamp
-    43  int64   producer id
-    51  int16   producer epoch
-    53  int32   base sequence
-    57  int32   record count
-    61  ...     records, possibly compressed: never decoded here
+- a leader's append of a producer's batch (assign_batches, check_records): Kafka's LogValidator
+  rules, every record read; then the base offset, leader epoch and, if the producer's was wrong,
+  the max timestamp are written in place and the bytes appended as they came;
+- a follower's append of its leader's batches (validate_batches): headers and CRCs only, as the
+  leader checked the rest;
+- crash recovery's check of a segment file (scan_segment): headers, CRCs and offsets.
 
-A buffer may hold several batches back to back. Batches are opaque: only headers are read, so the
-cost of an append is per batch, never per record, and compressed batches are stored as they came.
+Each has two implementations with one contract (BatchCodec): the pure-Python one below and the
+compiled `_fastbatch` extension beside this file, which is used whenever it was built. The
+compiled one exists because a produce of 16 KiB spent as long in Python (header unpacking, CRC
+call, result tuples) as in its write syscall, because every record of every produced batch is
+read, and because recovery checks every batch of up to GiBs of log before a partition opens.
 
-The append path's scans (validate_batches, assign_batches) and crash recovery's scan of a segment
-file (scan_segment) have two implementations with one contract (BatchCodec): the pure-Python one
-below and the compiled `_fastbatch` extension beside this file, which is used whenever it was
-built. The compiled one exists because a produce of 16 KiB spent as long in Python (header
-unpacking, CRC call, result tuples) as in its write syscall, and because recovery checks every
-batch of up to GiBs of log before a partition opens. Lookups use parse_header directly.
+A compressed batch's records are checked in two steps, so that the decompression and the walk
+over what it gives can run in another thread (check_compressed, and the partition's validation
+executor): check_records reads the decompressed records; assign_batches is then told their
+max timestamp rather than reading them again.
 
 Concurrency: pure functions over caller-owned buffers and file descriptors; no state.
 """
@@ -39,120 +31,69 @@ from typing import NamedTuple
 
 import crc32c
 
+from replog.storage.batch_format import (
+    ATTRIBUTES_POSITION,
+    CODEC_MASK,
+    CODEC_NONE,
+    CONTROL_BATCH_BIT,
+    CRC_START,
+    HEADER,
+    HEADER_SIZE_BYTES,
+    LEADER_EPOCH_POSITION,
+    LOG_APPEND_TIME_BIT,
+    LOG_OVERHEAD_BYTES,
+    MAX_TIMESTAMP_POSITION,
+    NO_PRODUCER_ID,
+    NO_TIMESTAMP,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+    Scratch,
+    VarintError,
+    crc_mismatch,
+    parse_header,
+    producer_fields,
+    read_varint,
+    set_crc,
+    short_batch,
+    verify_batch,
+)
 from replog.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    InvalidTimestampError,
+    InvalidTxnStateError,
     RecordTooLargeError,
     ReplicaError,
 )
 
-HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_SIZE_BYTES = HEADER.size  # 61
-LOG_OVERHEAD_BYTES = 12  # base offset + batch length: the part not counted by batch length
 _PREFIX = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
-_LEADER_EPOCH_POSITION = 12
-_MAGIC_POSITION = 16
-_CRC_START = 21
-MAGIC_V2 = 2
-_LEGACY_MAGICS = (0, 1)
-_CODEC_MASK = 0x07
-_MAX_CODEC = 4  # zstd
-NO_TIMESTAMP = -1
+_MAX_TIMESTAMP = struct.Struct(">q")
 _MAX_OFFSET = 2**63 - 1
 _MIN_INT32 = -(2**31)
 _MAX_INT32 = 2**31 - 1
+_MIN_INT64, _MAX_INT64 = -(2**63), 2**63 - 1
 MAX_RELATIVE_OFFSET = _MAX_INT32  # index entries store offset - segment base offset as int32
 # Kafka's NUM_BATCHES_TO_RETAIN: a client keeps at most 5 requests in flight per partition with
 # idempotence on, so any retry it can send is one of the last 5 batches (producer_state.py).
 PRODUCER_BATCHES_KEPT = 5
-NO_PRODUCER_ID = -1
-CONTROL_BATCH_BIT = 0x20  # attributes: a transaction marker, not a producer's records
 _PRODUCER_FIELDS = struct.Struct(">qhi")  # producer id, producer epoch, base sequence
 _PRODUCER_FIELDS_POSITION = 43
 SCAN_BUFFER_BYTES = 1 << 20  # scan_segment's buffer: measured, larger ones fall out of cache before the CRC
 
 
-class BatchHeader(NamedTuple):
-    """The header fields the log needs, plus where the batch sits in the buffer it came from."""
+class AppendRules(NamedTuple):
+    """What a leader enforces on a producer's batch beyond its framing (Kafka's LogValidator), from
+    the topic's settings: max.message.bytes; message.timestamp.before.max.ms and
+    message.timestamp.after.max.ms (a record's CreateTime at most that far before or after now);
+    keys on compacted topics; how far compressed records may inflate (batch_format's limit)."""
 
-    position: int
-    size_bytes: int
-    base_offset: int
-    partition_leader_epoch: int
-    attributes: int
-    last_offset_delta: int
-    max_timestamp: int
-    record_count: int
-    crc: int
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def next_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta + 1
-
-    @property
-    def compression_codec(self) -> int:
-        return self.attributes & _CODEC_MASK
-
-
-def parse_header(buf, position: int, origin: int = 0) -> BatchHeader:
-    """Read and sanity-check the header at `position`; says nothing yet about the bytes after it.
-
-    Raises InvalidRecordError for message format v0/v1 and CorruptRecordError for anything that
-    cannot be a v2 header (too short, wrong magic, impossible length or counts). Messages name
-    the batch's position plus `origin`: where `buf` starts in the file it was read from.
-    """
-    available = len(buf) - position
-    reported = origin + position
-    if available < LOG_OVERHEAD_BYTES:
-        raise CorruptRecordError(f"{available} bytes at position {reported} cannot hold a batch")
-    _, batch_length = _PREFIX.unpack_from(buf, position)
-    # v0/v1 messages also keep their magic at byte 16, so they are recognised before the v2
-    # length rule would call them merely corrupt.
-    if batch_length >= _MAGIC_POSITION - LOG_OVERHEAD_BYTES + 1 and available > _MAGIC_POSITION:
-        magic = buf[position + _MAGIC_POSITION]
-        if magic in _LEGACY_MAGICS:
-            raise InvalidRecordError(f"magic {magic} at position {reported}: only v2 batches are accepted")
-        if magic != MAGIC_V2:
-            raise CorruptRecordError(f"magic {magic} at position {reported} is not a record batch")
-    if batch_length < HEADER_SIZE_BYTES - LOG_OVERHEAD_BYTES:
-        raise CorruptRecordError(f"batch length {batch_length} at position {reported} is shorter than a header")
-    if available < HEADER_SIZE_BYTES:
-        raise CorruptRecordError(f"header at position {reported} is cut after {available} bytes")
-    (base_offset, _, epoch, _, crc, attributes, last_offset_delta, _, max_timestamp,
-     _, _, _, record_count) = HEADER.unpack_from(buf, position)
-    if last_offset_delta < 0 or record_count < 0:
-        raise CorruptRecordError(
-            f"batch at position {reported} has last offset delta {last_offset_delta}, count {record_count}"
-        )
-    if attributes & _CODEC_MASK > _MAX_CODEC:
-        raise InvalidRecordError(f"batch at position {reported} has unknown codec {attributes & _CODEC_MASK}")
-    return BatchHeader(position, batch_length + LOG_OVERHEAD_BYTES, base_offset, epoch, attributes,
-                       last_offset_delta, max_timestamp, record_count, crc)
-
-
-def _short_batch(position: int, size_bytes: int, remaining_bytes: int) -> CorruptRecordError:
-    return CorruptRecordError(f"batch at position {position} needs {size_bytes} bytes, {remaining_bytes} remain")
-
-
-def _crc_mismatch(position: int, computed_crc: int, stored_crc: int) -> CorruptRecordError:
-    return CorruptRecordError(f"batch at position {position}: CRC32C {computed_crc:#010x} != stored {stored_crc:#010x}")
-
-
-def verify_batch(buf, header: BatchHeader) -> None:
-    """Check that the whole batch described by `header` is in `buf` and its CRC32C matches."""
-    end = header.position + header.size_bytes
-    if end > len(buf):
-        raise _short_batch(header.position, header.size_bytes, len(buf) - header.position)
-    with memoryview(buf) as view:
-        computed_crc = crc32c.crc32c(view[header.position + _CRC_START:end])
-    if computed_crc != header.crc:
-        raise _crc_mismatch(header.position, computed_crc, header.crc)
+    max_batch_bytes: int
+    timestamp_before_max_ms: int
+    timestamp_after_max_ms: int
+    keys_required: bool
+    uncompressed_bytes_max: int
 
 
 class BatchRun(NamedTuple):
@@ -160,7 +101,7 @@ class BatchRun(NamedTuple):
 
     No per-batch headers: a producer's append holds one batch (one per partition per request)
     whose facts these are, and building header objects cost the leader's append path more than
-    its bookkeeping; the few appends of several batches get them from `batch_headers`.
+    its bookkeeping; a follower's appends of several batches get them from `batch_headers`.
     """
 
     batch_count: int
@@ -191,50 +132,180 @@ def batch_headers(buf) -> list[BatchHeader]:
     return headers
 
 
+def is_compressed(buf) -> bool:
+    """Whether the batch `buf` starts with claims a compression codec (read before validation)."""
+    return len(buf) > ATTRIBUTES_POSITION + 1 and buf[ATTRIBUTES_POSITION + 1] & CODEC_MASK != CODEC_NONE
+
+
+# -- a follower's append: framing and CRCs ---------------------------------------------------
+
+
 def _validate_batches_py(buf, max_batch_bytes: int) -> list[BatchHeader]:
-    return _scan(buf, max_batch_bytes, None, 0)
-
-
-def _assign_batches_py(buf, max_batch_bytes: int, first_offset: int, leader_epoch: int) -> BatchRun:
-    if first_offset < 0 or not _MIN_INT32 <= leader_epoch <= _MAX_INT32:
-        raise ValueError(f"first offset {first_offset} or leader epoch {leader_epoch} out of range")
-    return run_of(_scan(buf, max_batch_bytes, first_offset, leader_epoch))
-
-
-def _scan(buf, max_batch_bytes: int, first_offset: int | None, leader_epoch: int) -> list[BatchHeader]:
-    """validate_batches, and with a `first_offset` the rest of assign_batches (headers as
-    assigned)."""
     if not buf:
         raise InvalidRecordError("no record batch in the request")
     headers = []
     position = 0
-    end = len(buf)
-    next_offset = first_offset
-    while position < end:  # bounded: every batch is at least HEADER_SIZE_BYTES long
-        header = parse_header(buf, position)
-        if header.size_bytes > max_batch_bytes:
-            raise RecordTooLargeError(f"batch of {header.size_bytes} bytes exceeds max.message.bytes {max_batch_bytes}")
-        verify_batch(buf, header)
-        if next_offset is not None:
-            # Kafka's LogValidator rule for producers; followers skip it, as compaction on the
-            # leader may leave batches with offset gaps or no records.
-            if header.record_count == 0 or header.record_count != header.last_offset_delta + 1:
-                raise InvalidRecordError(
-                    f"batch at position {position} claims {header.record_count} records "
-                    f"but spans {header.last_offset_delta + 1} offsets"
-                )
-            if next_offset + header.last_offset_delta >= _MAX_OFFSET:
-                raise InvalidRecordError(f"batch at position {position} would pass the largest offset")
-            header = header._replace(base_offset=next_offset, partition_leader_epoch=leader_epoch)
-            next_offset += header.last_offset_delta + 1
-        headers.append(header)
-        position += header.size_bytes
-    if first_offset is not None:
-        # Only once every batch passed, so that a refused request leaves its buffer as it came.
-        for header in headers:
-            _BASE_OFFSET.pack_into(buf, header.position, header.base_offset)
-            _LEADER_EPOCH.pack_into(buf, header.position + _LEADER_EPOCH_POSITION, leader_epoch)
+    while position < len(buf):  # bounded: every batch is at least HEADER_SIZE_BYTES long
+        headers.append(_read_batch(buf, position, max_batch_bytes))
+        position = headers[-1].position + headers[-1].size_bytes
     return headers
+
+
+def _read_batch(buf, position: int, max_batch_bytes: int) -> BatchHeader:
+    """parse_header, the max.message.bytes rule and verify_batch, in that order."""
+    header = parse_header(buf, position)
+    if header.size_bytes > max_batch_bytes:
+        raise RecordTooLargeError(f"batch of {header.size_bytes} bytes exceeds max.message.bytes {max_batch_bytes}")
+    verify_batch(buf, header)
+    return header
+
+
+# -- a leader's append: Kafka's LogValidator -------------------------------------------------
+
+
+def _check_producer_batch(buf, rules: AppendRules) -> BatchHeader:
+    """The rules of a producer's batch before its records (UnifiedLog.analyzeAndValidateRecords,
+    ProduceRequest.validateRecords and LogValidator.validateBatch), in the order both
+    implementations apply them."""
+    if not buf:
+        raise InvalidRecordError("no record batch in the request")
+    header = _read_batch(buf, 0, rules.max_batch_bytes)
+    if header.size_bytes < len(buf):
+        # Produce v3+ carries exactly one batch per partition, and LogValidator takes one only.
+        raise InvalidRecordError(f"only one record batch per partition is accepted: {len(buf) - header.size_bytes} "
+                                 "bytes follow the first")
+    if header.record_count == 0 or header.record_count != header.last_offset_delta + 1:
+        raise InvalidRecordError(f"batch at position 0 claims {header.record_count} records "
+                                 f"but spans {header.last_offset_delta + 1} offsets")
+    if header.attributes & CONTROL_BATCH_BIT:
+        raise InvalidRecordError("clients may not write control batches")
+    if header.attributes & TRANSACTIONAL_BIT:
+        raise InvalidTxnStateError("transactional batches need a transaction coordinator, which this cluster does not run")
+    fields = producer_fields(buf)
+    if fields.producer_id < NO_PRODUCER_ID:
+        raise InvalidRecordError(f"producer id {fields.producer_id} is not valid")
+    if fields.producer_id != NO_PRODUCER_ID and fields.base_sequence < 0:
+        raise InvalidRecordError(f"invalid sequence number {fields.base_sequence} in a batch with producer id "
+                                 f"{fields.producer_id}")
+    if header.attributes & LOG_APPEND_TIME_BIT:
+        raise InvalidTimestampError("producers may not set the timestamp type to LogAppendTime")
+    return header
+
+
+def _check_records_body(body, count: int, base_timestamp: int, rules: AppendRules, now_ms: int) -> int:
+    """Read every record of a batch body as Kafka's DefaultRecord.readFrom and LogValidator's
+    validateRecord do; the records' max timestamp (NO_TIMESTAMP if none has one)."""
+    end = len(body)
+    position = 0
+    max_timestamp = NO_TIMESTAMP
+    for index in range(count):  # bounded by count and by the body: each record takes >= 2 bytes
+        if position >= end:
+            raise InvalidRecordError(f"record {index} of {count} is missing", index)
+        field = "length"
+        try:
+            length, position = read_varint(body, position, end, 32)
+            if length < 0 or length > end - position:
+                raise InvalidRecordError(f"record {index}: length {length} but {end - position} bytes remain", index)
+            record_start, record_end = position, position + length
+            field = "attributes"
+            if position >= record_end:
+                raise VarintError(cut=True)
+            position += 1
+            field = "timestamp delta"
+            timestamp_delta, position = read_varint(body, position, record_end, 64)
+            field = "offset delta"
+            offset_delta, position = read_varint(body, position, record_end, 32)
+            if offset_delta != index:
+                raise InvalidRecordError(f"record {index}: offset delta {offset_delta}, expected {index}", index)
+            key_size, position = _skip_field(body, position, record_end, "key", index, nullable=True)
+            _, position = _skip_field(body, position, record_end, "value", index, nullable=True)
+            field = "header count"
+            header_count, position = read_varint(body, position, record_end, 32)
+            if header_count < 0 or header_count > record_end - position:
+                raise InvalidRecordError(f"record {index}: header count {header_count}", index)
+            for _ in range(header_count):  # bounded: checked against the record's bytes left
+                _, position = _skip_field(body, position, record_end, "header key", index, nullable=False)
+                _, position = _skip_field(body, position, record_end, "header value", index, nullable=True)
+        except VarintError as fault:
+            raise _varint_refusal(index, field, fault) from None
+        if position != record_end:
+            raise InvalidRecordError(f"record {index}: read {position - record_start} bytes of its {length}", index)
+        if rules.keys_required and key_size < 0:
+            raise InvalidRecordError(f"record {index} has no key: a compacted topic accepts only records with keys",
+                                     index)
+        timestamp = base_timestamp + timestamp_delta
+        if not _MIN_INT64 <= timestamp <= _MAX_INT64:
+            raise InvalidTimestampError(f"record {index}: timestamp delta {timestamp_delta} takes it out of range",
+                                        index)
+        if timestamp != NO_TIMESTAMP and (now_ms - timestamp > rules.timestamp_before_max_ms
+                                          or timestamp - now_ms > rules.timestamp_after_max_ms):
+            low = max(now_ms - rules.timestamp_before_max_ms, _MIN_INT64)
+            high = min(now_ms + rules.timestamp_after_max_ms, _MAX_INT64)
+            raise InvalidTimestampError(f"record {index}: timestamp {timestamp} is out of range: it should be "
+                                        f"within [{low}, {high}]", index)
+        max_timestamp = max(max_timestamp, timestamp)
+    if position != end:
+        raise InvalidRecordError(f"{end - position} bytes follow the batch's last record")
+    return max_timestamp
+
+
+def _skip_field(body, position: int, end: int, what: str, index: int, nullable: bool) -> tuple[int, int]:
+    """Past the length-prefixed field `what` (length -1: null, where `nullable`) of record `index`,
+    which ends at `end`: (its length, the position after it)."""
+    try:
+        size, position = read_varint(body, position, end, 32)
+    except VarintError as fault:
+        raise _varint_refusal(index, f"{what} length", fault) from None
+    if size < (-1 if nullable else 0):
+        raise InvalidRecordError(f"record {index}: {what} length {size}", index)
+    if size > end - position:
+        raise InvalidRecordError(f"record {index}: {what} of {size} bytes runs past the record", index)
+    return size, position + max(size, 0)
+
+
+def _varint_refusal(index: int, field: str, fault: VarintError) -> InvalidRecordError:
+    what = "is cut short" if fault.cut else "is not a valid varint"
+    return InvalidRecordError(f"record {index}: {field} {what}", index)
+
+
+def _check_records_py(batch, body, rules: AppendRules, now_ms: int) -> int:
+    header = _check_producer_batch(batch, rules)
+    return _check_records_body(body, header.record_count, producer_fields(batch).base_timestamp, rules, now_ms)
+
+
+def _assign_batches_py(buf, rules: AppendRules, first_offset: int, leader_epoch: int, now_ms: int,
+                       records_max_timestamp: int | None = None) -> BatchRun:
+    if first_offset < 0 or not _MIN_INT32 <= leader_epoch <= _MAX_INT32:
+        raise ValueError(f"first offset {first_offset} or leader epoch {leader_epoch} out of range")
+    header = _check_producer_batch(buf, rules)
+    if header.compression_codec == CODEC_NONE:
+        with memoryview(buf) as view:
+            records_max_timestamp = _check_records_body(view[HEADER_SIZE_BYTES:header.size_bytes], header.record_count,
+                                                        producer_fields(buf).base_timestamp, rules, now_ms)
+    elif records_max_timestamp is None:
+        raise ValueError("a compressed batch's records must be checked first (check_records)")
+    if first_offset + header.last_offset_delta >= _MAX_OFFSET:
+        raise InvalidRecordError("batch at position 0 would pass the largest offset")
+    # Only once every check passed, so that a refused batch stays as it came. LogValidator sets
+    # the max timestamp to the records' (batch.setMaxTimestamp), which the time index trusts.
+    if header.max_timestamp != records_max_timestamp:
+        _MAX_TIMESTAMP.pack_into(buf, MAX_TIMESTAMP_POSITION, records_max_timestamp)
+        set_crc(buf)
+    _BASE_OFFSET.pack_into(buf, 0, first_offset)
+    _LEADER_EPOCH.pack_into(buf, LEADER_EPOCH_POSITION, leader_epoch)
+    return BatchRun(1, first_offset + header.last_offset_delta, records_max_timestamp, header.record_count)
+
+
+def check_compressed(buf, rules: AppendRules, now_ms: int, scratch: Scratch) -> int:
+    """A compressed producer batch's records, decompressed into `scratch` (bounded by the rules)
+    and checked (check_records): their max timestamp, for assign_batches."""
+    header = parse_header(buf, 0)
+    with memoryview(buf) as view, scratch.decompress(header.compression_codec, view[HEADER_SIZE_BYTES:header.size_bytes],
+                                                     rules.uncompressed_bytes_max) as body:
+        return check_records(buf, body, rules, now_ms)
+
+
+# -- crash recovery --------------------------------------------------------------------------
 
 
 class SegmentScan(NamedTuple):
@@ -341,7 +412,7 @@ def _scan_segment_py(fd: int, position: int, end_position: int, next_offset: int
             at = position - window.position
             header = parse_header(window.buffer[:window.size_bytes], at, window.position)
             if header.size_bytes > remaining:
-                raise _short_batch(position, header.size_bytes, remaining)
+                raise short_batch(position, header.size_bytes, remaining)
             # The base offset is outside the CRC: order and range are all that can be checked of it.
             if header.base_offset < next_offset:
                 raise CorruptRecordError(f"base offset {header.base_offset} is below next offset {next_offset}")
@@ -350,11 +421,11 @@ def _scan_segment_py(fd: int, position: int, end_position: int, next_offset: int
             # Taken before the CRC moves the window on.
             header_bytes = (bytes(window.buffer[at:at + HEADER_SIZE_BYTES])
                             if header.base_offset >= producers_from_offset else None)
-            crc = window.crc_through(position + _CRC_START, position + header.size_bytes)
+            crc = window.crc_through(position + CRC_START, position + header.size_bytes)
             if window.end_position < position + header.size_bytes:  # the file shrank under the scan
-                raise _short_batch(position, header.size_bytes, window.end_position - position)
+                raise short_batch(position, header.size_bytes, window.end_position - position)
             if crc != header.crc:
-                raise _crc_mismatch(position, crc, header.crc)
+                raise crc_mismatch(position, crc, header.crc)
         except ReplicaError as error:
             refusal = str(error)
             break
@@ -377,13 +448,24 @@ class BatchCodec(NamedTuple):
     """One implementation of the append-path scans: the pure-Python one or the compiled one.
 
     validate_batches(buf, max_batch_bytes) -> list[BatchHeader]
-        `buf` must consist of whole v2 batches only; each must pass parse_header, be at most
-        `max_batch_bytes` long and match its CRC32C. Headers are returned as stored.
-    assign_batches(buf, max_batch_bytes, first_offset, leader_epoch) -> BatchRun
-        As a leader appends a producer's batches: validate_batches, plus each batch must hold
-        exactly last_offset_delta + 1 records; then, once all passed, base offsets from
-        `first_offset` on and `leader_epoch` are written into `buf` (writable) in place. Both lie
-        before the CRC'd range, so the CRCs stay valid. Returns run_of the assigned headers.
+        As a follower appends its leader's batches: `buf` must consist of whole v2 batches only;
+        each must pass parse_header, be at most `max_batch_bytes` long and match its CRC32C.
+        Headers are returned as stored.
+    assign_batches(buf, rules, first_offset, leader_epoch, now_ms, records_max_timestamp=None) -> BatchRun
+        As a leader appends a producer's batch (AppendRules `rules`): `buf` must hold exactly one
+        batch, passing validate_batches' checks and LogValidator's batch rules
+        (_check_producer_batch); if uncompressed, its records are read as check_records reads
+        them; a compressed one's must have been (`records_max_timestamp`, what check_records
+        returned). Then, once all passed, its max timestamp is set to its records' (and the CRC
+        with it) if it differed, and the base offset `first_offset` and `leader_epoch`, which lie
+        before the CRC'd range, are written into `buf` (writable) in place.
+    check_records(batch, body, rules, now_ms) -> int
+        The batch rules of assign_batches on the batch `batch`, then its records read from `body`
+        (its records, decompressed) as Kafka's DefaultRecord.readFrom and LogValidator do: every
+        record whole, offset deltas 0, 1, 2, ..., lengths -1 (null) or within the record, header
+        counts and headers well formed, nothing left after the last; keys where `rules` require
+        them; CreateTime timestamps within the rules' bounds of `now_ms`. Returns the records' max
+        timestamp (NO_TIMESTAMP if none has one). The compiled one runs without the GIL.
 
     scan_segment(fd, position, end_position, next_offset, segment_base_offset, index_due_position,
                  index_interval_bytes, max_timestamp, producers_from_offset) -> SegmentScan
@@ -395,16 +477,18 @@ class BatchCodec(NamedTuple):
         on, as SegmentScan returns it; the producer runs cover the batches passed whose base
         offset is >= `producers_from_offset`.
 
-    All raise or refuse with the errors of errors.py, in the same order and with the same messages.
+    All raise or refuse with the errors of errors.py, in the same order and with the same messages
+    (and record_index, where a refusal is about one record).
     """
 
     name: str
-    validate_batches: Callable[..., BatchRun]
+    validate_batches: Callable[..., list[BatchHeader]]
     assign_batches: Callable[..., BatchRun]
+    check_records: Callable[..., int]
     scan_segment: Callable[..., SegmentScan]
 
 
-PURE_PYTHON = BatchCodec("python", _validate_batches_py, _assign_batches_py, _scan_segment_py)
+PURE_PYTHON = BatchCodec("python", _validate_batches_py, _assign_batches_py, _check_records_py, _scan_segment_py)
 
 
 def _load_compiled() -> BatchCodec | None:
@@ -412,15 +496,17 @@ def _load_compiled() -> BatchCodec | None:
         from replog.storage import _fastbatch
     except ImportError:  # not built (no C compiler at install): the pure-Python path serves
         return None
-    _fastbatch.bind(BatchHeader, BatchRun, SegmentScan, CorruptRecordError, InvalidRecordError, RecordTooLargeError)
+    _fastbatch.bind(BatchHeader, BatchRun, SegmentScan, CorruptRecordError, InvalidRecordError, RecordTooLargeError,
+                    InvalidTimestampError, InvalidTxnStateError)
     return BatchCodec(f"c/{_fastbatch.CRC32C_IMPLEMENTATIONS[-1]}", _fastbatch.validate_batches,
-                      _fastbatch.assign_batches, _fastbatch.scan_segment)
+                      _fastbatch.assign_batches, _fastbatch.check_records, _fastbatch.scan_segment)
 
 
 COMPILED = _load_compiled()
 CODEC = COMPILED or PURE_PYTHON
 validate_batches = CODEC.validate_batches
 assign_batches = CODEC.assign_batches
+check_records = CODEC.check_records
 scan_segment = CODEC.scan_segment
 
 

@@ -1,11 +1,16 @@
-"""Produce: append each partition's record batches on its leader and answer per `acks`.
+"""Produce: append each partition's record batch on its leader and answer per `acks`.
 
-The record bytes stay opaque: the partition validates batch headers and CRCs and assigns
-offsets in place. The request body is decoded here rather than by kio so that each
-partition's records are copied exactly once, from the connection's receive buffer into the
-writable buffer the log writes with one syscall (kio would copy them into bytes first).
-Partitions of one request are appended concurrently, so acks=all waits for all of them at
-once. acks=0 gets no response at all.
+The record bytes stay bytes: the partition validates the batch as Kafka's LogValidator does
+(storage/records.py) and assigns offsets in place; a refused batch is answered with Kafka's error
+code, `error_message` and, where the refusal is about one record, `record_errors` (v8+). The
+request body is decoded here rather than by kio so that each partition's records are copied
+exactly once, from the connection's receive buffer into the writable buffer the log writes with
+one syscall (kio would copy them into bytes first). Partitions of one request are appended
+concurrently, so acks=all waits for all of them at once. acks=0 gets no response at all.
+
+Before the partitions, the request's own rules (Kafka's ProduceRequest.validateRecords and
+KafkaApis): a partition named twice in one request is refused in every entry, as nothing could
+say which of its batches came first; zstd needs Produce v7+ (UNSUPPORTED_COMPRESSION_TYPE).
 
 NOT_LEADER_OR_FOLLOWER names the leader to go to (KIP-951: `current_leader` per partition and
 `node_endpoints`, Produce v10+), once this broker's metadata knows one. A leader that stops
@@ -18,6 +23,7 @@ refusal waits, at most SUCCESSOR_WAIT_S, for the metadata to name another live l
 from __future__ import annotations
 
 import asyncio
+import collections
 import struct
 import time
 from typing import Callable, NamedTuple
@@ -32,6 +38,11 @@ from . import API_NAMES, count_error, handles, log_refusal
 
 FIRST_FLEXIBLE_VERSION = 9
 FIRST_STORAGE_ERROR_VERSION = 4  # KAFKA_STORAGE_ERROR: "the requestor must be prepared to handle" it from v4
+FIRST_ZSTD_VERSION = 7
+_CODEC_BYTE_POSITION, _CODEC_MASK, _ZSTD = 22, 0x07, 4  # the low byte of a batch's attributes
+# What a batch a partition refused is logged as (once per subject and interval).
+_BATCH_REFUSALS = frozenset({ErrorCode.invalid_record, ErrorCode.corrupt_message, ErrorCode.invalid_timestamp,
+                             ErrorCode.message_too_large, ErrorCode.invalid_txn_state})
 # Bounds how long a refusal waits for the metadata to name a successor: about one election
 # (store round trips and watch delivery); beyond it the client's own refresh is as quick.
 SUCCESSOR_WAIT_S = 1.0
@@ -76,16 +87,26 @@ def decode_produce_body(frame: memoryview | bytes, position: int, api_version: i
 
 
 async def _append(services, request: Request, topic: str, partition_index: int, records: bytearray | None,
-                  appended: Callable[[], None] | None) -> dict:
+                  appended: Callable[[], None] | None, named_twice: bool) -> dict:
     answer = {"index": partition_index, "base_offset": -1, "log_append_time": None, "log_start_offset": -1, "record_errors": ()}
+    subject = f"{topic}-{partition_index}"
+    if named_twice:
+        log_refusal(request, "produce naming a partition twice", subject, ErrorCode.invalid_record)
+        return answer | {"error_code": ErrorCode.invalid_record,
+                         "error_message": f"partition {subject} is named more than once in the request"}
     if topic == OFFSETS_TOPIC:
         # Kafka's rule: only the group coordinator writes its topic; clients may read it.
         log_refusal(request, "produce to an internal topic", f"{topic}-{partition_index}", ErrorCode.invalid_topic_exception)
         return answer | {"error_code": ErrorCode.invalid_topic_exception,
                          "error_message": f"Cannot append to internal topic {topic}"}
     if records is None:
-        log_refusal(request, "produce of null records", f"{topic}-{partition_index}", ErrorCode.invalid_record)
+        log_refusal(request, "produce of null records", subject, ErrorCode.invalid_record)
         return answer | {"error_code": ErrorCode.invalid_record, "error_message": "null records"}
+    if (request.api_version < FIRST_ZSTD_VERSION and len(records) > _CODEC_BYTE_POSITION
+            and records[_CODEC_BYTE_POSITION] & _CODEC_MASK == _ZSTD):
+        log_refusal(request, "produce of zstd before v7", subject, ErrorCode.unsupported_compression_type)
+        return answer | {"error_code": ErrorCode.unsupported_compression_type,
+                         "error_message": f"Produce v{request.api_version} cannot carry zstd batches (v7+)"}
     try:
         partition = services.replicas.get_partition(topic, partition_index)
     except UnknownTopicOrPartitionError:
@@ -100,6 +121,12 @@ async def _append(services, request: Request, topic: str, partition_index: int, 
         services.metrics.produced(topic, len(records), result.record_count)
     if result.error_code == ErrorCode.not_leader_or_follower:
         answer |= await _current_leader(services, topic, partition_index)
+    if result.error_code in _BATCH_REFUSALS:
+        log_refusal(request, f"produce of a batch the log refused ({ErrorCode(result.error_code).name})", subject,
+                    result.error_code)
+        answer |= {"error_message": result.error_message,
+                   "record_errors": [{"batch_index": index, "batch_index_error_message": message}
+                                     for index, message in result.record_errors]}
     error_code = result.error_code
     if error_code == ErrorCode.kafka_storage_error and request.api_version < FIRST_STORAGE_ERROR_VERSION:
         # Kafka's ProduceResponse rule: a client of Produce v3 may not know 56 and take it as
@@ -136,8 +163,10 @@ async def produce(services, request: Request):
     # the request waits for replication from the last of them.
     appended_s: list[float] = []
     appended = (lambda: appended_s.append(time.perf_counter())) if body.acks == -1 else None
+    named = collections.Counter((topic.name, data.index) for topic in body.topic_data for data in topic.partition_data)
     work = [
-        (topic.name, _append(services, request, topic.name, data.index, data.records, appended))
+        (topic.name, _append(services, request, topic.name, data.index, data.records, appended,
+                             named[topic.name, data.index] > 1))
         for topic in body.topic_data
         for data in topic.partition_data
     ]
