@@ -23,16 +23,19 @@ import os
 import shutil
 import socket
 import statistics
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from replog.storage.log import Log, LogConfig
-from replog.storage.records import CODEC, HEADER
-import crc32c
-import struct
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from replog.storage.log import Log, LogConfig  # noqa: E402
+from replog.storage.records import CODEC, HEADER_SIZE_BYTES  # noqa: E402
+from tests.unit.replica_batches import build_batch  # noqa: E402
 
 MIB = 1 << 20
 APPEND_TOTAL_BYTES = 256 * MIB
@@ -43,9 +46,8 @@ ROUNDS = 5
 
 
 def one_record_batch(size_bytes: int) -> bytearray:
-    batch = bytearray(size_bytes)
-    HEADER.pack_into(batch, 0, 0, size_bytes - 12, 0, 2, 0, 0, 0, 0, 0, -1, -1, -1, 1)
-    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    batch = build_batch(payload_bytes=size_bytes - HEADER_SIZE_BYTES)
+    assert len(batch) == size_bytes
     return batch
 
 

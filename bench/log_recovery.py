@@ -36,6 +36,7 @@ import os
 import shutil
 import statistics
 import struct
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -43,10 +44,14 @@ from pathlib import Path
 
 import crc32c
 
-from replog.storage.log import LOG_SUFFIX, Log, LogConfig
-from replog.replica.manager import ManagerConfig, ReplicaManager
-from replog.replica.partition import Partition
-from replog.storage.records import CODEC, HEADER
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from replog.storage.log import LOG_SUFFIX, Log, LogConfig  # noqa: E402
+from replog.replica.manager import ManagerConfig, ReplicaManager  # noqa: E402
+from replog.replica.partition import Partition  # noqa: E402
+from replog.storage.records import CODEC, HEADER_SIZE_BYTES  # noqa: E402
+from tests.unit.replica_batches import build_batch  # noqa: E402
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -57,10 +62,9 @@ TOPIC = "bench"
 
 def idempotent_batch(size_bytes: int, sequence: int) -> bytearray:
     """A one-record batch of an idempotent producer at `sequence`, `size_bytes` long."""
-    batch = bytearray(size_bytes)
-    HEADER.pack_into(batch, 0, 0, size_bytes - 12, 0, 2, 0, 0, 0, 1_700_000_000_000, 1_700_000_000_000, PRODUCER_ID,
-                     0, sequence, 1)
-    struct.pack_into(">I", batch, 17, crc32c.crc32c(memoryview(batch)[21:]))
+    batch = build_batch(payload_bytes=size_bytes - HEADER_SIZE_BYTES, max_timestamp=1_700_000_000_000,
+                        producer_id=PRODUCER_ID, producer_epoch=0, base_sequence=sequence)
+    assert len(batch) == size_bytes
     return batch
 
 
