@@ -86,6 +86,8 @@ def test_broker_defaults_are_kafkas():
     assert config["log.retention.check.interval.ms"] == 300_000
     assert config["unclean.leader.election.enable"] is False
     assert config["connections.max.idle.ms"] == 600_000
+    assert config["log.message.timestamp.before.max.ms"] == 2**63 - 1  # KIP-937, Kafka 4's defaults
+    assert config["log.message.timestamp.after.max.ms"] == 3_600_000
     assert config.sources["broker.id"] == "default"
 
 
@@ -262,6 +264,14 @@ def test_log_config_carries_every_log_setting():
         segment_bytes=4096, flush_ms=100, retention_ms=-1, index_interval_bytes=0, max_message_bytes=2048
     )
     assert log_config(effective_topic_config(load_broker_config(None, {}), {})) == LogConfig()
+
+
+def test_the_timestamp_bounds_are_topic_settings_with_kafkas_broker_synonyms():
+    broker_config = load_broker_config(None, {"log.message.timestamp.after.max.ms": "60000"})
+    settings = effective_topic_config(broker_config, {"message.timestamp.before.max.ms": "86400000"})
+    config = log_config(settings)
+    assert (config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms) == (86_400_000, 60_000)
+    assert settings.sources["message.timestamp.after.max.ms"] == "--set"
 
 
 @pytest.mark.parametrize(
