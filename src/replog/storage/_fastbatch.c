@@ -1,17 +1,20 @@
-/* Compiled fast path of records.py: validate a buffer of v2 record batches and, for a leader
- * append, assign base offsets and the leader epoch in place; and scan a segment file after a
- * crash (scan_segment), checking every batch and deriving the segment's index on the way.
+/* Compiled fast path of records.py: validate a follower's buffer of v2 record batches
+ * (validate_batches); validate a producer's batch as Kafka's LogValidator does, reading every
+ * record, and assign its base offset and leader epoch in place (assign_batches), or read the
+ * records a compressed batch decompressed to, without the GIL (check_records); and scan a
+ * segment file after a crash (scan_segment), checking every batch and deriving the segment's
+ * index on the way.
  *
- * records.py holds the format description and the pure-Python implementation this mirrors
- * check for check and message for message; the two are run by the same tests. It exists
+ * batch_format.py describes the bytes, and records.py holds the pure-Python implementation this
+ * mirrors check for check and message for message; the two are run by the same tests. It exists
  * because a produce request's per-append Python work (header unpacking, CRC call, NamedTuple
- * construction, offset rewrite) cost as much as the write syscall itself; here it is one call.
+ * construction, offset rewrite) cost as much as the write syscall itself, and a record walk in
+ * Python would cost far more; here it is one call, no Python object per record.
  *
  * Results are built as instances of the Python types records.py hands over once through
  * bind(): validate_batches returns a list of BatchHeader (one per batch), assign_batches one
- * BatchRun (what the log needs of all the batches together, no per-batch objects: the common
- * produce holds one batch, and its facts are the run's), scan_segment one SegmentScan. All are
- * tuple subclasses, so an instance is allocated and filled like a tuple.
+ * BatchRun (what the log needs of the batch, no header object), scan_segment one SegmentScan.
+ * All are tuple subclasses, so an instance is allocated and filled like a tuple.
  *
  * CRC32C: carry-less-multiply folding (AVX-512 VPCLMULQDQ, else 128-bit PCLMULQDQ) when the CPU
  * has it, else the SSE4.2 `crc32` instruction over three interleaved streams, else a slicing-by-8
@@ -36,7 +39,7 @@
 #endif
 #endif
 
-/* -- layout (see records.py) ------------------------------------------------------------------ */
+/* -- layout (see batch_format.py) ------------------------------------------------------------- */
 
 #define LOG_OVERHEAD_BYTES 12
 #define HEADER_SIZE_BYTES 61
@@ -796,18 +799,15 @@ static BatchFault walk_records(const unsigned char *p, int64_t end, long long co
     return BATCH_OK;
 }
 
-/* The batch rules, then the records in `body` (or, with body NULL, in the batch itself). */
+/* records.check_records: the batch rules of `buf`, then its records read from `body`. */
 static BatchFault check_batch_and_records(const unsigned char *buf, Py_ssize_t length, const unsigned char *body,
-                                          Py_ssize_t body_length, const Rules *rules, int64_t now_ms, Header *h,
+                                          Py_ssize_t body_length, const Rules *rules, int64_t now_ms,
                                           int64_t *max_timestamp, Refusal *refusal) {
-    BatchFault fault = check_producer_batch(buf, length, rules, h, refusal);
+    Header h;
+    BatchFault fault = check_producer_batch(buf, length, rules, &h, refusal);
     if (fault != BATCH_OK)
         return fault;
-    if (body == NULL) {
-        body = buf + HEADER_SIZE_BYTES;
-        body_length = (Py_ssize_t)h->size_bytes - HEADER_SIZE_BYTES;
-    }
-    return walk_records(body, body_length, h->record_count, read_i64(buf + BASE_TIMESTAMP_POSITION), rules, now_ms,
+    return walk_records(body, body_length, h.record_count, read_i64(buf + BASE_TIMESTAMP_POSITION), rules, now_ms,
                         max_timestamp, refusal);
 }
 
@@ -1407,13 +1407,11 @@ static PyObject *check_records(PyObject *module, PyObject *const *args, Py_ssize
         PyBuffer_Release(&batch);
         return NULL;
     }
-    Header h;
     Refusal refusal;
     int64_t max_timestamp = NO_TIMESTAMP;
     BatchFault fault;
     Py_BEGIN_ALLOW_THREADS
-    fault = check_batch_and_records(batch.buf, batch.len, body.buf, body.len, &rules, now_ms, &h, &max_timestamp,
-                                    &refusal);
+    fault = check_batch_and_records(batch.buf, batch.len, body.buf, body.len, &rules, now_ms, &max_timestamp, &refusal);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&body);
     PyBuffer_Release(&batch);
