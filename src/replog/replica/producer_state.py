@@ -178,8 +178,10 @@ def iter_producer_batches(buf) -> Iterator[ProducerBatch]:
         position += size_bytes
 
 
-def _check_sequence(epoch: int, last_sequence: int, batch: ProducerBatch) -> None:
-    """Raise unless `batch` may follow a producer now at (`epoch`, `last_sequence`)."""
+def _check_sequence(entry: ProducerEntry | None, batch: ProducerBatch) -> None:
+    """Raise unless `batch` may follow what `entry` kept of its producer (None: nothing kept,
+    which Kafka's ProducerAppendInfo compares as epoch -1, so that an epoch below it is fenced)."""
+    epoch = NO_PRODUCER_EPOCH if entry is None else entry.epoch
     if batch.producer_epoch < epoch:
         raise InvalidProducerEpochError(
             f"producer {batch.producer_id} epoch {batch.producer_epoch} is older than its current epoch {epoch}"
@@ -193,7 +195,7 @@ def _check_sequence(epoch: int, last_sequence: int, batch: ProducerBatch) -> Non
                 f"{batch.base_sequence}, not 0"
             )
         return
-    expected = increment_sequence(last_sequence, 1)
+    expected = increment_sequence(entry.last_sequence, 1)
     if batch.base_sequence != expected:
         raise OutOfOrderSequenceError(
             f"producer {batch.producer_id} epoch {epoch} sent sequence {batch.base_sequence}, expected {expected}"
@@ -227,11 +229,10 @@ class ProducerStateManager:
         if batch is None or batch.producer_id == NO_PRODUCER_ID:
             return _NOTHING_TO_RECORD
         entry = self._producers.get(batch.producer_id)
-        if entry is not None:
-            duplicate = entry.find_duplicate(batch)
-            if duplicate is not None:
-                return ProducerCheck(duplicate, None)
-            _check_sequence(entry.epoch, entry.last_sequence, batch)
+        duplicate = entry.find_duplicate(batch) if entry is not None else None
+        if duplicate is not None:
+            return ProducerCheck(duplicate, None)
+        _check_sequence(entry, batch)
         return ProducerCheck(None, batch)
 
     def record_append(self, check: ProducerCheck, first_offset: int) -> None:
