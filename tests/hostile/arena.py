@@ -88,19 +88,25 @@ class RunReport:
     stopped_early: str = ""
     seconds: float = 0.0
 
-    def distinct(self) -> list[tuple[Failure, int]]:
-        """One failure per signature, the one with the shortest reproducer, and how many share it."""
+    def distinct(self) -> list[tuple[Failure, list[Failure]]]:
+        """One failure per signature, the one with the shortest reproducer, and the others like it."""
         groups: dict[str, list[Failure]] = {}
         for failure in self.failures:
             groups.setdefault(failure.signature(), []).append(failure)
-        return [(min(group, key=lambda failure: len(failure.reproducer or b"") or 1 << 60), len(group))
-                for group in groups.values()]
+        distinct = []
+        for group in groups.values():
+            shortest = min(group, key=lambda failure: len(failure.reproducer or b"") or 1 << 60)
+            distinct.append((shortest, [failure for failure in group if failure is not shortest]))
+        return distinct
 
     def summary(self) -> str:
         lines = [f"{self.cases_run} cases in {self.seconds:.0f} s, {len(self.failures)} failed, "
                  f"the broker died or hung {self.deaths} times{'; ' + self.stopped_early if self.stopped_early else ''}"]
-        for failure, count in self.distinct():
-            lines.append(f"--- {count} failure(s) like:\n{failure.describe()}")
+        for failure, others in self.distinct():
+            lines.append(f"--- {1 + len(others)} failure(s) like:\n{failure.describe()}")
+            if others:
+                lines.append(f"    also: {'; '.join(other.case for other in others[:20])}"
+                             f"{f' and {len(others) - 20} more' if len(others) > 20 else ''}")
         return "\n".join(lines)
 
 

@@ -24,6 +24,7 @@ import struct
 import time
 import zlib
 
+import cramjam
 import crc32c
 import lz4.block
 
@@ -83,6 +84,17 @@ def batch(records: list[bytes] | bytes, *, record_count: int | None = None, last
                      base_sequence, count)
     struct.pack_into(">I", out, 17, crc32c.crc32c(bytes(out[_CRC_START:])) if crc is None else crc)
     return out
+
+
+def compressed(codec: int, body: bytes) -> bytes:
+    """`body` as a well-behaved client compresses it (snappy as librdkafka: one raw block)."""
+    if codec == CODEC_GZIP:
+        return gzip.compress(body)
+    if codec == CODEC_SNAPPY:
+        return bytes(cramjam.snappy.compress_raw(body))
+    if codec == CODEC_LZ4:
+        return bytes(cramjam.lz4.compress(body))
+    return bytes(cramjam.zstd.compress(body))
 
 
 def legacy_message(magic: int, key: bytes, value: bytes) -> bytes:

@@ -176,8 +176,8 @@ def _primitive(entity: str, name: str, kafka_type: str, context: _Context) -> An
         return _BY_NAME[name]
     if kafka_type == "bool":
         return False  # the include_* flags: the plain answer
-    if kafka_type.startswith(("timedelta", "datetime")):
-        return datetime.timedelta(0) if kafka_type.startswith("timedelta") else _NULL
+    if kafka_type.startswith("timedelta"):
+        return datetime.timedelta(0)
     raise AssertionError(f"no seed value for {entity}.{name} ({kafka_type}): name it in seeds._BY_NAME")
 
 

@@ -40,6 +40,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replog.net.codec import ApiKey
+from tests.cluster.conftest import Cluster
+from tests.conftest import unique_root
 from tests.hostile import attacks
 from tests.hostile.arena import Arena
 from tests.hostile.seeds import Names, all_seeds, request_values
@@ -49,6 +51,7 @@ from tests.polling import wait_until
 DEATHS_MAX = 3  # per family: enough to show it is no accident, few enough to leave time for the rest
 RANDOM_CASES = int(os.environ.get("REPLOG_FUZZ_CASES", "1000"))
 RANDOM_SEED = int(os.environ.get("REPLOG_FUZZ_SEED", "43"))
+PROGRESS_EVERY = 10_000  # a line for long runs (pytest -s shows it)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +71,7 @@ def witness(arena):
 
 
 def fuzz(arena: Arena, witness, cases, replay: str = "") -> None:
-    report = arena.run(cases, witness, deaths_max=DEATHS_MAX)
+    report = arena.run(cases, witness, deaths_max=DEATHS_MAX, progress_every=PROGRESS_EVERY)
     print(report.summary())
     if report.failures:
         pytest.fail(f"{replay}{report.summary()}", pytrace=False)
@@ -130,9 +133,6 @@ LONG_SESSION = ("--set", "coord.session.timeout.ms=120000", "--set", "replica.la
 
 @pytest.fixture
 def two_brokers(zookeeper_server, tmp_path):
-    from tests.cluster.conftest import Cluster
-    from tests.conftest import unique_root
-
     cluster = Cluster(f"zk://{zookeeper_server.address}{unique_root()}", tmp_path, 2, settings=LONG_SESSION)
     cluster.start()
     try:
