@@ -155,9 +155,7 @@ def main() -> None:
     parser.add_argument("--families", default=DEFAULT_FAMILIES, help="the fuzzer's (python -m tests.hostile --help)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-hostile-") as scratch:
-        arena = Arena(pathlib.Path(scratch) / "data")
-        arena.start()
-        try:
+        with Arena(pathlib.Path(scratch) / "data") as arena:
             broker = arena.broker
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             for future in admin.create_topics([NewTopic("bench-acks-1", 1, 1), NewTopic("bench-acks-all", 1, 1)]).values():
@@ -169,14 +167,17 @@ def main() -> None:
                               "--seconds", str(args.seconds), "--families", args.families]
             print("$ " + " ".join(fuzzer_command[1:]), flush=True)
             fuzzer = subprocess.Popen(fuzzer_command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            beside = phase(broker.bootstrap, broker.port, args.seconds, args.rate)
-            fuzzer_output, _ = fuzzer.communicate(timeout=args.seconds + 300)
+            try:
+                beside = phase(broker.bootstrap, broker.port, args.seconds, args.rate)
+                fuzzer_output, _ = fuzzer.communicate(timeout=args.seconds + 300)
+            finally:
+                if fuzzer.poll() is None:
+                    fuzzer.kill()
+                    fuzzer.wait()
             print(fuzzer_output.strip().splitlines()[-1] if fuzzer_output.strip() else "fuzzer: no output", flush=True)
             alive = broker.process is not None and broker.process.poll() is None
             print_table(alone, beside)
             print("broker alive at the end" if alive else f"the broker DIED (exit status {broker.process.returncode})")
-        finally:
-            arena.stop()
 
 
 def print_table(alone: dict[str, Latencies], beside: dict[str, Latencies]) -> None:

@@ -121,6 +121,13 @@ class Arena:
         self.target: Target | None = None
         self._seen_lines = 0
 
+    def __enter__(self) -> Arena:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
     def start(self) -> Target:
         unknown = [name for name in (self.limits.settings() if self.limits else {}) if name not in SETTINGS]
         if unknown:

@@ -56,12 +56,8 @@ PROGRESS_EVERY = 10_000  # a line for long runs (pytest -s shows it)
 
 @pytest.fixture(scope="module")
 def arena(tmp_path_factory):
-    arena = Arena(tmp_path_factory.mktemp("fuzz") / "data")
-    arena.start()
-    try:
+    with Arena(tmp_path_factory.mktemp("fuzz") / "data") as arena:
         yield arena
-    finally:
-        arena.stop()
 
 
 @pytest.fixture(scope="module")
