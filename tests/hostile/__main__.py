@@ -15,21 +15,22 @@ import itertools
 import time
 from collections.abc import Callable, Iterator
 
-from . import attacks
+from . import catalog
+from .connection_cases import DescriptorFlood
 from .arena import BATCH_PARTITIONS, BATCH_TOPIC, COMPACTED_PARTITIONS, COMPACTED_TOPIC
-from .attacks import Case, Limits, Target
+from .cases import Case, Limits, Target
 from .seeds import Names
 
 RANDOM_CASES_PER_TURN = 1000
 FAMILIES: dict[str, Callable[[Target, int], list[Case] | Iterator[Case]]] = {
-    "frames": lambda target, turn: attacks.frame_cases(target),
-    "random": lambda target, turn: attacks.random_cases(target, turn, RANDOM_CASES_PER_TURN),
-    "wide": lambda target, turn: attacks.wide_family(target),
-    "batches": lambda target, turn: attacks.batch_family(target),
-    "bombs": lambda target, turn: attacks.bomb_family(target),
-    "slow": lambda target, turn: attacks.slow_family(target),
-    "limits": lambda target, turn: attacks.limit_family(target),
-    "flood": lambda target, turn: [attacks.DescriptorFlood()],
+    "frames": lambda target, turn: catalog.frame_cases(target),
+    "random": lambda target, turn: catalog.random_cases(target, turn, RANDOM_CASES_PER_TURN),
+    "wide": lambda target, turn: catalog.wide_family(target),
+    "batches": lambda target, turn: catalog.batch_family(target),
+    "bombs": lambda target, turn: catalog.bomb_family(target),
+    "slow": lambda target, turn: catalog.slow_family(target),
+    "limits": lambda target, turn: catalog.limit_family(target),
+    "flood": lambda target, turn: [DescriptorFlood()],
 }
 DEFAULT_FAMILIES = "frames,random,wide,batches,bombs,slow"
 
@@ -41,7 +42,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=43, help="of the random family's first turn")
     parser.add_argument("--families", default=DEFAULT_FAMILIES,
-                        help=f"any of {', '.join(FAMILIES)} (limits: the broker runs with attacks.Limits)")
+                        help=f"any of {', '.join(FAMILIES)} (limits: the broker runs with catalog.Limits)")
     args = parser.parse_args()
     names = args.families.split(",")
     target = Target(host=args.host, port=args.port, names=Names(), batch_topic=BATCH_TOPIC,

@@ -27,7 +27,7 @@ from replog.config import SETTINGS
 
 from tests.broker_process import BrokerProcess
 
-from .attacks import Case, Limits, Target
+from .cases import Case, Limits, Target
 from .seeds import Names
 from .witness import PartitionProbe, Witness
 

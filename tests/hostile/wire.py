@@ -15,6 +15,8 @@ import struct
 import time
 from typing import Any, NamedTuple
 
+from kio.schema.errors import ErrorCode
+
 from replog.net import codec
 from replog.net.codec import ApiKey
 
@@ -157,3 +159,10 @@ def produce_errors(answer_frame: bytes, version: int = 9) -> list[int]:
     """The error code of every partition a Produce answer names."""
     _, body = codec.decode_response(ApiKey.PRODUCE, version, answer_frame)
     return [int(partition.error_code) for topic in body.responses for partition in topic.partition_responses]
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)

@@ -8,7 +8,7 @@ to a topic of its own, and every acknowledged record must be read back by a cons
 of each family of cases and every 20 s. After every case, the broker must be alive, answer
 ApiVersions on a connection of its own, and have logged no internal error or traceback.
 
-The cases (tests/hostile/attacks.py), one test per family, each the same in every run:
+The cases (tests/hostile/catalog.py), one test per family, each the same in every run:
     malformed frames   every length, count and value of a valid request of every API and version
                        replog advertises set to hostile values, truncations, garbage tails,
                        lying size prefixes, unknown versions and API keys, forged follower fetches
@@ -42,7 +42,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from replog.net.codec import ApiKey
 from tests.cluster.conftest import Cluster
 from tests.conftest import unique_root
-from tests.hostile import attacks
+from tests.hostile import catalog
+from tests.hostile.cases import FRAME_WAIT_S
+from tests.hostile.connection_cases import DescriptorFlood
 from tests.hostile.arena import Arena
 from tests.hostile.seeds import Names, all_seeds, request_values
 from tests.hostile.wire import Connection, Ending, high_watermark
@@ -79,46 +81,46 @@ def test_every_seed_reaches_its_handler(arena):
     unanswered = []
     for seed in all_seeds(arena.target.names):
         with Connection(arena.target.host, arena.target.port) as connection:
-            if connection.exchange([seed.frame], 1, attacks.FRAME_WAIT_S).ending is not Ending.ANSWERED:
+            if connection.exchange([seed.frame], 1, FRAME_WAIT_S).ending is not Ending.ANSWERED:
                 unanswered.append(seed.label)
     assert not unanswered
 
 
 def test_malformed_frames(arena, witness):
-    fuzz(arena, witness, attacks.frame_cases(arena.target))
+    fuzz(arena, witness, catalog.frame_cases(arena.target))
 
 
 def test_random_frames(arena, witness):
     print(f"REPLOG_FUZZ_SEED={RANDOM_SEED} REPLOG_FUZZ_CASES={RANDOM_CASES}")
-    fuzz(arena, witness, attacks.random_cases(arena.target, RANDOM_SEED, RANDOM_CASES),
+    fuzz(arena, witness, catalog.random_cases(arena.target, RANDOM_SEED, RANDOM_CASES),
          replay=f"REPLOG_FUZZ_SEED={RANDOM_SEED} REPLOG_FUZZ_CASES={RANDOM_CASES} replays it\n")
 
 
 def test_wide_requests(arena, witness):
-    fuzz(arena, witness, attacks.wide_family(arena.target))
+    fuzz(arena, witness, catalog.wide_family(arena.target))
 
 
 def test_wrong_batches(arena, witness):
-    fuzz(arena, witness, attacks.batch_family(arena.target))
+    fuzz(arena, witness, catalog.batch_family(arena.target))
 
 
 def test_decompression_bombs(arena, witness):
-    fuzz(arena, witness, attacks.bomb_family(arena.target))
+    fuzz(arena, witness, catalog.bomb_family(arena.target))
 
 
 def test_slow_senders(arena, witness):
-    fuzz(arena, witness, attacks.slow_family(arena.target))
+    fuzz(arena, witness, catalog.slow_family(arena.target))
 
 
 def test_connection_limits(arena, witness):
     if arena.limits is None:
         pytest.skip(f"{arena.limits_refused}: the cases of the connection and memory limits wait for them")
-    fuzz(arena, witness, attacks.limit_family(arena.target))
+    fuzz(arena, witness, catalog.limit_family(arena.target))
 
 
 def test_descriptor_flood(arena, witness):
     """Last: what the descriptors' exhaustion leaves behind should not be blamed on other cases."""
-    fuzz(arena, witness, [attacks.DescriptorFlood()])
+    fuzz(arena, witness, [DescriptorFlood()])
 
 
 # Forged identities -----------------------------------------------------------------------------
