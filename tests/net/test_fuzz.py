@@ -43,9 +43,9 @@ from replog.net.codec import ApiKey
 from tests.cluster.conftest import Cluster
 from tests.conftest import unique_root
 from tests.hostile import catalog
+from tests.hostile.arena import Arena
 from tests.hostile.cases import FRAME_WAIT_S
 from tests.hostile.connection_cases import DescriptorFlood
-from tests.hostile.arena import Arena
 from tests.hostile.seeds import Names, all_seeds, request_values
 from tests.hostile.wire import Connection, Ending, high_watermark
 from tests.polling import wait_until
@@ -90,6 +90,7 @@ def test_malformed_frames(arena, witness):
     fuzz(arena, witness, catalog.frame_cases(arena.target))
 
 
+@pytest.mark.timeout(max(300, RANDOM_CASES // 10))  # the long runs: about 10 ms a case at the most
 def test_random_frames(arena, witness):
     print(f"REPLOG_FUZZ_SEED={RANDOM_SEED} REPLOG_FUZZ_CASES={RANDOM_CASES}")
     fuzz(arena, witness, catalog.random_cases(arena.target, RANDOM_SEED, RANDOM_CASES),
