@@ -22,6 +22,13 @@ async def elect_leaders(services, request: Request):
     may be lost. Partitions this broker's metadata does not know are answered here
     (handlers.unknown_partition)."""
     body = request.body
+    election_type_value = getattr(body, "election_type", ElectionType.PREFERRED)
+    if election_type_value not in ElectionType.__members__.values():
+        # Kafka's ElectionType.valueOf refuses it; the request as a whole is answered, not closed.
+        log_refusal(request, "election of an unknown type", str(election_type_value), ErrorCode.invalid_request)
+        return build_response(request, {"throttle_time": 0, "error_code": ErrorCode.invalid_request,
+                                        "replica_election_results": []})
+    election_type = ElectionType(election_type_value)
     slices = LoopSlices()
     by_topic: dict[str, list[dict]] = {}
     asked = None
@@ -36,7 +43,6 @@ async def elect_leaders(services, request: Request):
             if unknown:
                 log_refusal(request, "election of unknown partitions", topic.topic, ErrorCode.unknown_topic_or_partition)
                 by_topic.setdefault(topic.topic, []).extend(unknown)
-    election_type = ElectionType(getattr(body, "election_type", ElectionType.PREFERRED))
     results = await admin.elect_leaders(services.store, election_type, asked, max(0.0, body.timeout.total_seconds()))
     for result in results:
         await slices.pause()
