@@ -27,6 +27,7 @@ from replog.config import SETTINGS
 
 from tests.broker_process import BrokerProcess
 
+from .batch_cases import COMPACTED_SEGMENT_MS
 from .cases import Case, Limits, Target
 from .seeds import Names
 from .witness import PartitionProbe, Witness
@@ -40,7 +41,7 @@ BATCH_PARTITIONS = 64
 COMPACTED_PARTITIONS = 64
 # Short, so that the cleaner reaches what the bombs left within a case's patience.
 BROKER_SETTINGS = {"log.cleaner.backoff.ms": "500"}
-COMPACTED_CONFIG = {"cleanup.policy": "compact", "segment.ms": "1000", "min.cleanable.dirty.ratio": "0.01"}
+COMPACTED_CONFIG = {"cleanup.policy": "compact", "segment.ms": str(COMPACTED_SEGMENT_MS), "min.cleanable.dirty.ratio": "0.01"}
 # An internal failure's own line, not its consequences ("closing connection ... internal error"),
 # which the broker logs after it and the output pump may deliver after the case's check.
 _TROUBLE = re.compile(r"Traceback|\bERROR\b|\bCRITICAL\b|memory allocation of|MemoryError|Fatal Python error"

@@ -15,6 +15,10 @@ from typing import NamedTuple
 from . import batches
 from .batches import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD, CONTROL_BIT, GIB, TRANSACTIONAL_BIT
 from .cases import CHECK_SOURCE, FRAME_SOURCE, Case, Target
+
+# The compacted topic's segment.ms: how often a record appended to it rolls its segment.
+COMPACTED_SEGMENT_MS = 1000
+COMPACTED_SEGMENT_S = COMPACTED_SEGMENT_MS / 1000
 from .wire import Connection, Ending, error_name, high_watermark, produce_errors, produce_frame
 
 BATCH_WAIT_S = 30.0
@@ -224,8 +228,9 @@ def bomb_cases() -> Iterator[BatchCase]:
 @dataclasses.dataclass
 class CleanerPass(Case):
     """Waits for a pass of the log cleaner after the bombs: the cleaner decompresses what the
-    compacted topic holds, away from any request. A record appended to each of `partitions`
-    (the bombs') after segment.ms rolls their segments, so that there is something to clean."""
+    compacted topic holds, away from any request. A record is appended to each of `partitions`
+    (the bombs') every segment.ms until the pass comes, so that their segments roll and there is
+    something to clean whether the bombs were taken or refused."""
 
     partitions: list[int]
     kind: str = "bomb"
@@ -242,10 +247,15 @@ class CleanerPass(Case):
                 start = high_watermark(checks, target.compacted_topic, partition)
                 problems += target.probe.readable(target.compacted_topic, partition, start or 0)
         deadline = time.monotonic() + self.timeout_s
+        next_roll = time.monotonic() + COMPACTED_SEGMENT_S
         while time.monotonic() < deadline:  # bounded by the deadline
             passes = _cleaner_passes(target.metrics_address)
             if passes is None or before is None or passes > before:
                 return problems
+            if time.monotonic() >= next_roll:
+                next_roll = time.monotonic() + COMPACTED_SEGMENT_S
+                for partition in self.partitions:
+                    problems += target.probe.readable(target.compacted_topic, partition, 0)
             time.sleep(0.2)
         return [*problems, f"no log cleaner pass within {self.timeout_s:.0f} s"]
 
