@@ -4,7 +4,6 @@ of every (api, version) pass and decode exactly as kio decodes them. Each test r
 implementations (the compiled one where it was built), which must agree on every frame."""
 
 # No `from __future__ import annotations`: kio reads the types of the schemas declared below.
-import dataclasses
 import io
 import shutil
 import struct
@@ -12,7 +11,7 @@ import subprocess
 import sys
 import sysconfig
 import uuid
-from dataclasses import MISSING, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -21,16 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.serial._implicit_defaults import get_tagged_field_default
-from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, get_field_tag, is_optional
-from kio.serial._serialize import get_field_writer, get_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import Records, i8, i16, i32
 
 from replog.net import codec, frame_check
 from replog.net.codec import ApiKey, SUPPORTED_VERSIONS
 from replog.net.frame_check import COMPILED, ITEMS_MAX, PURE_PYTHON
-from tests.net.test_fuzz import SEEDS
+from tests.hostile.frame_map import SIZE_PREFIX_BYTES, map_frame
+from tests.hostile.seeds import Names, all_seeds
 
 CHECKERS = [PURE_PYTHON] + ([COMPILED] if COMPILED else [])
 # Two frames that killed a broker: a Metadata v9 request whose compact topic array claims 2**32 - 2
@@ -101,120 +98,44 @@ def test_decoding_the_probes_allocates_nothing_big(frame):
 
 # -- every length position of every seed -------------------------------------------------------------
 
-
-def _uvarint_bytes(frame: bytes, position: int) -> int:
-    size = 1
-    while frame[position + size - 1] & 0x80:
-        size += 1
-    return size
+_KINDS = {"int16": "i16", "int32": "i32", "uvarint": "uvarint"}
 
 
-def _encoded_size(field: dataclasses.Field, value, flexible: bool, header: bool, tagged: bool) -> int:
-    out = io.BytesIO()
-    get_field_writer(field, flexible, header, tagged)(out, value)
-    return len(out.getvalue())
-
-
-def _is_written_tag(field: dataclasses.Field, value) -> bool:
-    """As kio's writer decides: a tagged field is written unless it holds its default."""
-    return not (value == field.default or (field.default is MISSING and value == get_tagged_field_default(field)))
-
-
-def length_positions(schema: type, entity, frame: bytes, position: int, found: list, header: bool = False) -> int:
-    """Appends (position, kind) for every length, count and tagged-field size in `entity`'s
-    encoding at `position` of `frame`, found from kio's writer (not from the check's programs);
-    returns where the entity ends."""
-    flexible = schema.__flexible__
-    tags = []
-    for each in dataclasses.fields(schema):
-        tag, value = get_field_tag(each), getattr(entity, each.name)
-        if tag is not None:
-            if _is_written_tag(each, value):
-                tags.append((int(tag), each, value))
-            continue
-        position = _field_lengths(each, value, flexible, header, False, frame, position, found)
-    if flexible:
-        found.append((position, "uvarint"))  # how many tagged fields
-        position += _uvarint_bytes(frame, position)
-        for _, each, value in sorted(tags, key=lambda tagged: tagged[0]):
-            position += _uvarint_bytes(frame, position)  # the tag
-            found.append((position, "uvarint"))  # its size
-            position += _uvarint_bytes(frame, position)
-            position = _field_lengths(each, value, flexible, False, True, frame, position, found)
-    return position
-
-
-def _field_lengths(each: dataclasses.Field, value, flexible: bool, header: bool, tagged: bool, frame: bytes, position: int,
-                   found: list) -> int:
-    end = position + _encoded_size(each, value, flexible, header, tagged)
-    kind = classify_field(each)
-    prefix = "uvarint" if flexible else "i32"
-    if header and each.name == "client_id":
-        found.append((position, "i16"))
-    elif isinstance(kind, (EntityTupleField, PrimitiveTupleField)):
-        found.append((position, prefix))
-        item_position = position + (_uvarint_bytes(frame, position) if flexible else 4)
-        for item in value or ():
-            if isinstance(kind, EntityTupleField):
-                item_position = length_positions(kind.type_, item, frame, item_position, found)
-            else:
-                kafka_type = each.metadata["kafka_type"]
-                if kafka_type in ("string", "bytes", "records"):
-                    found.append((item_position, prefix if flexible or kafka_type != "string" else "i16"))
-                out = io.BytesIO()
-                get_writer(kafka_type, flexible, False)(out, item)
-                item_position += len(out.getvalue())
-    elif isinstance(kind, EntityField):
-        if is_optional(each) and not tagged:
-            position += 1  # the nullable struct's marker
-        if value is not None:
-            length_positions(kind.type_, value, frame, position, found)
-    elif each.metadata["kafka_type"] in ("string", "bytes", "records"):
-        legacy = "i16" if each.metadata["kafka_type"] == "string" else "i32"
-        found.append((position, prefix if flexible else legacy))
-    return end
-
-
-def seed_cases() -> list[tuple[str, bytes, int, str]]:
-    """(id, frame, position, kind) for every length position of every valid seed of the fuzz
-    test (Metadata v0 "all topics" is sent there as a null array, which only v1+ allows)."""
+def seed_cases() -> list[tuple[str, bytes, int, int, str]]:
+    """(id, frame, position, width, kind) for every length, count and tagged-field size of a valid request
+    of every (api, version), found by the fuzzer's map of kio's encoding (not by the check's
+    programs)."""
     cases = []
-    for seed in SEEDS:
-        frame = seed[4:]
-        if frame.startswith(struct.pack(">hh", ApiKey.METADATA, 0)) and frame.endswith(b"\xff\xff\xff\xff"):
-            continue
-        api_key, version = struct.unpack_from(">hh", frame)
-        schema = codec.request_schema(api_key, version)
-        header, header_size = entity_reader(schema.__header_schema__)(frame, 0)
-        body = entity_reader(schema)(frame, header_size)[0]
-        found: list = []
-        header_end = length_positions(schema.__header_schema__, header, frame, 0, found, header=True)
-        assert length_positions(schema, body, frame, header_end, found) == len(frame)
-        cases += [(f"api{api_key}v{version}@{position}", frame, position, kind) for position, kind in found]
+    for seed in all_seeds(Names()):
+        frame = seed.frame[SIZE_PREFIX_BYTES:]
+        for length in map_frame(seed.api_key, seed.version, seed.frame).lengths:
+            position = length.offset - SIZE_PREFIX_BYTES
+            cases.append((f"api{seed.api_key}v{seed.version}@{position}", frame, position, length.width,
+                          _KINDS[length.form]))
     return cases
 
 
 SEED_CASES = seed_cases()
+SEED_FRAMES = sorted({frame for _, frame, _, _, _ in SEED_CASES})
 
 
-def with_length(frame: bytes, position: int, kind: str, encoded: bytes) -> bytes:
-    width = _uvarint_bytes(frame, position) if kind == "uvarint" else len(encoded)
+def with_length(frame: bytes, position: int, width: int, encoded: bytes) -> bytes:
     return frame[:position] + encoded + frame[position + width:]
 
 
 def test_the_seeds_have_length_positions_of_every_kind():
-    assert {kind for _, _, _, kind in SEED_CASES} == {"i16", "i32", "uvarint"}
+    assert {kind for *_, kind in SEED_CASES} == {"i16", "i32", "uvarint"}
     assert len(SEED_CASES) > 250
 
 
 @pytest.mark.parametrize("case", SEED_CASES, ids=[case[0] for case in SEED_CASES])
 def test_an_inflated_length_at_every_position_of_every_seed_is_refused(checker, case):
-    _, frame, position, kind = case
+    _, frame, position, width, kind = case
     program = request_program(*struct.unpack_from(">hh", frame))
     assert isinstance(outcome(checker, program, frame), int)
-    assert outcome(checker, program, with_length(frame, position, kind, INFLATED[kind])).startswith("refused: ")
+    assert outcome(checker, program, with_length(frame, position, width, INFLATED[kind])).startswith("refused: ")
     if kind in NEGATIVE:
-        assert outcome(checker, program, with_length(frame, position, kind, NEGATIVE[kind])).startswith("refused: negative")
+        assert outcome(checker, program, with_length(frame, position, width, NEGATIVE[kind])).startswith("refused: negative")
 
 
 # -- valid messages of every (api, version) -----------------------------------------------------------
@@ -288,7 +209,7 @@ def test_valid_responses_pass_and_decode_as_kio_decodes_them(api_key, version):
 
 @st.composite
 def mutated_requests(draw) -> bytes:
-    frame = bytearray(draw(st.sampled_from(SEEDS))[4:])
+    frame = bytearray(draw(st.sampled_from(SEED_FRAMES)))
     for _ in range(draw(st.integers(1, 4))):
         kind = draw(st.sampled_from(["flip", "flip", "flip", "truncate", "extend"]))
         if kind == "flip" and len(frame) > 8:

@@ -14,7 +14,8 @@ import uuid
 import pytest
 
 from replog.net.codec import ApiKey
-from tests.net.test_fuzz import FUZZ_TOPIC, encode_request, fuzzed_broker  # noqa: F401  (the fixture)
+from tests.hostile.seeds import encode as encode_request
+from tests.net.served_broker import SERVED_TOPIC, served_broker  # noqa: F401  (the fixture)
 from tests.polling import wait_until
 
 UNKNOWN_TOPIC_ID = 100
@@ -33,58 +34,58 @@ def no_internal_errors(broker) -> bool:
     return not any("request failed" in line or "Traceback" in line for line in broker.output)
 
 
-def test_metadata_for_a_topic_named_only_by_id(fuzzed_broker):
+def test_metadata_for_a_topic_named_only_by_id(served_broker):
     frame = encode_request(ApiKey.METADATA, 12, {"topics": [{"name": None, "topic_id": uuid.uuid4()}], "allow_auto_topic_creation": False,
                                                  "include_topic_authorized_operations": False})
-    response = exchange(fuzzed_broker.port, frame)
+    response = exchange(served_broker.port, frame)
     assert struct.pack(">h", UNKNOWN_TOPIC_ID) in response
-    assert no_internal_errors(fuzzed_broker)
+    assert no_internal_errors(served_broker)
 
 
-def test_delete_topics_by_id_only(fuzzed_broker):
+def test_delete_topics_by_id_only(served_broker):
     frame = encode_request(ApiKey.DELETE_TOPICS, 6, {"timeout": 1000, "topics": [{"name": None, "topic_id": uuid.uuid4()}]})
-    response = exchange(fuzzed_broker.port, frame)
+    response = exchange(served_broker.port, frame)
     assert struct.pack(">h", UNKNOWN_TOPIC_ID) in response
-    assert no_internal_errors(fuzzed_broker)
+    assert no_internal_errors(served_broker)
 
 
 @pytest.mark.parametrize("operation", [0, 2, 3])  # SET, APPEND, SUBTRACT with a null value
-def test_alter_configs_with_a_null_value(fuzzed_broker, operation):
+def test_alter_configs_with_a_null_value(served_broker, operation):
     frame = encode_request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": True, "resources": [
-        {"resource_type": 2, "resource_name": FUZZ_TOPIC, "configs": [{"name": "retention.ms", "config_operation": operation, "value": None}]}]})
-    exchange(fuzzed_broker.port, frame)
-    assert no_internal_errors(fuzzed_broker)
+        {"resource_type": 2, "resource_name": SERVED_TOPIC, "configs": [{"name": "retention.ms", "config_operation": operation, "value": None}]}]})
+    exchange(served_broker.port, frame)
+    assert no_internal_errors(served_broker)
 
 
-def test_create_topics_with_a_null_config_value(fuzzed_broker):
+def test_create_topics_with_a_null_config_value(served_broker):
     frame = encode_request(ApiKey.CREATE_TOPICS, 5, {"timeout": 1000, "validate_only": True, "topics": [
         {"name": "nulls", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": [{"name": "retention.ms", "value": None}]}]})
-    exchange(fuzzed_broker.port, frame)
-    assert no_internal_errors(fuzzed_broker)
+    exchange(served_broker.port, frame)
+    assert no_internal_errors(served_broker)
 
 
-def test_describe_configs_of_a_missing_topic_and_an_unknown_resource(fuzzed_broker):
+def test_describe_configs_of_a_missing_topic_and_an_unknown_resource(served_broker):
     for resource_type, name in [(2, "no-such-topic"), (99, "x"), (4, "12345")]:
         frame = encode_request(ApiKey.DESCRIBE_CONFIGS, 4, {"include_synonyms": False, "include_documentation": False,
                                                             "resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": None}]})
-        exchange(fuzzed_broker.port, frame)
-    assert no_internal_errors(fuzzed_broker)
+        exchange(served_broker.port, frame)
+    assert no_internal_errors(served_broker)
 
 
 @pytest.mark.parametrize("field", ["configs", "assignments"])
-def test_a_null_array_where_the_schema_forbids_one_is_refused_as_malformed(fuzzed_broker, field):
+def test_a_null_array_where_the_schema_forbids_one_is_refused_as_malformed(served_broker, field):
     # kio reads the null; Kafka refuses the request, and the broker closes the connection
     # (a warning) rather than failing inside the handler (an internal error).
     topic = {"name": f"null-{field}", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
     topic[field] = None
     frame = encode_request(ApiKey.CREATE_TOPICS, 5, {"topics": [topic], "timeout": datetime.timedelta(seconds=5), "validate_only": False})
     def warnings() -> int:
-        return sum("where the schema allows none" in line for line in fuzzed_broker.output)
+        return sum("where the schema allows none" in line for line in served_broker.output)
 
     before = warnings()
-    with socket.create_connection(("127.0.0.1", fuzzed_broker.port), timeout=10) as connection:
+    with socket.create_connection(("127.0.0.1", served_broker.port), timeout=10) as connection:
         connection.sendall(frame)
         assert connection.recv(4) == b"", "the broker answered a malformed request"
     # The broker's output reaches the test through a reader thread: wait for the warning.
     wait_until(lambda: warnings() > before, "the warning", 10)
-    assert no_internal_errors(fuzzed_broker)
+    assert no_internal_errors(served_broker)
