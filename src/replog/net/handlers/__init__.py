@@ -24,25 +24,53 @@ HANDLERS: dict[int, Handler] = {}
 logger = logging.getLogger(__name__)
 
 # Clients retry refused requests in tight loops; one line per kind of refusal, per subject, per
-# interval is what an operator can read. Remembered subjects are bounded.
+# interval is what an operator can read. Remembered subjects are bounded, and so are the lines of
+# an interval across subjects: one request may name 200,000 subjects, each refused.
 REFUSAL_LOG_INTERVAL_S = 10.0
 REFUSAL_SUBJECTS_MAX = 4096
-_last_refusal_logged: collections.OrderedDict[tuple, float] = collections.OrderedDict()
+REFUSAL_LINES_PER_INTERVAL_MAX = 100
+
+
+class RefusalLog:
+    """The lines log_refusal writes, within the bounds above; past an interval's line budget,
+    one line in the next interval says how many were held back."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self._clock = clock
+        self._last_logged: collections.OrderedDict[tuple, float] = collections.OrderedDict()
+        self._interval_start_s = -REFUSAL_LOG_INTERVAL_S
+        self._lines_in_interval = 0
+        self._held_back = 0
+
+    def log(self, request: Request, what: str, subject: str, error_code: int) -> None:
+        key = (request.api_key, what, subject)
+        now_s = self._clock()
+        last = self._last_logged.get(key)
+        if last is not None and now_s - last < REFUSAL_LOG_INTERVAL_S:
+            return
+        if now_s - self._interval_start_s >= REFUSAL_LOG_INTERVAL_S:
+            if self._held_back:
+                logger.warning("refusals not logged held_back=%d interval_s=%d", self._held_back,
+                               REFUSAL_LOG_INTERVAL_S)
+            self._interval_start_s, self._lines_in_interval, self._held_back = now_s, 0, 0
+        if self._lines_in_interval >= REFUSAL_LINES_PER_INTERVAL_MAX:
+            self._held_back += 1
+            return
+        self._lines_in_interval += 1
+        self._last_logged[key] = now_s
+        self._last_logged.move_to_end(key)
+        while len(self._last_logged) > REFUSAL_SUBJECTS_MAX:
+            self._last_logged.popitem(last=False)
+        logger.warning("refused %s subject=%s error=%d client=%s api=%d v%d", what, subject, error_code,
+                       client_id_for_logs(request.client_id), request.api_key, request.api_version)
+
+
+_refusals = RefusalLog()
 
 
 def log_refusal(request: Request, what: str, subject: str, error_code: int) -> None:
     """One warning line for a request refused with a Kafka error (bad input from a client)."""
-    key = (request.api_key, what, subject)
-    now = time.monotonic()
-    last = _last_refusal_logged.get(key)
-    if last is not None and now - last < REFUSAL_LOG_INTERVAL_S:
-        return
-    _last_refusal_logged[key] = now
-    _last_refusal_logged.move_to_end(key)
-    while len(_last_refusal_logged) > REFUSAL_SUBJECTS_MAX:
-        _last_refusal_logged.popitem(last=False)
-    logger.warning("refused %s subject=%s error=%d client=%s api=%d v%d", what, subject, error_code,
-                   client_id_for_logs(request.client_id), request.api_key, request.api_version)
+    _refusals.log(request, what, subject, error_code)
 
 
 # Metric labels by API key and error code, named once rather than on every request.
