@@ -575,9 +575,11 @@ class Broker:
             return False
         return view.leader != self.broker_id or self.replicas.hosted(topic, partition) is not None
 
-    def unknown_partition_error(self, topic: str) -> int:
-        """A partition this broker does not host: unknown, or led elsewhere."""
-        return ErrorCode.not_leader_or_follower if topic in self.metadata.topics else ErrorCode.unknown_topic_or_partition
+    def unknown_partition_error(self, topic: str, partition: int) -> int:
+        """A partition this broker does not host: led elsewhere, or one the metadata does not know
+        (a topic or partition that does not exist), which Kafka answers at once as unknown."""
+        known = partition in self.metadata.topics.get(topic, {})
+        return ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
 
     def follower_connection_lost(self, broker_id: int) -> None:
         self.leader_connections.connection_failed(broker_id)

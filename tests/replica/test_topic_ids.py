@@ -34,7 +34,7 @@ async def fetch(manager: ReplicaManager, topic_id: uuid.UUID, partition: int, of
     services = SimpleNamespace(
         replicas=manager, now_ms=manager._clock, metrics=BrokerMetrics(),
         metadata=registered(FOLLOWER),
-        unknown_partition_error=lambda topic: ErrorCode.unknown_topic_or_partition)
+        unknown_partition_error=lambda topic, partition: ErrorCode.unknown_topic_or_partition)
     wire = encode_fetch_request(FIRST_TOPIC_ID_VERSION, 1, client_id_of(FOLLOWER), replica_id=FOLLOWER,
                                 max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
                                 specs=[FetchSpec(TOPIC, partition, offset, 0, 1 << 20, 0, topic_id.hex)])

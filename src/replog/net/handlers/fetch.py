@@ -79,7 +79,7 @@ def _read(services, topic: str, topic_id: str | None, fetch: object, replica_id:
     try:
         partition = services.replicas.get_partition(topic, fetch.partition)
     except UnknownTopicOrPartitionError:
-        return None, services.unknown_partition_error(topic)
+        return None, services.unknown_partition_error(topic, fetch.partition)
     if topic_id is not None and partition.topic_id != topic_id:
         # A replica of another topic of the name (KIP-516): a follower of a deleted topic of
         # the name must not count as this one's, nor this log be copied as that one's.

@@ -19,7 +19,7 @@ def _partition_or_error(services, topic: str, partition_index: int):
     try:
         return services.replicas.get_partition(topic, partition_index), None
     except UnknownTopicOrPartitionError:
-        return None, services.unknown_partition_error(topic)
+        return None, services.unknown_partition_error(topic, partition_index)
 
 
 @handles(ApiKey.LIST_OFFSETS)

@@ -110,7 +110,7 @@ async def _append(services, request: Request, topic: str, partition_index: int, 
     try:
         partition = services.replicas.get_partition(topic, partition_index)
     except UnknownTopicOrPartitionError:
-        error = services.unknown_partition_error(topic)
+        error = services.unknown_partition_error(topic, partition_index)
         log_refusal(request, "produce to a partition not led here", f"{topic}-{partition_index}", error)
         if error == ErrorCode.not_leader_or_follower:
             answer |= await _current_leader(services, topic, partition_index)
