@@ -29,6 +29,7 @@ from replog.replication.election import leader_election
 from replog.storage.log import Log, LogConfig
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.partition import FetchFrom, Partition, PartitionConfig
+from replog.storage.records import batch_headers
 from replog.replication.fetcher import FetchSpec
 from tests.net.fetch_answers import decode_answer
 from tests.net.followers import client_id_of, life_of, registered
@@ -323,16 +324,21 @@ def leader_services(leading: Leading, metadata: SimpleNamespace) -> SimpleNamesp
                            metadata=metadata, now_ms=leading.clock, metrics=BrokerMetrics())
 
 
+REFUSED = (ErrorCode.topic_authorization_failed, -1, b"")
+READ_AS_A_CONSUMERS = (ErrorCode.none, 0, b"")  # the HW is 0: nothing below it
 POSING = [
-    "rdkafka",  # a plain client naming a replica id
-    follower_client_id(FOLLOWER, None),  # a follower's client id without a life
-    follower_client_id(FOLLOWER, "0123456789abcdef"),  # a guessed life
-    follower_client_id(OTHER, life_of(OTHER)),  # another broker's registered life
+    ("rdkafka", REFUSED),  # a plain client naming a replica id
+    (follower_client_id(FOLLOWER, None), REFUSED),  # a follower's client id without a life
+    (follower_client_id(OTHER, life_of(OTHER)), REFUSED),  # another broker's registered life
+    # A life of the broker never seen registered: what a restarted follower's is, until its
+    # registration is seen.
+    (follower_client_id(FOLLOWER, "0123456789abcdef"), READ_AS_A_CONSUMERS),
 ]
+POSING_CLIENT_IDS = [client_id for client_id, _ in POSING]
 
 
-@pytest.mark.parametrize("client_id", POSING)
-async def test_a_client_posing_as_a_follower_is_refused_and_moves_neither_the_hw_nor_the_isr(tmp_path, closing, client_id):
+@pytest.mark.parametrize("client_id,expected", POSING)
+async def test_a_client_posing_as_a_follower_moves_neither_the_hw_nor_the_isr(tmp_path, closing, client_id, expected):
     """Only a connection of the broker's registered life is its follower's (KIP-903's broker
     epoch, where Kafka checks CLUSTER_ACTION): any client may name a replica id and a client id."""
     leading = await elect(tmp_path, alive=(FOLLOWER,))
@@ -344,12 +350,12 @@ async def test_a_client_posing_as_a_follower_is_refused_and_moves_neither_the_hw
     for offset in (5, 0):  # claims to hold everything; asks for what is past the HW
         _, _, [answer] = decode_answer(await fetch_handler(services, fetch_request(client_id, offset, partition.leader_epoch)),
                                        SUPPORTED_VERSIONS[ApiKey.FETCH][1] - 1)
-        assert (answer.error_code, answer.high_watermark, answer.records) == (ErrorCode.topic_authorization_failed, -1, b"")
+        assert (answer.error_code, answer.high_watermark, answer.records) == expected
     assert partition.high_watermark == 0, "a client posing as the follower moved the high watermark"
     assert partition.follower_log_end_offset(FOLLOWER) < 0
 
 
-@pytest.mark.parametrize("client_id", POSING)
+@pytest.mark.parametrize("client_id", POSING_CLIENT_IDS)
 async def test_a_client_posing_as_a_follower_out_of_the_isr_does_not_take_it_back(tmp_path, closing, client_id):
     leading = await elect(tmp_path, alive=())
     closing.append(leading)
@@ -384,21 +390,30 @@ async def test_a_fetch_of_an_earlier_life_of_the_follower_is_answered_and_not_re
     assert leading.partition.high_watermark == 5
 
 
-async def test_a_fetch_of_a_life_whose_registration_is_not_seen_yet_is_refused_until_it_is(tmp_path, closing):
+async def test_a_fetch_of_a_life_whose_registration_is_not_seen_yet_is_read_as_a_consumers(tmp_path, closing):
     """A restarted broker fetches before it registers: its new life cannot be told from a
-    client's guess until the leader sees its registration, and its fetcher retries."""
+    client's guess until the leader sees its registration, so its fetches read what a consumer
+    may (the restarted follower catches up to the HW meanwhile) and are not recorded; once the
+    registration is seen, they are the follower's."""
     leading = await elect(tmp_path, alive=(FOLLOWER,))
     closing.append(leading)
+    partition = leading.partition
     leading.append(5)
-    metadata = registered()
+    metadata = registered(FOLLOWER)
     services = leader_services(leading, metadata)
     version = SUPPORTED_VERSIONS[ApiKey.FETCH][1] - 1
-    request = fetch_request(client_id_of(FOLLOWER), 5, leading.partition.leader_epoch)
-    _, _, [refused] = decode_answer(await fetch_handler(services, request), version)
-    assert refused.error_code == ErrorCode.topic_authorization_failed and leading.partition.high_watermark == 0
-    metadata.brokers, metadata.lives = registered(FOLLOWER).brokers, registered(FOLLOWER).lives
-    _, _, [answered] = decode_answer(await fetch_handler(services, request), version)
-    assert answered.error_code == ErrorCode.none and leading.partition.high_watermark == 5
+    await fetch_handler(services, fetch_request(client_id_of(FOLLOWER), 5, partition.leader_epoch))
+    assert partition.high_watermark == 5
+    leading.append(3)  # past the HW: the follower's life that fetched to 5 is gone
+    restarted = follower_client_id(FOLLOWER, "restarted-life")
+    _, _, [answer] = decode_answer(await fetch_handler(services, fetch_request(restarted, 0, partition.leader_epoch)), version)
+    assert (answer.error_code, answer.high_watermark) == (ErrorCode.none, 5)
+    assert batch_headers(answer.records)[-1].last_offset == 4, "read past the high watermark"
+    assert partition.follower_log_end_offset(FOLLOWER) == 5, "an unseen life's fetch was recorded"
+    metadata.brokers[FOLLOWER] = dataclasses.replace(metadata.brokers[FOLLOWER], life_id="restarted-life")
+    metadata.lives[FOLLOWER].append("restarted-life")
+    await fetch_handler(services, fetch_request(restarted, 8, partition.leader_epoch))
+    assert (partition.follower_log_end_offset(FOLLOWER), partition.high_watermark) == (8, 8)
 
 
 async def test_a_follower_presumed_gone_is_shrunk_out_at_once_while_still_registered(tmp_path, closing):

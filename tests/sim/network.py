@@ -78,21 +78,29 @@ async def serve_replica_fetch(replicas, replica_id: int, specs: list[FetchSpec],
     has data or an error, else once the first gets data or after `max_wait_ms` (the broker's
     Fetch handler). A replica of another topic id than the spec names is not read: Fetch v13
     refuses it (handlers/fetch.py), a leader problem to the follower as NOT_LEADER_OR_FOLLOWER is.
-    A fetch from no life of its broker the leader saw registered (`life` None: a restarted
-    broker's, before the leader sees its registration) is refused whole, as the handler does.
+    A fetch from a life of its broker the leader has not seen registered (a restarted broker's,
+    before the leader sees its registration: FetchFrom.UNSEEN) is read as a consumer's, and one
+    naming no life (`life` None) is refused whole, as the handler does.
     """
     if life is None:
         return {(spec.topic, spec.partition): FetchReply(TOPIC_AUTHORIZATION_FAILED, -1, -1, b"") for spec in specs}
+    as_follower = life is not FetchFrom.UNSEEN
+
+    def read(hosted, spec: FetchSpec, record: bool) -> FetchResult:
+        if not as_follower:
+            return hosted.read_for_consumer(spec.fetch_offset, spec.max_bytes, spec.current_leader_epoch)
+        return hosted.read_for_follower(replica_id, spec.fetch_offset, spec.max_bytes, now_ms(), spec.current_leader_epoch,
+                                        life, record=record)
+
     def read_all(record: bool) -> list:
-        return [(spec, hosted, None if hosted is None else hosted.read_for_follower(
-                    replica_id, spec.fetch_offset, spec.max_bytes, now_ms(), spec.current_leader_epoch, life, record=record))
+        return [(spec, hosted, None if hosted is None else read(hosted, spec, record))
                 for spec in specs for hosted in [_named(replicas, spec)]]
 
     results = read_all(record=True)
     if max_wait_ms > 0 and all(result is not None and not result.error_code and not result.slices for _, _, result in results):
         with ReadWaiter() as waiter:
             for spec, hosted, _ in results:
-                waiter.watch(hosted, spec.fetch_offset, for_follower=True)
+                waiter.watch(hosted, spec.fetch_offset, for_follower=as_follower)
             await waiter.wait(max_wait_ms / 1000)
         results = read_all(record=False)
     return {(spec.topic, spec.partition): FetchReply(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, b"") if result is None

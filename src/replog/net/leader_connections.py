@@ -84,11 +84,10 @@ def _is_life(life_id: str, known: str | None) -> bool:
 def fetch_from(registrations: Mapping[int, BrokerRegistration], lives: Mapping[int, Collection[str]], broker_id: int,
                client_id: str | None) -> FetchFrom | None:
     """Which life of follower `broker_id` a fetch on a connection with `client_id` comes from
-    (Partition.FetchFrom): the one registered now, or an earlier one this broker saw registered
-    (`lives`, MetadataCache.lives). None when the client id names no life of the broker seen
-    registered: a client posing as a follower, or a broker's life whose registration is not
-    seen yet (a restarted broker fetches before it registers): the fetch is refused, and its
-    follower retries."""
+    (Partition.FetchFrom): the one registered now, an earlier one this broker saw registered
+    (`lives`, MetadataCache.lives), or one it has not seen registered (UNSEEN: a restarted broker
+    fetches before it registers, and so may a client posing as it). None when the client id
+    names no life of the broker: a plain client posing as a follower, refused."""
     life_id = _life_named(client_id, broker_id)
     if not life_id:
         return None
@@ -97,7 +96,7 @@ def fetch_from(registrations: Mapping[int, BrokerRegistration], lives: Mapping[i
         return FetchFrom.REGISTERED
     if any(_is_life(life_id, earlier) for earlier in lives.get(broker_id, ())):  # bounded by LIVES_KEPT_PER_BROKER
         return FetchFrom.EARLIER
-    return None
+    return FetchFrom.UNSEEN
 
 
 def registered_follower(client_id: str | None, registrations: Callable[[], Mapping[int, BrokerRegistration]]) -> int | None:

@@ -110,6 +110,9 @@ class FetchFrom(enum.Enum):
 
     REGISTERED = "registered"  # the life registered now
     EARLIER = "earlier"  # a life registered before it
+    # A life not seen registered: a restarted broker fetches before it registers, or a client
+    # posing as it. Read as a consumer reads (up to the HW), and nothing of it recorded.
+    UNSEEN = "unseen"
 
 
 class ReplicaState(enum.Enum):
@@ -849,7 +852,7 @@ class Partition:
         and opened anew (removed from the assignment, then added back), and the new one holds
         nothing of what the fetch claims."""
         error = self._refusal_before_read(fetch_offset, current_leader_epoch)
-        if error is ErrorCode.NONE and record and life is not FetchFrom.EARLIER:
+        if error is ErrorCode.NONE and record and life is FetchFrom.REGISTERED:
             error = self.record_follower_fetch(replica_id, fetch_offset, now_ms, current_leader_epoch)
         if error is not ErrorCode.NONE:
             return self._fetch_error(error)

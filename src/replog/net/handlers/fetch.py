@@ -24,12 +24,16 @@ something to say; a request the session refuses (unknown id, out-of-order epoch)
 with the error alone, and its fetcher starts a new session.
 
 A fetch naming a replica id is a follower's only from a connection of that broker's registered
-life, or of an earlier life (answered, never recorded: Partition.read_for_follower); any other
-is refused as Kafka refuses a follower's fetch from a client without the CLUSTER_ACTION right:
-every partition it names TOPIC_AUTHORIZATION_FAILED, nothing read, no session opened, continued
-or closed (net/leader_connections.fetch_from). Else a client could pose as a follower: move the
-high watermark past what the followers hold, rejoin a dead broker to the ISR, have its session
-hold partitions quiet as the follower's, and read past the high watermark.
+life, or of an earlier life (answered, never recorded: Partition.read_for_follower). One whose
+client id names a life of the broker not seen registered (a restarted broker fetches before it
+registers) is read as a consumer's: up to the high watermark, nothing recorded, so that the
+restarted follower catches up to it before its registration is seen, and a client posing as it
+learns nothing a consumer does not. Any other is refused as Kafka refuses a follower's fetch
+from a client without the CLUSTER_ACTION right: every partition it names
+TOPIC_AUTHORIZATION_FAILED, nothing read, no session opened, continued or closed
+(net/leader_connections.fetch_from). Else a client could pose as a follower: move the high
+watermark past what the followers hold, rejoin a dead broker to the ISR, have its session hold
+partitions quiet as the follower's, and read past the high watermark.
 
 Encoding: the response body is written here rather than through kio, so that each partition's
 log bytes are a part of their own: a HeldSlice of the log file (Log.hold), which the connection
@@ -85,7 +89,7 @@ def _read(services, topic: str, topic_id: str | None, fetch: object, replica_id:
         # the name must not count as this one's, nor this log be copied as that one's.
         return None, ErrorCode.inconsistent_topic_id
     epoch = getattr(fetch, "current_leader_epoch", NO_EPOCH)
-    if replica_id >= 0:
+    if replica_id >= 0 and life is not FetchFrom.UNSEEN:
         return partition, partition.read_for_follower(replica_id, fetch.fetch_offset, byte_budget, now_ms, epoch, life,
                                                           record=record)
     return partition, partition.read_for_consumer(fetch.fetch_offset, byte_budget, epoch)
@@ -248,7 +252,7 @@ async def _answer(services, request: Request, session: SessionFetch, life: Fetch
     body = request.body
     loop = asyncio.get_running_loop()
     deadline = loop.time() + body.max_wait.total_seconds()
-    by_follower = body.replica_id >= 0
+    by_follower = body.replica_id >= 0 and life is not FetchFrom.UNSEEN
     # Only a registered life's fetches are recorded, so only theirs may be recorded without a read.
     quiet_from = body.replica_id if life is FetchFrom.REGISTERED else -1
     now_ms = services.now_ms()
