@@ -3,9 +3,13 @@ a client retries it."""
 
 from __future__ import annotations
 
+import socket
+import struct
+
 from kio.schema.errors import ErrorCode
 
 from replog.net.codec import ApiKey, decode_response
+from replog.net.framing import CLOSES_LOGGED_MAX
 from replog.net.handlers import REFUSAL_LINES_PER_INTERVAL_MAX
 from tests.hostile.seeds import encode as encode_request
 from tests.net.served_broker import SERVED_TOPIC, served_broker  # noqa: F401  (the fixture)
@@ -48,3 +52,15 @@ def test_produce_to_partitions_a_topic_lacks_is_answered_unknown_at_once(served_
     # Lines for 300 subjects: the interval's budget, however many the request named.
     wait_until(lambda: refusal_lines(served_broker, f"{SERVED_TOPIC}-"), "the refusals' log lines", 10)
     assert len(refusal_lines(served_broker, f"{SERVED_TOPIC}-")) <= REFUSAL_LINES_PER_INTERVAL_MAX
+
+
+def test_connections_closed_for_their_bytes_write_a_bounded_number_of_lines(served_broker):
+    """Each line names its peer, so the repeat filter cannot hold them back: a client opening
+    connections only to have them closed would otherwise write a line each."""
+    for _ in range(CLOSES_LOGGED_MAX + 50):
+        with socket.create_connection(("127.0.0.1", served_broker.port), timeout=10) as connection:
+            connection.sendall(struct.pack(">i", 3) + b"\xff\xff\xff")  # shorter than a request header
+            assert connection.recv(1) == b"", "the broker answered a frame it cannot read"
+    closing = lambda: [line for line in served_broker.output if "closing connection peer=" in line]  # noqa: E731
+    wait_until(lambda: len(closing()) >= CLOSES_LOGGED_MAX, "the closing lines", 10)
+    assert len(closing()) < CLOSES_LOGGED_MAX + 50, "a line for every connection closed"

@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 
-from replog.obs.logs import JsonFormatter, RepeatedWarnings
+from replog.obs.logs import JsonFormatter, LineBudget, RepeatedWarnings
 from tests.broker_process import BrokerProcess
 
 
@@ -65,3 +65,16 @@ def test_identical_warnings_within_the_interval_are_held_back_and_counted():
     after = warning("fetch from leader failed leader=1")
     assert repeats.filter(after) and after.getMessage() == "fetch from leader failed leader=1 repeated=2 in_last_s=12"
     assert repeats.filter(record("an info line")) and repeats.filter(record("an info line")), "INFO is never held back"
+
+
+def test_a_line_budget_lets_its_lines_through_then_counts_the_rest_until_the_next_interval(caplog):
+    now_s = [0.0]
+    budget = LineBudget(logging.getLogger("budgeted"), "closing connection", lines_max=3, interval_s=10,
+                        clock=lambda: now_s[0])
+    with caplog.at_level(logging.WARNING, logger="budgeted"):
+        assert [budget.allows() for _ in range(5)] == [True, True, True, False, False]
+        assert caplog.records == []  # the lines themselves are the caller's
+        now_s[0] += 10
+        assert budget.allows()
+    assert [record.getMessage() for record in caplog.records] == [
+        "closing connection lines not logged held_back=2 interval_s=10"]

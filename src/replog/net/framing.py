@@ -52,12 +52,17 @@ import os
 import struct
 from typing import Awaitable, Callable, Protocol
 
+from replog.obs.logs import LineBudget
 from replog.storage.segment import HeldSlice
 
 from . import codec
 from .request_memory import BASELINE_BYTES, RequestMemory
 
 logger = logging.getLogger(__name__)
+# Each closed connection's line names its peer, so repeats are not held back as identical: a
+# client opening connections only to have them closed would write a line each.
+CLOSES_LOGGED_MAX = 100  # every 10 s
+_CLOSES_LOGGED = LineBudget(logger, "closing connection", lines_max=CLOSES_LOGGED_MAX)
 
 _SIZE = struct.Struct(">i")
 OWN_BUFFER_MIN_BYTES = 4 * 1024  # the smallest buffer of a connection's own
@@ -443,7 +448,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self._transport is None or self._transport.is_closing()
 
     def _abort(self, reason: str, level: int = logging.WARNING) -> None:
-        logger.log(level, "closing connection peer=%s reason=%s", self._peer, reason)
+        if _CLOSES_LOGGED.allows():
+            logger.log(level, "closing connection peer=%s reason=%s", self._peer, reason)
         if self._transport is not None:
             self._transport.abort()
 

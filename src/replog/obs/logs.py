@@ -77,6 +77,34 @@ class RepeatedWarnings(logging.Filter):
         return True
 
 
+class LineBudget:
+    """At most `lines_max` lines of one kind an interval, each different (a peer, a subject), which
+    RepeatedWarnings cannot hold back: a hostile client makes one per connection or per item of a
+    request. Past the budget lines are counted, and the first line of a later interval that goes
+    out is preceded by one saying how many were held back."""
+
+    def __init__(self, logger: logging.Logger, kind: str, lines_max: int, interval_s: float = REPEAT_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic):
+        self._logger, self._kind = logger, kind
+        self._lines_max, self._interval_s, self._clock = lines_max, interval_s, clock
+        self._interval_start_s = -interval_s
+        self._lines = self._held_back = 0
+
+    def allows(self) -> bool:
+        """Whether a line of this kind may go out now; counts it either way."""
+        now_s = self._clock()
+        if now_s - self._interval_start_s >= self._interval_s:
+            if self._held_back:
+                self._logger.warning("%s lines not logged held_back=%d interval_s=%d", self._kind, self._held_back,
+                                     self._interval_s)
+            self._interval_start_s, self._lines, self._held_back = now_s, 0, 0
+        if self._lines >= self._lines_max:
+            self._held_back += 1
+            return False
+        self._lines += 1
+        return True
+
+
 def configure_logging(log_format: str) -> None:
     """Every handler of the root logger (the one basicConfig made): formatted as asked, and
     holding back repeated warnings."""

@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.net.leader_connections import client_id_for_logs
 from replog.obs import BrokerMetrics
+from replog.obs.logs import LineBudget
 
 from ..codec import ApiKey, Request
 
@@ -32,15 +33,12 @@ REFUSAL_LINES_PER_INTERVAL_MAX = 100
 
 
 class RefusalLog:
-    """The lines log_refusal writes, within the bounds above; past an interval's line budget,
-    one line in the next interval says how many were held back."""
+    """The lines log_refusal writes, within the bounds above."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic):
         self._clock = clock
         self._last_logged: collections.OrderedDict[tuple, float] = collections.OrderedDict()
-        self._interval_start_s = -REFUSAL_LOG_INTERVAL_S
-        self._lines_in_interval = 0
-        self._held_back = 0
+        self._budget = LineBudget(logger, "refusal", REFUSAL_LINES_PER_INTERVAL_MAX, REFUSAL_LOG_INTERVAL_S, clock)
 
     def log(self, request: Request, what: str, subject: str, error_code: int) -> None:
         key = (request.api_key, what, subject)
@@ -48,15 +46,8 @@ class RefusalLog:
         last = self._last_logged.get(key)
         if last is not None and now_s - last < REFUSAL_LOG_INTERVAL_S:
             return
-        if now_s - self._interval_start_s >= REFUSAL_LOG_INTERVAL_S:
-            if self._held_back:
-                logger.warning("refusals not logged held_back=%d interval_s=%d", self._held_back,
-                               REFUSAL_LOG_INTERVAL_S)
-            self._interval_start_s, self._lines_in_interval, self._held_back = now_s, 0, 0
-        if self._lines_in_interval >= REFUSAL_LINES_PER_INTERVAL_MAX:
-            self._held_back += 1
+        if not self._budget.allows():
             return
-        self._lines_in_interval += 1
         self._last_logged[key] = now_s
         self._last_logged.move_to_end(key)
         while len(self._last_logged) > REFUSAL_SUBJECTS_MAX:
