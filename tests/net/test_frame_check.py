@@ -259,13 +259,13 @@ def test_items_are_counted_at_every_depth(checker):
                                 {"partition": index, "current_leader_epoch": 1, "fetch_offset": 0, "last_fetched_epoch": 1,
                                  "log_start_offset": 0, "partition_max_bytes": 1 << 20} for index in range(100)]}
                             for _ in range(100)]}),
-    (ApiKey.METADATA, 12, {"topics": [{"name": f"topic-{index}", "topic_id": None} for index in range(50_000)],
+    (ApiKey.METADATA, 12, {"topics": [{"name": f"topic-{index}", "topic_id": None} for index in range(10_000)],
                            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}),
     (ApiKey.OFFSET_COMMIT, 8, {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m", "group_instance_id": None,
                                "topics": [{"name": f"topic-{index}", "partitions": [
                                    {"partition_index": partition, "committed_offset": 1, "committed_leader_epoch": 1,
-                                    "committed_metadata": ""} for partition in range(10)]} for index in range(5_000)]}),
-], ids=["follower-fetch-10000-partitions", "metadata-50000-topics", "offset-commit-50000-partitions"])
+                                    "committed_metadata": ""} for partition in range(10)]} for index in range(1_000)]}),
+], ids=["follower-fetch-10000-partitions", "metadata-10000-topics", "offset-commit-10000-partitions"])
 def test_real_workloads_pass_well_within_the_budget(api_key, version, values):
     frame = codec.encode_request(api_key, version, 7, None, codec.build(codec.request_schema(api_key, version), values))[4:]
     for checker in CHECKERS:

@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 # Clients retry refused requests in tight loops; one line per kind of refusal, per subject, per
 # interval is what an operator can read. Remembered subjects are bounded, and so are the lines of
-# an interval across subjects: one request may name 200,000 subjects, each refused.
+# an interval across subjects: one request may name 50,000 subjects, each refused.
 REFUSAL_LOG_INTERVAL_S = 10.0
 REFUSAL_SUBJECTS_MAX = 4096
 REFUSAL_LINES_PER_INTERVAL_MAX = 100

@@ -12,7 +12,7 @@ for every new partition, so a client can produce straight after; if that wait ru
 topic still exists and the answer is success, as Kafka's is once the controller has accepted
 the change.
 
-A request may name 200,000 topics, partitions or resources: each is answered in slices
+A request may name 50,000 topics, partitions or resources: each is answered in slices
 (loop_slices.py).
 """
 

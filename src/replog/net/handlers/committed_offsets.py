@@ -1,6 +1,6 @@
 """OffsetCommit, OffsetFetch and OffsetDelete: a group's committed offsets, through the group
 coordinator (groups/coordinator.py); answered in slices (loop_slices.py), as a request may name
-200,000 partitions."""
+50,000 partitions."""
 
 from __future__ import annotations
 

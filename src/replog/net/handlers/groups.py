@@ -6,7 +6,7 @@ FindCoordinator creates __consumer_offsets on first use (in the background: the 
 COORDINATOR_NOT_AVAILABLE, which clients retry) and names the leader of the group's partition.
 Only groups have coordinators here: transactions are not implemented.
 
-A request may name 200,000 groups, keys or members: those are answered in slices
+A request may name 50,000 groups, keys or members: those are answered in slices
 (loop_slices.py).
 """
 

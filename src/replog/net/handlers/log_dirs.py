@@ -1,7 +1,7 @@
 """DescribeLogDirs: the replicas this broker hosts, with the size of each one's log, as
 `kafka-log-dirs --describe` shows them. replog has one log directory per broker (its data
 directory), and no future logs (AlterReplicaLogDirs moves none). Answered in slices
-(loop_slices.py): a broker may host 10,000 partitions, and a request may name 200,000."""
+(loop_slices.py): a broker may host 10,000 partitions, and a request may name 50,000."""
 
 from __future__ import annotations
 
