@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import io
 import struct
+import types
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +22,8 @@ from replog.net.codec import ApiKey, SUPPORTED_VERSIONS
 from replog.net.handlers import HANDLERS
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics
+from replog.replica.manager import UnknownTopicOrPartitionError
+from replog.replica.partition import AppendResult
 from tests.net.test_metadata_encoding import services as metadata_services
 
 st.register_type_strategy(Records, st.binary(max_size=40))
@@ -78,21 +81,54 @@ async def _answer(reader: asyncio.StreamReader) -> bytes:
     return await reader.readexactly(size)
 
 
-def test_another_connection_is_answered_while_a_big_request_is_handled(monkeypatch):
-    # Metadata of 100,000 unknown topics, through a real server and its connections; the
-    # metadata cache is a stub. ApiVersions is sent only once the big request's handler runs.
-    started = asyncio.Event()
-    original = HANDLERS[ApiKey.METADATA]
+def _missing_partitions_services():
+    """A broker that hosts nothing: every partition a Produce or Fetch names is unknown."""
 
-    async def metadata_that_says_it_started(services, request):
+    def get_partition(topic: str, partition: int):
+        raise UnknownTopicOrPartitionError(f"{topic}-{partition}")
+
+    return types.SimpleNamespace(replicas=types.SimpleNamespace(get_partition=get_partition),
+                                 unknown_partition_error=lambda topic, partition: ErrorCode.unknown_topic_or_partition,
+                                 metrics=BrokerMetrics(), now_ms=lambda: 0,
+                                 metadata=types.SimpleNamespace(brokers={}, lives={}, topics={}))
+
+
+def _big_metadata() -> tuple[object, bytes]:
+    return metadata_services("cluster"), codec.encode_request(ApiKey.METADATA, 12, 1, "big", codec.build(
+        codec.request_schema(ApiKey.METADATA, 12), {
+            "topics": [{"name": f"absent-{index}", "topic_id": None} for index in range(40_000)],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}))
+
+
+def _big_produce() -> tuple[object, bytes]:
+    return _missing_partitions_services(), codec.encode_request(ApiKey.PRODUCE, 9, 1, "big", codec.build(
+        codec.request_schema(ApiKey.PRODUCE, 9), {"transactional_id": None, "acks": 1, "timeout": 1000, "topic_data": [
+            {"name": "absent", "partition_data": [{"index": index, "records": None} for index in range(40_000)]}]}))
+
+
+def _big_fetch() -> tuple[object, bytes]:
+    return _missing_partitions_services(), codec.encode_request(ApiKey.FETCH, 4, 1, "big", codec.build(
+        codec.request_schema(ApiKey.FETCH, 4), {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                                                "isolation_level": 0, "topics": [{"topic": "absent", "partitions": [
+                                                    {"partition": index, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                                                    for index in range(40_000)]}]}))
+
+
+@pytest.mark.parametrize("api_key,big_request", [(ApiKey.METADATA, _big_metadata), (ApiKey.PRODUCE, _big_produce),
+                                                  (ApiKey.FETCH, _big_fetch)], ids=["metadata", "produce", "fetch"])
+def test_another_connection_is_answered_while_a_big_request_is_handled(monkeypatch, api_key, big_request):
+    # 40,000 topics or partitions none of which is here, through a real server and its
+    # connections; the broker is a stub. ApiVersions is sent only once the big request's handler
+    # runs.
+    started = asyncio.Event()
+    original = HANDLERS[api_key]
+
+    async def handler_that_says_it_started(services, request):
         started.set()
         return await original(services, request)
 
-    monkeypatch.setitem(HANDLERS, int(ApiKey.METADATA), metadata_that_says_it_started)
-    services = metadata_services("cluster")
-    big = codec.encode_request(ApiKey.METADATA, 12, 1, "big", codec.build(codec.request_schema(ApiKey.METADATA, 12), {
-        "topics": [{"name": f"absent-{index}", "topic_id": None} for index in range(100_000)],
-        "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}))
+    monkeypatch.setitem(HANDLERS, int(api_key), handler_that_says_it_started)
+    services, big = big_request()
     api_versions = codec.encode_request(ApiKey.API_VERSIONS, 3, 2, "small", codec.build(
         codec.request_schema(ApiKey.API_VERSIONS, 3), {"client_software_name": "test", "client_software_version": "1"}))
 
@@ -120,3 +156,43 @@ def test_another_connection_is_answered_while_a_big_request_is_handled(monkeypat
         return events
 
     assert asyncio.run(exchange()) == ["ApiVersions answered", "big answer begins"]
+
+
+def test_a_produce_answered_in_slices_keeps_its_appends_ahead_of_the_connections_next_one():
+    """Appends started in one step land in arrival order; one request's started in slices must
+    too, or a partition named by it and by the next request on the connection (an idempotent
+    producer's next batch) would take the later batch first."""
+    appends: list[tuple[int, int]] = []  # (correlation id, partition) in the order appended
+
+    class Partition:
+        def __init__(self, index: int):
+            self.index = index
+
+        async def append_as_leader(self, records, acks, timeout_ms, appended):
+            appends.append((records[0], self.index))
+            return AppendResult(ErrorCode.none, 0, -1, 0, 1)
+
+    services = _missing_partitions_services()
+    services.replicas.get_partition = lambda topic, index: Partition(index)
+    shared = 39_999
+
+    def produce(correlation_id: int, partitions: range) -> bytes:
+        return codec.encode_request(ApiKey.PRODUCE, 9, correlation_id, "producer", codec.build(
+            codec.request_schema(ApiKey.PRODUCE, 9), {"transactional_id": None, "acks": 1, "timeout": 1000, "topic_data": [
+                {"name": "topic", "partition_data": [{"index": index, "records": bytes([correlation_id])}
+                                                     for index in partitions]}]}))
+
+    async def exchange() -> None:
+        server = KafkaServer(services, "127.0.0.1", 0, max_request_bytes=1 << 27, metrics=BrokerMetrics())
+        await server.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(produce(1, range(shared + 1)) + produce(2, range(shared, shared + 1)))
+            for correlation_id in (1, 2):
+                assert _SIZE.unpack_from(await asyncio.wait_for(_answer(reader), 120))[0] == correlation_id
+            writer.close()
+        finally:
+            await server.stop()
+
+    asyncio.run(exchange())
+    assert [correlation_id for correlation_id, partition in appends if partition == shared] == [1, 2]

@@ -20,6 +20,7 @@ request in slices (loop_slices.py).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import enum
@@ -256,6 +257,10 @@ class Request:
     overtaken: Overtaken | None = None
     # The peer's host, set by the connection for JoinGroup only (a group member's client_host).
     client_host: str = ""
+    # Set by the connection for Produce: held while a request's appends are started, so that one
+    # answered in slices keeps its appends ahead of the connection's next request's, in arrival
+    # order, as appends started in one step would be.
+    appends_in_order: asyncio.Lock | None = None
 
 
 def _load_request_schema(api_key: int, api_version: int) -> type:

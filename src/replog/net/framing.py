@@ -132,6 +132,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_active_s = self._loop.time()
         # The last request that may wait (a Fetch), which the next request overtakes.
         self._may_wait: codec.Overtaken | None = None
+        self._appends_in_order = asyncio.Lock()
         self._writing_paused = False
         self._reading_paused = False
         self._draining = False
@@ -339,6 +340,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             request = dataclasses.replace(request, overtaken=self._may_wait)
         elif request.api_key == codec.ApiKey.JOIN_GROUP:
             request = dataclasses.replace(request, client_host=self._peer_host)
+        elif request.api_key == codec.ApiKey.PRODUCE:
+            request = dataclasses.replace(request, appends_in_order=self._appends_in_order)
         task = asyncio.ensure_future(self._dispatch(request))
         self._enqueue(task, len(frame))
         task.add_done_callback(self._write_finished)

@@ -59,12 +59,16 @@ from replog.storage.segment import HeldSlice
 
 from ..codec import ApiKey, EncodedBody, Request, wire_length, wire_string
 from ..fetch_decoding import FIRST_FLEXIBLE_VERSION, FIRST_SESSION_VERSION, FIRST_TOPIC_ID_VERSION, PARTITION_HEAD
+from ..loop_slices import LoopSlices
 from ..fetch_sessions import FINAL_EPOCH, NO_SESSION_ID, SessionFetch, requested_topics
 from . import count_error, handles, log_refusal
 
 logger = logging.getLogger(__name__)
 
 NO_EPOCH = -1
+# A fetch of many partitions gives the loop back between slices of its reading and its encoding
+# (loop_slices.py), looking at the clock once every this many partitions.
+PARTITIONS_BETWEEN_PAUSES = 64
 NO_REPLICA = -1
 _OTHER_TOPIC = (ErrorCode.unknown_topic_id, ErrorCode.inconsistent_topic_id)
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
@@ -95,20 +99,23 @@ def _read(services, topic: str, topic_id: str | None, fetch: object, replica_id:
     return partition, partition.read_for_consumer(fetch.fetch_offset, byte_budget, epoch)
 
 
-def _read_all(services, body, topics: list[tuple[str | uuid.UUID, list]], now_ms: int, life: FetchFrom, *,
-              record: bool = True) -> tuple[list[_Read], int]:
+async def _read_all(services, body, topics: list[tuple[str | uuid.UUID, list]], now_ms: int, life: FetchFrom,
+                    slices: LoopSlices, *, record: bool = True) -> tuple[list[_Read], int]:
     """(what was read of each partition of `topics`, total bytes read); `topics`: (topic as
     named: its name, or from version 13 on its id, [partition]); `life`: which life of a
     follower's broker the fetch comes from (leader_connections.fetch_from)."""
     remaining_bytes = getattr(body, "max_bytes", 0x7FFFFFFF)
     results, total_bytes = [], 0
     for named, partitions in topics:
+        await slices.pause()
         if isinstance(named, str):
             topic_id, name = None, named
         else:  # named by id, from version 13 on
             topic_id = named.hex
             name = services.replicas.topic_of_id(topic_id)
-        for fetch in partitions:
+        for index, fetch in enumerate(partitions):
+            if not index % PARTITIONS_BETWEEN_PAUSES:
+                await slices.pause()
             if name is None:
                 results.append(_Read(topic_id, named, fetch, None, ErrorCode.unknown_topic_id))
                 continue
@@ -177,17 +184,22 @@ class FetchBodyEncoder:
         return EncodedBody(self.parts)
 
 
-def _encode(api_version: int, results: list[_Read], session: SessionFetch, by_follower: bool) -> EncodedBody:
+async def _encode(api_version: int, results: list[_Read], session: SessionFetch, by_follower: bool,
+                  slices: LoopSlices) -> EncodedBody:
     """The answer to `results`; in a session, `session` picks the partitions it carries."""
     by_topic: dict[str | uuid.UUID, list] = {}
-    for read in results:
+    for index, read in enumerate(results):
+        if not index % PARTITIONS_BETWEEN_PAUSES:
+            await slices.pause()
         if session.session is None or _carried(session, read, by_follower):
             by_topic.setdefault(read.wire_topic, []).append((read.fetch, read.partition, read.result))
     encoder = FetchBodyEncoder(api_version, session.session_id)
     encoder.begin(len(by_topic))
     for topic, partitions in by_topic.items():
         encoder.topic(topic, len(partitions))
-        for fetch, partition, result in partitions:
+        for index, (fetch, partition, result) in enumerate(partitions):
+            if not index % PARTITIONS_BETWEEN_PAUSES:
+                await slices.pause()
             if isinstance(result, FetchResult):
                 encoder.partition(fetch.partition, result.error_code, result.high_watermark, result.last_stable_offset,
                                   result.log_start_offset, partition.log.hold(result.slices) if result.slices else [])
@@ -215,7 +227,7 @@ def _refused(api_version: int, error: ErrorCode) -> EncodedBody:
     return encoder.finish()
 
 
-def _not_a_replica(services, request: Request) -> EncodedBody:
+async def _not_a_replica(services, request: Request) -> EncodedBody:
     """The answer to a fetch naming a replica id from a connection of no life of that broker:
     every partition it names refused (see the module docstring)."""
     error = ErrorCode.topic_authorization_failed
@@ -225,7 +237,7 @@ def _not_a_replica(services, request: Request) -> EncodedBody:
         for fetch in partitions:
             count_error(services.metrics, request, error)
             results.append(_Read(str(named), named, fetch, None, error))
-    return _encode(request.api_version, results, SessionFetch(None, True, []), by_follower=False)
+    return await _encode(request.api_version, results, SessionFetch(None, True, []), False, LoopSlices())
 
 
 @handles(ApiKey.FETCH)
@@ -235,7 +247,7 @@ async def fetch(services, request: Request):
     if body.replica_id >= 0:
         life = fetch_from(services.metadata.brokers, services.metadata.lives, body.replica_id, request.client_id)
         if life is None:
-            return _not_a_replica(services, request)
+            return await _not_a_replica(services, request)
     if getattr(body, "session_id", NO_SESSION_ID) == NO_SESSION_ID and getattr(body, "session_epoch", FINAL_EPOCH) == FINAL_EPOCH:
         return await _answer(services, request, SessionFetch(None, True, requested_topics(body)), life)
     by_id = request.api_version >= FIRST_TOPIC_ID_VERSION
@@ -257,7 +269,8 @@ async def _answer(services, request: Request, session: SessionFetch, life: Fetch
     quiet_from = body.replica_id if life is FetchFrom.REGISTERED else -1
     now_ms = services.now_ms()
     topics = session.to_read(quiet_from, now_ms, record=True)
-    results, total_bytes = _read_all(services, body, topics, now_ms, life)
+    slices = LoopSlices()
+    results, total_bytes = await _read_all(services, body, topics, now_ms, life, slices)
     if total_bytes < body.min_bytes and loop.time() < deadline and not _any_error(results):
         with ReadWaiter() as waiter, session.parked(waiter):
             now_ms = services.now_ms()
@@ -271,7 +284,7 @@ async def _answer(services, request: Request, session: SessionFetch, life: Fetch
             await waiter.wait(max(0.0, deadline - loop.time()))
         now_ms = services.now_ms()
         topics = session.to_read(quiet_from, now_ms, record=False)  # recorded above
-        results, _ = _read_all(services, body, topics, now_ms, life, record=False)
+        results, _ = await _read_all(services, body, topics, now_ms, life, slices, record=False)
     for topic, _, fetch, partition, result in results:
         if partition is None:
             what = "fetch naming another topic id" if result in _OTHER_TOPIC else "fetch from a partition not led here"
@@ -282,7 +295,7 @@ async def _answer(services, request: Request, session: SessionFetch, life: Fetch
                 services.metrics.fetched(topic, sum(piece.size_bytes for piece in result.slices), by_follower)
         else:
             count_error(services.metrics, request, result)
-    return _encode(request.api_version, results, session, by_follower)
+    return await _encode(request.api_version, results, session, by_follower, slices)
 
 
 def _waits(results: list[_Read]):

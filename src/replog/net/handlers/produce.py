@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import struct
 import time
 from typing import Callable, NamedTuple
@@ -34,6 +35,7 @@ from replog.groups import OFFSETS_TOPIC
 from replog.replica.manager import UnknownTopicOrPartitionError
 
 from ..codec import BODY_DECODERS, ApiKey, Request, WireReader, build_response
+from ..loop_slices import LoopSlices, respond
 from . import API_NAMES, count_error, handles, log_refusal
 
 FIRST_FLEXIBLE_VERSION = 9
@@ -46,6 +48,9 @@ _BATCH_REFUSALS = frozenset({ErrorCode.invalid_record, ErrorCode.corrupt_message
 # Bounds how long a refusal waits for the metadata to name a successor: about one election
 # (store round trips and watch delivery); beyond it the client's own refresh is as quick.
 SUCCESSOR_WAIT_S = 1.0
+# Answers of at most this many partitions are encoded in one step (kio's writer, quicker for a
+# few); more in slices.
+ANSWERED_AT_ONCE_MAX = 1000
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
 
 
@@ -158,19 +163,26 @@ BODY_DECODERS[int(ApiKey.PRODUCE)] = decode_produce_body
 
 @handles(ApiKey.PRODUCE)
 async def produce(services, request: Request):
+    """Each partition's append is a task of its own, so that acks=all waits for all of them at
+    once; a request naming many partitions starts them in slices (loop_slices.py), holding the
+    connection's `appends_in_order` meanwhile so that its next request's appends start after."""
     body = request.body
     # acks=all: when each partition's local append was done and its wait for the ISR began;
     # the request waits for replication from the last of them.
     appended_s: list[float] = []
     appended = (lambda: appended_s.append(time.perf_counter())) if body.acks == -1 else None
     named = collections.Counter((topic.name, data.index) for topic in body.topic_data for data in topic.partition_data)
-    work = [
-        (topic.name, _append(services, request, topic.name, data.index, data.records, appended,
-                             named[topic.name, data.index] > 1))
-        for topic in body.topic_data
-        for data in topic.partition_data
-    ]
-    answers = await asyncio.gather(*(coroutine for _, coroutine in work))
+    slices = LoopSlices()
+    topics, appends = [], []
+    async with asyncio.TaskGroup() as appending:
+        async with request.appends_in_order or contextlib.nullcontext():
+            for topic in body.topic_data:
+                for data in topic.partition_data:
+                    topics.append(topic.name)
+                    appends.append(appending.create_task(_append(services, request, topic.name, data.index, data.records,
+                                                                 appended, named[topic.name, data.index] > 1)))
+                    await slices.pause()
+    answers = [append.result() for append in appends]
     if appended_s:
         services.metrics.replication_waited(API_NAMES[request.api_key], time.perf_counter() - max(appended_s))
     for answer in answers:  # bounded by the request's partitions
@@ -178,16 +190,16 @@ async def produce(services, request: Request):
     if body.acks == 0:
         return None
     by_topic: dict[str, list[dict]] = {}
-    for (topic, _), answer in zip(work, answers):
+    for topic, answer in zip(topics, answers):
         by_topic.setdefault(topic, []).append(answer)
-    return build_response(
-        request,
-        {
-            "throttle_time": 0,
-            "responses": [{"name": topic, "partition_responses": partitions} for topic, partitions in by_topic.items()],
-            "node_endpoints": _endpoints(services, answers),
-        },
-    )
+    values = {
+        "throttle_time": 0,
+        "responses": [{"name": topic, "partition_responses": partitions} for topic, partitions in by_topic.items()],
+        "node_endpoints": _endpoints(services, answers),
+    }
+    if len(answers) <= ANSWERED_AT_ONCE_MAX:
+        return build_response(request, values)
+    return await respond(request, values, slices)
 
 
 def _endpoints(services, answers: list[dict]) -> list[dict]:
