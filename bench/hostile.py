@@ -1,7 +1,7 @@
 """Latency of well-behaved clients while the adversarial fuzzer runs beside them, against the
 same clients alone, in one run.
 
-    .venv/bin/python bench/hostile.py [--seconds S] [--rate R] [--families frames,random,...]
+    .venv/bin/python bench/hostile.py [--seconds S] [--rate R] [--families frames,random,...] [--fuzz-cases-per-s F]
 
 Starts one broker as the fuzzer's test does (tests/hostile/arena.py: 2 GiB address space, 1,024
 files, the fuzz topics) and measures, from this process:
@@ -153,6 +153,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="of each phase")
     parser.add_argument("--rate", type=float, default=200.0, help="records/s of each producer")
     parser.add_argument("--families", default=DEFAULT_FAMILIES, help="the fuzzer's (python -m tests.hostile --help)")
+    parser.add_argument("--fuzz-cases-per-s", type=float, default=0.0,
+                        help="the fuzzer's pace (0: as fast as it goes, which takes a whole core of the broker's)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-hostile-") as scratch:
         with Arena(pathlib.Path(scratch) / "data") as arena:
@@ -164,7 +166,8 @@ def main() -> None:
                   f"{args.seconds:.0f} s per phase, {args.rate:.0f} records/s per producer", flush=True)
             alone = phase(broker.bootstrap, broker.port, args.seconds, args.rate)
             fuzzer_command = [sys.executable, "-m", "tests.hostile", "--port", str(broker.port),
-                              "--seconds", str(args.seconds), "--families", args.families]
+                              "--seconds", str(args.seconds), "--families", args.families,
+                              "--cases-per-s", str(args.fuzz_cases_per_s)]
             print("$ " + " ".join(fuzzer_command[1:]), flush=True)
             fuzzer = subprocess.Popen(fuzzer_command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             try:
