@@ -562,27 +562,30 @@ class KafkaDoor(AdminDoor):
             # does: a leader that changes during the move (a failover, or the leader moved off)
             # would lead it unthrottled. Set first, so that no move starts at full speed.
             await self._alter_broker_configs({"": {LEADER_THROTTLE_RATE: (AlterOp.SET, str(throttle_bytes_per_s))}})
-        by_topic: dict[str, list[dict]] = {}
-        for (topic, partition), target in sorted(targets.items()):
-            by_topic.setdefault(topic, []).append({"partition_index": partition, "replicas": None if target is None else list(target)})
-        body = {"timeout": int(OPERATION_TIMEOUT_S * 1000),
-                "topics": [{"name": topic, "partitions": partitions} for topic, partitions in by_topic.items()]}
-        answer = await self._ask_any(lambda connection: connection.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, None, body))
-        _raise_for(answer, "AlterPartitionReassignments")
-        return {(topic.name, partition.partition_index): _partition_error(topic.name, partition)
-                for topic in answer.responses for partition in topic.partitions}
+        outcomes = {}
+        for run in replica_logs.in_requests(targets):
+            body = {"timeout": int(OPERATION_TIMEOUT_S * 1000), "topics": [
+                {"name": topic, "partitions": [{"partition_index": index, "replicas": None if targets[topic, index] is None
+                                                else list(targets[topic, index])} for index in indexes]}
+                for topic, indexes in replica_logs.indexes_by_topic(run).items()]}
+            answer = await self._ask_any(lambda connection: connection.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, None, body))
+            _raise_for(answer, "AlterPartitionReassignments")
+            outcomes.update({(topic.name, partition.partition_index): _partition_error(topic.name, partition)
+                             for topic in answer.responses for partition in topic.partitions})
+        return outcomes
 
     async def list_reassignments(self, partitions: Collection[PartitionKey] | None = None) -> list[ReassignmentStatus]:
-        asked = None if partitions is None else [
-            {"name": topic, "partition_indexes": indexes} for topic, indexes in replica_logs.indexes_by_topic(partitions).items()]
-        body = {"timeout": int(OPERATION_TIMEOUT_S * 1000), "topics": asked}
-        answer = await self._ask_any(lambda connection: connection.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, None, body))
-        _raise_for(answer, "ListPartitionReassignments")
-        return sorted((
-            ReassignmentStatus(topic.name, partition.partition_index, tuple(partition.replicas),
-                               tuple(partition.adding_replicas), tuple(partition.removing_replicas))
-            for topic in answer.topics for partition in topic.partitions
-        ), key=lambda status: (status.topic, status.partition))
+        statuses = []
+        for asked in [None] if partitions is None else [
+                [{"name": topic, "partition_indexes": indexes} for topic, indexes in replica_logs.indexes_by_topic(run).items()]
+                for run in replica_logs.in_requests(partitions)]:
+            body = {"timeout": int(OPERATION_TIMEOUT_S * 1000), "topics": asked}
+            answer = await self._ask_any(lambda connection: connection.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, None, body))
+            _raise_for(answer, "ListPartitionReassignments")
+            statuses += [ReassignmentStatus(topic.name, partition.partition_index, tuple(partition.replicas),
+                                            tuple(partition.adding_replicas), tuple(partition.removing_replicas))
+                         for topic in answer.topics for partition in topic.partitions]
+        return sorted(statuses, key=lambda status: (status.topic, status.partition))
 
     async def _broker_addresses(self) -> dict[int, tuple[str, int]]:
         metadata = await self._ask_any(lambda connection: connection.metadata([]))

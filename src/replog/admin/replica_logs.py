@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 
 from kio.schema.errors import ErrorCode
 
@@ -66,6 +66,18 @@ def partition_sizes(logs: Mapping[ReplicaKey, ReplicaLog]) -> dict[PartitionKey,
     return sizes
 
 
+# A request naming partitions names at most this many, each with its replicas at most: a broker
+# refuses a request of more than 50,000 items (net/frame_check.py), so a cluster's worth of them
+# goes in several.
+PARTITIONS_PER_REQUEST_MAX = 2_000
+
+
+def in_requests(partitions: Iterable[PartitionKey]) -> list[list[PartitionKey]]:
+    """`partitions`, sorted, in runs of at most PARTITIONS_PER_REQUEST_MAX: one request each."""
+    ordered = sorted(partitions)
+    return [ordered[start:start + PARTITIONS_PER_REQUEST_MAX] for start in range(0, len(ordered), PARTITIONS_PER_REQUEST_MAX)]
+
+
 def indexes_by_topic(partitions: Collection[PartitionKey]) -> dict[str, list[int]]:
     """The partitions' indexes under their topics, both sorted: the shape of Kafka requests that
     name partitions."""
@@ -76,21 +88,26 @@ def indexes_by_topic(partitions: Collection[PartitionKey]) -> dict[str, list[int
 
 
 async def _sizes(connection: BrokerConnection, partitions: Collection[PartitionKey] | None) -> dict[PartitionKey, int]:
-    asked = None if partitions is None else [
-        {"topic": topic, "partitions": indexes} for topic, indexes in indexes_by_topic(partitions).items()]
-    answer = await connection.request(ApiKey.DESCRIBE_LOG_DIRS, None, {"topics": asked})
-    return {(topic.name, partition.partition_index): partition.partition_size
-            for result in answer.results if result.error_code == ErrorCode.none
-            for topic in result.topics for partition in topic.partitions}
+    sizes = {}
+    for asked in [None] if partitions is None else [
+            [{"topic": topic, "partitions": indexes} for topic, indexes in indexes_by_topic(run).items()]
+            for run in in_requests(partitions)]:
+        answer = await connection.request(ApiKey.DESCRIBE_LOG_DIRS, None, {"topics": asked})
+        sizes.update({(topic.name, partition.partition_index): partition.partition_size
+                      for result in answer.results if result.error_code == ErrorCode.none
+                      for topic in result.topics for partition in topic.partitions})
+    return sizes
 
 
 async def _log_end_offsets(connection: BrokerConnection, partitions: Collection[PartitionKey]) -> dict[PartitionKey, int]:
-    by_topic: dict[str, list[dict]] = {}
-    for topic, partition in sorted(partitions):
-        by_topic.setdefault(topic, []).append(
-            {"partition_index": partition, "current_leader_epoch": NO_LEADER_EPOCH, "timestamp": LATEST_TIMESTAMP})
-    answer = await connection.request(ApiKey.LIST_OFFSETS, None, {
-        "replica_id": DEBUGGING_REPLICA_ID, "isolation_level": READ_UNCOMMITTED,
-        "topics": [{"name": topic, "partitions": asked} for topic, asked in by_topic.items()]})
-    return {(topic.name, partition.partition_index): partition.offset
-            for topic in answer.topics for partition in topic.partitions if partition.error_code == ErrorCode.none}
+    end_offsets = {}
+    for run in in_requests(partitions):
+        answer = await connection.request(ApiKey.LIST_OFFSETS, None, {
+            "replica_id": DEBUGGING_REPLICA_ID, "isolation_level": READ_UNCOMMITTED,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": index, "current_leader_epoch": NO_LEADER_EPOCH, "timestamp": LATEST_TIMESTAMP}
+                for index in indexes]} for topic, indexes in indexes_by_topic(run).items()]})
+        end_offsets.update({(topic.name, partition.partition_index): partition.offset
+                            for topic in answer.topics for partition in topic.partitions
+                            if partition.error_code == ErrorCode.none})
+    return end_offsets
