@@ -28,7 +28,9 @@ Ordering: Kafka clients rely on responses arriving in request order on a connect
 request gets a task; finished tasks are written strictly from the front of `_in_order`, so a
 slow request holds back the responses behind it but not their processing; a long poll (Fetch)
 is told when a later request arrives (codec.Overtaken) and answers at once, rather than
-holding that later answer for its whole wait.
+holding that later answer for its whole wait. A Produce gets the connection's
+`appends_in_order` lock, which keeps its appends ahead of the next Produce's when it starts
+them in slices (handlers/produce.py).
 
 Sending: a response is written with one `writelines`, but for log bytes (a Fetch response's
 HeldSlices), which go from the log file to the socket with os.sendfile while nothing is queued
@@ -38,7 +40,9 @@ held range a truncation rewrote since it was read closes the connection rather t
 bytes than were read (the client fetches again).
 
 A request the codec cannot answer (garbled frame, unknown API key) closes the connection with
-one log line; a known API at an unsupported version is answered by `on_unsupported`.
+one log line (at most CLOSES_LOGGED_MAX every 10 s: each names its peer, so no repeat filter
+would hold a flood of them back); a known API at an unsupported version is answered by
+`on_unsupported`.
 """
 
 from __future__ import annotations
