@@ -239,6 +239,62 @@ async def test_an_ask_made_while_the_sender_winds_down_still_goes_out(turns):
         rounds.close()
 
 
+async def test_a_fetcher_cancelled_as_its_answer_comes_costs_the_others_nothing():
+    """The round's answer is taken before the cancelled fetcher runs again to withdraw its ask
+    (simulator seed 1289): the others in the round still get theirs, and later asks go out."""
+    leader = FakeLeader()
+    answer: asyncio.Future[RoundAnswer] = asyncio.get_running_loop().create_future()
+
+    async def send_round(specs, changes, max_wait_ms, max_bytes) -> RoundAnswer:
+        if not answer.done():  # the first round waits for the test's answer, in one turn
+            leader.rounds.append([(each.topic, each.partition) for each in specs])
+            return await answer
+        return await leader.send_round(specs, changes, max_wait_ms, max_bytes)
+
+    rounds = FetchRounds(send_round, "t")
+    try:
+        cancelled = asyncio.create_task(rounds.fetch(spec(0)))
+        other = asyncio.create_task(rounds.fetch(spec(1)))
+
+        async def parked() -> bool:
+            return len(leader.rounds) == 1 and len(leader.rounds[0]) == 2
+
+        await eventually(parked, WAIT_S, "one round of both partitions at the leader")
+        answer.set_result(RoundAnswer({("t", partition): FetchReply(0, 0, 0, b"records") for partition in (0, 1)}))
+        cancelled.cancel()  # its fetcher goes in the same turn
+        assert (await asyncio.wait_for(other, WAIT_S)).records == b"records"
+        leader.append(0, b"again")
+        assert (await asyncio.wait_for(rounds.fetch(spec(0)), WAIT_S)).records == b"again"
+    finally:
+        rounds.close()
+
+
+async def test_a_round_that_fails_unexpectedly_leaves_the_next_asks_going_out():
+    """A failure in taking an answer ends the sender, and fails the asks it held; the round it
+    had started meanwhile never ran. The next asks still go out (simulator seed 1289: a
+    follower whose fetches from one leader waited forever)."""
+    leader = FakeLeader()
+
+    class Unreadable(dict):
+        def get(self, *_):
+            raise RuntimeError("an answer the rounds cannot take")
+
+    async def send_round(specs, changes, max_wait_ms, max_bytes) -> RoundAnswer:
+        if len(leader.rounds) == 0:
+            leader.rounds.append([])
+            return RoundAnswer(Unreadable())
+        return await leader.send_round(specs, changes, max_wait_ms, max_bytes)
+
+    rounds = FetchRounds(send_round, "t")
+    try:
+        outcomes = await asyncio.gather(rounds.fetch(spec(0)), rounds.fetch(spec(1)), return_exceptions=True)
+        assert all(isinstance(outcome, BaseException) for outcome in outcomes), outcomes
+        leader.append(0, b"after")
+        assert (await asyncio.wait_for(rounds.fetch(spec(0)), WAIT_S)).records == b"after"
+    finally:
+        rounds.close()
+
+
 async def test_each_round_names_only_what_changed_since_the_round_before():
     leader = SessionLeader()
     rounds = FetchRounds(leader.send_round, "test")

@@ -203,13 +203,19 @@ class FetchRounds:
         loop saw nobody ask): this sender is not done then, so no other starts, and it goes on
         for that ask (simulator seed 1898: a follower that never fetched from its leader again)."""
         while self._asks or self._rounds_in_flight:
-            async with asyncio.TaskGroup() as rounds:
-                while self._asks or self._rounds_in_flight:  # each turn waits for an ask or a round's end
-                    if self._round_due():
-                        self._start_round(rounds)
-                        continue
-                    self._changed.clear()
-                    await self._changed.wait()
+            try:
+                async with asyncio.TaskGroup() as rounds:
+                    while self._asks or self._rounds_in_flight:  # each turn waits for an ask or a round's end
+                        if self._round_due():
+                            self._start_round(rounds)
+                            continue
+                        self._changed.clear()
+                        await self._changed.wait()
+            finally:
+                # No round runs once the group is over. One its failure cancelled before it ran
+                # never counted itself back in, and left counted it held off every next sender's
+                # rounds: a follower never fetched from its leader again (simulator seed 1289).
+                self._rounds_in_flight, self._newest_out = 0, False
 
     def _round_due(self) -> bool:
         """Whether a waiting ask is in no round in flight, and may go out now: at once if
@@ -286,5 +292,8 @@ class FetchRounds:
             self._pending[ask.key] = ask
 
     def _give(self, ask: _Ask, reply: FetchReply) -> None:
-        ask.answer.set_result(reply)
+        # A fetcher cancelled as the answer came has its future cancelled at once, and settles
+        # its ask only when it next runs.
+        if not ask.answer.done():
+            ask.answer.set_result(reply)
         self._settle(ask)
