@@ -39,8 +39,9 @@ BATCH_TOPIC = "hostile-batches"
 COMPACTED_TOPIC = "hostile-compacted"
 BATCH_PARTITIONS = 64
 COMPACTED_PARTITIONS = 64
-# Short, so that the cleaner reaches what the bombs left within a case's patience.
-BROKER_SETTINGS = {"log.cleaner.backoff.ms": "500"}
+# Short, so that the cleaner reaches what the bombs left within a case's patience: it cleans
+# only below the recovery point, which the background flush moves.
+BROKER_SETTINGS = {"log.cleaner.backoff.ms": "500", "log.flush.offset.checkpoint.interval.ms": "500"}
 COMPACTED_CONFIG = {"cleanup.policy": "compact", "segment.ms": str(COMPACTED_SEGMENT_MS), "min.cleanable.dirty.ratio": "0.01"}
 # An internal failure's own line, not its consequences ("closing connection ... internal error"),
 # which the broker logs after it and the output pump may deliver after the case's check.
