@@ -4,7 +4,7 @@ same clients alone, in one run.
     .venv/bin/python bench/hostile.py [--seconds S] [--rate R] [--families frames,random,...] [--fuzz-cases-per-s F]
 
 Starts one broker as the fuzzer's test does (tests/hostile/arena.py: 2 GiB address space, 1,024
-files, the fuzz topics) and measures, from this process:
+files, the fuzz topics), with the default flush and cleaner intervals, and measures, from this process:
   - Produce: two confluent-kafka producers, acks=1 and acks=all, each sending 1 KiB records at
     R records/s (linger.ms=0) to a topic of their own; a record's latency runs from produce()
     to its delivery report;
@@ -157,7 +157,7 @@ def main() -> None:
                         help="the fuzzer's pace (0: as fast as it goes, which takes a whole core of the broker's)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-hostile-") as scratch:
-        with Arena(pathlib.Path(scratch) / "data") as arena:
+        with Arena(pathlib.Path(scratch) / "data", broker_settings={}) as arena:
             broker = arena.broker
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             for future in admin.create_topics([NewTopic("bench-acks-1", 1, 1), NewTopic("bench-acks-all", 1, 1)]).values():
