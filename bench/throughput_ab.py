@@ -25,16 +25,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.replication import cpu_seconds  # noqa: E402
+from tests.broker_process import BrokerProcess  # noqa: E402
+
 BEFORE_DEFAULT = "1c3c227"
 RECORDS_FOR_SIZE = {1024: 400_000, 16384: 40_000}  # about 400 MB and 650 MB a run
 REPORTED_RATE = re.compile(r"([\d.]+) records/sec")
-LISTENING = re.compile(r"listening on ([\d.]+:\d+)")
 COMMAND_TIMEOUT_S = 900
-START_TIMEOUT_S = 60
 
 
 @contextlib.contextmanager
@@ -51,11 +53,6 @@ def worktree_of(revision: str) -> Iterator[pathlib.Path]:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(path)], check=False)
 
 
-def cpu_s(pid: int) -> float:
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def replog_command(*args: str) -> str:
     """This tree's `replog` tool; its output."""
     done = subprocess.run([sys.executable, "-m", "replog", *args], capture_output=True, text=True,
@@ -70,43 +67,26 @@ def rate(output: str) -> float:
     return float(found[-1])
 
 
-def listening_address(log: pathlib.Path, broker: subprocess.Popen) -> str:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:  # bounded by the deadline
-        found = LISTENING.search(log.read_text(errors="replace"))
-        if found:
-            return found[1]
-        if broker.poll() is not None:
-            break
-        time.sleep(0.1)
-    raise RuntimeError(f"the broker did not start listening: {log.read_text(errors='replace')[-2000:]}")
-
-
 def measure(tree: pathlib.Path, size: int, count: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as scratch:
-        log = pathlib.Path(scratch) / "broker.log"
-        with log.open("w") as output:
-            broker = subprocess.Popen(
-                [sys.executable, "-m", "replog", "broker", "start", "--listen", "127.0.0.1:0", "--metrics-listen", "",
-                 "--data-dir", f"{scratch}/data"], stdout=output, stderr=subprocess.STDOUT,
-                env=os.environ | {"PYTHONPATH": str(tree / "src"), "PYTHONUNBUFFERED": "1"})
+        broker = BrokerProcess(pathlib.Path(scratch) / "data", extra_args=("--metrics-listen", ""),
+                               env={"PYTHONPATH": str(tree / "src")})
+        broker.start()
         try:
-            bootstrap = listening_address(log, broker)
-            replog_command("topics", "create", "perf", "--partitions", "3", "--bootstrap-server", bootstrap)
+            replog_command("topics", "create", "perf", "--partitions", "3", "--bootstrap-server", broker.bootstrap)
             figures = {}
             for acks in ("1", "all"):
-                cpu_before = cpu_s(broker.pid)
+                cpu_before = cpu_seconds(broker.process.pid)
                 output = replog_command("perf", "produce", "--topic", "perf", "--num-records", str(count),
-                                        "--record-size", str(size), "--acks", acks, "--bootstrap-server", bootstrap)
+                                        "--record-size", str(size), "--acks", acks, "--bootstrap-server", broker.bootstrap)
                 figures[f"produce acks={acks}"] = rate(output)
                 if acks == "1":
-                    figures["broker CPU us/record"] = (cpu_s(broker.pid) - cpu_before) / count * 1e6
+                    figures["broker CPU us/record"] = (cpu_seconds(broker.process.pid) - cpu_before) / count * 1e6
             figures["consume"] = rate(replog_command("perf", "consume", "--topic", "perf", "--num-records", str(2 * count),
-                                                     "--bootstrap-server", bootstrap))
+                                                     "--bootstrap-server", broker.bootstrap))
             return figures
         finally:
-            broker.terminate()
-            broker.wait(60)
+            broker.stop()
 
 
 def main() -> None:

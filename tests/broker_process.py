@@ -4,7 +4,8 @@ pause (SIGSTOP) and resume (SIGCONT), restart on the same ports and data directo
 Its Prometheus endpoint binds a free port too (never the default 9644, which every broker on
 the host would share); `metrics_address` is where it listens. `rlimits` (resource -> limit)
 start it under resource limits, as a hostile client's tests do: an address-space limit turns
-unbounded memory into a failure the test sees, a low file limit makes descriptors run out."""
+unbounded memory into a failure the test sees, a low file limit makes descriptors run out.
+`env` is added to its environment (a benchmark points PYTHONPATH at another revision's tree)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 
 START_LINE = re.compile(r"listening on (?P<host>[\d.]+):(?P<port>\d+), metrics (on http://[\d.]+:(?P<metrics_port>\d+)|off)")
 START_TIMEOUT_S = 60
@@ -35,8 +37,9 @@ class BrokerHandle:
 
 class BrokerProcess(BrokerHandle):
     def __init__(self, data_dir: pathlib.Path, *, coord_url: str = "memory://", extra_args: tuple[str, ...] = (),
-                 cwd: pathlib.Path | None = None, rlimits: dict[int, int] | None = None):
+                 cwd: pathlib.Path | None = None, rlimits: dict[int, int] | None = None, env: Mapping[str, str] | None = None):
         self.data_dir = data_dir
+        self.env = dict(env or {})
         self.rlimits = dict(rlimits or {})
         self.coord_url = coord_url
         self.extra_args = extra_args
@@ -65,7 +68,7 @@ class BrokerProcess(BrokerHandle):
 
     def start(self) -> None:
         self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        env=os.environ | {"PYTHONUNBUFFERED": "1"}, cwd=self.cwd,
+                                        env=os.environ | {"PYTHONUNBUFFERED": "1"} | self.env, cwd=self.cwd,
                                         preexec_fn=self._limit_resources if self.rlimits else None)
         started = threading.Event()
 
