@@ -9,9 +9,11 @@ Two registries:
 
 - `SETTINGS`: broker settings. `load_broker_config` layers them: registry defaults < TOML file
   < `--set` overrides, into a frozen `BrokerConfig`.
-- `TOPIC_SETTINGS`: Kafka's topic-level names. Each takes its parser from, and defaults to, a
-  broker setting (Kafka's synonyms: `retention.ms` <- `log.retention.ms`, `max.message.bytes`
-  <- `message.max.bytes`, ...), but the reassignment throttle's replica lists, which have none. A topic stores only its overrides, as text, under
+- `TOPIC_SETTINGS`: every topic-level name Kafka 4.4 accepts. Each takes its parser from, and
+  defaults to, a broker setting (Kafka's synonyms: `retention.ms` <- `log.retention.ms`,
+  `max.message.bytes` <- `message.max.bytes`, ...), or where replog has no such broker setting
+  (`TOPIC_ONLY_SETTINGS`) has Kafka's parser and default of its own. A topic's value is refused
+  in Kafka's words, for clients that show them. A topic stores only its overrides, as text, under
   `/config/topics/[topic]`; `effective_topic_config` resolves them against the broker's values,
   and `log_config` maps the result onto the partition log's `LogConfig`.
 
