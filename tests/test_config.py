@@ -336,13 +336,28 @@ def test_values_kafka_accepts_are_accepted(name, text):
     ("max.decompressed.message.bytes", "2147483640", "must be at most 2147483639"),
     ("local.retention.ms", "-3", "must be at least -2"),
     ("remote.copy.lag.ms", "-2", "must be at least -1"),
-    ("remote.storage.enable", "true", "topics cannot be configured with remote log storage"),
     ("foo.bar", "1", "Unknown topic config name: foo.bar"),
 ])
 def test_values_kafka_refuses_are_refused_as_kafka_words_it(name, text, complaint):
     with pytest.raises(ConfigError) as caught:
         validate_topic_configs({name: text})
     assert complaint in str(caught.value)
+
+
+@pytest.mark.parametrize("configs, complaint", [
+    ({"min.compaction.lag.ms": "2000", "max.compaction.lag.ms": "1000"},
+     "conflict topic config setting min.compaction.lag.ms (2000) > max.compaction.lag.ms (1000)"),
+    ({"min.compaction.lag.ms": "9223372036854775807"}, None),  # the default max: no conflict
+    ({"remote.storage.enable": "true"},
+     "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."),
+])
+def test_configs_that_conflict_are_refused_as_kafka_refuses_them(configs, complaint):
+    if complaint is None:
+        assert validate_topic_configs(configs)
+        return
+    with pytest.raises(ConfigError) as caught:
+        validate_topic_configs(configs)
+    assert str(caught.value) == complaint
 
 
 def test_the_timestamp_bounds_are_topic_settings_with_kafkas_broker_synonyms():

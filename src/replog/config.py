@@ -128,13 +128,6 @@ def _level(minimum: int, maximum: int, *also: int) -> Callable[[str], int]:
     return parse
 
 
-def _local_storage_only(text: str) -> bool:
-    if _boolean(text):
-        raise ValueError("asks for tiered storage, which replog does not have: topics cannot be configured with "
-                         "remote log storage")
-    return False
-
-
 def _optional_text(text: str) -> str | None:
     return text.strip() or None
 
@@ -519,8 +512,9 @@ TOPIC_ONLY_SETTINGS: dict[str, Setting] = {
         Setting("errors.deadletterqueue.group.enable", _boolean, False,
                 "accepted for Kafka's tools; replog has no share groups"),
         # Tiered storage: replog keeps every segment on the broker's disks, as a Kafka broker
-        # with remote.log.storage.system.enable=false does, and refuses a topic that asks for it.
-        Setting("remote.storage.enable", _local_storage_only, False, "tiered storage (refused: not available)"),
+        # with remote.log.storage.system.enable=false does, and refuses a topic that asks for it
+        # (validate_topic_configs).
+        Setting("remote.storage.enable", _boolean, False, "tiered storage: true is refused"),
         Setting("local.retention.ms", _int64(-2), -2, "tiered storage only"),
         Setting("local.retention.bytes", _int64(-2), -2, "tiered storage only"),
         Setting("remote.copy.lag.ms", _int64(-1), 0, "tiered storage only"),
@@ -721,11 +715,19 @@ def load_broker_config(
 
 
 def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, Any]:
-    """Parse a topic's overrides (CreateTopics, AlterConfigs); ConfigError names the first bad one.
+    """Parse a topic's overrides (CreateTopics, AlterConfigs); ConfigError names the first bad one,
+    or says which two conflict, in Kafka's words (its LogConfig.validateValues).
 
     A request handler answers a ConfigError with Kafka's INVALID_CONFIG (40).
     """
-    return {name: parse_topic_setting(name, text) for name, text in configs.items()}
+    parsed = {name: parse_topic_setting(name, text) for name, text in configs.items()}
+    lags = [parsed.get(name, TOPIC_ONLY_SETTINGS[name].default) for name in ("min.compaction.lag.ms", "max.compaction.lag.ms")]
+    if lags[0] > lags[1]:
+        raise ConfigError(f"conflict topic config setting min.compaction.lag.ms ({lags[0]}) > max.compaction.lag.ms ({lags[1]})")
+    if parsed.get("remote.storage.enable"):
+        raise ConfigError("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote "
+                          "log storage.")
+    return parsed
 
 
 TOPIC_SOURCE = "topic"

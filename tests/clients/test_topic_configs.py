@@ -87,7 +87,10 @@ def test_configs_kafka_accepts_are_accepted_at_creation_and_by_incremental_alter
                                     "uncompressed, zstd, lz4, snappy, gzip, producer"),
     ({"compression.gzip.level": "0"}, "Invalid value 0 for configuration compression.gzip.level: value must be "
                                       "between 1 and 9 or equal to -1"),
-    ({"remote.storage.enable": "true"}, "topics cannot be configured with remote log storage"),
+    ({"remote.storage.enable": "true"}, "Tiered Storage functionality is disabled in the broker. Topic cannot be "
+                                        "configured with remote log storage."),
+    ({"min.compaction.lag.ms": "2", "max.compaction.lag.ms": "1"}, "conflict topic config setting "
+                                                                   "min.compaction.lag.ms (2) > max.compaction.lag.ms (1)"),
     ({"foo.bar": "1"}, "Unknown topic config name: foo.bar"),
 ])
 def test_configs_kafka_refuses_are_refused_with_invalid_config(broker, topic_name, configs, says):
