@@ -266,6 +266,100 @@ def test_log_config_carries_every_log_setting():
     assert log_config(effective_topic_config(load_broker_config(None, {}), {})) == LogConfig()
 
 
+def test_the_compaction_lags_reach_the_log():
+    settings = effective_topic_config(load_broker_config(None, {}),
+                                      {"min.compaction.lag.ms": "60000", "max.compaction.lag.ms": "3600000"})
+    config = log_config(settings)
+    assert (config.min_compaction_lag_ms, config.max_compaction_lag_ms) == (60_000, 3_600_000)
+
+
+# What a Kafka 4.4 broker's DescribeConfigs lists for a topic without overrides, every value its
+# default (asked of bench/peers/kafka).
+KAFKA_TOPIC_DEFAULTS = {
+    "cleanup.policy": "delete", "compression.gzip.level": "-1", "compression.lz4.level": "9",
+    "compression.type": "producer", "compression.zstd.level": "3", "delete.retention.ms": "86400000",
+    "errors.deadletterqueue.group.enable": "false", "file.delete.delay.ms": "60000",
+    "flush.messages": "9223372036854775807", "flush.ms": "9223372036854775807",
+    "follower.replication.throttled.replicas": "", "index.interval.bytes": "4096",
+    "leader.replication.throttled.replicas": "", "local.retention.bytes": "-2", "local.retention.ms": "-2",
+    "max.compaction.lag.ms": "9223372036854775807", "max.decompressed.message.bytes": "2147483639",
+    "max.message.bytes": "1048588", "message.timestamp.after.max.ms": "3600000",
+    "message.timestamp.before.max.ms": "9223372036854775807", "message.timestamp.type": "CreateTime",
+    "min.cleanable.dirty.ratio": "0.5", "min.compaction.lag.ms": "0", "min.insync.replicas": "1",
+    "preallocate": "false", "remote.copy.lag.bytes": "-1", "remote.copy.lag.ms": "0",
+    "remote.log.copy.disable": "false", "remote.log.delete.on.disable": "false", "remote.storage.enable": "false",
+    "retention.bytes": "-1", "retention.ms": "604800000", "segment.bytes": "1073741824",
+    "segment.index.bytes": "10485760", "segment.jitter.ms": "0", "segment.ms": "604800000",
+    "unclean.leader.election.enable": "false",
+}
+
+
+def test_every_topic_config_of_kafka_is_known_with_kafkas_default():
+    settings = effective_topic_config(load_broker_config(None, {}), {})
+    assert {name: format_value(value) for name, value in settings.items()} == KAFKA_TOPIC_DEFAULTS
+
+
+@pytest.mark.parametrize("name, text", [
+    *(("compression.type", codec) for codec in ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    ("compression.gzip.level", "-1"), ("compression.gzip.level", "1"), ("compression.gzip.level", "9"),
+    ("compression.lz4.level", "1"), ("compression.lz4.level", "17"),
+    ("compression.zstd.level", "-131072"), ("compression.zstd.level", "22"),
+    ("file.delete.delay.ms", "0"), ("max.compaction.lag.ms", "1"), ("min.compaction.lag.ms", "0"),
+    ("preallocate", "TRUE"), ("segment.index.bytes", "4"), ("segment.jitter.ms", "0"),
+    ("max.decompressed.message.bytes", "2147483639"), ("errors.deadletterqueue.group.enable", "true"),
+    ("local.retention.ms", "-2"), ("local.retention.bytes", "-2"), ("remote.copy.lag.ms", "-1"),
+    ("remote.copy.lag.bytes", "-1"), ("remote.log.copy.disable", "true"), ("remote.log.delete.on.disable", "true"),
+    ("remote.storage.enable", "false"),
+])
+def test_values_kafka_accepts_are_accepted(name, text):
+    assert name in validate_topic_configs({name: text})
+
+
+# Kafka 4.4's answers to the same values, for comparison: "Invalid value bogus for configuration
+# compression.type: String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer",
+# "Invalid value 0 for configuration compression.gzip.level: Value must be between 1 and 9 or
+# equal to -1", "Unknown topic config name: foo.bar".
+@pytest.mark.parametrize("name, text, complaint", [
+    ("compression.type", "bogus", "Invalid value bogus for configuration compression.type: value must be one of "
+                                  "uncompressed, zstd, lz4, snappy, gzip, producer"),
+    ("compression.type", "none", "must be one of"),  # the producer's name for it, not the topic's
+    ("compression.gzip.level", "0", "Invalid value 0 for configuration compression.gzip.level: value must be between "
+                                    "1 and 9 or equal to -1"),
+    ("compression.gzip.level", "fast", "value is not an integer"),
+    ("compression.lz4.level", "18", "must be between 1 and 17"),
+    ("compression.zstd.level", "23", "must be between -131072 and 22"),
+    ("file.delete.delay.ms", "-1", "Invalid value -1 for configuration file.delete.delay.ms: value must be at least 0"),
+    ("max.compaction.lag.ms", "0", "must be at least 1"),
+    ("min.compaction.lag.ms", "-1", "must be at least 0"),
+    ("preallocate", "yes", "Invalid value yes for configuration preallocate: value must be true or false"),
+    ("segment.index.bytes", "3", "must be at least 4"),
+    ("max.decompressed.message.bytes", "2147483640", "must be at most 2147483639"),
+    ("local.retention.ms", "-3", "must be at least -2"),
+    ("remote.copy.lag.ms", "-2", "must be at least -1"),
+    ("foo.bar", "1", "Unknown topic config name: foo.bar"),
+])
+def test_values_kafka_refuses_are_refused_as_kafka_words_it(name, text, complaint):
+    with pytest.raises(ConfigError) as caught:
+        validate_topic_configs({name: text})
+    assert complaint in str(caught.value)
+
+
+@pytest.mark.parametrize("configs, complaint", [
+    ({"min.compaction.lag.ms": "2000", "max.compaction.lag.ms": "1000"},
+     "conflict topic config setting min.compaction.lag.ms (2000) > max.compaction.lag.ms (1000)"),
+    ({"min.compaction.lag.ms": "9223372036854775807"}, None),  # the default max: no conflict
+    ({"remote.storage.enable": "true"},
+     "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."),
+])
+def test_configs_that_conflict_are_refused_as_kafka_refuses_them(configs, complaint):
+    if complaint is None:
+        assert validate_topic_configs(configs)
+        return
+    with pytest.raises(ConfigError) as caught:
+        validate_topic_configs(configs)
+    assert str(caught.value) == complaint
+
+
 def test_the_timestamp_bounds_are_topic_settings_with_kafkas_broker_synonyms():
     broker_config = load_broker_config(None, {"log.message.timestamp.after.max.ms": "60000"})
     settings = effective_topic_config(broker_config, {"message.timestamp.before.max.ms": "86400000"})
@@ -277,7 +371,7 @@ def test_the_timestamp_bounds_are_topic_settings_with_kafkas_broker_synonyms():
 @pytest.mark.parametrize(
     "configs, complaint",
     [
-        ({"no.such": "1"}, "unknown topic setting 'no.such'"),
+        ({"no.such": "1"}, "Unknown topic config name: no.such"),
         ({"log.retention.ms": "1"}, "that is a broker setting"),
         ({"cleanup.policy": "delete,archive"}, "must be delete, compact or compact,delete"),
         ({"min.cleanable.dirty.ratio": "-0.1"}, "min.cleanable.dirty.ratio"),
@@ -286,7 +380,8 @@ def test_the_timestamp_bounds_are_topic_settings_with_kafkas_broker_synonyms():
         ({"message.timestamp.type": "Now"}, "CreateTime, LogAppendTime"),
         ({"flush.messages": "0"}, "flush.messages"),
         ({"leader.replication.throttled.replicas": "0-1"},
-         "leader.replication.throttled.replicas: '0-1' is not '*' or PARTITION:BROKER pairs, comma-separated (e.g. 0:1,1:2)"),
+         "Invalid value 0-1 for configuration leader.replication.throttled.replicas: value is not '*' or "
+         "PARTITION:BROKER pairs, comma-separated (e.g. 0:1,1:2)"),
         ({"follower.replication.throttled.replicas": "*,0:1"}, "follower.replication.throttled.replicas"),
     ],
 )

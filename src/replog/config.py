@@ -9,9 +9,11 @@ Two registries:
 
 - `SETTINGS`: broker settings. `load_broker_config` layers them: registry defaults < TOML file
   < `--set` overrides, into a frozen `BrokerConfig`.
-- `TOPIC_SETTINGS`: Kafka's topic-level names. Each takes its parser from, and defaults to, a
-  broker setting (Kafka's synonyms: `retention.ms` <- `log.retention.ms`, `max.message.bytes`
-  <- `message.max.bytes`, ...), but the reassignment throttle's replica lists, which have none. A topic stores only its overrides, as text, under
+- `TOPIC_SETTINGS`: every topic-level name Kafka 4.4 accepts. Each takes its parser from, and
+  defaults to, a broker setting (Kafka's synonyms: `retention.ms` <- `log.retention.ms`,
+  `max.message.bytes` <- `message.max.bytes`, ...), or where replog has no such broker setting
+  (`TOPIC_ONLY_SETTINGS`) has Kafka's parser and default of its own. A topic's value is refused
+  in Kafka's words, for clients that show them. A topic stores only its overrides, as text, under
   `/config/topics/[topic]`; `effective_topic_config` resolves them against the broker's values,
   and `log_config` maps the result onto the partition log's `LogConfig`.
 
@@ -108,6 +110,20 @@ def _one_of(*choices: str) -> Callable[[str], str]:
         if text not in choices:
             raise ValueError(f"must be one of {', '.join(choices)}")
         return text
+
+    return parse
+
+
+def _level(minimum: int, maximum: int, *also: int) -> Callable[[str], int]:
+    """A compression level: Kafka's range for the codec, or one of `also` (gzip's -1: zlib's default)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError("is not an integer") from None
+        if not (minimum <= value <= maximum or value in also):
+            raise ValueError(f"must be between {minimum} and {maximum}" + "".join(f" or equal to {level}" for level in also))
+        return value
 
     return parse
 
@@ -464,10 +480,12 @@ TOPIC_SETTING_SYNONYMS: dict[str, str] = {
     "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
 }
 
-# Topic settings without a broker default: the replica lists of Kafka's reassignment throttle,
-# which kafka-reassign-partitions --throttle sets on the moving topics (and --verify deletes).
-# Accepted and validated so that Kafka's tool works; replog's leaders throttle the replicas a
-# move adds, whatever these say (replica/throttle.py).
+# Topic settings without a broker setting here: Kafka 4's other topic configs (LogConfig), with
+# Kafka's types, ranges and defaults, so that a client or tool that sets one is answered as Kafka
+# answers. What each does in replog, and why some change nothing, is in the README's topic
+# configuration section. Among them the replica lists of Kafka's reassignment throttle, which
+# kafka-reassign-partitions --throttle sets on the moving topics (and --verify deletes): replog's
+# leaders throttle the replicas a move adds, whatever these say (replica/throttle.py).
 TOPIC_ONLY_SETTINGS: dict[str, Setting] = {
     setting.name: setting
     for setting in [
@@ -475,6 +493,34 @@ TOPIC_ONLY_SETTINGS: dict[str, Setting] = {
                 "accepted for Kafka's tools; a leader throttles the replicas moves add", is_list=True),
         Setting("follower.replication.throttled.replicas", _throttled_replicas, (),
                 "accepted for Kafka's tools; followers are not throttled", is_list=True),
+        Setting("min.compaction.lag.ms", _int64(0), _LOG_DEFAULTS.min_compaction_lag_ms,
+                "how long a record stays uncompacted"),
+        Setting("max.compaction.lag.ms", _int64(1), _LOG_DEFAULTS.max_compaction_lag_ms,
+                "how long a record may stay uncompacted, whatever the log's dirty ratio"),
+        Setting("compression.type", _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+                "producer", "codec the topic's batches are stored in (producer: the producer's own)"),
+        Setting("compression.gzip.level", _level(1, 9, -1), -1, "gzip level when compression.type is gzip"),
+        Setting("compression.lz4.level", _level(1, 17), 9, "lz4 level when compression.type is lz4"),
+        Setting("compression.zstd.level", _level(-131072, 22), 3, "zstd level when compression.type is zstd"),
+        Setting("file.delete.delay.ms", _int64(0), 60_000, "accepted for Kafka's tools; deleted files go at once"),
+        Setting("preallocate", _boolean, False, "accepted for Kafka's tools; segment files grow as written"),
+        Setting("segment.index.bytes", _int32(4), 10 * 1024 * 1024,
+                "accepted for Kafka's tools; index files grow with their segment"),
+        Setting("segment.jitter.ms", _int64(0), 0, "accepted for Kafka's tools; segments roll at segment.ms"),
+        Setting("max.decompressed.message.bytes", _integer(1, INT_MAX - 8), INT_MAX - 8,
+                "accepted for Kafka's tools; replog bounds a whole batch's decompressed size instead"),
+        Setting("errors.deadletterqueue.group.enable", _boolean, False,
+                "accepted for Kafka's tools; replog has no share groups"),
+        # Tiered storage: replog keeps every segment on the broker's disks, as a Kafka broker
+        # with remote.log.storage.system.enable=false does, and refuses a topic that asks for it
+        # (validate_topic_configs).
+        Setting("remote.storage.enable", _boolean, False, "tiered storage: true is refused"),
+        Setting("local.retention.ms", _int64(-2), -2, "tiered storage only"),
+        Setting("local.retention.bytes", _int64(-2), -2, "tiered storage only"),
+        Setting("remote.copy.lag.ms", _int64(-1), 0, "tiered storage only"),
+        Setting("remote.copy.lag.bytes", _int64(-1), -1, "tiered storage only"),
+        Setting("remote.log.copy.disable", _boolean, False, "tiered storage only"),
+        Setting("remote.log.delete.on.disable", _boolean, False, "tiered storage only"),
     ]
 }
 
@@ -519,17 +565,14 @@ def parse_dynamic_broker_setting(name: str, text: str | None) -> int:
     return _parse(setting, text)
 
 
-def _lookup(registry: Mapping[str, Setting], name: str, kind: str) -> Setting:
-    setting = registry.get(name)
+def _lookup(name: str) -> Setting:
+    setting = SETTINGS.get(name)
     if setting is not None:
         return setting
-    if registry is SETTINGS and name in TOPIC_SETTING_SYNONYMS:
+    hint = ""
+    if name in TOPIC_SETTING_SYNONYMS:
         hint = f"; {name} is a topic setting, its broker default is {TOPIC_SETTING_SYNONYMS[name]}"
-    elif registry is TOPIC_SETTINGS and name in SETTINGS:
-        hint = "; that is a broker setting"
-    else:
-        hint = ""
-    raise ConfigError(f"unknown {kind}setting {name!r}{hint}")
+    raise ConfigError(f"unknown setting {name!r}{hint}")
 
 
 def _parse(setting: Setting, text: str, label: str = "") -> Any:
@@ -542,11 +585,20 @@ def _parse(setting: Setting, text: str, label: str = "") -> Any:
 
 def parse_setting(name: str, text: str) -> Any:
     """The value of broker setting `name` written as `text`; ConfigError names the setting."""
-    return _parse(_lookup(SETTINGS, name, ""), text)
+    return _parse(_lookup(name), text)
 
 
 def parse_topic_setting(name: str, text: str) -> Any:
-    return _parse(_lookup(TOPIC_SETTINGS, name, "topic "), text)
+    """The value of topic setting `name` written as `text`; the ConfigError's message is worded
+    as Kafka's broker words it, for clients and tools that show or match it."""
+    setting = TOPIC_SETTINGS.get(name)
+    if setting is None:
+        hint = "; that is a broker setting" if name in SETTINGS else ""
+        raise ConfigError(f"Unknown topic config name: {name}{hint}")
+    try:
+        return setting.parse(text)
+    except ValueError as error:
+        raise ConfigError(f"Invalid value {text} for configuration {name}: value {error}") from None
 
 
 def format_value(value: Any) -> str | None:
@@ -652,7 +704,7 @@ def load_broker_config(
     for source, texts, names_setting in layers:
         for name, text in texts.items():
             try:
-                setting = _lookup(SETTINGS, name, "")
+                setting = _lookup(name)
             except ConfigError as error:
                 raise ConfigError(f"{error} (from {source})") from None
             values[name] = _parse(setting, text, source if names_setting else f"{name} (from {source})")
@@ -663,11 +715,19 @@ def load_broker_config(
 
 
 def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, Any]:
-    """Parse a topic's overrides (CreateTopics, AlterConfigs); ConfigError names the first bad one.
+    """Parse a topic's overrides (CreateTopics, AlterConfigs); ConfigError names the first bad one,
+    or says which two conflict, in Kafka's words (its LogConfig.validateValues).
 
     A request handler answers a ConfigError with Kafka's INVALID_CONFIG (40).
     """
-    return {name: parse_topic_setting(name, text) for name, text in configs.items()}
+    parsed = {name: parse_topic_setting(name, text) for name, text in configs.items()}
+    lags = [parsed.get(name, TOPIC_ONLY_SETTINGS[name].default) for name in ("min.compaction.lag.ms", "max.compaction.lag.ms")]
+    if lags[0] > lags[1]:
+        raise ConfigError(f"conflict topic config setting min.compaction.lag.ms ({lags[0]}) > max.compaction.lag.ms ({lags[1]})")
+    if parsed.get("remote.storage.enable"):
+        raise ConfigError("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote "
+                          "log storage.")
+    return parsed
 
 
 TOPIC_SOURCE = "topic"

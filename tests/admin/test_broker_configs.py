@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from replog.admin import AlterOp, ConfigOperation
-from replog.admin.broker_configs import alter_broker_config, broker_resource, dynamic_broker_config, remove_throttle_rates
+from replog.admin.broker_configs import (
+    alter_broker_config,
+    broker_resource,
+    dynamic_broker_config,
+    remove_throttle_rates,
+    replace_broker_config,
+)
 from replog.admin.errors import AdminError, InvalidConfig
 from replog.admin.topics import ConfigSource
 from replog.coord_backends import paths
@@ -47,3 +53,16 @@ def test_a_broker_resource_is_a_broker_id_or_the_default():
     assert (broker_resource(""), broker_resource("3")) == (None, 3)
     with pytest.raises(AdminError, match=r"broker resource 'x' is not a broker id; name one, or \"\" for the cluster's default"):
         broker_resource("x")
+
+
+async def test_replacing_a_brokers_configs_deletes_the_rates_not_named(store):
+    await alter_broker_config(store, 2, [ConfigOperation(RATE, AlterOp.SET, "50"),
+                                         ConfigOperation(FOLLOWER_RATE, AlterOp.SET, "60")])
+    await replace_broker_config(store, 2, {RATE: "70"}, validate_only=True)
+    assert await dynamic_broker_config(store, 2) == {RATE: ("50", ConfigSource.DYNAMIC_BROKER_CONFIG),
+                                                     FOLLOWER_RATE: ("60", ConfigSource.DYNAMIC_BROKER_CONFIG)}
+    await replace_broker_config(store, 2, {RATE: "70"})
+    assert await dynamic_broker_config(store, 2) == {RATE: ("70", ConfigSource.DYNAMIC_BROKER_CONFIG)}
+    with pytest.raises(InvalidConfig, match="'log.retention.ms' cannot be changed while brokers run"):
+        await replace_broker_config(store, 2, {"log.retention.ms": "5"})
+    assert await dynamic_broker_config(store, 2) == {RATE: ("70", ConfigSource.DYNAMIC_BROKER_CONFIG)}

@@ -27,6 +27,7 @@ from replog.admin import (
     describe_topic,
     describe_topic_config,
     list_topics,
+    replace_topic_config,
 )
 from replog.admin import topics as topics_module
 from replog.config import load_broker_config
@@ -222,7 +223,7 @@ async def test_racks_are_spread_over(store, register_brokers):
 @pytest.mark.parametrize(
     "configs, complaint",
     [
-        ({"retention.hours": "1"}, "unknown topic setting 'retention.hours'"),
+        ({"retention.hours": "1"}, "Unknown topic config name: retention.hours"),
         ({"log.retention.ms": "1"}, "broker setting"),
         ({"segment.bytes": "lots"}, "segment.bytes"),
         ({"cleanup.policy": "archive"}, "must be delete, compact or compact,delete"),
@@ -576,7 +577,7 @@ async def test_alter_configs_round_trip(store):
         (ConfigOperation("retention.ms", AlterOp.SUBTRACT, "5"), "SUBTRACT applies only to list settings"),
         (ConfigOperation("cleanup.policy", AlterOp.APPEND, "archive"), "must be delete, compact or compact,delete"),
         (ConfigOperation("cleanup.policy", AlterOp.SUBTRACT, "delete"), "must be delete"),
-        (ConfigOperation("no.such.setting", AlterOp.SET, "1"), "unknown topic setting 'no.such.setting'"),
+        (ConfigOperation("no.such.setting", AlterOp.SET, "1"), "Unknown topic config name: no.such.setting"),
         (ConfigOperation("retention.ms", AlterOp.SET, "-2"), "at least -1"),
         (ConfigOperation("retention.ms", AlterOp.SET, None), "needs a value"),
     ],
@@ -606,3 +607,35 @@ async def test_validate_only_alteration_writes_nothing(store):
 async def test_alter_configs_of_an_unknown_topic_is_refused(store):
     with pytest.raises(UnknownTopicOrPartition):
         await alter_topic_config(store, "ghost", [ConfigOperation("retention.ms", AlterOp.SET, "5")])
+
+
+async def test_replacing_a_topics_configs_drops_the_overrides_not_named(store):
+    """Kafka's legacy AlterConfigs: the request's configs become the topic's whole set."""
+    await create_topic(store, "tuned", None, None, {"retention.ms": "1000", "compression.type": "lz4"},
+                       replica_assignment={0: [1]})
+    assert await replace_topic_config(store, "tuned", {"segment.ms": "5000"}) == {"segment.ms": "5000"}
+    assert await stored_overrides(store, "tuned") == {"segment.ms": "5000"}
+    assert await replace_topic_config(store, "tuned", {}) == {}
+    assert await stored_overrides(store, "tuned") == {}
+
+
+@pytest.mark.parametrize("configs, complaint", [
+    ({"retention.ms": "abc"}, "Invalid value abc for configuration retention.ms"),
+    ({"no.such.setting": "1"}, "Unknown topic config name: no.such.setting"),
+])
+async def test_a_bad_replacement_changes_nothing(store, configs, complaint):
+    await create_topic(store, "tuned", None, None, {"retention.ms": "1000"}, replica_assignment={0: [1]})
+    with pytest.raises(InvalidConfig, match=complaint):
+        await replace_topic_config(store, "tuned", {"flush.ms": "10"} | configs)
+    assert await stored_overrides(store, "tuned") == {"retention.ms": "1000"}
+
+
+async def test_a_validate_only_replacement_writes_nothing(store):
+    await create_topic(store, "tuned", None, None, {"retention.ms": "1000"}, replica_assignment={0: [1]})
+    assert await replace_topic_config(store, "tuned", {"flush.ms": "10"}, validate_only=True) == {"flush.ms": "10"}
+    assert await stored_overrides(store, "tuned") == {"retention.ms": "1000"}
+
+
+async def test_replacing_the_configs_of_an_unknown_topic_is_refused(store):
+    with pytest.raises(UnknownTopicOrPartition):
+        await replace_topic_config(store, "ghost", {"retention.ms": "5"})

@@ -277,3 +277,41 @@ def test_a_bomb_the_log_took_before_its_leader_validated_fails_the_pass_in_bound
     committed(log)
     with pytest.raises(RecordTooLargeError, match=f"records inflate past {64 * (1024 * 1024 + 12)} bytes"):
         clean(log)
+
+
+HOUR_MS = 3600 * 1000
+
+
+def test_a_log_dirty_for_longer_than_max_compaction_lag_is_cleaned_below_its_dirty_ratio(tmp_path, clock):
+    log = overwritten_log(tmp_path, clock, min_cleanable_dirty_ratio=0.99, max_compaction_lag_ms=HOUR_MS)
+    committed(log)
+    assert clean(log), "all of it dirty: past any ratio"
+    overwrite(log, 20, range(30, 34))  # one segment's worth, written now, beside the cleaned ones
+    before = contents(log)
+    committed(log)
+    assert not clean(log), "too little dirty, and not for long"
+    clock.advance(HOUR_MS + 1)
+    assert clean(log)
+    active_base = log.segments[-1].base_offset
+    assert contents(log) == latest_per_key([r for r in before if r[0] < active_base]) + [
+        r for r in before if r[0] >= active_base]
+
+
+def test_a_compacted_log_rolls_its_active_segment_by_max_compaction_lag(tmp_path, clock):
+    log = open_log(tmp_path / "t-0", clock, compact=True, max_compaction_lag_ms=HOUR_MS)
+    clock.advance(DAY_MS)
+    log.append(batch((b"a", b"1"), timestamp_ms=clock() - HOUR_MS - 1), leader_epoch=0)
+    log.append(batch((b"a", b"2"), timestamp_ms=clock()), leader_epoch=0)
+    assert [segment.base_offset for segment in log.segments] == [0, 1]
+
+
+def test_records_younger_than_min_compaction_lag_stay_uncleaned(tmp_path, clock):
+    log = overwritten_log(tmp_path, clock, min_compaction_lag_ms=HOUR_MS)
+    before = contents(log)
+    committed(log)
+    assert not clean(log)
+    clock.advance(HOUR_MS)
+    assert clean(log)
+    active_base = log.segments[-1].base_offset
+    assert contents(log) == latest_per_key([r for r in before if r[0] < active_base]) + [
+        r for r in before if r[0] >= active_base]

@@ -5,6 +5,7 @@ a broker's static settings. Only the reassignment throttle's rates change while 
 (replication/throttle_rates.py).
 
     alter_broker_config      SET or DELETE, validated first: a bad operation changes nothing
+    replace_broker_config    legacy AlterConfigs: the given configs become the whole dynamic set
     dynamic_broker_config    a broker's rates and where each comes from (its own node, the default)
     remove_throttle_rates    `replog reassign verify`, once nothing moves: every rate goes, as
                              kafka-reassign-partitions --verify removes the throttle it set
@@ -12,7 +13,7 @@ a broker's static settings. Only the reassignment throttle's rates change while 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from replog.config import DYNAMIC_BROKER_SETTINGS, ConfigError, dynamic_broker_setting, parse_dynamic_broker_setting
 from replog.coord_backends import BadVersion, NodeExists, NoNode, Store
@@ -73,6 +74,15 @@ async def alter_broker_config(store: Store, broker: int | None, operations: Sequ
             continue
         return
     raise AdminError(InvalidConfig.CODE, f"{_subject(broker)} kept changing meanwhile; try again")
+
+
+async def replace_broker_config(store: Store, broker: int | None, configs: Mapping[str, str], *,
+                                validate_only: bool = False) -> None:
+    """Make `configs` the broker's whole set of dynamic configs (None: the default's), as Kafka's
+    legacy AlterConfigs does: every dynamic setting not named is deleted."""
+    operations = ([ConfigOperation(name, AlterOp.SET, value) for name, value in configs.items()]
+                  + [ConfigOperation(name, AlterOp.DELETE, None) for name in DYNAMIC_BROKER_SETTINGS if name not in configs])
+    await alter_broker_config(store, broker, operations, validate_only=validate_only)
 
 
 async def dynamic_broker_config(store: Store, broker: int | None) -> dict[str, tuple[str, ConfigSource]]:

@@ -742,7 +742,7 @@ def _apply_operation(
 ) -> None:
     setting = TOPIC_SETTINGS.get(operation.name)
     if setting is None:
-        raise InvalidConfig(f"topic {topic!r}: unknown topic setting {operation.name!r}")
+        raise InvalidConfig(f"topic {topic!r}: Unknown topic config name: {operation.name}")
     if operation.op == AlterOp.DELETE:
         overrides.pop(operation.name, None)
         return
@@ -784,10 +784,30 @@ async def alter_topic_config(
         raise InvalidConfig(f"topic {name!r}: a setting appears more than once in {names}")
     broker_config = broker_config or load_broker_config()
 
-    async def attempt() -> dict[str, str]:
-        overrides, version = await _topic_overrides(store, name)
+    def altered(overrides: dict[str, str]) -> dict[str, str]:
         for operation in operations:
             _apply_operation(name, overrides, operation, broker_config)
+        return overrides
+
+    return await _rewrite_topic_config(store, name, altered, validate_only)
+
+
+async def replace_topic_config(store: Store, name: str, configs: Mapping[str, str], *,
+                               validate_only: bool = False) -> dict[str, str]:
+    """Make `configs` the topic's whole set of overrides, as Kafka's legacy AlterConfigs does:
+    every override not named goes back to the broker's value. Validated first, like
+    alter_topic_config; returns the new overrides."""
+    return await _rewrite_topic_config(store, name, lambda overrides: dict(configs), validate_only)
+
+
+async def _rewrite_topic_config(store: Store, name: str, change: Callable[[dict[str, str]], dict[str, str]],
+                                validate_only: bool) -> dict[str, str]:
+    """Read the topic's overrides (UNKNOWN_TOPIC_OR_PARTITION if there is no topic), `change` them,
+    validate the result and write it compare-and-set, reading again after another's write."""
+
+    async def attempt() -> dict[str, str]:
+        overrides, version = await _topic_overrides(store, name)
+        overrides = change(overrides)
         _topic_config_errors(name, overrides)
         if validate_only:
             return overrides

@@ -94,7 +94,8 @@ class LogConfig:
     (-1: keep forever), retention.bytes (-1: no size limit), max.message.bytes,
     message.timestamp.before.max.ms and message.timestamp.after.max.ms (Kafka 4's defaults: any
     time before now, at most an hour after), and for a compacted log (`compact`)
-    delete.retention.ms and min.cleanable.dirty.ratio.
+    delete.retention.ms, min.cleanable.dirty.ratio, min.compaction.lag.ms (records younger stay
+    uncleaned) and max.compaction.lag.ms (records older are cleaned, however little is dirty).
     """
 
     segment_bytes: int = 1 << 30
@@ -110,12 +111,15 @@ class LogConfig:
     compact: bool = False
     delete_retention_ms: int = 24 * 3600 * 1000
     min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = _NEVER
 
     def __post_init__(self) -> None:
         minimums = {"segment_bytes": 14, "segment_ms": 1, "index_interval_bytes": 0, "flush_messages": 1,
                     "flush_ms": 0, "retention_ms": -1, "retention_bytes": -1, "max_message_bytes": 0,
                     "message_timestamp_before_max_ms": 0, "message_timestamp_after_max_ms": 0,
-                    "delete_retention_ms": 0, "min_cleanable_dirty_ratio": 0}
+                    "delete_retention_ms": 0, "min_cleanable_dirty_ratio": 0, "min_compaction_lag_ms": 0,
+                    "max_compaction_lag_ms": 1}
         for name, minimum in minimums.items():
             if getattr(self, name) < minimum:
                 raise ValueError(f"{name} must be >= {minimum}, got {getattr(self, name)}")
@@ -320,7 +324,10 @@ class Log:
 
     @staticmethod
     def _limits_of(config: LogConfig) -> SegmentLimits:
-        return SegmentLimits(config.segment_bytes, config.segment_ms, config.index_interval_bytes)
+        # Only whole segments are cleaned: a compacted log's active segment rolls by
+        # max.compaction.lag.ms too, or its records could wait out the lag there (Kafka's maxSegmentMs).
+        segment_ms = min(config.segment_ms, config.max_compaction_lag_ms) if config.compact else config.segment_ms
+        return SegmentLimits(config.segment_bytes, segment_ms, config.index_interval_bytes)
 
     @staticmethod
     def _rules_of(config: LogConfig) -> AppendRules:
@@ -689,30 +696,58 @@ class Log:
 
     def begin_clean(self, high_watermark: int, map_max_bytes: int) -> CleanJob | None:
         """A cleaning pass over the whole segments below both `high_watermark` and the recovery
-        point (cleaner.py says why those), or None if the log is not compacted or too little of
-        that head is dirty (min.cleanable.dirty.ratio). Run the job in another thread, then hand
-        its result to complete_clean."""
+        point (cleaner.py says why those) and older than min.compaction.lag.ms, or None if the log
+        is not compacted or too little of that head is dirty (min.cleanable.dirty.ratio) and none
+        of it has waited past max.compaction.lag.ms. Run the job in another thread, then hand its
+        result to complete_clean."""
         if not self.config.compact or self._closed:
             return None
         limit = min(high_watermark, self.recovery_point, self.log_end_offset)
         count = bisect.bisect_right(self._segment_bases, limit) - 1  # segments wholly below the limit
         if count <= 0:
             return None
-        end_offset = self._segment_bases[count]
         if self._cleaned_up_to is None:
             self._cleaned_up_to = self._cleaner_checkpoint.read().get((self.topic, self.partition), 0)
-        first_dirty = min(max(self._cleaned_up_to, self.log_start_offset), end_offset)
+        first_dirty = min(max(self._cleaned_up_to, self.log_start_offset), self._segment_bases[count])
+        first_dirty_index = bisect.bisect_right(self._segment_bases, first_dirty) - 1
+        now_ms = self._clock()
+        count = self._below_compaction_lag(first_dirty_index, count, now_ms)
+        if count <= 0:
+            return None
+        end_offset = self._segment_bases[count]
+        first_dirty = min(first_dirty, end_offset)
         head = self._segments[:count]
         total_bytes = sum(segment.size_bytes for segment in head)
         dirty_bytes = sum(segment.size_bytes for i, segment in enumerate(head) if self._segment_bases[i + 1] > first_dirty)
-        if not dirty_bytes or dirty_bytes < self.config.min_cleanable_dirty_ratio * total_bytes:
+        if not dirty_bytes:
+            return None
+        if (dirty_bytes < self.config.min_cleanable_dirty_ratio * total_bytes
+                and not self._past_max_compaction_lag(head[first_dirty_index:], now_ms)):
             return None
         return CleanJob(self.directory, [SegmentFile(segment.base_offset, os.dup(segment.fd), segment.size_bytes)
                                          for segment in head],
-                        end_offset, first_dirty, self._clock(), self.config.delete_retention_ms,
+                        end_offset, first_dirty, now_ms, self.config.delete_retention_ms,
                         self.config.segment_bytes, self.config.index_interval_bytes, map_max_bytes,
                         frozenset(entry.start_offset for entry in self.leader_epoch_cache.entries),
                         (self._truncations, tuple(head)), self.append_rules.uncompressed_bytes_max)
+
+    def _below_compaction_lag(self, first_dirty_index: int, count: int, now_ms: int) -> int:
+        """How many of the first `count` segments the cleaner may take: up to the first dirty one
+        holding a record newer than min.compaction.lag.ms (Kafka's firstUncleanableDirtyOffset)."""
+        lag_ms = self.config.min_compaction_lag_ms
+        if lag_ms <= 0:
+            return count
+        for index in range(first_dirty_index, count):  # bounded by the log's segments
+            if self._segments[index].max_timestamp > now_ms - lag_ms:
+                return index
+        return count
+
+    def _past_max_compaction_lag(self, dirty: list[Segment], now_ms: int) -> bool:
+        """Whether a dirty segment's first batch is older than max.compaction.lag.ms: then the
+        log is cleaned whatever its dirty ratio, as Kafka's cleaner does (its maxCompactionDelay);
+        batches without a timestamp never count."""
+        timestamps = [segment.first_batch_timestamp for segment in dirty if segment.first_batch_timestamp > 0]
+        return bool(timestamps) and min(timestamps) < now_ms - self.config.max_compaction_lag_ms
 
     def complete_clean(self, job: CleanJob, result: CleanResult) -> Cleaned | None:
         """Swap the job's new segments in for the ones they replace, unless the log was closed,

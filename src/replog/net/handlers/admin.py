@@ -1,6 +1,6 @@
 """Topic administration: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
-IncrementalAlterConfigs, AlterPartitionReassignments, ListPartitionReassignments. Brokers'
-configs are static but for the reassignment throttle's rates, which IncrementalAlterConfigs
+IncrementalAlterConfigs, AlterConfigs, AlterPartitionReassignments, ListPartitionReassignments.
+Brokers' configs are static but for the reassignment throttle's rates, which (Incremental)AlterConfigs
 sets per broker or as the cluster's default (admin/broker_configs.py).
 
 Each acts on the coordination store through replog.admin, as the seed's admin commands do, so
@@ -18,7 +18,8 @@ A request may name 50,000 topics, partitions or resources: each is answered in s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -205,10 +206,58 @@ async def _config_entries(services, resource_type: int, name: str) -> list[tuple
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
 async def incremental_alter_configs(services, request: Request):
-    body = request.body
+    async def alter(resource) -> None:
+        operations = []
+        for config in resource.configs:
+            try:
+                operations.append(ConfigOperation(config.name, AlterOp(config.config_operation), config.value))
+            except ValueError:
+                raise AdminError(ErrorCode.invalid_request, f"unknown config operation {config.config_operation}") from None
+        if resource.resource_type == RESOURCE_BROKER:
+            await broker_configs.alter_broker_config(services.store, broker_configs.broker_resource(resource.resource_name),
+                                                     operations, validate_only=request.body.validate_only)
+        else:
+            await admin.alter_topic_config(services.store, resource.resource_name, operations,
+                                           broker_config=services.config, validate_only=request.body.validate_only)
+
+    return await _alter_each_resource(request, alter)
+
+
+@handles(ApiKey.ALTER_CONFIGS)
+async def alter_configs(services, request: Request):
+    """Kafka's legacy, non-incremental form: a resource's configs in the request become its
+    whole set of dynamic configs, those not named going back to their defaults."""
+    async def alter(resource) -> None:
+        configs = _configs_to_replace(resource.configs)
+        if resource.resource_type == RESOURCE_BROKER:
+            await broker_configs.replace_broker_config(services.store, broker_configs.broker_resource(resource.resource_name),
+                                                       configs, validate_only=request.body.validate_only)
+        else:
+            await admin.replace_topic_config(services.store, resource.resource_name, configs,
+                                             validate_only=request.body.validate_only)
+
+    return await _alter_each_resource(request, alter)
+
+
+def _configs_to_replace(entries) -> dict[str, str]:
+    """An AlterConfigs resource's configs by name; INVALID_REQUEST, with Kafka's message, for a
+    null value or a name given twice."""
+    configs = {}
+    for entry in entries:
+        if entry.value is None:
+            raise AdminError(ErrorCode.invalid_request, f"Null value not supported for : {entry.name}")
+        if entry.name in configs:
+            raise AdminError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+        configs[entry.name] = entry.value
+    return configs
+
+
+async def _alter_each_resource(request: Request, alter: Callable[[Any], Awaitable[None]]):
+    """Answer each resource of an (Incremental)AlterConfigs request on its own: one refused
+    changes nothing and leaves the others' answers as they are."""
     slices = LoopSlices()
     results = []
-    for resource in body.resources:
+    for resource in request.body.resources:
         await slices.pause()
         result = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
                   "resource_name": resource.resource_name}
@@ -216,18 +265,7 @@ async def incremental_alter_configs(services, request: Request):
             if resource.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER):
                 raise AdminError(ErrorCode.invalid_request, f"cannot alter resource type {resource.resource_type}: only "
                                                             "topics' and brokers' configs")
-            operations = []
-            for config in resource.configs:
-                try:
-                    operations.append(ConfigOperation(config.name, AlterOp(config.config_operation), config.value))
-                except ValueError:
-                    raise AdminError(ErrorCode.invalid_request, f"unknown config operation {config.config_operation}") from None
-            if resource.resource_type == RESOURCE_BROKER:
-                await broker_configs.alter_broker_config(services.store, broker_configs.broker_resource(resource.resource_name),
-                                                         operations, validate_only=body.validate_only)
-            else:
-                await admin.alter_topic_config(services.store, resource.resource_name, operations,
-                                               broker_config=services.config, validate_only=body.validate_only)
+            await alter(resource)
         except (AdminError, StoreError) as error:
             result |= _failure(request, resource.resource_name, error)
         results.append(result)
