@@ -21,6 +21,7 @@ exception or Ctrl-C. Data and logs stay in `run_dir` (emptied at start).
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import shutil
 import sys
@@ -193,3 +194,41 @@ def replog_cluster(brokers: int, run_dir: pathlib.Path, settings: dict[str, str]
 
 def kafka_cluster(brokers: int, run_dir: pathlib.Path, controllers: int = 1) -> Cluster:
     return KafkaCluster(brokers, run_dir, controllers)
+
+
+class Pairs:
+    """The comparison's running clusters: one replog and one Kafka cluster of the same number of
+    brokers, started when a section first asks for that number and kept for the next section
+    that asks for it; a pair of another size stops them first, so that at most one pair runs."""
+
+    def __init__(self, run_dir: pathlib.Path):
+        self.run_dir = run_dir
+        self.running: tuple[int, list[Cluster]] | None = None
+
+    def get(self, brokers: int) -> list[Cluster]:
+        """[replog, kafka], each of `brokers` brokers, running."""
+        if self.running is not None and self.running[0] == brokers:
+            return self.running[1]
+        self.close()
+        pair = []
+        self.running = (brokers, pair)
+        for cluster in (replog_cluster(brokers, self.run_dir / f"replog-{brokers}"),
+                        kafka_cluster(brokers, self.run_dir / f"kafka-{brokers}")):
+            pair.append(cluster)
+            cluster.start()
+        return pair
+
+    def close(self) -> None:
+        """Stop the running pair, each cluster even if the other fails to stop."""
+        if self.running is None:
+            return
+        pair, self.running = self.running[1], None
+        with contextlib.ExitStack() as stopping:
+            for cluster in pair:
+                stopping.callback(cluster.stop)
+
+    def __enter__(self) -> Pairs:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

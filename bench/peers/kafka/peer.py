@@ -40,6 +40,8 @@ HEAP = "-Xmx1g"
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 STARTED_LINE = "Kafka Server started"
+TOOLS = {"producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+         "consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance"}
 CONTROLLER_ID_BASE = 1000  # brokers are 0..N-1, as replog's; controllers get ids of their own
 # replog's defaults where Kafka's differ, and what a cluster of few brokers needs.
 SHARED_SETTINGS = {
