@@ -21,6 +21,7 @@ exception or Ctrl-C. Data and logs stay in `run_dir` (emptied at start).
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import pathlib
 import shutil
@@ -46,7 +47,7 @@ def rss_bytes(pid: int) -> int:
         return 0
 
 
-class Cluster:
+class Cluster(abc.ABC):
     """What the comparison's sections use of a cluster; one subclass per kind."""
 
     kind: str
@@ -54,30 +55,33 @@ class Cluster:
     run_dir: pathlib.Path
 
     @property
+    @abc.abstractmethod
     def bootstrap(self) -> str:
         """Every broker's 127.0.0.1:port, running or not (a killed broker keeps its port)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def start(self) -> None:
-        raise NotImplementedError
+        """Fresh data in `run_dir`, every server started; returns once every broker serves."""
 
+    @abc.abstractmethod
     def stop(self) -> None:
-        raise NotImplementedError
+        """Stop every server still running (SIGTERM, then SIGKILL if it lingers); logs stay."""
 
     def broker_ids(self) -> list[int]:
         return list(range(self.brokers))
 
+    @abc.abstractmethod
     def kill(self, broker_id: int) -> None:
         """SIGKILL that broker's process, and wait until it is gone."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def restart(self, broker_id: int) -> None:
         """Start a killed broker again on its data directory and port; returns at once, before
         the broker serves (poll it with a client to time its return)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def server_pids(self) -> list[int]:
-        raise NotImplementedError
+        """The cluster's running server processes: brokers, and controllers or ZooKeeper."""
 
     def rss_bytes(self) -> int:
         """Resident memory of all the cluster's running server processes together."""

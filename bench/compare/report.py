@@ -7,7 +7,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-FIGURE_WIDTH = 58
+FIGURE_WIDTH = 66
 VALUE_WIDTH = 12
 
 

@@ -4,7 +4,7 @@ kills, restarts and stops its servers (bench/compare/clusters.py drives it); `ka
 the command line over it.
 
 The jars of the release pinned in pom.xml (kafka.version) are resolved from Maven Central with
-`mvn dependency:copy-dependencies` into .jars/ beside this script, once; later runs reuse them.
+`mvn dependency:copy-dependencies` into .jars/ beside this module, once; later runs reuse them.
 Nothing is vendored. Needs Java 17 or later and Maven, which it installs from Debian when
 missing (default-jre-headless, maven; with sudo unless root).
 
