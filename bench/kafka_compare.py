@@ -11,7 +11,7 @@ Sections, in the order they run (bench/README.md says what each figure means):
   latency      end-to-end p50/p99 at 1,000 and 10,000 records/s, RF=3 acks=all, librdkafka
 and those of bench/compare/operations.py when it is there (its SECTIONS: name -> function of a
 scratch directory and its QUICK or FULL sizes, returning (figure, replog, kafka, unit) rows; its
-own rounds). Kafka is bench/peers/kafka's release, its jars resolved on first use.
+own rounds), named here in lower case with dashes ("consumer-group-rebalance"). Kafka is bench/peers/kafka's release, its jars resolved on first use.
 --quick moves little data per run and runs one round, to see that everything works; its figures
 mean little. Every cluster started is stopped at the end, on failure, Ctrl-C or SIGTERM.
 """
@@ -39,28 +39,33 @@ from bench.compare.report import Row, header  # noqa: E402
 DEFAULT_ROUNDS = 3
 
 
-def own_sections(pairs: Pairs, args: argparse.Namespace) -> dict[str, Callable[[], list[Row]]]:
-    volume = throughput.QUICK if args.quick else throughput.FULL
-    return {name: (lambda section=section: section(pairs, args.rounds, volume)) for name, section in throughput.SECTIONS.items()}
-
-
-def operations_sections(pairs: Pairs, args: argparse.Namespace) -> dict[str, Callable[[], list[Row]]]:
-    """bench/compare/operations.py's sections, if it is there, under names fit for --sections.
-    They start clusters of their own, so the pair the sections before them used is stopped first."""
+def operations_module():
+    """bench/compare/operations.py, or None while it is not there."""
     try:
-        operations = importlib.import_module("bench.compare.operations")
+        return importlib.import_module("bench.compare.operations")
     except ModuleNotFoundError as error:
         if error.name != "bench.compare.operations":
             raise
-        return {}
+        return None
+
+
+def sections(operations, pairs: Pairs, args: argparse.Namespace) -> dict[str, Callable[[], list[Row]]]:
+    """Every section by its --sections name, in the order they run: throughput.py's, then
+    operations.py's, which start clusters of their own, so the pair before them is stopped."""
+    volume = throughput.QUICK if args.quick else throughput.FULL
+    chosen = {name: (lambda section=section: section(pairs, args.rounds, volume)) for name, section in throughput.SECTIONS.items()}
+    if operations is None:
+        return chosen
     sizes = operations.QUICK if args.quick else operations.FULL
 
     def run(name: str, section) -> list[Row]:
         pairs.close()
-        scratch = args.run_dir / command_name(name)
-        return [Row(figure, unit, [replog], [kafka]) for figure, replog, kafka, unit in section(scratch, sizes)]
+        rows = section(args.run_dir / command_name(name), sizes)
+        return [Row(figure, unit, [replog], [kafka]) for figure, replog, kafka, unit in rows]
 
-    return {command_name(name): (lambda name=name, section=section: run(name, section)) for name, section in operations.SECTIONS.items()}
+    for name, section in operations.SECTIONS.items():
+        chosen[command_name(name)] = lambda name=name, section=section: run(name, section)
+    return chosen
 
 
 def command_name(section_name: str) -> str:
@@ -85,9 +90,12 @@ def print_table(results: list[tuple[str, list[Row], float]]) -> None:
 
 
 def main() -> None:
+    operations = operations_module()
+    names = [*throughput.SECTIONS, *(command_name(name) for name in (operations.SECTIONS if operations else ()))]
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="little data per run and one round: a smoke run")
-    parser.add_argument("--sections", nargs="+", metavar="NAME", help="run only these sections (default: all)")
+    parser.add_argument("--sections", nargs="+", choices=names, metavar="NAME",
+                        help=f"run only these sections (default: all): {', '.join(names)}")
     parser.add_argument("--rounds", type=int, help=f"rounds per system (default {DEFAULT_ROUNDS}, --quick 1)")
     parser.add_argument("--run-dir", type=pathlib.Path, help="clusters' data and logs (default: a fresh temporary directory)")
     args = parser.parse_args()
@@ -96,18 +104,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="replog-kafka-compare-") as scratch:
         args.run_dir = (args.run_dir or pathlib.Path(scratch)).resolve()
         with Pairs(args.run_dir) as pairs:
-            sections = own_sections(pairs, args) | operations_sections(pairs, args)
-            unknown = sorted(set(args.sections or ()) - set(sections))
-            if unknown:
-                parser.error(f"unknown sections {', '.join(unknown)}; there are: {', '.join(sections)}")
-            chosen = [name for name in sections if args.sections is None or name in args.sections]
+            runnable = sections(operations, pairs, args)
             started = time.monotonic()
             results = []
-            for name in chosen:
+            for name in [name for name in runnable if args.sections is None or name in args.sections]:
                 print(f"== {name}", flush=True)
                 section_started = time.monotonic()
                 try:
-                    rows = sections[name]()
+                    rows = runnable[name]()
                 except Exception:  # one section's failure leaves the others' figures
                     traceback.print_exc()
                     rows = []
