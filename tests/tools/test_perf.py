@@ -10,9 +10,9 @@ import subprocess
 import time
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from replog.tools.perf import SEND_TIME
+from replog.tools.perf import SEND_TIME, _warm_up
 from tests.polling import wait_until
 from tests.tools.conftest import CLIENT_TIMEOUT_S, TOPIC_PARTITIONS, replog
 
@@ -113,6 +113,57 @@ def test_end_to_end_reports_every_record_and_its_latency(broker, topic):
     # the log, first, and not in the counts above.
     first_send_times = [SEND_TIME.unpack_from(first_record(broker, topic, partition))[0] for partition in range(TOPIC_PARTITIONS)]
     assert first_send_times == [0.0] * TOPIC_PARTITIONS
+
+
+class LoadingCoordinatorConsumer:
+    """A consumer that reads back at once what `EchoProducer` sends, whose group coordinator
+    answers `refusals` first, as a fresh Kafka cluster's does to its first group while
+    __consumer_offsets is loading."""
+
+    def __init__(self, refusals: list[int]):
+        self.refusals = list(refusals)
+        self.committed_calls = 0
+        self.in_flight: list[int] = []  # partitions of records sent and not yet read
+
+    def committed(self, partitions, timeout):
+        self.committed_calls += 1
+        if self.refusals:
+            raise KafkaException(KafkaError(self.refusals.pop(0)))
+        return partitions
+
+    def poll(self, timeout):
+        return EchoedRecord() if self.in_flight and self.in_flight.pop(0) is not None else None
+
+
+class EchoProducer:
+    def __init__(self, consumer: LoadingCoordinatorConsumer):
+        self.consumer = consumer
+
+    def produce(self, topic, value, partition):
+        self.consumer.in_flight.append(partition)
+
+    def poll(self, timeout):
+        return 0
+
+
+class EchoedRecord:
+    def error(self):
+        return None
+
+
+def test_end_to_end_warm_up_waits_for_a_loading_group_coordinator():
+    consumer = LoadingCoordinatorConsumer([KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR,
+                                           KafkaError.COORDINATOR_LOAD_IN_PROGRESS])
+    _warm_up(EchoProducer(consumer), consumer, [TopicPartition("t", 0), TopicPartition("t", 1)], b"x")
+    assert consumer.committed_calls == 4
+    assert consumer.in_flight == []  # both warm-up records were sent and read back
+
+
+def test_end_to_end_warm_up_fails_on_other_coordinator_errors():
+    consumer = LoadingCoordinatorConsumer([KafkaError.GROUP_AUTHORIZATION_FAILED])
+    with pytest.raises(KafkaException):
+        _warm_up(EchoProducer(consumer), consumer, [TopicPartition("t", 0)], b"x")
+    assert consumer.committed_calls == 1
 
 
 def first_record(broker, topic: str, partition: int) -> bytes:

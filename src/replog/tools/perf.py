@@ -43,6 +43,11 @@ PERCENTILES = ((0.5, "50th"), (0.95, "95th"), (0.99, "99th"), (0.999, "99.9th"))
 SEND_TIME = struct.Struct(">d")
 # How long end-to-end waits, after its last send, for records still to be consumed.
 END_TO_END_DRAIN_S = 30
+# What a group's coordinator answers while it is being found or is loading the group's partition
+# of __consumer_offsets, as for the first group of a fresh Kafka cluster: Kafka's own clients
+# retry these, librdkafka's committed() raises them.
+COORDINATOR_NOT_READY = ("NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE")
+COORDINATOR_RETRY_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -341,10 +346,10 @@ def _warm_up(producer, consumer, partitions: list, value: bytes) -> None:
     measures records flowing rather than set-up: the producer's id and its connections, the
     consumer's first fetches, and the group coordinator, which librdkafka looks up for any
     consumer with a group.id (the first lookup in a cluster creates __consumer_offsets)."""
-    consumer.committed(partitions, timeout=CONNECT_TIMEOUT_S)
+    deadline = time.perf_counter() + END_TO_END_DRAIN_S
+    _await_coordinator(consumer, partitions, deadline)
     for partition in partitions:
         send(producer, partition.topic, value, partition=partition.partition)
-    deadline = time.perf_counter() + END_TO_END_DRAIN_S
     read = 0
     while read < len(partitions):  # bounded by the deadline
         if time.perf_counter() > deadline:
@@ -355,6 +360,19 @@ def _warm_up(producer, consumer, partitions: list, value: bytes) -> None:
         if message is not None:
             _check_record(partitions[0].topic, message)
             read += 1
+
+
+def _await_coordinator(consumer, partitions: list, deadline: float) -> None:
+    """consumer.committed(partitions), again while the group's coordinator is not ready, until
+    `deadline` (perf_counter() seconds)."""
+    while True:  # bounded by the deadline
+        try:
+            consumer.committed(partitions, timeout=CONNECT_TIMEOUT_S)
+            return
+        except kafka().KafkaException as error:
+            if error.args[0].name() not in COORDINATOR_NOT_READY or time.perf_counter() > deadline:
+                raise
+        time.sleep(COORDINATOR_RETRY_S)
 
 
 def _check_record(topic: str, message) -> None:
