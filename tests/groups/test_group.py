@@ -137,6 +137,9 @@ def test_leaving_last_member_empties_the_group_and_reports_it():
     assert harness.group.leave(only.member_id, None) == ErrorCode.none
     assert harness.group.state is GroupState.EMPTY and harness.group.generation == 2
     assert harness.emptied == [2]
+    # Still a group of consumers (Kafka keeps the protocol type), also as written to the log.
+    assert harness.group.protocol_type == harness.group.snapshot().protocol_type == "consumer"
+    assert harness.group.protocol_name is None and harness.group.leader_id is None
     assert harness.group.leave(only.member_id, None) == ErrorCode.unknown_member_id
 
 

@@ -405,7 +405,9 @@ class Group:
             self._remove_member(member, "did not rejoin in time")
         self.generation += 1
         if not self.members:
-            self.protocol_name = self.protocol_type = self.leader_id = None
+            # The protocol type stays (Kafka's initNextGeneration): an emptied group of
+            # consumers is still listed and described as one, not as a simple group.
+            self.protocol_name = self.leader_id = None
             self._transition(GroupState.EMPTY)
             self._log("group is empty")
             self._on_emptied(self)
