@@ -32,10 +32,10 @@ async def found_coordinator(connection, group: str) -> None:
     await eventually(found, WAIT_S, f"a coordinator for {group}")
 
 
-async def join(connection, group: str, member_id: str = ""):
+async def join(connection, group: str, member_id: str = "", instance: str | None = None):
     return await connection.request(ApiKey.JOIN_GROUP, 5, {
         "group_id": group, "session_timeout": SESSION_TIMEOUT_MS, "rebalance_timeout": SESSION_TIMEOUT_MS,
-        "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
+        "member_id": member_id, "group_instance_id": instance, "protocol_type": "consumer",
         "protocols": [{"name": "range", "metadata": b"subscription"}]})
 
 
@@ -50,23 +50,24 @@ async def member_of_stable_group(connection, group: str) -> str:
     return required.member_id
 
 
-async def sync(connection, group, member_id, generation, assignments=()):
+async def sync(connection, group, member_id, generation, assignments=(), instance=None):
     return await connection.request(ApiKey.SYNC_GROUP, 3, {
-        "group_id": group, "generation_id": generation, "member_id": member_id, "group_instance_id": None,
+        "group_id": group, "generation_id": generation, "member_id": member_id, "group_instance_id": instance,
         "assignments": list(assignments)})
 
 
-async def heartbeat(connection, group, member_id, generation) -> int:
+async def heartbeat(connection, group, member_id, generation, instance=None) -> int:
     answer = await connection.request(ApiKey.HEARTBEAT, 3, {"group_id": group, "generation_id": generation,
-                                                            "member_id": member_id, "group_instance_id": None})
+                                                            "member_id": member_id, "group_instance_id": instance})
     return answer.error_code
 
 
-async def commit(connection, group, member_id, generation, metadata="", topic="__consumer_offsets", partition=0) -> int:
+async def commit(connection, group, member_id, generation, metadata="", topic="__consumer_offsets", partition=0,
+                 instance=None) -> int:
     """A commit of partition 0 of `topic` (any topic that exists will do: the offsets topic does)."""
     answer = await connection.request(ApiKey.OFFSET_COMMIT, 7, {
         "group_id": group, "generation_id_or_member_epoch": generation, "member_id": member_id,
-        "group_instance_id": None,
+        "group_instance_id": instance,
         "topics": [{"name": topic, "partitions": [
             {"partition_index": partition, "committed_offset": 5, "committed_leader_epoch": -1, "committed_metadata": metadata}]}]})
     return answer.topics[0].partitions[0].error_code
@@ -132,6 +133,53 @@ async def test_groups_are_listed_described_and_deleted(connection):
     deleted = await connection.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": [group, "never-seen"]})
     assert [result.error_code for result in deleted.results] == [ErrorCode.none, ErrorCode.group_id_not_found]
     assert await fetch(connection, group) == (ErrorCode.none, {})
+
+
+async def test_a_replaced_static_member_is_fenced_whatever_it_sends(connection):
+    """KIP-345, as Kafka answers: a request naming an instance id with a member id that is no
+    longer that instance's is FENCED_INSTANCE_ID (fatal to the client), not UNKNOWN_MEMBER_ID
+    (after which it would rejoin and replace the new instance)."""
+    group, instance = f"g-{uuid.uuid4().hex[:8]}", "host-1"
+    await found_coordinator(connection, group)
+    old = await join(connection, group, instance=instance)  # a static member gets its id at once
+    assert (old.error_code, old.generation_id) == (ErrorCode.none, 1)
+    assert (await sync(connection, group, old.member_id, 1, [{"member_id": old.member_id, "assignment": b"a"}],
+                       instance)).error_code == ErrorCode.none
+    new = await join(connection, group, instance=instance)
+    assert (new.error_code, new.generation_id) == (ErrorCode.none, 1) and new.member_id != old.member_id
+    fenced = ErrorCode.fenced_instance_id
+    assert await heartbeat(connection, group, old.member_id, 1, instance) == fenced
+    assert (await sync(connection, group, old.member_id, 1, instance=instance)).error_code == fenced
+    assert await commit(connection, group, old.member_id, 1, instance=instance) == fenced
+    assert (await join(connection, group, old.member_id, instance)).error_code == fenced
+    left = await connection.request(ApiKey.LEAVE_GROUP, 4, {"group_id": group, "members": [
+        {"member_id": old.member_id, "group_instance_id": instance}]})
+    assert [member.error_code for member in left.members] == [fenced]
+    assert await heartbeat(connection, group, old.member_id, 1) == ErrorCode.unknown_member_id  # no instance named
+    assert await heartbeat(connection, group, new.member_id, 1, instance) == ErrorCode.none
+
+
+async def test_an_emptied_group_is_still_a_consumer_group_and_listings_filter_as_kafkas(connection):
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    member = await member_of_stable_group(connection, group)
+    left = await connection.request(ApiKey.LEAVE_GROUP, 4, {"group_id": group, "members": [
+        {"member_id": member, "group_instance_id": None}]})
+    assert [m.error_code for m in left.members] == [ErrorCode.none]
+    described = await connection.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False})
+    (ours,) = described.groups
+    assert (ours.group_state, ours.protocol_type, ours.protocol_data, ours.members) == ("Empty", "consumer", "", ())
+
+    async def listed(version: int, body: dict) -> set[tuple]:
+        answer = await connection.request(ApiKey.LIST_GROUPS, version, body)
+        return {(g.group_id, g.protocol_type, getattr(g, "group_state", None), getattr(g, "group_type", None))
+                for g in answer.groups if g.group_id == group}
+
+    assert await listed(3, {}) == {(group, "consumer", None, None)}
+    # States are trimmed and compared case-insensitively; types are compared case-insensitively.
+    for states, types in ((["Empty"], []), ([" empty ", "Stable"], []), (["EMPTY"], ["Classic"]), ([], ["consumer", "CLASSIC"])):
+        assert await listed(5, {"states_filter": states, "types_filter": types}) == {(group, "consumer", "Empty", "classic")}
+    for states, types in ((["Stable"], []), ([], ["consumer"]), ([], [" classic "])):
+        assert await listed(5, {"states_filter": states, "types_filter": types}) == set()
 
 
 async def test_the_offsets_topic_is_internal_compact_and_closed_to_producers(connection):

@@ -10,7 +10,8 @@ import urllib.request
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 
@@ -230,3 +231,37 @@ def test_a_killed_member_expires_after_its_session_and_its_partitions_move(group
         poll_until(ours, read, lambda: len(assigned(ours[0])) == PARTITIONS, "the killed member's session to expire")
     finally:
         ours[0].close()
+
+
+def test_a_second_instance_with_the_same_group_instance_id_fences_the_first(group_broker):
+    """KIP-345: the consumer that a newer one with its group.instance.id replaced is told
+    FENCED_INSTANCE_ID, fatal to librdkafka, and stops; the group settles with the new one.
+    (Told UNKNOWN_MEMBER_ID instead, the old one would rejoin and replace the new one, which
+    would do the same, for ever.)"""
+    bootstrap, topic, group = group_broker.bootstrap, new_topic(group_broker), f"g-{uuid.uuid4().hex[:8]}"
+    old = confluent_consumer(bootstrap, group, topic, {"group.instance.id": "twin"})
+    new: Consumer | None = None
+    read: dict[int, list[str]] = {}
+    try:
+        poll_until([old], read, lambda: len(assigned(old)) == PARTITIONS, "the first instance to own every partition")
+        new = confluent_consumer(bootstrap, group, topic, {"group.instance.id": "twin"})
+        deadline = time.monotonic() + WAIT_S
+        fenced = None
+        while fenced is None:  # librdkafka reports a fatal error as a message's error
+            assert time.monotonic() < deadline, "the first instance was never fenced"
+            message = old.poll(0.1)
+            assert message is None or message.error() is not None, "the first instance read a record"
+            fenced = message.error() if message is not None and message.error().code() == KafkaError._FATAL else None
+            poll_round([new], read)
+        assert "Static consumer fenced" in fenced.str(), fenced  # librdkafka's text for FENCED_INSTANCE_ID
+        values = [f"n{index}" for index in range(30)]
+        produce(bootstrap, topic, values)
+        poll_until([new], read, lambda: len(read.get(0, [])) >= len(values), "the new instance to read every record")
+        assert sorted(read[0]) == sorted(values) and assigned(new) == set(range(PARTITIONS))
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        (description,) = admin.describe_consumer_groups([group])[group].result(WAIT_S).members
+        assert (description.member_id, description.group_instance_id) == (new.memberid(), "twin")
+    finally:
+        old.close()
+        if new is not None:
+            new.close()

@@ -139,6 +139,9 @@ async def test_offsets_expire_after_the_retention_and_empty_groups_go(tmp_path):
         assert coordinator.fetch("simple", None)[1] != {}
 
         assert coordinator.leave("g", [(joined.member_id, None)]) == (ErrorCode.none, [ErrorCode.none])
+        error, listed = coordinator.list_groups()
+        assert sorted((group.group_id, group.protocol_type, group.state) for group in listed) == [
+            ("g", "consumer", "Empty"), ("simple", "", "Empty")]
         clock["now_ms"] += 5000
         clock["wall_ms"] += 5000
         coordinator.timers.fire_due(clock["now_ms"])

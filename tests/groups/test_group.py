@@ -137,6 +137,9 @@ def test_leaving_last_member_empties_the_group_and_reports_it():
     assert harness.group.leave(only.member_id, None) == ErrorCode.none
     assert harness.group.state is GroupState.EMPTY and harness.group.generation == 2
     assert harness.emptied == [2]
+    # Still a group of consumers (Kafka keeps the protocol type), also as written to the log.
+    assert harness.group.protocol_type == harness.group.snapshot().protocol_type == "consumer"
+    assert harness.group.protocol_name is None and harness.group.leader_id is None
     assert harness.group.leave(only.member_id, None) == ErrorCode.unknown_member_id
 
 
@@ -148,8 +151,21 @@ def test_static_member_rejoining_after_a_restart_keeps_the_generation_and_fences
     (again,) = harness.join(instance="host-1")
     assert again.error == ErrorCode.none and again.generation == 1 and again.member_id != answer.member_id
     assert harness.group.state is GroupState.STABLE
-    assert harness.group.heartbeat(answer.member_id, "host-1", 1) == ErrorCode.unknown_member_id
-    assert harness.join(answer.member_id, instance="host-1")[0].error == ErrorCode.unknown_member_id
+    # The replaced instance is told it is fenced (fatal to it), not that it is unknown (which
+    # would make it rejoin and replace the new one in turn), whatever it sends.
+    old, group = answer.member_id, harness.group
+    assert group.heartbeat(old, "host-1", 1) == ErrorCode.fenced_instance_id
+    assert harness.join(old, instance="host-1")[0].error == ErrorCode.fenced_instance_id
+    synced: list = []
+    assert group.sync(old, "host-1", 1, "consumer", None, {}, synced.append) is None
+    assert [answer.error for answer in synced] == [ErrorCode.fenced_instance_id]
+    assert group.commit_refusal(old, "host-1", 1) == ErrorCode.fenced_instance_id
+    assert group.leave(old, "host-1") == ErrorCode.fenced_instance_id
+    # Without its instance id, an old id is merely unknown; an instance never seen is unknown.
+    assert group.heartbeat(old, None, 1) == ErrorCode.unknown_member_id
+    assert group.heartbeat(again.member_id, "host-2", 1) == ErrorCode.unknown_member_id
+    assert group.heartbeat(again.member_id, "host-1", 1) == ErrorCode.none
+    assert group.state is GroupState.STABLE and list(group.members) == [again.member_id]
     answers, _ = harness.sync(again.member_id, 1)
     assert answers[0].assignment == b"mine"
 

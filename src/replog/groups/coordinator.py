@@ -377,8 +377,8 @@ class GroupCoordinator:
 
     def _expired(self, group: Group, value: OffsetValue, now_ms: int, wall_ms: int) -> bool:
         retention_ms = self.config.offsets_retention_ms
-        if group.protocol_type is None and group.generation == 0:
-            return value.commit_timestamp_ms + retention_ms <= wall_ms  # never a group: per commit
+        if group.protocol_type is None:
+            return value.commit_timestamp_ms + retention_ms <= wall_ms  # a simple group: per commit
         return group.state_timestamp_ms + retention_ms <= now_ms
 
     async def _delete_expired(self, group: Group, expired: dict[tuple[str, int], OffsetValue]) -> None:

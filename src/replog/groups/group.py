@@ -241,13 +241,11 @@ class Group:
             self.pending_members.discard(member_id)
             self._add_member_and_rebalance(member_id, request, respond)
             return
-        member = self.members.get(member_id)
-        if member is None:
-            respond(JoinResult(ErrorCode.unknown_member_id, member_id))
+        error = self._member_validation(member_id, request.group_instance_id)
+        if error is not None:
+            respond(JoinResult(error, member_id))
             return
-        if self._fenced_instance(member_id, request.group_instance_id):
-            respond(JoinResult(ErrorCode.fenced_instance_id, member_id))
-            return
+        member = self.members[member_id]
         if self.state is GroupState.PREPARING_REBALANCE:
             self._update_member_and_rebalance(member, request, respond)
         elif self.state is GroupState.COMPLETING_REBALANCE and member.same_protocols(request.protocols):
@@ -259,12 +257,18 @@ class Group:
         else:
             self._update_member_and_rebalance(member, request, respond)
 
-    def _fenced_instance(self, member_id: str, group_instance_id: str | None) -> bool:
-        """KIP-345: a static member's id changes each time its instance rejoins anew; a request
-        carrying its old id comes from a zombie of that instance."""
+    def _member_validation(self, member_id: str, group_instance_id: str | None) -> int | None:
+        """Kafka's validateMember. A request naming a group.instance.id is judged by the member
+        that instance has now (KIP-345): a static member's id changes each time its instance
+        rejoins anew, so a request with another id comes from a replaced instance (a zombie),
+        which FENCED_INSTANCE_ID stops; UNKNOWN_MEMBER_ID would make it rejoin and replace the
+        live one in turn."""
         if group_instance_id is None:
-            return False
-        return self.static_members.get(group_instance_id) not in (None, member_id)
+            return None if member_id in self.members else ErrorCode.unknown_member_id
+        known = self.static_members.get(group_instance_id)
+        if known is None:
+            return ErrorCode.unknown_member_id
+        return None if known == member_id else ErrorCode.fenced_instance_id
 
     def _add_member_and_rebalance(self, member_id: str, request: JoinRequest, respond: JoinResponder) -> None:
         member = Member(member_id, request.group_instance_id, request.client_id, request.client_host,
@@ -401,7 +405,9 @@ class Group:
             self._remove_member(member, "did not rejoin in time")
         self.generation += 1
         if not self.members:
-            self.protocol_name = self.protocol_type = self.leader_id = None
+            # The protocol type stays (Kafka's initNextGeneration): an emptied group of
+            # consumers is still listed and described as one, not as a simple group.
+            self.protocol_name = self.leader_id = None
             self._transition(GroupState.EMPTY)
             self._log("group is empty")
             self._on_emptied(self)
@@ -492,10 +498,9 @@ class Group:
     def _member_refusal(self, member_id: str, group_instance_id: str | None, generation: int) -> int | None:
         if self.state is GroupState.DEAD:
             return ErrorCode.coordinator_not_available
-        if member_id not in self.members:
-            return ErrorCode.unknown_member_id
-        if self._fenced_instance(member_id, group_instance_id):
-            return ErrorCode.fenced_instance_id
+        error = self._member_validation(member_id, group_instance_id)
+        if error is not None:
+            return error
         if generation != self.generation:
             return ErrorCode.illegal_generation
         return None
@@ -514,22 +519,17 @@ class Group:
         leave by its instance id alone."""
         if self.state is GroupState.DEAD:
             return ErrorCode.coordinator_not_available
-        if group_instance_id is not None:
-            known = self.static_members.get(group_instance_id)
-            if known is None:
-                return ErrorCode.unknown_member_id
-            if member_id not in (UNKNOWN_MEMBER_ID, known):
-                return ErrorCode.fenced_instance_id
-            member_id = known
+        if member_id == UNKNOWN_MEMBER_ID and group_instance_id is not None:
+            member_id = self.static_members.get(group_instance_id, UNKNOWN_MEMBER_ID)
         if member_id in self.pending_members:
             self.pending_members.discard(member_id)
             self._timers.cancel(self._session_key(member_id))
             self._maybe_complete_join_if_preparing()
             return ErrorCode.none
-        member = self.members.get(member_id)
-        if member is None:
-            return ErrorCode.unknown_member_id
-        self._remove_member_and_rebalance(member, "left the group")
+        error = self._member_validation(member_id, group_instance_id)
+        if error is not None:
+            return error
+        self._remove_member_and_rebalance(self.members[member_id], "left the group")
         return ErrorCode.none
 
     def commit_refusal(self, member_id: str, group_instance_id: str | None, generation: int) -> int | None:

@@ -23,6 +23,7 @@ from ..loop_slices import LoopSlices, respond
 from . import handles, log_refusal
 
 GROUP_KEY_TYPE = 0
+CLASSIC_GROUP_TYPE = "classic"
 FIRST_BATCHED_FIND_COORDINATOR_VERSION = 4
 FIRST_MEMBER_ID_REQUIRED_VERSION = 4
 FIRST_BATCHED_LEAVE_VERSION = 3
@@ -156,11 +157,16 @@ async def leave_group(services, request: Request):
 
 @handles(ApiKey.LIST_GROUPS)
 async def list_groups(services, request: Request):
-    wanted = set(getattr(request.body, "states_filter", ()) or ())
+    """The filters as Kafka applies them: states (v4+) trimmed and case-insensitive, types (v5+)
+    case-insensitive; every group here is of Kafka's "classic" type."""
+    states = {state.strip().lower() for state in getattr(request.body, "states_filter", ()) or ()}
+    types = {group_type.lower() for group_type in getattr(request.body, "types_filter", ()) or ()}
     error, groups = services.groups.list_groups()
+    if types and CLASSIC_GROUP_TYPE not in types:
+        groups = []
     listed = [{"group_id": group.group_id, "protocol_type": group.protocol_type, "group_state": group.state,
-               "group_type": "classic"}
-              for group in groups if not wanted or group.state in wanted]
+               "group_type": CLASSIC_GROUP_TYPE}
+              for group in groups if not states or group.state.lower() in states]
     return build_response(request, {"throttle_time": _NO_THROTTLE, "error_code": error, "groups": listed})
 
 
