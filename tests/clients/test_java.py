@@ -77,7 +77,7 @@ class JavaDriver:
 def java(tmp_path_factory):
     classes = tmp_path_factory.mktemp("java-driver")
     resolved = subprocess.run([sys.executable, str(KAFKA), "classpath"], check=True, capture_output=True, text=True)
-    jars = resolved.stdout.strip().splitlines()[-1]
+    jars = resolved.stdout.strip()
     subprocess.run(["javac", "-d", str(classes), "-cp", jars, str(DRIVER_SOURCE)], check=True)
     with (classes / "stderr.log").open("w") as log:
         process = subprocess.Popen(["java", "-cp", f"{classes}:{jars}", "ClientDriver"], stdin=subprocess.PIPE,
