@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs from Debian, if missing: ZooKeeper, etcd, kcat (a real
-# Kafka client the client tests drive) and Prometheus (which scrapes brokers in the metrics test).
+# Kafka client the client tests drive), a JDK and Maven (the Java client tests compile their
+# driver with javac against Kafka's jars, which Maven resolves) and Prometheus (which scrapes
+# brokers in the metrics test).
 # A policy-rc.d that refuses every start keeps apt from launching them as system services:
 # tests run their own instances on free 127.0.0.1 ports (scripts/zookeeper.sh, scripts/etcd.sh,
 # scripts/prometheus.sh).
@@ -11,6 +13,8 @@ needed=()
 command -v etcd >/dev/null 2>&1 || needed+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || needed+=(etcd-client)
 command -v java >/dev/null 2>&1 || needed+=(default-jre-headless)
+command -v javac >/dev/null 2>&1 || needed+=(default-jdk-headless)
+command -v mvn >/dev/null 2>&1 || needed+=(maven)
 command -v kcat >/dev/null 2>&1 || needed+=(kcat)
 command -v prometheus >/dev/null 2>&1 || needed+=(prometheus)
 [ ${#needed[@]} -eq 0 ] && exit 0

@@ -13,6 +13,15 @@ def producer_batch(record_count: int = 1, producer_id: int = -1, producer_epoch:
                        base_sequence=base_sequence)
 
 
+def timed_batch(timestamps: list[int]) -> bytearray:
+    """A batch of one readable record per timestamp, in that order."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for offset, timestamp in enumerate(timestamps):
+        builder.append(offset, timestamp=timestamp, key=None, value=b"v", headers=[])
+    return bytearray(builder.build())
+
+
 def readable_producer_batch(producer_id: int, producer_epoch: int, base_sequence: int, record_count: int,
                             value: bytes) -> bytearray:
     """A batch of `record_count` records of `value` that clients, and any validation, can read."""

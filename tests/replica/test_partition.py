@@ -12,15 +12,17 @@ import pytest
 from replog.storage.batch_format import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD, NewRecord, encode_batch
 from replog.storage.log import Log, LogConfig
 from replog.replica.partition import (
+    EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     ErrorCode,
     Partition,
     PartitionConfig,
     ReadWaiter,
     ReplicaState,
 )
-from tests.replica.batches import producer_batch
+from tests.replica.batches import producer_batch, timed_batch
 from tests.unit.log_fixtures import ManualClock
 
 LEADER, FOLLOWER, OTHER = 1, 2, 3
@@ -282,6 +284,22 @@ async def test_list_offsets_answers_committed_offsets_only(replicated):
     assert replicated.list_offsets(150)[:3] == (0, -1, -1)  # in a batch above the HW
     replicated.record_follower_fetch(FOLLOWER, 4, now_ms=2)
     assert replicated.list_offsets(150) == (0, 200, 2, 0)
+
+
+async def test_list_offsets_max_timestamp_answers_the_first_record_with_the_largest_timestamp(replicated):
+    """KIP-734 (ListOffsets v7): the record itself, not its batch. As in Kafka, the largest
+    timestamp is the log's, and a record above the HW is not answered to consumers. -4, the
+    earliest local offset, is the log start without tiered storage."""
+    assert replicated.list_offsets(MAX_TIMESTAMP)[:3] == (0, -1, -1), "an empty log"
+    await replicated.append_as_leader(timed_batch([100, 300, 200, 300]), acks=1, timeout_ms=1000)
+    replicated.record_follower_fetch(FOLLOWER, 4, now_ms=1)
+    assert replicated.list_offsets(MAX_TIMESTAMP) == (0, 300, 1, 0)
+    assert replicated.list_offsets(EARLIEST_LOCAL_TIMESTAMP)[:3] == (0, -1, 0)
+    await replicated.append_as_leader(timed_batch([250, 400, 300]), acks=1, timeout_ms=1000)
+    assert replicated.list_offsets(MAX_TIMESTAMP)[:3] == (0, -1, -1), "the largest is above the HW"
+    assert replicated.list_offsets(MAX_TIMESTAMP, any_replica=True)[:3] == (0, 400, 5)
+    replicated.record_follower_fetch(FOLLOWER, 7, now_ms=2)
+    assert replicated.list_offsets(MAX_TIMESTAMP)[:3] == (0, 400, 5)
 
 
 async def test_any_replica_answers_list_offsets_from_its_own_log_end(replicated):

@@ -30,6 +30,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -62,8 +63,10 @@ def ensure_tools() -> None:
         return
     sudo = [] if os.geteuid() == 0 else ["sudo"]
     environment = os.environ | {"DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run([*sudo, "apt-get", "update", "-q"], check=True, env=environment)
-    subprocess.run([*sudo, "apt-get", "install", "-y", "-q", "--no-install-recommends", *needed], check=True, env=environment)
+    # Their output goes to stderr: `kafka classpath` prints nothing but the classpath on stdout.
+    subprocess.run([*sudo, "apt-get", "update", "-q"], check=True, env=environment, stdout=sys.stderr)
+    subprocess.run([*sudo, "apt-get", "install", "-y", "-q", "--no-install-recommends", *needed], check=True,
+                   env=environment, stdout=sys.stderr)
 
 
 def ensure_jars() -> None:
@@ -74,8 +77,9 @@ def ensure_jars() -> None:
         return
     ensure_tools()
     shutil.rmtree(JARS, ignore_errors=True)
+    # Even with -q, Maven writes terminal resets to stdout, which `kafka classpath` keeps for the path.
     subprocess.run(["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(pom), "dependency:copy-dependencies",
-                    f"-DoutputDirectory={JARS}", "-DincludeScope=runtime"], check=True)
+                    f"-DoutputDirectory={JARS}", "-DincludeScope=runtime"], check=True, stdout=sys.stderr)
     marker.write_text(pom.read_text())
 
 

@@ -61,6 +61,7 @@ from replog.admin.topics import (
     replace_topic_config,
     mixed_separators_warning,
     read_replicas,
+    topic_config_entries,
     validate_topic_name,
 )
 
@@ -124,5 +125,6 @@ __all__ = [
     "parse_topics_to_move",
     "plan_balance",
     "read_replicas",
+    "topic_config_entries",
     "validate_topic_name",
 ]

@@ -713,7 +713,12 @@ async def describe_topic_config(
     are the registry defaults.
     """
     overrides, _ = await _topic_overrides(store, name)
-    settings = effective_topic_config(broker_config or load_broker_config(), overrides)
+    return topic_config_entries(broker_config or load_broker_config(), overrides)
+
+
+def topic_config_entries(broker_config: BrokerConfig, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+    """What `describe_topic_config` answers for a topic with these overrides, by name."""
+    settings = effective_topic_config(broker_config, overrides)
     sources = {TOPIC_SOURCE: ConfigSource.DYNAMIC_TOPIC_CONFIG, DEFAULT_SOURCE: ConfigSource.DEFAULT_CONFIG}
     return [
         ConfigEntry(setting, format_value(value), sources.get(settings.sources[setting], ConfigSource.STATIC_BROKER_CONFIG))

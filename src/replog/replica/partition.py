@@ -76,6 +76,8 @@ logger = logging.getLogger(__name__)
 NO_LEADER_EPOCH = -1  # a request that does not say which leader epoch it expects
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3  # ListOffsets v7+ (KIP-734): the record with the largest timestamp
+EARLIEST_LOCAL_TIMESTAMP = -4  # v8+ (KIP-405): the local log's start; without tiered storage, the log start
 UNKNOWN_OFFSET = -1
 NO_TIMESTAMP = -1
 # An acks=-1 request holds a slot until committed or timed out. Requests in flight are bounded
@@ -1166,8 +1168,9 @@ class Partition:
 
     def list_offsets(self, timestamp: int, current_leader_epoch: int = NO_LEADER_EPOCH, *,
                      any_replica: bool = False) -> ListOffsetsResult:
-        """ListOffsets for consumers: earliest (-2) is the log start, latest (-1) the HW, otherwise
-        the first batch below the HW whose max timestamp is >= `timestamp` (batch granularity).
+        """ListOffsets for consumers: earliest (-2, and earliest local, -4) is the log start, latest
+        (-1) the HW, max (-3) the first record below the HW with the log's largest timestamp,
+        otherwise the first record below the HW whose timestamp is >= `timestamp`.
 
         KIP-207: a new leader learns the committed offset from its followers, so its HW may start
         below the one the previous leader reported. Until it reaches the start offset of our epoch
@@ -1181,14 +1184,16 @@ class Partition:
             return ListOffsetsResult(error, NO_TIMESTAMP, UNKNOWN_OFFSET, UNDEFINED_EPOCH)
         end_offset = self.log_end_offset if any_replica else self.high_watermark
         end_offset_lags = not any_replica and self.high_watermark < self._leader_epoch_start_offset
-        if timestamp == EARLIEST_TIMESTAMP:
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             offset, found_timestamp = self.log_start_offset, NO_TIMESTAMP
         elif end_offset_lags and timestamp == LATEST_TIMESTAMP:
             return ListOffsetsResult(ErrorCode.OFFSET_NOT_AVAILABLE, NO_TIMESTAMP, UNKNOWN_OFFSET, UNDEFINED_EPOCH)
         elif timestamp == LATEST_TIMESTAMP:
             offset, found_timestamp = end_offset, NO_TIMESTAMP
         else:
-            found = self.log.offset_for_timestamp(timestamp)
+            if timestamp == MAX_TIMESTAMP:
+                timestamp = self.log.max_timestamp
+            found = self.log.offset_for_timestamp(timestamp) if timestamp != NO_TIMESTAMP else None
             if found is not None:
                 found = _first_record_at_or_after(self.log.read(found[0], 1), timestamp) or found
             if found is None or found[0] >= end_offset:

@@ -58,6 +58,7 @@ from replog.storage.partition_metadata import sync_tag, tag_topic_id, tagged_top
 from replog.storage.batch_format import BatchHeader, Scratch, uncompressed_bytes_max
 from replog.storage.records import (
     AppendRules,
+    NO_TIMESTAMP,
     BatchRun,
     assign_batches,
     check_compressed,
@@ -514,6 +515,11 @@ class Log:
             if position is not None:
                 return i, position
         return None
+
+    @property
+    def max_timestamp(self) -> int:
+        """The largest batch max timestamp in the log; NO_TIMESTAMP when none carries one."""
+        return max((segment.max_timestamp for segment in self._segments), default=NO_TIMESTAMP)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(base offset, max timestamp) of the first batch whose max timestamp is >= `timestamp`.

@@ -86,18 +86,20 @@ async def create_topics(services, request: Request):
             replication = services.config["default.replication.factor"] if replication is None else replication
         result = {"name": topic.name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None,
                   "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1, "configs": None}
+        overrides = {config.name: config.value for config in topic.configs if config.value is not None}  # null: not set
         try:
             planned = await admin.create_topic(
-                # A null value means "not set", as in Kafka.
-                services.store, topic.name, partitions, replication,
-                {config.name: config.value for config in topic.configs if config.value is not None},
+                services.store, topic.name, partitions, replication, overrides,
                 replica_assignment=assignment, validate_only=validate_only,
                 limits=services.state_change_limits(_timeout_s(request)),
             )
         except (AdminError, StoreError) as error:
             results.append(result | _failure(request, topic.name, error))
             continue
-        result |= {"num_partitions": len(planned), "replication_factor": len(next(iter(planned.values())))}
+        # Java's admin client reads the topic's configs whenever the partitions are given (v5+).
+        configs = [{"name": entry.name, "value": entry.value, "read_only": False, "config_source": int(entry.source),
+                    "is_sensitive": False} for entry in admin.topic_config_entries(services.config, overrides)]
+        result |= {"num_partitions": len(planned), "replication_factor": len(next(iter(planned.values()))), "configs": configs}
         if not validate_only:
             await _wait_for_leaders(services, topic.name, len(planned), _timeout_s(request))
         results.append(result)
