@@ -1,0 +1,62 @@
+"""Where replog answers differently from Kafka, scenario by scenario: the one place that says so.
+
+INTENDED: scenario -> {part of its result: why replog differs}. A part is a path of keys from
+the result's root, joined by "/" (list items by index; "*" stands for any one key; "" is the
+whole result). The comparison leaves out exactly the listed parts, and fails when a listed part
+no longer differs, so that no listing outlives its difference.
+
+AWAITING_FIX: scenario -> the branch that fixes it. Until the branch is merged these scenarios
+are expected to fail, strictly: one that passes fails, and its entry must go.
+"""
+
+from __future__ import annotations
+
+INTENDED: dict[str, dict[str, str]] = {
+    "api_versions_beyond_the_broker": {
+        "api_versions_range": "replog advertises the ApiVersions versions its codec (kio) has, up to v4; Kafka 4.4 has v5. "
+                              "Clients negotiate down to the highest common version",
+    },
+    "transactional_id_initialised_twice": {
+        "": "transactions are not implemented: InitProducerId naming a transactional id is refused with "
+            "TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a fatal error the client reports at once (net/handlers/producer_ids.py)",
+    },
+    "fetch_out_of_range": {
+        "*/high_watermark": "replog's followers continue from the log start named in an OFFSET_OUT_OF_RANGE answer "
+                            "(replication/fetcher.py), so the answer carries the partition's offsets; Kafka answers -1 "
+                            "and its followers ask ListOffsets. Consumers read no offsets from an error answer",
+        "*/log_start_offset": "as */high_watermark",
+    },
+    "topic_config_values": {
+        "configs/segment.bytes/source": "the Kafka peer sets log.segment.bytes to replog's default (1 GiB) in its "
+                                        "server.properties (bench/peers/kafka), so Kafka reports STATIC_BROKER_CONFIG "
+                                        "where replog's value is its own default",
+        "configs/min.insync.replicas/source": "Kafka 4 records the broker's min.insync.replicas as a cluster-wide "
+                                              "dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG, for eligible leader "
+                                              "replicas, KIP-966); replog has no dynamic broker configs",
+    },
+    "broker_configs": {
+        "names": "replog's broker configs are its own: the Kafka ones it implements, under Kafka's names, and its "
+                 "own (coord.url, state.change.*, metrics.*); KRaft, SASL, TLS, remote storage, share and streams "
+                 "groups, transactions and quotas are Kafka's alone",
+        "client_facing/*/read_only": "replog has no dynamic broker configs: every broker config is read-only",
+        "client_facing/*/source": "replog reports every broker config as STATIC_BROKER_CONFIG, whether set on its "
+                                  "command line or left at its default (Kafka: DEFAULT_CONFIG for a default)",
+        "client_facing/compression.type": "replog keeps batches as their producers compressed them (Kafka's "
+                                          "compression.type=producer) and has no broker setting for it",
+        "client_facing/log.retention.hours": "replog's broker retention is log.retention.ms alone",
+        "client_facing/log.retention.ms/value": "Kafka leaves log.retention.ms unset (null) and derives it from "
+                                                "log.retention.hours; replog states it",
+    },
+}
+
+AWAITING_FIX: dict[str, str] = {
+    "fetch_response_size_limit": "fixed on branch fetch-meta (KIP-74 bounds on Fetch)",
+    "metadata_topic_ids": "fixed on branch fetch-meta (Metadata answers the topic ids replog keeps)",
+    "keyless_records_to_a_compacted_topic": "fixed on branch fetch-meta (KIP-467 record_errors)",
+    "topic_configs_kafka_accepts": "fixed on branch configs (every topic config Kafka 4.4 accepts)",
+    "topic_config_names": "fixed on branch configs (every topic config Kafka 4.4 accepts)",
+    "alter_configs": "fixed on branch configs (AlterConfigs, API 33)",
+    "log_append_time": "fixed on branch append-semantics (message.timestamp.type=LogAppendTime)",
+    "static_member_replaced": "fixed on branch groups-fixes (FENCED_INSTANCE_ID for a replaced static member)",
+    "empty_group_listed": "fixed on branch groups-fixes (an empty group keeps its protocol type)",
+}
