@@ -14,6 +14,7 @@ from replog.storage.log import Log, LogConfig
 from replog.replica.partition import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     ErrorCode,
     Partition,
     PartitionConfig,
@@ -282,6 +283,21 @@ async def test_list_offsets_answers_committed_offsets_only(replicated):
     assert replicated.list_offsets(150)[:3] == (0, -1, -1)  # in a batch above the HW
     replicated.record_follower_fetch(FOLLOWER, 4, now_ms=2)
     assert replicated.list_offsets(150) == (0, 200, 2, 0)
+
+
+async def test_list_offsets_max_timestamp_is_the_first_record_holding_the_largest(replicated):
+    """KIP-734 (-3): not the last batch, whose timestamps may be older; and as Kafka, no answer
+    while the largest is above the HW."""
+    for max_timestamp in (100, 300, 200, 300):
+        await replicated.append_as_leader(records(2, max_timestamp=max_timestamp), acks=1, timeout_ms=1000)
+    replicated.record_follower_fetch(FOLLOWER, 8, now_ms=1)
+    assert replicated.list_offsets(MAX_TIMESTAMP) == (0, 300, 2, 0)
+    await replicated.append_as_leader(records(2, max_timestamp=400), acks=1, timeout_ms=1000)
+    assert replicated.list_offsets(MAX_TIMESTAMP)[:3] == (0, -1, -1)
+
+
+async def test_list_offsets_max_timestamp_of_an_empty_log_is_none(replicated):
+    assert replicated.list_offsets(MAX_TIMESTAMP)[:3] == (0, -1, -1)
 
 
 async def test_any_replica_answers_list_offsets_from_its_own_log_end(replicated):

@@ -76,6 +76,7 @@ logger = logging.getLogger(__name__)
 NO_LEADER_EPOCH = -1  # a request that does not say which leader epoch it expects
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3  # KIP-734: the record with the largest timestamp
 UNKNOWN_OFFSET = -1
 NO_TIMESTAMP = -1
 # An acks=-1 request holds a slot until committed or timed out. Requests in flight are bounded
@@ -1166,8 +1167,9 @@ class Partition:
 
     def list_offsets(self, timestamp: int, current_leader_epoch: int = NO_LEADER_EPOCH, *,
                      any_replica: bool = False) -> ListOffsetsResult:
-        """ListOffsets for consumers: earliest (-2) is the log start, latest (-1) the HW, otherwise
-        the first batch below the HW whose max timestamp is >= `timestamp` (batch granularity).
+        """ListOffsets for consumers: earliest (-2) is the log start, latest (-1) the HW, max
+        timestamp (-3) the first record holding the log's largest timestamp if it is below the
+        HW, otherwise the first record below the HW whose timestamp is >= `timestamp`.
 
         KIP-207: a new leader learns the committed offset from its followers, so its HW may start
         below the one the previous leader reported. Until it reaches the start offset of our epoch
@@ -1188,7 +1190,9 @@ class Partition:
         elif timestamp == LATEST_TIMESTAMP:
             offset, found_timestamp = end_offset, NO_TIMESTAMP
         else:
-            found = self.log.offset_for_timestamp(timestamp)
+            # The first record holding the largest timestamp is the first at or after it.
+            target = self.log.max_timestamp if timestamp == MAX_TIMESTAMP else timestamp
+            found = None if target == NO_TIMESTAMP else self.log.offset_for_timestamp(target)
             if found is not None:
                 found = _first_record_at_or_after(self.log.read(found[0], 1), timestamp) or found
             if found is None or found[0] >= end_offset:

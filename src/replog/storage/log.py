@@ -55,7 +55,7 @@ from replog.storage.cleaner import (
 )
 from replog.storage.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError, RecordListTooLargeError
 from replog.storage.partition_metadata import sync_tag, tag_topic_id, tagged_topic_id
-from replog.storage.batch_format import BatchHeader, Scratch, uncompressed_bytes_max
+from replog.storage.batch_format import NO_TIMESTAMP, BatchHeader, Scratch, uncompressed_bytes_max
 from replog.storage.records import (
     AppendRules,
     BatchRun,
@@ -302,6 +302,11 @@ class Log:
     @property
     def size_bytes(self) -> int:
         return sum(segment.size_bytes for segment in self._segments)
+
+    @property
+    def max_timestamp(self) -> int:
+        """The largest batch max timestamp of the log; NO_TIMESTAMP if none carries one."""
+        return max((segment.max_timestamp for segment in self._segments), default=NO_TIMESTAMP)
 
     @property
     def segments(self) -> tuple[Segment, ...]:

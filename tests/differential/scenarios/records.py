@@ -27,7 +27,7 @@ BATCH_PAYLOAD_BYTES = 500_000
 def list_offsets_by_timestamp(target: Target) -> dict:
     topic = "differential-timestamps"
     create_topic(target, topic)
-    for second in (1, 2, 3):
+    for second in (1, 3, 2):  # the largest timestamp is not the last
         produce(target, topic, 0, build_batch(max_timestamp=BASE_TIMESTAMP_MS + second * 1000))
     asked = {"before_all": BASE_TIMESTAMP_MS, "between": BASE_TIMESTAMP_MS + 1500, "exact": BASE_TIMESTAMP_MS + 3000,
              "after_all": BASE_TIMESTAMP_MS + 4000, "latest": LATEST, "earliest": EARLIEST, "max_timestamp": MAX_TIMESTAMP}
