@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs from Debian, if missing: ZooKeeper, etcd, kcat (a real
-# Kafka client the client tests drive) and Prometheus (which scrapes brokers in the metrics test).
+# Kafka client the client tests drive), Prometheus (which scrapes brokers in the metrics test) and
+# Maven (which resolves Apache Kafka's jars for the differential tests, tests/differential).
 # A policy-rc.d that refuses every start keeps apt from launching them as system services:
 # tests run their own instances on free 127.0.0.1 ports (scripts/zookeeper.sh, scripts/etcd.sh,
 # scripts/prometheus.sh).
@@ -12,6 +13,7 @@ command -v etcd >/dev/null 2>&1 || needed+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || needed+=(etcd-client)
 command -v java >/dev/null 2>&1 || needed+=(default-jre-headless)
 command -v kcat >/dev/null 2>&1 || needed+=(kcat)
+command -v mvn >/dev/null 2>&1 || needed+=(maven)
 command -v prometheus >/dev/null 2>&1 || needed+=(prometheus)
 [ ${#needed[@]} -eq 0 ] && exit 0
 
