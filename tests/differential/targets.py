@@ -18,6 +18,7 @@ import struct
 import uuid
 from typing import Any
 
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from replog.net.client import BrokerConnection, BrokerUnavailable
@@ -87,6 +88,12 @@ class Target:
     def admin(self) -> AdminClient:
         """Keep it while its futures are awaited: they fail once the client is collected."""
         return AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def producer(self, **config: Any) -> Producer:
+        return Producer({"bootstrap.servers": self.bootstrap, **config})
+
+    def consumer(self, **config: Any) -> Consumer:
+        return Consumer({"bootstrap.servers": self.bootstrap, "enable.auto.commit": False, **config})
 
     # topics
     def wait_for_leaders(self, name: str) -> dict:

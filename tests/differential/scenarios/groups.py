@@ -48,6 +48,11 @@ def _heartbeat(target: Target, group: str, generation: int, member_id: str, inst
                                                 "group_instance_id": instance_id})["error_code"]
 
 
+def _leave(target: Target, group: str, member_id: str) -> str:
+    return target.request(ApiKey.LEAVE_GROUP, 4, {"group_id": group, "members": [{"member_id": member_id, "group_instance_id": None}]})[
+        "error_code"]
+
+
 def _stable_member(target: Target, group: str, instance_id: str | None = None) -> tuple[str, int]:
     """A group of one member that joined and synced: (member id, generation)."""
     joined = _join(target, group, instance_id=instance_id)
@@ -98,9 +103,9 @@ def empty_group_listed(target: Target) -> dict:
     """A group whose only member left: still listed, Empty, with the protocol type it had."""
     group = "differential-emptied"
     member, _ = _stable_member(target, group)
-    left = target.request(ApiKey.LEAVE_GROUP, 4, {"group_id": group, "members": [{"member_id": member, "group_instance_id": None}]})
+    left = _leave(target, group, member)
     listed = target.request(ApiKey.LIST_GROUPS, 4, {"states_filter": []})
-    return {"leave": left["error_code"], "listed": [(listing["protocol_type"], listing["group_state"])
+    return {"leave": left, "listed": [(listing["protocol_type"], listing["group_state"])
                                                     for listing in listed["groups"] if listing["group_id"] == group]}
 
 
@@ -124,3 +129,30 @@ def committed_offsets(target: Target) -> dict:
                             for partition in fetched["topics"][0]["partitions"]}
     committed["fetch_error"] = fetched["error_code"]
     return committed
+
+
+def _describe(target: Target, group: str) -> dict:
+    (described,) = target.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False})["groups"]
+    return described
+
+
+@scenario
+def describe_groups(target: Target) -> dict:
+    group = "differential-described"
+    member, _ = _stable_member(target, group)
+    described = _describe(target, group)
+    (described_member,) = described["members"]
+    return {"group": {key: described[key] for key in ("error_code", "group_state", "protocol_type", "protocol_data")},
+            "member": {"is_the_member": described_member["member_id"] == member, "client_id": described_member["client_id"],
+                       "metadata": described_member["member_metadata"], "assignment": described_member["member_assignment"]},
+            "unknown_group": {key: _describe(target, "differential-no-group")[key] for key in ("error_code", "group_state", "members")}}
+
+
+@scenario
+def delete_groups(target: Target) -> dict:
+    active, emptied = "differential-undeletable", "differential-deletable"
+    _stable_member(target, active)
+    member, _ = _stable_member(target, emptied)
+    _leave(target, emptied, member)
+    answer = target.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": [active, emptied, "differential-no-group"]})
+    return {result["group_id"]: result["error_code"] for result in answer["results"]}

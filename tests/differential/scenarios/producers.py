@@ -1,5 +1,5 @@
 """Producer ids and epochs: a transactional id initialised twice fences its first producer; an
-idempotent producer's batches are checked against its epoch and sequence."""
+idempotent producer's batches are checked against its sequence; its id is not reused."""
 
 from __future__ import annotations
 
@@ -47,10 +47,11 @@ def idempotent_producer_sequences(target: Target) -> dict:
 
 
 @scenario
-def idempotent_producer_epoch_bumped(target: Target) -> dict:
-    """KIP-360: InitProducerId naming the producer's id and epoch bumps the epoch; the old epoch's
-    batches are then fenced."""
-    topic = "differential-bumped"
+def idempotent_producer_initialised_again(target: Target) -> dict:
+    """InitProducerId naming an idempotent producer's id and epoch (as a producer resetting after
+    an error does) without a transactional id: a new producer id, not a bumped epoch (epochs are
+    bumped for transactional ids only), and the old id's next batch is still taken."""
+    topic = "differential-reinitialised"
     create_topic(target, topic)
     ids = _init_producer_id(target, None)
     produce(target, topic, 0, build_batch(producer_id=ids["producer_id"], producer_epoch=ids["producer_epoch"], base_sequence=0))

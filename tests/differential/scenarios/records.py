@@ -3,10 +3,14 @@ Fetch answer, broker-set timestamps, records a compacted topic refuses."""
 
 from __future__ import annotations
 
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
 from replog.storage.batch_format import LOG_APPEND_TIME_BIT
 from tests.unit.replica_batches import build_batch
 
 from ..protocol import batch_attributes, create_topic, fetch, list_offset, produce
+from tests.polling import wait_until
+
 from ..targets import Target
 from .registry import scenario
 
@@ -21,6 +25,7 @@ FETCH_PARTITION_MAX_BYTES = 20_000_000
 FETCHED_PARTITIONS = 3
 BATCHES_PER_PARTITION = 4
 BATCH_PAYLOAD_BYTES = 500_000
+CLIENT_TIMEOUT_S = 30
 
 
 @scenario
@@ -86,3 +91,23 @@ def keyless_records_to_a_compacted_topic(target: Target) -> dict:
     answer = produce(target, topic, 0, build_batch(record_count=3))
     return {"error_code": answer["error_code"], "record_errors": [error["batch_index"] for error in answer["record_errors"]],
             "error_message_given": bool(answer["error_message"])}
+
+
+@scenario
+def consumer_reads_what_a_producer_wrote(target: Target) -> list:
+    """Through librdkafka both ways: keys, values, headers, timestamps and their type, offsets."""
+    topic = "differential-round-trip"
+    create_topic(target, topic)
+    producer = target.producer(acks="all", **{"enable.idempotence": True})
+    for number in range(3):
+        producer.produce(topic, key=f"key-{number}".encode(), value=f"value-{number}".encode(), partition=0,
+                         headers=[("number", str(number).encode())], timestamp=BASE_TIMESTAMP_MS + number)
+    assert producer.flush(CLIENT_TIMEOUT_S) == 0, f"{target.name} did not take the records"
+    consumer = target.consumer(**{"group.id": "differential-round-trip"})
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        messages = wait_until(lambda: consumer.consume(3, timeout=1) or None, f"records from {target.name}", CLIENT_TIMEOUT_S)
+    finally:
+        consumer.close()
+    return [(message.error(), message.key(), message.value(), message.headers(), message.timestamp(), message.offset())
+            for message in messages]

@@ -33,7 +33,6 @@ def create_topic_refusals(target: Target) -> dict:
         "zero_replication_factor": create_topic_error(target, "differential-rf0", replication_factor=0),
         "invalid_name": create_topic_error(target, "bad/name"),
         "name_too_long": create_topic_error(target, "x" * 250),
-        "internal_name": create_topic_error(target, "__consumer_offsets"),
         "invalid_config_value": create_topic_error(target, "differential-bad-value", configs={"cleanup.policy": "bogus"}),
         "unknown_config": create_topic_error(target, "differential-unknown-config", configs={"no.such.config": "1"}),
         "number_config_not_a_number": create_topic_error(target, "differential-nan", configs={"retention.ms": "soon"}),
@@ -116,3 +115,11 @@ def metadata_topic_ids(target: Target) -> dict:
     create_topic(target, name)
     second = target.metadata([name])["topics"][0]["topic_id"]
     return {"non_zero": str(NO_TOPIC_ID) not in (first, second), "changed_on_recreate": first != second}
+
+
+@scenario
+def describe_cluster_shape(target: Target) -> dict:
+    answer = target.request(ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 1})
+    return {key: answer[key] for key in ("error_code", "endpoint_type", "cluster_authorized_operations")} | {
+        "brokers": len(answer["brokers"]), "controller_is_a_broker": answer["controller_id"] in
+        {broker["broker_id"] for broker in answer["brokers"]}, "cluster_id_given": bool(answer["cluster_id"])}
