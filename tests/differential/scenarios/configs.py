@@ -34,11 +34,12 @@ def topic_config_names(target: Target) -> list:
 
 
 @scenario
-def topic_config_defaults(target: Target) -> dict:
-    """(value, source, read_only, sensitive) of every config both describe: which names each
-    has is topic_config_names' to compare."""
-    
-    return describe_configs(target, TOPIC_RESOURCE, "differential-config-defaults")
+def topic_config_values(target: Target) -> dict:
+    """Value, source, read-only and sensitive of the topic configs replog describes (which names
+    each broker describes is topic_config_names' to compare), two of them set at creation."""
+    topic = "differential-config-values"
+    create_topic(target, topic, configs={"retention.ms": "3600000", "cleanup.policy": "compact"})
+    return describe_configs(target, TOPIC_RESOURCE, topic, TOPIC_CONFIGS_REPLOG_DESCRIBES)
 
 
 @scenario

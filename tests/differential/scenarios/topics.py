@@ -68,7 +68,6 @@ def deleted_topic(target: Target) -> dict:
 def create_partitions(target: Target) -> dict:
     name = "differential-grown"
     create_topic(target, name)
-
     admin = target.admin()
 
     def error(count: int) -> str:
