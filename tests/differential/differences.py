@@ -48,8 +48,9 @@ INTENDED: dict[str, dict[str, str]] = {
            for name in ("log.segment.bytes", "auto.create.topics.enable", "num.partitions", "default.replication.factor")},
         "client_facing/min.insync.replicas/source": "as topic_config_values' min.insync.replicas: Kafka 4 records it "
                                                     "as a cluster-wide dynamic default",
-        "client_facing/compression.type": "replog keeps batches as their producers compressed them (Kafka's "
-                                          "compression.type=producer) and has no broker setting for it",
+        "client_facing/compression.type": "not a broker setting of replog's yet: batches are kept as their producers "
+                                          "compressed them (Kafka's compression.type=producer). Branch "
+                                          "append-semantics adds it: this entry goes when that branch is merged",
         "client_facing/log.retention.hours": "replog's broker retention is log.retention.ms alone",
         "client_facing/log.retention.ms/value": "Kafka leaves log.retention.ms unset (null) and derives it from "
                                                 "log.retention.hours; replog states it",
