@@ -35,7 +35,7 @@ INTENDED: dict[str, dict[str, str]] = {
         "configs/segment.bytes/source": PEER_SETTING,
         "configs/min.insync.replicas/source": "Kafka 4 records the broker's min.insync.replicas as a cluster-wide "
                                               "dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG, for eligible leader "
-                                              "replicas, KIP-966); replog has no dynamic broker configs",
+                                              "replicas, KIP-966); replog's is a static broker setting left at its default",
     },
     "broker_configs": {
         "names": "replog's broker configs are its own: the Kafka ones it implements, under Kafka's names, and its "
@@ -62,6 +62,4 @@ AWAITING_FIX: dict[str, str] = {
     "metadata_topic_ids": "fixed on branch fetch-meta (Metadata answers the topic ids replog keeps)",
     "keyless_records_to_a_compacted_topic": "fixed on branch fetch-meta (KIP-467 record_errors)",
     "log_append_time": "fixed on branch append-semantics (message.timestamp.type=LogAppendTime)",
-    "static_member_replaced": "fixed on branch groups-fixes (FENCED_INSTANCE_ID for a replaced static member)",
-    "empty_group_listed": "fixed on branch groups-fixes (an empty group keeps its protocol type)",
 }
