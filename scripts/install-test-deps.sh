@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs from Debian, if missing: ZooKeeper, etcd, kcat (a real
 # Kafka client the client tests drive), a JDK and Maven (the Java client tests compile their
-# driver with javac against Kafka's jars, which Maven resolves) and Prometheus (which scrapes
-# brokers in the metrics test).
+# driver with javac against Kafka's jars, which Maven resolves; the differential tests run
+# Apache Kafka itself from them) and Prometheus (which scrapes brokers in the metrics test).
 # A policy-rc.d that refuses every start keeps apt from launching them as system services:
 # tests run their own instances on free 127.0.0.1 ports (scripts/zookeeper.sh, scripts/etcd.sh,
 # scripts/prometheus.sh).

@@ -55,7 +55,7 @@ from replog.storage.cleaner import (
 )
 from replog.storage.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError, RecordListTooLargeError
 from replog.storage.partition_metadata import sync_tag, tag_topic_id, tagged_topic_id
-from replog.storage.batch_format import BatchHeader, Scratch, uncompressed_bytes_max
+from replog.storage.batch_format import NO_TIMESTAMP, BatchHeader, Scratch, uncompressed_bytes_max
 from replog.storage.records import (
     AppendRules,
     NO_TIMESTAMP,
@@ -305,6 +305,11 @@ class Log:
         return sum(segment.size_bytes for segment in self._segments)
 
     @property
+    def max_timestamp(self) -> int:
+        """The largest batch max timestamp of the log; NO_TIMESTAMP if none carries one."""
+        return max((segment.max_timestamp for segment in self._segments), default=NO_TIMESTAMP)
+
+    @property
     def segments(self) -> tuple[Segment, ...]:
         return tuple(self._segments)
 
@@ -515,11 +520,6 @@ class Log:
             if position is not None:
                 return i, position
         return None
-
-    @property
-    def max_timestamp(self) -> int:
-        """The largest batch max timestamp in the log; NO_TIMESTAMP when none carries one."""
-        return max((segment.max_timestamp for segment in self._segments), default=NO_TIMESTAMP)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(base offset, max timestamp) of the first batch whose max timestamp is >= `timestamp`.

@@ -24,10 +24,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from replog import admin
-from replog.admin import AdminError, AlterOp, ConfigOperation
+from replog.admin import AdminError, AlterOp, ConfigOperation, ConfigSource
 from replog.admin import broker_configs
 from replog.admin.errors import store_failure
-from replog.config import format_value
+from replog.config import DEFAULT_SOURCE, BrokerConfig, format_value
 from replog.coord_backends import StoreError
 from replog.metadata_cache import each_seen
 
@@ -190,6 +190,10 @@ async def describe_configs(services, request: Request):
     return await respond(request, {"throttle_time": 0, "results": results}, slices)
 
 
+def _static_source(config: BrokerConfig, setting: str) -> int:
+    return int(ConfigSource.DEFAULT_CONFIG if config.sources[setting] == DEFAULT_SOURCE else ConfigSource.STATIC_BROKER_CONFIG)
+
+
 async def _config_entries(services, resource_type: int, name: str) -> list[tuple[str, str | None, int, bool]]:
     """(name, value, Kafka config_source, read_only) for a topic's or this broker's settings."""
     if resource_type == RESOURCE_TOPIC:
@@ -199,9 +203,9 @@ async def _config_entries(services, resource_type: int, name: str) -> list[tuple
         broker = broker_configs.broker_resource(name)
         dynamic = await broker_configs.dynamic_broker_config(services.store, broker)
         # Static settings (set at start-up, read-only here) only of this broker, as Kafka's
-        # brokers describe only their own.
+        # brokers describe only their own; one left at its default is a DEFAULT_CONFIG there.
         static = services.config.items() if broker in (None, services.broker_id) else ()
-        return ([(setting, format_value(value), 4, True) for setting, value in sorted(static)]
+        return ([(setting, format_value(value), _static_source(services.config, setting), True) for setting, value in sorted(static)]
                 + [(setting, value, int(source), False) for setting, (value, source) in sorted(dynamic.items())])
     raise AdminError(ErrorCode.invalid_request, f"cannot describe resource type {resource_type} named {name!r}")
 
