@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
-from kio.schema.errors import ErrorCode
 
 from bench.compare.clusters import Cluster, kafka_cluster, replog_cluster
 from bench.groups import create_topic as create_group_topic
@@ -41,7 +40,7 @@ FAILOVER_TOPIC = "failover"
 # Kafka's group.initial.rebalance.delay.ms as the peer sets it (its broker default too), given
 # to replog explicitly, so that a group's first generation waits as long on both.
 GROUP_INITIAL_REBALANCE_DELAY_MS = "3000"
-METADATA_VERSION = 12  # the newest both answer; a broker's own answer names the live brokers
+METADATA_VERSION = 12  # one both answer
 RECORD_BYTES = 1024
 PRODUCE_QUEUE_MAX = 10_000_000  # librdkafka's queue.buffering.max.messages: every record of a write at once
 
@@ -180,41 +179,38 @@ def broker_address(bootstrap: str, broker_id: int) -> str:
     return f"{broker.host}:{broker.port}"
 
 
-async def ask_metadata(address: str):
-    """TOPIC's Metadata as the broker at `address` answers it itself (a client library would ask
-    whichever broker it liked), or None while it does not answer."""
+async def names_itself_live(address: str, broker_id: int) -> bool | None:
+    """True once the broker at `address` answers a Metadata request itself (a client library
+    would send it to whichever broker it liked) and names itself among the live brokers; None
+    before, so that Poll asks again at once rather than after a wait scaled to a broker still
+    starting up."""
     host, port = address.rsplit(":", 1)
     try:
         async with await BrokerConnection.open(host, int(port), request_timeout_s=METADATA_TIMEOUT_S) as connection:
-            return await connection.request(ApiKey.METADATA, METADATA_VERSION, {
-                "topics": [{"name": TOPIC, "topic_id": None}], "allow_auto_topic_creation": False,
-                "include_topic_authorized_operations": False})
+            answer = await connection.request(ApiKey.METADATA, METADATA_VERSION, {
+                "topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
     except BrokerUnavailable:
         return None
-
-
-def serves(broker_id: int, partitions: int):
-    """Whether a broker's own Metadata answer names it a live broker, and every partition led
-    with it in the ISR."""
-    def holds(answer) -> bool:
-        topic = next((topic for topic in answer.topics if topic.name == TOPIC), None)
-        return (any(broker.node_id == broker_id for broker in answer.brokers) and topic is not None
-                and topic.error_code == ErrorCode.none and len(topic.partitions) == partitions
-                and all(meta.leader_id >= 0 and broker_id in meta.isr_nodes for meta in topic.partitions))
-    return holds
+    return any(broker.node_id == broker_id for broker in answer.brokers) or None
 
 
 def restart_time(cluster: Cluster, partitions: int, stop: Callable[[int], None], timeout_s: float) -> float:
-    """`stop` the cluster's last broker, then seconds from its restart until it serves again (see
-    `serves`)."""
+    """`stop` the cluster's last broker, then seconds from its restart until it serves again: it
+    answers Metadata itself, naming itself live, and then a Metadata answer (from any broker)
+    shows every partition led and it in the ISR."""
     broker_id = cluster.broker_ids()[-1]
     address = broker_address(cluster.bootstrap, broker_id)
     stop(broker_id)
     started = time.monotonic()
     cluster.restart(broker_id)
-    back_s = Poll(lambda: asyncio.run(ask_metadata(address)), timeout_s).until(serves(broker_id, partitions), started)
+    if Poll(lambda: asyncio.run(names_itself_live(address, broker_id)), timeout_s).until(bool, started) is None:
+        raise PhaseTimeout(f"broker {broker_id} not answering {timeout_s:g} s after its restart")
+    admin = admin_client(cluster.bootstrap, timeout_s)
+    back_s = Poll(lambda: describe(admin), timeout_s).until(
+        lambda found: len(found) == partitions and all(meta.leader >= 0 and broker_id in meta.isrs for meta in found.values()),
+        started)
     if back_s is None:
-        raise PhaseTimeout(f"broker {broker_id} not serving every partition {timeout_s:g} s after its restart")
+        raise PhaseTimeout(f"broker {broker_id} not in every ISR {timeout_s:g} s after it answered again")
     return back_s
 
 
