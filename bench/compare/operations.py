@@ -6,10 +6,9 @@ Each section function takes a scratch directory and the Sizes of the run and ret
 (figure, replog value, Kafka value, unit); the command prints them with the ratio replog/Kafka.
 Rounds alternate between the two systems, the first of them changing from round to round, so that
 neither always runs on a machine the other has just warmed or loaded; each figure is the median
-(or the max) over its rounds. Every cluster is a context
-manager: stopped when its section ends, fails or is interrupted. Both systems run at their own
-defaults but where the Kafka peer sets replog's (bench/peers/kafka); where a section changes a
-setting, its docstring says so.
+(or the max) over its rounds. Every cluster is a context manager: stopped when its section ends,
+fails or is interrupted. Both systems run at their own defaults but where the Kafka peer sets
+replog's (bench/peers/kafka); where a section changes a setting, its docstring says so.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from confluent_kafka.admin import NewTopic
 from bench.compare.clusters import Cluster, kafka_cluster, replog_cluster
 from bench.groups import create_topic as create_group_topic
 from bench.groups import rebalance_times
+from bench.peers.kafka.peer import SHARED_SETTINGS
 from bench.scale import METADATA_TIMEOUT_S, REPLICATION, TOPIC, Poll, admin_client, all_in_sync, describe
 from replog.net.client import BrokerConnection, BrokerUnavailable
 from replog.net.codec import ApiKey
@@ -37,9 +37,8 @@ from tests.cluster.failover import PARTITIONS, create_topic, wait_until_in_sync,
 Row = tuple[str, float, float, str]
 KINDS = ("replog", "kafka")
 FAILOVER_TOPIC = "failover"
-# Kafka's group.initial.rebalance.delay.ms as the peer sets it (its broker default too), given
-# to replog explicitly, so that a group's first generation waits as long on both.
-GROUP_INITIAL_REBALANCE_DELAY_MS = "3000"
+# Kafka's as the peer sets it, given to replog too, so that a group's first generation waits as long on both.
+GROUP_SETTINGS = {"group.initial.rebalance.delay.ms": SHARED_SETTINGS["group.initial.rebalance.delay.ms"]}
 METADATA_VERSION = 12  # one both answer
 RECORD_BYTES = 1024
 PRODUCE_QUEUE_MAX = 10_000_000  # librdkafka's queue.buffering.max.messages: every record of a write at once
@@ -250,8 +249,9 @@ def scale(scratch: pathlib.Path, sizes: Sizes) -> list[Row]:
       less that before it was created, over the partition count (so per 3 replicas);
     - restart: Sizes.records_per_partition records written to every partition, then the last
       broker stopped cleanly (SIGTERM, waited for) and restarted, and then SIGKILLed and restarted
-      at once: see `restart_time`, which starts at the restart (a killed broker's old session
-      may still be alive then: both systems wait for it to be let back in)."""
+      at once: see `restart_time`, which starts at the restart. (A killed broker's previous
+      registration, and its session, may still be alive then: how long each system takes to
+      let the new one in is part of the figure.)"""
     figures: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for partitions in sizes.partitions:
         for index, kind in alternating(sizes.rounds):
@@ -271,10 +271,10 @@ def rebalance(scratch: pathlib.Path, sizes: Sizes) -> list[Row]:
     confluent-kafka consumers (classic protocol, range assignor, session 6 s, heartbeat 0.2 s)
     settle in a fresh group on a topic of one partition per member, then one more subscribes; the
     time from its subscribe() until every member holds its share, one join per round.
-    group.initial.rebalance.delay.ms is 3000 on both (the Kafka peer's setting, given to replog):
-    it delays a new group's first generation only, which is not timed."""
+    group.initial.rebalance.delay.ms is the same on both (GROUP_SETTINGS, 3 s): it delays a new
+    group's first generation only, which is not timed."""
     times: dict[str, list[float]] = defaultdict(list)
-    with both(1, scratch / "rebalance", {"group.initial.rebalance.delay.ms": GROUP_INITIAL_REBALANCE_DELAY_MS}) as clusters:
+    with both(1, scratch / "rebalance", GROUP_SETTINGS) as clusters:
         for cluster in clusters.values():
             create_group_topic(cluster.bootstrap, sizes.members)
         for _, kind in alternating(sizes.joins):
