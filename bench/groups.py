@@ -44,7 +44,8 @@ GROUP_SETTINGS = ("--set", "group.initial.rebalance.delay.ms=0", "--set", "group
 
 def create_topic(bootstrap: str, partitions: int) -> None:
     # The admin client lives only here: left open, it would log reconnects after the broker stops.
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # log_level 0: nor its closing, between the figures.
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(SETTLE_S)
 
 

@@ -63,7 +63,9 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -171,29 +173,30 @@ def tally(partitions: dict[int, object] | None) -> str:
 
 
 class Poll:
-    """Metadata read every POLL_S (or, if longer, POLL_LOAD_FACTOR times as long as the last
-    answer took: the Metadata of 10,000 partitions every 0.2 s took a third of a broker's CPU,
-    so the bench slowed what it timed) until `done` holds of it or `timeout_s` passes; `last` is
-    the last answer."""
+    """Metadata read by `read()` (None while no broker answers) every POLL_S (or, if longer,
+    POLL_LOAD_FACTOR times as long as the last answer took: the Metadata of 10,000 partitions
+    every 0.2 s took a third of a broker's CPU, so the bench slowed what it timed) until `done`
+    holds of it or `timeout_s` passes; `last` is the last answer."""
 
-    def __init__(self, admin: AdminClient, timeout_s: float):
-        self.admin = admin
+    def __init__(self, read: Callable[[], Any], timeout_s: float):
+        self.read = read
         self.timeout_s = timeout_s
-        self.last: dict[int, object] | None = None
+        self.last: Any = None
 
     def until(self, done, since: float, stop_early=lambda: False) -> float | None:
-        """Seconds from `since` to the first answer of which `done(partitions)` holds; None if
+        """Seconds from `since` to the first answer of which `done(answer)` holds; None if
         none within the timeout (from now) or once `stop_early()` holds."""
         deadline = time.monotonic() + self.timeout_s
         while True:
             asked = time.monotonic()
-            self.last = describe(self.admin)
+            self.last = self.read()
             answered = time.monotonic()
             if self.last is not None and done(self.last):
                 return answered - since
             if answered >= deadline or stop_early():
                 return None
-            time.sleep(max(POLL_S, POLL_LOAD_FACTOR * (answered - asked)))
+            # An unanswered read may have waited for a broker to listen: no measure of the load.
+            time.sleep(POLL_S if self.last is None else max(POLL_S, POLL_LOAD_FACTOR * (answered - asked)))
 
 
 def all_in_sync(partitions_count: int):
@@ -386,7 +389,8 @@ class Run:
         print(f"[{self.store} {self.partitions}] {line}", flush=True)
 
     def poll(self, bootstrap: str | None = None) -> Poll:
-        return Poll(admin_client(bootstrap or self.cluster.bootstrap), self.timeout_s)
+        admin = admin_client(bootstrap or self.cluster.bootstrap)
+        return Poll(lambda: describe(admin), self.timeout_s)
 
     def baseline(self) -> None:
         idle_watches = watches(self.store, self.address, self.root)

@@ -25,6 +25,7 @@ import abc
 import contextlib
 import pathlib
 import shutil
+import signal
 import sys
 import threading
 
@@ -75,8 +76,12 @@ class Cluster(abc.ABC):
         """SIGKILL that broker's process, and wait until it is gone."""
 
     @abc.abstractmethod
+    def stop_broker(self, broker_id: int) -> None:
+        """SIGTERM that broker's process, a clean (controlled) shutdown, and wait until it is gone."""
+
+    @abc.abstractmethod
     def restart(self, broker_id: int) -> None:
-        """Start a killed broker again on its data directory and port; returns at once, before
+        """Start a killed or stopped broker again on its data directory and port; returns at once, before
         the broker serves (poll it with a client to time its return)."""
 
     @abc.abstractmethod
@@ -145,6 +150,9 @@ class ReplogCluster(Cluster):
     def kill(self, broker_id: int) -> None:
         self.processes[broker_id].kill()
 
+    def stop_broker(self, broker_id: int) -> None:
+        self.processes[broker_id].stop()
+
     def restart(self, broker_id: int) -> None:
         # BrokerProcess.restart returns once the broker listens; a thread keeps this call
         # as immediate as Kafka's.
@@ -184,6 +192,9 @@ class KafkaCluster(Cluster):
 
     def kill(self, broker_id: int) -> None:
         peer.kill(self.nodes[broker_id])
+
+    def stop_broker(self, broker_id: int) -> None:
+        peer.kill(self.nodes[broker_id], signal.SIGTERM, signal.SIGKILL)
 
     def restart(self, broker_id: int) -> None:
         peer.launch(self.nodes[broker_id])

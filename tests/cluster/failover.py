@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -141,22 +141,27 @@ class Failover(NamedTuple):
     acknowledged: dict[int, set[int]]  # by partition, the record numbers
 
 
-def signal_under_writes(cluster, topic: str, victim: int, signum: int) -> Failover:
-    """Send `signum` to broker `victim` while a TimedProducer writes to every partition of
-    `topic`, until every partition has acknowledged a record sent after the signal. Leaves
-    the victim stopped (and reaped)."""
-    with TimedProducer(cluster.bootstrap, topic, PARTITIONS) as producer:
-        # The producer has its id and a connection to every leader: the signal is the only delay.
+def writes_across(bootstrap: str, topic: str, act: Callable[[], None], what: str) -> Failover:
+    """`act()` while a TimedProducer writes to every partition of `topic`, then writes on until
+    every partition has acknowledged a record sent after it. `what` names the act in a timeout."""
+    with TimedProducer(bootstrap, topic, PARTITIONS) as producer:
+        # The producer has its id and a connection to every leader: the act is the only delay.
         wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition")
-        signalled_at = time.monotonic()
-        # Not waiting for it to exit: a controlled shutdown takes a while, and writes go on meanwhile.
-        cluster.brokers[victim].process.send_signal(signum)
-        first = wait_until(lambda: producer.first_acknowledged_after(signalled_at),
-                           f"an acknowledgement on every partition of a record sent after signal {signum} to broker {victim}",
-                           FAILOVER_WAIT_S)
+        acted_at = time.monotonic()
+        act()
+        first = wait_until(lambda: producer.first_acknowledged_after(acted_at),
+                           f"an acknowledgement on every partition of a record sent after {what}", FAILOVER_WAIT_S)
         acknowledged = producer.stop()
+    return Failover(first, producer.longest_gap(acted_at - 1.0, range(PARTITIONS)), acknowledged)
+
+
+def signal_under_writes(cluster, topic: str, victim: int, signum: int) -> Failover:
+    """writes_across a signal to broker `victim`. Leaves the victim stopped (and reaped)."""
+    # Not waiting for it to exit: a controlled shutdown takes a while, and writes go on meanwhile.
+    failover = writes_across(cluster.bootstrap, topic, lambda: cluster.brokers[victim].process.send_signal(signum),
+                             f"signal {signum} to broker {victim}")
     cluster.brokers[victim].stop()
-    return Failover(first, producer.longest_gap(signalled_at - 1.0, range(PARTITIONS)), acknowledged)
+    return failover
 
 
 def restart_stopped(cluster) -> None:

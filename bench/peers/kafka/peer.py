@@ -206,11 +206,12 @@ def launch(node: Node) -> None:
     node.pid_file.write_text(f"{process.pid}\n")
 
 
-def kill(node: Node) -> None:
-    """SIGKILL the node's server and wait until it is gone."""
+def kill(node: Node, *signals: signal.Signals) -> None:
+    """SIGKILL the node's server (or send it `signals`, each in turn while it lives, as
+    signal_and_wait does) and wait until it is gone."""
     pid = int(node.pid_file.read_text())
     node.pid_file.unlink()
-    signal_and_wait([pid], signal.SIGKILL)
+    signal_and_wait([pid], *(signals or (signal.SIGKILL,)))
 
 
 def wait_started(run_dir: pathlib.Path, broker_nodes: list[Node]) -> None:
