@@ -9,9 +9,10 @@ Sections, in the order they run (bench/README.md says what each figure means):
   single       one broker: produce acks=1 and acks=all, consume; 1 KiB and 16 KiB; librdkafka, Java
   replicated   three brokers, RF=3 acks=all, idempotent and not; both sizes, both clients
   latency      end-to-end p50/p99 at 1,000 and 10,000 records/s, RF=3 acks=all, librdkafka
-and those of bench/compare/operations.py when it is there (its SECTIONS: name -> function of a
-scratch directory and its QUICK or FULL sizes, returning (figure, replog, kafka, unit) rows; its
-own rounds), named here in lower case with dashes ("consumer-group-rebalance"). Kafka is bench/peers/kafka's release, its jars resolved on first use.
+and those of bench/compare/operations.py (its SECTIONS: name -> function of a scratch directory
+and its QUICK or FULL sizes, returning (figure, replog, kafka, unit) rows; its own rounds), named
+here in lower case with dashes ("consumer-group-rebalance"). Kafka is bench/peers/kafka's
+release, its jars resolved on first use.
 --quick moves little data per run and runs one round, to see that everything works; its figures
 mean little. Every cluster started is stopped at the end, on failure, Ctrl-C or SIGTERM.
 """
@@ -19,7 +20,6 @@ mean little. Every cluster started is stopped at the end, on failure, Ctrl-C or 
 from __future__ import annotations
 
 import argparse
-import importlib
 import pathlib
 import re
 import signal
@@ -32,30 +32,18 @@ from collections.abc import Callable
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.compare import throughput  # noqa: E402
+from bench.compare import operations, throughput  # noqa: E402
 from bench.compare.clusters import Pairs  # noqa: E402
 from bench.compare.report import Row, header  # noqa: E402
 
 DEFAULT_ROUNDS = 3
 
 
-def operations_module():
-    """bench/compare/operations.py, or None while it is not there."""
-    try:
-        return importlib.import_module("bench.compare.operations")
-    except ModuleNotFoundError as error:
-        if error.name != "bench.compare.operations":
-            raise
-        return None
-
-
-def sections(operations, pairs: Pairs, args: argparse.Namespace) -> dict[str, Callable[[], list[Row]]]:
+def sections(pairs: Pairs, args: argparse.Namespace) -> dict[str, Callable[[], list[Row]]]:
     """Every section by its --sections name, in the order they run: throughput.py's, then
     operations.py's, which start clusters of their own, so the pair before them is stopped."""
     volume = throughput.QUICK if args.quick else throughput.FULL
     chosen = {name: (lambda section=section: section(pairs, args.rounds, volume)) for name, section in throughput.SECTIONS.items()}
-    if operations is None:
-        return chosen
     sizes = operations.QUICK if args.quick else operations.FULL
 
     def run(name: str, section) -> list[Row]:
@@ -90,8 +78,7 @@ def print_table(results: list[tuple[str, list[Row], float]]) -> None:
 
 
 def main() -> None:
-    operations = operations_module()
-    names = [*throughput.SECTIONS, *(command_name(name) for name in (operations.SECTIONS if operations else ()))]
+    names = [*throughput.SECTIONS, *(command_name(name) for name in operations.SECTIONS)]
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="little data per run and one round: a smoke run")
     parser.add_argument("--sections", nargs="+", choices=names, metavar="NAME",
@@ -104,7 +91,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="replog-kafka-compare-") as scratch:
         args.run_dir = (args.run_dir or pathlib.Path(scratch)).resolve()
         with Pairs(args.run_dir) as pairs:
-            runnable = sections(operations, pairs, args)
+            runnable = sections(pairs, args)
             started = time.monotonic()
             results = []
             for name in [name for name in runnable if args.sections is None or name in args.sections]:
