@@ -365,6 +365,21 @@ def build_batch(payload, record_count: int, base_timestamp: int, max_timestamp: 
 
 
 _CRC = struct.Struct(">I")
+_INT32 = struct.Struct(">i")
+
+
+def with_payload(batch, payload, codec: int, record_count: int | None = None) -> bytearray:
+    """A new batch of `batch`'s header (its first HEADER_SIZE_BYTES at least) around `payload`:
+    records in `codec`, `record_count` of them (default: the header's count); its length, codec
+    bits and CRC made to match."""
+    rebuilt = bytearray(batch[:HEADER_SIZE_BYTES])
+    rebuilt[ATTRIBUTES_POSITION + 1] = rebuilt[ATTRIBUTES_POSITION + 1] & ~CODEC_MASK & 0xFF | codec
+    rebuilt += payload
+    _INT32.pack_into(rebuilt, BATCH_LENGTH_POSITION, len(rebuilt) - LOG_OVERHEAD_BYTES)
+    if record_count is not None:
+        _INT32.pack_into(rebuilt, RECORD_COUNT_POSITION, record_count)
+    set_crc(rebuilt)
+    return rebuilt
 
 
 def set_crc(batch: bytearray) -> None:
