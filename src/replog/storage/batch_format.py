@@ -73,6 +73,11 @@ CONTROL_BATCH_BIT = 0x20  # a transaction marker, not a producer's records
 CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = range(5)
 CODEC_NAMES = {CODEC_NONE: "none", CODEC_GZIP: "gzip", CODEC_SNAPPY: "snappy", CODEC_LZ4: "lz4", CODEC_ZSTD: "zstd"}
 MAX_CODEC = CODEC_ZSTD
+# compression.type: the codec a topic's log stores batches in, by Kafka's names (BrokerCompressionType);
+# "producer" keeps each batch's own.
+CODEC_PRODUCER = -1
+TOPIC_CODECS = {"producer": CODEC_PRODUCER, "uncompressed": CODEC_NONE, "gzip": CODEC_GZIP, "snappy": CODEC_SNAPPY,
+                "lz4": CODEC_LZ4, "zstd": CODEC_ZSTD}
 
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
