@@ -107,3 +107,19 @@ def test_a_changed_compression_type_applies_from_the_next_append(tmp_path):
 def test_an_unknown_compression_type_is_refused(tmp_path):
     with pytest.raises(ValueError, match="compression_type must be one of producer, uncompressed"):
         open_log(tmp_path / "t-0", compression_type="brotli")
+
+
+@pytest.mark.parametrize("compression_type, levels", [("zstd", {"compression_zstd_level": (1, 19)}),
+                                                      ("lz4", {"compression_lz4_level": (1, 17)}),
+                                                      ("gzip", {"compression_gzip_level": (1, 9)})])
+def test_a_log_re_encodes_at_its_codecs_level(tmp_path, compression_type, levels):
+    [(name, (fast, small))] = levels.items()
+    words = b" ".join(b"%x" % (i * 7919 % 4093) for i in range(20_000))
+    stored = {}
+    for level in (fast, small):
+        log = open_log(tmp_path / f"t-{level}", ManualClock(NOW), compression_type=compression_type, **{name: level})
+        log.append(encode_batch([NewRecord(b"k", words)], NOW), leader_epoch=0)
+        batch = read_all(log, 0)
+        assert records_in(batch) == records_in(encode_batch([NewRecord(b"k", words)], NOW))
+        stored[level] = len(batch)
+    assert stored[small] < stored[fast]

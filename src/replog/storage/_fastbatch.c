@@ -617,14 +617,14 @@ static PyObject *validate(Py_buffer *buffer, long long max_batch_bytes) {
 #define TRANSACTIONAL_BIT 0x10
 #define CONTROL_BATCH_BIT 0x20
 #define NO_PRODUCER_ID (-1)
-#define APPEND_RULES_FIELDS 7
+#define APPEND_RULES_FIELDS 8
 
 typedef struct {
     long long max_batch_bytes, timestamp_before_max_ms, timestamp_after_max_ms;
     int keys_required, log_append_time;
 } Rules;
 
-/* The rules from a records.AppendRules (the decompression limit and the topic's codec are Python's). */
+/* The rules from a records.AppendRules (the decompression limit and the topic's codec and level are Python's). */
 static int read_rules(PyObject *tuple, Rules *rules) {
     if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != APPEND_RULES_FIELDS) {
         PyErr_SetString(PyExc_TypeError, "rules must be a records.AppendRules");

@@ -395,8 +395,9 @@ def set_crc(batch: bytearray) -> None:
 # -- codecs ----------------------------------------------------------------------------------
 
 
-def compress(codec: int, data) -> bytes:
-    """`data` in `codec`, in a form every client reads (see the module docstring)."""
+def compress(codec: int, data, level: int | None = None) -> bytes:
+    """`data` in `codec`, in a form every client reads (see the module docstring); at the codec's
+    `level` (gzip, lz4, zstd), or cramjam's default level."""
     if codec == CODEC_NONE:
         return bytes(data)
     if codec == CODEC_SNAPPY:
@@ -404,7 +405,7 @@ def compress(codec: int, data) -> bytes:
     module = _CODEC_MODULES.get(codec)
     if module is None:
         raise InvalidRecordError(f"unknown compression codec {codec}")
-    return bytes(module.compress(data))
+    return bytes(module.compress(data, level=level))
 
 
 _CODEC_MODULES = {CODEC_GZIP: cramjam.gzip, CODEC_LZ4: cramjam.lz4, CODEC_ZSTD: cramjam.zstd}

@@ -55,7 +55,16 @@ from replog.storage.cleaner import (
 )
 from replog.storage.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError, RecordListTooLargeError
 from replog.storage.partition_metadata import sync_tag, tag_topic_id, tagged_topic_id
-from replog.storage.batch_format import NO_TIMESTAMP, TOPIC_CODECS, BatchHeader, Scratch, uncompressed_bytes_max
+from replog.storage.batch_format import (
+    CODEC_GZIP,
+    CODEC_LZ4,
+    CODEC_ZSTD,
+    NO_TIMESTAMP,
+    TOPIC_CODECS,
+    BatchHeader,
+    Scratch,
+    uncompressed_bytes_max,
+)
 from replog.storage.records import (
     AppendRules,
     NO_TIMESTAMP,
@@ -97,7 +106,8 @@ class LogConfig:
     message.timestamp.before.max.ms and message.timestamp.after.max.ms (Kafka 4's defaults: any
     time before now, at most an hour after), message.timestamp.type (CreateTime: the producer's;
     LogAppendTime: the leader's clock when it appends), compression.type (the codec batches are
-    stored in, batch_format.TOPIC_CODECS; producer: each batch's own), and for a compacted log
+    stored in, batch_format.TOPIC_CODECS; producer: each batch's own) and compression.gzip.level,
+    compression.lz4.level and compression.zstd.level (what it is stored at), and for a compacted log
     (`compact`) delete.retention.ms, min.cleanable.dirty.ratio, min.compaction.lag.ms (records
     younger stay uncleaned) and max.compaction.lag.ms (records older are cleaned, however little
     is dirty).
@@ -115,6 +125,9 @@ class LogConfig:
     message_timestamp_after_max_ms: int = 3600 * 1000
     message_timestamp_type: str = "CreateTime"
     compression_type: str = "producer"
+    compression_gzip_level: int = -1  # zlib's default
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
     compact: bool = False
     delete_retention_ms: int = 24 * 3600 * 1000
     min_cleanable_dirty_ratio: float = 0.5
@@ -351,7 +364,16 @@ class Log:
         return AppendRules(config.max_message_bytes, config.message_timestamp_before_max_ms,
                            config.message_timestamp_after_max_ms, config.compact,
                            uncompressed_bytes_max(config.max_message_bytes),
-                           config.message_timestamp_type == "LogAppendTime", TOPIC_CODECS[config.compression_type])
+                           config.message_timestamp_type == "LogAppendTime", TOPIC_CODECS[config.compression_type],
+                           Log._codec_level(config))
+
+    @staticmethod
+    def _codec_level(config: LogConfig) -> int | None:
+        """The level of compression.type's codec, as compression.<codec>.level says."""
+        codec = TOPIC_CODECS[config.compression_type]
+        if codec == CODEC_GZIP:
+            return None if config.compression_gzip_level == -1 else config.compression_gzip_level
+        return {CODEC_LZ4: config.compression_lz4_level, CODEC_ZSTD: config.compression_zstd_level}.get(codec)
 
     def now_ms(self) -> int:
         """The log's clock: what a compressed batch's records are checked against elsewhere."""

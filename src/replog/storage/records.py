@@ -94,7 +94,8 @@ class AppendRules(NamedTuple):
     keys on compacted topics; how far compressed records may inflate (batch_format's limit);
     message.timestamp.type=LogAppendTime (the batch takes the append time, and its records'
     CreateTimes go unchecked, as they are no consumer's timestamps); compression.type (the codec
-    the log stores batches in, or CODEC_PRODUCER: the producer's)."""
+    the log stores batches in, or CODEC_PRODUCER: the producer's) and that codec's level
+    (compression.<codec>.level; None: cramjam's default)."""
 
     max_batch_bytes: int
     timestamp_before_max_ms: int
@@ -103,6 +104,7 @@ class AppendRules(NamedTuple):
     uncompressed_bytes_max: int
     log_append_time: bool = False
     topic_codec: int = CODEC_PRODUCER
+    topic_codec_level: int | None = None
 
 
 class BatchRun(NamedTuple):
@@ -347,7 +349,8 @@ def check_and_convert(buf, rules: AppendRules, now_ms: int, scratch: Scratch) ->
             records_max_timestamp = check_records(buf, body, rules, now_ms)
             if not converts(buf, rules):
                 return CheckedBatch(buf, records_max_timestamp)
-            converted = with_payload(view[:HEADER_SIZE_BYTES], compress(rules.topic_codec, body), rules.topic_codec)
+            converted = with_payload(view[:HEADER_SIZE_BYTES], compress(rules.topic_codec, body, rules.topic_codec_level),
+                                     rules.topic_codec)
     return CheckedBatch(converted, records_max_timestamp)
 
 
