@@ -9,9 +9,15 @@ and in each codec:
   validate_batches still does for a follower's append (the leader's offset assignment on top
   writes 12 bytes);
 - after, uncompressed: records.assign_batches, which also walks every record on the event loop;
-- after, compressed: what compressed_checks' thread does (records.check_compressed: bounded
+- after, compressed: what compressed_checks' thread does (records.check_and_convert: bounded
   decompression into a reused Scratch, then the compiled record walk), plus assign_batches on
   the event loop with the max timestamp the thread found (header and CRC again, no walk).
+
+Then what a topic's compression.type costs where it names another codec than the producer's
+(records.check_and_convert re-encoding the batch, in compressed_checks' thread): for 1 KiB
+records, each produced codec into each topic codec, ms per MB of uncompressed records for the
+check and re-encoding together, the part of it that is re-encoding (less the check alone), and
+the size of the stored batch.
 
 Each figure is the median of R rounds of as many calls as fit about 0.2 s; ns per record and MB/s
 of uncompressed record bytes are printed, with the compressed batch's size. Record values are
@@ -43,7 +49,7 @@ from replog.storage.batch_format import (  # noqa: E402
     Scratch,
     encode_batch,
 )
-from replog.storage.records import CODEC, AppendRules, check_compressed  # noqa: E402
+from replog.storage.records import CODEC, AppendRules, check_and_convert  # noqa: E402
 
 BATCH_TARGET_BYTES = 1_000_000
 NOW_MS = 1_700_000_000_000
@@ -103,15 +109,34 @@ def main() -> None:
                 thread_s = 0.0
                 after = seconds_per_call(lambda: CODEC.assign_batches(batch, RULES, 0, 0, NOW_MS), rounds)
             else:
-                checked = check_compressed(batch, RULES, NOW_MS, scratch)
-                thread_s = seconds_per_call(lambda: check_compressed(batch, RULES, NOW_MS, scratch), rounds)
+                checked = check_and_convert(batch, RULES, NOW_MS, scratch).records_max_timestamp
+                thread_s = seconds_per_call(lambda: check_and_convert(batch, RULES, NOW_MS, scratch), rounds)
                 after = thread_s + seconds_per_call(lambda: CODEC.assign_batches(batch, RULES, 0, 0, NOW_MS, checked),
                                                     rounds)
             print(f"{record_bytes // 1024:>6} KiB {CODEC_NAMES[codec]:>6} {len(batch):>9} {count:>5}  "
                   f"{before / count * 1e9:>13.0f} {records_mb / before:>7.0f}  "
                   f"{after / count * 1e9:>12.0f} {records_mb / after:>7.0f}  "
                   f"{thread_s / count * 1e9:>12.0f} ns")
+    recompression(rounds, scratch)
     scratch.close()
+
+
+def recompression(rounds: int, scratch: Scratch) -> None:
+    codecs = (CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD)
+    print("\nre-encoding for compression.type, 1 KiB records, in compressed_checks' thread")
+    print(f"{'produced':>8} {'topic':>6} {'stored':>9}  {'ms/MB':>7} {'of which re-encoding':>20}")
+    for produced in codecs:
+        batch, _ = batch_of(1024, produced)
+        records_mb = (len(batch_of(1024, CODEC_NONE)[0]) - 61) / 1e6
+        check_s = seconds_per_call(lambda: check_and_convert(batch, RULES, NOW_MS, scratch), rounds)
+        for topic in codecs:
+            if topic == produced:
+                continue
+            rules = RULES._replace(topic_codec=topic)
+            stored = len(check_and_convert(batch, rules, NOW_MS, scratch).batch)
+            convert_s = seconds_per_call(lambda: check_and_convert(batch, rules, NOW_MS, scratch), rounds)
+            print(f"{CODEC_NAMES[produced]:>8} {CODEC_NAMES[topic]:>6} {stored:>9}  "
+                  f"{convert_s / records_mb * 1e3:>7.2f} {(convert_s - check_s) / records_mb * 1e3:>17.2f} ms")
 
 
 if __name__ == "__main__":

@@ -766,5 +766,4 @@ def partition_config(settings: TopicSettings) -> PartitionConfig:
     """The settings a partition enforces beyond its log's."""
     return PartitionConfig(
         min_insync_replicas=settings["min.insync.replicas"],
-        message_timestamp_type=settings["message.timestamp.type"],
     )

@@ -11,6 +11,7 @@ import pytest
 
 from replog.storage.batch_format import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD, NewRecord, encode_batch
 from replog.storage.log import Log, LogConfig
+from replog.storage.records import validate_batches
 from replog.replica.partition import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -31,8 +32,8 @@ SHORT_S = 0.05  # bound on waits for things that must not happen
 
 
 def make_partition(directory, assigned=(LEADER,), isr=None, min_insync_replicas=1, leader_epoch=0,
-                   high_watermark=0, name="orders-0") -> Partition:
-    log = Log(directory / name, LogConfig(), ManualClock())
+                   high_watermark=0, name="orders-0", clock=None, **log_settings) -> Partition:
+    log = Log(directory / name, LogConfig(**log_settings), clock or ManualClock())
     return Partition(log, LEADER, leader_epoch, assigned, assigned if isr is None else isr, high_watermark,
                      PartitionConfig(min_insync_replicas=min_insync_replicas), now_ms=0)
 
@@ -302,6 +303,34 @@ async def test_list_offsets_max_timestamp_answers_the_first_record_with_the_larg
     assert replicated.list_offsets(MAX_TIMESTAMP)[:3] == (0, 400, 5)
 
 
+async def test_a_log_append_time_topic_answers_and_lists_offsets_by_the_append_time(tmp_path):
+    clock = ManualClock(5_000)
+    partition = make_partition(tmp_path, clock=clock, message_timestamp_type="LogAppendTime")
+    try:
+        first = await partition.append_as_leader(records(2, max_timestamp=100), acks=1, timeout_ms=1000)
+        clock.advance(1_000)
+        created = [NewRecord(None, b"a", timestamp_ms=100), NewRecord(None, b"b", timestamp_ms=7_000)]
+        second = await partition.append_as_leader(encode_batch(created, 100, CODEC_ZSTD), acks=-1, timeout_ms=1000)
+        assert (first.base_offset, first.log_append_time_ms, second.base_offset, second.log_append_time_ms) == (
+            0, 5_000, 2, 6_000)
+        assert partition.list_offsets(50) == (0, 5_000, 0, 0)
+        assert partition.list_offsets(5_500) == (0, 6_000, 2, 0), "every record of a batch has its append time"
+    finally:
+        partition.close()
+
+
+async def test_a_batch_is_stored_in_the_topics_compression_type_whatever_the_producer_sent(tmp_path):
+    partition = make_partition(tmp_path, compression_type="zstd")
+    try:
+        for batch in (records(3), encode_batch([NewRecord(b"k", b"v" * 100)], 0, CODEC_LZ4), records(1)):
+            assert (await partition.append_as_leader(batch, acks=1, timeout_ms=1000)).error_code == 0
+        fetched = consumer_bytes(partition.read_for_consumer(0, 1 << 20))
+        assert [(h.base_offset, h.compression_codec) for h in validate_batches(fetched, 1 << 20)] == [
+            (0, CODEC_ZSTD), (3, CODEC_ZSTD), (4, CODEC_ZSTD)]
+    finally:
+        partition.close()
+
+
 async def test_any_replica_answers_list_offsets_from_its_own_log_end(replicated):
     """Kafka's debugging replica id: a follower answers too, and "latest" is the log end, past
     the HW; epochs are still fenced."""
@@ -335,11 +364,6 @@ def test_isr_must_hold_the_leader_within_the_assignment(tmp_path):
     with pytest.raises(ValueError):
         partition.update_isr({LEADER, OTHER})
     partition.close()
-
-
-def test_log_append_time_is_rejected_as_a_topic_setting():
-    with pytest.raises(ValueError, match="LogAppendTime"):
-        PartitionConfig(message_timestamp_type="LogAppendTime")
 
 
 async def test_followers_are_out_of_sync_once_not_caught_up_for_the_lag_time(tmp_path):

@@ -153,13 +153,13 @@ BOMB_CHECK = r"""
 import json, sys, time
 from replog.storage.batch_format import Scratch, uncompressed_bytes_max
 from replog.storage.errors import ReplicaError
-from replog.storage.records import AppendRules, check_compressed
+from replog.storage.records import AppendRules, check_and_convert
 rules = AppendRules(1024 * 1024 + 12, 2**63 - 1, 3_600_000, True, uncompressed_bytes_max(1024 * 1024 + 12))
 scratch = Scratch(rules.uncompressed_bytes_max)
 batch = open(sys.argv[1], "rb").read()
 started = time.perf_counter()
 try:
-    check_compressed(batch, rules, 0, scratch)
+    check_and_convert(batch, rules, 0, scratch)
     outcome = "accepted"
 except ReplicaError as error:
     outcome = f"{error.error_code} {error}"

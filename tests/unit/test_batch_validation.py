@@ -22,7 +22,7 @@ from replog.storage.batch_format import (
     verify_batch,
 )
 from replog.storage.errors import ReplicaError
-from replog.storage.records import COMPILED, PURE_PYTHON, AppendRules, check_compressed
+from replog.storage.records import COMPILED, PURE_PYTHON, AppendRules, check_and_convert
 from replica_batches import build_batch
 
 NOW = 1_700_000_000_000
@@ -242,7 +242,7 @@ def test_a_compressed_batch_is_assigned_with_the_max_timestamp_its_check_found(c
         codec.assign_batches(bytearray(batch), RULES, 0, 0, NOW)
     scratch = Scratch(RULES.uncompressed_bytes_max)
     try:
-        checked = check_compressed(batch, RULES, NOW, scratch)
+        checked = check_and_convert(batch, RULES, NOW, scratch).records_max_timestamp
     finally:
         scratch.close()
     assert checked == NOW
@@ -258,6 +258,43 @@ def test_check_records_reads_a_compressed_batchs_records_from_their_decompressed
         codec.check_records(batch, body, COMPACTED, NOW)
     with pytest.raises(ReplicaError, match="1 bytes follow the batch's last record"):
         codec.check_records(batch, body + b"\x00", RULES, NOW)
+
+
+# -- message.timestamp.type=LogAppendTime --------------------------------------------------------
+
+APPEND_TIME = RULES._replace(log_append_time=True)
+
+
+def test_log_append_time_gives_the_batch_the_append_time_and_type_within_its_crc(codec):
+    batch = encode_batch([NewRecord(b"a", b"1", None, NOW - 50), NewRecord(b"b", b"2", None, NOW - 40)], NOW - 50)
+    run = codec.assign_batches(batch, APPEND_TIME, 7, 2, NOW)
+    assert run == (1, 8, NOW, 2)
+    header = parse_header(batch, 0)
+    assert (header.attributes, header.max_timestamp) == (0x08, NOW)
+    verify_batch(batch, header)
+    assert struct.unpack_from(">q", batch, 27)[0] == NOW - 50, "the base timestamp stays the producer's"
+
+
+@pytest.mark.parametrize("compression", [CODEC_LZ4, CODEC_ZSTD])
+def test_log_append_time_takes_over_a_compressed_batchs_checked_max_timestamp(codec, compression):
+    batch = batch_of([NewRecord(b"a", b"1" * 100, None, NOW - 5)], codec=compression)
+    assert codec.assign_batches(batch, APPEND_TIME, 0, 0, NOW, NOW - 5) == (1, 0, NOW, 1)
+    header = parse_header(batch, 0)
+    assert (header.attributes, header.max_timestamp) == (0x08 | compression, NOW)
+    verify_batch(batch, header)
+
+
+def test_log_append_time_leaves_the_producers_create_times_unchecked(codec):
+    # LogValidator checks a record's timestamp against message.timestamp.*.max.ms for CreateTime only.
+    future = batch_of([NewRecord(b"a", b"1", None, NOW + 2 * HOUR_MS)])
+    assert refusal(codec, bytearray(future))[0] == 32
+    assert codec.check_records(future, future[HEADER_SIZE_BYTES:], APPEND_TIME, NOW) == NOW + 2 * HOUR_MS
+    assert codec.assign_batches(future, APPEND_TIME, 0, 0, NOW).max_timestamp == NOW
+
+
+def test_log_append_time_still_refuses_a_producers_claim_to_it(codec):
+    assert refusal(codec, build_batch(attributes=0x08), APPEND_TIME)[:2] == (
+        32, "producers may not set the timestamp type to LogAppendTime")
 
 
 # -- both implementations, one contract -----------------------------------------------------------

@@ -7,7 +7,7 @@ import pytest
 
 from replog.storage.batch_format import Scratch
 from replog.storage.errors import CorruptRecordError
-from replog.storage.records import AppendRules, check_compressed, is_compressed
+from replog.storage.records import AppendRules, check_and_convert, is_compressed
 from log_fixtures import ManualClock, open_log, read_all
 
 FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("*.bin"))
@@ -31,7 +31,7 @@ def test_client_batches_validate_append_and_read_back(codec, path, tmp_path):
     records_max_timestamp = None
     if is_compressed(raw):
         scratch = Scratch(RULES.uncompressed_bytes_max)
-        records_max_timestamp = check_compressed(raw, RULES, RECORDED_MS, scratch)
+        records_max_timestamp = check_and_convert(raw, RULES, RECORDED_MS, scratch).records_max_timestamp
         scratch.close()
     run = codec.assign_batches(bytearray(raw), RULES, 5, 3, RECORDED_MS, records_max_timestamp)
     assert (run.last_offset, run.max_timestamp) == (9, headers[0].max_timestamp)

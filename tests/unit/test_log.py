@@ -193,6 +193,27 @@ def test_offset_for_timestamp_finds_first_batch_not_older(log_dir):
     assert log.offset_for_timestamp(601) is None
 
 
+def test_a_log_append_time_log_stamps_and_indexes_batches_with_its_clock(log_dir):
+    clock = ManualClock(5_000)
+    log = open_log(log_dir, clock, message_timestamp_type="LogAppendTime", index_interval_bytes=0)
+    for created in (9_000, 100, 7_000):  # CreateTimes a CreateTime log would index instead
+        log.append(build_batch(max_timestamp=created, payload_bytes=139), leader_epoch=0)
+        clock.advance(1_000)
+    headers = validate_batches(read_all(log, 0), 1 << 30)
+    assert [(h.attributes, h.max_timestamp) for h in headers] == [(0x08, 5_000), (0x08, 6_000), (0x08, 7_000)]
+    assert log.offset_for_timestamp(5_500) == (1, 6_000)
+    assert log.offset_for_timestamp(7_001) is None
+
+
+def test_message_timestamp_type_changes_on_an_open_log_from_the_next_append(log_dir):
+    log = open_log(log_dir, ManualClock(5_000))
+    log.append(build_batch(max_timestamp=100), leader_epoch=0)
+    log.update_config(LogConfig(message_timestamp_type="LogAppendTime"))
+    log.append(build_batch(max_timestamp=100), leader_epoch=0)
+    headers = validate_batches(read_all(log, 0), 1 << 30)
+    assert [(h.attributes, h.max_timestamp) for h in headers] == [(0, 100), (0x08, 5_000)]
+
+
 def test_follower_append_keeps_offsets_and_epochs_and_allows_gaps(log_dir):
     log = open_log(log_dir)
     log.append_as_follower(build_batch(record_count=2, base_offset=0, leader_epoch=1)

@@ -416,6 +416,16 @@ def _milliseconds(value: Any) -> Any:
     return datetime.timedelta(milliseconds=value) if isinstance(value, int) else value
 
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def _instant(value: Any) -> Any:
+    """kio's datetime_i64 from milliseconds since the epoch, whose null is Kafka's -1."""
+    if isinstance(value, int):
+        return None if value == -1 else _EPOCH + datetime.timedelta(milliseconds=value)
+    return value
+
+
 _ERROR_CODES = {int(code): code for code in ErrorCode}  # a lookup: ErrorCode(value) took 3 us
 
 
@@ -429,7 +439,8 @@ def _error_code(value: Any) -> Any:
 @cache
 def _field_plan(schema: type) -> tuple[tuple[str, type | None, bool, Callable | None], ...]:
     """Per field: (name, nested entity class or None, whether the value is a tuple of them,
-    converter from the plain value a handler holds: ints for error codes and milliseconds)."""
+    converter from the plain value a handler holds: ints for error codes, milliseconds and
+    instants)."""
     hints = typing.get_type_hints(schema)
     plan = []
     for field in dataclasses.fields(schema):
@@ -440,7 +451,8 @@ def _field_plan(schema: type) -> tuple[tuple[str, type | None, bool, Callable | 
         candidates = typing.get_args(hint) if is_tuple else (hint,)
         nested = next((arg for arg in candidates if dataclasses.is_dataclass(arg)), None)
         kafka_type = field.metadata.get("kafka_type", "")
-        convert = _error_code if kafka_type == "error_code" else _milliseconds if kafka_type.startswith("timedelta") else None
+        convert = (_error_code if kafka_type == "error_code" else _milliseconds if kafka_type.startswith("timedelta")
+                   else _instant if kafka_type == "datetime_i64" else None)
         plan.append((field.name, nested, is_tuple, convert))
     return tuple(plan)
 

@@ -67,8 +67,15 @@ from replog.storage.errors import KafkaStorageError, ReplicaError
 from replog.storage.log import FlushJob, Log
 from replog.replica.producer_state import PendingSnapshot, ProducerCheck, ProducerStateManager
 from replog.storage import compressed_checks
-from replog.storage.batch_format import HEADER_SIZE_BYTES, decompress, parse_header, producer_fields, records_of
-from replog.storage.records import is_compressed
+from replog.storage.batch_format import (
+    HEADER_SIZE_BYTES,
+    LOG_APPEND_TIME_BIT,
+    decompress,
+    parse_header,
+    producer_fields,
+    records_of,
+)
+from replog.storage.records import checked_first
 from replog.storage.segment import FileSlice
 
 logger = logging.getLogger(__name__)
@@ -136,23 +143,15 @@ _TRANSITIONS: dict[ReplicaState, frozenset[ReplicaState]] = {
 class PartitionConfig:
     """Topic settings the partition enforces (the log's are LogConfig), Kafka's names and defaults.
 
-    min.insync.replicas; message.timestamp.type: only CreateTime, because LogAppendTime needs the
-    broker to rewrite each batch's max timestamp and timestamp-type attribute, which lie inside
-    the CRC, and Log.append offers no such rewrite. producer.id.expiration.ms.
+    min.insync.replicas; producer.id.expiration.ms.
     """
 
     min_insync_replicas: int = 1
-    message_timestamp_type: str = "CreateTime"
     producer_id_expiration_ms: int = 24 * 3600 * 1000
 
     def __post_init__(self) -> None:
         if self.min_insync_replicas < 1:
             raise ValueError(f"min.insync.replicas must be >= 1, got {self.min_insync_replicas}")
-        if self.message_timestamp_type != "CreateTime":
-            raise ValueError(
-                f"message.timestamp.type={self.message_timestamp_type} is not supported: only CreateTime "
-                "(LogAppendTime needs the log to rewrite batch timestamps and CRCs on append)"
-            )
         if self.producer_id_expiration_ms < 1:
             raise ValueError(f"producer.id.expiration.ms must be >= 1, got {self.producer_id_expiration_ms}")
 
@@ -160,7 +159,7 @@ class PartitionConfig:
 class AppendResult(NamedTuple):
     error_code: int
     base_offset: int
-    log_append_time_ms: int  # always -1: CreateTime only (see PartitionConfig)
+    log_append_time_ms: int  # the time the batch took on a LogAppendTime topic; -1 otherwise
     log_start_offset: int
     # Records this append added to the log (0 for a refusal or a duplicate), whatever acks=-1's
     # outcome: the offsets it assigned, which are the batch headers' record counts.
@@ -173,11 +172,12 @@ class AppendResult(NamedTuple):
 
 class _LocalAppend(NamedTuple):
     """What a leader's local append did: the offsets of its batch (or of the original, for a
-    duplicate) and the records it added."""
+    duplicate), the records it added and its log append time (-1 on a CreateTime topic)."""
 
     first_offset: int
     last_offset: int
     record_count: int
+    log_append_time_ms: int
 
 
 class FetchResult(NamedTuple):
@@ -646,8 +646,9 @@ class Partition:
 
         An uncompressed batch is validated and appended at once, on the event loop, unless an
         earlier append's turn is still running; a compressed one's records are decompressed and
-        checked in compressed_checks' threads first, and it then appends in its turn, so that
-        appends land in the order they arrived (an idempotent producer's sequences need it).
+        checked, and a batch the topic's compression.type re-encodes is re-encoded, in
+        compressed_checks' threads first, and it then appends in its turn, so that appends land
+        in the order they arrived (an idempotent producer's sequences need it).
 
         KAFKA_STORAGE_ERROR when the data directory is low on space or the write failed (taken
         back, nothing appended); if only the flush after the write failed, the records stay in
@@ -656,20 +657,22 @@ class Partition:
         error = self._refusal_before_append(acks, internal)
         if error is not ErrorCode.NONE:
             return self._append_error(error)
-        if is_compressed(batches) or not (self._last_append_turn is None or self._last_append_turn.done()):
+        if checked_first(batches, self.log.append_rules) or not (self._last_append_turn is None
+                                                                 or self._last_append_turn.done()):
             local = await self._append_in_turn(batches, acks, internal)
         else:
             local = self._append_locally(batches, None, internal)
         if isinstance(local, AppendResult):
             return local
-        first_offset, last_offset, record_count = local
+        first_offset, last_offset, record_count, log_append_time_ms = local
         if acks != -1:
-            return AppendResult(ErrorCode.NONE, first_offset, NO_TIMESTAMP, self.log_start_offset, record_count)
+            return AppendResult(ErrorCode.NONE, first_offset, log_append_time_ms, self.log_start_offset, record_count)
         if appended is not None:
             appended()
         error = await self._wait_for_commit(last_offset, timeout_ms)
-        return AppendResult(error, first_offset if error is ErrorCode.NONE else UNKNOWN_OFFSET, NO_TIMESTAMP,
-                            self.log_start_offset, record_count)
+        if error is not ErrorCode.NONE:
+            return AppendResult(error, UNKNOWN_OFFSET, NO_TIMESTAMP, self.log_start_offset, record_count)
+        return AppendResult(error, first_offset, log_append_time_ms, self.log_start_offset, record_count)
 
     def _append_locally(self, batches: bytearray, records_max_timestamp: int | None,
                         internal: bool) -> _LocalAppend | AppendResult:
@@ -680,7 +683,7 @@ class Partition:
             check = self.producer_state.check(batches)
             if check.duplicate is not None:
                 self.log.settle_owed_flush()
-                return _LocalAppend(check.duplicate.first_offset, check.duplicate.last_offset, 0)
+                return _LocalAppend(check.duplicate.first_offset, check.duplicate.last_offset, 0, NO_TIMESTAMP)
             try:
                 self.log.write_assigned(batches, run, self.leader_epoch)
             except KafkaStorageError as failure:
@@ -694,7 +697,8 @@ class Partition:
             return self._refused(failure)
         first_offset = run.last_offset - run.record_count + 1
         self._after_appended(batches, check, first_offset)
-        return _LocalAppend(first_offset, run.last_offset, run.record_count)
+        log_append_time_ms = run.max_timestamp if self.log.append_rules.log_append_time else NO_TIMESTAMP
+        return _LocalAppend(first_offset, run.last_offset, run.record_count, log_append_time_ms)
 
     def _after_appended(self, batches: bytearray, check: ProducerCheck, first_offset: int) -> None:
         self._disk_space.wrote(len(batches))
@@ -703,16 +707,16 @@ class Partition:
         self._after_local_append()
 
     async def _append_in_turn(self, batches: bytearray, acks: int, internal: bool) -> _LocalAppend | AppendResult:
-        """_append_locally once every append that arrived before this one is done, a compressed
-        batch's records checked in another thread meanwhile."""
+        """_append_locally once every append that arrived before this one is done, a batch that
+        records.checked_first names checked (and converted) in another thread meanwhile."""
         previous = self._last_append_turn
         turn = self._last_append_turn = asyncio.get_running_loop().create_future()
         try:
             records_max_timestamp = None
-            if is_compressed(batches):
+            if checked_first(batches, self.log.append_rules):
                 try:
-                    records_max_timestamp = await compressed_checks.check(batches, self.log.append_rules,
-                                                                          self.log.now_ms())
+                    batches, records_max_timestamp = await compressed_checks.check(batches, self.log.append_rules,
+                                                                                   self.log.now_ms())
                 except ReplicaError as failure:
                     return self._refused(failure)
             if previous is not None and not previous.done():
@@ -1290,6 +1294,8 @@ def _first_record_at_or_after(slices: list[FileSlice], timestamp: int) -> tuple[
         return None
     buf = slices[0].read()
     header = parse_header(buf, 0)
+    if header.attributes & LOG_APPEND_TIME_BIT:  # its records all read the batch's time
+        return header.base_offset, header.max_timestamp
     base_timestamp = producer_fields(buf).base_timestamp
     try:
         body = decompress(header.compression_codec, memoryview(buf)[HEADER_SIZE_BYTES:header.size_bytes],

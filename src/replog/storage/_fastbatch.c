@@ -617,14 +617,14 @@ static PyObject *validate(Py_buffer *buffer, long long max_batch_bytes) {
 #define TRANSACTIONAL_BIT 0x10
 #define CONTROL_BATCH_BIT 0x20
 #define NO_PRODUCER_ID (-1)
-#define APPEND_RULES_FIELDS 5
+#define APPEND_RULES_FIELDS 8
 
 typedef struct {
     long long max_batch_bytes, timestamp_before_max_ms, timestamp_after_max_ms;
-    int keys_required;
+    int keys_required, log_append_time;
 } Rules;
 
-/* The rules from a records.AppendRules (its last field, the decompression limit, is Python's). */
+/* The rules from a records.AppendRules (the decompression limit and the topic's codec and level are Python's). */
 static int read_rules(PyObject *tuple, Rules *rules) {
     if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != APPEND_RULES_FIELDS) {
         PyErr_SetString(PyExc_TypeError, "rules must be a records.AppendRules");
@@ -634,6 +634,7 @@ static int read_rules(PyObject *tuple, Rules *rules) {
     rules->timestamp_before_max_ms = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, 1));
     rules->timestamp_after_max_ms = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, 2));
     rules->keys_required = PyObject_IsTrue(PyTuple_GET_ITEM(tuple, 3));
+    rules->log_append_time = PyObject_IsTrue(PyTuple_GET_ITEM(tuple, 5));
     return PyErr_Occurred() ? -1 : 0;
 }
 
@@ -780,7 +781,7 @@ static BatchFault walk_records(const unsigned char *p, int64_t end, long long co
             return refuse_record(refusal, BATCH_INVALID_TIMESTAMP, index,
                                  "record %lld: timestamp delta %lld takes it out of range", index,
                                  (long long)timestamp_delta);
-        if (timestamp != NO_TIMESTAMP && ((__int128)now_ms - timestamp > rules->timestamp_before_max_ms ||
+        if (!rules->log_append_time && timestamp != NO_TIMESTAMP && ((__int128)now_ms - timestamp > rules->timestamp_before_max_ms ||
                                           (__int128)timestamp - now_ms > rules->timestamp_after_max_ms))
             return refuse_record(refusal, BATCH_INVALID_TIMESTAMP, index,
                                  "record %lld: timestamp %lld is out of range: it should be within [%lld, %lld]", index,
@@ -1374,8 +1375,16 @@ static PyObject *assign_batches(PyObject *module, PyObject *const *args, Py_ssiz
         goto done;
     }
     /* Only once every check passed, so that a refused batch stays as it came. LogValidator sets
-     * the max timestamp to the records' (batch.setMaxTimestamp), which the time index trusts. */
-    if (h.max_timestamp != max_timestamp) {
+     * the max timestamp (batch.setMaxTimestamp), which the time index trusts, to the records' or,
+     * for LogAppendTime, to now with the timestamp type: every record then reads it. */
+    int attributes = h.attributes;
+    if (rules.log_append_time) {
+        max_timestamp = now_ms;
+        attributes |= LOG_APPEND_TIME_BIT;
+    }
+    if (h.max_timestamp != max_timestamp || h.attributes != attributes) {
+        buf[ATTRIBUTES_POSITION] = (unsigned char)(attributes >> 8);
+        buf[ATTRIBUTES_POSITION + 1] = (unsigned char)attributes;
         write_i64(buf + MAX_TIMESTAMP_POSITION, max_timestamp);
         write_u32(buf + CRC_POSITION, crc32c_update(0, buf + CRC_START, (size_t)(h.size_bytes - CRC_START)));
     }

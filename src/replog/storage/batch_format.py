@@ -73,6 +73,11 @@ CONTROL_BATCH_BIT = 0x20  # a transaction marker, not a producer's records
 CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = range(5)
 CODEC_NAMES = {CODEC_NONE: "none", CODEC_GZIP: "gzip", CODEC_SNAPPY: "snappy", CODEC_LZ4: "lz4", CODEC_ZSTD: "zstd"}
 MAX_CODEC = CODEC_ZSTD
+# compression.type: the codec a topic's log stores batches in, by Kafka's names (BrokerCompressionType);
+# "producer" keeps each batch's own.
+CODEC_PRODUCER = -1
+TOPIC_CODECS = {"producer": CODEC_PRODUCER, "uncompressed": CODEC_NONE, "gzip": CODEC_GZIP, "snappy": CODEC_SNAPPY,
+                "lz4": CODEC_LZ4, "zstd": CODEC_ZSTD}
 
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
@@ -365,6 +370,21 @@ def build_batch(payload, record_count: int, base_timestamp: int, max_timestamp: 
 
 
 _CRC = struct.Struct(">I")
+_INT32 = struct.Struct(">i")
+
+
+def with_payload(batch, payload, codec: int, record_count: int | None = None) -> bytearray:
+    """A new batch of `batch`'s header (its first HEADER_SIZE_BYTES at least) around `payload`:
+    records in `codec`, `record_count` of them (default: the header's count); its length, codec
+    bits and CRC made to match."""
+    rebuilt = bytearray(batch[:HEADER_SIZE_BYTES])
+    rebuilt[ATTRIBUTES_POSITION + 1] = rebuilt[ATTRIBUTES_POSITION + 1] & ~CODEC_MASK & 0xFF | codec
+    rebuilt += payload
+    _INT32.pack_into(rebuilt, BATCH_LENGTH_POSITION, len(rebuilt) - LOG_OVERHEAD_BYTES)
+    if record_count is not None:
+        _INT32.pack_into(rebuilt, RECORD_COUNT_POSITION, record_count)
+    set_crc(rebuilt)
+    return rebuilt
 
 
 def set_crc(batch: bytearray) -> None:
@@ -375,8 +395,9 @@ def set_crc(batch: bytearray) -> None:
 # -- codecs ----------------------------------------------------------------------------------
 
 
-def compress(codec: int, data) -> bytes:
-    """`data` in `codec`, in a form every client reads (see the module docstring)."""
+def compress(codec: int, data, level: int | None = None) -> bytes:
+    """`data` in `codec`, in a form every client reads (see the module docstring); at the codec's
+    `level` (gzip, lz4, zstd), or cramjam's default level."""
     if codec == CODEC_NONE:
         return bytes(data)
     if codec == CODEC_SNAPPY:
@@ -384,7 +405,7 @@ def compress(codec: int, data) -> bytes:
     module = _CODEC_MODULES.get(codec)
     if module is None:
         raise InvalidRecordError(f"unknown compression codec {codec}")
-    return bytes(module.compress(data))
+    return bytes(module.compress(data, level=level))
 
 
 _CODEC_MODULES = {CODEC_GZIP: cramjam.gzip, CODEC_LZ4: cramjam.lz4, CODEC_ZSTD: cramjam.zstd}

@@ -43,22 +43,21 @@ from pathlib import Path
 from typing import NamedTuple
 
 from replog.storage.batch_format import (
-    ATTRIBUTES_POSITION,
     BATCH_LENGTH_POSITION,
     CODEC_MASK,
+    CODEC_NONE,
     CONTROL_BATCH_BIT,
     HEADER_SIZE_BYTES,
     LOG_OVERHEAD_BYTES,
     NO_PRODUCER_ID,
     NO_TIMESTAMP,
     PRODUCER_ID_POSITION,
-    RECORD_COUNT_POSITION,
     Scratch,
     body_of,
     compress,
     parse_header,
     records_of,
-    set_crc,
+    with_payload,
 )
 from replog.storage.errors import CorruptRecordError
 from replog.storage.index import OffsetIndex, TimeIndex
@@ -244,15 +243,9 @@ class CleanJob:
         if not kept_spans and header.base_offset not in kept_empty:
             return None, removed
         records = b"".join(body[start:end] for start, end in kept_spans)
-        payload = compress(codec, records) if records else b""
-        rebuilt = bytearray(batch[:HEADER_SIZE_BYTES])
-        if not records:
-            rebuilt[ATTRIBUTES_POSITION + 1] &= ~CODEC_MASK & 0xFF  # an empty batch is stored uncompressed
-        rebuilt += payload
-        _INT32.pack_into(rebuilt, BATCH_LENGTH_POSITION, len(rebuilt) - LOG_OVERHEAD_BYTES)
-        _INT32.pack_into(rebuilt, RECORD_COUNT_POSITION, len(kept_spans))
-        set_crc(rebuilt)
-        return rebuilt, removed
+        if not records:  # an empty batch is stored uncompressed
+            return with_payload(batch, b"", CODEC_NONE, 0), removed
+        return with_payload(batch, compress(codec, records), codec, len(kept_spans)), removed
 
 
 def _next_base(segments: list[SegmentFile], index: int, end_offset: int) -> int:

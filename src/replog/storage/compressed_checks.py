@@ -1,9 +1,11 @@
-"""Checking producers' compressed batches off the event loop: a small dedicated thread pool.
+"""Checking producers' compressed batches, and re-encoding batches in their topic's
+compression.type, off the event loop: a small dedicated thread pool.
 
 A compressed batch's records can only be read once decompressed, up to its topic's
 uncompressed_bytes_max (batch_format.py): tens of milliseconds for a batch that inflates to tens
-of MiB. That work (records.check_compressed) runs here rather than on the event loop, so that
-one client's batch never holds up another client's requests; decompression and the compiled
+of MiB; compressing a batch anew for a topic's compression.type costs as much again or more. That
+work (records.check_and_convert) runs here rather than on the event loop, so that one client's
+batch never holds up another client's requests; decompression, compression and the compiled
 record walk release the GIL, so they run beside the loop.
 
 Bounds: THREADS threads. Each decompresses into a Scratch of its own, mapped at the largest limit
@@ -22,7 +24,7 @@ import concurrent.futures
 import threading
 
 from replog.storage.batch_format import Scratch
-from replog.storage.records import AppendRules, check_compressed
+from replog.storage.records import AppendRules, CheckedBatch, check_and_convert
 
 THREADS = 2
 SCRATCH_KEPT_BYTES = 4 << 20
@@ -40,19 +42,19 @@ def _executor() -> concurrent.futures.ThreadPoolExecutor:
         return _pool
 
 
-def _check_in_thread(batch, rules: AppendRules, now_ms: int) -> int:
+def _check_in_thread(batch, rules: AppendRules, now_ms: int) -> CheckedBatch:
     scratch: Scratch | None = getattr(_thread_state, "scratch", None)
     if scratch is None or scratch.capacity_bytes < rules.uncompressed_bytes_max:
         if scratch is not None:
             scratch.close()
         scratch = _thread_state.scratch = Scratch(rules.uncompressed_bytes_max)
     try:
-        return check_compressed(batch, rules, now_ms, scratch)
+        return check_and_convert(batch, rules, now_ms, scratch)
     finally:
         scratch.give_back_beyond(SCRATCH_KEPT_BYTES)
 
 
-async def check(batch, rules: AppendRules, now_ms: int) -> int:
-    """records.check_compressed of a producer's batch, in the pool: the records' max timestamp,
-    for Log.assign_as_leader; raises its refusals."""
+async def check(batch, rules: AppendRules, now_ms: int) -> CheckedBatch:
+    """records.check_and_convert of a producer's batch, in the pool: the batch and its records'
+    max timestamp, for Log.assign_as_leader; raises its refusals."""
     return await asyncio.get_running_loop().run_in_executor(_executor(), _check_in_thread, batch, rules, now_ms)

@@ -55,14 +55,24 @@ from replog.storage.cleaner import (
 )
 from replog.storage.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError, RecordListTooLargeError
 from replog.storage.partition_metadata import sync_tag, tag_topic_id, tagged_topic_id
-from replog.storage.batch_format import NO_TIMESTAMP, BatchHeader, Scratch, uncompressed_bytes_max
+from replog.storage.batch_format import (
+    CODEC_GZIP,
+    CODEC_LZ4,
+    CODEC_ZSTD,
+    NO_TIMESTAMP,
+    TOPIC_CODECS,
+    BatchHeader,
+    Scratch,
+    uncompressed_bytes_max,
+)
 from replog.storage.records import (
     AppendRules,
     NO_TIMESTAMP,
     BatchRun,
+    CheckedBatch,
     assign_batches,
-    check_compressed,
-    is_compressed,
+    check_and_convert,
+    checked_first,
     run_of,
     validate_batches,
 )
@@ -94,9 +104,13 @@ class LogConfig:
     segment.bytes, segment.ms, index.interval.bytes, flush.messages, flush.ms, retention.ms
     (-1: keep forever), retention.bytes (-1: no size limit), max.message.bytes,
     message.timestamp.before.max.ms and message.timestamp.after.max.ms (Kafka 4's defaults: any
-    time before now, at most an hour after), and for a compacted log (`compact`)
-    delete.retention.ms, min.cleanable.dirty.ratio, min.compaction.lag.ms (records younger stay
-    uncleaned) and max.compaction.lag.ms (records older are cleaned, however little is dirty).
+    time before now, at most an hour after), message.timestamp.type (CreateTime: the producer's;
+    LogAppendTime: the leader's clock when it appends), compression.type (the codec batches are
+    stored in, batch_format.TOPIC_CODECS; producer: each batch's own) and compression.gzip.level,
+    compression.lz4.level and compression.zstd.level (what it is stored at), and for a compacted log
+    (`compact`) delete.retention.ms, min.cleanable.dirty.ratio, min.compaction.lag.ms (records
+    younger stay uncleaned) and max.compaction.lag.ms (records older are cleaned, however little
+    is dirty).
     """
 
     segment_bytes: int = 1 << 30
@@ -109,6 +123,11 @@ class LogConfig:
     max_message_bytes: int = 1024 * 1024 + 12
     message_timestamp_before_max_ms: int = _NEVER
     message_timestamp_after_max_ms: int = 3600 * 1000
+    message_timestamp_type: str = "CreateTime"
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1  # zlib's default
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
     compact: bool = False
     delete_retention_ms: int = 24 * 3600 * 1000
     min_cleanable_dirty_ratio: float = 0.5
@@ -124,6 +143,11 @@ class LogConfig:
         for name, minimum in minimums.items():
             if getattr(self, name) < minimum:
                 raise ValueError(f"{name} must be >= {minimum}, got {getattr(self, name)}")
+        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+            raise ValueError("message_timestamp_type must be CreateTime or LogAppendTime, "
+                             f"got {self.message_timestamp_type}")
+        if self.compression_type not in TOPIC_CODECS:
+            raise ValueError(f"compression_type must be one of {', '.join(TOPIC_CODECS)}, got {self.compression_type}")
 
 
 def _parse_log_directory_name(name: str) -> tuple[str, int]:
@@ -339,34 +363,50 @@ class Log:
     def _rules_of(config: LogConfig) -> AppendRules:
         return AppendRules(config.max_message_bytes, config.message_timestamp_before_max_ms,
                            config.message_timestamp_after_max_ms, config.compact,
-                           uncompressed_bytes_max(config.max_message_bytes))
+                           uncompressed_bytes_max(config.max_message_bytes),
+                           config.message_timestamp_type == "LogAppendTime", TOPIC_CODECS[config.compression_type],
+                           Log._codec_level(config))
+
+    @staticmethod
+    def _codec_level(config: LogConfig) -> int | None:
+        """The level of compression.type's codec, as compression.<codec>.level says."""
+        codec = TOPIC_CODECS[config.compression_type]
+        if codec == CODEC_GZIP:
+            return None if config.compression_gzip_level == -1 else config.compression_gzip_level
+        return {CODEC_LZ4: config.compression_lz4_level, CODEC_ZSTD: config.compression_zstd_level}.get(codec)
 
     def now_ms(self) -> int:
         """The log's clock: what a compressed batch's records are checked against elsewhere."""
         return self._clock()
 
     def append(self, batches: bytearray | memoryview, leader_epoch: int) -> tuple[int, int]:
-        """Append a producer's batch as leader: assign_as_leader, then write. Returns (first, last)
-        offset."""
-        run = self.assign_as_leader(batches, leader_epoch)
-        self.write_assigned(batches, run, leader_epoch)
+        """Append a producer's batch as leader: check_first where it needs it, assign_as_leader,
+        then write. Returns (first, last) offset."""
+        checked = CheckedBatch(batches, None)
+        if checked_first(batches, self.append_rules):
+            checked = self.check_first(batches)
+        run = self.assign_as_leader(checked.batch, leader_epoch, checked.records_max_timestamp)
+        self.write_assigned(checked.batch, run, leader_epoch)
         return run.last_offset - run.record_count + 1, run.last_offset
+
+    def check_first(self, batches: bytearray | memoryview) -> CheckedBatch:
+        """records.check_and_convert of a producer's batch, here and now: what a batch that
+        records.checked_first names needs before assign_as_leader (the partition has it done off
+        the event loop, compressed_checks)."""
+        scratch = Scratch(self.append_rules.uncompressed_bytes_max)
+        try:
+            return check_and_convert(batches, self.append_rules, self._clock(), scratch)
+        finally:
+            scratch.close()
 
     def assign_as_leader(self, batches: bytearray | memoryview, leader_epoch: int,
                          records_max_timestamp: int | None = None) -> BatchRun:
         """Validate a producer's batch as Kafka's LogValidator does (records.assign_batches) and
-        assign it the next offsets and `leader_epoch` in place in `batches` (writable), without
-        writing it: write_assigned must follow, with nothing appended in between. A compressed
-        batch's records are decompressed and checked here unless the caller did that already
-        (check_compressed, off the event loop) and passes `records_max_timestamp`."""
-        now_ms = self._clock()
-        if records_max_timestamp is None and is_compressed(batches):
-            scratch = Scratch(self.append_rules.uncompressed_bytes_max)
-            try:
-                records_max_timestamp = check_compressed(batches, self.append_rules, now_ms, scratch)
-            finally:
-                scratch.close()
-        return assign_batches(batches, self.append_rules, self.log_end_offset, leader_epoch, now_ms,
+        assign it the next offsets and `leader_epoch` (and, for LogAppendTime, the time) in place
+        in `batches` (writable), without writing it: write_assigned must follow, with nothing
+        appended in between. A batch that records.checked_first names must be what
+        check_and_convert made of it, with the `records_max_timestamp` it found."""
+        return assign_batches(batches, self.append_rules, self.log_end_offset, leader_epoch, self._clock(),
                               records_max_timestamp)
 
     def write_assigned(self, batches: bytearray | memoryview, run: BatchRun, leader_epoch: int) -> None:

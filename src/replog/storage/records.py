@@ -35,6 +35,7 @@ from replog.storage.batch_format import (
     ATTRIBUTES_POSITION,
     CODEC_MASK,
     CODEC_NONE,
+    CODEC_PRODUCER,
     CONTROL_BATCH_BIT,
     CRC_START,
     HEADER,
@@ -49,6 +50,7 @@ from replog.storage.batch_format import (
     BatchHeader,
     Scratch,
     VarintError,
+    compress,
     crc_mismatch,
     parse_header,
     producer_fields,
@@ -56,6 +58,7 @@ from replog.storage.batch_format import (
     set_crc,
     short_batch,
     verify_batch,
+    with_payload,
 )
 from replog.storage.errors import (
     CorruptRecordError,
@@ -70,6 +73,7 @@ _PREFIX = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
 _MAX_TIMESTAMP = struct.Struct(">q")
+_ATTRIBUTES = struct.Struct(">h")
 _MAX_OFFSET = 2**63 - 1
 _MIN_INT32 = -(2**31)
 _MAX_INT32 = 2**31 - 1
@@ -87,13 +91,20 @@ class AppendRules(NamedTuple):
     """What a leader enforces on a producer's batch beyond its framing (Kafka's LogValidator), from
     the topic's settings: max.message.bytes; message.timestamp.before.max.ms and
     message.timestamp.after.max.ms (a record's CreateTime at most that far before or after now);
-    keys on compacted topics; how far compressed records may inflate (batch_format's limit)."""
+    keys on compacted topics; how far compressed records may inflate (batch_format's limit);
+    message.timestamp.type=LogAppendTime (the batch takes the append time, and its records'
+    CreateTimes go unchecked, as they are no consumer's timestamps); compression.type (the codec
+    the log stores batches in, or CODEC_PRODUCER: the producer's) and that codec's level
+    (compression.<codec>.level; None: cramjam's default)."""
 
     max_batch_bytes: int
     timestamp_before_max_ms: int
     timestamp_after_max_ms: int
     keys_required: bool
     uncompressed_bytes_max: int
+    log_append_time: bool = False
+    topic_codec: int = CODEC_PRODUCER
+    topic_codec_level: int | None = None
 
 
 class BatchRun(NamedTuple):
@@ -135,6 +146,18 @@ def batch_headers(buf) -> list[BatchHeader]:
 def is_compressed(buf) -> bool:
     """Whether the batch `buf` starts with claims a compression codec (read before validation)."""
     return len(buf) > ATTRIBUTES_POSITION + 1 and buf[ATTRIBUTES_POSITION + 1] & CODEC_MASK != CODEC_NONE
+
+
+def converts(buf, rules: AppendRules) -> bool:
+    """Whether the topic's compression.type re-encodes the batch `buf` starts with: it names a
+    codec, and not the one the batch claims (read before validation)."""
+    return (rules.topic_codec != CODEC_PRODUCER and len(buf) > ATTRIBUTES_POSITION + 1
+            and buf[ATTRIBUTES_POSITION + 1] & CODEC_MASK != rules.topic_codec)
+
+
+def checked_first(buf, rules: AppendRules) -> bool:
+    """Whether a producer's batch must pass check_and_convert before assign_batches."""
+    return is_compressed(buf) or converts(buf, rules)
 
 
 # -- a follower's append: framing and CRCs ---------------------------------------------------
@@ -237,8 +260,9 @@ def _check_records_body(body, count: int, base_timestamp: int, rules: AppendRule
         if not _MIN_INT64 <= timestamp <= _MAX_INT64:
             raise InvalidTimestampError(f"record {index}: timestamp delta {timestamp_delta} takes it out of range",
                                         index)
-        if timestamp != NO_TIMESTAMP and (now_ms - timestamp > rules.timestamp_before_max_ms
-                                          or timestamp - now_ms > rules.timestamp_after_max_ms):
+        if not rules.log_append_time and timestamp != NO_TIMESTAMP and (
+                now_ms - timestamp > rules.timestamp_before_max_ms
+                or timestamp - now_ms > rules.timestamp_after_max_ms):
             low = max(now_ms - rules.timestamp_before_max_ms, _MIN_INT64)
             high = min(now_ms + rules.timestamp_after_max_ms, _MAX_INT64)
             raise InvalidTimestampError(f"record {index}: timestamp {timestamp} is out of range: it should be "
@@ -287,8 +311,14 @@ def _assign_batches_py(buf, rules: AppendRules, first_offset: int, leader_epoch:
     if first_offset + header.last_offset_delta >= _MAX_OFFSET:
         raise InvalidRecordError("batch at position 0 would pass the largest offset")
     # Only once every check passed, so that a refused batch stays as it came. LogValidator sets
-    # the max timestamp to the records' (batch.setMaxTimestamp), which the time index trusts.
-    if header.max_timestamp != records_max_timestamp:
+    # the max timestamp (batch.setMaxTimestamp), which the time index trusts, to the records'
+    # or, for LogAppendTime, to now with the timestamp type: every record then reads it.
+    attributes = header.attributes
+    if rules.log_append_time:
+        records_max_timestamp = now_ms
+        attributes |= LOG_APPEND_TIME_BIT
+    if header.max_timestamp != records_max_timestamp or header.attributes != attributes:
+        _ATTRIBUTES.pack_into(buf, ATTRIBUTES_POSITION, attributes)
         _MAX_TIMESTAMP.pack_into(buf, MAX_TIMESTAMP_POSITION, records_max_timestamp)
         set_crc(buf)
     _BASE_OFFSET.pack_into(buf, 0, first_offset)
@@ -296,13 +326,32 @@ def _assign_batches_py(buf, rules: AppendRules, first_offset: int, leader_epoch:
     return BatchRun(1, first_offset + header.last_offset_delta, records_max_timestamp, header.record_count)
 
 
-def check_compressed(buf, rules: AppendRules, now_ms: int, scratch: Scratch) -> int:
-    """A compressed producer batch's records, decompressed into `scratch` (bounded by the rules)
-    and checked (check_records): their max timestamp, for assign_batches."""
+class CheckedBatch(NamedTuple):
+    """What check_and_convert makes of a producer's batch, for assign_batches."""
+
+    batch: bytearray  # the producer's own, or that batch re-encoded in the topic's codec
+    records_max_timestamp: int
+
+
+def check_and_convert(buf, rules: AppendRules, now_ms: int, scratch: Scratch) -> CheckedBatch:
+    """A producer's batch's records, decompressed into `scratch` (bounded by the rules) if
+    compressed, and checked (check_records); then, where the topic's compression.type re-encodes
+    it (converts), the batch in that codec, as LogValidator.validateMessagesAndAssignOffsetsCompressed
+    builds one: the same header fields and records, compressed anew, with its own length and CRC.
+    Kafka re-encodes each record too, relative to the first record's timestamp; Kafka's clients
+    make that the base timestamp, so their records' bytes would come out the same, and are kept."""
     header = parse_header(buf, 0)
-    with memoryview(buf) as view, scratch.decompress(header.compression_codec, view[HEADER_SIZE_BYTES:header.size_bytes],
-                                                     rules.uncompressed_bytes_max) as body:
-        return check_records(buf, body, rules, now_ms)
+    with memoryview(buf) as view:
+        payload = view[HEADER_SIZE_BYTES:header.size_bytes]
+        codec = header.compression_codec
+        records = payload if codec == CODEC_NONE else scratch.decompress(codec, payload, rules.uncompressed_bytes_max)
+        with records as body:
+            records_max_timestamp = check_records(buf, body, rules, now_ms)
+            if not converts(buf, rules):
+                return CheckedBatch(buf, records_max_timestamp)
+            converted = with_payload(view[:HEADER_SIZE_BYTES], compress(rules.topic_codec, body, rules.topic_codec_level),
+                                     rules.topic_codec)
+    return CheckedBatch(converted, records_max_timestamp)
 
 
 # -- crash recovery --------------------------------------------------------------------------
@@ -457,14 +506,17 @@ class BatchCodec(NamedTuple):
         (_check_producer_batch); if uncompressed, its records are read as check_records reads
         them; a compressed one's must have been (`records_max_timestamp`, what check_records
         returned). Then, once all passed, its max timestamp is set to its records' (and the CRC
-        with it) if it differed, and the base offset `first_offset` and `leader_epoch`, which lie
-        before the CRC'd range, are written into `buf` (writable) in place.
+        with it) if it differed, or on a LogAppendTime topic (`rules.log_append_time`) to
+        `now_ms` with the timestamp-type attribute bit; and the base offset `first_offset` and
+        `leader_epoch`, which lie before the CRC'd range, are written into `buf` (writable) in
+        place.
     check_records(batch, body, rules, now_ms) -> int
         The batch rules of assign_batches on the batch `batch`, then its records read from `body`
         (its records, decompressed) as Kafka's DefaultRecord.readFrom and LogValidator do: every
         record whole, offset deltas 0, 1, 2, ..., lengths -1 (null) or within the record, header
         counts and headers well formed, nothing left after the last; keys where `rules` require
-        them; CreateTime timestamps within the rules' bounds of `now_ms`. Returns the records' max
+        them; CreateTime timestamps within the rules' bounds of `now_ms` (none on a LogAppendTime
+        topic). Returns the records' max
         timestamp (NO_TIMESTAMP if none has one). The compiled one runs without the GIL.
 
     scan_segment(fd, position, end_position, next_offset, segment_base_offset, index_due_position,

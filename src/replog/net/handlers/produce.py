@@ -137,7 +137,8 @@ async def _append(services, request: Request, topic: str, partition_index: int, 
         # Kafka's ProduceResponse rule: a client of Produce v3 may not know 56 and take it as
         # fatal; NOT_LEADER_OR_FOLLOWER makes it refresh its metadata and retry.
         error_code = ErrorCode.not_leader_or_follower
-    return answer | {"error_code": error_code, "base_offset": result.base_offset, "log_start_offset": result.log_start_offset}
+    return answer | {"error_code": error_code, "base_offset": result.base_offset,
+                     "log_append_time": result.log_append_time_ms, "log_start_offset": result.log_start_offset}
 
 
 async def _current_leader(services, topic: str, partition_index: int) -> dict:
