@@ -48,9 +48,9 @@ INTENDED: dict[str, dict[str, str]] = {
            for name in ("log.segment.bytes", "auto.create.topics.enable", "num.partitions", "default.replication.factor")},
         "client_facing/min.insync.replicas/source": "as topic_config_values' min.insync.replicas: Kafka 4 records it "
                                                     "as a cluster-wide dynamic default",
-        "client_facing/compression.type": "not a broker setting of replog's yet: batches are kept as their producers "
-                                          "compressed them (Kafka's compression.type=producer). Branch "
-                                          "append-semantics adds it: this entry goes when that branch is merged",
+        "client_facing/compression.type": "a topic setting only in replog: a topic without one keeps batches as "
+                                          "their producers compressed them (Kafka's broker default, producer); "
+                                          "there is no broker-wide default to change it",
         "client_facing/log.retention.hours": "replog's broker retention is log.retention.ms alone",
         "client_facing/log.retention.ms/value": "Kafka leaves log.retention.ms unset (null) and derives it from "
                                                 "log.retention.hours; replog states it",
@@ -61,5 +61,4 @@ AWAITING_FIX: dict[str, str] = {
     "fetch_response_size_limit": "fixed on branch fetch-meta (KIP-74 bounds on Fetch)",
     "metadata_topic_ids": "fixed on branch fetch-meta (Metadata answers the topic ids replog keeps)",
     "keyless_records_to_a_compacted_topic": "fixed on branch fetch-meta (KIP-467 record_errors)",
-    "log_append_time": "fixed on branch append-semantics (message.timestamp.type=LogAppendTime)",
 }
