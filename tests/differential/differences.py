@@ -58,6 +58,5 @@ INTENDED: dict[str, dict[str, str]] = {
 }
 
 AWAITING_FIX: dict[str, str] = {
-    "metadata_topic_ids": "fixed on branch fetch-meta (Metadata answers the topic ids replog keeps)",
     "keyless_records_to_a_compacted_topic": "fixed on branch fetch-meta (KIP-467 record_errors)",
 }

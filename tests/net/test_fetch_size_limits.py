@@ -5,9 +5,6 @@ broker process, whose topic's partitions each hold batches of a known size."""
 
 from __future__ import annotations
 
-import socket
-import struct
-
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
@@ -15,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from replog.net.codec import ApiKey, decode_response
 from tests.hostile.seeds import encode as encode_request
 from tests.net.served_broker import served_broker  # noqa: F401  (the fixture)
+from tests.net.test_nullable_fields import exchange
 from tests.unit.replica_batches import build_batch
 
 TOPIC = "size-limits"
@@ -37,17 +35,6 @@ def filled(served_broker):  # noqa: F811
         assert [partition.error_code for topic in body.responses for partition in topic.partition_responses] == \
             [ErrorCode.none] * PARTITIONS
     return served_broker
-
-
-def exchange(port: int, frame: bytes) -> bytes:
-    """The response to `frame`, read whole: a fetch's is larger than one receive returns."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
-        connection.sendall(frame)
-        stream = connection.makefile("rb")
-        (size,) = struct.unpack(">i", stream.read(4))
-        response = stream.read(size)
-        assert len(response) == size, "the broker closed the connection inside its answer"
-        return response
 
 
 def fetched_sizes(broker, max_bytes: int, partition_max_bytes: int) -> list[int]:
