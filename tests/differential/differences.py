@@ -57,6 +57,4 @@ INTENDED: dict[str, dict[str, str]] = {
     },
 }
 
-AWAITING_FIX: dict[str, str] = {
-    "keyless_records_to_a_compacted_topic": "fixed on branch fetch-meta (KIP-467 record_errors)",
-}
+AWAITING_FIX: dict[str, str] = {}

@@ -164,7 +164,7 @@ class AppendResult(NamedTuple):
     # Records this append added to the log (0 for a refusal or a duplicate), whatever acks=-1's
     # outcome: the offsets it assigned, which are the batch headers' record counts.
     record_count: int = 0
-    # Why a batch was refused, and the record it is about (Produce's error_message and
+    # Why a batch was refused, and the records it is about (Produce's error_message and
     # record_errors as (batch_index, message), as Kafka's LogValidator gives them).
     error_message: str | None = None
     record_errors: tuple[tuple[int, str], ...] = ()
@@ -741,8 +741,8 @@ class Partition:
     def _refused(self, failure: ReplicaError) -> AppendResult:
         logger.debug("refused append topic=%s partition=%d error=%d reason=%s",
                      self.topic, self.partition_id, failure.error_code, failure)
-        record_errors = () if failure.record_index is None else ((failure.record_index, str(failure)),)
-        return AppendResult(failure.error_code, UNKNOWN_OFFSET, NO_TIMESTAMP, self.log_start_offset, 0, str(failure),
+        error_message, record_errors = failure.produce_answer(f"{self.topic}-{self.partition_id}")
+        return AppendResult(failure.error_code, UNKNOWN_OFFSET, NO_TIMESTAMP, self.log_start_offset, 0, error_message,
                             record_errors)
 
     def _refusal_before_append(self, acks: int, internal: bool) -> ErrorCode:
