@@ -117,6 +117,7 @@ class MetadataCache:
         # nothing looks at until the count says which of them count.
         self._names_followed: set[str] = set()
         self._topic_ids: dict[str, str] = {}  # per followed topic with an id in its node
+        self._topics_by_id: dict[str, str] = {}  # the other way round
         self._applying_partitions = asyncio.Lock()  # a topic's two watches feed it
 
     async def start(self) -> None:
@@ -138,6 +139,10 @@ class MetadataCache:
     def topic_id(self, topic: str) -> str | None:
         """The topic's id as last seen; None while unseen, or for a topic without one."""
         return self._topic_ids.get(topic)
+
+    def topic_of_id(self, topic_id: str) -> str | None:
+        """The name of the topic whose id is `topic_id`, as last seen; None for an id unseen."""
+        return self._topics_by_id.get(topic_id)
 
     def seen_partition(self, topic: str, partition: int) -> SeenPartition | None:
         """The partition's assignment and ISR as last seen, for an election to start from (it
@@ -273,7 +278,7 @@ class MetadataCache:
                 await self._forget(f"topic:{topic}")
                 del self._partition_names[topic], self._partition_counts[topic]
                 self._names_followed.discard(topic)
-                self._topic_ids.pop(topic, None)
+                self._topics_by_id.pop(self._topic_ids.pop(topic, None), None)
                 await self._assignment_changed(topic, sorted(self.topics.pop(topic, {})))
             for topic in visible - followed:
                 self._partition_names[topic], self._partition_counts[topic] = (), 0
@@ -292,7 +297,9 @@ class MetadataCache:
             self._partition_counts[topic] = record.partitions
             earlier_id = self._topic_ids.get(topic)
             if record.topic_id:
+                self._topics_by_id.pop(earlier_id, None)
                 self._topic_ids[topic] = record.topic_id
+                self._topics_by_id[record.topic_id] = topic
             if record.partitions != 0 and topic not in self._names_followed:
                 await self._follow(f"topic:{topic}", await self._store.watch_children(paths.topic(topic)),
                                    self._partitions_applier(topic))

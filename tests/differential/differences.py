@@ -57,8 +57,4 @@ INTENDED: dict[str, dict[str, str]] = {
     },
 }
 
-AWAITING_FIX: dict[str, str] = {
-    "fetch_response_size_limit": "fixed on branch fetch-meta (KIP-74 bounds on Fetch)",
-    "metadata_topic_ids": "fixed on branch fetch-meta (Metadata answers the topic ids replog keeps)",
-    "keyless_records_to_a_compacted_topic": "fixed on branch fetch-meta (KIP-467 record_errors)",
-}
+AWAITING_FIX: dict[str, str] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import types
+import uuid
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -25,12 +26,16 @@ TOPICS = {
     "é-topic": {0: PartitionView(replicas=tuple(range(1, 6)), leader=2, leader_epoch=1, isr=tuple(range(1, 6)))},
     OFFSETS_TOPIC: {0: PartitionView(replicas=(1,), leader=1, leader_epoch=0, isr=(1,))},
 }
+# As the store keeps them; "é-topic" was written before topics had ids.
+TOPIC_IDS = {"orders": uuid.uuid4().hex, OFFSETS_TOPIC: uuid.uuid4().hex}
 
 
 def services(cluster_id: str | None, presumed_gone: frozenset[int] = frozenset(), not_served: frozenset = frozenset()):
     return types.SimpleNamespace(
         metadata=types.SimpleNamespace(
             topics=TOPICS,
+            topic_id=TOPIC_IDS.get,
+            topic_of_id={topic_id: name for name, topic_id in TOPIC_IDS.items()}.get,
             brokers={broker_id: types.SimpleNamespace(host=host, port=port, rack=rack) for broker_id, (host, port, rack) in LIVE.items()}),
         leader_connections=types.SimpleNamespace(presumed_gone=presumed_gone.__contains__),
         serving=lambda topic, partition: (topic, partition) not in not_served,
@@ -46,18 +51,22 @@ async def _answer(error: ErrorCode) -> ErrorCode:
     return error
 
 
-def request(version: int, names: list[str | None] | None):
+def request(version: int, names: list[str | uuid.UUID | None] | None):
+    """`names`: a name, or an id to ask by id alone (None: the null id)."""
     schema = codec.request_schema(ApiKey.METADATA, version)
-    body = codec.build(schema, {"topics": None if names is None else [{"name": name, "topic_id": None} for name in names],
+    body = codec.build(schema, {"topics": None if names is None else [
+                                    {"name": None, "topic_id": name} if name is None or isinstance(name, uuid.UUID)
+                                    else {"name": name, "topic_id": None} for name in names],
                                 "allow_auto_topic_creation": False, "include_topic_authorized_operations": False,
                                 "include_cluster_authorized_operations": False})
     return codec.decode_request(memoryview(codec.encode_request(ApiKey.METADATA, version, 7, "test", body))[4:])
 
 
-def kio_answer(version: int, names: list[str | None], cluster_id: str | None, nameless: str | None = None,
+def kio_answer(version: int, names: list[str | uuid.UUID | None], cluster_id: str | None, nameless: str | None = None,
                unavailable: frozenset = frozenset()) -> bytes:
-    """What the handler means, written by kio; `nameless`: the name written for a topic asked by
-    id alone; `unavailable`: the partitions of a live leader to be answered LEADER_NOT_AVAILABLE."""
+    """What the handler means, written by kio; `names` as `request` takes them; `nameless`: the
+    name written for a topic asked by an id no topic has; `unavailable`: the partitions of a live
+    leader to be answered LEADER_NOT_AVAILABLE."""
     def partition(topic: str, index: int, view: PartitionView) -> dict:
         available = view.leader in LIVE and (topic, index) not in unavailable
         return {"error_code": ErrorCode.none if available else ErrorCode.leader_not_available, "partition_index": index,
@@ -65,10 +74,15 @@ def kio_answer(version: int, names: list[str | None], cluster_id: str | None, na
                 "replica_nodes": view.replicas, "isr_nodes": view.isr,
                 "offline_replicas": tuple(replica for replica in view.replicas if replica not in LIVE)}
 
-    def topic(name: str | None) -> dict:
-        error = (ErrorCode.unknown_topic_id if name is None else ErrorCode.none if name in TOPICS else
+    def topic(asked: str | uuid.UUID | None) -> dict:
+        name = {topic_id: name for name, topic_id in TOPIC_IDS.items()}.get(asked.hex) if isinstance(asked, uuid.UUID) else asked
+        if name is None:
+            return {"error_code": ErrorCode.unknown_topic_id, "name": nameless, "topic_id": asked, "is_internal": False,
+                    "partitions": []}
+        error = (ErrorCode.none if name in TOPICS else
                  ErrorCode.invalid_topic_exception if " " in name else ErrorCode.unknown_topic_or_partition)
-        return {"error_code": error, "name": nameless if name is None else name, "topic_id": None, "is_internal": name == OFFSETS_TOPIC,
+        topic_id = uuid.UUID(hex=TOPIC_IDS[name]) if error == ErrorCode.none and name in TOPIC_IDS else None
+        return {"error_code": error, "name": name, "topic_id": topic_id, "is_internal": name == OFFSETS_TOPIC,
                 "partitions": [partition(name, index, view) for index, view in sorted(TOPICS[name].items())] if error == ErrorCode.none else []}
 
     entity = codec.build(codec.response_schema(ApiKey.METADATA, version), {
@@ -96,11 +110,22 @@ def test_named_and_unknown_topics_are_written_as_kio_writes_them(version):
 
 
 @pytest.mark.parametrize("version", [version for version in METADATA_VERSIONS if version >= 10])
-def test_a_topic_asked_by_id_alone_is_answered_unknown_with_a_name_its_version_allows(version):
+def test_a_topic_asked_by_an_unknown_id_is_answered_unknown_with_a_name_its_version_allows(version):
     """Its name is null from version 12 on, where the name may be null, and empty before (kio
-    refuses to write a null one, which closed the client's connection)."""
-    expected = kio_answer(version, [None, "orders"], "cluster-a", nameless="" if version < 12 else None)
-    assert answer(version, [None, "orders"], "cluster-a") == expected
+    refuses to write a null one, which closed the client's connection); the id is the one asked."""
+    asked = [None, uuid.uuid4(), "orders"]
+    expected = kio_answer(version, asked, "cluster-a", nameless="" if version < 12 else None)
+    assert answer(version, asked, "cluster-a") == expected
+
+
+@pytest.mark.parametrize("version", [version for version in METADATA_VERSIONS if version >= 10])
+def test_topics_are_answered_with_their_ids_and_found_by_them(version):
+    asked = [uuid.UUID(hex=TOPIC_IDS["orders"]), "é-topic", OFFSETS_TOPIC]
+    body = answer(version, asked, "cluster-a")
+    assert body == kio_answer(version, asked, "cluster-a")
+    _, decoded = codec.decode_response(ApiKey.METADATA, version, body[4:])
+    assert [(topic.name, topic.topic_id) for topic in decoded.topics] == [
+        ("orders", uuid.UUID(hex=TOPIC_IDS["orders"])), ("é-topic", None), (OFFSETS_TOPIC, uuid.UUID(hex=TOPIC_IDS[OFFSETS_TOPIC]))]
 
 
 @pytest.mark.parametrize("version", [0, 9, 12])

@@ -22,12 +22,17 @@ UNKNOWN_TOPIC_ID = 100
 
 
 def exchange(port: int, frame: bytes) -> bytes:
+    """The response to `frame`, read whole (a socket with a timeout returns what it has, however
+    much MSG_WAITALL asks for)."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
         connection.sendall(frame)
-        header = connection.recv(4, socket.MSG_WAITALL)
+        stream = connection.makefile("rb")
+        header = stream.read(4)
         assert len(header) == 4, "the broker closed the connection instead of answering"
         (size,) = struct.unpack(">i", header)
-        return connection.recv(size, socket.MSG_WAITALL)
+        response = stream.read(size)
+        assert len(response) == size, "the broker closed the connection inside its answer"
+        return response
 
 
 def no_internal_errors(broker) -> bool:

@@ -98,5 +98,7 @@ async def test_a_refused_record_is_named_in_the_answer(single):
     result = await single.append_as_leader(encode_batch([NewRecord(b"k", b"v", None, 2**62)], 0), acks=1,
                                            timeout_ms=1000)
     assert result.error_code == 32
-    assert result.record_errors == ((0, result.error_message),)
+    assert result.error_message == "One or more records have been rejected due to invalid timestamp"
+    assert [index for index, _ in result.record_errors] == [0]
+    assert result.record_errors[0][1].startswith(f"Timestamp {2**62} of message with offset 0 is out of range.")
     assert single.log_end_offset == 0

@@ -21,7 +21,7 @@ from replog.storage.batch_format import (
     set_crc,
     verify_batch,
 )
-from replog.storage.errors import ReplicaError
+from replog.storage.errors import RECORD_ERRORS_MAX, ReplicaError
 from replog.storage.records import COMPILED, PURE_PYTHON, AppendRules, check_and_convert
 from replica_batches import build_batch
 
@@ -68,6 +68,17 @@ def refusal(codec, batch: bytearray, rules: AppendRules = RULES) -> tuple[int, s
         codec.assign_batches(batch, rules, 0, 0, NOW)
     assert bytes(batch) == original, "a refused batch must stay as it came"
     return raised.value.error_code, str(raised.value), raised.value.record_index
+
+
+def rejection(codec, batch: bytearray, rules: AppendRules = RULES) -> tuple[int, str, tuple[tuple[int, str], ...]]:
+    """(error code, error_message, record_errors) of Produce's answer to a batch of records
+    refused one by one, of topic partition t-0."""
+    original = bytes(batch)
+    with pytest.raises(ReplicaError) as raised:
+        codec.assign_batches(batch, rules, 0, 0, NOW)
+    assert bytes(batch) == original, "a refused batch must stay as it came"
+    assert raised.value.rejected is not None and raised.value.record_index is None
+    return raised.value.error_code, *raised.value.produce_answer("t-0")
 
 
 def test_a_valid_batch_is_accepted_and_assigned(codec):
@@ -187,11 +198,34 @@ def test_headers_are_counted_and_well_formed(codec):
     assert codec.assign_batches(valid, RULES, 0, 0, NOW).record_count == 1
 
 
-def test_a_compacted_topic_needs_every_key(codec):
-    batch = batch_of([NewRecord(b"a", b"1"), NewRecord(None, b"2")])
-    assert refusal(codec, batch, COMPACTED) == (
-        87, "record 1 has no key: a compacted topic accepts only records with keys", 1)
-    assert codec.assign_batches(batch, RULES, 0, 0, NOW).record_count == 2
+NO_KEY = "Compacted topic cannot accept message without key in topic partition t-0"
+
+
+def test_a_compacted_topic_needs_every_key_and_every_keyless_record_is_named(codec):
+    """As Kafka's LogValidator: every record is read, and each without a key is a record error."""
+    batch = batch_of([NewRecord(b"a", b"1"), NewRecord(None, b"2"), NewRecord(b"c", b"3"), NewRecord(None, b"4")])
+    assert rejection(codec, batch, COMPACTED) == (
+        87, "One or more records have been rejected due to 2 record errors in total, and only showing the first "
+            f"three errors at most: [RecordError(batchIndex=1, message='{NO_KEY}'), "
+            f"RecordError(batchIndex=3, message='{NO_KEY}')]",
+        ((1, NO_KEY), (3, NO_KEY)))
+    assert codec.assign_batches(batch, RULES, 0, 0, NOW).record_count == 4
+
+
+def test_the_message_shows_three_record_errors_and_the_list_is_bounded(codec):
+    count = RECORD_ERRORS_MAX + 5
+    code, message, record_errors = rejection(codec, batch_of([NewRecord(None, b"")] * count), COMPACTED)
+    assert code == 87
+    assert message == (f"One or more records have been rejected due to {count} record errors in total, and only "
+                       "showing the first three errors at most: ["
+                       + ", ".join(f"RecordError(batchIndex={index}, message='{NO_KEY}')" for index in range(3)) + "]")
+    assert record_errors == tuple((index, NO_KEY) for index in range(RECORD_ERRORS_MAX))
+
+
+def test_a_structural_fault_after_a_keyless_record_is_the_refusal(codec):
+    """Kafka stops at a record it cannot read; the record errors before it are not answered."""
+    batch = with_records(record(0, key=None) + record(5), 2)
+    assert refusal(codec, batch, COMPACTED) == (87, "record 1: offset delta 5, expected 1", 1)
 
 
 # -- timestamps (KIP-937's settings, Kafka 4's defaults) -----------------------------------------------
@@ -199,9 +233,10 @@ def test_a_compacted_topic_needs_every_key(codec):
 
 def test_a_record_more_than_the_after_bound_ahead_is_an_invalid_timestamp(codec):
     batch = batch_of([NewRecord(b"a", b"1"), NewRecord(b"b", b"2", None, NOW + HOUR_MS + 1)])
-    assert refusal(codec, batch) == (
-        32, f"record 1: timestamp {NOW + HOUR_MS + 1} is out of range: it should be within "
-            f"[{NOW - NEVER}, {NOW + HOUR_MS}]", 1)
+    assert rejection(codec, batch) == (
+        32, "One or more records have been rejected due to invalid timestamp",
+        ((1, f"Timestamp {NOW + HOUR_MS + 1} of message with offset 1 is out of range. The timestamp should be "
+             f"within [{NOW - NEVER}, {NOW + HOUR_MS}]"),))
     assert codec.assign_batches(batch_of([NewRecord(b"b", b"2", None, NOW + HOUR_MS)]), RULES, 0, 0, NOW)
 
 
@@ -211,10 +246,22 @@ def test_the_probe_of_timestamp_2_pow_62_is_an_invalid_timestamp(codec):
 
 def test_the_before_bound_and_records_without_a_timestamp(codec):
     rules = RULES._replace(timestamp_before_max_ms=1000)
-    assert refusal(codec, batch_of([NewRecord(b"a", b"1", None, NOW - 1001)]), rules) == (
-        32, f"record 0: timestamp {NOW - 1001} is out of range: it should be within [{NOW - 1000}, {NOW + HOUR_MS}]", 0)
+    assert rejection(codec, batch_of([NewRecord(b"a", b"1", None, NOW - 1001)]), rules)[2] == (
+        (0, f"Timestamp {NOW - 1001} of message with offset 0 is out of range. The timestamp should be within "
+            f"[{NOW - 1000}, {NOW + HOUR_MS}]"),)
     # No timestamp (-1) is not checked, as in Kafka.
     assert codec.assign_batches(build_batch(max_timestamp=-1), rules, 0, 0, NOW).max_timestamp == -1
+
+
+def test_keyless_records_and_invalid_timestamps_together_are_an_invalid_timestamp(codec):
+    """A record without a key is that record's error, whatever its timestamp (Kafka checks the key
+    first); one invalid timestamp among the errors makes the batch's INVALID_TIMESTAMP."""
+    batch = batch_of([NewRecord(None, b"1", None, NOW + 2 * HOUR_MS), NewRecord(b"b", b"2", None, NOW + 2 * HOUR_MS)])
+    struct.pack_into(">q", batch, 0, 10)  # a base offset of the producer's, which the message's offsets count from
+    code, message, record_errors = rejection(codec, batch, COMPACTED)
+    assert (code, message) == (32, "One or more records have been rejected due to invalid timestamp")
+    assert record_errors == ((0, NO_KEY), (1, f"Timestamp {NOW + 2 * HOUR_MS} of message with offset 11 is out of "
+                                              f"range. The timestamp should be within [{NOW - NEVER}, {NOW + HOUR_MS}]"))
 
 
 def test_a_timestamp_delta_past_the_int64_range(codec):
@@ -254,8 +301,9 @@ def test_check_records_reads_a_compressed_batchs_records_from_their_decompressed
     batch = batch_of(records, codec=CODEC_ZSTD)
     body = encode_batch(records, NOW)[HEADER_SIZE_BYTES:]
     assert codec.check_records(batch, body, RULES, NOW) == NOW
-    with pytest.raises(ReplicaError, match="record 0 has no key"):
+    with pytest.raises(ReplicaError, match="1 of the batch's records rejected") as raised:
         codec.check_records(batch, body, COMPACTED, NOW)
+    assert raised.value.rejected.indexes == (0,)
     with pytest.raises(ReplicaError, match="1 bytes follow the batch's last record"):
         codec.check_records(batch, body + b"\x00", RULES, NOW)
 
@@ -304,7 +352,7 @@ def _outcome(function, buf, *args):
     try:
         return function(buf, *args), bytes(buf)
     except ReplicaError as error:
-        return type(error), str(error), error.record_index, bytes(buf)
+        return type(error), str(error), error.record_index, error.rejected, bytes(buf)
     except ValueError as error:
         return ValueError, str(error)
 

@@ -64,6 +64,16 @@ def test_read_returns_whole_first_batch_beyond_max_bytes_and_may_cut_the_last(lo
     assert len(read_all(log, 1, max_bytes=1000)) == 400
 
 
+def test_read_without_min_one_message_returns_nothing_of_a_first_batch_beyond_max_bytes(log_dir):
+    """A fetch answer's later partitions (KIP-74): no first batch beyond their share, nor a cut one."""
+    log = open_log(log_dir)
+    for _ in range(3):
+        log.append(build_batch(payload_bytes=139), leader_epoch=0)  # 200 bytes each
+    assert log.read(0, 199, min_one_message=False) == []
+    assert log.read(0, 0, min_one_message=False) == []
+    assert sum(piece.size_bytes for piece in log.read(0, 450, min_one_message=False)) == 450
+
+
 def test_read_stops_before_max_offset(log_dir):
     log = open_log(log_dir, segment_bytes=500)
     for _ in range(6):

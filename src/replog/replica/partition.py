@@ -164,7 +164,7 @@ class AppendResult(NamedTuple):
     # Records this append added to the log (0 for a refusal or a duplicate), whatever acks=-1's
     # outcome: the offsets it assigned, which are the batch headers' record counts.
     record_count: int = 0
-    # Why a batch was refused, and the record it is about (Produce's error_message and
+    # Why a batch was refused, and the records it is about (Produce's error_message and
     # record_errors as (batch_index, message), as Kafka's LogValidator gives them).
     error_message: str | None = None
     record_errors: tuple[tuple[int, str], ...] = ()
@@ -741,8 +741,8 @@ class Partition:
     def _refused(self, failure: ReplicaError) -> AppendResult:
         logger.debug("refused append topic=%s partition=%d error=%d reason=%s",
                      self.topic, self.partition_id, failure.error_code, failure)
-        record_errors = () if failure.record_index is None else ((failure.record_index, str(failure)),)
-        return AppendResult(failure.error_code, UNKNOWN_OFFSET, NO_TIMESTAMP, self.log_start_offset, 0, str(failure),
+        error_message, record_errors = failure.produce_answer(f"{self.topic}-{self.partition_id}")
+        return AppendResult(failure.error_code, UNKNOWN_OFFSET, NO_TIMESTAMP, self.log_start_offset, 0, error_message,
                             record_errors)
 
     def _refusal_before_append(self, acks: int, internal: bool) -> ErrorCode:
@@ -833,8 +833,9 @@ class Partition:
     # -- fetch ---------------------------------------------------------------------------------
 
     def read_for_consumer(self, fetch_offset: int, max_bytes: int,
-                          current_leader_epoch: int = NO_LEADER_EPOCH) -> FetchResult:
-        """Committed data only: batches below the HW from the one holding `fetch_offset` on.
+                          current_leader_epoch: int = NO_LEADER_EPOCH, *, min_one_message: bool = True) -> FetchResult:
+        """Committed data only: batches below the HW from the one holding `fetch_offset` on;
+        `min_one_message`: as Log.read.
 
         As Kafka, an offset between the HW and the LEO answers empty, not OFFSET_OUT_OF_RANGE: a
         new leader's HW may briefly lag what consumers already read from the old one, and an
@@ -844,14 +845,16 @@ class Partition:
             return self._fetch_error(error)
         if fetch_offset >= self.high_watermark:
             return self._fetch_result([])
-        return self._fetch_result(self.log.read(fetch_offset, max_bytes, max_offset=self.high_watermark))
+        return self._fetch_result(self.log.read(fetch_offset, max_bytes, max_offset=self.high_watermark,
+                                                min_one_message=min_one_message))
 
     def read_for_follower(self, replica_id: int, fetch_offset: int, max_bytes: int, now_ms: int,
                           current_leader_epoch: int = NO_LEADER_EPOCH, life: FetchFrom = FetchFrom.REGISTERED,
-                          *, record: bool = True) -> FetchResult:
+                          *, record: bool = True, min_one_message: bool = True) -> FetchResult:
         """Everything up to the LEO, for follower `replica_id`, whose LEO `fetch_offset` is taken
         to be (the seed's replicaFetch). A fetch from an earlier life of the follower's broker
         is answered but says nothing of the follower: the log it speaks for may be gone.
+        `min_one_message`: as Log.read.
 
         `record=False`: a fetch read again after its long poll, recorded at its first read
         already. As Kafka's DelayedFetch: meanwhile the follower's replica may have been closed
@@ -867,10 +870,11 @@ class Partition:
             return self._fetch_result([])
         allowance_bytes = self._throttle_allowance_bytes(replica_id, now_ms)
         if allowance_bytes is None:
-            return self._fetch_result(self.log.read(fetch_offset, max_bytes))
+            return self._fetch_result(self.log.read(fetch_offset, max_bytes, min_one_message=min_one_message))
         if not allowance_bytes:
             return self._fetch_result([])
-        result = self._fetch_result(self.log.read(fetch_offset, min(max_bytes, allowance_bytes)))
+        result = self._fetch_result(self.log.read(fetch_offset, min(max_bytes, allowance_bytes),
+                                                  min_one_message=min_one_message))
         self._throttled[1].spent(sum(piece.size_bytes for piece in result.slices))
         return result
 

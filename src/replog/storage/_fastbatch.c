@@ -62,6 +62,7 @@
 #define BATCH_HEADER_FIELDS 9
 #define BATCH_RUN_FIELDS 4
 #define SEGMENT_SCAN_FIELDS 9
+#define REJECTED_RECORDS_FIELDS 6
 
 static uint32_t read_u32(const unsigned char *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
@@ -365,6 +366,7 @@ static void crc32c_select(void) {
 static PyTypeObject *batch_header_type;
 static PyTypeObject *batch_run_type;
 static PyTypeObject *segment_scan_type;
+static PyTypeObject *rejected_records_type;
 
 /* Why a batch was refused: the kind (which exception records.py raises for it), the message, and
  * the record it is about (-1: the batch as a whole). Written without the GIL, so that the file
@@ -401,14 +403,17 @@ static int check_tuple_type(PyObject *type, Py_ssize_t fields, const char *name)
 }
 
 static PyObject *bind(PyObject *module, PyObject *args) {
-    PyObject *header, *run, *segment_scan, *errors[BATCH_FAULT_KINDS - 1];
-    if (!PyArg_ParseTuple(args, "OOOOOOOO:bind", &header, &run, &segment_scan, &errors[0], &errors[1], &errors[2],
-                          &errors[3], &errors[4]))
+    PyObject *header, *run, *segment_scan, *rejected, *errors[BATCH_FAULT_KINDS - 1];
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO:bind", &header, &run, &segment_scan, &rejected, &errors[0], &errors[1],
+                          &errors[2], &errors[3], &errors[4]))
         return NULL;
     if (check_tuple_type(header, BATCH_HEADER_FIELDS, "BatchHeader") < 0 ||
         check_tuple_type(run, BATCH_RUN_FIELDS, "BatchRun") < 0 ||
-        check_tuple_type(segment_scan, SEGMENT_SCAN_FIELDS, "SegmentScan") < 0)
+        check_tuple_type(segment_scan, SEGMENT_SCAN_FIELDS, "SegmentScan") < 0 ||
+        check_tuple_type(rejected, REJECTED_RECORDS_FIELDS, "RejectedRecords") < 0)
         return NULL;
+    Py_INCREF(rejected);
+    Py_XSETREF(rejected_records_type, (PyTypeObject *)rejected);
     Py_INCREF(header);
     Py_XSETREF(batch_header_type, (PyTypeObject *)header);
     Py_INCREF(run);
@@ -451,16 +456,32 @@ typedef struct {
     uint32_t crc;
 } Header;
 
+#define RECORD_ERRORS_MAX 1000 /* errors.RECORD_ERRORS_MAX */
+#define REJECTED_NO_KEY INT64_MIN /* a record without a key: None in errors.RejectedRecords.timestamps */
+
+/* The records of a batch refused one by one, as Kafka's LogValidator collects its record errors
+ * (errors.RejectedRecords): all are counted, the first RECORD_ERRORS_MAX listed. */
+typedef struct {
+    long long total;
+    int listed;
+    int any_timestamp;
+    int64_t base_offset, timestamp_low, timestamp_high;
+    int32_t index[RECORD_ERRORS_MAX];
+    int64_t timestamp[RECORD_ERRORS_MAX]; /* the one out of bounds, or REJECTED_NO_KEY */
+} Rejected;
+
 typedef struct {
     BatchFault fault;
     long long record_index;
     char message[256];
+    Rejected rejected; /* read only where rejected.total > 0: a refusal of records one by one */
 } Refusal;
 
 static BatchFault refuse_message(Refusal *refusal, BatchFault fault, long long record_index, const char *format,
                                  va_list args) {
     vsnprintf(refusal->message, sizeof refusal->message, format, args);
     refusal->record_index = record_index;
+    refusal->rejected.total = 0;
     return refusal->fault = fault;
 }
 
@@ -481,17 +502,62 @@ static BatchFault refuse_record(Refusal *refusal, BatchFault fault, long long in
     return fault;
 }
 
-/* Raises the exception records.py raises for the refusal, (message, record_index or None); returns
- * -1 for the caller to pass on. */
+/* Record `index` refused on its own: without a key (REJECTED_NO_KEY), or with `timestamp` out of
+ * bounds. The batch is refused once all its records are read. */
+static void reject_record(Rejected *rejected, long long index, int64_t timestamp) {
+    if (rejected->listed < RECORD_ERRORS_MAX) {
+        rejected->index[rejected->listed] = (int32_t)index;
+        rejected->timestamp[rejected->listed++] = timestamp;
+    }
+    rejected->total++;
+    rejected->any_timestamp |= timestamp != REJECTED_NO_KEY;
+}
+
+/* The errors.RejectedRecords of `rejected` (total > 0). */
+static PyObject *rejected_records(const Rejected *rejected) {
+    PyObject *indexes = PyTuple_New(rejected->listed), *timestamps = PyTuple_New(rejected->listed);
+    for (int i = 0; indexes != NULL && timestamps != NULL && i < rejected->listed; i++) {
+        PyObject *index = PyLong_FromLong(rejected->index[i]);
+        PyObject *timestamp = rejected->timestamp[i] == REJECTED_NO_KEY ? Py_NewRef(Py_None)
+                                                                        : PyLong_FromLongLong(rejected->timestamp[i]);
+        PyTuple_SET_ITEM(indexes, i, index);
+        PyTuple_SET_ITEM(timestamps, i, timestamp);
+        if (index == NULL || timestamp == NULL)
+            break;
+    }
+    if (PyErr_Occurred()) {
+        Py_XDECREF(indexes);
+        Py_XDECREF(timestamps);
+        return NULL;
+    }
+    PyObject *items[REJECTED_RECORDS_FIELDS] = {PyLong_FromLongLong(rejected->total), indexes, timestamps,
+                                                PyLong_FromLongLong(rejected->base_offset),
+                                                PyLong_FromLongLong(rejected->timestamp_low),
+                                                PyLong_FromLongLong(rejected->timestamp_high)};
+    return new_record(rejected_records_type, items, REJECTED_RECORDS_FIELDS);
+}
+
+/* Raises the exception records.py raises for the refusal, (message, record_index or None), or for
+ * records refused one by one (message, None, RejectedRecords); returns -1 for the caller to pass
+ * on. */
 static int raise_refusal(const Refusal *refusal) {
     PyObject *error = refusal->fault > BATCH_OK && refusal->fault < BATCH_FAULT_KINDS ? fault_errors[refusal->fault] : NULL;
-    if (error == NULL) {
+    if (error == NULL || rejected_records_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_fastbatch.bind() was not called");
         return -1;
     }
-    PyObject *exception = refusal->record_index < 0
-                              ? PyObject_CallFunction(error, "s", refusal->message)
-                              : PyObject_CallFunction(error, "sL", refusal->message, refusal->record_index);
+    PyObject *exception;
+    if (refusal->rejected.total > 0) {
+        PyObject *rejected = rejected_records(&refusal->rejected);
+        if (rejected == NULL)
+            return -1;
+        exception = PyObject_CallFunction(error, "sOO", refusal->message, Py_None, rejected);
+        Py_DECREF(rejected);
+    } else {
+        exception = refusal->record_index < 0
+                        ? PyObject_CallFunction(error, "s", refusal->message)
+                        : PyObject_CallFunction(error, "sL", refusal->message, refusal->record_index);
+    }
     if (exception != NULL) {
         PyErr_SetObject(error, exception);
         Py_DECREF(exception);
@@ -723,10 +789,16 @@ static int64_t saturate(__int128 value) {
 /* records._check_records_body: every record of the `end` bytes at `p` read as Kafka's
  * DefaultRecord.readFrom and LogValidator.validateRecord do; the records' max timestamp in
  * `*max_timestamp`. No Python calls: runs without the GIL. */
-static BatchFault walk_records(const unsigned char *p, int64_t end, long long count, int64_t base_timestamp,
-                               const Rules *rules, int64_t now_ms, int64_t *max_timestamp, Refusal *refusal) {
+static BatchFault walk_records(const unsigned char *p, int64_t end, long long count, int64_t base_offset,
+                               int64_t base_timestamp, const Rules *rules, int64_t now_ms, int64_t *max_timestamp,
+                               Refusal *refusal) {
     int64_t position = 0, max_seen = NO_TIMESTAMP;
     BatchFault fault;
+    Rejected *rejected = &refusal->rejected;
+    rejected->total = rejected->listed = rejected->any_timestamp = 0;
+    rejected->base_offset = base_offset;
+    rejected->timestamp_low = saturate((__int128)now_ms - rules->timestamp_before_max_ms);
+    rejected->timestamp_high = saturate((__int128)now_ms + rules->timestamp_after_max_ms);
     /* bounded by count and by the bytes: each record takes >= 2 of them */
     for (long long index = 0; index < count; index++) {
         int64_t length, timestamp_delta, offset_delta, header_count;
@@ -773,21 +845,21 @@ static BatchFault walk_records(const unsigned char *p, int64_t end, long long co
         if (position != record_end)
             return refuse_record(refusal, BATCH_INVALID, index, "record %lld: read %lld bytes of its %lld", index,
                                  (long long)(position - record_start), (long long)length);
-        if (rules->keys_required && key_size < 0)
-            return refuse_record(refusal, BATCH_INVALID, index,
-                                 "record %lld has no key: a compacted topic accepts only records with keys", index);
         int64_t timestamp;
         if (__builtin_add_overflow(base_timestamp, timestamp_delta, &timestamp))
             return refuse_record(refusal, BATCH_INVALID_TIMESTAMP, index,
                                  "record %lld: timestamp delta %lld takes it out of range", index,
                                  (long long)timestamp_delta);
-        if (!rules->log_append_time && timestamp != NO_TIMESTAMP && ((__int128)now_ms - timestamp > rules->timestamp_before_max_ms ||
-                                          (__int128)timestamp - now_ms > rules->timestamp_after_max_ms))
-            return refuse_record(refusal, BATCH_INVALID_TIMESTAMP, index,
-                                 "record %lld: timestamp %lld is out of range: it should be within [%lld, %lld]", index,
-                                 (long long)timestamp,
-                                 (long long)saturate((__int128)now_ms - rules->timestamp_before_max_ms),
-                                 (long long)saturate((__int128)now_ms + rules->timestamp_after_max_ms));
+        if (rules->keys_required && key_size < 0) {
+            reject_record(rejected, index, REJECTED_NO_KEY);
+            continue;
+        }
+        if (!rules->log_append_time && timestamp != NO_TIMESTAMP &&
+            ((__int128)now_ms - timestamp > rules->timestamp_before_max_ms ||
+             (__int128)timestamp - now_ms > rules->timestamp_after_max_ms)) {
+            reject_record(rejected, index, timestamp);
+            continue;
+        }
         if (timestamp > max_seen)
             max_seen = timestamp;
         continue;
@@ -796,6 +868,11 @@ static BatchFault walk_records(const unsigned char *p, int64_t end, long long co
     }
     if (position != end)
         return refuse(refusal, BATCH_INVALID, "%lld bytes follow the batch's last record", (long long)(end - position));
+    if (rejected->total > 0) {
+        snprintf(refusal->message, sizeof refusal->message, "%lld of the batch's records rejected", rejected->total);
+        refusal->record_index = -1;
+        return refusal->fault = rejected->any_timestamp ? BATCH_INVALID_TIMESTAMP : BATCH_INVALID;
+    }
     *max_timestamp = max_seen;
     return BATCH_OK;
 }
@@ -808,8 +885,8 @@ static BatchFault check_batch_and_records(const unsigned char *buf, Py_ssize_t l
     BatchFault fault = check_producer_batch(buf, length, rules, &h, refusal);
     if (fault != BATCH_OK)
         return fault;
-    return walk_records(body, body_length, h.record_count, read_i64(buf + BASE_TIMESTAMP_POSITION), rules, now_ms,
-                        max_timestamp, refusal);
+    return walk_records(body, body_length, h.record_count, h.base_offset, read_i64(buf + BASE_TIMESTAMP_POSITION),
+                        rules, now_ms, max_timestamp, refusal);
 }
 
 /* -- recovery scan of a segment file ------------------------------------------------------------ */
@@ -1362,7 +1439,7 @@ static PyObject *assign_batches(PyObject *module, PyObject *const *args, Py_ssiz
     PyObject *result = NULL;
     BatchFault fault = check_producer_batch(buf, buffer.len, &rules, &h, &refusal);
     if (fault == BATCH_OK && (h.attributes & CODEC_MASK) == 0) {
-        fault = walk_records(buf + HEADER_SIZE_BYTES, h.size_bytes - HEADER_SIZE_BYTES, h.record_count,
+        fault = walk_records(buf + HEADER_SIZE_BYTES, h.size_bytes - HEADER_SIZE_BYTES, h.record_count, h.base_offset,
                              read_i64(buf + BASE_TIMESTAMP_POSITION), &rules, now_ms, &max_timestamp, &refusal);
     } else if (fault == BATCH_OK && !records_checked) {
         PyErr_SetString(PyExc_ValueError, "a compressed batch's records must be checked first (check_records)");
@@ -1454,7 +1531,7 @@ static PyObject *crc32c(PyObject *module, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"bind", bind, METH_VARARGS,
-     "bind(BatchHeader, BatchRun, SegmentScan, CorruptRecordError, InvalidRecordError, RecordTooLargeError, "
+     "bind(BatchHeader, BatchRun, SegmentScan, RejectedRecords, CorruptRecordError, InvalidRecordError, RecordTooLargeError, "
      "InvalidTimestampError, InvalidTxnStateError): the types results and errors are made of."},
     {"validate_batches", (PyCFunction)(void (*)(void))validate_batches, METH_FASTCALL,
      "validate_batches(buf, max_batch_bytes) -> list[BatchHeader], as records.validate_batches."},

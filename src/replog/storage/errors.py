@@ -5,20 +5,71 @@ cause or observe on the log path has exactly one class here.
 """
 
 import errno
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
+
+# The records of one batch listed in a refusal of records one by one (RejectedRecords); the rest
+# are counted only. Kafka lists every one; this bounds the memory and the answer a batch of
+# hundreds of thousands of small records can cost. librdkafka fails a record left unlisted with
+# _INVALID_DIFFERENT_RECORD rather than INVALID_RECORD.
+RECORD_ERRORS_MAX = 1000
+
+
+class RejectedRecords(NamedTuple):
+    """The records of a well-formed batch refused one by one, as Kafka's LogValidator collects its
+    record errors (RecordValidationException): every record is read, and each without a key on a
+    compacted topic, or else with a CreateTime timestamp outside [timestamp_low, timestamp_high],
+    is rejected. The whole batch is refused."""
+
+    total: int  # how many were rejected
+    indexes: tuple[int, ...]  # the first RECORD_ERRORS_MAX of them, by their index in the batch
+    timestamps: tuple[int | None, ...]  # each one's timestamp if that was out of bounds; None: it has no key
+    base_offset: int  # the batch's, as the producer sent it
+    timestamp_low: int
+    timestamp_high: int
+
+    def record_errors(self, topic_partition: str) -> tuple[tuple[int, str], ...]:
+        """Produce's record_errors (batch_index, batch_index_error_message), in Kafka's words."""
+        return tuple((index, _no_key_message(topic_partition) if timestamp is None else
+                      f"Timestamp {timestamp} of message with offset {self.base_offset + index} is out of range. "
+                      f"The timestamp should be within [{self.timestamp_low}, {self.timestamp_high}]")
+                     for index, timestamp in zip(self.indexes, self.timestamps))
+
+    def error_message(self, topic_partition: str, invalid_timestamp: bool) -> str:
+        """Produce's error_message, in Kafka's words; `invalid_timestamp`: whether any record was
+        rejected for its timestamp (listed or not), which makes the error INVALID_TIMESTAMP."""
+        if invalid_timestamp:
+            return "One or more records have been rejected due to invalid timestamp"
+        first = ", ".join(f"RecordError(batchIndex={index}, message='{message}')"
+                          for index, message in self.record_errors(topic_partition)[:3])
+        return (f"One or more records have been rejected due to {self.total} record errors in total, and only "
+                f"showing the first three errors at most: [{first}]")
+
+
+def _no_key_message(topic_partition: str) -> str:
+    return f"Compacted topic cannot accept message without key in topic partition {topic_partition}"
 
 
 class ReplicaError(Exception):
     """Base class: a failure with a Kafka protocol error code.
 
     `record_index`: the record of the batch the failure is about, where it is about one (Produce's
-    record_errors name it as batch_index, as Kafka's LogValidator does)."""
+    record_errors name it as batch_index, as Kafka's LogValidator does); `rejected`: the records
+    refused one by one, where the failure is their refusal."""
 
     error_code: ClassVar[int] = -1  # UNKNOWN_SERVER_ERROR
 
-    def __init__(self, message: str = "", record_index: int | None = None):
+    def __init__(self, message: str = "", record_index: int | None = None, rejected: RejectedRecords | None = None):
         super().__init__(message)
         self.record_index = record_index
+        self.rejected = rejected
+
+    def produce_answer(self, topic_partition: str) -> tuple[str, tuple[tuple[int, str], ...]]:
+        """(error_message, record_errors) of Produce's answer refusing a batch of `topic_partition`
+        for this failure."""
+        if self.rejected is not None:
+            return (self.rejected.error_message(topic_partition, isinstance(self, InvalidTimestampError)),
+                    self.rejected.record_errors(topic_partition))
+        return str(self), () if self.record_index is None else ((self.record_index, str(self)),)
 
 
 class OffsetOutOfRangeError(ReplicaError):

@@ -513,13 +513,16 @@ class Log:
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> list[FileSlice]:
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None, *,
+             min_one_message: bool = True) -> list[FileSlice]:
         """File slices holding the log from the batch containing `offset` on.
 
-        Kafka semantics: the first slice starts at a batch boundary; about `max_bytes` are
-        returned, but always the whole first batch even if it is larger, and the last batch may
-        be cut (clients drop a partial trailing batch). Nothing from the batch containing
-        `max_offset` on is returned (the high watermark for consumers). Empty at the log end.
+        Kafka semantics: the first slice starts at a batch boundary; at most `max_bytes` are
+        returned, and the last batch may be cut (clients drop a partial trailing batch), but
+        never the first: if it is larger than `max_bytes`, with `min_one_message` it is returned
+        whole (KIP-74: the first batch of a fetch answer, so that an oversized one cannot stall
+        its reader), else nothing is. Nothing from the batch containing `max_offset` on is
+        returned (the high watermark for consumers). Empty at the log end.
         """
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
@@ -531,7 +534,10 @@ class Log:
         if start is None or (end is not None and end <= start):
             return []
         first_segment, position = start
-        remaining_bytes = max(max_bytes, self._segments[first_segment].batch_size_at(position))
+        first_batch_bytes = self._segments[first_segment].batch_size_at(position)
+        if first_batch_bytes > max_bytes and not min_one_message:
+            return []
+        remaining_bytes = max(max_bytes, first_batch_bytes)
         slices = []
         for i in range(first_segment, len(self._segments)):  # bounded by the number of segments
             segment = self._segments[i]

@@ -61,11 +61,13 @@ from replog.storage.batch_format import (
     with_payload,
 )
 from replog.storage.errors import (
+    RECORD_ERRORS_MAX,
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
     InvalidTxnStateError,
     RecordTooLargeError,
+    RejectedRecords,
     ReplicaError,
 )
 
@@ -215,12 +217,17 @@ def _check_producer_batch(buf, rules: AppendRules) -> BatchHeader:
     return header
 
 
-def _check_records_body(body, count: int, base_timestamp: int, rules: AppendRules, now_ms: int) -> int:
+def _check_records_body(body, count: int, base_offset: int, base_timestamp: int, rules: AppendRules, now_ms: int) -> int:
     """Read every record of a batch body as Kafka's DefaultRecord.readFrom and LogValidator's
-    validateRecord do; the records' max timestamp (NO_TIMESTAMP if none has one)."""
+    validateRecord do; the records' max timestamp (NO_TIMESTAMP if none has one). A record
+    without a key where the rules require one, or else with a timestamp out of bounds, is
+    rejected on its own, and the batch refused once every record is read (RejectedRecords)."""
     end = len(body)
     position = 0
     max_timestamp = NO_TIMESTAMP
+    low = max(now_ms - rules.timestamp_before_max_ms, _MIN_INT64)
+    high = min(now_ms + rules.timestamp_after_max_ms, _MAX_INT64)
+    rejected_total, rejected_indexes, rejected_timestamps, invalid_timestamp = 0, [], [], False
     for index in range(count):  # bounded by count and by the body: each record takes >= 2 bytes
         if position >= end:
             raise InvalidRecordError(f"record {index} of {count} is missing", index)
@@ -253,23 +260,28 @@ def _check_records_body(body, count: int, base_timestamp: int, rules: AppendRule
             raise _varint_refusal(index, field, fault) from None
         if position != record_end:
             raise InvalidRecordError(f"record {index}: read {position - record_start} bytes of its {length}", index)
-        if rules.keys_required and key_size < 0:
-            raise InvalidRecordError(f"record {index} has no key: a compacted topic accepts only records with keys",
-                                     index)
         timestamp = base_timestamp + timestamp_delta
         if not _MIN_INT64 <= timestamp <= _MAX_INT64:
             raise InvalidTimestampError(f"record {index}: timestamp delta {timestamp_delta} takes it out of range",
                                         index)
-        if not rules.log_append_time and timestamp != NO_TIMESTAMP and (
-                now_ms - timestamp > rules.timestamp_before_max_ms
-                or timestamp - now_ms > rules.timestamp_after_max_ms):
-            low = max(now_ms - rules.timestamp_before_max_ms, _MIN_INT64)
-            high = min(now_ms + rules.timestamp_after_max_ms, _MAX_INT64)
-            raise InvalidTimestampError(f"record {index}: timestamp {timestamp} is out of range: it should be "
-                                        f"within [{low}, {high}]", index)
+        no_key = rules.keys_required and key_size < 0
+        if no_key or (not rules.log_append_time and timestamp != NO_TIMESTAMP
+                      and (now_ms - timestamp > rules.timestamp_before_max_ms
+                           or timestamp - now_ms > rules.timestamp_after_max_ms)):
+            if rejected_total < RECORD_ERRORS_MAX:
+                rejected_indexes.append(index)
+                rejected_timestamps.append(None if no_key else timestamp)
+            rejected_total += 1
+            invalid_timestamp = invalid_timestamp or not no_key
+            continue
         max_timestamp = max(max_timestamp, timestamp)
     if position != end:
         raise InvalidRecordError(f"{end - position} bytes follow the batch's last record")
+    if rejected_total:
+        error = InvalidTimestampError if invalid_timestamp else InvalidRecordError
+        raise error(f"{rejected_total} of the batch's records rejected", None,
+                    RejectedRecords(rejected_total, tuple(rejected_indexes), tuple(rejected_timestamps), base_offset,
+                                    low, high))
     return max_timestamp
 
 
@@ -294,7 +306,8 @@ def _varint_refusal(index: int, field: str, fault: VarintError) -> InvalidRecord
 
 def _check_records_py(batch, body, rules: AppendRules, now_ms: int) -> int:
     header = _check_producer_batch(batch, rules)
-    return _check_records_body(body, header.record_count, producer_fields(batch).base_timestamp, rules, now_ms)
+    return _check_records_body(body, header.record_count, header.base_offset, producer_fields(batch).base_timestamp,
+                               rules, now_ms)
 
 
 def _assign_batches_py(buf, rules: AppendRules, first_offset: int, leader_epoch: int, now_ms: int,
@@ -305,7 +318,8 @@ def _assign_batches_py(buf, rules: AppendRules, first_offset: int, leader_epoch:
     if header.compression_codec == CODEC_NONE:
         with memoryview(buf) as view:
             records_max_timestamp = _check_records_body(view[HEADER_SIZE_BYTES:header.size_bytes], header.record_count,
-                                                        producer_fields(buf).base_timestamp, rules, now_ms)
+                                                        header.base_offset, producer_fields(buf).base_timestamp, rules,
+                                                        now_ms)
     elif records_max_timestamp is None:
         raise ValueError("a compressed batch's records must be checked first (check_records)")
     if first_offset + header.last_offset_delta >= _MAX_OFFSET:
@@ -516,8 +530,12 @@ class BatchCodec(NamedTuple):
         record whole, offset deltas 0, 1, 2, ..., lengths -1 (null) or within the record, header
         counts and headers well formed, nothing left after the last; keys where `rules` require
         them; CreateTime timestamps within the rules' bounds of `now_ms` (none on a LogAppendTime
-        topic). Returns the records' max
-        timestamp (NO_TIMESTAMP if none has one). The compiled one runs without the GIL.
+        topic). A record failing only
+        these last two is rejected on its own and the walk goes on, as Kafka's LogValidator
+        collects its record errors: the batch is refused once all are read, with RejectedRecords
+        (INVALID_TIMESTAMP if any timestamp is out of bounds, else INVALID_RECORD), unless a later
+        record cannot be read, which is the refusal then. Returns the records' max timestamp
+        (NO_TIMESTAMP if none has one). The compiled one runs without the GIL.
 
     scan_segment(fd, position, end_position, next_offset, segment_base_offset, index_due_position,
                  index_interval_bytes, max_timestamp, producers_from_offset) -> SegmentScan
@@ -530,7 +548,7 @@ class BatchCodec(NamedTuple):
         offset is >= `producers_from_offset`.
 
     All raise or refuse with the errors of errors.py, in the same order and with the same messages
-    (and record_index, where a refusal is about one record).
+    (and record_index, where a refusal is about one record, or RejectedRecords).
     """
 
     name: str
@@ -548,8 +566,8 @@ def _load_compiled() -> BatchCodec | None:
         from replog.storage import _fastbatch
     except ImportError:  # not built (no C compiler at install): the pure-Python path serves
         return None
-    _fastbatch.bind(BatchHeader, BatchRun, SegmentScan, CorruptRecordError, InvalidRecordError, RecordTooLargeError,
-                    InvalidTimestampError, InvalidTxnStateError)
+    _fastbatch.bind(BatchHeader, BatchRun, SegmentScan, RejectedRecords, CorruptRecordError, InvalidRecordError,
+                    RecordTooLargeError, InvalidTimestampError, InvalidTxnStateError)
     return BatchCodec(f"c/{_fastbatch.CRC32C_IMPLEMENTATIONS[-1]}", _fastbatch.validate_batches,
                       _fastbatch.assign_batches, _fastbatch.check_records, _fastbatch.scan_segment)
 

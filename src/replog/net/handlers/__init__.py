@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
+import uuid
 from typing import Any, Awaitable, Callable
 
 from kio.schema.errors import ErrorCode
@@ -81,6 +82,18 @@ def unknown_partition(topic: str, partition: int) -> dict:
     cluster's partitions at most, however many a request names. UNKNOWN_TOPIC_OR_PARTITION is
     retriable, should the metadata lag the store."""
     return {"error_code": ErrorCode.unknown_topic_or_partition, "error_message": f"partition {topic}-{partition} does not exist"}
+
+
+NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+def topic_id_of(services, name: str) -> uuid.UUID:
+    """The id `name` was created with, as this broker's metadata last saw it (KIP-516); the
+    null id while unseen, or for a topic made before topics had ids. Clients tell a topic
+    deleted and created again by the change of id: librdkafka learns its new partition count
+    only so."""
+    topic_id = services.metadata.topic_id(name)
+    return NO_TOPIC_ID if topic_id is None else uuid.UUID(hex=topic_id)
 
 
 def handles(api_key: int) -> Callable[[Handler], Handler]:

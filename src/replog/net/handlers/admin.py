@@ -33,7 +33,7 @@ from replog.metadata_cache import each_seen
 
 from ..codec import ApiKey, Request
 from ..loop_slices import LoopSlices, respond
-from . import handles, log_refusal, unknown_partition
+from . import NO_TOPIC_ID, handles, log_refusal, topic_id_of, unknown_partition
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -102,6 +102,7 @@ async def create_topics(services, request: Request):
         result |= {"num_partitions": len(planned), "replication_factor": len(next(iter(planned.values()))), "configs": configs}
         if not validate_only:
             await _wait_for_leaders(services, topic.name, len(planned), _timeout_s(request))
+            result["topic_id"] = topic_id_of(services, topic.name)
         results.append(result)
     return await respond(request, {"throttle_time": 0, "topics": results}, slices)
 
@@ -109,21 +110,27 @@ async def create_topics(services, request: Request):
 @handles(ApiKey.DELETE_TOPICS)
 async def delete_topics(services, request: Request):
     body = request.body
-    names = [state.name for state in body.topics] if hasattr(body, "topics") else list(body.topic_names)
+    # Version 6 on may name a topic by its id alone (KIP-516).
+    asked = [(state.name, state.topic_id) for state in body.topics] if hasattr(body, "topics") else \
+        [(name, None) for name in body.topic_names]
     slices = LoopSlices()
-    results = []
-    for name in names:
+    results, names = [], []
+    for name, topic_id in asked:
         await slices.pause()
-        result = {"name": name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None}
         if name is None:
-            results.append(result | {"error_code": ErrorCode.unknown_topic_id, "error_message": "topics are named, not deleted by id"})
-            continue
+            name = services.metadata.topic_of_id((topic_id or NO_TOPIC_ID).hex)
+            if name is None:
+                results.append({"name": None, "topic_id": topic_id, "error_code": ErrorCode.unknown_topic_id,
+                                "error_message": "This server does not host this topic ID."})
+                continue
+        names.append(name)
+        result = {"name": name, "topic_id": topic_id_of(services, name), "error_code": ErrorCode.none, "error_message": None}
         try:
             await admin.delete_topic(services.store, name, limits=services.state_change_limits(_timeout_s(request)))
         except (AdminError, StoreError) as error:
             result |= _failure(request, name, error)
         results.append(result)
-    for name in filter(None, names):
+    for name in names:
         await slices.pause()
         await services.metadata.wait_for(lambda name=name: name not in services.metadata.topics, _timeout_s(request))
     return await respond(request, {"throttle_time": 0, "responses": results}, slices)

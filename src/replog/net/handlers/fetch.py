@@ -3,10 +3,12 @@ up to the log end and report their position, which is how the leader learns thei
 
 Long poll (`max_wait_ms`, `min_bytes`): read every partition; if that gives fewer than
 `min_bytes`, register one ReadWaiter with all of them and wait, up to the deadline, for the
-first to have data, then read again. `max_bytes` bounds the whole response except that the
-first partition with data always returns at least one whole batch (KIP-74), so an oversized
-batch never stalls a consumer. Partitions in error carry empty, never null, records: some
-clients cannot parse null there.
+first to have data, then read again. `max_bytes` bounds the records of the whole response and
+each partition's `partition_max_bytes` its own, except that the first batch of the first
+partition with data is sent whole whatever its size (KIP-74), so an oversized batch never
+stalls a consumer. As from Kafka, a partition's last batch may be cut (its reader drops it),
+but never its first: a partition whose next batch does not fit sends nothing. Partitions in
+error carry empty, never null, records: some clients cannot parse null there.
 
 A later request on the same connection cuts the wait short (codec.Overtaken): responses
 leave in request order, and a follower sends its next fetch round, or a new partition's
@@ -82,8 +84,8 @@ class _Read(NamedTuple):
     result: FetchResult | int  # an error code for a partition not read
 
 
-def _read(services, topic: str, topic_id: str | None, fetch: object, replica_id: int, byte_budget: int, now_ms: int,
-          life: FetchFrom, record: bool) -> tuple[Partition | None, FetchResult | int]:
+def _read(services, topic: str, topic_id: str | None, fetch: object, replica_id: int, byte_budget: int,
+          min_one_message: bool, now_ms: int, life: FetchFrom, record: bool) -> tuple[Partition | None, FetchResult | int]:
     try:
         partition = services.replicas.get_partition(topic, fetch.partition)
     except UnknownTopicOrPartitionError:
@@ -95,8 +97,8 @@ def _read(services, topic: str, topic_id: str | None, fetch: object, replica_id:
     epoch = getattr(fetch, "current_leader_epoch", NO_EPOCH)
     if replica_id >= 0 and life is not FetchFrom.UNSEEN:
         return partition, partition.read_for_follower(replica_id, fetch.fetch_offset, byte_budget, now_ms, epoch, life,
-                                                          record=record)
-    return partition, partition.read_for_consumer(fetch.fetch_offset, byte_budget, epoch)
+                                                          record=record, min_one_message=min_one_message)
+    return partition, partition.read_for_consumer(fetch.fetch_offset, byte_budget, epoch, min_one_message=min_one_message)
 
 
 async def _read_all(services, body, topics: list[tuple[str | uuid.UUID, list]], now_ms: int, life: FetchFrom,
@@ -119,9 +121,12 @@ async def _read_all(services, body, topics: list[tuple[str | uuid.UUID, list]], 
             if name is None:
                 results.append(_Read(topic_id, named, fetch, None, ErrorCode.unknown_topic_id))
                 continue
-            # KIP-74: with the budget spent, later partitions read nothing; the first always may.
-            budget = min(fetch.partition_max_bytes, remaining_bytes) if total_bytes else fetch.partition_max_bytes
-            partition, result = _read(services, name, topic_id, fetch, body.replica_id, max(budget, 0), now_ms, life, record)
+            # KIP-74, as Kafka's ReplicaManager.readFromLog: each partition reads at most the
+            # smaller of its own and the response's remaining bytes, except that the first batch
+            # of the first partition with data is read whole, whatever its size.
+            budget = max(min(fetch.partition_max_bytes, remaining_bytes), 0)
+            partition, result = _read(services, name, topic_id, fetch, body.replica_id, budget, not total_bytes, now_ms,
+                                      life, record)
             size = sum(piece.size_bytes for piece in result.slices) if isinstance(result, FetchResult) else 0
             total_bytes += size
             remaining_bytes -= size

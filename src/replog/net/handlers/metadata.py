@@ -9,6 +9,10 @@ tests/net/test_metadata_encoding.py checks the encoding against kio for every ve
 A request naming many topics is answered in slices (loop_slices.py), and names each topic once,
 however often it was asked: a name repeated 200,000 times for a topic of 10 partitions made a
 58 MB answer that held the loop for 5.7 s. Kafka too reads the names asked as a set.
+
+Each topic is answered with the id it was created with (KIP-516, from version 10), and a topic
+may be asked by id alone (version 12 on): a topic deleted and created again under its name has
+a new id, which is how clients (librdkafka) learn that its partitions are not the old ones.
 """
 
 from __future__ import annotations
@@ -23,12 +27,11 @@ from replog.groups import OFFSETS_TOPIC
 
 from ..codec import ApiKey, EncodedBody, Request, wire_length, wire_string
 from ..loop_slices import LoopSlices
-from . import handles, log_refusal
+from . import NO_TOPIC_ID, handles, log_refusal, topic_id_of
 
 FIRST_FLEXIBLE_VERSION = 9
 # What kio writes for the authorized operations nobody asked for (Kafka's "not requested").
 _OPERATIONS_NOT_REQUESTED = -(2**31)
-_NO_TOPIC_ID = uuid.UUID(int=0)
 _NO_ERROR, _LEADER_NOT_AVAILABLE = ErrorCode.none.value, ErrorCode.leader_not_available.value
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
 _HEAD_V0 = struct.Struct(">hii")  # error_code, partition_index, leader_id
@@ -73,14 +76,14 @@ class MetadataBodyEncoder:
             self.out += _I32.pack(controller_id)
         self.out += wire_length(topic_count, self.flexible, _I32)
 
-    def topic(self, error: int, name: str | None, is_internal: bool,
+    def topic(self, error: int, name: str | None, topic_id: uuid.UUID, is_internal: bool,
               partitions: list[tuple[int, int, int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]]) -> None:
         """`partitions`: (error code, index, leader_id, leader_epoch, replicas, isr, offline replicas)."""
         self.out += _I16.pack(int(error))  # an ErrorCode, or a StoreError's code (services.topic_missing)
         # A topic asked by id alone has no name to give; before version 12 the name may not be null.
         self._string(name if name is not None or self.version >= 12 else "")
         if self.version >= 10:
-            self.out += _NO_TOPIC_ID.bytes  # replog names topics only
+            self.out += topic_id.bytes
         if self.version >= 1:
             self.out += b"\1" if is_internal else b"\0"
         self.out += wire_length(len(partitions), self.flexible, _I32)
@@ -102,19 +105,20 @@ class MetadataBodyEncoder:
         return EncodedBody([bytes(self.out)])
 
 
-def _requested_topics(request: Request) -> list[str | None] | None:
-    """Names asked for, each once, in the order asked (None for each topic asked by id alone),
-    or None for every topic (v0 says "all" with an empty list)."""
+def _requested_topics(request: Request) -> list[str | uuid.UUID] | None:
+    """Topics asked for, each once, in the order asked: by name, or by id for a topic asked by
+    id alone; or None for every topic (v0 says "all" with an empty list)."""
     topics = request.body.topics
     if topics is None or (request.api_version == 0 and not topics):
         return None
-    seen: set[str] = set()
-    names = []
+    seen: set[str | uuid.UUID] = set()
+    asked = []
     for topic in topics:  # bounded by the request's items
-        if topic.name is None or topic.name not in seen:
-            names.append(topic.name)
-            seen.add(topic.name)
-    return names
+        named = topic.name if topic.name is not None else topic.topic_id or NO_TOPIC_ID
+        if named not in seen:
+            asked.append(named)
+            seen.add(named)
+    return asked
 
 
 def partition_entries(services, topic: str) -> list[tuple]:
@@ -148,23 +152,27 @@ async def metadata(services, request: Request):
     allow_auto_create = getattr(request.body, "allow_auto_topic_creation", True)
     slices = LoopSlices()
     topics = []
-    for name in sorted(services.metadata.topics) if names is None else names:
+    for named in sorted(services.metadata.topics) if names is None else names:
         await slices.pause()
-        error = ErrorCode.none
-        if name is None:
-            error = ErrorCode.unknown_topic_id  # asked by topic id alone; replog names topics only
+        error, name = ErrorCode.none, named
+        if isinstance(named, uuid.UUID):  # asked by id alone
+            name = services.metadata.topic_of_id(named.hex)
+            if name is None or name not in services.metadata.topics:
+                topics.append((ErrorCode.unknown_topic_id, None, named))
+                continue
         elif name not in services.metadata.topics:
             error = await services.topic_missing(name, allow_auto_create)
             if error == ErrorCode.invalid_topic_exception:
                 log_refusal(request, "metadata for an invalid topic name", name, error)
-        topics.append((error, name))
+        topics.append((error, name, topic_id_of(services, name) if error == ErrorCode.none else NO_TOPIC_ID))
     body = MetadataBodyEncoder(request.api_version)
     body.begin([(broker_id, registration.host, registration.port, registration.rack)
                 for broker_id, registration in sorted(services.metadata.brokers.items())],
                # The V2 design has no controller: every broker acts on the store itself, so any
                # broker can take the admin requests clients send to "the controller".
                services.cluster_id, services.broker_id, len(topics))
-    for error, name in topics:
+    for error, name, topic_id in topics:
         await slices.pause()
-        body.topic(error, name, name == OFFSETS_TOPIC, partition_entries(services, name) if error == ErrorCode.none else [])
+        body.topic(error, name, topic_id, name == OFFSETS_TOPIC,
+                   partition_entries(services, name) if error == ErrorCode.none else [])
     return body.finish()

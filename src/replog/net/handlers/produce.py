@@ -2,7 +2,9 @@
 
 The record bytes stay bytes: the partition validates the batch as Kafka's LogValidator does
 (storage/records.py) and assigns offsets in place; a refused batch is answered with Kafka's error
-code, `error_message` and, where the refusal is about one record, `record_errors` (v8+). The
+code, `error_message` and, where the refusal is about records, `record_errors` (v8+, KIP-467):
+every record a compacted topic refuses for want of a key, or whose timestamp is out of bounds, as
+Kafka names them, so that clients fail those records and not the others of the batch. The
 request body is decoded here rather than by kio so that each partition's records are copied
 exactly once, from the connection's receive buffer into the writable buffer the log writes with
 one syscall (kio would copy them into bytes first). Partitions of one request are appended
