@@ -4,9 +4,6 @@ INTENDED: scenario -> {part of its result: why replog differs}. A part is a path
 the result's root, joined by "/" (list items by index; "*" stands for any one key; "" is the
 whole result). The comparison leaves out exactly the listed parts, and fails when a listed part
 no longer differs, so that no listing outlives its difference.
-
-AWAITING_FIX: scenario -> the branch that fixes it. Until the branch is merged these scenarios
-are expected to fail, strictly: one that passes fails, and its entry must go.
 """
 
 from __future__ import annotations
@@ -56,5 +53,3 @@ INTENDED: dict[str, dict[str, str]] = {
                                                 "log.retention.hours; replog states it",
     },
 }
-
-AWAITING_FIX: dict[str, str] = {}

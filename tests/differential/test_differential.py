@@ -8,19 +8,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from .comparison import differing, outlived, unexplained
-from .differences import AWAITING_FIX, INTENDED
+from .differences import INTENDED
 from .scenarios import SCENARIOS
 
 pytestmark = pytest.mark.kafka
 
 
-def _marks(name: str) -> list:
-    if name in AWAITING_FIX:
-        return [pytest.mark.xfail(strict=True, reason=f"awaiting fix: {AWAITING_FIX[name]}")]
-    return []
-
-
-@pytest.mark.parametrize("name", [pytest.param(name, id=name, marks=_marks(name)) for name in SCENARIOS])
+@pytest.mark.parametrize("name", list(SCENARIOS))
 def test_replog_answers_as_kafka(name, kafka, replog):
     # At once against both: a scenario mostly waits (for a group's first rebalance, 3 s in each).
     with ThreadPoolExecutor(max_workers=2) as both:
@@ -33,5 +27,4 @@ def test_replog_answers_as_kafka(name, kafka, replog):
 
 
 def test_every_listed_difference_names_a_scenario():
-    assert set(INTENDED) | set(AWAITING_FIX) <= set(SCENARIOS)
-    assert not set(INTENDED) & set(AWAITING_FIX), "a scenario awaiting a fix fails whole: nothing in it to list"
+    assert set(INTENDED) <= set(SCENARIOS)
