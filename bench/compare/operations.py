@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import NewPartitions, NewTopic
 
 from bench.compare.clusters import Cluster, kafka_cluster, replog_cluster
 from bench.groups import create_topic as create_group_topic
@@ -37,6 +37,10 @@ from tests.cluster.failover import PARTITIONS, create_topic, wait_until_in_sync,
 Row = tuple[str, float, float, str]
 KINDS = ("replog", "kafka")
 FAILOVER_TOPIC = "failover"
+# Kafka's controller refuses one request that makes more than 10,000 metadata records
+# ("excessively large batch operation"): a topic of 10,000 partitions is created in steps of
+# this many, CreateTopics and then CreatePartitions, on both systems alike.
+PARTITIONS_PER_REQUEST = 5000
 # Kafka's as the peer sets it, given to replog too, so that a group's first generation waits as long on both.
 GROUP_SETTINGS = {"group.initial.rebalance.delay.ms": SHARED_SETTINGS["group.initial.rebalance.delay.ms"]}
 METADATA_VERSION = 12  # one both answer
@@ -159,14 +163,18 @@ def write_every_partition(bootstrap: str, partitions: int, records: int, timeout
 
 
 def creation(cluster: Cluster, partitions: int, timeout_s: float) -> float:
-    """Seconds from a CreateTopics of TOPIC (RF=3) until the topic is ready: every partition led
+    """Seconds from a CreateTopics of TOPIC (RF=3; over PARTITIONS_PER_REQUEST partitions, then
+    CreatePartitions) until the topic is ready: every partition led
     with all 3 replicas in its ISR in a client's Metadata, then one record acknowledged with
     acks=all by every partition, which a consumer could then read (it is below the high
     watermark)."""
     admin = admin_client(cluster.bootstrap, timeout_s)
     started = time.monotonic()
-    admin.create_topics([NewTopic(TOPIC, partitions, REPLICATION)], request_timeout=timeout_s,
+    admin.create_topics([NewTopic(TOPIC, min(partitions, PARTITIONS_PER_REQUEST), REPLICATION)], request_timeout=timeout_s,
                         operation_timeout=timeout_s)[TOPIC].result()
+    for total in range(2 * PARTITIONS_PER_REQUEST, partitions + PARTITIONS_PER_REQUEST, PARTITIONS_PER_REQUEST):
+        admin.create_partitions([NewPartitions(TOPIC, min(total, partitions))], request_timeout=timeout_s,
+                                operation_timeout=timeout_s)[TOPIC].result()
     answered_s = time.monotonic() - started
     in_sync_s = Poll(lambda: describe(admin), timeout_s).until(all_in_sync(partitions), started)
     if in_sync_s is None:
