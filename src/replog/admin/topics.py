@@ -215,7 +215,7 @@ async def _partition_ids(store: Store, name: str) -> list[int]:
 
 def _topic_config_errors(name: str, configs: Mapping[str, str]) -> None:
     try:
-        parsed = validate_topic_configs(configs)
+        validate_topic_configs(configs)
     except ConfigError as error:
         raise InvalidConfig(f"topic {name!r}: {error}") from None
 

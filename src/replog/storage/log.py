@@ -67,7 +67,6 @@ from replog.storage.batch_format import (
 )
 from replog.storage.records import (
     AppendRules,
-    NO_TIMESTAMP,
     BatchRun,
     CheckedBatch,
     assign_batches,
