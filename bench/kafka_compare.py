@@ -83,7 +83,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="little data per run and one round: a smoke run")
     parser.add_argument("--sections", nargs="+", choices=names, metavar="NAME",
                         help=f"run only these sections (default: all): {', '.join(names)}")
-    parser.add_argument("--rounds", type=int, help=f"rounds per system (default {DEFAULT_ROUNDS}, --quick 1)")
+    parser.add_argument("--rounds", type=int, help=f"rounds per system of the throughput sections (default {DEFAULT_ROUNDS}, --quick 1); "
+                             "the others run their sizes' own")
     parser.add_argument("--run-dir", type=pathlib.Path, help="clusters' data and logs (default: a fresh temporary directory)")
     args = parser.parse_args()
     args.rounds = args.rounds or (1 if args.quick else DEFAULT_ROUNDS)
@@ -104,7 +105,9 @@ def main() -> None:
                     rows = []
                 results.append((name, rows, time.monotonic() - section_started))
                 print_table(results[-1:])
-        print(f"\nreplog beside Kafka, {args.rounds} round(s){' (--quick)' if args.quick else ''}, medians; ratio = replog / kafka")
+        sizes = operations.QUICK if args.quick else operations.FULL
+        print(f"\nreplog beside Kafka{' (--quick)' if args.quick else ''}, medians over {args.rounds} round(s) "
+              f"({sizes.rounds} in {', '.join(map(command_name, operations.SECTIONS))}); ratio = replog / kafka")
         print_table(results)
         print(f"total {time.monotonic() - started:.0f} s")
 
