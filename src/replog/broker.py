@@ -1,7 +1,7 @@
 """One broker: wires the coordination store, the replica manager, the metadata cache and the
-Kafka server, and runs the seed's brokerStartup.
+Kafka server, and runs brokerStartup.
 
-brokerStartup, in the seed's order: make sure this broker's paths exist (its state-change
+brokerStartup, in the order of docs/design.md §3.1: make sure this broker's paths exist (its state-change
 queue included), register the state-change listener and the session listener, drain the queue
 (close-replicas sent while this broker was down delete their logs before anything opens them),
 follow the topics in the store, which computes the replicas assigned here and starts each

@@ -367,7 +367,7 @@ SETTINGS: dict[str, Setting] = {
             "replica.lag.time.max.ms",
             _int64(1),
             30_000,
-            "a follower that has not caught up for this long leaves the ISR (the seed's KeepInSyncTime)",
+            "a follower that has not caught up for this long leaves the ISR (docs/design.md §5.3)",
         ),
         Setting(
             "unclean.leader.election.enable",
@@ -379,26 +379,26 @@ SETTINGS: dict[str, Setting] = {
             "auto.leader.rebalance.enable",
             _boolean,
             True,
-            "move leadership back to preferred replicas (the seed's checkLoadBalancing)",
+            "move leadership back to preferred replicas (docs/design.md §4.3)",
         ),
         Setting(
             "leader.imbalance.check.interval.seconds",
             _int64(1),
             300,
-            "how often leadership balance is checked (the seed's checkLoadBalancing)",
+            "how often leadership balance is checked (docs/design.md §4.3)",
         ),
         Setting(
             "preferred.replica.election.wait.ms",
             _int64(0),
             500,
             "head start a partition's preferred replica (or, while it is down or out of the ISR, the first live in-sync "
-            "replica in assignment order) gets in leader elections (the seed's PreferredReplicaTime)",
+            "replica in assignment order) gets in leader elections (docs/design.md §4.3)",
         ),
         Setting(
             "state.change.queue.max.requests",
             _int32(1),
             10_000,
-            "requests a broker's state-change queue holds before it is shrunk (the seed's sendStateChange)",
+            "requests a broker's state-change queue holds before it is shrunk (docs/design.md §7.3)",
         ),
         Setting(
             "state.change.events.max",

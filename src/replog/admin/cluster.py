@@ -11,12 +11,12 @@ DescribeCluster requests.
                             brokers or off removed ones (decide_membership, from what either
                             door reads); the doors execute them as reassignments, wait for
                             them and elect the preferred leaders the plan balanced (doors.py)
-    finish_removal          the seed's "alter cluster remove brokers": the removed brokers'
+    finish_removal          the end of a broker's removal (docs/design.md §12): the removed brokers'
                             state-change paths go, and with them any topic deletion that was
                             waiting for their close-replicas (Kafka's UnregisterBroker)
 
 A broker of the cluster is one registered under /brokers/ids or one with a state-change queue
-(the seed's path of a broker added to the cluster; reassignment.cluster_brokers): one with a
+(made at its first start; reassignment.cluster_brokers): one with a
 queue and no registration is down.
 """
 

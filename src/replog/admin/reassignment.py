@@ -1,4 +1,4 @@
-"""Partition reassignment, the admin's part: the seed's "reassign partitions" writes a
+"""Partition reassignment, the admin's part (docs/design.md §10.1): the admin writes a
 partition's target replicas to /brokers/partitions_reassigned/[topic]/[partition], and the
 partition's leader moves it (replication/reassignment.py), so a move goes on through any
 admin's exit and any broker's restart.
@@ -70,7 +70,7 @@ async def alter_partition_reassignments(
 
 async def cluster_brokers(store: Store) -> set[int]:
     """The brokers of the cluster, running or not: those registered, and those with a state-change
-    queue (the seed's path of a broker added to the cluster, deleted when it is removed)."""
+    queue (made at a broker's first start, deleted when it is removed: docs/design.md §12)."""
     return {int(child) for path in (paths.STATE_QUEUES, paths.BROKER_IDS)
             for child in await _children_or_none(store, path) if child.isdigit()}
 

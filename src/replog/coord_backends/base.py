@@ -208,8 +208,8 @@ async def commit_groups(store: Store, groups: list[list[TxnOp]]) -> None:
     """Apply `groups` of operations, each group whole in one transaction of at most
     TRANSACTION_OPS_MAX operations with others, up to COMMITS_IN_FLIGHT_MAX transactions at once:
     for groups none of which needs another's writes first (a parent node, a deletion before a
-    creation). One store round trip after another cost a 10,000-partition creation 7 s of its
-    critical path on ZooKeeper (bench/scale.py); a store takes the transactions sent together in
+    creation). One store round trip after another was most of a large topic's creation time on
+    ZooKeeper (bench/scale.py); a store takes the transactions sent together in
     one go (ZooKeeper syncs its log once for those that arrive together). As commit_in_batches,
     the caller's own commit point must come after them. A failure cancels the transactions not
     yet answered (each may still take effect) and is raised once they ended."""
@@ -321,7 +321,7 @@ def validate_path(path: str, *, sequential: bool = False) -> str:
     """Paths are absolute, '/'-separated, with no empty, '.' or '..' components.
 
     A sequential create may end in '/': its node is then named by the sequence number alone,
-    as the seed's `/brokers/state/[broker_id]/[seq]` nodes are.
+    as the state-change queues' `/brokers/state/[broker_id]/[seq]` nodes are.
     """
     if not isinstance(path, str) or not path.startswith("/"):
         raise ValueError(f"coordination path must be absolute: {path!r}")
@@ -329,7 +329,7 @@ def validate_path(path: str, *, sequential: bool = False) -> str:
         return path
     # Every component framed by slashes, so that an empty, '.' or '..' one shows as a
     # substring: checked for every watch and read, tens of thousands while a large topic is
-    # created, where splitting each path was 3% of a broker's event loop.
+    # created, where splitting each path showed in a broker's event loop.
     framed = (path.removesuffix("/") if sequential else path) + "/"
     if "//" in framed or "/./" in framed or "/../" in framed or "\x00" in path:
         raise ValueError(f"invalid coordination path: {path!r}")

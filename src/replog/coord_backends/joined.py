@@ -33,10 +33,9 @@ from .base import (TRANSACTION_OPS_MAX, BadVersion, DataEvent, NodeExists, NoNod
                    TxnOp, Watch, commit_ops)
 
 T = TypeVar("T")
-# Joined requests of elections and ISR writes in flight at once. One at a time, the round trip
-# bounded them, not the broker's CPU: with 4, on ZooKeeper at 10,000 partitions, a creation
-# took 40 s rather than 45-47 s and a restarted broker was back in every ISR after 18.5 s rather
-# than 22.6-22.9 s (bench/scale.py's phases, alternating runs).
+# Joined requests of elections and ISR writes in flight at once. One at a time, the store's
+# round trip bounded them, not the broker's CPU: a few in flight make a large topic's creation
+# and a restarted broker's return to every ISR faster (bench/scale.py measures both).
 ELECTION_REQUESTS_IN_FLIGHT_MAX = 4
 _REFUSALS = (BadVersion, NodeExists, NoNode, NotEmpty)  # of one operation, for its node's state
 Asked = TypeVar("Asked")

@@ -1,6 +1,6 @@
 """Every coordination path replog uses, and the typed values stored at them.
 
-The layout is the seed's (replication design V2), kept verbatim so an operator can read it with
+The layout is the classic replication design's (docs/design.md §2.2), kept so an operator can read it with
 `zkCli` or `etcdctl`; the store's chroot (ZooKeeper) or key prefix (etcd) puts it under one
 configurable root:
 

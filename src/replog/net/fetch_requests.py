@@ -1,7 +1,6 @@
 """Fetch requests, versions 4 to 13, written by hand rather than through kio: a follower's fetch
 round names every partition it follows from a leader, and building and writing kio's objects for
-each cost 8 µs a partition (5 ms a round of 667 partitions, a fifth of a follower's event loop
-while a topic of 1,000 partitions was being created). The request side of fetch_decoding.py;
+each partition took a large share of a follower's event loop while a big topic was created. The request side of fetch_decoding.py;
 tests/net/test_fetch_requests.py checks it against kio for every version.
 
 Only what replog's own fetches send: full or incremental fetches of a session (KIP-227,

@@ -201,7 +201,7 @@ class FetchRounds:
 
         An ask may come while the group winds down (its last round's task finishing after the
         loop saw nobody ask): this sender is not done then, so no other starts, and it goes on
-        for that ask (simulator seed 1898: a follower that never fetched from its leader again)."""
+        for that ask (the simulator found a follower that never fetched from its leader again)."""
         while self._asks or self._rounds_in_flight:
             try:
                 async with asyncio.TaskGroup() as rounds:
@@ -214,7 +214,7 @@ class FetchRounds:
             finally:
                 # No round runs once the group is over. One its failure cancelled before it ran
                 # never counted itself back in, and left counted it held off every next sender's
-                # rounds: a follower never fetched from its leader again (simulator seed 1289).
+                # rounds: a follower never fetched from its leader again (found by the simulator).
                 self._rounds_in_flight, self._newest_out = 0, False
 
     def _round_due(self) -> bool:

@@ -60,13 +60,11 @@ from kio.serial._introspect import (
 
 # The items (array elements and tagged fields, at any depth) one request or Fetch response may
 # hold. Kafka has no such limit: its readers bound a count by the bytes left, and a broker's work
-# then by socket.request.max.bytes (100 MiB), which lets a few MiB name a million topics: a
-# Metadata v1 request of 3 MB naming 1,000,000 of them took 0.5 s to decode and 6 s to answer,
-# all on the event loop. The decode of the items a request holds is one call into kio, which no
-# handler can slice, so this bounds how long one request holds the loop (0.5 to 1 us per item:
-# 25 to 50 ms here; at 200,000 items another client's ApiVersions waited up to 0.2 s behind a
-# Fetch or Produce, bench/big_requests.py), and the memory of its decoded objects (about 100-200
-# bytes per item). Real requests stay far below: at the 10,000 partitions replog is run with, a
+# then by socket.request.max.bytes (100 MiB), which lets a few MiB name a million topics,
+# whose decoding and answer hold the event loop for seconds. The decode of the items a request
+# holds is one call into kio, which no handler can slice, so this bounds how long one request
+# holds the loop (bench/big_requests.py prints another client's wait behind the largest
+# requests), and the memory of its decoded objects (a few hundred bytes per item). Real requests stay far below: at the 10,000 partitions replog is run with, a
 # follower's Fetch of all of them holds about 10,100 items, a consumer's OffsetCommit of all of
 # them about 11,000; a producer's request of default size (1 MB) cannot carry 15,000 partitions.
 ITEMS_MAX = 50_000

@@ -8,7 +8,7 @@ never past the frame at its head: a size prefix announcing 100 MB costs the 4 by
 the 100 MB announced. Growth past BASELINE_BYTES is reserved first from the request memory
 (queued.max.request.bytes), together with the frame's decoded size; refused, the connection
 waits. A buffer grown for big frames is kept while they keep coming (fresh large allocations
-page-fault; see DESIGN.md), and `trim` gives it back once a sweep of the server's saw none. A
+page-fault, page by page, on every use), and `trim` gives it back once a sweep of the server's saw none. A
 frame announcing more than `max_request_bytes`, or a negative size, closes the connection, as
 Kafka does.
 

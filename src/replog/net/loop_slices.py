@@ -2,9 +2,9 @@
 event loop back once it has held it for SLICE_S, so that no other client waits on one big
 request for longer than that.
 
-Measured before (bench/big_requests.py --stall): a ListOffsets request of 200,000 partitions
-held the loop for 2.5 s, a DescribeConfigs of as many resources for far longer; meanwhile no
-other client got an answer, not even to ApiVersions. A handler calls `pause()` between items
+Without slices (bench/big_requests.py --stall measures it), a ListOffsets request of a few
+hundred thousand partitions held the loop for seconds, a DescribeConfigs of as many resources
+for far longer; meanwhile no other client got an answer, not even to ApiVersions. A handler calls `pause()` between items
 (it returns at once until the slice is used up), and `respond()` builds and writes its response
 in slices too (codec.body_encoding), where kio's writer would take one call for all of it.
 
@@ -20,8 +20,8 @@ from . import codec
 
 # Long enough that the loop's turns in between (microseconds each) cost a big request little;
 # short enough that another client's request, which takes three turns of the loop (read, handle,
-# write), waits a few milliseconds: 10 ms at the median behind a request of 200,000 items
-# (bench/big_requests.py), 16 ms with slices of 5 ms.
+# write), waits a few milliseconds behind a request of the most items a request may hold
+# (bench/big_requests.py --stall prints that wait).
 SLICE_S = 0.002
 
 

@@ -1,5 +1,5 @@
-"""The state-change lifecycle of one broker, as structured events in a bounded ring: the seed's
-"explicit monitoring of the entire lifecycle of a state change".
+"""The state-change lifecycle of one broker, as structured events in a bounded ring, so that
+the whole lifecycle of a state change can be followed (docs/design.md §7.4).
 
 Each request of a state-change queue (replication/state_changes.py) is `requested` by its sender
 (a leader; an admin command runs outside any broker and records nothing), then `received`,

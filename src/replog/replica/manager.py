@@ -124,7 +124,7 @@ class ReplicaManager:
             logger.warning("log not closed before the machine restarted: it may have lost unflushed writes, and its replica "
                            "leaves the ISR before it starts broker=%d dir=%s", self.broker_id, marked)
         self._high_watermark_checkpoint = OffsetCheckpoint(self.data_dir / HIGH_WATERMARK_CHECKPOINT_FILE)
-        # Read once: a partition started later takes its HW from here (the seed's brokerStartup).
+        # Read once: a partition started later takes its HW from here (brokerStartup, docs/design.md §3.1).
         self._checkpointed_high_watermarks = self._high_watermark_checkpoint.read()
         self._partitions: dict[tuple[str, int], Partition] = {}
         # The hosted partitions' topics by id, and how many of each are hosted: a follower's
@@ -203,13 +203,13 @@ class ReplicaManager:
             raise unexpected[0]
         logger.debug("replica manager shut down broker=%d", self.broker_id)
 
-    # -- the seed's startReplica / closeReplica --------------------------------------------------
+    # -- startReplica / closeReplica --------------------------------------------------------------
 
     def start_replica(self, topic: str, partition: int, log_config: LogConfig, assigned_replicas: Collection[int],
                       leader_epoch: int, isr: Collection[int] | None = None,
                       partition_config: PartitionConfig = PartitionConfig(), leader_id: int | None = None) -> Partition:
         """Open (recovering if need be) or create the replica's log and lead it at `leader_epoch`,
-        or follow `leader_id` at that epoch when another broker leads (the seed's startReplica).
+        or follow `leader_id` at that epoch when another broker leads (startReplica, docs/design.md §13).
 
         ISR defaults to all assigned replicas, as for a new topic in Kafka. Starting a replica
         that is already hosted moves it to the given leadership, epoch and assignment. The log
@@ -227,7 +227,7 @@ class ReplicaManager:
                            partition_config: PartitionConfig = PartitionConfig(),
                            leader_id: int | None = None) -> Partition:
         """start_replica with the log opened in a worker thread: recovering a large log must not
-        stall the event loop, where the store session's keepalive runs (issue 11, bug 7).
+        stall the event loop, where the store session's keepalive runs.
 
         One open per partition at a time. A caller cancelled while its open runs leaves the log
         it opened closed (nothing hosts it), so that a later open finds it free."""
@@ -256,7 +256,7 @@ class ReplicaManager:
         `topic_id`: the topic's id in the store (None: it has none). A log on disk tagged with
         another one is of an earlier topic of the same name, deleted while this broker was
         away and not assigned it (no close-replica reached it): deleted, not served as this
-        topic's (simulator seed 2666). The logs opened are tagged with the id."""
+        topic's (docs/design.md §9.3). The logs opened are tagged with the id."""
         keys = [(topic, partition) for partition in partitions]
         opened, earlier_ids = await self._load_unopened(keys, log_config, topic_id)
         if earlier_ids:
@@ -384,7 +384,7 @@ class ReplicaManager:
         return started
 
     def close_replica(self, topic: str, partition: int, *, files_later: bool = False) -> None:
-        """Stop hosting the replica and keep its data (the seed's closeReplica; delete_replica
+        """Stop hosting the replica and keep its data (closeReplica; delete_replica
         removes it). `files_later`: only stop serving it now, and close its files with the rest
         at shutdown, in worker threads (a controlled shutdown's hand-over)."""
         closing = self.get_partition(topic, partition)
@@ -403,11 +403,11 @@ class ReplicaManager:
         its log directory, so that a disk that cannot hold it fails the admin's wait rather than
         the partition's first election. In a worker thread: thousands come at once when a topic
         is created, and each directory's creation waits on the file system's journal, which the
-        fsyncs of the logs being opened keep busy (10% of a broker's event loop at 10,000).
+        fsyncs of the logs being opened keep busy.
 
         Its name is synced into the data directory before the log is opened, as a log that makes
         its own directory does (a log opening in an existing one does not), by a sync that
-        thousands of new directories share (DirectorySync): one each made a 10,000-partition
+        thousands of new directories share (DirectorySync): one each made a large topic's
         creation slower."""
         if await asyncio.to_thread(_made, self.log_directory(topic, partition)):
             await self._data_dir_sync.sync()
@@ -436,7 +436,7 @@ class ReplicaManager:
         """Out of the checkpoint file too, before the files go: a replica recreated under the
         name (a topic deleted and created again, a partition moved back) must not start from
         the deleted one's HW after a crash, which would count its unacknowledged records as
-        committed (simulator seed 939: the file kept the entry until its next periodic write)."""
+        committed (the simulator found it: the file kept the entry until its next periodic write)."""
         if self._checkpointed_high_watermarks.pop((topic, partition), None) is not None:
             await self._checkpoint_high_watermarks_in_background()
 

@@ -1,3 +1,3 @@
 """How partitions change hands across brokers: the leadership state machine and its driver,
-leaderElection, ISR upkeep (the seed's commit thread), the follower fetcher, the state-change
+leaderElection, ISR upkeep, the follower fetcher, the state-change
 queues and the topic settings followed from the store."""

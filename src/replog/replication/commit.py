@@ -1,5 +1,5 @@
-"""The leader's ISR duties from the seed's commit thread: followers that have not caught up
-within KeepInSyncTime (`replica.lag.time.max.ms`) move from ISR to CUR, and back once a fetch
+"""The leader's ISR duties (docs/design.md §5.3): followers that have not caught up
+within `replica.lag.time.max.ms` move from ISR to CUR, and back once a fetch
 of theirs at this leader's epoch reaches the high watermark and this epoch's start offset
 (Partition.followers_ready_to_join; the fetch wakes the upkeep, which writes at once). A member
 that fetches from below the HW came back without records, and one whose registration went, or
@@ -13,7 +13,7 @@ on the version this leader last saw; it is taken locally only after the write su
 leader that lost its leadership without noticing (paused past its session: a zombie) finds
 either moved on, so it can neither shrink the ISR to itself nor advance its HW on that basis;
 it is told through `on_fenced` and must stop leading. This is the fix later Kafka made to the
-seed's unconditional "write p.ISR to ZK" (there the controller epoch plays the leader node's
+classic design's unconditional ISR write (there the controller epoch plays the leader node's
 part).
 
 The ISR version alone is not enough: between a zombie's session expiring (its leader node
@@ -238,7 +238,7 @@ class IsrMaintainer:
         return isr_version
 
     async def preferred_replica_ready(self) -> bool:
-        """The seed's checkLoadBalancing, at most once per leader.imbalance.check.interval: the
+        """checkLoadBalancing (docs/design.md §4.3), at most once per leader.imbalance.check.interval: the
         preferred replica (the first assigned) is alive and in sync, and this leader is not it,
         so leadership should go back to where the assignment balanced it.
 

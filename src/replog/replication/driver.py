@@ -2,12 +2,12 @@
 (leadership.py) and carries out the actions it decides, one at a time.
 
 Sources of events, all into one bounded queue consumed by one task:
-- the watch of `/brokers/topics/[topic]/[partition]/leader` (the seed's leader-change listener);
+- the watch of `/brokers/topics/[topic]/[partition]/leader` (the leader-change listener);
 - the broker's session events (`session_changed`), whose fence is applied at once, before the
   queue, since a leader whose session is in doubt must stop taking writes now;
-- the ends of the tasks this driver starts: the ISR upkeep (IsrMaintainer, the seed's commit
-  thread) and the follower fetcher (ReplicaFetcher); each reports how it ended, so none dies
-  unnoticed (issue 11, bug 6);
+- the ends of the tasks this driver starts: the ISR upkeep (IsrMaintainer, docs/design.md
+  §5.3) and the follower fetcher (ReplicaFetcher); each reports how it ended, so none dies
+  unnoticed (§4.5);
 - brokers presumed gone (`broker_presumed_gone`: a follower deposes such a leader);
 - its own recheck timer.
 
@@ -197,7 +197,7 @@ class PartitionLeadership:
                              exc_info=failed.exceptions[0])
             # Python 3.11's TaskGroup mixes its own cancellations of this task with others' as a
             # child fails (fixed in 3.12). It drops a stop's: the driver ran on, and stop(), which
-            # waits for it, never returned (simulator seed 2543: a close-replica, and with it a
+            # waits for it, never returned (the simulator found it: a close-replica, and with it a
             # deletion, hung). And it leaves counted the one it sends this task to abort the
             # other child, which ended every driver at its first failure as if stopped: a
             # partition whose replica failed to open (EMFILE) was never led again.

@@ -1,4 +1,4 @@
-"""leaderElection (replication design V2): who leads a partition, at which epoch.
+"""leaderElection (docs/design.md §4): who leads a partition, at which epoch.
 
 A replica in the assigned set (AR) and in the ISR, or any assigned replica while the ISR is
 empty, races to create the ephemeral leader node carrying its broker id and a new epoch; the
@@ -142,9 +142,9 @@ async def leader_election(
     `preferred_wait_s`, and of `new_partition_wait_s` if longer in a partition never led (no
     ISR yet): a new partition is led by its preferred replica while that is alive, as Kafka's
     controller elects it, although the brokers start a new topic's partitions each at its own
-    pace. With half a second, the brokers that reached 10,000 new partitions first won most of
-    the others' too; the broker left with two thirds of the leaderships held the whole cluster
-    back (bench/scale.py).
+    pace. With only the usual head start, the brokers that reached a large topic's partitions
+    first won most of the others' too, and the broker left with most of the leaderships held the
+    whole cluster back (bench/scale.py times a large topic's creation).
 
     `registered` answers whether the preferred replica and the ISR's members are alive, without
     a store read each (thousands of partitions elect at once when a topic is created). Whether
@@ -217,7 +217,7 @@ async def _run_for_leader(store: ElectionStore, topic: str, partition: int, brok
         return None
     first = await _first_electable(store, registered, assigned, isr, broker_id)
     if first is not None and first != broker_id:
-        # The seed's PreferredReplicaTime: the preferred replica (or the first electable one)
+        # The preferred replica's head start (docs/design.md §4.3): the preferred replica (or the first electable one)
         # races first. Once it has won there is nothing left to race for, and the new leader's
         # acks=all waits for this replica to follow it: stop waiting at once.
         head_start_s = preferred_wait_s if isr_version is not None else max(preferred_wait_s, new_partition_wait_s)
@@ -227,8 +227,8 @@ async def _run_for_leader(store: ElectionStore, topic: str, partition: int, brok
             return None
     epoch, epoch_taken = await next_leader_epoch(store, topic, partition)
     # A new partition starts with every assigned replica in sync (all are empty); after an
-    # unclean election only the new leader is. Either way only live replicas stay (the seed's
-    # becomeLeader: "the current set of replicas in sync"): a dead broker left in the ISR
+    # unclean election only the new leader is. Either way only live replicas stay (becomeLeader
+    # takes the replicas in sync now): a dead broker left in the ISR
     # would hold acks=all back until replica.lag.time.max.ms shrank it out.
     candidates = (broker_id,) if isr and broker_id not in isr else (isr or assigned)
     new_isr = IsrRecord(tuple([member for member in candidates

@@ -1,9 +1,9 @@
 """The follower's fetch loop for one partition: Kafka's ReplicaFetcherThread, one asyncio task.
 
-The seed's ReplicaFetcherThread fetches from the follower's LEO forever, appending what comes
-and taking the leader's HW. Before the first fetch (and whenever the leader says our offset is
-beyond its end) this one first runs the KIP-101 handshake instead of the seed's "truncate the
-log to r.hw" (see Partition.truncate_for_new_leader for the data loss that avoids):
+It fetches from the follower's LEO forever, appending what comes and taking the leader's HW.
+Before the first fetch (and whenever the leader says our offset is beyond its end) it first
+runs the KIP-101 handshake instead of truncating the log to its HW (docs/design.md §6.2 says
+what data loss that avoids):
 
     TRUNCATING  ask the leader OffsetForLeaderEpoch for our latest epoch and cut our log there;
                 repeat while the answer names an epoch we do not hold (bounded); skipped by a
@@ -15,7 +15,7 @@ log to r.hw" (see Partition.truncate_for_new_leader for the data loss that avoid
                 UNKNOWN_TOPIC_OR_PARTITION go to `on_leader_problem` once, and the broker then
                 re-reads the partition's leader from the store and starts another fetcher
 
-replica/ does not import net/ (DESIGN.md): the broker passes two callables that reach the
+replication/ does not import net/ (net is above it): the broker passes two callables that reach the
 leader, `FetchFromLeader` and `EpochEndFromLeader`. An exception they raise (connection lost,
 timeout) is retried after an exponential backoff capped at `backoff_max_ms`; so is an append
 the log refuses (a corrupt batch on the wire), from the same offset, and one the data directory

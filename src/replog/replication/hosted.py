@@ -3,7 +3,7 @@
 Hosted leaderships converge to the store: whenever the metadata cache sees a partition's
 assignment change (it appeared, vanished, or its replicas changed: `assignment_changed`) and on
 every start-replica, `reconcile` reads the partition's replicas from the store and starts a
-leadership where this broker is assigned and none runs (the seed's startReplica: the log is
+leadership where this broker is assigned and none runs (startReplica, docs/design.md §13: the log is
 loaded first, then the leadership elects, leads or follows as the leader node says), or stops
 one where it is not (the log stays; close-replica deletes it). The cache's view may lag: a
 partition it reports after this broker consumed the partition's close-replica is the deleted
@@ -326,8 +326,8 @@ class HostedPartitions:
     # -- the state-change listener's actions -------------------------------------------------------
 
     async def start_replica_requested(self, request: StateChangeRequest) -> None:
-        """startReplica on request. The seed's startReplica refuses a broker missing from the
-        partition's replicas path, yet its addPartition writes that path only after every
+        """startReplica on request. startReplica refuses a broker missing from the
+        partition's replicas path, yet addPartition writes that path only after every
         start-replica was consumed (and onPartitionsReassigned sends start-replica to replicas
         not yet in it): the staged assignment under /brokers/partitions_reassigned counts too.
         The log is prepared at once; leadership starts once the partition's replicas include

@@ -4,20 +4,20 @@
 nothing. The driver (driver.py) turns store notifications, session events, elections, the ends
 of the ISR upkeep and of the follower fetcher, and timers into events, and carries out the
 actions: store reads and deletes, elections, opening the replica as leader or follower, starting
-and stopping the upkeep (the seed's commit thread) and the fetcher. The deterministic simulator
+and stopping the ISR upkeep (docs/design.md §5.3) and the fetcher. The deterministic simulator
 (tests/sim/) runs the same driver and this function under injected faults.
 
 Roles:
 
     NONE           started, or gave leadership up: waits for the leader node's next value
-    ELECTING       the leader node is absent: the seed's leaderElection is running
+    ELECTING       the leader node is absent: leaderElection is running (§4.1)
     LEADER         leads at `epoch` through the leader node it created at `leader_version`
     FENCED_LEADER  leads, but the session is in doubt: no writes, no HW advance, until the
                    leader node is seen to have survived with the session
     FOLLOWER       follows `leader` at `epoch`; `fetching` while its fetcher runs
     CLOSED         stopped; takes nothing but Stop again
 
-The rule that keeps a partition from wedging (issue 11, bug 1): whenever the leader node is seen
+The rule that keeps a partition from wedging (docs/design.md §4.5): whenever the leader node is seen
 naming this broker at a leadership this broker does not hold (an election whose aftermath
 failed, an ISR write whose lost reply fenced the leader, a resignation whose delete failed, a
 node left by this broker's previous process), the node is deleted at the version seen, so that

@@ -1,4 +1,4 @@
-"""Partition reassignment, carried out by the partition's leader: the seed's
+"""Partition reassignment, carried out by the partition's leader (docs/design.md §10):
 onPartitionsReassigned, checkReassignedReplicas and completePartitionReassignment.
 
 The admin writes the target replicas (RAR) to /brokers/partitions_reassigned/[topic]/[partition]
@@ -9,7 +9,7 @@ that lost its leadership without noticing can take none of them:
 
     add       replicas := RAR + (AR - RAR), and a start-replica to each replica added. The
               added replicas follow the leader like any other and join the ISR once caught up
-              (commit.py). Kafka's KIP-455 extends AR the same way, rather than the seed's
+              (commit.py). Kafka's KIP-455 extends AR the same way, rather than running
               separate RAR fetchers, so that an added replica is an ordinary follower.
     switch    once every replica of RAR is in the ISR: ISR := RAR, replicas := RAR, and the
               node records the replicas it is `closing` (AR - RAR). The ISR write is what makes
@@ -23,7 +23,8 @@ that lost its leadership without noticing can take none of them:
 
 A leader that dies between steps leaves the node as it was; the next leader reads it and
 carries on from where the store says the move is, which is why the switch records `closing`
-rather than sending the close-replicas first (the seed's order, which loses them to a crash).
+rather than sending the close-replicas first: a leader that crashed between sending them and
+switching would take with it which replicas were to be closed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The seed's per-broker state-change queues: sendStateChange, the state-change listener and
+"""The per-broker state-change queues (docs/design.md §7): sendStateChange, the state-change listener and
 waitTillStateChangeRequestConsumed.
 
     /brokers/state/[broker_id]/[seq]  ->  StateChangeRequest (persistent, sequential)
@@ -21,12 +21,12 @@ a slow broker ignores a request queued by an earlier leader.
 Each step of a request's lifecycle, requested (sender side), received and completed, ignored
 or failed (receiver side), is logged on the `replog.state_change` logger and recorded in the
 broker's ring of events (obs/state_change_events.py, which `replog cluster state-changes`
-reads), with topic, partition, from, to, epoch and queue sequence: the seed's "explicit
-monitoring of the entire lifecycle of a state change". `from=admin` and `epoch=-1` mark an
+reads), with topic, partition, from, to, epoch and queue sequence, so that a state change's whole
+lifecycle can be followed (§7.4). `from=admin` and `epoch=-1` mark an
 admin command's request; an admin command runs outside any broker and has no ring.
 
 Bound: a queue holds at most `state.change.queue.max.requests` requests. A sender that finds it
-full shrinks it as the seed says (only the latest-epoch close-replica of each partition stays;
+full shrinks it (§7.3: only the latest-epoch close-replica of each partition stays;
 start-replicas go, a broker that comes back computes its replicas from the store anyway) and
 raises FollowerStateChangeQueueFull if that did not make room. Concurrent senders may overshoot
 the bound by their number: the check and the append are two store operations.
@@ -169,7 +169,7 @@ async def shrink(store: Store, broker_id: int, names: Collection[str]) -> int:
 
 
 async def start_replica_is_current(store: Store, request: StateChangeRequest) -> tuple[bool, int | None]:
-    """The seed's check on a start-replica: act when the partition has no leader (a new topic or
+    """The check on a start-replica (docs/design.md §7.2): act when the partition has no leader (a new topic or
     partition) or when the request carries the partition's latest epoch, read from its ISR.
     Returns (act, latest epoch or None when there is no leader).
 
@@ -177,7 +177,7 @@ async def start_replica_is_current(store: Store, request: StateChangeRequest) ->
     always acted on; the broker checks that the store assigns it the partition. A broker that
     was down while a topic was deleted and created again finds the new topic led already when
     it gets to the request, and ignoring it left the new partition unhosted there, closed by
-    the old topic's close-replica (issue 11, bug 4)."""
+    the old topic's close-replica."""
     if request.from_broker == FROM_ADMIN:
         return True, None
     if await store.exists(paths.leader(request.topic, request.partition)) is None:
@@ -197,7 +197,7 @@ async def close_replica_is_overtaken(store: Store, request: StateChangeRequest, 
       Attempt closing what the attempt staged), overtaken by the attempt that created it;
     - a leader's comes from a reassignment that moved the partition off this broker
       (reassignment.py sends it once the assignment excludes the broker), overtaken by a later
-      one that moved it back (simulator seed 981: the replica stayed closed for good, and the
+      one that moved it back (the simulator found it: the replica stayed closed for good, and the
       move back waited for it forever).
     A deletion's close-replicas always find their topic marked: the mark goes only once all are
     consumed (topic_deletion.py)."""

@@ -1,6 +1,6 @@
-"""A deleted topic's nodes go only once every replica has closed: the seed's deleteTopic, whose
-deletePartition removes a partition's paths after waitTillStateChangeRequestConsumed, never
-before (and Kafka's TopicDeletionManager, which waits for every replica however long it is away).
+"""A deleted topic's nodes go only once every replica has closed (docs/design.md §9): deleteTopic,
+whose deletePartition removes a partition's paths after waitTillStateChangeRequestConsumed, never
+before (as Kafka's TopicDeletionManager waits for every replica however long it is away).
 
     /admin/delete_topics/[topic]  ->  TopicDeletion: the close-replica requests sent, by broker
 
@@ -9,7 +9,7 @@ queues: a broker that is behind may still run the topic's leadership in memory (
 from the store, its session expired and not yet noticed). Its writes are compare-and-sets keyed
 by path and version, and the nodes of a topic created again under the same name start their
 versions at 0 again: the old leader's ISR write could land on the new topic's ISR, naming a
-replica that never had its records (simulator seed 37 with the recreate fault). A broker that
+replica that never had its records (the simulator's recreate fault found it). A broker that
 has consumed its close-replica has stopped the partition and deleted its log, and does not
 start it again while the topic is marked (hosted.py), so once every request is consumed no
 broker holds anything of the old topic, and the name is free.

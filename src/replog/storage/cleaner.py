@@ -20,8 +20,8 @@ One pass (CleanJob.run, in a worker thread, on descriptors of its own):
    leader epoch (the log's leader-epoch cache names them), kept empty too: a follower copying
    the log learns where each epoch starts from those batches, and one that learnt a later start
    would answer OffsetForLeaderEpoch with it, so that a replica behind with a divergent tail
-   below it would keep that tail (KIP-101's truncation; simulator seed 1884 of the compacted
-   schedules). Control batches are kept.
+   below it would keep that tail (KIP-101's truncation, docs/design.md §6.2; found by the
+   simulator's compacted schedules). Control batches are kept.
 3. Write the survivors of consecutive segments into one new segment while their sizes before
    cleaning add up to at most segment.bytes, so that the segment count shrinks too. Each new
    segment is written and fsynced, indexes included, as `<base>.log.cleaned` beside the log.

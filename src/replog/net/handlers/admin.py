@@ -3,7 +3,7 @@ IncrementalAlterConfigs, AlterConfigs, AlterPartitionReassignments, ListPartitio
 Brokers' configs are static but for the reassignment throttle's rates, which (Incremental)AlterConfigs
 sets per broker or as the cluster's default (admin/broker_configs.py).
 
-Each acts on the coordination store through replog.admin, as the seed's admin commands do, so
+Each acts on the coordination store through replog.admin, as an admin command does (docs/design.md §8), so
 any broker can take them (Metadata names the answering broker as "controller"). Create, grow
 and delete first wait, up to the request's timeout, until every registered replica broker has
 consumed its state-change requests, and answer REQUEST_TIMED_OUT naming the others if not.

@@ -17,7 +17,7 @@ OffsetForLeaderEpoch, while an idle round is parked (net/fetch_rounds.py).
 Version 13 names topics by id (KIP-516), and a partition is read only if its log is tagged with
 the id named: a follower whose log belongs to a deleted topic of the same name (a broker that
 missed the deletion) is answered INCONSISTENT_TOPIC_ID or UNKNOWN_TOPIC_ID, so that it neither
-counts toward the ISR nor copies this topic's records onto the other's (simulator seed 1592).
+counts toward the ISR nor copies this topic's records onto the other's (docs/design.md §9.3).
 Only replog's followers are offered version 13 (handlers/api_versions.py).
 
 Fetch sessions (KIP-227, net/fetch_sessions.py): a fetch that opens a session, or continues one,

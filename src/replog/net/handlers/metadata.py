@@ -2,13 +2,13 @@
 
 Encoding: the response body is written here rather than through kio. Clients ask for the
 metadata of every topic they use, again on every error and every few minutes, and through kio a
-topic of 10,000 partitions cost 80-200 ms of the event loop per request (a dict, then an entity,
-then kio's writer, for each partition), in which no other client of the broker was served.
+topic of thousands of partitions held the event loop for a long time per request (a dict, then
+an entity, then kio's writer, for each partition), in which no other client was served.
 tests/net/test_metadata_encoding.py checks the encoding against kio for every version.
 
 A request naming many topics is answered in slices (loop_slices.py), and names each topic once,
-however often it was asked: a name repeated 200,000 times for a topic of 10 partitions made a
-58 MB answer that held the loop for 5.7 s. Kafka too reads the names asked as a set.
+however often it was asked: a name repeated many times would otherwise make an answer many
+times the topic's size, written while the loop waits. Kafka too reads the names asked as a set.
 
 Each topic is answered with the id it was created with (KIP-516, from version 10), and a topic
 may be asked by id alone (version 12 on): a topic deleted and created again under its name has
@@ -168,7 +168,7 @@ async def metadata(services, request: Request):
     body = MetadataBodyEncoder(request.api_version)
     body.begin([(broker_id, registration.host, registration.port, registration.rack)
                 for broker_id, registration in sorted(services.metadata.brokers.items())],
-               # The V2 design has no controller: every broker acts on the store itself, so any
+               # replog has no controller (docs/design.md §4.1): every broker acts on the store itself, so any
                # broker can take the admin requests clients send to "the controller".
                services.cluster_id, services.broker_id, len(topics))
     for error, name, topic_id in topics:
