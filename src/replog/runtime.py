@@ -24,9 +24,8 @@ CANNOT_START = (DataDirectoryInUse, DataDirectoryUnusable, broker.BrokerIdInUse,
 # Allocations (net of frees) between collections of the cycle collector's youngest generation;
 # CPython's default is 700. A broker holds a few hundred thousand long-lived objects per thousand
 # partitions (tasks, futures, per-partition state), and at the default pace the older
-# generations' passes over them took a large share of a broker's CPU while a topic of 1,000
-# partitions was created (bench/scale.py measures it). The older generations keep their default
-# ratios.
+# generations' passes over them took a large share of a broker's CPU while a big topic was
+# created (bench/scale.py measures it). The older generations keep their default ratios.
 GC_YOUNG_GENERATION_THRESHOLD = 50_000
 
 
@@ -39,8 +38,8 @@ def run(config) -> None:
 def exit_stopped_cleanly() -> None:
     """Exit once the broker has stopped cleanly (its logs closed and synced, its store session
     ended, its threads joined), without the interpreter's teardown: that frees the broker's
-    objects one by one only to hand their memory back to the system, seconds at 10,000
-    partitions that a rolling restart would wait for on every broker."""
+    objects one by one only to hand their memory back to the system, which takes seconds at
+    thousands of partitions, and a rolling restart waits for it on every broker."""
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
