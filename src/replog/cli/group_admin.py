@@ -21,6 +21,8 @@ import dataclasses
 import enum
 from collections.abc import Collection, Mapping, Sequence
 
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 from kio.schema.errors import ErrorCode
 
 from replog.admin import AdminError
@@ -138,8 +140,6 @@ class ConsumerGroups:
         return GroupDescription(group_id, state, description.partition_assignor or "", coordinator, members, lags)
 
     async def committed(self, group_id: str) -> dict[PartitionKey, int]:
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
         request = [ConsumerGroupTopicPartitions(group_id)]
         answer = await self._outcome(self._admin.list_consumer_group_offsets(
             request, request_timeout=REQUEST_TIMEOUT_S)[group_id], group_id)
@@ -148,9 +148,6 @@ class ConsumerGroups:
     async def log_offsets(self, partitions: Collection[PartitionKey], spec: ResetSpec) -> dict[PartitionKey, int]:
         """Each partition's earliest or latest offset, or its first at or after a time (its
         latest when none is)."""
-        from confluent_kafka import TopicPartition
-        from confluent_kafka.admin import OffsetSpec
-
         if not partitions:
             return {}
         kinds = {ResetTo.EARLIEST: OffsetSpec.earliest, ResetTo.LATEST: OffsetSpec.latest}
@@ -163,8 +160,6 @@ class ConsumerGroups:
         return found
 
     async def alter(self, group_id: str, offsets: Mapping[PartitionKey, int]) -> None:
-        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
         request = [ConsumerGroupTopicPartitions(group_id, [TopicPartition(topic, partition, offset)
                                                            for (topic, partition), offset in sorted(offsets.items())])]
         answer = await self._outcome(self._admin.alter_consumer_group_offsets(

@@ -9,6 +9,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection, Mapping, Sequence
 
+from confluent_kafka import ElectionType as KafkaElectionType
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, ResourceType
+from confluent_kafka.admin import NewTopic as KafkaNewTopic
 from kio.schema.errors import ErrorCode
 
 from replog.admin import AdminError, UnknownTopicOrPartition, cluster
@@ -85,8 +89,6 @@ class KafkaAdmin(Admin):
         return sorted(name for name, topic in metadata.topics.items() if topic.error is None or topic.partitions)
 
     async def _create_topic(self, topic: NewTopic) -> None:
-        from confluent_kafka.admin import NewTopic as KafkaNewTopic
-
         if topic.replica_assignment is not None:
             assignment = topic.replica_assignment
             request = KafkaNewTopic(topic.name, len(assignment), config=dict(topic.configs),
@@ -102,8 +104,6 @@ class KafkaAdmin(Admin):
         await self._outcome(futures[name], name)
 
     async def _describe_topics(self, names: Sequence[str]) -> list[TopicStatus]:
-        from confluent_kafka.admin import ConfigResource, ResourceType
-
         metadata = await self._metadata()
         listed = [name for name, topic in metadata.topics.items() if topic.error is None or topic.partitions]
         for name in names:
@@ -123,15 +123,11 @@ class KafkaAdmin(Admin):
         return described
 
     async def _create_partitions(self, name: str, total: int) -> None:
-        from confluent_kafka.admin import NewPartitions
-
         futures = self._admin.create_partitions([NewPartitions(name, total)], operation_timeout=OPERATION_TIMEOUT_S,
                                                 request_timeout=REQUEST_TIMEOUT_S)
         await self._outcome(futures[name], name)
 
     async def _alter_topic_config(self, name: str, operations: Sequence[ConfigOperation], *, validate_only: bool) -> None:
-        from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
         kinds = {AlterOp.SET: AlterConfigOpType.SET, AlterOp.DELETE: AlterConfigOpType.DELETE,
                  AlterOp.APPEND: AlterConfigOpType.APPEND, AlterOp.SUBTRACT: AlterConfigOpType.SUBTRACT}
         entries = [ConfigEntry(operation.name, operation.value, incremental_operation=kinds[operation.op])
@@ -242,8 +238,6 @@ class KafkaAdmin(Admin):
 
     async def elect_partitions(self, election_type: cluster.ElectionType,
                                partitions: Collection[PartitionKey] | None) -> list[cluster.ElectionResult]:
-        from confluent_kafka import ElectionType as KafkaElectionType, TopicPartition
-
         asked = None if partitions is None else [TopicPartition(topic, index) for topic, index in sorted(partitions)]
         kind = KafkaElectionType.PREFERRED if election_type is cluster.ElectionType.PREFERRED else KafkaElectionType.UNCLEAN
         # No timeouts given: confluent-kafka 2.16's elect_leaders fails on any keyword argument

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from confluent_kafka import KafkaException
+
 from replog.admin.errors import AdminError, error_for_code
 
 
@@ -18,9 +20,6 @@ def admin_error(error, message: str | None = None) -> AdminError:
 async def outcome(future, message: Callable[[object], str]):
     """The result of one of AdminClient's futures; its KafkaException as admin_error, said by
     `message(kafka_error)`."""
-    # Here, not at the top: confluent-kafka is loaded only when a request goes through it.
-    from confluent_kafka import KafkaException
-
     try:
         return await asyncio.wrap_future(future)
     except KafkaException as exception:
