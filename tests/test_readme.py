@@ -19,7 +19,7 @@ import sys
 
 from tests.broker_process import BrokerProcess
 from tests.conftest import REPO
-from tests.test_cli import closed_port
+from tests.cli.test_cli import closed_port
 
 README = REPO / "README.md"
 DOCUMENTED_ADDRESS = "127.0.0.1:9092"

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 from kio.schema.errors import ErrorCode
 
-from replog.admin import replica_logs
-from replog.admin.doors import KafkaDoor
-from replog.admin.replica_logs import PARTITIONS_PER_REQUEST_MAX
+from replog.cli import replica_logs
+from replog.cli.kafka_admin import KafkaAdmin
+from replog.cli.replica_logs import PARTITIONS_PER_REQUEST_MAX
 from replog.net.codec import ApiKey
 
 PARTITIONS = 2 * PARTITIONS_PER_REQUEST_MAX + 1
@@ -35,8 +35,8 @@ class Broker:
             for index in topic["partition_indexes"]]) for topic in body["topics"]])
 
 
-def door_to(broker: Broker) -> KafkaDoor:
-    door = KafkaDoor("127.0.0.1:9092")
+def door_to(broker: Broker) -> KafkaAdmin:
+    door = KafkaAdmin("127.0.0.1:9092")
 
     async def ask_any(ask):
         return await ask(broker)

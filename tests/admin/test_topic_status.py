@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from replog.admin import InvalidConfig, PartitionDescription, UnknownTopicOrPartition
-from replog.admin.arguments import key_values, replica_assignment
 from replog.admin.errors import AdminError, error_for_code
-from replog.admin.topic_status import PartitionFlag, TopicStatus, partition_flags
+from replog.cli.arguments import key_values, replica_assignment
+from replog.cli.topic_status import PartitionFlag, TopicStatus, partition_flags
 
 
 def partition(leader: int | None, isr: tuple[int, ...], replicas=(1, 2, 3), offline=()) -> PartitionDescription:

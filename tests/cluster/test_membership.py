@@ -27,7 +27,7 @@ from tests.chaos.harness import wait_until
 from tests.cluster.conftest import QUICK_SETTINGS, Cluster
 from tests.cluster.failover import FAILOVER_WAIT_S, TimedProducer, missing_after_read_back, quiet_admin
 from tests.conftest import unique_root
-from tests.test_topics_cli import one_line_error, replog, succeeded
+from tests.cli.test_topics_cli import one_line_error, replog, succeeded
 
 RACKS = {0: "a", 1: "b", 2: "a", 3: "b", 4: "a"}
 SPREAD = "spread"

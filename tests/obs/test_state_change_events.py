@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from replog.admin.state_change_paths import RingCursor, join, read_ring
+from replog.cli.state_change_reader import RingCursor, join, read_ring
 from replog.coord_backends import paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, StateChangeRequest

@@ -1,5 +1,7 @@
-"""Admin commands on the coordination store: topic lifecycle, replica assignment, reassignment plans,
-cluster membership, leader elections and status."""
+"""Admin operations on the coordination store, which the broker (answering Kafka's admin
+requests) and the CLI (through `--coord`) both run: topic lifecycle, replica assignment,
+reassignment plans, cluster membership, leader elections and status, broker configs. The
+commands' client side, which talks to the brokers, is replog.cli."""
 
 from replog.admin.assignment import assign_replicas, check_assignment
 from replog.admin.cluster import (

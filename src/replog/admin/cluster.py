@@ -9,8 +9,9 @@ DescribeCluster requests.
                             in-sync replicas are all down, once, when asked
     plan_membership         the planner's moves (planner.py) that spread replicas onto added
                             brokers or off removed ones (decide_membership, from what either
-                            door reads); the doors execute them as reassignments, wait for
-                            them and elect the preferred leaders the plan balanced (doors.py)
+                            Admin reads); the CLI executes them as reassignments, waits for
+                            them and elects the preferred leaders the plan balanced
+                            (replog.cli.membership)
     finish_removal          the end of a broker's removal (docs/design.md §12): the removed brokers'
                             state-change paths go, and with them any topic deletion that was
                             waiting for their close-replicas (Kafka's UnregisterBroker)

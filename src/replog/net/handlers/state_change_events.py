@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from replog.admin.reassignment import cluster_brokers
-from replog.admin.state_change_paths import event_json, matching, queued_as_answer
+from replog.admin.state_change_events import event_json, queued_as_answer, queued_state_changes
 from replog.obs.state_change_events import NO_CURSOR
-from replog.replication.state_changes import queued_requests
 
 from ..codec import ApiKey, Request, build_response
 from ..replog_apis import EVENTS_PER_ANSWER_MAX
@@ -27,8 +25,7 @@ async def state_change_events(services, request: Request):
     events, next_cursor = ring.since(since, min(max(body.max_events, 0), EVENTS_PER_ANSWER_MAX), body.topic, partition)
     queued = []
     if body.include_queued:
-        waiting = await queued_requests(services.store, await cluster_brokers(services.store))
-        queued = queued_as_answer(matching(waiting, body.topic, partition))
+        queued = queued_as_answer(await queued_state_changes(services.store, body.topic, partition))
     return build_response(request, {
         "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "broker_id": services.broker_id,
         "incarnation": ring.incarnation, "first_cursor": ring.first_cursor, "next_cursor": next_cursor,

@@ -14,25 +14,26 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .cluster import ClusterStatus, ElectionResult
-from .groups import GroupDescription, GroupListing, OffsetReset
-from .planner import Plan
-from .reassign_commands import CatchingUp, PartitionProgress, State
-from .state_change_paths import (
-    FROM_ADMIN,
+from replog.admin.cluster import ClusterStatus, ElectionResult
+from replog.admin.planner import Plan
+from replog.admin.state_change_events import event_json
+from replog.replication.state_changes import FROM_ADMIN
+
+from .group_admin import GroupDescription, GroupListing, OffsetReset
+from .reassign_actions import CatchingUp, PartitionProgress, State
+from .state_change_reader import (
     Missed,
     QueuedSeen,
     Reachable,
     RequestPath,
     Step,
-    Unreachable,
+    UnreachableBroker,
     Update,
-    event_json,
     unreachable_json,
 )
 from .topic_status import TopicStatus
 
-UNKNOWN = "-"  # a value the door asked cannot tell
+UNKNOWN = "-"  # a value the Admin asked cannot tell
 
 
 def console() -> Console:
@@ -239,11 +240,11 @@ def _when(step: Step | None) -> str:
     return "unknown" if step.at_ms is None else _clock(step.at_ms)
 
 
-def _unreachable_line(down: Unreachable) -> str:
+def _unreachable_line(down: UnreachableBroker) -> str:
     return f"broker {down.broker} unreachable ({down.why}): its events are not shown"
 
 
-def print_state_change_paths(paths: Sequence[RequestPath], unreachable: Sequence[Unreachable]) -> None:
+def print_state_change_paths(paths: Sequence[RequestPath], unreachable: Sequence[UnreachableBroker]) -> None:
     """One row per request: when it was requested (by FROM; "queued": it waits in TO's queue),
     when TO received it and what came of it; the reasons of those ignored or failed below the
     table. The request's type is shortened (start, close) so that a row fits 80 columns."""
@@ -270,7 +271,7 @@ def print_state_change_paths(paths: Sequence[RequestPath], unreachable: Sequence
 def follow_line(update: Update) -> str:
     """One line of `replog cluster state-changes --follow`."""
     match update:
-        case Unreachable():
+        case UnreachableBroker():
             return _unreachable_line(update)
         case Reachable(broker=broker):
             return f"broker {broker} reachable again"
@@ -288,7 +289,7 @@ def follow_line(update: Update) -> str:
 def follow_json(update: Update) -> dict:
     """One JSON line of `replog cluster state-changes --follow --output json`: {"update": kind, ...}."""
     match update:
-        case Unreachable():
+        case UnreachableBroker():
             return {"update": "unreachable"} | unreachable_json(update)
         case Reachable(broker=broker):
             return {"update": "reachable", "broker": broker}

@@ -3,8 +3,8 @@
 Groups and their committed offsets live in the brokers (their coordinators and
 __consumer_offsets, replog.groups), not in the store: every command asks the brokers, through
 confluent-kafka's AdminClient (ListGroups, DescribeGroups, OffsetFetch, OffsetCommit,
-DeleteGroups) and ListOffsets for the partitions' ends. Through --coord, the door finds the
-brokers by their registrations (doors.AdminDoor.group_admin).
+DeleteGroups) and ListOffsets for the partitions' ends. Through --coord, StoreAdmin finds
+the brokers by their registrations (StoreAdmin.group_admin).
 
     list           every group, its state and kind
     describe       a group's state, members and, per partition it committed: the committed
@@ -17,17 +17,20 @@ brokers by their registrations (doors.AdminDoor.group_admin).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import enum
 from collections.abc import Collection, Mapping, Sequence
 
-from .errors import AdminError, error_for_code
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import OffsetSpec
+from kio.schema.errors import ErrorCode
+
+from replog.admin import AdminError
+
+from .kafka_errors import admin_error, outcome
 
 PartitionKey = tuple[str, int]
 REQUEST_TIMEOUT_S = 30.0
-NON_EMPTY_GROUP = 68  # Kafka's NON_EMPTY_GROUP
-GROUP_ID_NOT_FOUND = 69
 NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
 
 
@@ -123,7 +126,7 @@ class ConsumerGroups:
             self._admin.describe_consumer_groups([group_id], request_timeout=REQUEST_TIMEOUT_S)[group_id], group_id)
         state = _state(description.state)
         if state == "Dead":
-            raise AdminError(GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist; `replog groups list` shows the groups")
+            raise AdminError(ErrorCode.group_id_not_found, f"group {group_id!r} does not exist; `replog groups list` shows the groups")
         members = tuple(Member(member.member_id, member.client_id, member.host, member.group_instance_id,
                                tuple(sorted((tp.topic, tp.partition) for tp in member.assignment.topic_partitions)))
                         for member in description.members)
@@ -137,8 +140,6 @@ class ConsumerGroups:
         return GroupDescription(group_id, state, description.partition_assignor or "", coordinator, members, lags)
 
     async def committed(self, group_id: str) -> dict[PartitionKey, int]:
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
         request = [ConsumerGroupTopicPartitions(group_id)]
         answer = await self._outcome(self._admin.list_consumer_group_offsets(
             request, request_timeout=REQUEST_TIMEOUT_S)[group_id], group_id)
@@ -147,9 +148,6 @@ class ConsumerGroups:
     async def log_offsets(self, partitions: Collection[PartitionKey], spec: ResetSpec) -> dict[PartitionKey, int]:
         """Each partition's earliest or latest offset, or its first at or after a time (its
         latest when none is)."""
-        from confluent_kafka import TopicPartition
-        from confluent_kafka.admin import OffsetSpec
-
         if not partitions:
             return {}
         kinds = {ResetTo.EARLIEST: OffsetSpec.earliest, ResetTo.LATEST: OffsetSpec.latest}
@@ -162,28 +160,20 @@ class ConsumerGroups:
         return found
 
     async def alter(self, group_id: str, offsets: Mapping[PartitionKey, int]) -> None:
-        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
         request = [ConsumerGroupTopicPartitions(group_id, [TopicPartition(topic, partition, offset)
                                                            for (topic, partition), offset in sorted(offsets.items())])]
         answer = await self._outcome(self._admin.alter_consumer_group_offsets(
             request, request_timeout=REQUEST_TIMEOUT_S)[group_id], group_id)
         for tp in answer.topic_partitions:
             if tp.error is not None:
-                raise error_for_code(tp.error.code(), f"group {group_id!r}, {tp.topic}-{tp.partition}: {tp.error.str()}")
+                raise admin_error(tp.error, f"group {group_id!r}, {tp.topic}-{tp.partition}: {tp.error.str()}")
 
     async def delete(self, group_id: str) -> None:
         await self._outcome(self._admin.delete_consumer_groups([group_id], request_timeout=REQUEST_TIMEOUT_S)[group_id],
                             group_id)
 
     async def _outcome(self, future, subject: str):
-        from confluent_kafka import KafkaException
-
-        try:
-            return await asyncio.wrap_future(future)
-        except KafkaException as exception:
-            error = exception.args[0]
-            raise error_for_code(error.code(), f"{subject}: {error.str()} ({self._where})") from None
+        return await outcome(future, lambda error: f"{subject}: {error.str()} ({self._where})")
 
 
 async def reset_offsets(groups: ConsumerGroups, group_id: str, topics: Sequence[str] | None, spec: ResetSpec, *,
@@ -194,7 +184,7 @@ async def reset_offsets(groups: ConsumerGroups, group_id: str, topics: Sequence[
     listing = {listed.group_id: listed for listed in await groups.list()}
     if group_id in listing and listing[group_id].state not in ("Empty", "Dead", "Unknown"):
         members = len((await groups.describe(group_id)).members)
-        raise AdminError(NON_EMPTY_GROUP, f"group {group_id!r} has {members} live members ({listing[group_id].state}): "
+        raise AdminError(ErrorCode.non_empty_group, f"group {group_id!r} has {members} live members ({listing[group_id].state}): "
                                           "stop its consumers, then reset")
     committed = await groups.committed(group_id) if group_id in listing else {}
     if topics is None:
@@ -202,7 +192,7 @@ async def reset_offsets(groups: ConsumerGroups, group_id: str, topics: Sequence[
     else:
         keys = sorted({(topic, partition) for topic in topics for partition in await partitions_of(topic)})
     if not keys:
-        raise AdminError(GROUP_ID_NOT_FOUND, f"group {group_id!r} committed no offsets to reset; name the topics "
+        raise AdminError(ErrorCode.group_id_not_found, f"group {group_id!r} committed no offsets to reset; name the topics "
                                              "with --topic")
     earliest = await groups.log_offsets(keys, ResetSpec(ResetTo.EARLIEST))
     latest = await groups.log_offsets(keys, ResetSpec(ResetTo.LATEST))

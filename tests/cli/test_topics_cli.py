@@ -15,7 +15,7 @@ import pytest
 from tests.chaos.harness import wait_until
 from tests.cluster.conftest import Cluster
 from tests.conftest import unique_root
-from tests.test_cli import closed_port
+from tests.cli.test_cli import closed_port
 
 SETTLE_S = 60
 COMMANDS = ("create", "delete", "list", "describe", "alter")

@@ -1,4 +1,4 @@
-"""What `replog reassign generate|execute|verify|cancel` decides, through either door (doors.py),
+"""What `replog reassign generate|execute|verify|cancel` decides, through either Admin (admin_interface.py),
 as kafka-reassign-partitions does. Plans are `{(topic, partition): replicas}`; their files are
 read and written by reassignment_plan.py, and the CLI only parses and prints.
 
@@ -21,12 +21,19 @@ import dataclasses
 import enum
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from .doors import AdminDoor
-from .errors import AdminError, BrokerNotAvailable, NoReassignmentInProgress, ReassignmentInProgress, UnknownTopicOrPartition
-from .planner import Plan, plan_balance
-from .reassignment import PartitionKey
+from replog.admin import (
+    AdminError,
+    BrokerNotAvailable,
+    NoReassignmentInProgress,
+    ReassignmentInProgress,
+    UnknownTopicOrPartition,
+)
+from replog.admin.planner import Plan, plan_balance
+from replog.admin.reassignment import PartitionKey
+from replog.admin.topics import PartitionDescription
+
+from .admin_interface import Admin
 from .replica_logs import ReplicaLog
-from .topics import PartitionDescription
 
 Assignment = dict[PartitionKey, tuple[int, ...]]
 
@@ -39,7 +46,7 @@ def subject(key: PartitionKey) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Refusals:
-    """Partitions a door refused, while the others of the same request went ahead (as in Kafka)."""
+    """Partitions an Admin refused, while the others of the same request went ahead (as in Kafka)."""
 
     refused: Mapping[PartitionKey, AdminError]
 
@@ -112,46 +119,46 @@ def verified_json(progress: Sequence[PartitionProgress]) -> dict:
             "done": all(partition.state is State.DONE for partition in progress)}
 
 
-async def generate(door: AdminDoor, topics: Sequence[str], broker_ids: Collection[int]) -> tuple[Assignment, Plan]:
+async def generate(admin: Admin, topics: Sequence[str], broker_ids: Collection[int]) -> tuple[Assignment, Plan]:
     """The topics' assignment now, and the planner's over `broker_ids` (each one registered)."""
-    current = _assignment(await _described(door, topics))
-    registered = dict(await door.registered_brokers())
+    current = _assignment(await _described(admin, topics))
+    registered = dict(await admin.registered_brokers())
     unknown = sorted(set(broker_ids) - set(registered))
     if unknown:
         raise BrokerNotAvailable(f"brokers {unknown} are not registered (running brokers: {sorted(registered)}); "
                                  "plans are made onto running brokers, for their racks")
     return current, plan_balance(current, [(broker, registered[broker]) for broker in sorted(broker_ids)],
-                                 size_bytes=await door.partition_sizes())
+                                 size_bytes=await admin.partition_sizes())
 
 
-async def execute(door: AdminDoor, plan: Mapping[PartitionKey, Sequence[int]], *,
+async def execute(admin: Admin, plan: Mapping[PartitionKey, Sequence[int]], *,
                   throttle_bytes_per_s: int | None = None) -> Started:
     """Start the plan's moves; `throttle_bytes_per_s` bounds what each moving partition's leader
     sends the replicas it adds (replica/throttle.py)."""
-    current = _assignment(await _partitions(door, plan))
-    moving = await door.list_reassignments(plan)
+    current = _assignment(await _partitions(admin, plan))
+    moving = await admin.list_reassignments(plan)
     if moving:
         more = f" (and {len(moving) - 1} more)" if len(moving) > 1 else ""
         raise ReassignmentInProgress(
             f"partition {subject((moving[0].topic, moving[0].partition))} is being moved already{more}: "
             "`replog reassign verify` follows a move, `replog reassign cancel` ends it")
     changes = {key: tuple(target) for key, target in plan.items() if tuple(target) != current[key]}
-    outcomes = await door.alter_reassignments(changes, throttle_bytes_per_s=throttle_bytes_per_s) if changes else {}
+    outcomes = await admin.alter_reassignments(changes, throttle_bytes_per_s=throttle_bytes_per_s) if changes else {}
     refused = {key: error for key, error in outcomes.items() if error is not None}
     return Started(refused=refused, rollback=current,
                    started=tuple(sorted(key for key in changes if key not in refused)),
                    unchanged=tuple(sorted(set(plan) - set(changes))))
 
 
-async def verify(door: AdminDoor, plan: Mapping[PartitionKey, Sequence[int]]) -> list[PartitionProgress]:
-    described = await _partitions(door, plan)
-    moving = {(status.topic, status.partition): status for status in await door.list_reassignments(plan)}
+async def verify(admin: Admin, plan: Mapping[PartitionKey, Sequence[int]]) -> list[PartitionProgress]:
+    described = await _partitions(admin, plan)
+    moving = {(status.topic, status.partition): status for status in await admin.list_reassignments(plan)}
     asked: dict[int, set[PartitionKey]] = {}
     for key, status in moving.items():
         leader = described[key].leader
         for broker in (*status.adding, *([] if leader is None else [leader])):
             asked.setdefault(broker, set()).add(key)
-    logs = await door.replica_logs(asked) if asked else {}
+    logs = await admin.replica_logs(asked) if asked else {}
     progress = []
     for key in sorted(plan):
         target, now = tuple(plan[key]), described[key]
@@ -178,31 +185,31 @@ def _catching_up(broker: int, in_sync: bool, leader: ReplicaLog | None, replica:
     return CatchingUp(broker, in_sync, offsets_behind, max(leader.size_bytes - replica.size_bytes, 0))
 
 
-async def wait_until_settled(door: AdminDoor, plan: Mapping[PartitionKey, Sequence[int]],
+async def wait_until_settled(admin: Admin, plan: Mapping[PartitionKey, Sequence[int]],
                              on_progress: Callable[[list[PartitionProgress]], None]) -> list[PartitionProgress]:
     """verify, again and again, until no partition of the plan is in progress; `on_progress`
     hears each round. A move waiting for a broker that is down waits with it: stopping the
     wait (Ctrl-C) leaves the moves going, and cancel ends them."""
     while True:  # until every move ends, done or cancelled
-        progress = await verify(door, plan)
+        progress = await verify(admin, plan)
         on_progress(progress)
         if all(partition.state is not State.MOVING for partition in progress):
             return progress
         await asyncio.sleep(VERIFY_POLL_S)
 
 
-async def remove_throttle_when_settled(door: AdminDoor, progress: Sequence[PartitionProgress]) -> bool:
+async def remove_throttle_when_settled(admin: Admin, progress: Sequence[PartitionProgress]) -> bool:
     """Once no partition moves, the plan's or any other (a rate throttles every move its broker
     leads), the brokers' configured throttle rates go, as kafka-reassign-partitions --verify
     removes the throttle its execute set; whether there was one."""
-    if any(partition.state is State.MOVING for partition in progress) or await door.list_reassignments():
+    if any(partition.state is State.MOVING for partition in progress) or await admin.list_reassignments():
         return False
-    return await door.remove_throttle_rates()
+    return await admin.remove_throttle_rates()
 
 
-async def cancel(door: AdminDoor, partitions: Collection[PartitionKey]) -> Cancelled:
-    await _partitions(door, partitions)
-    outcomes = await door.alter_reassignments(dict.fromkeys(partitions))
+async def cancel(admin: Admin, partitions: Collection[PartitionKey]) -> Cancelled:
+    await _partitions(admin, partitions)
+    outcomes = await admin.alter_reassignments(dict.fromkeys(partitions))
     idle = tuple(sorted(key for key, error in outcomes.items() if isinstance(error, NoReassignmentInProgress)))
     refused = {key: error for key, error in outcomes.items() if error is not None and key not in idle}
     return Cancelled(refused=refused, cancelled=tuple(sorted(set(outcomes) - set(idle) - set(refused))), idle=idle)
@@ -220,15 +227,15 @@ def not_on_target_error(progress: Sequence[PartitionProgress]) -> AdminError | N
                       f"{list(first.target)}, and no move is in flight{more}: cancelled, refused, or never executed")
 
 
-async def _described(door: AdminDoor, topics: Collection[str]) -> dict[PartitionKey, PartitionDescription]:
+async def _described(admin: Admin, topics: Collection[str]) -> dict[PartitionKey, PartitionDescription]:
     return {(status.name, partition.partition): partition
-            for status in await door.describe_topics(sorted(set(topics))) for partition in status.partitions}
+            for status in await admin.describe_topics(sorted(set(topics))) for partition in status.partitions}
 
 
-async def _partitions(door: AdminDoor, partitions: Collection[PartitionKey]) -> dict[PartitionKey, PartitionDescription]:
+async def _partitions(admin: Admin, partitions: Collection[PartitionKey]) -> dict[PartitionKey, PartitionDescription]:
     """The named partitions' descriptions; UnknownTopicOrPartition if one does not exist, before
     anything is changed."""
-    described = await _described(door, {topic for topic, _ in partitions})
+    described = await _described(admin, {topic for topic, _ in partitions})
     missing = sorted(set(partitions) - set(described))
     if missing:
         topic = missing[0][0]

@@ -2,7 +2,7 @@
 flags an operator filters on, the topic's config overrides, and the JSON document of both.
 
 The flags are kafka-topics' (TopicCommand's describe filters), computed the same way from
-whichever door described the topic:
+whichever Admin described the topic:
 
     under-replicated     fewer in-sync replicas than assigned ones
     under-min-isr        fewer in-sync replicas than min.insync.replicas: acks=all writes fail
@@ -18,8 +18,8 @@ JSON (`--output json`), one document, keys in this order, stable across releases
                                  "adding_replicas": [int] | null, "removing_replicas": [int] | null,
                                  "flags": [str]}]}]}
 
-null where there is no value (no leader) or the door cannot tell (the Kafka protocol door has
-no leader epoch and no reassignment in its Metadata answer).
+null where there is no value (no leader) or the Admin cannot tell (KafkaAdmin has no leader
+epoch and no reassignment in its Metadata answer).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import dataclasses
 import enum
 from collections.abc import Collection, Mapping
 
-from .topics import PartitionDescription
+from replog.admin.topics import PartitionDescription
 
 
 class PartitionFlag(enum.StrEnum):

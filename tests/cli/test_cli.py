@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import pathlib
 import socket
 import subprocess
@@ -99,27 +98,3 @@ def test_bad_option_value_is_a_usage_error():
     done = replog("coord", "check", "--timeout-ms", "ten")
     assert done.returncode == 2
     assert "--timeout-ms" in done.stderr
-
-
-def test_a_serving_broker_collects_its_young_objects_less_often_than_python_by_default(monkeypatch):
-    """At CPython's pace (every 700 allocations) the cycle collector's passes over a broker's
-    long-lived objects took a fifth of its CPU while a topic of 1,000 partitions was created."""
-    import gc
-
-    from replog import broker, cli
-
-    class NotStarted(Exception):
-        pass
-
-    def refuse(config):
-        raise NotStarted
-
-    monkeypatch.setattr(broker, "Broker", refuse)
-    default = gc.get_threshold()
-    try:
-        with pytest.raises(NotStarted):
-            asyncio.run(cli._serve({}))
-        assert gc.get_threshold() == (cli.GC_YOUNG_GENERATION_THRESHOLD, *default[1:])
-        assert cli.GC_YOUNG_GENERATION_THRESHOLD > default[0]
-    finally:
-        gc.set_threshold(*default)

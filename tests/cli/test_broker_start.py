@@ -14,7 +14,7 @@ import pytest
 from replog.storage.clean_shutdown import recorded_cleanly_closed
 from tests.broker_process import BrokerProcess
 from tests.conftest import unique_root
-from tests.test_cli import closed_port
+from tests.cli.test_cli import closed_port
 
 SETTLE_TIMEOUT_S = 10
 POLL_INTERVAL_S = 0.02

@@ -1,4 +1,4 @@
-"""`replog cluster state-changes`: each state-change request's path through its lifecycle,
+"""The client side of `replog cluster state-changes`: each state-change request's path through its lifecycle,
 joined from what the brokers recorded and what the store's queues still hold.
 
 The steps of one request are recorded by two brokers (obs/state_change_events.py): its sender
@@ -20,19 +20,16 @@ import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
+from replog.admin.state_change_events import Queued
 from replog.coord_backends.paths import StateChangeRequest
 from replog.net.client import BrokerConnection, BrokerUnavailable
 from replog.net.codec import ApiKey
 from replog.net.replog_apis import ALL_PARTITIONS, EVENTS_PER_ANSWER_MAX
 from replog.obs.state_change_events import NO_CURSOR, EventKind, StateChangeEvent
+from replog.replication.state_changes import FROM_ADMIN
 
-FROM_ADMIN = -1
-# A queued request in a StateChangeEvents answer: an entry no broker recorded.
-QUEUED, UNRECORDED_MS = "queued", -1
 OUTCOMES = (EventKind.COMPLETED, EventKind.IGNORED, EventKind.FAILED)
 
-# (target broker, queue sequence, request): a request waiting in a queue.
-Queued = tuple[int, str, StateChangeRequest]
 # The open connection to a broker; BrokerUnavailable if it cannot be reached.
 Connect = Callable[[int], Awaitable[BrokerConnection]]
 
@@ -92,7 +89,7 @@ class RequestPath:
         return fields | {name: None if step is None else step.as_json() for name, step in steps.items()}
 
 
-class Unreachable(NamedTuple):
+class UnreachableBroker(NamedTuple):
     """A broker of the cluster whose events could not be read: down, or not answering."""
 
     broker: int
@@ -105,7 +102,7 @@ class Snapshot:
     the requests waiting in the queues."""
 
     reads: list[RingRead]
-    unreachable: list[Unreachable]
+    unreachable: list[UnreachableBroker]
     queued: list[Queued]
 
     @property
@@ -144,19 +141,6 @@ def queued_from_answer(answer) -> list[Queued]:
             for entry in answer.queued]
 
 
-def queued_as_answer(queued: Iterable[Queued]) -> list[dict]:
-    """The `queued` field of a StateChangeEvents answer (the broker's side of queued_from_answer)."""
-    return [{"cursor": NO_CURSOR, "kind": QUEUED, "request_type": request.kind, "topic": request.topic,
-             "partition": request.partition, "from_broker": request.from_broker, "to_broker": broker,
-             "epoch": request.leader_epoch, "queue_sequence": name, "timestamp_ms": UNRECORDED_MS}
-            for broker, name, request in queued]
-
-
-def matching(queued: Iterable[Queued], topic: str | None, partition: int | None) -> list[Queued]:
-    return [(broker, name, request) for broker, name, request in queued
-            if (topic is None or request.topic == topic) and (partition is None or request.partition == partition)]
-
-
 def join(events: Iterable[StateChangeEvent], queued: Iterable[Queued]) -> list[RequestPath]:
     """Each request's path, from the events of every broker and the requests still queued."""
     paths: dict[tuple, RequestPath] = {}
@@ -191,19 +175,12 @@ def join(events: Iterable[StateChangeEvent], queued: Iterable[Queued]) -> list[R
                                                     path.to_broker, path.queue_sequence))
 
 
-def state_change_json(paths: Sequence[RequestPath], unreachable: Sequence[Unreachable]) -> dict:
+def state_change_json(paths: Sequence[RequestPath], unreachable: Sequence[UnreachableBroker]) -> dict:
     return {"requests": [path.as_json() for path in paths], "unreachable": [unreachable_json(down) for down in unreachable]}
 
 
-def unreachable_json(down: Unreachable) -> dict:
+def unreachable_json(down: UnreachableBroker) -> dict:
     return {"broker": down.broker, "error": down.why}
-
-
-def event_json(event: StateChangeEvent) -> dict:
-    """One event as --follow --output json prints it, a line each."""
-    fields = dataclasses.asdict(event)
-    fields["kind"] = event.kind.value
-    return fields
 
 
 def _event(entry, broker: int) -> StateChangeEvent:
@@ -213,20 +190,20 @@ def _event(entry, broker: int) -> StateChangeEvent:
 
 
 async def read_rings(connect: Connect, brokers: Mapping[int, bool], cursors: Mapping[int, RingCursor],
-                     topic: str | None, partition: int | None) -> tuple[list[RingRead], list[Unreachable]]:
+                     topic: str | None, partition: int | None) -> tuple[list[RingRead], list[UnreachableBroker]]:
     """The new events of each broker of the cluster (by id: whether it is registered), from its
-    cursor; those down or not answering as Unreachable."""
-    async def read(broker: int, registered: bool) -> RingRead | Unreachable:
+    cursor; those down or not answering as UnreachableBroker."""
+    async def read(broker: int, registered: bool) -> RingRead | UnreachableBroker:
         if not registered:
-            return Unreachable(broker, "down: not registered in the store")
+            return UnreachableBroker(broker, "down: not registered in the store")
         try:
             return await read_ring(connect, broker, cursors.get(broker, RingCursor()), topic, partition)
         except BrokerUnavailable as error:
-            return Unreachable(broker, str(error))
+            return UnreachableBroker(broker, str(error))
 
     answers = await asyncio.gather(*(read(broker, registered) for broker, registered in sorted(brokers.items())))
     return ([answer for answer in answers if isinstance(answer, RingRead)],
-            [answer for answer in answers if isinstance(answer, Unreachable)])
+            [answer for answer in answers if isinstance(answer, UnreachableBroker)])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,14 +224,14 @@ class QueuedSeen:
     request: StateChangeRequest
 
 
-Update = StateChangeEvent | QueuedSeen | Unreachable | Reachable | Missed
+Update = StateChangeEvent | QueuedSeen | UnreachableBroker | Reachable | Missed
 FOLLOW_POLL_S = 1.0
 
 
 async def follow(look: Callable[[Mapping[int, RingCursor]], Awaitable[Snapshot]],
                  poll_s: float = FOLLOW_POLL_S) -> AsyncIterator[Update]:
     """Every `poll_s`, until the caller stops: what is new since the last look (`look(cursors)`,
-    a door's state_changes), each told once, events oldest first. A broker unreachable is told
+    an Admin's state_changes), each told once, events oldest first. A broker unreachable is told
     when it becomes so and when it answers again; a queued request when it is first seen."""
     cursors: dict[int, RingCursor] = {}
     queued_before: set[tuple[int, str]] = set()

@@ -3,8 +3,8 @@ its size on disk, and ListOffsets with Kafka's debugging replica id for its log 
 (followers answer that too, from their own logs). `reassign verify` shows how far the replicas
 being added are behind their leader; the planner weighs partitions by their size.
 
-Through either door: the store door finds the brokers by their registrations, the Kafka door by
-a Metadata answer. A broker that is down or does not answer leaves its replicas out: their
+Through either Admin: StoreAdmin finds the brokers by their registrations, KafkaAdmin by a
+Metadata answer. A broker that is down or does not answer leaves its replicas out: their
 progress is unknown, not zero.
 """
 
@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from replog.net.client import LATEST_TIMESTAMP, READ_UNCOMMITTED, BrokerConnection, BrokerUnavailable
 from replog.net.codec import ApiKey
 
-from .reassignment import PartitionKey
+from replog.admin.reassignment import PartitionKey
 
 DEBUGGING_REPLICA_ID = -2  # Kafka's: a tool reading any replica's own log
 NO_LEADER_EPOCH = -1

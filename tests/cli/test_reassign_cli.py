@@ -21,7 +21,7 @@ from replog.coord_backends import open_store, paths
 from replog.coord_backends.paths import PartitionReassignment
 from tests.chaos.harness import wait_until
 from tests.cluster.failover import quiet_admin
-from tests.test_topics_cli import (  # noqa: F401 (door: the fixture, over this module's cluster)
+from tests.cli.test_topics_cli import (  # noqa: F401 (door: the fixture, over this module's cluster)
     SETTLE_S,
     assert_help_with_examples,
     described_when,

@@ -1,0 +1,38 @@
+"""The way an admin command reaches the cluster: `--coord URL` (StoreAdmin) or
+`--bootstrap-server HOST:PORT` (KafkaAdmin), also read from the environment; exactly one."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+from replog.coord_backends import open_store
+
+from .admin_interface import Admin, AdminChoiceError
+from .kafka_admin import KafkaAdmin
+from .store_admin import StoreAdmin
+
+COORD_ENV = "REPLOG_COORD"
+BOOTSTRAP_ENV = "REPLOG_BOOTSTRAP_SERVER"
+
+
+def open_admin(coord_url: str | None, bootstrap: str | None) -> Admin:
+    """The Admin the operator chose; AdminChoiceError (or BadStoreUrl) if the choice is not
+    exactly one that can work."""
+    if coord_url and bootstrap:
+        raise AdminChoiceError(
+            f"both --coord and --bootstrap-server are given (as flags, or by {COORD_ENV} and {BOOTSTRAP_ENV}); give one"
+        )
+    if not coord_url and not bootstrap:
+        raise AdminChoiceError(
+            "give --coord URL to act on the coordination store (works while brokers are down) or --bootstrap-server"
+            f" HOST:PORT to ask a broker, or set {COORD_ENV} or {BOOTSTRAP_ENV}"
+        )
+    if bootstrap:
+        return KafkaAdmin(bootstrap)
+    parsed = urllib.parse.urlsplit(coord_url)
+    if parsed.scheme == "memory" and not parsed.path.strip("/"):
+        raise AdminChoiceError(
+            f"--coord {coord_url}: the embedded store lives inside its broker's process; use --bootstrap-server"
+            " HOST:PORT of that broker"
+        )
+    return StoreAdmin(open_store(coord_url), coord_url)
