@@ -34,6 +34,7 @@ from replog.coord_backends.paths import IsrRecord, ReplicaAssignment, StateChang
 from replog.replica.manager import ReplicaManager
 from replog.replication.driver import LeadershipContext, PartitionLeadership
 from replog.replication.topic_configs import TopicConfigs
+from replog.tasks import cancel_and_wait
 
 logger = logging.getLogger(__name__)
 
@@ -302,8 +303,7 @@ class HostedPartitions:
 
     async def stop(self) -> None:
         if self._retrying is not None:
-            self._retrying.cancel()
-            await asyncio.gather(self._retrying, return_exceptions=True)
+            await cancel_and_wait(self._retrying)
         async with self._reconciling:  # after any start in flight
             # All at once: each stop waits for its tasks to end, and 10,000 in turn held a broker's
             # exit for minutes. A failed one is raised once all have stopped.
