@@ -66,6 +66,7 @@ from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSou
 from replog.producer_ids import ProducerIdAllocator
 from replog.storage.data_dir_lock import DataDirectoryLock
 from replog.storage.disk_space import DiskSpace, DiskSpaceState
+from replog.tasks import cancel_and_wait
 from replog.replica.manager import NEVER_MS, ManagerConfig, ReplicaManager
 from replog.replication.state_changes import StateChangeListener
 from replog.replication.throttle_rates import ThrottleRates
@@ -265,8 +266,7 @@ class Broker:
     async def _stop_components(self) -> None:
         for task in (self._session_follower, self._registering, self._throttle_rates, self._creating_offsets_topic):
             if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+                await cancel_and_wait(task)
         await self.state_changes.close()
         await self._deregister()
         await self.hosted.hand_over(self.store.session_timeout_ms / 1000)
@@ -282,14 +282,12 @@ class Broker:
         await self.hosted.stop()
         await self.joined.close()
         if self._group_coordinator is not None:
-            self._group_coordinator.cancel()
-            await asyncio.gather(self._group_coordinator, return_exceptions=True)
+            await cancel_and_wait(self._group_coordinator)
         self.leader_connections.close()
         await self.metadata.close()
         await self.replicas.shutdown()
         if self._disk_space_watch is not None:
-            self._disk_space_watch.cancel()
-            await asyncio.gather(self._disk_space_watch, return_exceptions=True)
+            await cancel_and_wait(self._disk_space_watch)
         await self._end_session()
 
     async def _deregister(self) -> None:

@@ -40,6 +40,7 @@ from replog.coord_backends.paths import (
     TopicId,
 )
 from replog.replication.election import SeenPartition
+from replog.tasks import TaskOwner
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -93,7 +94,7 @@ class MetadataCache:
         # from an earlier life from a client's posing as it (net/leader_connections.fetch_from).
         self.lives: dict[int, collections.deque[str]] = {}
         self.topics: dict[str, dict[int, PartitionView]] = {}
-        self._followers: dict[str, list[asyncio.Task]] = {}  # "brokers" | "broker:<id>" | "brokers-retry" | "topics" | "deletions" | "topic:<t>" | "topic:<t>:<p>"
+        self._followers = TaskOwner("metadata follower")  # by key: "brokers" | "broker:<id>" | "brokers-retry" | "topics" | "deletions" | "topic:<t>" | "topic:<t>:<p>"
         self._changed = asyncio.Event()
         # The broker's hook: the partitions of a topic whose assignment may have changed.
         self.on_assignment_changed: Callable[[str, list[int]], Awaitable[None]] | None = None
@@ -126,11 +127,7 @@ class MetadataCache:
         await self._follow("topics", await self._store.watch_children(paths.TOPICS), self._apply_topic_names)
 
     async def close(self) -> None:
-        for tasks in self._followers.values():
-            for task in tasks:
-                task.cancel()
-        await asyncio.gather(*(task for tasks in self._followers.values() for task in tasks), return_exceptions=True)
-        self._followers.clear()
+        await self._followers.close()
 
     def changed(self) -> None:
         """Wake `wait_for` callers: something their conditions read (besides the view) changed."""
@@ -182,14 +179,10 @@ class MetadataCache:
                         logger.exception("metadata update failed key=%s", key)
                     self._changed.set()
 
-        self._followers.setdefault(key, []).append(asyncio.create_task(run()))
+        self._followers.start(run(), name=f"metadata-{key}", key=key)
 
     async def _forget(self, key_prefix: str) -> None:
-        doomed = [key for key in self._followers if key == key_prefix or key.startswith(key_prefix + ":")]
-        tasks = [task for key in doomed for task in self._followers.pop(key)]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._followers.stop(*(key for key in self._followers.keys() if key == key_prefix or key.startswith(key_prefix + ":")))
 
     async def _apply_broker_ids(self, names: tuple[str, ...]) -> None:
         # Who is registered is the children's names: a registration not read yet is there all
@@ -248,8 +241,7 @@ class MetadataCache:
         """Try again after a pause, until every registration is watched: the names' watch
         reports only their next change, and a broker registered while the store failed would
         stay unknown (no address for its followers, nor for clients) until then."""
-        retries = self._followers.setdefault("brokers-retry", [])
-        if retries and not retries[0].done():
+        if self._followers.running("brokers-retry"):
             return
 
         async def retry() -> None:
@@ -259,7 +251,7 @@ class MetadataCache:
                     self._changed.set()
                     return
 
-        retries[:] = [asyncio.create_task(retry(), name="metadata-brokers-retry")]
+        self._followers.start(retry(), name="metadata-brokers-retry", key="brokers-retry")
 
     async def _apply_topic_names(self, names: tuple[str, ...]) -> None:
         self._topic_names = frozenset(names)

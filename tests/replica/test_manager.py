@@ -296,9 +296,7 @@ async def test_background_flush_makes_a_crashed_replica_reopen_from_its_flushed_
     await eventually(flushed, WAIT_S, "the background flush to move the recovery point to the log end")
     assert (tmp_path / "orders-0" / f"{40:020d}{SNAPSHOT_SUFFIX}").exists()
     # Killed: the chores stop and the files stay as they are, with no clean shutdown.
-    for task in manager._tasks:
-        task.cancel()
-    await asyncio.gather(*manager._tasks, return_exceptions=True)
+    await manager._chores.close()
     partition.log.close_handles()
 
     with caplog.at_level(logging.DEBUG, logger="replog.replica"):

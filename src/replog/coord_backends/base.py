@@ -28,6 +28,10 @@ import dataclasses
 import enum
 from typing import AsyncIterator, Awaitable, Callable, Generic, TypeVar
 
+import anyio
+
+from replog.tasks import first_failure
+
 SEQUENCE_DIGITS = 10
 WATCH_BACKLOG_MAX = 256
 # KRaft's broker.session.timeout.ms: a dead process is known sooner (peers see its port refuse),
@@ -224,13 +228,11 @@ async def commit_groups(store: Store, groups: list[list[TxnOp]]) -> None:
         async with in_flight:
             await commit_ops(store, batch)
 
-    try:
-        async with asyncio.TaskGroup() as group:
+    with first_failure():
+        async with anyio.create_task_group() as group:
             for batch in batches:  # bounded by the groups
                 if batch:
-                    group.create_task(commit(batch))
-    except ExceptionGroup as failed:
-        raise failed.exceptions[0] from None
+                    group.start_soon(commit, batch)
 
 
 T = TypeVar("T")

@@ -29,6 +29,8 @@ import asyncio
 import collections
 from typing import Generic, TypeVar
 
+from replog.tasks import cancel_and_wait
+
 from .base import (TRANSACTION_OPS_MAX, BadVersion, DataEvent, NodeExists, NoNode, NotEmpty, Store, StoreError, Transaction,
                    TxnOp, Watch, commit_ops)
 
@@ -100,10 +102,7 @@ class JoinedRequests(Generic[Asked, Answer], abc.ABC):
         """One request for the whole batch, and each ask's answer or error, in order."""
 
     async def close(self) -> None:
-        senders = list(self._senders)
-        for sender in senders:
-            sender.cancel()
-        await asyncio.gather(*senders, return_exceptions=True)
+        await cancel_and_wait(*self._senders)
         while self._waiting:  # bounded: nothing joins a closed queue from here
             self._waiting.popleft()[2].cancel()
 

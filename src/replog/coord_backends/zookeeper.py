@@ -33,6 +33,8 @@ from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.protocol.serialization import (Watch as ZooKeeperEvent, ZnodeStat, bool_struct, int_struct, multiheader_struct,
                                           read_buffer, stat_struct, write_string)
 
+from replog.tasks import cancel_and_wait, logging_failure
+
 from .base import (
     BadVersion,
     CheckOp,
@@ -244,8 +246,7 @@ class ZooKeeperStore(Store):
         if client is None:
             return
         if self._rewatch is not None:
-            self._rewatch.cancel()
-            await asyncio.gather(self._rewatch, return_exceptions=True)
+            await cancel_and_wait(self._rewatch)
         for reader in list(self._readers.values()):
             await reader.close()
         await self._node_reads.close()
@@ -270,7 +271,7 @@ class ZooKeeperStore(Store):
             if self._rewatch is not None:
                 self._rewatch.cancel()
             self._rewatch = asyncio.create_task(self._watch_again(), name="zookeeper-rewatch")
-            self._rewatch.add_done_callback(_logging_failure("zookeeper watch restore"))
+            self._rewatch.add_done_callback(logging_failure("zookeeper watch restore"))
 
     async def expire_session(self) -> None:
         client = self._kazoo()
@@ -516,16 +517,6 @@ class ZooKeeperStore(Store):
         return await reader.open()
 
 
-def _logging_failure(what: str) -> Callable[[asyncio.Task], None]:
-    """A done-callback for a task that ends only when cancelled: anything else is a bug, logged."""
-
-    def ended(task: asyncio.Task) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("%s failed", what, exc_info=task.exception())
-
-    return ended
-
-
 class _NodeReader:
     """A node's data or children, read again after each change the root's watch reports (but
     for a node's deletion, which says its data without a read), and offered to every replog
@@ -555,7 +546,7 @@ class _NodeReader:
         self._waiting: dict[asyncio.Future, int] = {}
         self._watches: dict[Watch, None] = {}
         self._task = asyncio.create_task(self._run(), name=f"zookeeper-reader:{key[0]}:{key[1]}")
-        self._task.add_done_callback(_logging_failure(f"zookeeper node reader key={key}"))
+        self._task.add_done_callback(logging_failure(f"zookeeper node reader key={key}"))
 
     def trigger(self) -> None:
         self._changed.set()
@@ -644,9 +635,7 @@ class _NodeReader:
 
     async def _stop(self) -> None:
         self._discard()
-        # Not `except CancelledError` around an await of the task: that would swallow the
-        # cancellation of the caller too (the fetcher had this bug, found by the simulator).
-        await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)
 
 
 _UNREAD = object()

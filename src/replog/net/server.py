@@ -38,6 +38,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.config import defaults
 from replog.obs import BrokerMetrics
+from replog.tasks import cancel_and_wait
 
 from . import codec
 from .connection_limits import DESCRIPTORS_EXHAUSTED, ConnectionLimits, addresses_of, raise_descriptor_limit
@@ -229,8 +230,7 @@ class KafkaServer:
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
         if not self._listeners:
             return
-        self._serving.cancel()
-        await asyncio.gather(self._serving, return_exceptions=True)
+        await cancel_and_wait(self._serving)
         self._close_listeners()
         await asyncio.gather(*(connection.drain_and_close(drain_timeout_s) for connection in list(self._limits.connections)))
 

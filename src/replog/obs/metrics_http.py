@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from replog.tasks import cancel_and_wait
+
 logger = logging.getLogger(__name__)
 
 REQUEST_HEAD_BYTES_MAX = 8 * 1024
@@ -52,9 +54,7 @@ class MetricsServer:
         if self._server is None:
             return
         self._server.close()
-        for exchange in list(self._exchanges):
-            exchange.cancel()
-        await asyncio.gather(*self._exchanges, return_exceptions=True)
+        await cancel_and_wait(*self._exchanges)
         await self._server.wait_closed()
         self._server = None
 

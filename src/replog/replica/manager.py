@@ -53,6 +53,7 @@ from replog.storage.partition_metadata import tagged_topic_id
 from replog.storage import unclean_reboot
 from replog.replica.throttle import ReplicationThrottle
 from replog.replica.partition import Partition, PartitionConfig
+from replog.tasks import TaskOwner
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -134,7 +135,7 @@ class ReplicaManager:
         self._files_to_close: list[Partition] = []  # stopped serving, closed at shutdown (close_replica)
         self._opening: dict[tuple[str, int], asyncio.Future] = {}  # log opens in worker threads
         self._loaded: dict[tuple[str, int], Log] = {}  # by load_logs, for the replica's start
-        self._tasks: list[asyncio.Task] = []
+        self._chores = TaskOwner("periodic chore")
         # Told of every replica that starts, changes leadership or stops (after the change):
         # the group coordinator follows its __consumer_offsets partitions with it.
         self.on_replica_changed: Callable[[Partition], None] = lambda partition: None
@@ -143,7 +144,7 @@ class ReplicaManager:
 
     def start(self) -> None:
         """Start the periodic tasks (needs a running event loop)."""
-        if self._tasks:
+        if self._chores.keys():
             raise RuntimeError("replica manager already started")
         config = self.config
         chores = [
@@ -154,16 +155,14 @@ class ReplicaManager:
             (config.producer_id_expiration_check_interval_ms, self._remove_expired_producers),
             (config.cleaner_backoff_ms, self._clean_compacted_logs),
         ]
-        self._tasks = [asyncio.create_task(self._every(interval_ms, chore), name=chore.__name__)
-                       for interval_ms, chore in chores if interval_ms != NEVER_MS]
+        for interval_ms, chore in chores:
+            if interval_ms != NEVER_MS:
+                self._chores.start(self._every(interval_ms, chore), name=chore.__name__)
 
     async def shutdown(self) -> None:
         """Stop the tasks, close every log cleanly, record which logs were (clean_shutdown.py),
         and write the HW checkpoint last, so that it holds each partition's final HW."""
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
+        await self._chores.close()
         closing = list(self._partitions.values())
         for partition in closing:  # bounded by the hosted partitions
             partition.stop_serving()

@@ -45,6 +45,7 @@ from replog.obs import BrokerMetrics
 from replog.replication.election import broker_alive
 from replog.replication.reassignment import Reassigner, Step
 from replog.replica.partition import Partition
+from replog.tasks import cancel_and_wait
 
 logger = logging.getLogger(__name__)
 
@@ -137,8 +138,7 @@ class IsrMaintainer:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
 
     async def _checks(self) -> None:

@@ -40,6 +40,7 @@ from replog.replication.reassignment import Reassigner
 from replog.replica.manager import ReplicaManager
 from replog.replica.partition import EpochEndOffset, Partition, ReplicaState
 from replog.replication import leadership as machine
+from replog.tasks import cancel_and_wait
 
 logger = logging.getLogger(__name__)
 
@@ -465,8 +466,7 @@ class PartitionLeadership:
     async def _stop_driver(self) -> None:
         if self._task is not None:
             self._stopping = True
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
             self._task = None
             self._stopping = False
 

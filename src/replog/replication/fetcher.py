@@ -39,6 +39,7 @@ from replog.storage.checkpoint import UNDEFINED_EPOCH
 from replog.storage.errors import KafkaStorageError, ReplicaError
 from replog.replica.partition import EpochEndOffset, ErrorCode, Partition, ReplicaState
 from replog.storage.records import complete_batches_size
+from replog.tasks import cancel_and_wait
 
 logger = logging.getLogger(__name__)
 
@@ -184,10 +185,7 @@ class ReplicaFetcher:
         if self._task is None:
             self._transition(FetcherState.STOPPED, "stopped before start")
             return
-        self._task.cancel()
-        # Not `except CancelledError` around an await of the task: that would swallow the
-        # cancellation of the caller too, which then goes on as if never stopped.
-        await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)
         # Cancelled before its first step, the task never ran to record this.
         self._transition(FetcherState.STOPPED, "stopped")
 

@@ -25,6 +25,8 @@ import errno
 import logging
 import pathlib
 
+import anyio
+
 from replog.config import BrokerConfig, TopicSettings, log_config, partition_config
 from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
 from replog.coord_backends import paths
@@ -34,6 +36,7 @@ from replog.coord_backends.paths import IsrRecord, ReplicaAssignment, StateChang
 from replog.replica.manager import ReplicaManager
 from replog.replication.driver import LeadershipContext, PartitionLeadership
 from replog.replication.topic_configs import TopicConfigs
+from replog.tasks import cancel_and_wait, first_failure
 
 logger = logging.getLogger(__name__)
 
@@ -167,15 +170,12 @@ class HostedPartitions:
                     self.leaderships[(topic, partition)] = leadership
                     leadership.start()
 
-        loaders = [asyncio.ensure_future(load_and_start()) for _ in range(LOADS_AT_ONCE)]
-        try:
-            await asyncio.gather(*loaders)
-        finally:
-            # A loader's store error ends the others too: the reconcile that comes after it
-            # must not find them still starting leaderships.
-            for loader in loaders:
-                loader.cancel()
-            await asyncio.gather(*loaders, return_exceptions=True)
+        # A loader's store error ends the others too: the reconcile that comes after it must
+        # not find them still starting leaderships.
+        with first_failure():
+            async with anyio.create_task_group() as loaders:
+                for _ in range(LOADS_AT_ONCE):
+                    loaders.start_soon(load_and_start)
         if failures:
             raise failures[0]
 
@@ -239,14 +239,11 @@ class HostedPartitions:
     async def wait_until_settled(self, timeout_s: float) -> int:
         """Wait until every hosted partition has led, followed or lost its election, at most
         `timeout_s`; how many had not."""
-        waits = [asyncio.create_task(leadership.settled.wait()) for leadership in self.leaderships.values()]
-        if not waits:
-            return 0
-        _, pending = await asyncio.wait(waits, timeout=timeout_s)
-        for wait in pending:
-            wait.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        return len(pending)
+        leaderships = list(self.leaderships.values())
+        with anyio.move_on_after(timeout_s):
+            for leadership in leaderships:  # bounded by the hosted partitions; settled stays set
+                await leadership.settled.wait()
+        return sum(not leadership.settled.is_set() for leadership in leaderships)
 
     async def hand_over(self, timeout_s: float) -> None:
         """Controlled shutdown: hand leadership to other in-sync replicas while still serving,
@@ -302,8 +299,7 @@ class HostedPartitions:
 
     async def stop(self) -> None:
         if self._retrying is not None:
-            self._retrying.cancel()
-            await asyncio.gather(self._retrying, return_exceptions=True)
+            await cancel_and_wait(self._retrying)
         async with self._reconciling:  # after any start in flight
             # All at once: each stop waits for its tasks to end, and 10,000 in turn held a broker's
             # exit for minutes. A failed one is raised once all have stopped.

@@ -43,6 +43,7 @@ from replog.coord_backends import paths
 from replog.coord_backends.paths import InvalidNodeValue, IsrRecord, ReplicaAssignment, StateChangeRequest
 from replog.obs.state_change_events import EventKind, StateChangeEvents
 from replog.replication.topic_deletion import finish_topic_deletion
+from replog.tasks import cancel_and_wait
 
 logger = logging.getLogger("replog.state_change")
 
@@ -265,8 +266,7 @@ class StateChangeListener:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait(self._task)
         if self._watch is not None:
             await self._watch.close()
 

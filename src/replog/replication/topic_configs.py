@@ -14,7 +14,6 @@ after a pause; `forget` and `close` end them.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
@@ -23,6 +22,7 @@ from replog.coord_backends import NoNode, Store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import TopicConfig
 from replog.replication.node_watch import follow_node
+from replog.tasks import TaskOwner
 
 logger = logging.getLogger(__name__)
 
@@ -33,32 +33,29 @@ class TopicConfigs:
         self._broker_config = broker_config
         self._on_change = on_change
         self._settings: dict[str, TopicSettings] = {}  # bounded by the hosted topics
-        self._followers: dict[str, asyncio.Task] = {}
+        self._followers = TaskOwner("topic config follower")  # one per topic, keyed by it
 
     def settings(self, topic: str) -> TopicSettings:
         return self._settings[topic]
 
     async def follow(self, topic: str) -> None:
         """Know the topic's settings now and follow their changes from here on."""
-        if topic in self._followers:
+        if topic in self._settings:  # followed already
             return
         try:
             overrides = TopicConfig.decode((await self._store.get(paths.topic_config(topic)))[0]).configs
         except NoNode:
             overrides = {}
         self._settings[topic] = effective_topic_config(self._broker_config, overrides)
-        self._followers[topic] = asyncio.create_task(self._follow(topic), name=f"topic-config-{topic}")
+        self._followers.start(self._follow(topic), name=f"topic-config-{topic}", key=topic)
 
     async def forget(self, topic: str) -> None:
-        follower = self._followers.pop(topic, None)
         self._settings.pop(topic, None)
-        if follower is not None:
-            follower.cancel()
-            await asyncio.gather(follower, return_exceptions=True)
+        await self._followers.stop(topic)
 
     async def close(self) -> None:
-        for topic in list(self._followers):
-            await self.forget(topic)
+        self._settings.clear()
+        await self._followers.close()
 
     async def _follow(self, topic: str) -> None:
         """Until forgotten."""
