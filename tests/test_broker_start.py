@@ -12,7 +12,7 @@ import time
 import pytest
 
 from replog.storage.clean_shutdown import recorded_cleanly_closed
-from tests.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from tests.conftest import unique_root
 from tests.test_cli import closed_port
 

@@ -17,7 +17,7 @@ import re
 import subprocess
 import sys
 
-from tests.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from tests.conftest import REPO
 from tests.test_cli import closed_port
 

@@ -12,7 +12,7 @@ from replog.coord_backends.base import TRANSACTION_OPS_MAX, SetOp
 from replog.coord_backends.joined import (ELECTION_REQUESTS_IN_FLIGHT_MAX, JoinedCommits, JoinedReads, JoinedRequests,
                                          JoinedStore, commit_together)
 from tests.backends.conftest import backend, connect, counting_transactions, store, url  # noqa: F401  (fixtures)
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 NODES = TRANSACTION_OPS_MAX + TRANSACTION_OPS_MAX // 2
 

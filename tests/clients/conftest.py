@@ -13,7 +13,7 @@ pytest.register_assert_rewrite("tests.clients.suite", "tests.clients.records")
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 
 def _started(data_dir, extra_args: tuple[str, ...] = ()):

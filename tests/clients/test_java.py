@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 from .conftest import create_topic
 from .group_clients import HEARTBEAT_INTERVAL_MS, SESSION_TIMEOUT_MS

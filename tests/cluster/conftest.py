@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from tests.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from tests.conftest import ServerProcess, unique_root
 
 SESSION_TIMEOUT_MS = 4000

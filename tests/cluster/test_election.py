@@ -8,7 +8,7 @@ from replog.coord_backends import NoNode, open_store, paths
 from replog.coord_backends.paths import IsrRecord, LeaderRecord
 from replog.net.client import BrokerConnection
 from tests.cluster.test_replication import WAIT_S, wait_until
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 
 def test_every_partition_gets_its_preferred_replica_as_leader(cluster):

@@ -17,7 +17,7 @@ import uvloop
 
 from replog.broker import Broker
 from replog.config import load_broker_config
-from tests.broker_process import BrokerHandle
+from tests.support.broker_process import BrokerHandle
 from tests.chaos.checker import leaders_by_epoch
 from tests.chaos.harness import agreed_view, create_topic, fully_in_sync, settled_view, stop_and_check, wait_until
 from tests.cluster.conftest import REPLICA_LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS

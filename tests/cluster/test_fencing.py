@@ -17,7 +17,7 @@ from tests.chaos.harness import (
     wait_until,
 )
 from tests.cluster.test_replication import produce_numbered
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 NOT_LEADER_OR_FOLLOWER = 6
 WAIT_S = 60

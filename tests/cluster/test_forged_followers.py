@@ -21,7 +21,7 @@ from tests.cluster.conftest import LONG_SESSION_TIMEOUT_MS, Cluster
 from tests.cluster.failover import create_topic
 from tests.cluster.test_replication import produce_numbered
 from tests.conftest import unique_root
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 TOPIC = "forged"
 WAIT_S = 60

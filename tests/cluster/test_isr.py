@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replog.net.client import BrokerConnection
-from tests.unit.replica_batches import build_batch
+from tests.support.batches import build_batch
 
 NOT_ENOUGH_REPLICAS = 19
 

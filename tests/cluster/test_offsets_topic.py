@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.net.client import BrokerConnection
 from replog.net.codec import ApiKey
-from tests.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from tests.conftest import ServerProcess, unique_root
 
 WAIT_S = 120

@@ -14,7 +14,7 @@ import pytest
 
 from tests.cluster.failover import create_topic
 from tests.conftest import ServerProcess
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 TOPIC = "watched"
 FOLLOWER = 2

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from tests.conftest import REPO
 
 from .targets import Target

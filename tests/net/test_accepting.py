@@ -12,7 +12,7 @@ import socket
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics
 from tests.net.test_framing import api_versions_frame, read_response
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 WAITING = 5
 

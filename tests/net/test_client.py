@@ -26,8 +26,8 @@ from replog.net.codec import ApiKey
 from replog.net.leader_connections import follower_client_id
 from replog.replication.fetcher import EpochAsk, FetchSpec
 from tests.clients.conftest import broker  # noqa: F401 -- the module's broker process
-from tests.polling import eventually
-from tests.unit.replica_batches import build_batch
+from tests.support.polling import eventually
+from tests.support.batches import build_batch
 
 WAIT_S = 10
 FOLLOWER_ID = 1

@@ -48,7 +48,7 @@ from tests.hostile.cases import FRAME_WAIT_S
 from tests.hostile.connection_cases import DescriptorFlood
 from tests.hostile.seeds import Names, all_seeds, request_values
 from tests.hostile.wire import Connection, Ending, high_watermark
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 DEATHS_MAX = 3  # per family: enough to show it is no accident, few enough to leave time for the rest
 RANDOM_CASES = int(os.environ.get("REPLOG_FUZZ_CASES", "1000"))

@@ -14,8 +14,8 @@ from replog.net.handlers import REFUSAL_LINES_PER_INTERVAL_MAX
 from tests.hostile.seeds import encode as encode_request
 from tests.net.served_broker import SERVED_TOPIC, served_broker  # noqa: F401  (the fixture)
 from tests.net.test_nullable_fields import exchange
-from tests.polling import wait_until
-from tests.unit.replica_batches import build_batch
+from tests.support.polling import wait_until
+from tests.support.batches import build_batch
 
 
 def refusal_lines(broker, subject: str) -> list[str]:

@@ -14,7 +14,7 @@ from replog.storage.partition_metadata import tagged_topic_id
 from tests.hostile.seeds import encode as encode_request
 from tests.net.served_broker import served_broker  # noqa: F401  (the fixture)
 from tests.net.test_nullable_fields import exchange
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 TOPIC = "with-ids"
 

@@ -7,7 +7,7 @@ import logging
 import sys
 
 from replog.obs.logs import JsonFormatter, LineBudget, RepeatedWarnings
-from tests.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 
 def record(message: str, *args, exc_info=None) -> logging.LogRecord:

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from replog.replication.fetcher import FetcherConfig, FetcherState, FetchReply, FetchSpec, ReplicaFetcher
 from replog.storage.log import Log, LogConfig
 from replog.replica.partition import EpochEndOffset, ErrorCode, Partition, PartitionConfig, ReplicaState
-from tests.replica.batches import producer_batch
-from tests.unit.log_fixtures import ManualClock, read_all
+from tests.support.producer_batches import producer_batch
+from tests.support.log_fixtures import ManualClock, read_all
 
 A, B, C = 1, 2, 3
 WAIT_S = 5  # bound on waits for things that must happen

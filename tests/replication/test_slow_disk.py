@@ -17,7 +17,7 @@ from replog.coord_backends import SessionState, open_store, paths
 from replog.storage import log as log_module
 from replog.replica.partition import ReplicaState
 from tests.conftest import unique_root
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 TOPIC = "slow"
 BROKER = 1

@@ -8,7 +8,7 @@ import pytest
 from replog.storage.batch_format import Scratch
 from replog.storage.errors import CorruptRecordError
 from replog.storage.records import AppendRules, check_and_convert, is_compressed
-from log_fixtures import ManualClock, open_log, read_all
+from tests.support.log_fixtures import ManualClock, open_log, read_all
 
 FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("*.bin"))
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}

@@ -8,7 +8,7 @@ import pytest
 
 from replog.storage.checkpoint import OffsetCheckpoint
 from replog.storage.log import Log
-from log_fixtures import background_flush, open_log, read_all
+from tests.support.log_fixtures import background_flush, open_log, read_all
 from replica_batches import build_batch
 
 # Each test runs once per append-path codec (conftest.CODECS).

@@ -11,7 +11,7 @@ import pytest
 from replog.storage.checkpoint import LeaderEpochCache, write_checkpoint
 from replog.storage.errors import KafkaStorageError
 from replog.storage.index import OffsetIndex
-from log_fixtures import open_log, read_all
+from tests.support.log_fixtures import open_log, read_all
 from replica_batches import build_batch
 
 

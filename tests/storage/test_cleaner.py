@@ -15,7 +15,7 @@ from replog.storage.log import LogConfig
 from replog.storage.records import batch_headers
 from replog.storage.segment import LOG_SUFFIX
 
-from log_fixtures import ManualClock, open_log, read_all
+from tests.support.log_fixtures import ManualClock, open_log, read_all
 from replica_batches import bomb
 
 DAY_MS = 24 * 3600 * 1000
