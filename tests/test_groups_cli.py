@@ -10,7 +10,7 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from tests.chaos.harness import wait_until
+from tests.support.polling import wait_until
 from tests.clients.group_clients import GROUP_SETTINGS, confluent_consumer
 from tests.cluster.conftest import QUICK_SETTINGS, Cluster
 from tests.conftest import unique_root

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from tests.chaos.harness import wait_until
+from tests.support.polling import wait_until
 from tests.cluster.conftest import Cluster
 from tests.conftest import unique_root
 from tests.test_cli import closed_port

@@ -14,10 +14,9 @@ from tests.chaos.harness import (
     record_batch,
     settled_view,
     stop_and_check,
-    wait_until,
 )
 from tests.cluster.test_replication import produce_numbered
-from tests.support.polling import eventually
+from tests.support.polling import eventually, wait_until
 
 NOT_LEADER_OR_FOLLOWER = 6
 WAIT_S = 60
