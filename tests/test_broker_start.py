@@ -16,6 +16,8 @@ from tests.support.broker_process import BrokerProcess
 from tests.conftest import unique_root
 from tests.test_cli import closed_port
 
+pytestmark = pytest.mark.cluster  # each test starts a broker process
+
 SETTLE_TIMEOUT_S = 10
 POLL_INTERVAL_S = 0.02
 

@@ -17,9 +17,13 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.broker_process import BrokerProcess
 from tests.conftest import REPO
 from tests.test_cli import closed_port
+
+pytestmark = pytest.mark.cluster  # the quick start starts a broker process
 
 README = REPO / "README.md"
 DOCUMENTED_ADDRESS = "127.0.0.1:9092"

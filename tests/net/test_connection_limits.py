@@ -22,6 +22,8 @@ from replog.net.codec import ApiKey
 from tests.support.broker_process import BrokerProcess
 from tests.support.polling import wait_until
 
+pytestmark = pytest.mark.cluster  # each test runs against a broker process
+
 ADDRESS_SPACE_BYTES = 2 << 30
 ANNOUNCED_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes, the most a frame may announce
 WAIT_S = 30

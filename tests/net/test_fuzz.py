@@ -50,6 +50,8 @@ from tests.hostile.seeds import Names, all_seeds, request_values
 from tests.hostile.wire import Connection, Ending, high_watermark
 from tests.support.polling import wait_until
 
+pytestmark = pytest.mark.cluster  # each test runs against a broker process
+
 DEATHS_MAX = 3  # per family: enough to show it is no accident, few enough to leave time for the rest
 RANDOM_CASES = int(os.environ.get("REPLOG_FUZZ_CASES", "1000"))
 RANDOM_SEED = int(os.environ.get("REPLOG_FUZZ_SEED", "43"))
@@ -143,7 +145,6 @@ def two_brokers(zookeeper_server, tmp_path):
         cluster.stop()
 
 
-@pytest.mark.zk
 def test_a_plain_clients_fetch_posing_as_the_follower_does_not_move_the_high_watermark(two_brokers):
     admin = AdminClient({"bootstrap.servers": two_brokers.bootstrap})
     admin.create_topics([NewTopic(FORGED_TOPIC, 1, 2)])[FORGED_TOPIC].result(timeout=60)

@@ -26,6 +26,8 @@ from tests.support.broker_process import BrokerProcess
 from tests.hostile.seeds import encode as encode_request
 from tests.support.batches import BOMB_BYTES, bomb, build_batch
 
+pytestmark = pytest.mark.cluster  # each test runs against a broker process
+
 ADDRESS_SPACE_BYTES = 2 << 30
 PRODUCE_VERSION = 9
 PLAIN, COMPACTED, SERVED = "hostile-plain", "hostile-compacted", "well-behaved"

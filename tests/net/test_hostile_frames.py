@@ -22,6 +22,8 @@ from tests.support.broker_process import BrokerProcess
 from tests.net.test_frame_check import METADATA_V1_HUGE_ARRAY, METADATA_V9_HUGE_ARRAY, metadata_v1
 from tests.support.polling import wait_until
 
+pytestmark = pytest.mark.cluster  # each test runs against a broker process
+
 RECORDS = 20
 
 
