@@ -76,7 +76,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from bench.replication import cpu_seconds  # noqa: E402
 from tests.support import broker_process  # noqa: E402
 from tests.cluster.conftest import Cluster  # noqa: E402
-from tests.conftest import SCRIPTS, ServerProcess, four_letter, unique_root, zookeeper_watch_count  # noqa: E402
+from tests.support.servers import SCRIPTS, ServerProcess, four_letter, unique_root, zookeeper_watch_count  # noqa: E402
 
 TOPIC = "scale"
 BROKERS = 3

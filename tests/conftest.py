@@ -14,10 +14,6 @@ there). A test without the marker that starts a BrokerProcess or a ServerProcess
 from __future__ import annotations
 
 import pathlib
-import re
-import socket
-import subprocess
-import uuid
 
 import pytest
 
@@ -25,57 +21,12 @@ from replog.storage import log as log_module
 from replog.storage import segment as segment_module
 from replog.storage.records import COMPILED, PURE_PYTHON
 from tests.support.broker_process import BrokerProcess
+from tests.support.servers import ServerProcess
 
 TESTS = pathlib.Path(__file__).resolve().parent
-REPO = TESTS.parent
-SCRIPTS = REPO / "scripts"
 # Every test in these folders runs broker processes, real clients against them, or Spark/Kafka.
 CLUSTER_FOLDERS = {"chaos", "clients", "cluster", "differential", "spark", "tools"}
 STORE_SERVERS = {"zk": "zookeeper", "etcd": "etcd"}  # marker: what the server fixtures' names hold
-
-
-class ServerProcess:
-    """A ZooKeeper or etcd server run by its script; `address` is host:port on 127.0.0.1."""
-
-    def __init__(self, kind: str, state_dir: pathlib.Path):
-        self.script = SCRIPTS / f"{kind}.sh"
-        self.state_dir = state_dir
-        self.address = ""
-
-    def _run(self, action: str) -> str:
-        done = subprocess.run(
-            ["bash", str(self.script), action, str(self.state_dir)], capture_output=True, text=True, timeout=120
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"{self.script.name} {action} failed: {done.stderr.strip()}")
-        return done.stdout.strip()
-
-    def start(self) -> None:
-        self.address = self._run("start")
-
-    def stop(self) -> None:
-        self._run("stop")
-
-    def restart(self) -> None:
-        self.address = self._run("restart")
-
-
-def four_letter(address: str, command: str) -> str:
-    """A ZooKeeper four-letter command's whole answer (scripts/zookeeper.sh whitelists a few)."""
-    host, port = address.split(":")
-    with socket.create_connection((host, int(port)), timeout=60) as connection:
-        connection.sendall(command.encode())
-        chunks = []
-        while chunk := connection.recv(1 << 16):
-            chunks.append(chunk)
-    return b"".join(chunks).decode(errors="replace")
-
-
-def zookeeper_watch_count(mntr: str) -> int | None:
-    """The server's watch count (data and child watches) in a `mntr` answer; None without one, as
-    from a server that answers ruok but does not serve yet."""
-    found = re.search(r"^zk_watch_count\s+(\d+)", mntr, re.M)
-    return int(found[1]) if found else None
 
 
 def _store_servers(item: pytest.Item) -> set[str]:
@@ -140,11 +91,6 @@ def private_zookeeper_server(tmp_path_factory):
 @pytest.fixture
 def private_etcd_server(tmp_path_factory):
     yield from _server("etcd", tmp_path_factory)
-
-
-def unique_root() -> str:
-    """A fresh chroot/prefix so that tests sharing one server never see each other's nodes."""
-    return f"/test-{uuid.uuid4().hex[:12]}"
 
 
 # Every implementation of the append-path and recovery scans that this installation has: the same

@@ -13,7 +13,7 @@ import pytest
 
 from replog.storage.clean_shutdown import recorded_cleanly_closed
 from tests.support.broker_process import BrokerProcess
-from tests.conftest import unique_root
+from tests.support.servers import unique_root
 from tests.test_cli import closed_port
 
 pytestmark = pytest.mark.cluster  # each test starts a broker process

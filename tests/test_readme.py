@@ -20,7 +20,7 @@ import sys
 import pytest
 
 from tests.support.broker_process import BrokerProcess
-from tests.conftest import REPO
+from tests.support.servers import REPO
 from tests.test_cli import closed_port
 
 pytestmark = pytest.mark.cluster  # the quick start starts a broker process

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.polling import wait_until
 from tests.cluster.conftest import Cluster
-from tests.conftest import unique_root
+from tests.support.servers import unique_root
 from tests.test_cli import closed_port
 
 SETTLE_S = 60

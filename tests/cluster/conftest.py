@@ -9,7 +9,7 @@ import pathlib
 import pytest
 
 from tests.support.broker_process import BrokerProcess
-from tests.conftest import ServerProcess, unique_root
+from tests.support.servers import ServerProcess, unique_root
 
 SESSION_TIMEOUT_MS = 4000
 REPLICA_LAG_TIME_MAX_MS = 2000  # short, so ISR changes happen within a test's patience

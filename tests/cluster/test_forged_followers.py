@@ -20,7 +20,7 @@ from tests.chaos.harness import agreed_view, record_batch
 from tests.cluster.conftest import LONG_SESSION_TIMEOUT_MS, Cluster
 from tests.cluster.failover import create_topic
 from tests.cluster.test_replication import produce_numbered
-from tests.conftest import unique_root
+from tests.support.servers import unique_root
 from tests.support.polling import eventually, wait_until
 
 TOPIC = "forged"

@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from tests.cluster.failover import create_topic
-from tests.conftest import ServerProcess
+from tests.support.servers import ServerProcess
 from tests.support.polling import eventually
 
 TOPIC = "watched"

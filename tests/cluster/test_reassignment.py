@@ -25,7 +25,7 @@ from tests.cluster.failover import (
     quiet_admin,
     restart_stopped,
 )
-from tests.conftest import unique_root
+from tests.support.servers import unique_root
 from tests.support.polling import wait_until
 
 BROKERS = 4

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests.support.broker_process import BrokerProcess
-from tests.conftest import REPO
+from tests.support.servers import REPO
 
 from .targets import Target
 

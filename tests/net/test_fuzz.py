@@ -41,7 +41,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from replog.net.codec import ApiKey
 from tests.cluster.conftest import Cluster
-from tests.conftest import unique_root
+from tests.support.servers import unique_root
 from tests.hostile import catalog
 from tests.hostile.arena import Arena
 from tests.hostile.cases import FRAME_WAIT_S

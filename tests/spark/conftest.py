@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster.conftest import Cluster
-from tests.conftest import unique_root
+from tests.support.servers import unique_root
 
 TIMEOUT_S = 60
 
