@@ -57,7 +57,7 @@ sys.path.insert(0, str(REPO))
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from replog.config import SETTINGS  # noqa: E402
-from tests.cluster.conftest import Cluster, cluster_with_own_server  # noqa: E402
+from tests.support.cluster import Cluster, cluster_with_own_server  # noqa: E402
 from tests.cluster.failover import (  # noqa: E402
     FOLLOWED_ONLY_BY_2,
     PARTITIONS,

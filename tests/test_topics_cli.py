@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from tests.support.polling import wait_until
-from tests.cluster.conftest import Cluster
+from tests.support.cluster import Cluster
 from tests.support.servers import unique_root
 from tests.test_cli import closed_port
 

@@ -8,7 +8,7 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.cluster.conftest import SESSION_TIMEOUT_MS
+from tests.support.cluster import SESSION_TIMEOUT_MS
 from tests.support.polling import wait_until
 
 WAIT_S = 60

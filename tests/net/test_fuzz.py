@@ -40,7 +40,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replog.net.codec import ApiKey
-from tests.cluster.conftest import Cluster
+from tests.support.cluster import Cluster
 from tests.support.servers import unique_root
 from tests.hostile import catalog
 from tests.hostile.arena import Arena

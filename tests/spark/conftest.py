@@ -20,7 +20,7 @@ pytest.importorskip("pyspark", reason="the Spark tests need the spark extra: pip
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.cluster.conftest import Cluster
+from tests.support.cluster import Cluster
 from tests.support.servers import unique_root
 
 TIMEOUT_S = 60
