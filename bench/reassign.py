@@ -30,9 +30,9 @@ sys.path.insert(0, str(REPO))
 
 from replog import admin  # noqa: E402
 from replog.coord_backends import open_store  # noqa: E402
-from tests.chaos.harness import WAIT_S  # noqa: E402
+from tests.support.harness import WAIT_S  # noqa: E402
 from tests.support.cluster import cluster_with_own_server  # noqa: E402
-from tests.cluster.failover import TimedProducer, create_topic  # noqa: E402
+from tests.support.failover import TimedProducer, create_topic  # noqa: E402
 from tests.support.polling import wait_until  # noqa: E402
 
 MOVE_WAIT_S = 1800

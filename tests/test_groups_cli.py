@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.support.polling import wait_until
-from tests.clients.group_clients import GROUP_SETTINGS, confluent_consumer
+from tests.support.group_clients import GROUP_SETTINGS, confluent_consumer
 from tests.support.cluster import QUICK_SETTINGS, Cluster
 from tests.support.servers import unique_root
 from tests.test_topics_cli import SETTLE_S, assert_help_with_examples, one_line_error, replog, settled, succeeded

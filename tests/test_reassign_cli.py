@@ -20,7 +20,7 @@ from replog.admin.topics import ConfigSource
 from replog.coord_backends import open_store, paths
 from replog.coord_backends.paths import PartitionReassignment
 from tests.support.polling import wait_until
-from tests.cluster.failover import quiet_admin
+from tests.support.failover import quiet_admin
 from tests.test_topics_cli import (  # noqa: F401 (door: the fixture, over this module's cluster)
     SETTLE_S,
     assert_help_with_examples,

@@ -17,7 +17,7 @@ import os
 import random
 import time
 
-from tests.chaos.harness import (
+from tests.support.harness import (
     WAIT_S,
     HighWatermarkSampler,
     NumberedProducer,

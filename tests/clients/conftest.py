@@ -32,7 +32,7 @@ def broker(tmp_path_factory):
 @pytest.fixture(scope="module")
 def group_broker(tmp_path_factory):
     """A broker per test module with the group settings that keep rebalances short."""
-    from .group_clients import GROUP_SETTINGS
+    from tests.support.group_clients import GROUP_SETTINGS
 
     process = _started(tmp_path_factory.mktemp("groups") / "data", GROUP_SETTINGS)
     yield process

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 
 from .conftest import create_topic
-from .group_clients import FOREIGN_CONSUMERS, KcatConsumer, confluent_consumer
+from tests.support.group_clients import FOREIGN_CONSUMERS, KcatConsumer, confluent_consumer
 
 PARTITIONS = 6
 WAIT_S = 60

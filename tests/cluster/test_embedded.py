@@ -18,8 +18,8 @@ import uvloop
 from replog.broker import Broker
 from replog.config import load_broker_config
 from tests.support.broker_process import BrokerHandle
-from tests.chaos.checker import leaders_by_epoch
-from tests.chaos.harness import WAIT_S, agreed_view, create_topic, fully_in_sync, settled_view, stop_and_check
+from tests.support.checker import leaders_by_epoch
+from tests.support.harness import WAIT_S, agreed_view, create_topic, fully_in_sync, settled_view, stop_and_check
 from tests.support.cluster import REPLICA_LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS
 from tests.cluster.test_replication import produce_numbered, read_all
 from tests.support.polling import wait_until

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import signal
 
-from tests.cluster.failover import (
+from tests.support.failover import (
     FOLLOWED_ONLY_BY_2,
     PARTITIONS,
     create_topic,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from replog.net.client import BrokerConnection, BrokerUnavailable
-from tests.chaos.harness import (
+from tests.support.harness import (
     create_topic,
     fully_in_sync,
     leader_of,

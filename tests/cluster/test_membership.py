@@ -23,9 +23,9 @@ from kio.schema.errors import ErrorCode
 from replog.net.client import BrokerConnection
 from replog.net.codec import ApiKey
 
-from tests.chaos.harness import WAIT_S
+from tests.support.harness import WAIT_S
 from tests.support.cluster import QUICK_SETTINGS, Cluster
-from tests.cluster.failover import FAILOVER_WAIT_S, TimedProducer, missing_after_read_back, quiet_admin
+from tests.support.failover import FAILOVER_WAIT_S, TimedProducer, missing_after_read_back, quiet_admin
 from tests.support.servers import unique_root
 from tests.test_topics_cli import one_line_error, replog, succeeded
 from tests.support.polling import wait_until

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from tests.cluster.failover import create_topic
+from tests.support.failover import create_topic
 from tests.support.servers import ServerProcess
 from tests.support.polling import eventually
 

@@ -14,10 +14,10 @@ from kafka import KafkaAdminClient, TopicPartition
 
 from replog import admin
 from replog.coord_backends import open_store
-from tests.chaos.harness import WAIT_S
+from tests.support.harness import WAIT_S
 from tests.cluster.conftest import SHARED_SERVERS
 from tests.support.cluster import Cluster
-from tests.cluster.failover import (
+from tests.support.failover import (
     FAILOVER_WAIT_S,
     PARTITIONS,
     TimedProducer,

@@ -4,7 +4,7 @@ server is down skips the hand-over it cannot make and still closes its logs clea
 from __future__ import annotations
 
 from replog.storage.clean_shutdown import recorded_cleanly_closed
-from tests.chaos.harness import WAIT_S, create_topic, fully_in_sync, leader_of
+from tests.support.harness import WAIT_S, create_topic, fully_in_sync, leader_of
 from tests.cluster.test_replication import produce_numbered
 from tests.support.polling import wait_until
 

@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.chaos.harness import PRODUCE_INTERVAL_S, RECORDS_MAX, WAIT_S, _Background
+from tests.support.harness import PRODUCE_INTERVAL_S, RECORDS_MAX, WAIT_S, _Background
 from tests.cluster.test_replication import read_all
 from tests.support.polling import wait_until
 

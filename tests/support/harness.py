@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from replog.net.client import BrokerConnection, BrokerUnavailable, PartitionMetadata
 
-from tests.chaos.checker import Observed, read_replica, violations
+from tests.support.checker import Observed, read_replica, violations
 from tests.support.polling import wait_until
 
 WAIT_S = 60
