@@ -11,7 +11,7 @@ import socket
 
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics
-from tests.net.test_framing import api_versions_frame, read_response
+from tests.support.frames import api_versions_frame, read_response
 from tests.support.polling import eventually
 
 WAITING = 5
