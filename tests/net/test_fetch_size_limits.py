@@ -15,6 +15,8 @@ from tests.net.served_broker import served_broker  # noqa: F401  (the fixture)
 from tests.net.test_nullable_fields import exchange
 from tests.support.batches import build_batch
 
+pytestmark = pytest.mark.cluster  # each test asks the module's broker process (served_broker)
+
 TOPIC = "size-limits"
 PARTITIONS = 3
 BATCHES_PER_PARTITION = 4
