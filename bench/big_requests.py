@@ -44,7 +44,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from replog.net import codec  # noqa: E402
 from replog.net.codec import ApiKey  # noqa: E402
 
-from tests.broker_process import BrokerProcess  # noqa: E402
+from tests.support.broker_process import BrokerProcess  # noqa: E402
 
 try:
     from replog.net import frame_check

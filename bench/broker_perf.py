@@ -39,7 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from replog.obs import BrokerMetrics  # noqa: E402
 
-from tests.broker_process import BrokerProcess  # noqa: E402
+from tests.support.broker_process import BrokerProcess  # noqa: E402
 
 TOPIC = "perf"
 ADMIN_TIMEOUT_S = 30

@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO))
 
 from replog.coord_backends import open_store  # noqa: E402
-from tests.conftest import ServerProcess  # noqa: E402
+from tests.support.servers import ServerProcess  # noqa: E402
 
 CONCURRENCY = 32
 

@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO))
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from tests.cluster.conftest import QUICK_SETTINGS, Cluster  # noqa: E402
-from tests.conftest import ServerProcess, unique_root  # noqa: E402
+from tests.support.cluster import QUICK_SETTINGS, Cluster  # noqa: E402
+from tests.support.servers import ServerProcess, unique_root  # noqa: E402
 
 TOPIC = "first"
 DELIVERY_WAIT_S = 120

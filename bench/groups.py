@@ -34,7 +34,7 @@ from kio.schema.errors import ErrorCode  # noqa: E402
 
 from replog.net.client import BrokerConnection  # noqa: E402
 from replog.net.codec import ApiKey  # noqa: E402
-from tests.broker_process import BrokerProcess  # noqa: E402
+from tests.support.broker_process import BrokerProcess  # noqa: E402
 
 TOPIC = "group-bench"
 SETTLE_S = 60

@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 
 from replog.storage.log import Log, LogConfig  # noqa: E402
 from replog.storage.records import CODEC, HEADER_SIZE_BYTES  # noqa: E402
-from tests.unit.replica_batches import build_batch  # noqa: E402
+from tests.support.batches import build_batch  # noqa: E402
 
 MIB = 1 << 20
 APPEND_TOTAL_BYTES = 256 * MIB

@@ -51,7 +51,7 @@ from replog.storage.log import LOG_SUFFIX, Log, LogConfig  # noqa: E402
 from replog.replica.manager import ManagerConfig, ReplicaManager  # noqa: E402
 from replog.replica.partition import Partition  # noqa: E402
 from replog.storage.records import CODEC, HEADER_SIZE_BYTES  # noqa: E402
-from tests.unit.replica_batches import build_batch  # noqa: E402
+from tests.support.batches import build_batch  # noqa: E402
 
 MIB = 1 << 20
 GIB = 1 << 30

@@ -30,9 +30,10 @@ sys.path.insert(0, str(REPO))
 
 from replog import admin  # noqa: E402
 from replog.coord_backends import open_store  # noqa: E402
-from tests.chaos.harness import wait_until  # noqa: E402
-from tests.cluster.conftest import cluster_with_own_server  # noqa: E402
-from tests.cluster.failover import TimedProducer, create_topic  # noqa: E402
+from tests.support.harness import WAIT_S  # noqa: E402
+from tests.support.cluster import cluster_with_own_server  # noqa: E402
+from tests.support.failover import TimedProducer, create_topic  # noqa: E402
+from tests.support.polling import wait_until  # noqa: E402
 
 MOVE_WAIT_S = 1800
 RECORD_BYTES = 1024
@@ -83,7 +84,7 @@ def measure(size_gib: float, throttle_mb_per_s: float) -> None:
             fill(cluster.bootstrap, "big", size_bytes)
             print(f"filled big-0 with {size_bytes / 1e9:.2f} GB in {time.monotonic() - started:.1f} s")
             with TimedProducer(cluster.bootstrap, "live", 3) as producer:
-                wait_until(producer.acknowledged_on_every_partition, "the producer under way")
+                wait_until(producer.acknowledged_on_every_partition, "the producer under way", WAIT_S)
                 quiet_from = time.monotonic()
                 time.sleep(5)  # a baseline of latencies, not synchronisation
                 for label, target, throttle in (("unthrottled", [0, 2], None),

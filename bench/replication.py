@@ -16,7 +16,7 @@ default settings (coord.session.timeout.ms 9000, replica.lag.time.max.ms 30000; 
 - end-to-end latency with `replog perf end-to-end` at --e2e-mb-per-s (default 50) MB/s of 1 KB
   records, RF=3 acks=all (idempotent), 3 partitions led one per broker: each record's time from
   produce() to a consumer's poll() returning it, p50/p99/p99.9. Skipped with --failover-only.
-- failover (skipped with --throughput-only), under the producer of tests/cluster/failover.py (idempotent, acks=all, a numbered
+- failover (skipped with --throughput-only), under the producer of tests/support/failover.py (idempotent, acks=all, a numbered
   record every 5 ms, round robin over the 3 partitions of a topic with RF=3 and
   min.insync.replicas=2), after it has had an acknowledgement on every partition:
   - SIGKILL of the leader of partition 0, --kills times (default 5): the time from the kill to
@@ -57,8 +57,8 @@ sys.path.insert(0, str(REPO))
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from replog.config import SETTINGS  # noqa: E402
-from tests.cluster.conftest import Cluster, cluster_with_own_server  # noqa: E402
-from tests.cluster.failover import (  # noqa: E402
+from tests.support.cluster import Cluster, cluster_with_own_server  # noqa: E402
+from tests.support.failover import (  # noqa: E402
     FOLLOWED_ONLY_BY_2,
     PARTITIONS,
     Failover,

@@ -74,9 +74,9 @@ from confluent_kafka import KafkaException  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from bench.replication import cpu_seconds  # noqa: E402
-from tests import broker_process  # noqa: E402
-from tests.cluster.conftest import Cluster  # noqa: E402
-from tests.conftest import SCRIPTS, ServerProcess, four_letter, unique_root, zookeeper_watch_count  # noqa: E402
+from tests.support import broker_process  # noqa: E402
+from tests.support.cluster import Cluster  # noqa: E402
+from tests.support.servers import SCRIPTS, ServerProcess, four_letter, unique_root, zookeeper_watch_count  # noqa: E402
 
 TOPIC = "scale"
 BROKERS = 3
@@ -111,7 +111,7 @@ def zookeeper_script(scratch: pathlib.Path) -> pathlib.Path:
 
 @contextlib.contextmanager
 def cluster_over_own_server(store: str, scratch: pathlib.Path):
-    """tests/cluster/conftest.py's cluster_with_own_server, but over the bench's ZooKeeper (see
+    """tests/support/cluster.py's cluster_with_own_server, but over the bench's ZooKeeper (see
     zookeeper_script), and with brokers that failed to start stopped too. Yields (server
     address, server pid, cluster); every process is stopped at the end."""
     server = ServerProcess("zookeeper" if store == "zk" else "etcd", scratch / "server")

@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from tests.broker_process import BrokerProcess  # noqa: E402
+from tests.support.broker_process import BrokerProcess  # noqa: E402
 
 TOPIC = "spark-bench"
 ADMIN_TIMEOUT_S = 30

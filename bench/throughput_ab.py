@@ -31,7 +31,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.replication import cpu_seconds  # noqa: E402
-from tests.broker_process import BrokerProcess  # noqa: E402
+from tests.support.broker_process import BrokerProcess  # noqa: E402
 
 BEFORE_DEFAULT = "1c3c227"
 RECORDS_FOR_SIZE = {1024: 400_000, 16384: 40_000}  # about 400 MB and 650 MB a run

@@ -1,69 +1,67 @@
-"""Fixtures shared by every test folder: real ZooKeeper and etcd servers on 127.0.0.1.
+"""Fixtures shared by every test folder: real ZooKeeper and etcd servers on 127.0.0.1, and the
+markers that tell in-process tests from cluster tests.
 
 Each server is started once per test run by scripts/ (installed from Debian by the README's
 test command) and stopped at the end; tests that restart a server get a private one.
+
+`cluster` marks every test that starts broker processes or real servers (ZooKeeper, etcd, Kafka,
+Spark, Prometheus): the tests of CLUSTER_FOLDERS, those that ask for a ZooKeeper or etcd server
+(which also get `zk` or `etcd`), and modules that start brokers themselves (a `pytestmark`
+there). A test without the marker that starts a BrokerProcess or a ServerProcess fails, so that
+`pytest -m "not cluster"` stays the in-process suite.
 """
 
 from __future__ import annotations
 
 import pathlib
-import re
-import socket
-import subprocess
-import uuid
 
 import pytest
 
 from replog.storage import log as log_module
 from replog.storage import segment as segment_module
 from replog.storage.records import COMPILED, PURE_PYTHON
+from tests.support.broker_process import BrokerProcess
+from tests.support.servers import ServerProcess
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-SCRIPTS = REPO / "scripts"
-
-
-class ServerProcess:
-    """A ZooKeeper or etcd server run by its script; `address` is host:port on 127.0.0.1."""
-
-    def __init__(self, kind: str, state_dir: pathlib.Path):
-        self.script = SCRIPTS / f"{kind}.sh"
-        self.state_dir = state_dir
-        self.address = ""
-
-    def _run(self, action: str) -> str:
-        done = subprocess.run(
-            ["bash", str(self.script), action, str(self.state_dir)], capture_output=True, text=True, timeout=120
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"{self.script.name} {action} failed: {done.stderr.strip()}")
-        return done.stdout.strip()
-
-    def start(self) -> None:
-        self.address = self._run("start")
-
-    def stop(self) -> None:
-        self._run("stop")
-
-    def restart(self) -> None:
-        self.address = self._run("restart")
+TESTS = pathlib.Path(__file__).resolve().parent
+# Every test in these folders runs broker processes, real clients against them, or Spark/Kafka.
+CLUSTER_FOLDERS = {"chaos", "clients", "cluster", "differential", "spark", "tools"}
+STORE_SERVERS = {"zk": "zookeeper", "etcd": "etcd"}  # marker: what the server fixtures' names hold
 
 
-def four_letter(address: str, command: str) -> str:
-    """A ZooKeeper four-letter command's whole answer (scripts/zookeeper.sh whitelists a few)."""
-    host, port = address.split(":")
-    with socket.create_connection((host, int(port)), timeout=60) as connection:
-        connection.sendall(command.encode())
-        chunks = []
-        while chunk := connection.recv(1 << 16):
-            chunks.append(chunk)
-    return b"".join(chunks).decode(errors="replace")
+def _store_servers(item: pytest.Item) -> set[str]:
+    """The real coordination servers `item` runs against: by the server fixtures it asks for, or
+    by a backend parameter ("zk", "etcd") whose fixture asks for one at run time."""
+    params = getattr(item, "callspec", None)
+    values = list(params.params.values()) if params else []
+    return {marker for marker, name in STORE_SERVERS.items()
+            if marker in values or any(name in fixture for fixture in item.fixturenames)}
 
 
-def zookeeper_watch_count(mntr: str) -> int | None:
-    """The server's watch count (data and child watches) in a `mntr` answer; None without one, as
-    from a server that answers ruok but does not serve yet."""
-    found = re.search(r"^zk_watch_count\s+(\d+)", mntr, re.M)
-    return int(found[1]) if found else None
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        servers = _store_servers(item)
+        for marker in servers:
+            item.add_marker(marker)
+        if servers or item.path.relative_to(TESTS).parts[0] in CLUSTER_FOLDERS:
+            item.add_marker("cluster")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    """An in-process test (and the fixtures it sets up, of any scope) starts no broker process and
+    no server: one that does lacks its `cluster` marker."""
+    if item.get_closest_marker("cluster"):
+        yield
+        return
+
+    def refuse(process, *args, **kwargs):
+        raise AssertionError(f"{item.nodeid} starts a {type(process).__name__} without the cluster marker")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(BrokerProcess, "start", refuse)
+        patch.setattr(ServerProcess, "start", refuse)
+        yield
 
 
 def _server(kind: str, tmp_path_factory: pytest.TempPathFactory):
@@ -93,11 +91,6 @@ def private_zookeeper_server(tmp_path_factory):
 @pytest.fixture
 def private_etcd_server(tmp_path_factory):
     yield from _server("etcd", tmp_path_factory)
-
-
-def unique_root() -> str:
-    """A fresh chroot/prefix so that tests sharing one server never see each other's nodes."""
-    return f"/test-{uuid.uuid4().hex[:12]}"
 
 
 # Every implementation of the append-path and recovery scans that this installation has: the same

@@ -17,9 +17,13 @@ import re
 import subprocess
 import sys
 
-from tests.broker_process import BrokerProcess
-from tests.conftest import REPO
+import pytest
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.servers import REPO
 from tests.cli.test_cli import closed_port
+
+pytestmark = pytest.mark.cluster  # the quick start starts a broker process
 
 README = REPO / "README.md"
 DOCUMENTED_ADDRESS = "127.0.0.1:9092"

@@ -33,8 +33,8 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from bench.peers.kafka import peer  # noqa: E402
-from tests.broker_process import START_TIMEOUT_S, BrokerProcess  # noqa: E402
-from tests.conftest import ServerProcess  # noqa: E402
+from tests.support.broker_process import START_TIMEOUT_S, BrokerProcess  # noqa: E402
+from tests.support.servers import ServerProcess  # noqa: E402
 
 ZOOKEEPER_ROOT = "/replog"
 PAGE_BYTES = 4096

@@ -33,7 +33,7 @@ from bench.peers.kafka.peer import SHARED_SETTINGS
 from bench.scale import METADATA_TIMEOUT_S, REPLICATION, TOPIC, Poll, admin_client, all_in_sync, describe
 from replog.net.client import BrokerConnection, BrokerUnavailable
 from replog.net.codec import ApiKey
-from tests.cluster.failover import PARTITIONS, create_topic, wait_until_in_sync, writes_across
+from tests.support.failover import PARTITIONS, create_topic, wait_until_in_sync, writes_across
 
 Row = tuple[str, float, float, str]
 KINDS = ("replog", "kafka")
@@ -107,7 +107,7 @@ def say(kind: str, line: str) -> None:
 
 def failover(scratch: pathlib.Path, sizes: Sizes) -> list[Row]:
     """Three brokers each, side by side, at their defaults (a broker's session: replog's
-    coord.session.timeout.ms and Kafka's broker.session.timeout.ms, 9 s both); tests/cluster/failover.py's
+    coord.session.timeout.ms and Kafka's broker.session.timeout.ms, 9 s both); tests/support/failover.py's
     producer (idempotent, acks=all, a numbered record every 5 ms round robin over the 3 partitions
     of a topic with RF=3 and min.insync.replicas=2). Each kill: the leader of partition 0
     SIGKILLed once every partition acknowledged a record; the time from the kill to the first

@@ -33,7 +33,7 @@ from confluent_kafka.admin import NewTopic
 from bench.compare.clusters import Cluster, Pairs
 from bench.compare.report import Row, Rows
 from bench.peers.kafka import peer
-from tests.cluster.failover import FAILOVER_WAIT_S, quiet_admin, wait_until_in_sync
+from tests.support.failover import FAILOVER_WAIT_S, quiet_admin, wait_until_in_sync
 
 PARTITIONS = 3
 RECORD_SIZES_BYTES = (1024, 16 * 1024)

@@ -9,7 +9,7 @@ from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, StateChangeRequest
 from replog.replication.state_changes import StateChangeListener
 from tests.backends.conftest import backend, connect, store, url  # noqa: F401  (fixtures)
-from tests.recording_listener import recording_listener
+from tests.support.recording_listener import recording_listener
 
 
 @pytest.fixture

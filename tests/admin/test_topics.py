@@ -44,8 +44,8 @@ from replog.coord_backends.paths import (
     TopicId,
 )
 from replog.replication.state_changes import CLOSE_REPLICA, FROM_ADMIN, START_REPLICA, send_state_change
-from tests.polling import eventually
-from tests.recording_listener import recording_listener
+from tests.support.polling import eventually
+from tests.support.recording_listener import recording_listener
 
 
 async def stored_replicas(store, topic: str) -> dict[int, list[int]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from replog.coord_backends import Store, open_store
-from tests.conftest import unique_root
+from tests.support.servers import unique_root
 
 BACKENDS = ["memory", "zk", "etcd"]
 SESSION_TIMEOUT_MS = 2000  # short, so expiry tests finish quickly; both servers allow it

@@ -27,7 +27,7 @@ from replog.coord_backends import (
 )
 from replog.coord_backends.base import COMMITS_IN_FLIGHT_MAX, CreateOp, Transaction
 from tests.backends.conftest import SESSION_TIMEOUT_MS, store_url
-from tests.polling import eventually, first_matching, next_within
+from tests.support.polling import eventually, first_matching, next_within
 
 HOLDER = os.path.join(os.path.dirname(__file__), "hold_ephemeral.py")
 

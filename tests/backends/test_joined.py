@@ -12,7 +12,7 @@ from replog.coord_backends.base import TRANSACTION_OPS_MAX, SetOp
 from replog.coord_backends.joined import (ELECTION_REQUESTS_IN_FLIGHT_MAX, JoinedCommits, JoinedReads, JoinedRequests,
                                          JoinedStore, commit_together)
 from tests.backends.conftest import backend, connect, counting_transactions, store, url  # noqa: F401  (fixtures)
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 NODES = TRANSACTION_OPS_MAX + TRANSACTION_OPS_MAX // 2
 
@@ -149,9 +149,9 @@ async def test_asks_go_out_while_requests_are_in_flight_up_to_the_number_allowed
     joined = JoinedReads(store, in_flight_max=2)
     try:
         first = asyncio.ensure_future(joined.get(made[0][0]))
-        await eventually(lambda: asyncio.sleep(0, len(in_flight) == 1), 10, "the first request")
+        await eventually(lambda: len(in_flight) == 1, 10, "the first request")
         second, third = asyncio.ensure_future(joined.get(made[1][0])), asyncio.ensure_future(joined.get(made[2][0]))
-        await eventually(lambda: asyncio.sleep(0, len(in_flight) == 2), 10, "a second request while the first is in flight")
+        await eventually(lambda: len(in_flight) == 2, 10, "a second request while the first is in flight")
         assert in_flight == [[made[0][0]], [made[1][0], made[2][0]]]
         released.set()
         assert await asyncio.gather(first, second, third) == [(b"0", version) for _, version in made]
@@ -181,7 +181,7 @@ async def test_a_joined_stores_requests_go_out_while_others_are_in_flight_up_to_
         asks = []
         for count, (path, version) in enumerate(made[:-1], start=1):  # one per turn: each goes alone
             asks.append(asked(path, version))
-            await eventually(lambda: asyncio.sleep(0, len(in_flight) == count), 10, f"request {count} in flight")
+            await eventually(lambda: len(in_flight) == count, 10, f"request {count} in flight")
         asks.append(asked(*made[-1]))
         for _ in range(10):  # turns enough for a sender, were one free, to send it
             await asyncio.sleep(0)

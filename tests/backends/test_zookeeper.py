@@ -15,8 +15,8 @@ from replog.coord_backends import DataEvent
 from replog.coord_backends.base import TRANSACTION_OPS_MAX, CreateOp, commit_in_batches
 from replog.coord_backends.zookeeper import MultiRead, PollingHandler, ZooKeeperStore
 from tests.backends.conftest import SESSION_TIMEOUT_MS
-from tests.conftest import four_letter, unique_root, zookeeper_watch_count
-from tests.polling import next_within, wait_until
+from tests.support.servers import four_letter, unique_root, zookeeper_watch_count
+from tests.support.polling import next_within, wait_until
 
 
 def test_select_reports_the_ready_descriptors_of_each_list():

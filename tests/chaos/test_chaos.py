@@ -17,7 +17,8 @@ import os
 import random
 import time
 
-from tests.chaos.harness import (
+from tests.support.harness import (
+    WAIT_S,
     HighWatermarkSampler,
     NumberedProducer,
     create_topic,
@@ -25,8 +26,8 @@ from tests.chaos.harness import (
     isr_of,
     leader_of,
     stop_and_check,
-    wait_until,
 )
+from tests.support.polling import wait_until
 
 SEED_ENV = "REPLOG_CHAOS_SEED"
 TOPIC = "chaos"
@@ -54,13 +55,13 @@ def agreed_leader(cluster) -> int:
         leader = leader_of(cluster, TOPIC)
         return (leader,) if leader in cluster.brokers else None
 
-    return wait_until(named, "the live brokers to agree on a leader")[0]
+    return wait_until(named, "the live brokers to agree on a leader", WAIT_S)[0]
 
 
 def kill_leader(cluster, producer, rng) -> None:
     leader = agreed_leader(cluster)
     cluster.brokers[leader].kill()
-    wait_until(lambda: other_leader(cluster, leader), f"a new leader after SIGKILL of {leader}")
+    wait_until(lambda: other_leader(cluster, leader), f"a new leader after SIGKILL of {leader}", WAIT_S)
     cluster.brokers[leader].restart()
 
 
@@ -69,7 +70,7 @@ def pause_leader(cluster, producer, rng) -> None:
     cluster.brokers[leader].pause()
     try:
         # A new leader is elected only once the paused one's session has expired.
-        wait_until(lambda: other_leader(cluster, leader), f"a new leader while {leader} is paused")
+        wait_until(lambda: other_leader(cluster, leader), f"a new leader while {leader} is paused", WAIT_S)
     finally:
         cluster.brokers[leader].resume()
 
@@ -78,11 +79,11 @@ def restart_follower(cluster, producer, rng) -> None:
     leader = agreed_leader(cluster)
     follower = rng.choice(sorted(broker for broker in cluster.brokers if broker != leader))
     cluster.brokers[follower].stop()
-    wait_until(lambda: follower not in (isr_of(cluster, TOPIC) or (follower,)), f"follower {follower} to leave the ISR")
+    wait_until(lambda: follower not in (isr_of(cluster, TOPIC) or (follower,)), f"follower {follower} to leave the ISR", WAIT_S)
     acknowledged = producer.acknowledged_count()
-    wait_until(lambda: producer.acknowledged_count() > acknowledged, f"writes to go on without follower {follower}")
+    wait_until(lambda: producer.acknowledged_count() > acknowledged, f"writes to go on without follower {follower}", WAIT_S)
     cluster.brokers[follower].restart()
-    wait_until(lambda: follower in (isr_of(cluster, TOPIC) or ()), f"follower {follower} to rejoin the ISR")
+    wait_until(lambda: follower in (isr_of(cluster, TOPIC) or ()), f"follower {follower} to rejoin the ISR", WAIT_S)
 
 
 def restart_coordination(cluster, producer, rng) -> None:
@@ -92,7 +93,7 @@ def restart_coordination(cluster, producer, rng) -> None:
 def terminate_leader(cluster, producer, rng) -> None:
     leader = agreed_leader(cluster)
     assert cluster.brokers[leader].stop() == 0
-    wait_until(lambda: other_leader(cluster, leader), f"a new leader after controlled shutdown of {leader}")
+    wait_until(lambda: other_leader(cluster, leader), f"a new leader after controlled shutdown of {leader}", WAIT_S)
     cluster.brokers[leader].restart()
 
 
@@ -106,15 +107,15 @@ def test_seeded_faults_lose_no_acknowledged_write_and_keep_replicas_identical(pr
     print(f"chaos seed {seed} ({SEED_ENV}={seed} replays it) over {cluster.coord_url.split(':')[0]}: {schedule}")
     rng = random.Random(seed)
     create_topic(cluster, TOPIC)
-    wait_until(lambda: fully_in_sync(cluster, TOPIC), "all three replicas in the ISR")
+    wait_until(lambda: fully_in_sync(cluster, TOPIC), "all three replicas in the ISR", WAIT_S)
     with HighWatermarkSampler(cluster.bootstrap, TOPIC) as sampler, NumberedProducer(cluster.bootstrap, TOPIC) as producer:
         for fault, writes_before_s in schedule:  # bounded by the schedule
             time.sleep(writes_before_s)  # the schedule itself: how long writes run undisturbed
             print(f"{time.strftime('%H:%M:%S')} {fault}")
             FAULTS[fault](cluster, producer, rng)
-            wait_until(lambda: fully_in_sync(cluster, TOPIC), f"every replica back in the ISR after {fault} (seed {seed})")
+            wait_until(lambda: fully_in_sync(cluster, TOPIC), f"every replica back in the ISR after {fault} (seed {seed})", WAIT_S)
         acknowledged = producer.acknowledged_count()
-        wait_until(lambda: producer.acknowledged_count() > acknowledged, f"writes to go on after the faults (seed {seed})")
+        wait_until(lambda: producer.acknowledged_count() > acknowledged, f"writes to go on after the faults (seed {seed})", WAIT_S)
         acknowledged = producer.stop()
         samples = sampler.stop()
     print(f"acknowledged {len(acknowledged)} records, sampled the HW {len(samples)} times")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from replog.storage.checkpoint import OffsetCheckpoint
 from replog.storage.log import Log, LogConfig
 from replog.replica.manager import HIGH_WATERMARK_CHECKPOINT_FILE
-from tests.chaos.checker import Observed, read_replica, violations
-from tests.chaos.harness import record_batch
+from tests.support.checker import Observed, read_replica, violations
+from tests.support.harness import record_batch
 
 TOPIC, PARTITION = "chaos", 0
 BROKERS = (0, 1, 2)

@@ -12,9 +12,11 @@ import time
 import pytest
 
 from replog.storage.clean_shutdown import recorded_cleanly_closed
-from tests.broker_process import BrokerProcess
-from tests.conftest import unique_root
+from tests.support.broker_process import BrokerProcess
+from tests.support.servers import unique_root
 from tests.cli.test_cli import closed_port
+
+pytestmark = pytest.mark.cluster  # each test starts a broker process
 
 SETTLE_TIMEOUT_S = 10
 POLL_INTERVAL_S = 0.02

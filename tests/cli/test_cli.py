@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from replog import __version__
-from tests.conftest import unique_root
+from tests.support.servers import unique_root
 
 CONSOLE_SCRIPT = pathlib.Path(sys.executable).with_name("replog")
 

@@ -10,10 +10,10 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from tests.chaos.harness import wait_until
-from tests.clients.group_clients import GROUP_SETTINGS, confluent_consumer
-from tests.cluster.conftest import QUICK_SETTINGS, Cluster
-from tests.conftest import unique_root
+from tests.support.polling import wait_until
+from tests.support.group_clients import GROUP_SETTINGS, confluent_consumer
+from tests.support.cluster import QUICK_SETTINGS, Cluster
+from tests.support.servers import unique_root
 from tests.cli.test_topics_cli import SETTLE_S, assert_help_with_examples, one_line_error, replog, settled, succeeded
 
 RECORDS_PER_PARTITION = 5

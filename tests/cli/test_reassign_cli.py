@@ -19,8 +19,8 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from replog.admin.topics import ConfigSource
 from replog.coord_backends import open_store, paths
 from replog.coord_backends.paths import PartitionReassignment
-from tests.chaos.harness import wait_until
-from tests.cluster.failover import quiet_admin
+from tests.support.polling import wait_until
+from tests.support.failover import quiet_admin
 from tests.cli.test_topics_cli import (  # noqa: F401 (door: the fixture, over this module's cluster)
     SETTLE_S,
     assert_help_with_examples,

@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from tests.chaos.harness import wait_until
+from tests.support.polling import wait_until
 from tests.cli.test_topics_cli import door  # noqa: F401 (the fixture, over this module's cluster)
 from tests.cli.test_topics_cli import SETTLE_S, one_line_error, replog, running_cluster, settled, succeeded, unique
 

@@ -12,9 +12,9 @@ import uuid
 
 import pytest
 
-from tests.chaos.harness import wait_until
-from tests.cluster.conftest import Cluster
-from tests.conftest import unique_root
+from tests.support.polling import wait_until
+from tests.support.cluster import Cluster
+from tests.support.servers import unique_root
 from tests.cli.test_cli import closed_port
 
 SETTLE_S = 60

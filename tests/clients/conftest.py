@@ -13,7 +13,7 @@ pytest.register_assert_rewrite("tests.clients.suite", "tests.clients.records")
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 
 def _started(data_dir, extra_args: tuple[str, ...] = ()):
@@ -32,7 +32,7 @@ def broker(tmp_path_factory):
 @pytest.fixture(scope="module")
 def group_broker(tmp_path_factory):
     """A broker per test module with the group settings that keep rebalances short."""
-    from .group_clients import GROUP_SETTINGS
+    from tests.support.group_clients import GROUP_SETTINGS
 
     process = _started(tmp_path_factory.mktemp("groups") / "data", GROUP_SETTINGS)
     yield process

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from replog.net.client import BrokerConnection
 from replog.storage.batch_format import CODEC_NONE, CODEC_ZSTD
 from replog.storage.records import batch_headers
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 from .records import now_ms
 

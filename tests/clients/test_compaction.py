@@ -12,8 +12,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaPythonPartition
 
-from tests.broker_process import BrokerProcess
-from tests.compaction import (
+from tests.support.broker_process import BrokerProcess
+from tests.support.compaction import (
     CLEANER_SETTINGS,
     COMPACT_TOPIC_CONFIG,
     SEGMENT_BYTES,
@@ -23,7 +23,7 @@ from tests.compaction import (
     overwrite,
     read_from_start,
 )
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 from .conftest import create_topic
 

@@ -8,6 +8,8 @@ import functools
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
+from tests.support.polling import wait_until
+
 from .records import Record, collect
 from .suite import Adapter, ClientSuite, ProduceFailed
 
@@ -111,28 +113,17 @@ class TestConfluent(ClientSuite):
                 return failed.code == 19  # NOT_ENOUGH_REPLICAS: one replica, two required
             return False
 
-        eventually_true(refused_for_too_few_replicas, "acks=all refused under min.insync.replicas=2")
+        def accepted() -> bool:
+            try:
+                return self.client.produce(broker.bootstrap, name, record, acks="all", retries=0) is not None
+            except ProduceFailed:
+                return False
+
+        wait_until(refused_for_too_few_replicas, "acks=all refused under min.insync.replicas=2", 10)
         self.client.set_config(broker.bootstrap, name, "min.insync.replicas", "1")
         self.client.set_config(broker.bootstrap, name, "segment.bytes", "1024")
-        eventually_true(lambda: self.client.produce(broker.bootstrap, name, record, acks="all", retries=0) is not None,
-                        "acks=all accepted again under min.insync.replicas=1")
+        wait_until(accepted, "acks=all accepted again under min.insync.replicas=1", 10)
         for _ in range(5):  # one batch each, each smaller than segment.bytes: 1024 bytes hold three
             self.client.produce(broker.bootstrap, name, record, acks="all")
         segments = list((broker.data_dir / f"{name}-0").glob("*.log"))
         assert len(segments) > 1, "the active segment rolled by the new segment.bytes"
-
-
-def eventually_true(condition, what: str, timeout_s: float = 10) -> None:
-    """Poll a blocking condition with a deadline (no sleep: each attempt is a client round trip)."""
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while not _attempt(condition):
-        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
-
-
-def _attempt(condition) -> bool:
-    try:
-        return bool(condition())
-    except ProduceFailed:
-        return False

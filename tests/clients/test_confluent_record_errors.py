@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, Producer
 
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 from .conftest import create_topic
 

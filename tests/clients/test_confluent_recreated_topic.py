@@ -12,7 +12,7 @@ from __future__ import annotations
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 from .conftest import create_topic
 

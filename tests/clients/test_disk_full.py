@@ -23,8 +23,8 @@ from kafka import KafkaProducer
 from kafka.errors import KafkaStorageError, NotLeaderForPartitionError
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.broker_process import BrokerProcess
-from tests.polling import wait_until
+from tests.support.broker_process import BrokerProcess
+from tests.support.polling import wait_until
 
 from .conftest import create_topic
 

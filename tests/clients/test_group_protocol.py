@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.net.client import BrokerConnection
 from replog.net.codec import ApiKey
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 SESSION_TIMEOUT_MS = 6000
 WAIT_S = 30

@@ -14,9 +14,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.group_clients import FOREIGN_CONSUMERS, KcatConsumer, confluent_consumer, poll_round, poll_until
 
 from .conftest import create_topic
-from .group_clients import FOREIGN_CONSUMERS, KcatConsumer, confluent_consumer
 
 PARTITIONS = 6
 WAIT_S = 60
@@ -32,27 +32,6 @@ def produce(bootstrap: str, topic: str, values: list[str]) -> None:
     for index, value in enumerate(values):
         producer.produce(topic, value=value.encode(), partition=index % PARTITIONS)
     assert producer.flush(WAIT_S) == 0
-
-
-def poll_round(consumers: list[Consumer], read: dict[int, list[str]]) -> None:
-    """One poll of each consumer; what it read is committed before its next poll, so a
-    partition that moves at that poll moves with nothing read and uncommitted."""
-    for index, consumer in enumerate(consumers):
-        messages = consumer.consume(num_messages=100, timeout=0.1)
-        for message in messages:
-            assert message.error() is None, message.error()
-            read.setdefault(index, []).append(message.value().decode())
-        if messages:
-            consumer.commit(asynchronous=False)
-
-
-def poll_until(consumers: list[Consumer], read: dict[int, list[str]], condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {WAIT_S}s waiting for {what}; read {sum(map(len, read.values()))}, "
-                                 f"assignments {[sorted(p.partition for p in c.assignment()) for c in consumers]}")
-        poll_round(consumers, read)
 
 
 def assigned(consumer: Consumer) -> set[int]:

@@ -19,10 +19,10 @@ import uuid
 
 import pytest
 
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 from .conftest import create_topic
-from .group_clients import HEARTBEAT_INTERVAL_MS, SESSION_TIMEOUT_MS
+from tests.support.group_clients import HEARTBEAT_INTERVAL_MS, SESSION_TIMEOUT_MS
 from .records import UNKNOWN_TOPIC_OR_PARTITION, Record, records
 from .suite import Adapter, ClientSuite, ProduceFailed
 

@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.net.client import BrokerConnection
 from replog.storage.records import HEADER
-from tests.replica.batches import readable_producer_batch as batch
+from tests.support.producer_batches import readable_producer_batch as batch
 
 TIMEOUT_S = 30
 SENT_EACH_TIME = 10

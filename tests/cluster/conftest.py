@@ -3,74 +3,10 @@ applies, the embedded store), for the replication tests."""
 
 from __future__ import annotations
 
-import contextlib
-import pathlib
-
 import pytest
 
-from tests.broker_process import BrokerProcess
-from tests.conftest import ServerProcess, unique_root
-
-SESSION_TIMEOUT_MS = 4000
-REPLICA_LAG_TIME_MAX_MS = 2000  # short, so ISR changes happen within a test's patience
-LONG_SESSION_TIMEOUT_MS = 120_000
-QUICK_SETTINGS = (
-    "--set", f"coord.session.timeout.ms={SESSION_TIMEOUT_MS}",
-    "--set", f"replica.lag.time.max.ms={REPLICA_LAG_TIME_MAX_MS}",
-    "--set", "leader.imbalance.check.interval.seconds=1",
-)
-
-
-class Cluster:
-    def __init__(self, coord_url: str, base_dir, size: int, extra_args: tuple[str, ...] = (),
-                 settings: tuple[str, ...] = QUICK_SETTINGS):
-        self.coord_url = coord_url
-        self.base_dir = base_dir
-        self.server = None  # the ServerProcess behind coord_url
-        self.brokers = {
-            broker_id: BrokerProcess(
-                base_dir / f"broker-{broker_id}",
-                coord_url=coord_url,
-                extra_args=(
-                    "--broker-id", str(broker_id),
-                    *settings,
-                    *extra_args,
-                ),
-            )
-            for broker_id in range(size)
-        }
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(broker.bootstrap for broker in self.brokers.values() if broker.running)
-
-    def start(self) -> None:
-        for broker in self.brokers.values():
-            broker.start()
-
-    def stop(self) -> None:
-        for broker_id, broker in self.brokers.items():
-            broker.stop()
-            # Kept beside the data dirs (pytest keeps the last runs' tmp_path) to read after a failure.
-            (self.base_dir / f"broker-{broker_id}.log").write_text("".join(broker.output))
-
-
-@contextlib.contextmanager
-def cluster_with_own_server(kind: str, scratch: pathlib.Path, size: int = 3, settings: tuple[str, ...] = ()):
-    """For the benchmarks: a ZooKeeper or etcd server ("zk" | "etcd") of its own in `scratch`,
-    and `size` brokers over it (at the broker's own settings unless `settings`); both stopped
-    at the end."""
-    server = ServerProcess("zookeeper" if kind == "zk" else "etcd", scratch / kind)
-    server.start()
-    try:
-        cluster = Cluster(f"{kind}://{server.address}{unique_root()}", scratch, size, settings=settings)
-        cluster.start()
-        try:
-            yield cluster
-        finally:
-            cluster.stop()
-    finally:
-        server.stop()
+from tests.support.cluster import LONG_SESSION_TIMEOUT_MS, QUICK_SETTINGS, Cluster
+from tests.support.servers import unique_root
 
 
 def _running_cluster(request, base_dir, server_fixtures: dict[str, str], extra_args: tuple[str, ...] = (),

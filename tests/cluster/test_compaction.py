@@ -10,10 +10,10 @@ import pytest
 from confluent_kafka.admin import NewTopic
 
 from tests.cluster.conftest import SHARED_SERVERS, _running_cluster
-from tests.cluster.failover import quiet_admin, wait_until_in_sync
-from tests import compaction
-from tests.compaction import WAIT_S, log_bytes
-from tests.polling import wait_until
+from tests.support.failover import quiet_admin, wait_until_in_sync
+from tests.support import compaction
+from tests.support.compaction import WAIT_S, log_bytes
+from tests.support.polling import wait_until
 
 KEYS = 50
 

@@ -7,8 +7,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from replog.coord_backends import NoNode, open_store, paths
 from replog.coord_backends.paths import IsrRecord, LeaderRecord
 from replog.net.client import BrokerConnection
-from tests.cluster.test_replication import WAIT_S, wait_until
-from tests.polling import eventually
+from tests.cluster.test_replication import WAIT_S
+from tests.support.polling import eventually, wait_until
 
 
 def test_every_partition_gets_its_preferred_replica_as_leader(cluster):
@@ -23,7 +23,7 @@ def test_every_partition_gets_its_preferred_replica_as_leader(cluster):
         described = admin.list_topics("balanced", timeout=30).topics["balanced"].partitions
         return all(sorted(meta.isrs) == [0, 1, 2] for meta in described.values())
 
-    wait_until(all_in_sync, "every replica of every partition in the ISR")
+    wait_until(all_in_sync, "every replica of every partition in the ISR", WAIT_S)
 
 
 def test_the_preferred_leader_returns_after_a_restart(cluster):
@@ -36,10 +36,10 @@ def test_the_preferred_leader_returns_after_a_restart(cluster):
 
     cluster.brokers[preferred].stop()
     others = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    wait_until(lambda: leader(others) not in (-1, preferred), "another replica to lead")
+    wait_until(lambda: leader(others) not in (-1, preferred), "another replica to lead", WAIT_S)
     cluster.brokers[preferred].restart()
     wait_until(lambda: leader(AdminClient({"bootstrap.servers": cluster.bootstrap})) == preferred,
-               "leadership to return to the preferred replica (checkLoadBalancing)")
+               "leadership to return to the preferred replica (checkLoadBalancing)", WAIT_S)
 
 
 async def test_a_killed_broker_is_deposed_and_leaves_every_isr_before_its_session_expires(long_session_cluster):
@@ -56,7 +56,7 @@ async def test_a_killed_broker_is_deposed_and_leaves_every_isr_before_its_sessio
         described = admin.list_topics("orphaned", timeout=30).topics["orphaned"].partitions
         return all(sorted(meta.isrs) == [0, 1, 2] for meta in described.values())
 
-    wait_until(all_in_sync, "every replica of every partition in the ISR")
+    wait_until(all_in_sync, "every replica of every partition in the ISR", WAIT_S)
     leaders = {index: meta.leader for index, meta in admin.list_topics("orphaned", timeout=30).topics["orphaned"].partitions.items()}
     victim = leaders[0]
     assert sorted(leaders.values()) == [0, 1, 2]  # it leads one partition and follows the others

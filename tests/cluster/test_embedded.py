@@ -17,11 +17,12 @@ import uvloop
 
 from replog.broker import Broker
 from replog.config import load_broker_config
-from tests.broker_process import BrokerHandle
-from tests.chaos.checker import leaders_by_epoch
-from tests.chaos.harness import agreed_view, create_topic, fully_in_sync, settled_view, stop_and_check, wait_until
-from tests.cluster.conftest import REPLICA_LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS
+from tests.support.broker_process import BrokerHandle
+from tests.support.checker import leaders_by_epoch
+from tests.support.harness import WAIT_S, agreed_view, create_topic, fully_in_sync, settled_view, stop_and_check
+from tests.support.cluster import REPLICA_LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS
 from tests.cluster.test_replication import produce_numbered, read_all
+from tests.support.polling import wait_until
 
 CLUSTER_SIZE = 3
 CALL_TIMEOUT_S = 60
@@ -162,7 +163,7 @@ def embedded_cluster(tmp_path):
 def test_a_replicated_topic_gets_a_leader_and_full_isr_and_serves_acks_all_records(embedded_cluster):
     cluster = embedded_cluster
     create_topic(cluster, "embedded")
-    wait_until(lambda: fully_in_sync(cluster, "embedded"), "all three replicas in the ISR")
+    wait_until(lambda: fully_in_sync(cluster, "embedded"), "all three replicas in the ISR", WAIT_S)
     view = settled_view(cluster, "embedded")
     assert view.leader_id in view.replicas and sorted(view.replicas) == [0, 1, 2]
     acknowledged = produce_numbered(cluster.bootstrap, "embedded", 0, 300)
@@ -178,11 +179,11 @@ def _survive(cluster, topic: str, fault):
     leader, its epoch, and who led each epoch (the brokers' "became leader" lines)."""
     create_topic(cluster, topic)
     acknowledged = produce_numbered(cluster.bootstrap, topic, 0, 200)
-    wait_until(lambda: fully_in_sync(cluster, topic), "all three replicas in the ISR")
+    wait_until(lambda: fully_in_sync(cluster, topic), "all three replicas in the ISR", WAIT_S)
     before = settled_view(cluster, topic)
     fault(cluster.brokers[before.leader_id])
     wait_until(lambda: (view := agreed_view(cluster, topic)) is not None and view.leader_id >= 0 and view.leader_epoch > before.leader_epoch,
-               "a leader at a newer epoch than the faulted one's")
+               "a leader at a newer epoch than the faulted one's", WAIT_S)
     acknowledged += produce_numbered(cluster.bootstrap, topic, 200, 200)
     assert sorted(acknowledged) == list(range(400))
     leader = cluster.brokers[settled_view(cluster, topic).leader_id]

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import signal
 
-from tests.chaos.harness import wait_until
-from tests.cluster.failover import (
+from tests.support.failover import (
     FOLLOWED_ONLY_BY_2,
     PARTITIONS,
     create_topic,
@@ -20,6 +19,7 @@ from tests.cluster.failover import (
     signal_under_writes,
     wait_until_in_sync,
 )
+from tests.support.polling import wait_until
 
 WAIT_S = 30
 

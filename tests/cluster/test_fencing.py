@@ -7,17 +7,16 @@ from __future__ import annotations
 import asyncio
 
 from replog.net.client import BrokerConnection, BrokerUnavailable
-from tests.chaos.harness import (
+from tests.support.harness import (
     create_topic,
     fully_in_sync,
     leader_of,
     record_batch,
     settled_view,
     stop_and_check,
-    wait_until,
 )
 from tests.cluster.test_replication import produce_numbered
-from tests.polling import eventually
+from tests.support.polling import eventually, wait_until
 
 NOT_LEADER_OR_FOLLOWER = 6
 WAIT_S = 60

@@ -16,12 +16,12 @@ from kio.schema.errors import ErrorCode
 from replog.net.client import LATEST_TIMESTAMP, BrokerConnection, PartitionMetadata
 from replog.net.codec import ApiKey
 from replog.replication.fetcher import FetchSpec
-from tests.chaos.harness import agreed_view, record_batch, wait_until
-from tests.cluster.conftest import LONG_SESSION_TIMEOUT_MS, Cluster
-from tests.cluster.failover import create_topic
+from tests.support.harness import agreed_view, record_batch
+from tests.support.cluster import LONG_SESSION_TIMEOUT_MS, Cluster
+from tests.support.failover import create_topic
 from tests.cluster.test_replication import produce_numbered
-from tests.conftest import unique_root
-from tests.polling import eventually
+from tests.support.servers import unique_root
+from tests.support.polling import eventually, wait_until
 
 TOPIC = "forged"
 WAIT_S = 60

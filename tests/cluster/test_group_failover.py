@@ -16,8 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.net.client import BrokerConnection
 from replog.net.codec import ApiKey
-from tests.clients.group_clients import GROUP_SETTINGS, confluent_consumer
-from tests.clients.test_groups import poll_round, poll_until
+from tests.support.group_clients import GROUP_SETTINGS, confluent_consumer, poll_round, poll_until
 
 from .conftest import QUICK_SETTINGS, SHARED_SERVERS, _running_cluster
 

@@ -3,13 +3,13 @@ and acks=all is refused once the ISR is below min.insync.replicas."""
 
 from __future__ import annotations
 
-import time
 
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replog.net.client import BrokerConnection
-from tests.unit.replica_batches import build_batch
+from tests.support.batches import build_batch
+from tests.support.polling import wait_until
 
 NOT_ENOUGH_REPLICAS = 19
 
@@ -27,13 +27,6 @@ def isr_of(admin: AdminClient, name: str) -> list[int]:
     return sorted(admin.list_topics(name, timeout=30).topics[name].partitions[0].isrs)
 
 
-def wait_until(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)  # a bounded poll of a remote condition, not synchronisation
-
-
 def produce_one(cluster, name: str) -> KafkaError | None:
     outcome = []
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "message.timeout.ms": 8000})
@@ -47,7 +40,7 @@ def test_a_stopped_follower_leaves_the_isr_and_acks_all_writes_go_on(cluster):
     topic = create(cluster, "shrinks", min_insync=1)
     leader, follower = topic["replicas"][0], topic["replicas"][1]
     cluster.brokers[follower].stop()
-    wait_until(lambda: follower not in isr_of(topic["admin"], "shrinks"), "the stopped follower to leave the ISR")
+    wait_until(lambda: follower not in isr_of(topic["admin"], "shrinks"), "the stopped follower to leave the ISR", WAIT_S)
     assert leader in isr_of(topic["admin"], "shrinks")
     assert produce_one(cluster, "shrinks") is None
 
@@ -56,7 +49,7 @@ async def test_acks_all_is_refused_below_min_insync_replicas(cluster):
     topic = create(cluster, "strict", min_insync=3)
     leader = topic["replicas"][0]
     cluster.brokers[topic["replicas"][2]].stop()
-    wait_until(lambda: len(isr_of(topic["admin"], "strict")) < 3, "the ISR to shrink below 3")
+    wait_until(lambda: len(isr_of(topic["admin"], "strict")) < 3, "the ISR to shrink below 3", WAIT_S)
     # librdkafka retries NOT_ENOUGH_REPLICAS until its own timeout; ask the leader directly.
     connection = await BrokerConnection.open("127.0.0.1", cluster.brokers[leader].port)
     try:
@@ -78,8 +71,8 @@ def test_a_broker_killed_and_restarted_on_its_address_rejoins_every_isr(cluster)
         partitions = admin.list_topics("rejoins", timeout=30).topics["rejoins"].partitions.values()
         return [sorted(partition.isrs) for partition in partitions]
 
-    wait_until(lambda: isrs() == [everyone] * 6, "every partition in full ISR")
+    wait_until(lambda: isrs() == [everyone] * 6, "every partition in full ISR", WAIT_S)
     victim = cluster.brokers[1]
     victim.kill()
     victim.restart()
-    wait_until(lambda: isrs() == [everyone] * 6, "the restarted broker back in every ISR")
+    wait_until(lambda: isrs() == [everyone] * 6, "the restarted broker back in every ISR", WAIT_S)

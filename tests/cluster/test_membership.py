@@ -23,11 +23,12 @@ from kio.schema.errors import ErrorCode
 from replog.net.client import BrokerConnection
 from replog.net.codec import ApiKey
 
-from tests.chaos.harness import wait_until
-from tests.cluster.conftest import QUICK_SETTINGS, Cluster
-from tests.cluster.failover import FAILOVER_WAIT_S, TimedProducer, missing_after_read_back, quiet_admin
-from tests.conftest import unique_root
+from tests.support.harness import WAIT_S
+from tests.support.cluster import QUICK_SETTINGS, Cluster
+from tests.support.failover import FAILOVER_WAIT_S, TimedProducer, missing_after_read_back, quiet_admin
+from tests.support.servers import unique_root
 from tests.cli.test_topics_cli import one_line_error, replog, succeeded
+from tests.support.polling import wait_until
 
 RACKS = {0: "a", 1: "b", 2: "a", 3: "b", 4: "a"}
 SPREAD = "spread"
@@ -122,7 +123,7 @@ def test_a_topic_spans_both_racks_with_balanced_preferred_leaders_and_status_sho
 def test_adding_a_broker_moves_the_lower_bound_and_balances_within_one(cluster):
     cluster.brokers[4].start()
     with TimedProducer(cluster.bootstrap, SPREAD, SPREAD_PARTITIONS) as producer:
-        wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition")
+        wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition", WAIT_S)
         dry = plan(cluster, "add-brokers", "4", "--dry-run")
         assert not dry["executed"] and dry["plan"]["replicas_moved"] == dry["plan"]["lower_bound"] > 0
         through_broker = plan(cluster, "add-brokers", "4", "--dry-run", door=bootstrap)["plan"]
@@ -142,7 +143,7 @@ def test_adding_a_broker_moves_the_lower_bound_and_balances_within_one(cluster):
 
 def test_removing_a_broker_leaves_nothing_on_it_and_deletes_its_state_path(cluster):
     with TimedProducer(cluster.bootstrap, SPREAD, SPREAD_PARTITIONS) as producer:
-        wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition")
+        wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition", WAIT_S)
         through_broker = plan(cluster, "remove-brokers", "4", "--dry-run", door=bootstrap)["plan"]
         through_store = plan(cluster, "remove-brokers", "4", "--dry-run")["plan"]
         assert [through_broker[key] for key in SAME_PLAN] == [through_store[key] for key in SAME_PLAN]
@@ -200,7 +201,7 @@ def test_preferred_election_after_a_restart_moves_leadership_back(cluster):
     succeeded(replog("topics", "create", topic, "--replica-assignment", "0:1:2,1:2:3", *coord(cluster)))
     wait_until(lambda: in_sync_again(cluster, topic), "the topic in sync", FAILOVER_WAIT_S)
     with TimedProducer(cluster.bootstrap, topic, 2) as producer:
-        wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition")
+        wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition", WAIT_S)
         # Broker 1 goes first: partition 0 fails over when broker 0 goes, after broker 1 is back,
         # so neither restart can hand a partition back to its preferred leader by chance.
         for broker in (1, 0):

@@ -14,8 +14,8 @@ from kio.schema.errors import ErrorCode
 
 from replog.net.client import BrokerConnection
 from replog.net.codec import ApiKey
-from tests.broker_process import BrokerProcess
-from tests.conftest import ServerProcess, unique_root
+from tests.support.broker_process import BrokerProcess
+from tests.support.servers import ServerProcess, unique_root
 
 WAIT_S = 120
 ETCD_REQUEST_BYTES_MAX = 1_572_864  # etcd's default --max-request-bytes, 1.5 MiB

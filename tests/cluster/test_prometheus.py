@@ -12,9 +12,9 @@ import urllib.request
 
 import pytest
 
-from tests.cluster.failover import create_topic
-from tests.conftest import ServerProcess
-from tests.polling import eventually
+from tests.support.failover import create_topic
+from tests.support.servers import ServerProcess
+from tests.support.polling import eventually
 
 TOPIC = "watched"
 FOLLOWER = 2

@@ -14,9 +14,10 @@ from kafka import KafkaAdminClient, TopicPartition
 
 from replog import admin
 from replog.coord_backends import open_store
-from tests.chaos.harness import wait_until
-from tests.cluster.conftest import SHARED_SERVERS, Cluster
-from tests.cluster.failover import (
+from tests.support.harness import WAIT_S
+from tests.cluster.conftest import SHARED_SERVERS
+from tests.support.cluster import Cluster
+from tests.support.failover import (
     FAILOVER_WAIT_S,
     PARTITIONS,
     TimedProducer,
@@ -25,7 +26,8 @@ from tests.cluster.failover import (
     quiet_admin,
     restart_stopped,
 )
-from tests.conftest import unique_root
+from tests.support.servers import unique_root
+from tests.support.polling import wait_until
 
 BROKERS = 4
 ON_FIRST_THREE = [[0, 1, 2], [1, 2, 0], [2, 0, 1]]
@@ -93,7 +95,7 @@ def test_moved_partitions_end_on_their_targets_with_nothing_lost_and_the_old_rep
     create_topic(cluster.bootstrap, topic, PARTITIONS, ON_FIRST_THREE)
     targets = {0: [3, 1, 2], 1: [1, 2, 3], 2: [2, 3, 1]}
     with TimedProducer(cluster.bootstrap, topic, PARTITIONS) as producer:
-        wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition")
+        wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition", WAIT_S)
         reassign(cluster, {(topic, index): target for index, target in targets.items()})
         wait_until(lambda: settled_on(cluster, topic, targets), "every partition on its target replicas, all in sync",
                    FAILOVER_WAIT_S)
@@ -102,7 +104,7 @@ def test_moved_partitions_end_on_their_targets_with_nothing_lost_and_the_old_rep
                    FAILOVER_WAIT_S)
         acknowledged = producer.stop()
     assert missing_after_read_back(cluster.bootstrap, topic, acknowledged) == {0: [], 1: [], 2: []}
-    wait_until(lambda: not log_dirs(cluster, 0, topic), "broker 0's replicas of the moved partitions deleted")
+    wait_until(lambda: not log_dirs(cluster, 0, topic), "broker 0's replicas of the moved partitions deleted", WAIT_S)
     assert log_dirs(cluster, 3, topic) == [f"{topic}-{index}" for index in range(PARTITIONS)]
 
 
@@ -113,7 +115,7 @@ def producing_with_broker_3_down(cluster, topic: str):
     create_topic(cluster.bootstrap, topic, PARTITIONS, ON_FIRST_THREE)
     cluster.brokers[3].stop()
     with TimedProducer(cluster.bootstrap, topic, PARTITIONS) as producer:
-        wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition")
+        wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition", WAIT_S)
         yield producer
 
 
@@ -124,13 +126,13 @@ def test_a_cancelled_reassignment_goes_back_to_the_old_replicas_and_deletes_the_
     with producing_with_broker_3_down(cluster, topic) as producer:
         reassign(cluster, {(topic, 0): [0, 1, 3]})
         wait_until(lambda: in_flight(cluster).get((topic, 0), {}).get("adding_replicas") == [3]
-                   and 3 in replicas_and_isr(cluster, topic)[0][0], "broker 3 added to the replicas of partition 0")
+                   and 3 in replicas_and_isr(cluster, topic)[0][0], "broker 3 added to the replicas of partition 0", WAIT_S)
         reassign(cluster, {(topic, 0): None})
         wait_until(lambda: settled_on(cluster, topic, {0: [0, 1, 2]}), "partition 0 back on brokers 0, 1, 2", FAILOVER_WAIT_S)
         acknowledged = producer.stop()
     assert missing_after_read_back(cluster.bootstrap, topic, acknowledged) == {0: [], 1: [], 2: []}
     cluster.brokers[3].restart()
-    wait_until(lambda: not log_dirs(cluster, 3, topic), "broker 3 without a replica of the cancelled move")
+    wait_until(lambda: not log_dirs(cluster, 3, topic), "broker 3 without a replica of the cancelled move", WAIT_S)
 
 
 def test_a_move_survives_its_leaders_death(cluster):
@@ -139,7 +141,7 @@ def test_a_move_survives_its_leaders_death(cluster):
     topic = "orphaned"
     with producing_with_broker_3_down(cluster, topic) as producer:
         reassign(cluster, {(topic, 1): [1, 2, 3]})
-        wait_until(lambda: 3 in replicas_and_isr(cluster, topic)[1][0], "broker 3 added to the replicas of partition 1")
+        wait_until(lambda: 3 in replicas_and_isr(cluster, topic)[1][0], "broker 3 added to the replicas of partition 1", WAIT_S)
         leader = quiet_admin(cluster.bootstrap).list_topics(topic, timeout=30).topics[topic].partitions[1].leader
         cluster.brokers[leader].kill()
         cluster.brokers[3].restart()
@@ -147,7 +149,7 @@ def test_a_move_survives_its_leaders_death(cluster):
         wait_until(lambda: settled_on(cluster, topic, {1: [1, 2, 3]}), "partition 1 on brokers 1, 2, 3", FAILOVER_WAIT_S)
         acknowledged = producer.stop()
     assert missing_after_read_back(cluster.bootstrap, topic, acknowledged) == {0: [], 1: [], 2: []}
-    wait_until(lambda: f"{topic}-1" not in log_dirs(cluster, 0, topic), "broker 0's replica of partition 1 deleted")
+    wait_until(lambda: f"{topic}-1" not in log_dirs(cluster, 0, topic), "broker 0's replica of partition 1 deleted", WAIT_S)
 
 
 async def reassign_throttled(coord_url: str, targets: dict[tuple[str, int], list[int]], throttle_bytes_per_s: int) -> None:
@@ -168,7 +170,7 @@ def test_a_throttled_move_completes_with_nothing_lost(cluster):
     topic = "throttled"
     create_topic(cluster.bootstrap, topic, PARTITIONS, ON_FIRST_THREE)
     with TimedProducer(cluster.bootstrap, topic, PARTITIONS) as producer:
-        wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition")
+        wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition", WAIT_S)
         asyncio.run(reassign_throttled(cluster.coord_url, {(topic, 2): [2, 3, 1]}, throttle_bytes_per_s=50_000))
         wait_until(lambda: settled_on(cluster, topic, {2: [2, 3, 1]}), "partition 2 on brokers 2, 3, 1", FAILOVER_WAIT_S)
         acknowledged = producer.stop()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 PARTITIONS = 500
 REPLICAS = 3

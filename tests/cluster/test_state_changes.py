@@ -15,7 +15,8 @@ from replog import admin as topics
 from replog.coord_backends import open_store, paths
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment
 from replog.replication.state_changes import START_REPLICA, send_state_change, wait_till_state_change_requests_consumed
-from tests.cluster.test_replication import produce_numbered, read_all, wait_until
+from tests.cluster.test_replication import WAIT_S as REPLICATION_WAIT_S, produce_numbered, read_all
+from tests.support.polling import wait_until
 
 WAIT_S = 30
 RECREATIONS = 5
@@ -26,7 +27,7 @@ def logged(broker, line: str) -> bool:
 
 
 def wait_for_line(broker, line: str) -> None:
-    wait_until(lambda: logged(broker, line), f"{line!r} in the broker's output")
+    wait_until(lambda: logged(broker, line), f"{line!r} in the broker's output", REPLICATION_WAIT_S)
 
 
 def test_create_waits_for_every_start_replica_and_delete_reaches_a_broker_that_was_down(cluster):
@@ -53,7 +54,7 @@ def test_create_waits_for_every_start_replica_and_delete_reaches_a_broker_that_w
 async def test_a_stale_start_replica_is_ignored_and_a_current_one_acted_on(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic("moving", num_partitions=1, replica_assignment=[[0, 1]])])["moving"].result(timeout=60)
-    wait_until(lambda: admin.list_topics("moving", timeout=30).topics["moving"].partitions[0].leader >= 0, "a leader")
+    wait_until(lambda: admin.list_topics("moving", timeout=30).topics["moving"].partitions[0].leader >= 0, "a leader", REPLICATION_WAIT_S)
     newcomer = cluster.brokers[2]
     store = open_store(cluster.coord_url)
     await store.start()
@@ -112,7 +113,7 @@ def serves_every_partition(bootstrap: str, topic: str, partitions: int) -> None:
         return found.error is None and len(found.partitions) == partitions and all(
             partition.leader >= 0 for partition in found.partitions.values())
 
-    wait_until(led, f"a leader for every partition of {topic}")
+    wait_until(led, f"a leader for every partition of {topic}", REPLICATION_WAIT_S)
     for partition in range(partitions):
         assert sorted(produce_numbered(bootstrap, topic, 0, 20, partition)) == list(range(20))
         assert sorted(read_all(bootstrap, topic, 20, partition)) == list(range(20))

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from tests.broker_process import BrokerProcess
-from tests.conftest import REPO
+from tests.support.broker_process import BrokerProcess
+from tests.support.servers import REPO
 
 from .targets import Target
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from replog.net.codec import ApiKey
 from replog.storage.batch_format import ATTRIBUTES_POSITION, HEADER
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 from .targets import CLOSED, TOPIC_READY_TIMEOUT_S, Target
 

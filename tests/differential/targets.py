@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from replog.net.client import BrokerConnection, BrokerUnavailable
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 CLOSED = "connection closed"  # what a broker that does not answer a request did instead
 REQUEST_TIMEOUT_S = 10  # Kafka answers every scenario's request within seconds (a new group: 3 s)

@@ -14,8 +14,8 @@ from replog.groups import CoordinatorConfig, GroupCoordinator, GroupLimits, Grou
 from replog.replica.partition import Partition, PartitionConfig
 from replog.storage.disk_space import NOT_WATCHED, DiskSpace
 from replog.storage.log import Log, LogConfig
-from tests.polling import eventually
-from tests.unit.log_fixtures import ManualClock
+from tests.support.polling import eventually
+from tests.support.log_fixtures import ManualClock
 
 HERE, OTHER = 1, 2
 WAIT_S = 5

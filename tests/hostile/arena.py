@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from replog.config import SETTINGS
 
-from tests.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 from .batch_cases import COMPACTED_SEGMENT_MS
 from .cases import Case, Limits, Target

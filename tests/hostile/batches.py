@@ -1,5 +1,5 @@
 """Record batches as a hostile producer writes them: a small encoder of the v2 format (records
-and all, unlike tests/unit/replica_batches.py, whose records are filler) that writes whatever it
+and all, unlike tests/support/batches.py, whose records are filler) that writes whatever it
 is told, true or not, and the decompression bombs of every codec.
 
 Encoding (Kafka's DefaultRecordBatch): a 61-byte header, CRC32C over bytes 21 to the end, then

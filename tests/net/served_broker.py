@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 SERVED_TOPIC = "served-topic"
 

@@ -11,8 +11,8 @@ import socket
 
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics
-from tests.net.test_framing import api_versions_frame, read_response
-from tests.polling import eventually
+from tests.support.frames import api_versions_frame, read_response
+from tests.support.polling import eventually
 
 WAITING = 5
 
@@ -37,7 +37,7 @@ async def test_accepts_failing_with_emfile_pause_and_resume_once_descriptors_com
             client.setblocking(False)
             await loop.sock_connect(client, ("127.0.0.1", server.port))  # completed by the kernel's backlog
             await loop.sock_sendall(client, api_versions_frame(correlation_id))
-        await eventually(lambda: asyncio.sleep(0, failed_accepts(metrics) > 0), 10, "an accept to fail with EMFILE")
+        await eventually(lambda: failed_accepts(metrics) > 0, 10, "an accept to fail with EMFILE")
         # A second's window, not a wait for anything: accepting stays paused while descriptors
         # count as exhausted, where a listener that stays readable would be tried thousands of times.
         await asyncio.sleep(1)

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from replog.admin import ConfigSource
 from replog.net.client import BrokerConnection
 from replog.net.codec import ApiKey
 from tests.net.served_broker import served_broker  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.cluster  # each test asks the module's broker process (served_broker)
 
 BROKER_RESOURCE = 4
 

@@ -26,8 +26,8 @@ from replog.net.codec import ApiKey
 from replog.net.leader_connections import follower_client_id
 from replog.replication.fetcher import EpochAsk, FetchSpec
 from tests.clients.conftest import broker  # noqa: F401 -- the module's broker process
-from tests.polling import eventually
-from tests.unit.replica_batches import build_batch
+from tests.support.polling import eventually
+from tests.support.batches import build_batch
 
 WAIT_S = 10
 FOLLOWER_ID = 1
@@ -62,6 +62,7 @@ def batch_base_offsets(records: bytes) -> list[int]:
 
 # against the real broker
 
+@pytest.mark.cluster  # the module's broker process
 async def test_negotiates_the_highest_version_both_sides_speak_and_fetch_by_topic_id_only_as_a_follower(broker):
     # Fetch v13 names topics by id, which replog's Metadata does not give clients.
     async with await BrokerConnection.open("127.0.0.1", broker.port, connect_timeout_s=WAIT_S, request_timeout_s=WAIT_S,
@@ -75,6 +76,7 @@ async def test_negotiates_the_highest_version_both_sides_speak_and_fetch_by_topi
         assert follower.version_for(ApiKey.FETCH) == 13
 
 
+@pytest.mark.cluster  # the module's broker process
 async def test_produced_batches_come_back_to_a_consumer_fetch(connection):
     topic = await create_topic(connection)
     record_counts = [3, 1, 5]
@@ -88,6 +90,7 @@ async def test_produced_batches_come_back_to_a_consumer_fetch(connection):
     assert (await connection.list_offsets(topic, 0, EARLIEST_TIMESTAMP))[:2] == (ErrorCode.none, 0)
 
 
+@pytest.mark.cluster  # the module's broker process
 async def test_a_response_larger_than_the_first_receive_buffer_arrives_whole(connection):
     topic = await create_topic(connection)
     batch = bytes(build_batch(record_count=2, payload_bytes=300 * 1024))
@@ -96,6 +99,7 @@ async def test_a_response_larger_than_the_first_receive_buffer_arrives_whole(con
     assert fetched.records[61:] == batch[61:]  # past the header, where the broker stamps offset and epoch
 
 
+@pytest.mark.cluster  # the module's broker process
 async def test_an_acks_0_produce_gets_no_answer_and_lands(connection):
     topic = await create_topic(connection)
     assert await connection.produce(topic, 0, bytes(build_batch(record_count=2)), acks=0, timeout_ms=5000) == (ErrorCode.none, -1)
@@ -106,6 +110,7 @@ async def test_an_acks_0_produce_gets_no_answer_and_lands(connection):
     await eventually(landed, WAIT_S, "the acks=0 batch to be appended")
 
 
+@pytest.mark.cluster  # the module's broker process
 async def test_metadata_describes_the_broker_and_the_partition(connection, broker):
     topic = await create_topic(connection)
     described = await connection.metadata([topic])
@@ -126,6 +131,7 @@ async def fetch_as_replica(connection: BrokerConnection, topic: str, current_lea
     return (await connection.fetch_as_replica(FOLLOWER_ID, [spec], max_wait_ms=0, max_bytes=1 << 20)).replies[topic, 0]
 
 
+@pytest.mark.cluster  # the module's broker process
 async def test_a_fetch_as_a_replica_from_a_connection_of_no_registered_broker_is_refused(connection):
     topic = await create_topic(connection)
     await connection.produce(topic, 0, bytes(build_batch()), acks=-1, timeout_ms=5000)
@@ -133,6 +139,7 @@ async def test_a_fetch_as_a_replica_from_a_connection_of_no_registered_broker_is
     assert (refused.error_code, refused.high_watermark, refused.records) == (ErrorCode.topic_authorization_failed, -1, b"")
 
 
+@pytest.mark.cluster  # the module's broker process
 async def test_offset_for_leader_epoch_answers_where_the_epoch_ends(connection):
     topic = await create_topic(connection)
     await connection.produce(topic, 0, bytes(build_batch(record_count=4)), acks=-1, timeout_ms=5000)
@@ -149,6 +156,7 @@ async def test_offset_for_leader_epoch_answers_where_the_epoch_ends(connection):
     assert together[topic, 7].error_code != ErrorCode.none  # a partition the topic does not have
 
 
+@pytest.mark.cluster  # the module's broker process
 async def test_a_leader_epoch_ahead_of_the_leaders_is_unknown_leader_epoch(connection):
     topic = await create_topic(connection)
     epoch = await leader_epoch_of(connection, topic)
@@ -156,6 +164,7 @@ async def test_a_leader_epoch_ahead_of_the_leaders_is_unknown_leader_epoch(conne
     assert ahead.error_code == ErrorCode.unknown_leader_epoch
 
 
+@pytest.mark.cluster  # the module's broker process
 async def test_pipelined_requests_each_get_their_own_answer(broker):
     async with await BrokerConnection.open("127.0.0.1", broker.port, in_flight_max=8, request_timeout_s=WAIT_S) as connection:
         names = [f"missing-{uuid.uuid4().hex[:8]}-{n}" for n in range(200)]
@@ -166,6 +175,7 @@ async def test_pipelined_requests_each_get_their_own_answer(broker):
         assert sorted(result.base_offset for result in produced) == list(range(50))
 
 
+@pytest.mark.cluster  # the module's broker process
 async def test_a_parked_fetch_answers_when_a_later_request_arrives_on_its_connection(broker):
     """Responses leave in request order: a fetch parked for its whole wait would hold the
     answer of the request behind it (a follower's next fetch round, a Metadata request)."""

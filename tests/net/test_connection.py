@@ -9,7 +9,7 @@ from replog.net import codec
 from replog.net.codec import ApiKey
 from replog.net.framing import OWN_BUFFER_MIN_BYTES, KafkaConnection
 from replog.net.request_memory import BASELINE_BYTES, RequestMemory
-from tests.net.test_framing import api_versions_frame
+from tests.support.frames import api_versions_frame
 
 
 class RecordingTransport:

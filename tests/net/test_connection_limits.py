@@ -19,8 +19,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from replog.net.codec import ApiKey
-from tests.broker_process import BrokerProcess
-from tests.polling import wait_until
+from tests.support.broker_process import BrokerProcess
+from tests.support.polling import wait_until
+
+pytestmark = pytest.mark.cluster  # each test runs against a broker process
 
 ADDRESS_SPACE_BYTES = 2 << 30
 ANNOUNCED_BYTES = 100 * 1024 * 1024  # socket.request.max.bytes, the most a frame may announce

@@ -14,6 +14,8 @@ from tests.hostile.seeds import encode as encode_request
 from tests.net.served_broker import served_broker  # noqa: F401  (the fixture)
 from tests.net.test_nullable_fields import exchange
 
+pytestmark = pytest.mark.cluster  # each test asks the module's broker process (served_broker)
+
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from replog.net.fetch_rounds import FetchRounds, RoundAnswer, RoundChanges
 from replog.replication.fetcher import FetchReply, FetchSpec
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 WAIT_S = 10
 LONG_POLL_MS = 60_000  # a wait no test sits out: only data, a cut or the test's end ends it

@@ -13,7 +13,9 @@ from replog.net.codec import ApiKey, decode_response
 from tests.hostile.seeds import encode as encode_request
 from tests.net.served_broker import served_broker  # noqa: F401  (the fixture)
 from tests.net.test_nullable_fields import exchange
-from tests.unit.replica_batches import build_batch
+from tests.support.batches import build_batch
+
+pytestmark = pytest.mark.cluster  # each test asks the module's broker process (served_broker)
 
 TOPIC = "size-limits"
 PARTITIONS = 3

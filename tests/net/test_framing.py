@@ -14,21 +14,9 @@ from replog.net.handlers import HANDLERS
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics
 from replog.storage.segment import FileSlice, HeldSlice
+from tests.support.frames import api_versions_frame, read_response
 
 MAX_REQUEST_BYTES = 1024 * 1024
-
-
-def api_versions_frame(correlation_id: int, version: int = 0) -> bytes:
-    body = struct.pack(">hhih", ApiKey.API_VERSIONS, version, correlation_id, 4) + b"test"
-    if version >= 3:
-        body += b"\x00" + b"\x05kcat" + b"\x021" + b"\x00"  # tagged fields, software name/version, tagged fields
-    return struct.pack(">i", len(body)) + body
-
-
-async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 10))
-    payload = await asyncio.wait_for(reader.readexactly(size), 10)
-    return struct.unpack_from(">i", payload)[0], payload[4:]
 
 
 async def connection_closed(reader: asyncio.StreamReader) -> bool:

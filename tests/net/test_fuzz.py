@@ -40,15 +40,17 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replog.net.codec import ApiKey
-from tests.cluster.conftest import Cluster
-from tests.conftest import unique_root
+from tests.support.cluster import Cluster
+from tests.support.servers import unique_root
 from tests.hostile import catalog
 from tests.hostile.arena import Arena
 from tests.hostile.cases import FRAME_WAIT_S
 from tests.hostile.connection_cases import DescriptorFlood
 from tests.hostile.seeds import Names, all_seeds, request_values
 from tests.hostile.wire import Connection, Ending, high_watermark
-from tests.polling import wait_until
+from tests.support.polling import wait_until
+
+pytestmark = pytest.mark.cluster  # each test runs against a broker process
 
 DEATHS_MAX = 3  # per family: enough to show it is no accident, few enough to leave time for the rest
 RANDOM_CASES = int(os.environ.get("REPLOG_FUZZ_CASES", "1000"))
@@ -143,7 +145,6 @@ def two_brokers(zookeeper_server, tmp_path):
         cluster.stop()
 
 
-@pytest.mark.zk
 def test_a_plain_clients_fetch_posing_as_the_follower_does_not_move_the_high_watermark(two_brokers):
     admin = AdminClient({"bootstrap.servers": two_brokers.bootstrap})
     admin.create_topics([NewTopic(FORGED_TOPIC, 1, 2)])[FORGED_TOPIC].result(timeout=60)

@@ -22,9 +22,11 @@ from kio.serial import entity_reader
 from replog.net import codec
 from replog.net.codec import ApiKey
 from replog.storage.batch_format import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD, HEADER, set_crc
-from tests.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from tests.hostile.seeds import encode as encode_request
-from tests.unit.replica_batches import BOMB_BYTES, bomb, build_batch
+from tests.support.batches import BOMB_BYTES, bomb, build_batch
+
+pytestmark = pytest.mark.cluster  # each test runs against a broker process
 
 ADDRESS_SPACE_BYTES = 2 << 30
 PRODUCE_VERSION = 9

@@ -18,9 +18,11 @@ from kio.schema.errors import ErrorCode
 from replog.net import codec
 from replog.net.codec import ApiKey
 from replog.net.frame_check import ITEMS_MAX
-from tests.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from tests.net.test_frame_check import METADATA_V1_HUGE_ARRAY, METADATA_V9_HUGE_ARRAY, metadata_v1
-from tests.polling import wait_until
+from tests.support.polling import wait_until
+
+pytestmark = pytest.mark.cluster  # each test runs against a broker process
 
 RECORDS = 20
 

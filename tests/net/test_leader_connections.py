@@ -21,7 +21,7 @@ from replog.net.leader_connections import (
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics
 from replog.replica.partition import FetchFrom
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 ME, PEER = 1, 2
 WAIT_S = 10

@@ -16,7 +16,9 @@ import pytest
 from replog.net.codec import ApiKey
 from tests.hostile.seeds import encode as encode_request
 from tests.net.served_broker import SERVED_TOPIC, served_broker  # noqa: F401  (the fixture)
-from tests.polling import wait_until
+from tests.support.polling import wait_until
+
+pytestmark = pytest.mark.cluster  # each test asks the module's broker process (served_broker)
 
 UNKNOWN_TOPIC_ID = 100
 

@@ -17,6 +17,8 @@ from tests.hostile.seeds import encode as encode_request
 from tests.net.served_broker import served_broker  # noqa: F401  (the fixture)
 from tests.net.test_nullable_fields import exchange
 
+pytestmark = pytest.mark.cluster  # each test asks the module's broker process (served_broker)
+
 COMPACTED = "compacted"
 HOUR_MS = 3_600_000
 NO_KEY = f"Compacted topic cannot accept message without key in topic partition {COMPACTED}-0"

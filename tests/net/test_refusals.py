@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import struct
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from replog.net.codec import ApiKey, decode_response
@@ -14,8 +15,10 @@ from replog.net.handlers import REFUSAL_LINES_PER_INTERVAL_MAX
 from tests.hostile.seeds import encode as encode_request
 from tests.net.served_broker import SERVED_TOPIC, served_broker  # noqa: F401  (the fixture)
 from tests.net.test_nullable_fields import exchange
-from tests.polling import wait_until
-from tests.unit.replica_batches import build_batch
+from tests.support.polling import wait_until
+from tests.support.batches import build_batch
+
+pytestmark = pytest.mark.cluster  # each test asks the module's broker process (served_broker)
 
 
 def refusal_lines(broker, subject: str) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from replog.net.codec import ApiKey, decode_response
@@ -14,7 +15,9 @@ from replog.storage.partition_metadata import tagged_topic_id
 from tests.hostile.seeds import encode as encode_request
 from tests.net.served_broker import served_broker  # noqa: F401  (the fixture)
 from tests.net.test_nullable_fields import exchange
-from tests.polling import wait_until
+from tests.support.polling import wait_until
+
+pytestmark = pytest.mark.cluster  # each test asks the module's broker process (served_broker)
 
 TOPIC = "with-ids"
 

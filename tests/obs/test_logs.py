@@ -6,8 +6,10 @@ import json
 import logging
 import sys
 
+import pytest
+
 from replog.obs.logs import JsonFormatter, LineBudget, RepeatedWarnings
-from tests.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 
 
 def record(message: str, *args, exc_info=None) -> logging.LogRecord:
@@ -34,6 +36,7 @@ def test_a_field_cannot_overwrite_the_objects_own_keys_and_exceptions_are_kept()
     assert json.loads(JsonFormatter().format(record("no fields here")))["event"] == "no fields here"
 
 
+@pytest.mark.cluster
 def test_a_broker_logs_one_json_object_a_line(tmp_path):
     broker = BrokerProcess(tmp_path / "data", extra_args=("--log-level", "INFO", "--log-format", "json"))
     broker.start()

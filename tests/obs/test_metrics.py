@@ -37,10 +37,10 @@ from replog.replication.state_changes import StateChangeListener, send_state_cha
 from replog.replication.election import leader_election
 from replog.storage.disk_space import DiskSpace, DiskSpaceState
 from replog.storage.log import Log, LogConfig
-from tests.net.test_framing import api_versions_frame, read_response
-from tests.polling import eventually
-from tests.unit.log_fixtures import ManualClock
-from tests.unit.replica_batches import build_batch
+from tests.support.frames import api_versions_frame, read_response
+from tests.support.polling import eventually
+from tests.support.log_fixtures import ManualClock
+from tests.support.batches import build_batch
 
 ME, OTHER, THIRD = 1, 2, 3
 WAIT_S = 20

@@ -25,7 +25,7 @@ from replog.replication.state_changes import (
     queued_requests,
     send_state_change,
 )
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 ME, LEADER, DOWN = 1, 2, 3
 WAIT_S = 10

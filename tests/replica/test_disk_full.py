@@ -15,10 +15,10 @@ from replog.storage import disk_space as disk_space_module
 from replog.storage.disk_space import DiskSpace
 from replog.storage.errors import KafkaStorageError
 from replog.storage.log import Log, LogConfig
-from tests.polling import eventually
-from tests.replica.batches import producer_batch
-from tests.unit.log_fixtures import ManualClock
-from tests.unit.replica_batches import build_batch
+from tests.support.polling import eventually
+from tests.support.producer_batches import producer_batch
+from tests.support.log_fixtures import ManualClock
+from tests.support.batches import build_batch
 
 LEADER, LEADER_ELSEWHERE = 1, 2
 MIN_FREE_BYTES = 1000

@@ -31,11 +31,11 @@ from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.partition import FetchFrom, Partition, PartitionConfig
 from replog.storage.records import batch_headers
 from replog.replication.fetcher import FetchSpec
-from tests.net.fetch_answers import decode_answer
-from tests.net.followers import client_id_of, life_of, registered
-from tests.polling import eventually
-from tests.replica.batches import producer_batch
-from tests.unit.log_fixtures import ManualClock
+from tests.support.fetch_answers import decode_answer
+from tests.support.followers import client_id_of, life_of, registered
+from tests.support.polling import eventually
+from tests.support.producer_batches import producer_batch
+from tests.support.log_fixtures import ManualClock
 
 TOPIC = "members"
 LEADER, FOLLOWER, OTHER = 1, 2, 3

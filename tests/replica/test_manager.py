@@ -20,11 +20,11 @@ from replog.replica.manager import (
 )
 from replog.replica.partition import Partition, ReplicaState
 from replog.replica.producer_state import SNAPSHOT_SUFFIX
-from tests.polling import eventually
+from tests.support.polling import eventually
 from tests.sim.disk import PageCache
-from tests.replica.batches import producer_batch
-from tests.unit.log_fixtures import ManualClock
-from tests.unit.replica_batches import build_batch
+from tests.support.producer_batches import producer_batch
+from tests.support.log_fixtures import ManualClock
+from tests.support.batches import build_batch
 
 BROKER, FOLLOWER = 1, 2
 WAIT_S = 5

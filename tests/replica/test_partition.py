@@ -23,8 +23,8 @@ from replog.replica.partition import (
     ReadWaiter,
     ReplicaState,
 )
-from tests.replica.batches import producer_batch, timed_batch
-from tests.unit.log_fixtures import ManualClock
+from tests.support.producer_batches import producer_batch, timed_batch
+from tests.support.log_fixtures import ManualClock
 
 LEADER, FOLLOWER, OTHER = 1, 2, 3
 WAIT_S = 5  # bound on waits for things that must happen

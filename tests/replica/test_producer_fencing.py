@@ -15,8 +15,8 @@ import pytest
 
 from replog.replica.partition import ErrorCode, Partition, PartitionConfig
 from replog.storage.log import Log, LogConfig
-from tests.replica.batches import readable_producer_batch as batch
-from tests.unit.log_fixtures import ManualClock
+from tests.support.producer_batches import readable_producer_batch as batch
+from tests.support.log_fixtures import ManualClock
 
 LEADER = 1
 VICTIM, EPOCH = 4000, 3

@@ -19,8 +19,8 @@ from replog.replica.producer_state import (
     ProducerStateManager,
     increment_sequence,
 )
-from tests.replica.batches import producer_batch
-from tests.unit.log_fixtures import ManualClock
+from tests.support.producer_batches import producer_batch
+from tests.support.log_fixtures import ManualClock
 
 MAX_SEQUENCE = 2**31 - 1
 PID = 4000

@@ -7,7 +7,7 @@ from __future__ import annotations
 from replog.replica.partition import Partition, PartitionConfig
 from replog.replica.throttle import ReplicationThrottle
 from replog.storage.log import Log, LogConfig
-from tests.replica.batches import producer_batch
+from tests.support.producer_batches import producer_batch
 
 LEADER, IN_SYNC, ADDED = 1, 2, 3
 RATE_BYTES_PER_S = 1000

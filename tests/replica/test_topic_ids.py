@@ -18,10 +18,10 @@ from replog.obs import BrokerMetrics
 from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replication.fetcher import FetchSpec
 from replog.storage.log import LogConfig
-from tests.net.fetch_answers import decode_answer
-from tests.net.followers import client_id_of, registered
-from tests.replica.batches import producer_batch
-from tests.unit.log_fixtures import ManualClock
+from tests.support.fetch_answers import decode_answer
+from tests.support.followers import client_id_of, registered
+from tests.support.producer_batches import producer_batch
+from tests.support.log_fixtures import ManualClock
 
 TOPIC = "orders"
 LEADER, FOLLOWER = 1, 2

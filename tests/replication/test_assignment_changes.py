@@ -20,7 +20,7 @@ from replog.coord_backends.paths import ReplicaAssignment, StateChangeRequest
 from replog.replication.state_changes import FROM_ADMIN, START_REPLICA
 from replog.replica import producer_state
 from replog.replica.partition import ReplicaState
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 TOPIC = "flaky"
 BROKER = 1

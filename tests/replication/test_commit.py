@@ -16,8 +16,8 @@ from replog.replication.election import leader_election
 from replog.storage.log import Log, LogConfig
 from replog.replica.partition import Partition, PartitionConfig, ReplicaState
 from tests.backends.conftest import backend, connect, counting_transactions, store, url  # noqa: F401  (fixtures)
-from tests.polling import eventually
-from tests.unit.log_fixtures import ManualClock
+from tests.support.polling import eventually
+from tests.support.log_fixtures import ManualClock
 
 TOPIC = "orders"
 LEADER, FOLLOWER = 1, 2

@@ -18,7 +18,7 @@ from replog.coord_backends import NoNode, paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import IsrRecord, ReplicaAssignment
 from replog.replica.partition import ReplicaState
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 TOPIC = "departures"
 LEADER, FOLLOWER = 0, 1

@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 from replog.replication.fetcher import FetcherConfig, FetcherState, FetchReply, FetchSpec, ReplicaFetcher
 from replog.storage.log import Log, LogConfig
 from replog.replica.partition import EpochEndOffset, ErrorCode, Partition, PartitionConfig, ReplicaState
-from tests.replica.batches import producer_batch
-from tests.unit.log_fixtures import ManualClock, read_all
+from tests.support.producer_batches import producer_batch
+from tests.support.log_fixtures import ManualClock, read_all
+from tests.support.polling import eventually
 
 A, B, C = 1, 2, 3
 WAIT_S = 5  # bound on waits for things that must happen
@@ -118,12 +119,6 @@ async def cluster(tmp_path):
     await built.shutdown()
 
 
-async def eventually(condition, timeout_s: float = WAIT_S) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not condition():  # bounded by the timeout
-            await asyncio.sleep(0.002)
-
-
 def log_bytes(replica: Partition, end: int | None = None) -> bytes:
     return read_all(replica.log, replica.log_start_offset, max_offset=end)
 
@@ -151,7 +146,8 @@ async def test_followers_catch_up_with_identical_logs_and_producer_state(cluster
         await leader.append_as_leader(message(sequence, count=2, producer_id=7, sequence=2 * sequence), 1, 1000)
     for broker in (B, C):
         cluster.start_fetcher(broker)
-    await eventually(lambda: caught_up(leader, *followers) and leader.high_watermark == 60)
+    await eventually(lambda: caught_up(leader, *followers) and leader.high_watermark == 60,
+                     WAIT_S, "every follower caught up and the HW at 60")
     for follower in followers:
         assert log_bytes(follower) == log_bytes(leader)
         assert follower.log.leader_epoch_cache.entries == leader.log.leader_epoch_cache.entries
@@ -167,7 +163,8 @@ async def test_a_fetch_answer_ending_in_a_cut_batch_is_appended_up_to_it(cluster
     batch_bytes = len(message(0, count=3))
     cluster.start_fetcher(B, FetcherConfig(max_bytes=batch_bytes + batch_bytes // 2, max_wait_ms=20, backoff_ms=1,
                                            backoff_max_ms=4))
-    await eventually(lambda: caught_up(leader, follower) and leader.high_watermark == 12)
+    await eventually(lambda: caught_up(leader, follower) and leader.high_watermark == 12,
+                     WAIT_S, "the follower caught up and the HW at 12")
     assert log_bytes(follower) == log_bytes(leader)
     assert cluster.fetchers[B].state is FetcherState.FETCHING
 
@@ -179,7 +176,7 @@ async def test_acks_all_completes_only_once_every_isr_follower_fetched_past_it(t
         cluster.open(B, A, 0), cluster.open(C, A, 0)
         append = asyncio.create_task(leader.append_as_leader(message(1), -1, 10_000))
         cluster.start_fetcher(B)
-        await eventually(lambda: cluster.replicas[B].log_end_offset == 1)
+        await eventually(lambda: cluster.replicas[B].log_end_offset == 1, WAIT_S, "broker B's log end at 1")
         done, _ = await asyncio.wait([append], timeout=SHORT_S)
         assert not done, "C is in the ISR and has not fetched: nothing is committed"
         cluster.start_fetcher(C)
@@ -211,7 +208,8 @@ async def test_follower_high_watermark_never_moves_backwards(cluster):
     for stamp in range(40):
         await leader.append_as_leader(message(stamp), 1, 1000)
         await asyncio.sleep(0)
-    await eventually(lambda: caught_up(leader, follower) and leader.high_watermark == 40)
+    await eventually(lambda: caught_up(leader, follower) and leader.high_watermark == 40,
+                     WAIT_S, "the follower caught up and the HW at 40")
     assert seen == sorted(seen) and seen[-1] <= 40
     # A reply from a leader whose HW lags ours (a new leader) must not move it back.
     follower.append_as_follower(b"", 3, 0)
@@ -236,7 +234,7 @@ async def test_restarted_follower_keeps_committed_data_its_hw_had_not_reached(cl
     hw = cluster.crash(B)
     follower = cluster.open(B, A, 0, assigned=(A, B), high_watermark=hw)
     fetcher = cluster.start_fetcher(B)
-    await eventually(lambda: fetcher.state is FetcherState.FETCHING)
+    await eventually(lambda: fetcher.state is FetcherState.FETCHING, WAIT_S, "the fetcher fetching")
     assert follower.log_end_offset == 2, "B must keep m2, which the leader committed"
     await cluster.stop_fetcher(B)
     cluster.crash(A)  # the leader dies; B takes over and still has m2
@@ -271,7 +269,8 @@ async def test_restarted_old_leader_drops_its_divergent_tail_instead_of_keeping_
     old_leader = cluster.open(A, B, 1, assigned=(A, B), high_watermark=a_hw)
     assert old_leader.high_watermark == 2, "blind truncation would keep offset 1 (m2)"
     fetcher = cluster.start_fetcher(A)
-    await eventually(lambda: fetcher.state is FetcherState.FETCHING and caught_up(new_leader, old_leader))
+    await eventually(lambda: fetcher.state is FetcherState.FETCHING and caught_up(new_leader, old_leader),
+                     WAIT_S, "the fetcher fetching, caught up with the new leader")
     assert log_bytes(old_leader) == log_bytes(new_leader)
     assert old_leader.log.leader_epoch_cache.entries == new_leader.log.leader_epoch_cache.entries
 
@@ -289,7 +288,8 @@ async def test_truncation_repeats_while_the_leader_names_an_epoch_the_follower_l
     leader.become_leader(3, (A, B), {A}, now_ms())
     follower.become_follower(A, 3, now_ms())
     fetcher = cluster.start_fetcher(B)
-    await eventually(lambda: fetcher.state is FetcherState.FETCHING and caught_up(leader, follower))
+    await eventually(lambda: fetcher.state is FetcherState.FETCHING and caught_up(leader, follower),
+                     WAIT_S, "the fetcher fetching, caught up with the leader")
     assert log_bytes(follower) == log_bytes(leader)
 
 
@@ -318,11 +318,12 @@ async def test_failover_truncates_the_old_leaders_unacknowledged_tail(tmp_path):
             cluster.start_fetcher(broker)
         committed = await asyncio.wait_for(old.append_as_leader(message(1, count=3), -1, 10_000), WAIT_S)
         assert committed.error_code == ErrorCode.NONE
-        await eventually(lambda: caught_up(old, cluster.replicas[B], cluster.replicas[C]))
+        await eventually(lambda: caught_up(old, cluster.replicas[B], cluster.replicas[C]),
+                         WAIT_S, "B and C caught up with the old leader")
         for broker in (B, C):
             await cluster.stop_fetcher(broker)
         tail = asyncio.create_task(old.append_as_leader(message(2, count=2), -1, 10_000))
-        await eventually(lambda: old.log_end_offset == 5)
+        await eventually(lambda: old.log_end_offset == 5, WAIT_S, "the old leader's log end at 5")
         old.become_follower(B, 1, now_ms())
         assert (await asyncio.wait_for(tail, WAIT_S)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
         assert old.log_end_offset == 5, "become_follower does not truncate; the leader decides"
@@ -334,7 +335,8 @@ async def test_failover_truncates_the_old_leaders_unacknowledged_tail(tmp_path):
         result = await asyncio.wait_for(new.append_as_leader(message(3), -1, 10_000), WAIT_S)
         assert (result.error_code, result.base_offset) == (ErrorCode.NONE, 3)
         new.update_isr({A, B, C})
-        await eventually(lambda: caught_up(new, old, cluster.replicas[C]))
+        await eventually(lambda: caught_up(new, old, cluster.replicas[C]),
+                         WAIT_S, "the old leader and C caught up with the new leader")
         assert log_bytes(old) == log_bytes(new) == log_bytes(cluster.replicas[C])
         assert old.log_end_offset == 4
     finally:
@@ -345,7 +347,7 @@ async def test_a_fetcher_with_a_stale_epoch_is_fenced_and_stops(cluster):
     leader = cluster.open(A, A, 2, assigned=(A, B))
     cluster.open(B, A, 1, assigned=(A, B))
     fetcher = cluster.start_fetcher(B)
-    await eventually(lambda: fetcher.stopped)
+    await eventually(lambda: fetcher.stopped, WAIT_S, "the fetcher stopped")
     assert cluster.problems == [(B, ErrorCode.FENCED_LEADER_EPOCH)]
     assert leader.follower_log_end_offset(B) == -1, "a fenced fetch records nothing"
 
@@ -354,10 +356,10 @@ async def test_a_leader_epoch_bump_during_fetching_stops_the_fetcher(cluster):
     leader = cluster.open(A, A, 0, assigned=(A, B))
     cluster.open(B, A, 0, assigned=(A, B))
     fetcher = cluster.start_fetcher(B)
-    await eventually(lambda: fetcher.state is FetcherState.FETCHING)
+    await eventually(lambda: fetcher.state is FetcherState.FETCHING, WAIT_S, "the fetcher fetching")
     leader.become_leader(1, (A, B), {A, B}, now_ms())
     await leader.append_as_leader(message(1), 1, 1000)
-    await eventually(lambda: fetcher.stopped)
+    await eventually(lambda: fetcher.stopped, WAIT_S, "the fetcher stopped")
     assert cluster.problems == [(B, ErrorCode.FENCED_LEADER_EPOCH)]
 
 
@@ -365,9 +367,9 @@ async def test_a_leader_that_became_follower_is_reported(cluster):
     leader = cluster.open(A, A, 0, assigned=(A, B, C))
     cluster.open(B, A, 0, assigned=(A, B, C))
     fetcher = cluster.start_fetcher(B)
-    await eventually(lambda: fetcher.state is FetcherState.FETCHING)
+    await eventually(lambda: fetcher.state is FetcherState.FETCHING, WAIT_S, "the fetcher fetching")
     leader.become_follower(C, 1, now_ms())
-    await eventually(lambda: fetcher.stopped)
+    await eventually(lambda: fetcher.stopped, WAIT_S, "the fetcher stopped")
     assert cluster.problems == [(B, ErrorCode.NOT_LEADER_OR_FOLLOWER)]
 
 
@@ -384,14 +386,15 @@ async def test_follower_behind_the_leaders_log_start_restarts_there(tmp_path):
         follower = cluster.open(B, A, 0, assigned=(A, B))
         # One batch per fetch, so that the follower's segments split where the leader's do.
         cluster.start_fetcher(B, FetcherConfig(max_bytes=1, max_wait_ms=20, backoff_ms=1))
-        await eventually(lambda: caught_up(leader, follower))
+        await eventually(lambda: caught_up(leader, follower), WAIT_S, "the follower caught up")
         assert follower.log_start_offset == leader.log_start_offset
         assert log_bytes(follower) == log_bytes(leader)
         # Retention moves the leader's start again: the follower drops the segments below it.
         for stamp in range(20, 40):
             await leader.append_as_leader(message(stamp), 1, 1000)
         leader.delete_retained_segments()
-        await eventually(lambda: caught_up(leader, follower) and follower.log_start_offset == leader.log_start_offset)
+        await eventually(lambda: caught_up(leader, follower) and follower.log_start_offset == leader.log_start_offset,
+                         WAIT_S, "the follower caught up, at the leader's log start")
         assert log_bytes(follower) == log_bytes(leader)
     finally:
         await cluster.shutdown()
@@ -407,7 +410,7 @@ async def test_connection_errors_are_retried_with_capped_backoff(cluster):
     # It holds nothing, so it skipped the handshake: these were fetches.
     assert fetcher.state is FetcherState.FETCHING and fetcher._backoff_ms == FAST.backoff_max_ms
     cluster.unreachable.clear()
-    await eventually(lambda: caught_up(leader, follower))
+    await eventually(lambda: caught_up(leader, follower), WAIT_S, "the follower caught up")
     assert fetcher._backoff_ms == FAST.backoff_ms
 
 
@@ -419,11 +422,11 @@ async def test_a_follower_holding_nothing_fetches_without_the_handshake(cluster)
     cluster.open(B, A, 0, assigned=(A, B, C))
     await leader.append_as_leader(message(1), 1, 1000)
     cluster.start_fetcher(B)
-    await eventually(lambda: caught_up(leader, cluster.replicas[B]))
+    await eventually(lambda: caught_up(leader, cluster.replicas[B]), WAIT_S, "B caught up")
     assert cluster.epoch_asks == []
     await cluster.stop_fetcher(B)
     cluster.start_fetcher(B)
-    await eventually(lambda: cluster.fetchers[B].state is FetcherState.FETCHING)
+    await eventually(lambda: cluster.fetchers[B].state is FetcherState.FETCHING, WAIT_S, "B's fetcher fetching")
     assert cluster.epoch_asks == [B]
 
 
@@ -431,7 +434,7 @@ async def test_stop_cancels_a_long_poll_and_is_final(cluster):
     cluster.open(A, A, 0, assigned=(A, B))
     cluster.open(B, A, 0, assigned=(A, B))
     fetcher = cluster.start_fetcher(B, FetcherConfig(max_wait_ms=60_000))
-    await eventually(lambda: fetcher.state is FetcherState.FETCHING)
+    await eventually(lambda: fetcher.state is FetcherState.FETCHING, WAIT_S, "the fetcher fetching")
     await asyncio.wait_for(cluster.stop_fetcher(B), WAIT_S)
     assert fetcher.stopped and cluster.problems == []
 
@@ -443,7 +446,7 @@ async def test_stop_passes_on_the_cancellation_of_its_caller(cluster):
     cluster.open(A, A, 0, assigned=(A, B))
     cluster.open(B, A, 0, assigned=(A, B))
     fetcher = cluster.start_fetcher(B, FetcherConfig(max_wait_ms=60_000))
-    await eventually(lambda: fetcher.state is FetcherState.FETCHING)
+    await eventually(lambda: fetcher.state is FetcherState.FETCHING, WAIT_S, "the fetcher fetching")
     stopping = asyncio.create_task(cluster.stop_fetcher(B))
     await asyncio.sleep(0)  # it has cancelled the fetcher's task and waits for its end
     stopping.cancel()

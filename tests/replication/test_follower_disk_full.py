@@ -10,9 +10,9 @@ from replog.replica.partition import Partition
 from replog.replication import fetcher as fetcher_module
 from replog.storage.disk_space import DiskSpace
 from replog.storage.log import Log
-from tests.polling import eventually
+from tests.support.polling import eventually
 from tests.replication.test_follower import A, B, WAIT_S, Cluster, message, now_ms
-from tests.unit.log_fixtures import ManualClock, read_all
+from tests.support.log_fixtures import ManualClock, read_all
 
 MIN_FREE_BYTES = 1 << 20
 

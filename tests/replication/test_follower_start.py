@@ -9,7 +9,7 @@ from __future__ import annotations
 from replog.coord_backends import paths
 from replog.coord_backends.paths import IsrRecord, LeaderRecord
 from replog.replica.partition import ReplicaState
-from tests.polling import eventually
+from tests.support.polling import eventually
 from tests.replication.test_wedges import LEADER, OTHER, TOPIC, WAIT_S, cluster, create_partition  # noqa: F401  (fixture)
 
 

@@ -24,10 +24,10 @@ from replog.replica.partition import ReplicaState
 from replog.replication import leadership as machine
 from replog.replication.driver import LeadershipContext, PartitionLeadership
 from replog.replication.topic_deletion import pending_close_replicas, read_deletion
-from tests.polling import eventually
-from tests.recording_listener import recording_listener
-from tests.replica.batches import producer_batch
-from tests.unit.log_fixtures import ManualClock
+from tests.support.polling import eventually
+from tests.support.recording_listener import recording_listener
+from tests.support.producer_batches import producer_batch
+from tests.support.log_fixtures import ManualClock
 
 TOPIC = "reborn"
 BROKER, OTHER = 1, 2

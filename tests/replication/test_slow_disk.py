@@ -16,8 +16,8 @@ from replog.config import load_broker_config
 from replog.coord_backends import SessionState, open_store, paths
 from replog.storage import log as log_module
 from replog.replica.partition import ReplicaState
-from tests.conftest import unique_root
-from tests.polling import eventually
+from tests.support.servers import unique_root
+from tests.support.polling import eventually
 
 TOPIC = "slow"
 BROKER = 1

@@ -16,7 +16,7 @@ from replog.replication.state_changes import (
     wait_till_state_change_requests_consumed,
 )
 from tests.backends.conftest import backend, connect, store, url  # noqa: F401  (fixtures)
-from tests.recording_listener import recording_listener
+from tests.support.recording_listener import recording_listener
 
 BROKER = 7
 WAIT_S = 10

@@ -21,7 +21,7 @@ from replog.replication.election import leader_election
 from replog.storage.checkpoint import write_checkpoint
 from replog.storage.clean_shutdown import CLEAN_SHUTDOWN_FILE
 from replog.storage.unclean_reboot import BOOT_ID_FILE, lost_unflushed_writes
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 TOPIC = "reboot"
 BROKER, OTHER = 0, 1

@@ -17,7 +17,7 @@ from replog.coord_backends import CoordinationUnavailable, StoreError, paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment
 from replog.replica.partition import ReplicaState
-from tests.polling import eventually
+from tests.support.polling import eventually
 
 TOPIC = "wedge"
 LEADER, OTHER = 1, 2

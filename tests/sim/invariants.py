@@ -1,5 +1,5 @@
 """The replication contract, checked on the live replicas after every step of a schedule (the
-chaos checker, tests/chaos/checker.py, checks the same on the files after a run).
+chaos checker, tests/support/checker.py, checks the same on the files after a run).
 
 After every step (one iteration of the event loop), on every broker not crashed:
 - one leader per epoch: no two brokers ever hold a partition's replica as LEADER at the same

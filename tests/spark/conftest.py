@@ -20,8 +20,8 @@ pytest.importorskip("pyspark", reason="the Spark tests need the spark extra: pip
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.cluster.conftest import Cluster
-from tests.conftest import unique_root
+from tests.support.cluster import Cluster
+from tests.support.servers import unique_root
 
 TIMEOUT_S = 60
 
@@ -59,15 +59,6 @@ def replog_cluster(zookeeper_server, tmp_path_factory):
     running.stop()
 
 
-def wait_until(condition, what: str, timeout_s: float = TIMEOUT_S) -> None:
-    """A bounded poll on `condition`, never a bare sleep."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.05)
-
-
 def new_topic(bootstrap: str, partitions: int = 1, replication_factor: int = 3, prefix: str = "spark",
               config: dict[str, str] | None = None) -> str:
     """A fresh topic whose every partition has a leader; `config`: topic settings besides min.insync.replicas=2."""
@@ -84,7 +75,7 @@ def wait_for_leaders(admin: AdminClient, name: str, partitions: int) -> None:
         topic = admin.list_topics(name, timeout=10).topics.get(name)
         return topic is not None and len(topic.partitions) == partitions and all(p.leader >= 0 for p in topic.partitions.values())
 
-    wait_until(led, f"leaders for the {partitions} partitions of {name}")
+    wait_until(led, f"leaders for the {partitions} partitions of {name}", TIMEOUT_S)
 
 
 def delete_topic(bootstrap: str, name: str) -> None:

@@ -13,7 +13,9 @@ from pyspark.sql.types import (
     ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType,
 )
 
-from .conftest import consume_all, new_topic, numbered, produce, wait_until, watermarks
+from tests.support.polling import wait_until
+
+from .conftest import TIMEOUT_S, consume_all, new_topic, numbered, produce, watermarks
 
 # Spark's Kafka source schema (KafkaRecordToRowConverter), written out here independently of
 # replog's own definition so that the test compares against Spark's, not against itself.
@@ -89,7 +91,7 @@ def test_starting_timestamp_starts_at_the_first_record_at_or_after_it(spark, rep
     topic = new_topic(bootstrap)
     produce(bootstrap, topic, numbered(0, 5))
     first_records_end_ms = max(record.timestamp_ms for record in consume_all(bootstrap, topic))
-    wait_until(lambda: time.time() * 1000 > first_records_end_ms + 1, "the clock to pass the first records")
+    wait_until(lambda: time.time() * 1000 > first_records_end_ms + 1, "the clock to pass the first records", TIMEOUT_S)
     produce(bootstrap, topic, numbered(5, 5))
 
     rows = read(spark, bootstrap, subscribe=topic, startingTimestamp=str(first_records_end_ms + 1)).collect()

@@ -10,7 +10,9 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
-from .conftest import TIMEOUT_S, consume_all, delete_topic, new_topic, numbered, produce, wait_for_leaders, wait_until
+from tests.support.polling import wait_until
+
+from .conftest import TIMEOUT_S, consume_all, delete_topic, new_topic, numbered, produce, wait_for_leaders
 
 
 class Collected:
@@ -67,7 +69,7 @@ def wait_for_rows(query, sink: Collected, count: int) -> None:
             return False
         return sink.batches[-1][0] in {progress["batchId"] for progress in query.recentProgress}
 
-    wait_until(enough, f"{count} rows through the query")
+    wait_until(enough, f"{count} rows through the query", TIMEOUT_S)
 
 
 def expected_rows(bootstrap: str, topic: str) -> list[tuple[int, int, bytes]]:

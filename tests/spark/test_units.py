@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import pathlib
 
 import pyarrow as pa
 import pytest
@@ -16,8 +15,8 @@ from replog.spark_io.reader import _binary_array
 from replog.spark_io import records
 from replog.spark_io.records import COMPILED, Columns, OutgoingRecord, _decode_records_py, decode_batches, encode_batch
 from replog.spark_io.writer import murmur2
+from tests.support.batches import CLIENT_BATCHES_DIR
 
-FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "unit" / "fixtures"
 BOOTSTRAP = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 needs_compiled = pytest.mark.skipif(COMPILED is None, reason="the _fastrecords extension is not built")
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
@@ -97,11 +96,11 @@ def test_write_options_refuse_weaker_acks_and_unknown_codecs():
 
 @pytest.mark.parametrize("decoder", [pytest.param(COMPILED, id="compiled", marks=needs_compiled),
                                      pytest.param(_decode_records_py, id="python")])
-@pytest.mark.parametrize("fixture", sorted(path.name for path in FIXTURES.glob("*.bin")))
+@pytest.mark.parametrize("fixture", sorted(path.name for path in CLIENT_BATCHES_DIR.glob("*.bin")))
 def test_batches_of_real_clients_decode_with_every_codec(fixture, decoder, monkeypatch):
     monkeypatch.setattr(records, "decode_records", decoder)
     columns = Columns(with_headers=True)
-    next_offset = decode_batches((FIXTURES / fixture).read_bytes(), 0, 2**62, columns)
+    next_offset = decode_batches((CLIENT_BATCHES_DIR / fixture).read_bytes(), 0, 2**62, columns)
     assert next_offset == 5
     assert columns.keys == [f"key-{i}".encode() for i in range(5)]
     assert columns.values == [f"value-{i}-".encode() * 40 for i in range(5)]

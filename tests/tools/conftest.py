@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess
 from tests.clients.conftest import topic_name  # noqa: F401  (a fixture)
 
 TOPIC_PARTITIONS = 2

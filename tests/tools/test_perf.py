@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from replog.tools.perf import SEND_TIME, _warm_up
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 from tests.tools.conftest import CLIENT_TIMEOUT_S, TOPIC_PARTITIONS, replog
 
 NUM_RECORDS = 20_000

@@ -4,7 +4,7 @@ idempotent producer's batches are checked against its sequence; its id is not re
 from __future__ import annotations
 
 from replog.net.codec import ApiKey
-from tests.unit.replica_batches import build_batch
+from tests.support.batches import build_batch
 
 from ..protocol import TRANSACTION_KEY, coordinated, create_topic, produce, until_served
 from ..targets import Target

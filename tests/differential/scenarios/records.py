@@ -6,10 +6,10 @@ from __future__ import annotations
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from replog.storage.batch_format import LOG_APPEND_TIME_BIT
-from tests.unit.replica_batches import build_batch
+from tests.support.batches import build_batch
 
 from ..protocol import batch_attributes, create_topic, fetch, list_offset, produce
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 from ..targets import Target
 from .registry import scenario

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from replog.net.codec import ApiKey
-from tests.unit.replica_batches import build_batch
+from tests.support.batches import build_batch
 
 from ..protocol import create_topic, produce
 from ..targets import CLOSED, Target

@@ -8,8 +8,8 @@ import uuid
 from confluent_kafka.admin import NewPartitions
 
 from replog.net.codec import ApiKey
-from tests.polling import wait_until
-from tests.unit.replica_batches import build_batch
+from tests.support.polling import wait_until
+from tests.support.batches import build_batch
 
 from ..protocol import create_topic, create_topic_error, list_offset, produce
 from ..targets import TOPIC_READY_TIMEOUT_S, Target

@@ -10,8 +10,8 @@ from replog.storage.unclean_reboot import (
     lost_unflushed_writes,
     mark_logs_after_reboot,
 )
-from tests.unit.log_fixtures import ManualClock
-from tests.unit.replica_batches import build_batch
+from tests.support.log_fixtures import ManualClock
+from tests.support.batches import build_batch
 
 
 def crashed_log(data_dir, name: str):

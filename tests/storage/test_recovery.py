@@ -8,8 +8,8 @@ import pytest
 
 from replog.storage.checkpoint import OffsetCheckpoint
 from replog.storage.log import Log
-from log_fixtures import background_flush, open_log, read_all
-from replica_batches import build_batch
+from tests.support.log_fixtures import background_flush, open_log, read_all
+from tests.support.batches import build_batch
 
 # Each test runs once per append-path codec (conftest.CODECS).
 pytestmark = pytest.mark.usefixtures("log_codec")

@@ -32,7 +32,7 @@ from replog.storage.batch_format import (
     verify_batch,
 )
 from replog.storage.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
-from replica_batches import BOMB_BYTES, bomb
+from tests.support.batches import BOMB_BYTES, bomb
 
 CODECS = {"gzip": CODEC_GZIP, "snappy": CODEC_SNAPPY, "lz4": CODEC_LZ4, "zstd": CODEC_ZSTD}
 MIB = 1 << 20

@@ -22,7 +22,7 @@ from replog.storage.records import (
     run_of,
     verify_batch,
 )
-from replica_batches import build_batch, recrc
+from tests.support.batches import build_batch, recrc
 
 NO_LIMIT = 1 << 30
 NEVER = 2**63 - 1

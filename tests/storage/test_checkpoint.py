@@ -10,8 +10,8 @@ from replog.storage.checkpoint import (
     write_checkpoint,
 )
 from replog.storage.log import LEADER_EPOCH_FILE
-from tests.unit.log_fixtures import open_log
-from tests.unit.replica_batches import build_batch
+from tests.support.log_fixtures import open_log
+from tests.support.batches import build_batch
 
 
 def test_offset_checkpoint_round_trips_in_kafka_text_format(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from tests.polling import wait_until
+from tests.support.polling import wait_until
 
 SEGMENT_BYTES = 16 << 10
 # Cleaning reaches only what is flushed (the recovery point) and closed (not the active segment):

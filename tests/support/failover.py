@@ -14,8 +14,9 @@ from typing import Callable, NamedTuple
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.chaos.harness import PRODUCE_INTERVAL_S, RECORDS_MAX, _Background, wait_until
+from tests.support.harness import PRODUCE_INTERVAL_S, RECORDS_MAX, WAIT_S, _Background
 from tests.cluster.test_replication import read_all
+from tests.support.polling import wait_until
 
 # A killed broker's peers find it gone within a second; a host that vanished would wait for the
 # default 9 s session. This leaves room for either on a loaded machine.
@@ -146,7 +147,7 @@ def writes_across(bootstrap: str, topic: str, act: Callable[[], None], what: str
     every partition has acknowledged a record sent after it. `what` names the act in a timeout."""
     with TimedProducer(bootstrap, topic, PARTITIONS) as producer:
         # The producer has its id and a connection to every leader: the act is the only delay.
-        wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition")
+        wait_until(producer.acknowledged_on_every_partition, "an acknowledgement on every partition", WAIT_S)
         acted_at = time.monotonic()
         act()
         first = wait_until(lambda: producer.first_acknowledged_after(acted_at),

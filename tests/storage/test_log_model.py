@@ -14,8 +14,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from replog.storage.errors import OffsetOutOfRangeError, RecordListTooLargeError
 from replog.storage.log import Log, LogConfig
-from log_fixtures import ManualClock, read_all
-from replica_batches import build_batch
+from tests.support.log_fixtures import ManualClock, read_all
+from tests.support.batches import build_batch
 
 # Each test runs once per append-path codec (conftest.CODECS).
 pytestmark = pytest.mark.usefixtures("log_codec")

@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from log_fixtures import ManualClock, background_flush, read_all
-from replica_batches import build_batch
+from tests.support.log_fixtures import ManualClock, background_flush, read_all
+from tests.support.batches import build_batch
 from replog.storage.errors import OffsetOutOfRangeError
 from replog.storage.log import Log, LogConfig
 from replog.storage.records import HEADER_SIZE_BYTES

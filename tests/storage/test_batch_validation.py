@@ -23,7 +23,7 @@ from replog.storage.batch_format import (
 )
 from replog.storage.errors import RECORD_ERRORS_MAX, ReplicaError
 from replog.storage.records import COMPILED, PURE_PYTHON, AppendRules, check_and_convert
-from replica_batches import build_batch
+from tests.support.batches import build_batch
 
 NOW = 1_700_000_000_000
 HOUR_MS = 3_600_000

@@ -23,7 +23,7 @@ from replog.storage.batch_format import (
 from replog.storage.errors import RecordTooLargeError
 from replog.storage.log import LogConfig
 from replog.storage.records import AppendRules, check_and_convert, checked_first, validate_batches
-from log_fixtures import ManualClock, open_log, read_all
+from tests.support.log_fixtures import ManualClock, open_log, read_all
 
 NOW = 1_700_000_000_000
 RULES = AppendRules(1 << 20, 2**63 - 1, 3_600_000, False, 64 << 20)

@@ -15,8 +15,8 @@ from replog.storage.log import LogConfig
 from replog.storage.records import batch_headers
 from replog.storage.segment import LOG_SUFFIX
 
-from log_fixtures import ManualClock, open_log, read_all
-from replica_batches import bomb
+from tests.support.log_fixtures import ManualClock, open_log, read_all
+from tests.support.batches import bomb
 
 DAY_MS = 24 * 3600 * 1000
 MAP_BYTES = 64 << 20

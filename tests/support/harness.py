@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -14,7 +13,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from replog.net.client import BrokerConnection, BrokerUnavailable, PartitionMetadata
 
-from tests.chaos.checker import Observed, read_replica, violations
+from tests.support.checker import Observed, read_replica, violations
+from tests.support.polling import wait_until
 
 WAIT_S = 60
 POLL_S = 0.2  # between polls of a remote condition: a bounded poll, not synchronisation
@@ -31,15 +31,6 @@ def record_batch(*values: bytes) -> bytearray:
     for offset, value in enumerate(values):
         builder.append(offset, timestamp=0, key=None, value=value, headers=[])
     return bytearray(builder.build())
-
-
-def wait_until(condition, what: str, timeout_s: float = WAIT_S):
-    """The first truthy value of `condition()`, polled until `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while not (value := condition()):
-        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
-        time.sleep(POLL_S)
-    return value
 
 
 def create_topic(cluster, topic: str) -> None:
@@ -71,7 +62,7 @@ def agreed_view(cluster, topic: str, excluded=()) -> PartitionMetadata | None:
 
 
 def settled_view(cluster, topic: str) -> PartitionMetadata:
-    return wait_until(lambda: agreed_view(cluster, topic), "the live brokers to agree on leader, epoch and ISR")
+    return wait_until(lambda: agreed_view(cluster, topic), "the live brokers to agree on leader, epoch and ISR", WAIT_S)
 
 
 def leader_of(cluster, topic: str, excluded=()) -> int:
@@ -172,7 +163,7 @@ class HighWatermarkSampler(_Background):
 
 def stop_and_check(cluster, topic: str, acknowledged: frozenset[bytes], high_watermark_samples=()) -> list[str]:
     """Wait until every replica is in sync, stop every broker cleanly, then check their logs."""
-    wait_until(lambda: fully_in_sync(cluster, topic), "every replica back in the ISR")
+    wait_until(lambda: fully_in_sync(cluster, topic), "every replica back in the ISR", WAIT_S)
     isr = frozenset(cluster.brokers)
     cluster.stop()
     replicas = {broker_id: read_replica(broker.data_dir, broker_id, topic, 0) for broker_id, broker in cluster.brokers.items()}

@@ -1,16 +1,15 @@
-"""Batches recorded from real clients (fixtures/record_batches.py regenerates them) are accepted
+"""Batches recorded from real clients (tests/support/client_batches/) are accepted
 as they are, stored byte for byte apart from offset and epoch, and a corrupted copy is refused."""
-
-from pathlib import Path
 
 import pytest
 
 from replog.storage.batch_format import Scratch
 from replog.storage.errors import CorruptRecordError
 from replog.storage.records import AppendRules, check_and_convert, is_compressed
-from log_fixtures import ManualClock, open_log, read_all
+from tests.support.batches import CLIENT_BATCHES_DIR
+from tests.support.log_fixtures import ManualClock, open_log, read_all
 
-FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("*.bin"))
+FIXTURES = sorted(CLIENT_BATCHES_DIR.glob("*.bin"))
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 RECORDED_MS = 1_700_000_000_000  # when the fixtures' producers stamped them
 RULES = AppendRules(1 << 20, 2**63 - 1, 3_600_000, True, 64 << 20)

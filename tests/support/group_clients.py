@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 
 from confluent_kafka import Consumer
 
@@ -23,6 +24,7 @@ GROUP_SETTINGS = (
 SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_INTERVAL_MS = 300
 STOP_TIMEOUT_S = 30
+POLL_UNTIL_S = 60  # rebalances of a few consumers at SESSION_TIMEOUT_MS, and reading what moved
 
 
 def confluent_consumer(bootstrap: str, group: str, topic: str, extra: dict | None = None, on_revoke=None) -> Consumer:
@@ -34,6 +36,29 @@ def confluent_consumer(bootstrap: str, group: str, topic: str, extra: dict | Non
     })
     consumer.subscribe([topic], **({"on_revoke": on_revoke} if on_revoke else {}))
     return consumer
+
+
+def poll_round(consumers: list[Consumer], read: dict[int, list[str]]) -> None:
+    """One poll of each consumer; what it read is committed before its next poll, so a
+    partition that moves at that poll moves with nothing read and uncommitted."""
+    for index, consumer in enumerate(consumers):
+        messages = consumer.consume(num_messages=100, timeout=0.1)
+        for message in messages:
+            assert message.error() is None, message.error()
+            read.setdefault(index, []).append(message.value().decode())
+        if messages:
+            consumer.commit(asynchronous=False)
+
+
+def poll_until(consumers: list[Consumer], read: dict[int, list[str]], condition, what: str) -> None:
+    """Poll rounds until `condition()`; each round blocks on the consumers, so no sleep between."""
+    deadline = time.monotonic() + POLL_UNTIL_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {POLL_UNTIL_S}s waiting for {what}; "
+                                 f"read {sum(map(len, read.values()))}, "
+                                 f"assignments {[sorted(p.partition for p in c.assignment()) for c in consumers]}")
+        poll_round(consumers, read)
 
 
 class _ThreadConsumer:

@@ -1,9 +1,9 @@
-"""v2 record batches with settable producer fields, on top of tests/unit/replica_batches.py (which
+"""v2 record batches with settable producer fields, on top of tests/support/batches.py (which
 fixes them at -1). Records are filler in producer_batch's, real in readable_producer_batch's."""
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from tests.unit.replica_batches import build_batch
+from tests.support.batches import build_batch
 
 
 def producer_batch(record_count: int = 1, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,

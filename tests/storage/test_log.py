@@ -7,8 +7,8 @@ from replog.storage.errors import (InvalidRecordError, KafkaStorageError, Offset
                                    RecordTooLargeError)
 from replog.storage.log import LogConfig
 from replog.storage.records import validate_batches
-from log_fixtures import ManualClock, open_log, read_all
-from replica_batches import build_batch
+from tests.support.log_fixtures import ManualClock, open_log, read_all
+from tests.support.batches import build_batch
 
 # Each test runs once per append-path codec (conftest.CODECS).
 pytestmark = pytest.mark.usefixtures("log_codec")
