@@ -22,12 +22,12 @@ import dataclasses
 import enum
 from collections.abc import Collection, Mapping, Sequence
 
+from kio.schema.errors import ErrorCode
+
 from .errors import AdminError, error_for_code
 
 PartitionKey = tuple[str, int]
 REQUEST_TIMEOUT_S = 30.0
-NON_EMPTY_GROUP = 68  # Kafka's NON_EMPTY_GROUP
-GROUP_ID_NOT_FOUND = 69
 NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
 
 
@@ -123,7 +123,7 @@ class ConsumerGroups:
             self._admin.describe_consumer_groups([group_id], request_timeout=REQUEST_TIMEOUT_S)[group_id], group_id)
         state = _state(description.state)
         if state == "Dead":
-            raise AdminError(GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist; `replog groups list` shows the groups")
+            raise AdminError(ErrorCode.group_id_not_found, f"group {group_id!r} does not exist; `replog groups list` shows the groups")
         members = tuple(Member(member.member_id, member.client_id, member.host, member.group_instance_id,
                                tuple(sorted((tp.topic, tp.partition) for tp in member.assignment.topic_partitions)))
                         for member in description.members)
@@ -194,7 +194,7 @@ async def reset_offsets(groups: ConsumerGroups, group_id: str, topics: Sequence[
     listing = {listed.group_id: listed for listed in await groups.list()}
     if group_id in listing and listing[group_id].state not in ("Empty", "Dead", "Unknown"):
         members = len((await groups.describe(group_id)).members)
-        raise AdminError(NON_EMPTY_GROUP, f"group {group_id!r} has {members} live members ({listing[group_id].state}): "
+        raise AdminError(ErrorCode.non_empty_group, f"group {group_id!r} has {members} live members ({listing[group_id].state}): "
                                           "stop its consumers, then reset")
     committed = await groups.committed(group_id) if group_id in listing else {}
     if topics is None:
@@ -202,7 +202,7 @@ async def reset_offsets(groups: ConsumerGroups, group_id: str, topics: Sequence[
     else:
         keys = sorted({(topic, partition) for topic in topics for partition in await partitions_of(topic)})
     if not keys:
-        raise AdminError(GROUP_ID_NOT_FOUND, f"group {group_id!r} committed no offsets to reset; name the topics "
+        raise AdminError(ErrorCode.group_id_not_found, f"group {group_id!r} committed no offsets to reset; name the topics "
                                              "with --topic")
     earliest = await groups.log_offsets(keys, ResetSpec(ResetTo.EARLIEST))
     latest = await groups.log_offsets(keys, ResetSpec(ResetTo.LATEST))
