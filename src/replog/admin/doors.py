@@ -50,11 +50,9 @@ from .planner import Plan
 from .reassignment import PartitionKey, ReassignmentStatus, cluster_brokers
 from .replica_logs import ReplicaKey, ReplicaLog
 from .topic_status import TopicStatus
-from . import reassignment, replica_logs, topics
+from . import reassignment, replica_logs, topic_configs, topics
+from .topic_configs import AlterOp, ConfigOperation, ConfigSource
 from .topics import (
-    AlterOp,
-    ConfigOperation,
-    ConfigSource,
     PartitionDescription,
     check_given_assignment,
     validate_topic_name,
@@ -69,7 +67,6 @@ REQUEST_TIMEOUT_S = 45.0
 # A broker answering ElectLeaders waits up to this long for the new leaders.
 ELECTION_TIMEOUT_S = 30.0
 MOVES_POLL_S = 0.5  # how often a wait for a plan's moves asks again
-UNREACHABLE_CODE = -1  # Kafka's UNKNOWN_SERVER_ERROR: no server answered at all
 KAFKA_DEFAULT_PORT = 9092  # librdkafka's, for a bootstrap server given without one
 RESOURCE_BROKER = 4  # Kafka's config resource type
 
@@ -80,7 +77,7 @@ class DoorChoiceError(ValueError):
 
 class Unreachable(AdminError):
     def __init__(self, message: str):
-        super().__init__(UNREACHABLE_CODE, message)
+        super().__init__(ErrorCode.unknown_server_error, message)  # no server answered at all
 
 
 @dataclasses.dataclass(frozen=True)
@@ -391,7 +388,7 @@ class StoreDoor(AdminDoor):
         for name in names or await self.list_topics():
             try:
                 description = await topics.describe_topic(self.store, name)
-                entries = {entry.name: entry for entry in await topics.describe_topic_config(self.store, name)}
+                entries = {entry.name: entry for entry in await topic_configs.describe_topic_config(self.store, name)}
             except UnknownTopicOrPartition:
                 if names:
                     raise
@@ -420,7 +417,7 @@ class StoreDoor(AdminDoor):
         return bool(await broker_configs.remove_throttle_rates(self.store))
 
     async def _alter_topic_config(self, name: str, operations: Sequence[ConfigOperation], *, validate_only: bool) -> None:
-        await topics.alter_topic_config(self.store, name, operations, validate_only=validate_only)
+        await topic_configs.alter_topic_config(self.store, name, operations, validate_only=validate_only)
 
     # -- the cluster ----------------------------------------------------------------------------
 
@@ -485,7 +482,7 @@ class KafkaDoor(AdminDoor):
         except KafkaException as exception:
             error = exception.args[0]
             message = error.str()
-            if error.code() == UnknownTopicOrPartition.CODE:
+            if error.code() == UnknownTopicOrPartition.code:
                 message = f"topic {topic!r} does not exist"  # librdkafka's DeleteTopics drops the broker's words
             elif repr(topic) not in message:  # librdkafka's text for a code ("Broker: ..."), not the broker's
                 message = f"topic {topic!r}: {message}"
