@@ -42,7 +42,6 @@ assignment, leadership) ends the holds first (Followers.stir).
 Concurrency: owned by one event loop; methods never block on anything but the local disk.
 """
 
-import dataclasses
 import enum
 import logging
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -53,6 +52,7 @@ from replog.replica.append_order import AppendTurns
 from replog.replica.commit_queue import CommitQueue
 from replog.replica.divergence import divergence
 from replog.replica.followers import FollowerReplica, Followers, QuietSnapshot
+from replog.replica.partition_config import PartitionConfig
 from replog.replica.read_waiters import ReadWaiter, ReadWatches
 from replog.replica.replica_log import LocalAppend, ReplicaLog
 from replog.replica.results import (
@@ -95,23 +95,6 @@ _TRANSITIONS: dict[ReplicaState, frozenset[ReplicaState]] = {
     ReplicaState.FOLLOWER: frozenset({ReplicaState.LEADER, ReplicaState.FOLLOWER, ReplicaState.CLOSED}),
     ReplicaState.CLOSED: frozenset(),
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class PartitionConfig:
-    """Topic settings the partition enforces (the log's are LogConfig), Kafka's names and defaults.
-
-    min.insync.replicas; producer.id.expiration.ms.
-    """
-
-    min_insync_replicas: int = 1
-    producer_id_expiration_ms: int = 24 * 3600 * 1000
-
-    def __post_init__(self) -> None:
-        if self.min_insync_replicas < 1:
-            raise ValueError(f"min.insync.replicas must be >= 1, got {self.min_insync_replicas}")
-        if self.producer_id_expiration_ms < 1:
-            raise ValueError(f"producer.id.expiration.ms must be >= 1, got {self.producer_id_expiration_ms}")
 
 
 class Partition:
