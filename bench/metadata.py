@@ -20,7 +20,7 @@ import types
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from replog.metadata_cache import PartitionView  # noqa: E402
+from replog.replication.metadata_cache import PartitionView  # noqa: E402
 from replog.net import codec  # noqa: E402
 from replog.net.handlers.metadata import metadata  # noqa: E402
 

@@ -8,7 +8,7 @@ import dataclasses
 from types import SimpleNamespace
 
 from replog.broker import Broker
-from replog.metadata_cache import PartitionView
+from replog.replication.metadata_cache import PartitionView
 
 PARTITIONS = 2_000
 STOPPING, LEADER = 2, 0

@@ -59,11 +59,11 @@ from replog.coord_backends import paths
 from replog.coord_backends.joined import JoinedStore
 from replog.coord_backends.paths import BrokerRegistration, ClusterId, InvalidNodeValue
 from replog.groups import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, GroupLimits
-from replog.metadata_cache import MetadataCache, each_seen
+from replog.replication.metadata_cache import MetadataCache, each_seen
 from replog.net.fetch_sessions import FetchSessions
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
-from replog.producer_ids import ProducerIdAllocator
+from replog.replica.producer_ids import ProducerIdAllocator
 from replog.storage.data_dir_lock import DataDirectoryLock
 from replog.storage.disk_space import DiskSpace, DiskSpaceState
 from replog.tasks import cancel_and_wait

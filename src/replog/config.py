@@ -31,9 +31,9 @@ from typing import Any, Callable, NamedTuple
 
 from replog.coord_backends.base import SESSION_TIMEOUT_MS_DEFAULT
 from replog.obs.state_change_events import EVENTS_MAX_DEFAULT as STATE_CHANGE_EVENTS_MAX_DEFAULT
-from replog.storage import LogConfig
+from replog.storage.log_config import LogConfig
 from replog.replica.manager import ManagerConfig
-from replog.replica.partition import PartitionConfig
+from replog.replica.partition_config import PartitionConfig
 
 
 class ConfigError(ValueError):

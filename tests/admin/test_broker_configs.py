@@ -14,7 +14,7 @@ from replog.admin.broker_configs import (
     replace_broker_config,
 )
 from replog.admin.errors import AdminError, InvalidConfig
-from replog.admin.topics import ConfigSource
+from replog.admin.topic_configs import ConfigSource
 from replog.coord_backends import paths
 
 RATE = "leader.replication.throttled.rate"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, IsrRecord, LeaderRecord, ReplicaAssignment, TopicDeletion, TopicId
-from replog.metadata_cache import LIVES_KEPT_PER_BROKER, NO_LEADER, MetadataCache, PartitionView
+from replog.replication.metadata_cache import LIVES_KEPT_PER_BROKER, NO_LEADER, MetadataCache, PartitionView
 from replog.replication.election import SeenPartition
 
 WAIT_S = 10

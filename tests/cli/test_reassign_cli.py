@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from replog.admin.topics import ConfigSource
+from replog.admin.topic_configs import ConfigSource
 from replog.coord_backends import open_store, paths
 from replog.coord_backends.paths import PartitionReassignment
 from tests.support.polling import wait_until

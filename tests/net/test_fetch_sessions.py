@@ -201,7 +201,7 @@ async def test_a_follower_whose_session_stops_asking_falls_out_of_sync(tmp_path)
         session = sessions._sessions[fetcher._id]
         assert all(cached.held_by is not None for cached in session.partitions.values())
         sessions._close(fetcher._id)
-        assert [leader._followers[FOLLOWER].quiet for leader in leaders] == [None] * PARTITIONS
+        assert [leader.followers[FOLLOWER].quiet for leader in leaders] == [None] * PARTITIONS
     finally:
         await manager.shutdown()
 
@@ -251,7 +251,7 @@ async def test_a_fetch_of_the_follower_outside_its_session_ends_the_sessions_hol
         await exchange(services, new, offsets)
         assert sorted(key[1] for key in old_session.unquiet) == list(range(PARTITIONS))
         new_session = sessions._sessions[new._id]
-        assert [leader._followers[FOLLOWER].quiet.session for leader in leaders] == [new_session] * PARTITIONS
+        assert [leader.followers[FOLLOWER].quiet.session for leader in leaders] == [new_session] * PARTITIONS
         await leaders[3].append_as_leader(producer_batch(2), acks=0, timeout_ms=1000)
         moved = await exchange(services, new, offsets)
         assert partitions_of(moved.carried) == [3] and moved.carried[0].records
@@ -272,7 +272,7 @@ async def test_a_follower_shrunk_out_of_the_isr_is_read_again_and_may_rejoin(tmp
         assert leaders[0].followers_ready_to_join(manager._clock(), LAG_MS) == frozenset()
         await exchange(services, fetcher, offsets)
         assert leaders[0].followers_ready_to_join(manager._clock(), LAG_MS) == {FOLLOWER}
-        assert [leader._followers[FOLLOWER].quiet is None for leader in leaders] == [True, False, False, False]
+        assert [leader.followers[FOLLOWER].quiet is None for leader in leaders] == [True, False, False, False]
     finally:
         await manager.shutdown()
 

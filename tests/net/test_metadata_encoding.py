@@ -10,7 +10,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from replog.groups import OFFSETS_TOPIC
-from replog.metadata_cache import PartitionView
+from replog.replication.metadata_cache import PartitionView
 from replog.net import codec
 from replog.net.codec import SUPPORTED_VERSIONS, ApiKey
 from replog.net.handlers.metadata import metadata

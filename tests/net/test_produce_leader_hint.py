@@ -8,7 +8,7 @@ import asyncio
 from types import SimpleNamespace
 
 from replog.coord_backends.paths import BrokerRegistration
-from replog.metadata_cache import MetadataCache, PartitionView
+from replog.replication.metadata_cache import MetadataCache, PartitionView
 from replog.net.handlers import produce
 
 THIS_BROKER, SUCCESSOR = 0, 2

@@ -9,8 +9,10 @@ import os
 
 import pytest
 
+from kio.schema.errors import ErrorCode
+
 from replog.replica.manager import ManagerConfig, ReplicaManager
-from replog.replica.partition import ErrorCode, Partition, PartitionConfig
+from replog.replica.partition import Partition, PartitionConfig
 from replog.storage import disk_space as disk_space_module
 from replog.storage.disk_space import DiskSpace
 from replog.storage.errors import KafkaStorageError
@@ -57,17 +59,17 @@ async def test_below_the_threshold_produce_is_refused_and_the_broker_s_own_appen
     try:
         space.update(LOW)
         refused = await partition.append_as_leader(producer_batch(3), acks=1, timeout_ms=1000)
-        assert refused.error_code == ErrorCode.KAFKA_STORAGE_ERROR and partition.log_end_offset == 0
+        assert refused.error_code == ErrorCode.kafka_storage_error and partition.log_end_offset == 0
         internal = await partition.append_as_leader(producer_batch(2), acks=1, timeout_ms=1000, internal=True)
-        assert (internal.error_code, internal.base_offset) == (ErrorCode.NONE, 0)
+        assert (internal.error_code, internal.base_offset) == (ErrorCode.none, 0)
 
         space.update(VERY_LOW)
         internal = await partition.append_as_leader(producer_batch(2), acks=1, timeout_ms=1000, internal=True)
-        assert internal.error_code == ErrorCode.KAFKA_STORAGE_ERROR and partition.log_end_offset == 2
+        assert internal.error_code == ErrorCode.kafka_storage_error and partition.log_end_offset == 2
 
         space.update(ENOUGH)
         resumed = await partition.append_as_leader(producer_batch(1), acks=-1, timeout_ms=1000)
-        assert (resumed.error_code, resumed.base_offset) == (ErrorCode.NONE, 2)
+        assert (resumed.error_code, resumed.base_offset) == (ErrorCode.none, 2)
     finally:
         partition.close()
 
@@ -76,10 +78,10 @@ async def test_appends_count_their_bytes_so_the_refusal_starts_at_the_threshold(
     partition = open_partition(tmp_path, space)
     try:
         batch = producer_batch(1, payload_bytes=ENOUGH - MIN_FREE_BYTES)
-        assert (await partition.append_as_leader(batch, acks=1, timeout_ms=1000)).error_code == ErrorCode.NONE
+        assert (await partition.append_as_leader(batch, acks=1, timeout_ms=1000)).error_code == ErrorCode.none
         assert space.refuses_produce, "no reading since: the append's own bytes took free space below the threshold"
         refused = await partition.append_as_leader(producer_batch(1), acks=1, timeout_ms=1000)
-        assert refused.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert refused.error_code == ErrorCode.kafka_storage_error
     finally:
         partition.close()
 
@@ -92,7 +94,7 @@ async def test_a_failed_write_is_answered_kafka_storage_error_in_one_line_and_th
         first = await partition.append_as_leader(producer_batch(2), acks=-1, timeout_ms=1000)
         full_disk(monkeypatch)
         answers = [await partition.append_as_leader(producer_batch(1), acks=-1, timeout_ms=1000) for _ in range(3)]
-        assert {answer.error_code for answer in answers} == {ErrorCode.KAFKA_STORAGE_ERROR}
+        assert {answer.error_code for answer in answers} == {ErrorCode.kafka_storage_error}
         assert partition.log_end_offset == partition.high_watermark == 2
         warnings = failed_write_lines(caplog)
         assert len({record.getMessage() for record in warnings}) == 1, "identical lines: the repeat filter keeps one"
@@ -101,7 +103,7 @@ async def test_a_failed_write_is_answered_kafka_storage_error_in_one_line_and_th
 
         monkeypatch.undo()
         later = await partition.append_as_leader(producer_batch(1), acks=-1, timeout_ms=1000)
-        assert (first.base_offset, later.error_code, later.base_offset) == (0, ErrorCode.NONE, 2)
+        assert (first.base_offset, later.error_code, later.base_offset) == (0, ErrorCode.none, 2)
     finally:
         partition.close()
 
@@ -119,10 +121,10 @@ async def test_records_written_before_a_failed_flush_are_the_duplicate_of_an_ide
         refused = await partition.append_as_leader(bytearray(batch), acks=1, timeout_ms=1000)
         refused_again = await partition.append_as_leader(bytearray(batch), acks=1, timeout_ms=1000)
         monkeypatch.undo()
-        assert refused.error_code == ErrorCode.KAFKA_STORAGE_ERROR and partition.log_end_offset == 4
-        assert refused_again.error_code == ErrorCode.KAFKA_STORAGE_ERROR, "not acknowledged while still unflushed"
+        assert refused.error_code == ErrorCode.kafka_storage_error and partition.log_end_offset == 4
+        assert refused_again.error_code == ErrorCode.kafka_storage_error, "not acknowledged while still unflushed"
         retried = await partition.append_as_leader(bytearray(batch), acks=-1, timeout_ms=1000)
-        assert (retried.error_code, retried.base_offset) == (ErrorCode.NONE, 1)
+        assert (retried.error_code, retried.base_offset) == (ErrorCode.none, 1)
         assert partition.log_end_offset == 4 and partition.log.recovery_point == 4
     finally:
         partition.close()

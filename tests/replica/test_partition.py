@@ -9,6 +9,8 @@ import threading
 
 import pytest
 
+from kio.schema.errors import ErrorCode
+
 from replog.storage.batch_format import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD, NewRecord, encode_batch
 from replog.storage.log import Log, LogConfig
 from replog.storage.records import validate_batches
@@ -17,7 +19,6 @@ from replog.replica.partition import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
-    ErrorCode,
     Partition,
     PartitionConfig,
     ReadWaiter,
@@ -88,7 +89,7 @@ async def test_acks_all_with_only_the_leader_in_sync_commits_at_once(single):
 async def test_acks_all_waits_until_a_follower_fetch_advances_the_high_watermark(replicated):
     task = asyncio.create_task(replicated.append_as_leader(records(4), acks=-1, timeout_ms=10_000))
     assert await still_pending(task)
-    assert replicated.record_follower_fetch(FOLLOWER, 2, now_ms=1) == ErrorCode.NONE
+    assert replicated.record_follower_fetch(FOLLOWER, 2, now_ms=1) == ErrorCode.none
     assert replicated.high_watermark == 2
     assert await still_pending(task)
     replicated.record_follower_fetch(FOLLOWER, 4, now_ms=2)
@@ -99,7 +100,7 @@ async def test_acks_all_waits_until_a_follower_fetch_advances_the_high_watermark
 
 async def test_acks_all_times_out_if_the_follower_never_catches_up(replicated):
     result = await replicated.append_as_leader(records(), acks=-1, timeout_ms=20)
-    assert result.error_code == ErrorCode.REQUEST_TIMED_OUT
+    assert result.error_code == ErrorCode.request_timed_out
     assert replicated.log_end_offset == 1  # appended all the same, as in Kafka
     assert replicated.high_watermark == 0
 
@@ -107,7 +108,7 @@ async def test_acks_all_times_out_if_the_follower_never_catches_up(replicated):
 async def test_acks_all_with_too_small_an_isr_is_refused_before_appending(tmp_path):
     partition = make_partition(tmp_path, assigned=(LEADER, FOLLOWER), isr=(LEADER,), min_insync_replicas=2)
     result = await partition.append_as_leader(records(), acks=-1, timeout_ms=1000)
-    assert result.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert result.error_code == ErrorCode.not_enough_replicas
     assert partition.log_end_offset == 0
     assert (await partition.append_as_leader(records(), acks=1, timeout_ms=1000)).error_code == 0
     partition.close()
@@ -118,7 +119,7 @@ async def test_isr_shrinking_below_min_insync_before_commit_fails_the_append(rep
     assert await still_pending(task)
     replicated.update_isr({LEADER})
     result = await asyncio.wait_for(task, WAIT_S)
-    assert result.error_code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert result.error_code == ErrorCode.not_enough_replicas_after_append
     assert replicated.high_watermark == 1  # committed by the smaller ISR, just not acknowledged
     assert replicated.catch_up_replicas == {FOLLOWER}
 
@@ -161,8 +162,8 @@ async def test_consumers_never_read_at_or_above_the_high_watermark(replicated):
     # Between HW and LEO: empty, not out of range (as Kafka; see read_for_consumer).
     between = replicated.read_for_consumer(3, 1 << 20)
     assert (between.error_code, between.slices) == (0, [])
-    assert replicated.read_for_consumer(6, 1 << 20).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
-    assert replicated.read_for_consumer(-1, 1 << 20).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert replicated.read_for_consumer(6, 1 << 20).error_code == ErrorCode.offset_out_of_range
+    assert replicated.read_for_consumer(-1, 1 << 20).error_code == ErrorCode.offset_out_of_range
 
 
 async def test_followers_read_up_to_the_log_end_and_their_fetch_is_recorded(replicated):
@@ -172,21 +173,21 @@ async def test_followers_read_up_to_the_log_end_and_their_fetch_is_recorded(repl
     assert result.high_watermark == 0
     assert replicated.read_for_follower(FOLLOWER, 2, 1 << 20, now_ms=6).high_watermark == 2
     assert replicated.follower_log_end_offset(FOLLOWER) == 2
-    assert replicated.read_for_follower(FOLLOWER, 3, 1 << 20, now_ms=7).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert replicated.read_for_follower(FOLLOWER, 3, 1 << 20, now_ms=7).error_code == ErrorCode.offset_out_of_range
 
 
 async def test_fetch_from_a_replica_not_assigned_is_refused(replicated):
-    assert replicated.read_for_follower(OTHER, 0, 100, now_ms=1).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert replicated.read_for_follower(OTHER, 0, 100, now_ms=1).error_code == ErrorCode.not_leader_or_follower
     result = replicated.read_for_follower(OTHER, 0, 100, now_ms=1, current_leader_epoch=0)
-    assert result.error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert result.error_code == ErrorCode.unknown_leader_epoch
 
 
 async def test_requests_from_other_leader_epochs_are_fenced(tmp_path):
     partition = make_partition(tmp_path, leader_epoch=5)
-    assert partition.read_for_consumer(0, 100, current_leader_epoch=4).error_code == ErrorCode.FENCED_LEADER_EPOCH
-    assert partition.read_for_consumer(0, 100, current_leader_epoch=6).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
-    assert partition.read_for_consumer(0, 100, current_leader_epoch=5).error_code == ErrorCode.NONE
-    assert partition.read_for_consumer(0, 100).error_code == ErrorCode.NONE
+    assert partition.read_for_consumer(0, 100, current_leader_epoch=4).error_code == ErrorCode.fenced_leader_epoch
+    assert partition.read_for_consumer(0, 100, current_leader_epoch=6).error_code == ErrorCode.unknown_leader_epoch
+    assert partition.read_for_consumer(0, 100, current_leader_epoch=5).error_code == ErrorCode.none
+    assert partition.read_for_consumer(0, 100).error_code == ErrorCode.none
     assert partition.list_offsets(LATEST_TIMESTAMP, current_leader_epoch=4).error_code == 74
     assert partition.end_offset_for_epoch(5, current_leader_epoch=6).error_code == 75  # UNKNOWN_LEADER_EPOCH
     partition.close()
@@ -197,12 +198,12 @@ async def test_long_poll_wakes_on_append(single):
     assert await still_pending(waiting)
     await single.append_as_leader(records(), acks=1, timeout_ms=1000)
     assert await asyncio.wait_for(waiting, WAIT_S) is True
-    assert not single._consumer_watches
+    assert not single._watches.consumers
 
 
 async def test_long_poll_times_out_without_data(single):
     assert await single.wait_for_readable(0, timeout_s=SHORT_S) is False
-    assert not single._consumer_watches
+    assert not single._watches.consumers
 
 
 async def test_long_poll_answers_at_once_when_data_is_already_readable(single):
@@ -230,7 +231,7 @@ async def test_one_waiter_watches_several_partitions(tmp_path):
         assert await still_pending(waiting)
         await second.append_as_leader(records(), acks=1, timeout_ms=1000)
         assert await asyncio.wait_for(waiting, WAIT_S) is True
-    assert not first._consumer_watches and not second._consumer_watches
+    assert not first._watches.consumers and not second._watches.consumers
     first.close()
     second.close()
 
@@ -240,7 +241,7 @@ async def test_close_fails_waiting_appends_and_wakes_long_polls(replicated):
     poll = asyncio.create_task(replicated.wait_for_readable(1, timeout_s=WAIT_S))
     assert await still_pending(append)
     replicated.close()
-    assert (await asyncio.wait_for(append, WAIT_S)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (await asyncio.wait_for(append, WAIT_S)).error_code == ErrorCode.not_leader_or_follower
     assert await asyncio.wait_for(poll, WAIT_S) is True
     assert (await replicated.append_as_leader(records(), acks=1, timeout_ms=10)).error_code == 6
     assert replicated.read_for_consumer(0, 100).error_code == 6
@@ -338,7 +339,7 @@ async def test_any_replica_answers_list_offsets_from_its_own_log_end(replicated)
     assert replicated.list_offsets(LATEST_TIMESTAMP)[:3] == (0, -1, 0), "consumers see the HW"
     assert replicated.list_offsets(LATEST_TIMESTAMP, any_replica=True)[:3] == (0, -1, 3)
     replicated.become_follower(FOLLOWER, 1, now_ms=1)
-    assert replicated.list_offsets(LATEST_TIMESTAMP).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert replicated.list_offsets(LATEST_TIMESTAMP).error_code == ErrorCode.not_leader_or_follower
     assert replicated.list_offsets(LATEST_TIMESTAMP, any_replica=True)[:3] == (0, -1, 3)
     assert replicated.list_offsets(EARLIEST_TIMESTAMP, any_replica=True)[:3] == (0, -1, 0)
     assert replicated.list_offsets(LATEST_TIMESTAMP, current_leader_epoch=0, any_replica=True).error_code == 74
@@ -387,13 +388,13 @@ async def test_followers_are_out_of_sync_once_not_caught_up_for_the_lag_time(tmp
 def test_timestamp_lookup_inflates_no_more_than_its_bound(single, monkeypatch, codec):
     """A producer controls what its compressed records inflate to; the lookup stays bounded and
     falls back to the batch (None) rather than inflating past LOOKUP_UNCOMPRESSED_BYTES_MAX."""
-    from replog.replica import partition as partition_module
+    from replog.storage import batch_format
 
     batch = encode_batch([NewRecord(None, b"\0" * (256 << 10), timestamp_ms=1_000 + i) for i in range(2)], 1_000, codec)
     single.log.append(batch, 0)
-    assert partition_module._first_record_at_or_after(single.log.read(0, 1), 1_001) == (1, 1_001)
-    monkeypatch.setattr(partition_module, "LOOKUP_UNCOMPRESSED_BYTES_MAX", 1 << 18)
-    assert partition_module._first_record_at_or_after(single.log.read(0, 1), 1_001) is None
+    assert batch_format.first_record_at_or_after(single.log.read(0, 1)[0].read(), 1_001) == (1, 1_001)
+    monkeypatch.setattr(batch_format, "LOOKUP_UNCOMPRESSED_BYTES_MAX", 1 << 18)
+    assert batch_format.first_record_at_or_after(single.log.read(0, 1)[0].read(), 1_001) is None
 
 
 async def test_a_fenced_leader_takes_no_writes_and_holds_its_high_watermark(replicated):
@@ -401,14 +402,14 @@ async def test_a_fenced_leader_takes_no_writes_and_holds_its_high_watermark(repl
     await asyncio.sleep(0)  # let the append reach the commit queue
     replicated.fence()
     refused = await replicated.append_as_leader(records(1), acks=1, timeout_ms=1000)
-    assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-    assert replicated.read_for_follower(FOLLOWER, 2, 1 << 20, now_ms=1).error_code == ErrorCode.NONE
+    assert refused.error_code == ErrorCode.not_leader_or_follower
+    assert replicated.read_for_follower(FOLLOWER, 2, 1 << 20, now_ms=1).error_code == ErrorCode.none
     assert replicated.high_watermark == 0, "a fenced leader must not commit on its followers' word"
     assert await still_pending(pending), "an acks=-1 append must not be acknowledged while fenced"
     replicated.lift_fence()
     assert replicated.high_watermark == 2
-    assert (await asyncio.wait_for(pending, WAIT_S)).error_code == ErrorCode.NONE
-    assert (await replicated.append_as_leader(records(1), acks=1, timeout_ms=1000)).error_code == ErrorCode.NONE
+    assert (await asyncio.wait_for(pending, WAIT_S)).error_code == ErrorCode.none
+    assert (await replicated.append_as_leader(records(1), acks=1, timeout_ms=1000)).error_code == ErrorCode.none
 
 
 async def test_a_fenced_leader_that_becomes_follower_fails_its_waiting_appends(replicated):
@@ -416,7 +417,7 @@ async def test_a_fenced_leader_that_becomes_follower_fails_its_waiting_appends(r
     await asyncio.sleep(0)
     replicated.fence()
     replicated.become_follower(FOLLOWER, 1, now_ms=1)
-    assert (await asyncio.wait_for(pending, WAIT_S)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (await asyncio.wait_for(pending, WAIT_S)).error_code == ErrorCode.not_leader_or_follower
     assert not replicated.fenced
     replicated.close()
 
@@ -429,8 +430,8 @@ async def test_a_new_leader_whose_high_watermark_lags_its_epoch_start_lists_no_l
     partition.become_follower(FOLLOWER, 1, now_ms=1)
     partition.become_leader(2, (LEADER, FOLLOWER), (LEADER, FOLLOWER), now_ms=2)
     assert partition.high_watermark == 0 and partition.log_end_offset == 3
-    assert partition.list_offsets(LATEST_TIMESTAMP).error_code == ErrorCode.OFFSET_NOT_AVAILABLE
-    assert partition.list_offsets(100).error_code == ErrorCode.OFFSET_NOT_AVAILABLE
+    assert partition.list_offsets(LATEST_TIMESTAMP).error_code == ErrorCode.offset_not_available
+    assert partition.list_offsets(100).error_code == ErrorCode.offset_not_available
     assert partition.list_offsets(EARLIEST_TIMESTAMP)[:3] == (0, -1, 0)
     partition.record_follower_fetch(FOLLOWER, 3, now_ms=3)
     assert partition.list_offsets(LATEST_TIMESTAMP)[:3] == (0, -1, 3)
@@ -446,7 +447,7 @@ async def test_appends_drop_the_page_cache_behind_the_log_tail_in_another_thread
     monkeypatch.setattr(segment.PageCacheEviction, "run",
                         lambda eviction: evicted_in.append(threading.get_ident()) or real_run(eviction))
     appended = records(3)
-    assert (await single.append_as_leader(appended, acks=1, timeout_ms=1000)).error_code == ErrorCode.NONE
-    await asyncio.wait_for(single._page_cache_eviction, WAIT_S)
+    assert (await single.append_as_leader(appended, acks=1, timeout_ms=1000)).error_code == ErrorCode.none
+    await asyncio.wait_for(single._local.page_cache.running, WAIT_S)
     assert len(evicted_in) == 1 and evicted_in[0] != threading.get_ident()  # not the event loop's thread
     assert consumer_bytes(single.read_for_consumer(0, 1 << 20)) == bytes(appended)

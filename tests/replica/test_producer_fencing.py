@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from replog.replica.partition import ErrorCode, Partition, PartitionConfig
+from kio.schema.errors import ErrorCode
+
+from replog.replica.partition import Partition, PartitionConfig
 from replog.storage.log import Log, LogConfig
 from tests.support.producer_batches import readable_producer_batch as batch
 from tests.support.log_fixtures import ManualClock
@@ -37,8 +39,8 @@ async def append(partition: Partition, records: bytearray) -> tuple[int, int]:
 
 
 async def test_a_batch_claiming_a_producers_id_cannot_fence_it_back_skip_its_sequence_or_replace_its_records(leader):
-    assert await append(leader, batch(VICTIM, EPOCH, 0, 5, b"victim")) == (ErrorCode.NONE, 0)
-    assert await append(leader, batch(VICTIM, EPOCH, 5, 5, b"victim")) == (ErrorCode.NONE, 5)
+    assert await append(leader, batch(VICTIM, EPOCH, 0, 5, b"victim")) == (ErrorCode.none, 0)
+    assert await append(leader, batch(VICTIM, EPOCH, 5, 5, b"victim")) == (ErrorCode.none, 5)
 
     refused = [
         await append(leader, batch(VICTIM, EPOCH - 1, 10, 1, b"impostor")),  # an older epoch
@@ -50,10 +52,10 @@ async def test_a_batch_claiming_a_producers_id_cannot_fence_it_back_skip_its_seq
     assert [error for error, _ in refused] == [INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER,
                                                OUT_OF_ORDER_SEQUENCE_NUMBER, OUT_OF_ORDER_SEQUENCE_NUMBER]
     # A replay of a kept batch's sequences: acknowledged where the producer's went, not appended.
-    assert await append(leader, batch(VICTIM, EPOCH, 0, 5, b"impostor")) == (ErrorCode.NONE, 0)
+    assert await append(leader, batch(VICTIM, EPOCH, 0, 5, b"impostor")) == (ErrorCode.none, 0)
     assert leader.log_end_offset == 10, "an impostor's batch was appended"
 
-    assert await append(leader, batch(VICTIM, EPOCH, 10, 2, b"victim")) == (ErrorCode.NONE, 10), \
+    assert await append(leader, batch(VICTIM, EPOCH, 10, 2, b"victim")) == (ErrorCode.none, 10), \
         "the producer's own next batch was refused after the impostor's"
 
 
@@ -68,8 +70,8 @@ async def test_an_epoch_below_none_is_fenced_for_a_producer_never_seen(leader):
 async def test_what_kafka_takes_from_any_client_naming_a_producer_is_taken(leader):
     """The next sequence, and a later epoch from sequence 0 (an idempotent producer bumps its
     own epoch, KIP-360): the producer itself is then out of order, or fenced."""
-    assert await append(leader, batch(VICTIM, EPOCH, 0, 5, b"victim")) == (ErrorCode.NONE, 0)
-    assert await append(leader, batch(VICTIM, EPOCH, 5, 1, b"impostor")) == (ErrorCode.NONE, 5)
+    assert await append(leader, batch(VICTIM, EPOCH, 0, 5, b"victim")) == (ErrorCode.none, 0)
+    assert await append(leader, batch(VICTIM, EPOCH, 5, 1, b"impostor")) == (ErrorCode.none, 5)
     assert (await append(leader, batch(VICTIM, EPOCH, 5, 2, b"victim")))[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
-    assert await append(leader, batch(VICTIM, EPOCH + 1, 0, 1, b"impostor")) == (ErrorCode.NONE, 6)
+    assert await append(leader, batch(VICTIM, EPOCH + 1, 0, 1, b"impostor")) == (ErrorCode.none, 6)
     assert (await append(leader, batch(VICTIM, EPOCH, 6, 1, b"victim")))[0] == INVALID_PRODUCER_EPOCH

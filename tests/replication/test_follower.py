@@ -16,9 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kio.schema.errors import ErrorCode
+
 from replog.replication.fetcher import FetcherConfig, FetcherState, FetchReply, FetchSpec, ReplicaFetcher
 from replog.storage.log import Log, LogConfig
-from replog.replica.partition import EpochEndOffset, ErrorCode, Partition, PartitionConfig, ReplicaState
+from replog.replica.partition import EpochEndOffset, Partition, PartitionConfig, ReplicaState
 from tests.support.producer_batches import producer_batch
 from tests.support.log_fixtures import ManualClock, read_all
 from tests.support.polling import eventually
@@ -72,7 +74,7 @@ class Cluster:
                 raise ConnectionError(f"broker {leader} unreachable")
             source = self.replicas[leader]
             result = self._read(source, follower, spec)
-            if result.error_code == ErrorCode.NONE and not result.slices and spec.max_wait_ms:
+            if result.error_code == ErrorCode.none and not result.slices and spec.max_wait_ms:
                 await source.wait_for_readable(spec.fetch_offset, spec.max_wait_ms / 1000, for_follower=True)
                 result = self._read(source, follower, spec)
             return FetchReply(result.error_code, result.high_watermark, result.log_start_offset,
@@ -127,7 +129,7 @@ def replicate_once(leader: Partition, follower: Partition) -> None:
     """One fetch round by hand: the follower learns the leader's HW as of this fetch."""
     result = leader.read_for_follower(follower.local_broker_id, follower.log_end_offset, 1 << 20, now_ms(),
                                       follower.leader_epoch)
-    assert result.error_code == ErrorCode.NONE
+    assert result.error_code == ErrorCode.none
     follower.append_as_follower(b"".join(piece.read() for piece in result.slices), result.high_watermark,
                                 result.log_start_offset)
 
@@ -180,15 +182,15 @@ async def test_acks_all_completes_only_once_every_isr_follower_fetched_past_it(t
         done, _ = await asyncio.wait([append], timeout=SHORT_S)
         assert not done, "C is in the ISR and has not fetched: nothing is committed"
         cluster.start_fetcher(C)
-        assert (await asyncio.wait_for(append, WAIT_S)).error_code == ErrorCode.NONE
+        assert (await asyncio.wait_for(append, WAIT_S)).error_code == ErrorCode.none
         assert leader.high_watermark == 1
         await cluster.stop_fetcher(C)
         leader.update_isr({A, B})  # what ISR maintenance does once C lags
         result = await asyncio.wait_for(leader.append_as_leader(message(2), -1, 10_000), WAIT_S)
-        assert (result.error_code, result.base_offset) == (ErrorCode.NONE, 1)
+        assert (result.error_code, result.base_offset) == (ErrorCode.none, 1)
         leader.update_isr({A})
         result = await leader.append_as_leader(message(3), -1, 10_000)
-        assert result.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert result.error_code == ErrorCode.not_enough_replicas
     finally:
         await cluster.shutdown()
 
@@ -303,7 +305,7 @@ async def test_an_empty_leader_epoch_answer_falls_back_to_the_high_watermark(clu
 
 
 def follower_answer(epoch: int, end_offset: int) -> EpochEndOffset:
-    return EpochEndOffset(ErrorCode.NONE, epoch, end_offset)
+    return EpochEndOffset(ErrorCode.none, epoch, end_offset)
 
 
 # -- leader changes and fencing ------------------------------------------------------------------
@@ -317,7 +319,7 @@ async def test_failover_truncates_the_old_leaders_unacknowledged_tail(tmp_path):
         for broker in (B, C):
             cluster.start_fetcher(broker)
         committed = await asyncio.wait_for(old.append_as_leader(message(1, count=3), -1, 10_000), WAIT_S)
-        assert committed.error_code == ErrorCode.NONE
+        assert committed.error_code == ErrorCode.none
         await eventually(lambda: caught_up(old, cluster.replicas[B], cluster.replicas[C]),
                          WAIT_S, "B and C caught up with the old leader")
         for broker in (B, C):
@@ -325,7 +327,7 @@ async def test_failover_truncates_the_old_leaders_unacknowledged_tail(tmp_path):
         tail = asyncio.create_task(old.append_as_leader(message(2, count=2), -1, 10_000))
         await eventually(lambda: old.log_end_offset == 5, WAIT_S, "the old leader's log end at 5")
         old.become_follower(B, 1, now_ms())
-        assert (await asyncio.wait_for(tail, WAIT_S)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (await asyncio.wait_for(tail, WAIT_S)).error_code == ErrorCode.not_leader_or_follower
         assert old.log_end_offset == 5, "become_follower does not truncate; the leader decides"
         new = cluster.replicas[B]
         new.become_leader(1, (A, B, C), {B, C}, now_ms())
@@ -333,7 +335,7 @@ async def test_failover_truncates_the_old_leaders_unacknowledged_tail(tmp_path):
         for broker in (A, C):
             cluster.start_fetcher(broker)
         result = await asyncio.wait_for(new.append_as_leader(message(3), -1, 10_000), WAIT_S)
-        assert (result.error_code, result.base_offset) == (ErrorCode.NONE, 3)
+        assert (result.error_code, result.base_offset) == (ErrorCode.none, 3)
         new.update_isr({A, B, C})
         await eventually(lambda: caught_up(new, old, cluster.replicas[C]),
                          WAIT_S, "the old leader and C caught up with the new leader")
@@ -348,7 +350,7 @@ async def test_a_fetcher_with_a_stale_epoch_is_fenced_and_stops(cluster):
     cluster.open(B, A, 1, assigned=(A, B))
     fetcher = cluster.start_fetcher(B)
     await eventually(lambda: fetcher.stopped, WAIT_S, "the fetcher stopped")
-    assert cluster.problems == [(B, ErrorCode.FENCED_LEADER_EPOCH)]
+    assert cluster.problems == [(B, ErrorCode.fenced_leader_epoch)]
     assert leader.follower_log_end_offset(B) == -1, "a fenced fetch records nothing"
 
 
@@ -360,7 +362,7 @@ async def test_a_leader_epoch_bump_during_fetching_stops_the_fetcher(cluster):
     leader.become_leader(1, (A, B), {A, B}, now_ms())
     await leader.append_as_leader(message(1), 1, 1000)
     await eventually(lambda: fetcher.stopped, WAIT_S, "the fetcher stopped")
-    assert cluster.problems == [(B, ErrorCode.FENCED_LEADER_EPOCH)]
+    assert cluster.problems == [(B, ErrorCode.fenced_leader_epoch)]
 
 
 async def test_a_leader_that_became_follower_is_reported(cluster):
@@ -370,7 +372,7 @@ async def test_a_leader_that_became_follower_is_reported(cluster):
     await eventually(lambda: fetcher.state is FetcherState.FETCHING, WAIT_S, "the fetcher fetching")
     leader.become_follower(C, 1, now_ms())
     await eventually(lambda: fetcher.stopped, WAIT_S, "the fetcher stopped")
-    assert cluster.problems == [(B, ErrorCode.NOT_LEADER_OR_FOLLOWER)]
+    assert cluster.problems == [(B, ErrorCode.not_leader_or_follower)]
 
 
 # -- retention, connection failures, lifecycle ---------------------------------------------------
@@ -460,10 +462,10 @@ async def test_stop_passes_on_the_cancellation_of_its_caller(cluster):
 
 async def test_a_follower_refuses_clients(cluster):
     follower = cluster.open(B, A, 0, assigned=(A, B))
-    assert (await follower.append_as_leader(message(1), 1, 1000)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-    assert follower.read_for_consumer(0, 1000).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-    assert follower.end_offset_for_epoch(0).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-    assert follower.read_for_follower(A, 0, 1000, now_ms()).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (await follower.append_as_leader(message(1), 1, 1000)).error_code == ErrorCode.not_leader_or_follower
+    assert follower.read_for_consumer(0, 1000).error_code == ErrorCode.not_leader_or_follower
+    assert follower.end_offset_for_epoch(0).error_code == ErrorCode.not_leader_or_follower
+    assert follower.read_for_follower(A, 0, 1000, now_ms()).error_code == ErrorCode.not_leader_or_follower
 
 
 async def test_illegal_transitions_raise(cluster):
@@ -532,7 +534,7 @@ async def _random_run(root: Path, ops) -> None:
             leader = cluster.replicas[leader_id]
             if kind == APPEND:
                 result = await leader.append_as_leader(message(stamp, count=argument), 1, 1000)
-                assert result.error_code == ErrorCode.NONE
+                assert result.error_code == ErrorCode.none
             elif kind == FETCH and argument != leader_id:
                 follower = cluster.replicas[argument]
                 if not truncated[argument]:

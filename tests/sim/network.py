@@ -17,8 +17,10 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from replog.replication.fetcher import FetchReply, FetchSpec
-from replog.replica.partition import EpochEndOffset, ErrorCode, FetchFrom, FetchResult, ReadWaiter
+from replog.replica.partition import EpochEndOffset, FetchFrom, FetchResult, ReadWaiter
 
 DELAY_MAX_S = 0.01
 DROP_P = 0.02
@@ -103,7 +105,7 @@ async def serve_replica_fetch(replicas, replica_id: int, specs: list[FetchSpec],
                 waiter.watch(hosted, spec.fetch_offset, for_follower=as_follower)
             await waiter.wait(max_wait_ms / 1000)
         results = read_all(record=False)
-    return {(spec.topic, spec.partition): FetchReply(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, b"") if result is None
+    return {(spec.topic, spec.partition): FetchReply(ErrorCode.not_leader_or_follower, -1, -1, b"") if result is None
             else _reply(result) for spec, _, result in results}
 
 
@@ -120,5 +122,5 @@ def _reply(result: FetchResult) -> FetchReply:
 async def serve_epoch_end(replicas, topic: str, partition: int, leader_epoch: int, current_leader_epoch: int) -> EpochEndOffset:
     hosted = replicas.hosted(topic, partition)
     if hosted is None:
-        return EpochEndOffset(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1)
+        return EpochEndOffset(ErrorCode.not_leader_or_follower, -1, -1)
     return hosted.end_offset_for_epoch(leader_epoch, current_leader_epoch)

@@ -35,7 +35,7 @@ from replog.config import BrokerConfig
 from replog.coord_backends import NodeExists, SessionState, StoreError, paths
 from replog.coord_backends.joined import JoinedStore
 from replog.coord_backends.paths import BrokerRegistration
-from replog.metadata_cache import MetadataCache
+from replog.replication.metadata_cache import MetadataCache
 from replog.net.client import BrokerRefused, BrokerUnavailable
 from replog.net.fetch_rounds import RoundAnswer, RoundChanges
 from replog.net.leader_connections import LeaderConnections, fetch_from, follower_client_id

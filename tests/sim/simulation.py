@@ -44,12 +44,14 @@ import pathlib
 import random
 import shutil
 
+from kio.schema.errors import ErrorCode
+
 from replog import admin
 from replog.config import load_broker_config
 from replog.coord_backends import NoNode, paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
-from replog.replica.partition import ErrorCode, Partition, ReplicaState
+from replog.replica.partition import Partition, ReplicaState
 from replog.spark_io.records import OutgoingRecord, encode_batch
 from replog.storage.log import Log
 from tests.sim.disk import PageCache
@@ -315,7 +317,7 @@ class Simulation:
         batch = encode_batch([OutgoingRecord(key, VALUE, None)], "none", timestamp_ms=number)
         appending = broker.spawn(replica.append_as_leader(bytearray(batch), -1, PRODUCE_TIMEOUT_MS))
         done, _ = await asyncio.wait({appending}, timeout=PRODUCE_TIMEOUT_MS / 1000 + 1)
-        if not done or appending.result().error_code != ErrorCode.NONE:
+        if not done or appending.result().error_code != ErrorCode.none:
             return False
         offset = appending.result().base_offset
         self.checker.acknowledged(Ack(number, TOPIC, partition, offset, epoch, incarnation), replica)

@@ -480,10 +480,10 @@ def test_config_rejects_values_below_kafka_minimums():
 def test_a_roll_leaves_its_directory_fsync_to_the_next_flush(tmp_path, monkeypatch):
     """Issue 11, bug 7: rolling (on the append path, on the event loop) does not fsync the
     directory; the next flush does, the background one in its worker thread."""
-    from replog.storage import log as log_module
+    from replog.storage import background_io
 
     synced: list[object] = []
-    monkeypatch.setattr(log_module, "fsync_directory", lambda directory: synced.append(directory))
+    monkeypatch.setattr(background_io, "fsync_directory", lambda directory: synced.append(directory))
     log = open_log(tmp_path / "t-0", segment_bytes=200)
     synced.clear()
     for _ in range(3):

@@ -40,16 +40,21 @@ from replog.admin.reassignment_plan import (
     parse_topics_to_move,
 )
 from replog.admin.reassignment import ReassignmentStatus, alter_partition_reassignments, list_partition_reassignments
-from replog.admin.topics import (
+from replog.admin.topic_configs import (
     AlterOp,
     ConfigEntry,
     ConfigOperation,
     ConfigSource,
+    alter_topic_config,
+    describe_topic_config,
+    replace_topic_config,
+    topic_config_entries,
+)
+from replog.admin.topics import (
     PartitionDescription,
     StateChangeLimits,
     TopicDescription,
     add_partitions,
-    alter_topic_config,
     check_given_assignment,
     check_partition_increase,
     clean_failed_topic_creation_attempt,
@@ -57,13 +62,10 @@ from replog.admin.topics import (
     create_topic,
     delete_topic,
     describe_topic,
-    describe_topic_config,
     list_topics,
     live_brokers,
-    replace_topic_config,
     mixed_separators_warning,
     read_replicas,
-    topic_config_entries,
     validate_topic_name,
 )
 

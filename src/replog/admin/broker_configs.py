@@ -15,15 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from kio.schema.errors import ErrorCode
+
 from replog.config import DYNAMIC_BROKER_SETTINGS, ConfigError, dynamic_broker_setting, parse_dynamic_broker_setting
 from replog.coord_backends import BadVersion, NodeExists, NoNode, Store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import DynamicBrokerConfig
 
 from .errors import AdminError, InvalidConfig
-from .topics import CONFLICT_ATTEMPTS_MAX, AlterOp, ConfigOperation, ConfigSource, _children_or_none, _get_or_none
-
-INVALID_REQUEST = 42  # Kafka's code for a resource name that is not a broker id
+from .topic_configs import AlterOp, ConfigOperation, ConfigSource
+from .topics import CONFLICT_ATTEMPTS_MAX, _children_or_none, _get_or_none
 
 
 def broker_resource(name: str) -> int | None:
@@ -31,7 +32,7 @@ def broker_resource(name: str) -> int | None:
     if name == "":
         return None
     if not name.isdigit():
-        raise AdminError(INVALID_REQUEST, f"broker resource {name!r} is not a broker id; name one, or \"\" for the "
+        raise AdminError(ErrorCode.invalid_request, f"broker resource {name!r} is not a broker id; name one, or \"\" for the "
                                           "cluster's default")
     return int(name)
 
@@ -73,7 +74,7 @@ async def alter_broker_config(store: Store, broker: int | None, operations: Sequ
         except (NodeExists, BadVersion, NoNode):
             continue
         return
-    raise AdminError(InvalidConfig.CODE, f"{_subject(broker)} kept changing meanwhile; try again")
+    raise AdminError(InvalidConfig.code, f"{_subject(broker)} kept changing meanwhile; try again")
 
 
 async def replace_broker_config(store: Store, broker: int | None, configs: Mapping[str, str], *,

@@ -174,7 +174,7 @@ class ElectionResult:
     def outcome(self) -> str:
         if self.error is None:
             return "elected"
-        return {ElectionNotNeeded.CODE: "not needed", UnknownTopicOrPartition.CODE: "unknown"}.get(
+        return {ElectionNotNeeded.code: "not needed", UnknownTopicOrPartition.code: "unknown"}.get(
             self.error.code, "not available")
 
     @property

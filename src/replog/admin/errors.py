@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from kio.schema.errors import ErrorCode
+
 from replog.coord_backends import CoordinationUnavailable, RequestRefused, SessionLost, StoreError
 
 
 class AdminError(Exception):
+    """`code`: a kio ErrorCode, or a client library's own code (librdkafka's negative ones) for
+    a failure no broker answered."""
+
     def __init__(self, code: int, message: str):
         super().__init__(message)
         self.code = code
@@ -19,83 +24,83 @@ class AdminError(Exception):
 
 
 class _KafkaError(AdminError):
-    CODE: ClassVar[int]
+    code: ClassVar[ErrorCode]
 
     def __init__(self, message: str):
-        super().__init__(self.CODE, message)
+        super().__init__(type(self).code, message)
 
 
 class UnknownTopicOrPartition(_KafkaError):
-    CODE = 3
+    code = ErrorCode.unknown_topic_or_partition
 
 
 class BrokerNotAvailable(_KafkaError):
-    CODE = 8
+    code = ErrorCode.broker_not_available
 
 
 class RequestTimedOut(_KafkaError):
-    CODE = 7
+    code = ErrorCode.request_timed_out
 
 
 class InvalidTopic(_KafkaError):
-    CODE = 17
+    code = ErrorCode.invalid_topic_exception
 
 
 class TopicAlreadyExists(_KafkaError):
-    CODE = 36
+    code = ErrorCode.topic_already_exists
 
 
 class InvalidPartitions(_KafkaError):
-    CODE = 37
+    code = ErrorCode.invalid_partitions
 
 
 class InvalidReplicationFactor(_KafkaError):
-    CODE = 38
+    code = ErrorCode.invalid_replication_factor
 
 
 class InvalidReplicaAssignment(_KafkaError):
-    CODE = 39
+    code = ErrorCode.invalid_replica_assignment
 
 
 class InvalidConfig(_KafkaError):
-    CODE = 40
+    code = ErrorCode.invalid_config
 
 
 class ReassignmentInProgress(_KafkaError):
-    CODE = 60
+    code = ErrorCode.reassignment_in_progress
 
 
 class PreferredLeaderNotAvailable(_KafkaError):
-    CODE = 80
+    code = ErrorCode.preferred_leader_not_available
 
 
 class EligibleLeadersNotAvailable(_KafkaError):
-    CODE = 83
+    code = ErrorCode.eligible_leaders_not_available
 
 
 class ElectionNotNeeded(_KafkaError):
-    CODE = 84
+    code = ErrorCode.election_not_needed
 
 
 class NoReassignmentInProgress(_KafkaError):
-    CODE = 85
+    code = ErrorCode.no_reassignment_in_progress
 
 
 def error_for_code(code: int, message: str) -> AdminError:
     """The AdminError a Kafka error code stands for (a broker's answer to an admin request), so
     that both doors of an admin command raise the same classes."""
     for kind in _KafkaError.__subclasses__():
-        if kind.CODE == code:
+        if kind.code == code:
             return kind(message)
     return AdminError(code, message)
 
 
 class PolicyViolation(_KafkaError):
-    CODE = 44
+    code = ErrorCode.policy_violation
 
 
 class UnknownServerError(_KafkaError):
-    CODE = -1
+    code = ErrorCode.unknown_server_error
 
 
 def store_failure(subject: str, error: StoreError) -> AdminError:

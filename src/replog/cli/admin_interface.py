@@ -35,13 +35,8 @@ from replog.admin import cluster
 from replog.admin.assignment import BrokerRack
 from replog.admin.planner import Plan
 from replog.admin.reassignment import PartitionKey, ReassignmentStatus
-from replog.admin.topics import (
-    ConfigOperation,
-    ConfigSource,
-    PartitionDescription,
-    check_given_assignment,
-    validate_topic_name,
-)
+from replog.admin.topic_configs import ConfigOperation, ConfigSource
+from replog.admin.topics import PartitionDescription, check_given_assignment, validate_topic_name
 from replog.net.client import BrokerConnection
 
 from . import replica_logs, state_change_reader

@@ -20,7 +20,8 @@ from replog.admin.assignment import BrokerRack
 from replog.admin.errors import error_for_code
 from replog.admin.planner import Plan
 from replog.admin.reassignment import PartitionKey, ReassignmentStatus
-from replog.admin.topics import AlterOp, ConfigOperation, ConfigSource, PartitionDescription
+from replog.admin.topic_configs import AlterOp, ConfigOperation, ConfigSource
+from replog.admin.topics import PartitionDescription
 from replog.config import DYNAMIC_BROKER_SETTINGS, LEADER_THROTTLE_RATE
 from replog.coord_backends.paths import BrokerRegistration
 from replog.net.client import BrokerUnavailable

@@ -222,7 +222,7 @@ def not_on_target_error(progress: Sequence[PartitionProgress]) -> AdminError | N
         return None
     first = stuck[0]
     more = f" (and {len(stuck) - 1} more partitions)" if len(stuck) > 1 else ""
-    return AdminError(NoReassignmentInProgress.CODE,
+    return AdminError(NoReassignmentInProgress.code,
                       f"partition {first.topic}-{first.partition} is on {list(first.replicas)}, not its target "
                       f"{list(first.target)}, and no move is in flight{more}: cancelled, refused, or never executed")
 

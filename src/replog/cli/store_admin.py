@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from replog.admin import AdminError, UnknownTopicOrPartition, broker_configs, cluster, reassignment, topics
+from replog.admin import AdminError, UnknownTopicOrPartition, broker_configs, cluster, reassignment, topic_configs, topics
 from replog.admin.assignment import BrokerRack
 from replog.admin.planner import Plan
 from replog.admin.reassignment import PartitionKey, ReassignmentStatus, cluster_brokers
 from replog.admin.state_change_events import queued_state_changes
-from replog.admin.topics import ConfigOperation
+from replog.admin.topic_configs import ConfigOperation
 from replog.config import load_broker_config
 from replog.coord_backends import Store, StoreError
 
@@ -75,7 +75,7 @@ class StoreAdmin(Admin):
         for name in names or await self.list_topics():
             try:
                 description = await topics.describe_topic(self.store, name)
-                entries = {entry.name: entry for entry in await topics.describe_topic_config(self.store, name)}
+                entries = {entry.name: entry for entry in await topic_configs.describe_topic_config(self.store, name)}
             except UnknownTopicOrPartition:
                 if names:
                     raise
@@ -104,7 +104,7 @@ class StoreAdmin(Admin):
         return bool(await broker_configs.remove_throttle_rates(self.store))
 
     async def _alter_topic_config(self, name: str, operations: Sequence[ConfigOperation], *, validate_only: bool) -> None:
-        await topics.alter_topic_config(self.store, name, operations, validate_only=validate_only)
+        await topic_configs.alter_topic_config(self.store, name, operations, validate_only=validate_only)
 
     # -- the cluster ----------------------------------------------------------------------------
 

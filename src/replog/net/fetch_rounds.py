@@ -45,7 +45,9 @@ import operator
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
-from replog.replication.fetcher import UNKNOWN_TOPIC_OR_PARTITION, FetchReply, FetchSpec
+from kio.schema.errors import ErrorCode
+
+from replog.replication.fetcher import FetchReply, FetchSpec
 
 # Two: the parked round and the one that cuts it short; a third ask waits for the cut round.
 ROUNDS_IN_FLIGHT_MAX = 2
@@ -57,7 +59,7 @@ ROUND_MAX_BYTES = 10 * 1024 * 1024
 
 PartitionKey = tuple[str, int]
 # A partition the leader's answer left out: its fetcher re-reads who leads it.
-_NOT_ANSWERED = FetchReply(UNKNOWN_TOPIC_OR_PARTITION, -1, -1, b"")
+_NOT_ANSWERED = FetchReply(ErrorCode.unknown_topic_or_partition, -1, -1, b"")
 
 
 class RoundChanges(NamedTuple):

@@ -9,11 +9,11 @@ while they sat idle.
 
 Kafka's leader still reads every partition of a session each round, since a follower's fetch is
 what keeps it in the ISR. replog's does not touch the quiet ones: a partition whose last read
-found its in-sync follower at the log end, with nothing to tell but what the session told, is
-held quiet by the session (Partition.hold_quiet): each later request of the session counts as
-the follower's fetch of it, recorded when the leader next looks at the follower's times
-(Partition's QuietHold), and the request neither reads, answers nor even visits it. Anything
-that could give the follower something to learn (an append, a new high watermark or log start,
+found its in-sync follower at the log end, with nothing to tell but what the session told (the
+session compares Partition.quiet_snapshot with what it answered), is held quiet by the session
+(Followers.hold_quiet): each later request of the session counts as the follower's fetch of it,
+recorded when the leader next looks at the follower's times (replica/followers.py's QuietHold),
+and the request neither reads, answers nor even visits it. Anything that could give the follower something to learn (an append, a new high watermark or log start,
 a leadership, ISR or assignment change) ends the hold at once (QuietHold.stirred): the
 partition is read again, and an append or a leadership change wakes the session's parked
 request, as a watch on the partition would. A leader of 3,000 idle partitions spent 22% of a
@@ -55,6 +55,7 @@ from typing import Any, NamedTuple, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from replog.replica.followers import Followers, QuietSnapshot
 from replog.replication.fetcher import FetchSpec
 
 from .fetch_decoding import FetchedPartition
@@ -78,15 +79,15 @@ SessionKey = tuple[Any, int]
 class QuietPartition(Protocol):
     """replica/partition.py's Partition, as a session holds it quiet for a follower."""
 
-    def hold_quiet(self, replica_id: int, fetch_offset: int, current_leader_epoch: int, told: tuple[int, int, int],
-                   hold: _Cached) -> bool: ...
+    followers: Followers
 
-    def release_quiet(self, replica_id: int, hold: _Cached) -> None: ...
+    def quiet_snapshot(self, replica_id: int) -> QuietSnapshot | None: ...
+
 
 
 class _Cached:
     """One partition of a session: the request's fields for it, what the last answer that
-    carried it told, and the replica holding it quiet, if any (Partition's QuietHold)."""
+    carried it told, and the replica holding it quiet, if any (replica/followers.py's QuietHold)."""
 
     __slots__ = ("session", "key", "fetch", "told", "held_by")
 
@@ -109,7 +110,7 @@ class _Cached:
 
     def release(self) -> None:
         if self.held_by is not None:
-            self.held_by.release_quiet(self.session.replica_id, self)
+            self.held_by.followers.release_quiet(self.session.replica_id, self)
             self.held_by = None
 
 
@@ -229,11 +230,19 @@ class SessionFetch:
                 session.partitions[key] = session.partitions.pop(key)
                 session.unquiet[key] = session.unquiet.pop(key, cached)
         if (quiet is not None and told is not None and self._may_hold and not session.closed and cached.held_by is None
-                and quiet.hold_quiet(session.replica_id, cached.fetch.fetch_offset, cached.fetch.current_leader_epoch,
-                                     told, cached)):
+                and _nothing_to_learn(quiet.quiet_snapshot(session.replica_id), cached.fetch, told)):
+            quiet.followers.hold_quiet(session.replica_id, cached)
             cached.held_by = quiet
             session.unquiet.pop(key, None)
         return carried
+
+
+def _nothing_to_learn(snapshot: QuietSnapshot | None, fetch: Any, told: tuple[int, int, int]) -> bool:
+    """Whether the follower, as the leader's partition sees it now (`snapshot`), fetched at this
+    leadership's epoch from the log end, as it had, and was told what there is to tell: then
+    the partition may be held quiet for it until something changes."""
+    return snapshot is not None and snapshot == (fetch.current_leader_epoch, fetch.fetch_offset, fetch.fetch_offset,
+                                                 told)
 
 
 class FetchSessions:

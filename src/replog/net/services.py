@@ -8,10 +8,10 @@ from typing import Any, Mapping, Protocol
 from replog.admin import StateChangeLimits
 from replog.coord_backends import Store
 from replog.groups import GroupCoordinator
-from replog.metadata_cache import MetadataCache
+from replog.replication.metadata_cache import MetadataCache
 from replog.net.fetch_sessions import FetchSessions
 from replog.obs import BrokerMetrics, StateChangeEvents
-from replog.producer_ids import ProducerIdAllocator
+from replog.replica.producer_ids import ProducerIdAllocator
 from replog.replica.manager import ReplicaManager
 
 

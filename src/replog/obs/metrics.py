@@ -34,8 +34,6 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from replog.storage.cleaner import Cleaned
-
 # Request latencies from half a millisecond (a metadata answer) to the longest Fetch long poll
 # and acks=all timeout clients use (30 s).
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -77,6 +75,16 @@ class HostedPartition(Protocol):
     assigned_replicas: tuple[int, ...]
 
     def follower_lags(self, now_ms: int) -> Iterable[tuple[int, int, int]]: ...
+
+
+class Cleaned(Protocol):
+    """What the collector reads of a cleaning pass's outcome (storage/cleaner.py's Cleaned)."""
+
+    @property
+    def bytes_removed(self) -> int: ...
+
+    @property
+    def records_removed(self) -> int: ...
 
 
 class PartitionState(Protocol):

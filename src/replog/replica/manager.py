@@ -43,6 +43,8 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TypeVar
 
+from kio.schema.errors import ErrorCode
+
 from replog.storage import clean_shutdown
 from replog.storage.checkpoint import OffsetCheckpoint, fsync_directory
 from replog.storage.disk_space import NOT_WATCHED, DiskSpace, report_write_failure
@@ -66,7 +68,7 @@ LOGS_CLOSED_AT_ONCE = 16  # a few per worker thread: closing a log is mostly wai
 class UnknownTopicOrPartitionError(ReplicaError):
     """This broker hosts no replica of the requested partition."""
 
-    error_code = 3  # UNKNOWN_TOPIC_OR_PARTITION
+    error_code = ErrorCode.unknown_topic_or_partition
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,6 +46,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
+from kio.schema.errors import ErrorCode
+
 from replog.storage.checkpoint import read_checkpoint, write_checkpoint, write_checkpoint_aside
 from replog.storage.errors import InvalidRecordError, ReplicaError
 from replog.storage.log import Log, RecoveredProducers
@@ -79,13 +81,13 @@ assert _PRODUCER_HEADER.size == HEADER_SIZE_BYTES
 class OutOfOrderSequenceError(ReplicaError):
     """A batch's first sequence does not follow the producer's last one (or a new epoch's is not 0)."""
 
-    error_code = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+    error_code = ErrorCode.out_of_order_sequence_number
 
 
 class InvalidProducerEpochError(ReplicaError):
     """A batch comes from an epoch older than the producer's current one (a fenced producer)."""
 
-    error_code = 47  # INVALID_PRODUCER_EPOCH
+    error_code = ErrorCode.invalid_producer_epoch
 
 
 def increment_sequence(sequence: int, increment: int) -> int:

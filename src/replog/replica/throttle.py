@@ -15,6 +15,9 @@ the debt to be paid back, so the average holds. The clock is the caller's (monot
 
 from __future__ import annotations
 
+from replog.storage.log import Log
+from replog.storage.segment import FileSlice
+
 
 class ReplicationThrottle:
     def __init__(self) -> None:
@@ -40,3 +43,36 @@ class ReplicationThrottle:
 
     def spent(self, size_bytes: int) -> None:
         self._tokens_bytes -= size_bytes
+
+
+class ThrottledReplicas:
+    """One partition's replicas whose fetches draw on a throttle: the replicas a move adds, at
+    the lower of the move's rate and the broker's configured one (read at each fetch, so that a
+    rate set or removed applies at once)."""
+
+    __slots__ = ("replicas", "throttle", "move_rate_bytes_per_s")
+
+    def __init__(self, replicas: frozenset[int], throttle: ReplicationThrottle, move_rate_bytes_per_s: int | None):
+        self.replicas = replicas
+        self.throttle = throttle
+        self.move_rate_bytes_per_s = move_rate_bytes_per_s
+
+    def allowance_bytes(self, replica_id: int, isr: frozenset[int], now_ms: int) -> int | None:
+        """What `replica_id` may fetch now; None if it is not throttled. As Kafka: a throttled
+        replica that joined the ISR is not throttled, or acks=all would wait on the throttle."""
+        if replica_id not in self.replicas or replica_id in isr:
+            return None
+        rate_bytes_per_s = self.throttle.rate_bytes_per_s(self.move_rate_bytes_per_s)
+        return None if rate_bytes_per_s is None else self.throttle.allowance_bytes(rate_bytes_per_s, now_ms)
+
+    def read(self, log: Log, replica_id: int, isr: frozenset[int], fetch_offset: int, max_bytes: int, now_ms: int,
+             min_one_message: bool) -> list[FileSlice]:
+        """A follower's read of `log` (Log.read), within what the throttle allows `replica_id` now."""
+        allowance_bytes = self.allowance_bytes(replica_id, isr, now_ms)
+        if allowance_bytes is None:
+            return log.read(fetch_offset, max_bytes, min_one_message=min_one_message)
+        if not allowance_bytes:
+            return []
+        slices = log.read(fetch_offset, min(max_bytes, allowance_bytes), min_one_message=min_one_message)
+        self.throttle.spent(sum(piece.size_bytes for piece in slices))
+        return slices

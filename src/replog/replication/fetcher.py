@@ -35,24 +35,25 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
+from kio.schema.errors import ErrorCode
+
 from replog.storage.checkpoint import UNDEFINED_EPOCH
 from replog.storage.errors import KafkaStorageError, ReplicaError
-from replog.replica.partition import EpochEndOffset, ErrorCode, Partition, ReplicaState
+from replog.replica.partition import EpochEndOffset, Partition, ReplicaState
 from replog.storage.records import complete_batches_size
 from replog.tasks import cancel_and_wait
 
 logger = logging.getLogger(__name__)
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
-# A fetch naming its topic by id (KIP-516): the leader hosts no partition of that id, or hosts
-# the partition of another topic of the name (one side's replica is a deleted topic's).
-UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID = 100, 103
 # Answers after which fetching from this leader at this epoch cannot succeed: the broker must
 # learn the partition's current leader and epoch again (and, for another topic id, one side's
 # replica is replaced: hosted.py).
 LEADER_PROBLEMS = frozenset({
-    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
-    UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID,
+    ErrorCode.fenced_leader_epoch, ErrorCode.not_leader_or_follower, ErrorCode.unknown_leader_epoch,
+    ErrorCode.unknown_topic_or_partition,
+    # A fetch naming its topic by id (KIP-516): the leader hosts no partition of that id, or hosts
+    # the partition of another topic of the name (one side's replica is a deleted topic's).
+    ErrorCode.unknown_topic_id, ErrorCode.inconsistent_topic_id,
 })
 # What a leader callable raises when the leader cannot be reached or does not answer in time.
 CONNECTION_PROBLEMS = (OSError, TimeoutError, EOFError)
@@ -245,7 +246,7 @@ class ReplicaFetcher:
         partition = self.partition
         if (partition.state is not ReplicaState.FOLLOWER or partition.leader_epoch != self.leader_epoch
                 or partition.leader_id != self.leader_id):
-            raise _LeaderRefused(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            raise _LeaderRefused(ErrorCode.not_leader_or_follower)
 
     @staticmethod
     def _check_answer(error_code: int) -> None:
@@ -272,14 +273,14 @@ class ReplicaFetcher:
                                                        partition.latest_epoch, self.leader_epoch)
             self._check_still_following()
             self._check_answer(answer.error_code)
-            if answer.error_code != ErrorCode.NONE:
+            if answer.error_code != ErrorCode.none:
                 raise _RetriableAnswer(f"OffsetForLeaderEpoch answered error {answer.error_code}")
             if partition.truncate_for_new_leader(answer).complete:
                 return
         logger.error("leader epoch answers do not converge topic=%s partition=%d broker=%d leader=%d epoch=%d "
                      "rounds=%d", partition.topic, partition.partition_id, partition.local_broker_id,
                      self.leader_id, self.leader_epoch, self.config.truncation_rounds_max)
-        raise _LeaderRefused(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        raise _LeaderRefused(ErrorCode.unknown_leader_epoch)
 
     # -- fetching ------------------------------------------------------------------------------
 
@@ -293,9 +294,9 @@ class ReplicaFetcher:
             self.config.max_wait_ms, partition.topic_id))
         self._check_still_following()
         self._check_answer(reply.error_code)
-        if reply.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+        if reply.error_code == ErrorCode.offset_out_of_range:
             self._out_of_range(fetch_offset, reply)
-        elif reply.error_code != ErrorCode.NONE:
+        elif reply.error_code != ErrorCode.none:
             raise _RetriableAnswer(f"fetch answered error {reply.error_code}")
         else:
             partition.append_as_follower(self._whole_batches(reply.records), reply.high_watermark, reply.log_start_offset)

@@ -9,7 +9,8 @@ from replog.storage.errors import (
     RecordTooLargeError,
     ReplicaError,
 )
-from replog.storage.log import Log, LogConfig
+from replog.storage.log import Log
+from replog.storage.log_config import LogConfig
 from replog.storage.segment import FileSlice
 
 __all__ = [

@@ -49,7 +49,7 @@ from typing import NamedTuple
 import cramjam
 import crc32c
 
-from replog.storage.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from replog.storage.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError, ReplicaError
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE_BYTES = HEADER.size  # 61
@@ -295,6 +295,35 @@ def records_of(body, count: int) -> Iterator[Record]:
             raise InvalidRecordError(f"record {index}: {error}", index) from None
         yield Record(offset_delta, timestamp_delta, key, value, tuple(headers), start, record_end)
         position = record_end
+
+
+# A ListOffsets lookup decodes one batch on the event loop: at most this much of it, about the
+# largest batch librdkafka sends (batch.size, 1,000,000 bytes); one that inflates further is
+# answered at batch granularity, with its base offset.
+LOOKUP_UNCOMPRESSED_BYTES_MAX = 1 << 20
+
+
+def first_record_at_or_after(batch, timestamp: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record of `batch` (a whole batch, as the log holds it)
+    with a timestamp >= `timestamp`: ListOffsets answers with records, as Kafka does, not with
+    the batch holding them. Only this one cold lookup decodes records, and it trusts nothing in
+    them (a log may hold batches older than the leader's validation). None where the records do
+    not decode or inflate past LOOKUP_UNCOMPRESSED_BYTES_MAX: the caller keeps the batch's base."""
+    header = parse_header(batch, 0)
+    if header.attributes & LOG_APPEND_TIME_BIT:  # its records all read the batch's time
+        return header.base_offset, header.max_timestamp
+    base_timestamp = producer_fields(batch).base_timestamp
+    try:
+        body = decompress(header.compression_codec, memoryview(batch)[HEADER_SIZE_BYTES:header.size_bytes],
+                          LOOKUP_UNCOMPRESSED_BYTES_MAX)
+        for record in records_of(body, header.record_count):  # bounded by the batch's record count
+            if not 0 <= record.offset_delta <= header.last_offset_delta:
+                return None
+            if base_timestamp + record.timestamp_delta >= timestamp:
+                return header.base_offset + record.offset_delta, base_timestamp + record.timestamp_delta
+    except ReplicaError:  # records that do not decode, or inflate past the lookup's bound
+        return None
+    return None
 
 
 def _nullable(data, position: int, end: int) -> tuple[bytes | None, int]:

@@ -215,6 +215,11 @@ class LeaderEpochCache:
             self._refresh_latest_epoch()
             self.unsaved = True
 
+    def epoch_at(self, offset: int) -> int:
+        """The leader epoch in force at `offset` (the latest epoch for the log end)."""
+        holding = bisect.bisect_right([entry.start_offset for entry in self.entries], offset) - 1
+        return self.entries[holding].epoch if holding >= 0 else UNDEFINED_EPOCH
+
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) for an OffsetForLeaderEpoch request.
 

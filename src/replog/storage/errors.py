@@ -7,6 +7,8 @@ cause or observe on the log path has exactly one class here.
 import errno
 from typing import ClassVar, NamedTuple
 
+from kio.schema.errors import ErrorCode
+
 # The records of one batch listed in a refusal of records one by one (RejectedRecords); the rest
 # are counted only. Kafka lists every one; this bounds the memory and the answer a batch of
 # hundreds of thousands of small records can cost. librdkafka fails a record left unlisted with
@@ -56,7 +58,7 @@ class ReplicaError(Exception):
     record_errors name it as batch_index, as Kafka's LogValidator does); `rejected`: the records
     refused one by one, where the failure is their refusal."""
 
-    error_code: ClassVar[int] = -1  # UNKNOWN_SERVER_ERROR
+    error_code: ClassVar[ErrorCode] = ErrorCode.unknown_server_error
 
     def __init__(self, message: str = "", record_index: int | None = None, rejected: RejectedRecords | None = None):
         super().__init__(message)
@@ -75,39 +77,39 @@ class ReplicaError(Exception):
 class OffsetOutOfRangeError(ReplicaError):
     """The requested offset is below the log start offset or above the log end offset."""
 
-    error_code = 1  # OFFSET_OUT_OF_RANGE
+    error_code = ErrorCode.offset_out_of_range
 
 
 class CorruptRecordError(ReplicaError):
     """Bytes that are not a whole, intact record batch: bad length, torn tail, CRC mismatch."""
 
-    error_code = 2  # CORRUPT_MESSAGE
+    error_code = ErrorCode.corrupt_message
 
 
 class RecordTooLargeError(ReplicaError):
     """One batch is larger than max.message.bytes."""
 
-    error_code = 10  # MESSAGE_TOO_LARGE
+    error_code = ErrorCode.message_too_large
 
 
 class InvalidTimestampError(ReplicaError):
     """A record's timestamp lies outside message.timestamp.before.max.ms / after.max.ms of now, or
     a producer claimed LogAppendTime."""
 
-    error_code = 32  # INVALID_TIMESTAMP
+    error_code = ErrorCode.invalid_timestamp
 
 
 class InvalidTxnStateError(ReplicaError):
     """A transactional batch: there is no transaction coordinator to have begun its transaction,
     which is what Kafka answers a partition no transaction was verified for (KIP-890)."""
 
-    error_code = 48  # INVALID_TXN_STATE
+    error_code = ErrorCode.invalid_txn_state
 
 
 class RecordListTooLargeError(ReplicaError):
     """One append is larger than a whole segment (segment.bytes), so it could never be stored."""
 
-    error_code = 18  # RECORD_LIST_TOO_LARGE
+    error_code = ErrorCode.record_list_too_large
 
 
 class InvalidRecordError(ReplicaError):
@@ -118,7 +120,7 @@ class InvalidRecordError(ReplicaError):
     not UNSUPPORTED_FOR_MESSAGE_FORMAT (43); we answer as Kafka 4 does.
     """
 
-    error_code = 87  # INVALID_RECORD
+    error_code = ErrorCode.invalid_record
 
 
 class KafkaStorageError(ReplicaError):
@@ -127,7 +129,7 @@ class KafkaStorageError(ReplicaError):
     log.dir.min.free.bytes (disk_space.py). Kafka answers this for a failed log directory;
     librdkafka, the Java client, aiokafka and kafka-python all retry it after a metadata refresh."""
 
-    error_code = 56  # KAFKA_STORAGE_ERROR
+    error_code = ErrorCode.kafka_storage_error
 
     def __init__(self, message: str, reason: str, appended: tuple[int, int] | None = None):
         super().__init__(message)

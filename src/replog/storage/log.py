@@ -11,12 +11,13 @@ Only the last ("active") segment is appended to; a new one is rolled when the ne
 pass segment.bytes, when the timestamps of the batches span segment.ms, or when an offset would
 no longer fit the indexes' 32-bit relative offsets. Retention deletes whole segments from the
 front, never the active one. A compacted log (cleanup.policy=compact) is cleaned instead: its
-owner runs a CleanJob (begin_clean, job.run in another thread, complete_clean; cleaner.py).
+owner runs a CleanJob (begin_clean, job.run in another thread, complete_clean; log_cleaning.py,
+cleaner.py).
 
 Durability: as in Kafka, the default leaves writing back to the OS (replication is the
 durability); flush.messages / flush.ms force fsyncs on the append path. The recovery point is the
 offset up to which the log is known flushed. The owner also flushes in the background
-(begin_flush, a FlushJob run in another thread, complete_flush), so that the recovery point
+(begin_flush, a FlushJob run in another thread, complete_flush; background_io.py), so that the recovery point
 follows the log end at that interval whatever the flush settings. Opening a log its owner says
 was closed cleanly (`closed_cleanly`: the data directory's record, clean_shutdown.py) trusts the
 files and only rescans each segment's index tail; any other open trusts what lies below the
@@ -34,7 +35,6 @@ Time comes from the injected `clock` (milliseconds), never from a global clock.
 """
 
 import bisect
-import dataclasses
 import logging
 import os
 import shutil
@@ -43,18 +43,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from replog.storage.checkpoint import TMP_SUFFIX, LeaderEpochCache, OffsetCheckpoint, fsync_directory, fsync_if_present
-from replog.storage.cleaner import (
-    CLEANED_SUFFIX,
-    CLEANER_CHECKPOINT_FILE,
-    CleanJob,
-    Cleaned,
-    CleanResult,
-    SegmentFile,
-    cleaned_path,
-)
+from replog.storage.checkpoint import TMP_SUFFIX, LeaderEpochCache, OffsetCheckpoint, fsync_directory
+from replog.storage.cleaner import CLEANED_SUFFIX, CLEANER_CHECKPOINT_FILE
 from replog.storage.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError, RecordListTooLargeError
-from replog.storage.partition_metadata import sync_tag, tag_topic_id, tagged_topic_id
+from replog.storage.background_io import FlushJob, sync_names
+from replog.storage.log_cleaning import LogCleaning
+from replog.storage.log_config import NEVER, LogConfig
+from replog.storage.partition_metadata import tag_topic_id, tagged_topic_id
 from replog.storage.batch_format import (
     CODEC_GZIP,
     CODEC_LZ4,
@@ -63,6 +58,7 @@ from replog.storage.batch_format import (
     TOPIC_CODECS,
     BatchHeader,
     Scratch,
+    first_record_at_or_after,
     uncompressed_bytes_max,
 )
 from replog.storage.records import (
@@ -85,68 +81,13 @@ from replog.storage.segment import (
     Segment,
     SegmentCut,
     SegmentLimits,
-    segment_paths,
 )
 
 logger = logging.getLogger(__name__)
 
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
-_NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE: "no limit" for the flush settings
 _SEGMENT_NAME_DIGITS = 20
-
-
-@dataclasses.dataclass(frozen=True)
-class LogConfig:
-    """Per-log settings; Kafka's topic config names in python spelling, Kafka's defaults.
-
-    segment.bytes, segment.ms, index.interval.bytes, flush.messages, flush.ms, retention.ms
-    (-1: keep forever), retention.bytes (-1: no size limit), max.message.bytes,
-    message.timestamp.before.max.ms and message.timestamp.after.max.ms (Kafka 4's defaults: any
-    time before now, at most an hour after), message.timestamp.type (CreateTime: the producer's;
-    LogAppendTime: the leader's clock when it appends), compression.type (the codec batches are
-    stored in, batch_format.TOPIC_CODECS; producer: each batch's own) and compression.gzip.level,
-    compression.lz4.level and compression.zstd.level (what it is stored at), and for a compacted log
-    (`compact`) delete.retention.ms, min.cleanable.dirty.ratio, min.compaction.lag.ms (records
-    younger stay uncleaned) and max.compaction.lag.ms (records older are cleaned, however little
-    is dirty).
-    """
-
-    segment_bytes: int = 1 << 30
-    segment_ms: int = 7 * 24 * 3600 * 1000
-    index_interval_bytes: int = 4096
-    flush_messages: int = _NEVER
-    flush_ms: int = _NEVER
-    retention_ms: int = 7 * 24 * 3600 * 1000
-    retention_bytes: int = -1
-    max_message_bytes: int = 1024 * 1024 + 12
-    message_timestamp_before_max_ms: int = _NEVER
-    message_timestamp_after_max_ms: int = 3600 * 1000
-    message_timestamp_type: str = "CreateTime"
-    compression_type: str = "producer"
-    compression_gzip_level: int = -1  # zlib's default
-    compression_lz4_level: int = 9
-    compression_zstd_level: int = 3
-    compact: bool = False
-    delete_retention_ms: int = 24 * 3600 * 1000
-    min_cleanable_dirty_ratio: float = 0.5
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = _NEVER
-
-    def __post_init__(self) -> None:
-        minimums = {"segment_bytes": 14, "segment_ms": 1, "index_interval_bytes": 0, "flush_messages": 1,
-                    "flush_ms": 0, "retention_ms": -1, "retention_bytes": -1, "max_message_bytes": 0,
-                    "message_timestamp_before_max_ms": 0, "message_timestamp_after_max_ms": 0,
-                    "delete_retention_ms": 0, "min_cleanable_dirty_ratio": 0, "min_compaction_lag_ms": 0,
-                    "max_compaction_lag_ms": 1}
-        for name, minimum in minimums.items():
-            if getattr(self, name) < minimum:
-                raise ValueError(f"{name} must be >= {minimum}, got {getattr(self, name)}")
-        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
-            raise ValueError("message_timestamp_type must be CreateTime or LogAppendTime, "
-                             f"got {self.message_timestamp_type}")
-        if self.compression_type not in TOPIC_CODECS:
-            raise ValueError(f"compression_type must be one of {', '.join(TOPIC_CODECS)}, got {self.compression_type}")
 
 
 def _parse_log_directory_name(name: str) -> tuple[str, int]:
@@ -168,7 +109,7 @@ def make_log_directories(directories: Iterable[Path]) -> None:
         fsync_directory(data_directory)
 
 
-class Log:
+class Log(LogCleaning):
     """The segmented log of one partition replica. See the module docstring."""
 
     def __init__(self, directory: Path, config: LogConfig, clock: Callable[[], int],
@@ -231,7 +172,7 @@ class Log:
             segments = [Segment(self.directory, 0, self._segment_limits, now_ms)]
             self._names_made += 1  # made durable by the first flush, as a roll's
         # After a crash, every segment from the one holding the recovery point on is suspect.
-        rescan_from = _NEVER
+        rescan_from = NEVER
         if not clean:
             holding = bisect.bisect_right(self._bases_of(segments), recovery_point) - 1
             rescan_from = segments[max(holding, 0)].base_offset
@@ -438,7 +379,7 @@ class Log:
         the follower's fetch size) is appended as runs of whole batches that each fit a segment.
         Returns (first, last) offset.
         """
-        headers = validate_batches(batches, _NEVER)
+        headers = validate_batches(batches, NEVER)
         expected = self.log_end_offset
         for header in headers:
             if header.base_offset < expected:
@@ -579,6 +520,16 @@ class Log:
                     return header.base_offset, header.max_timestamp
         return None
 
+    def record_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp is >= `timestamp`, which
+        ListOffsets answers with, as Kafka does (batch_format.first_record_at_or_after); that of
+        its batch (offset_for_timestamp) where the records do not decode."""
+        found = self.offset_for_timestamp(timestamp)
+        if found is None:
+            return None
+        batch = self.read(found[0], 1)
+        return (batch and first_record_at_or_after(batch[0].read(), timestamp)) or found
+
     # -- durability ----------------------------------------------------------------------------
 
     def flush(self, offset: int | None = None) -> None:
@@ -588,7 +539,7 @@ class Log:
         offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         synced = self._names_made != self._names_synced or offset > self.recovery_point
         if self._names_made != self._names_synced:
-            _sync_names(self.directory, self._tag_unsynced())  # before anything counts as flushed
+            sync_names(self.directory, self._tag_unsynced())  # before anything counts as flushed
             self._names_synced = self._names_made
         if offset > self.recovery_point:
             active = self._segments[-1]
@@ -609,7 +560,7 @@ class Log:
                 if (i + 1 == len(self._segments) or self._segment_bases[i + 1] > start_offset)
                 and segment.base_offset < end_offset]
 
-    def begin_flush(self) -> "FlushJob | None":
+    def begin_flush(self) -> FlushJob | None:
         """Start a flush of the log up to its end whose fsyncs run in another thread (the owner's
         background flush, so that a restart after a crash rescans only what came after it).
 
@@ -630,7 +581,7 @@ class Log:
     def _tag_unsynced(self) -> bool:
         return self._tag_name > self._names_synced
 
-    def complete_flush(self, job: "FlushJob") -> bool:
+    def complete_flush(self, job: FlushJob) -> bool:
         """Take the recovery point to what `job` made durable, unless the log was truncated
         since it began (the bytes it flushed may no longer be the log's); says which."""
         if job.truncations != self._truncations:
@@ -743,103 +694,6 @@ class Log:
             fsync_directory(self.directory)
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
 
-    # -- compaction ----------------------------------------------------------------------------
-
-    def begin_clean(self, high_watermark: int, map_max_bytes: int) -> CleanJob | None:
-        """A cleaning pass over the whole segments below both `high_watermark` and the recovery
-        point (cleaner.py says why those) and older than min.compaction.lag.ms, or None if the log
-        is not compacted or too little of that head is dirty (min.cleanable.dirty.ratio) and none
-        of it has waited past max.compaction.lag.ms. Run the job in another thread, then hand its
-        result to complete_clean."""
-        if not self.config.compact or self._closed:
-            return None
-        limit = min(high_watermark, self.recovery_point, self.log_end_offset)
-        count = bisect.bisect_right(self._segment_bases, limit) - 1  # segments wholly below the limit
-        if count <= 0:
-            return None
-        if self._cleaned_up_to is None:
-            self._cleaned_up_to = self._cleaner_checkpoint.read().get((self.topic, self.partition), 0)
-        first_dirty = min(max(self._cleaned_up_to, self.log_start_offset), self._segment_bases[count])
-        first_dirty_index = bisect.bisect_right(self._segment_bases, first_dirty) - 1
-        now_ms = self._clock()
-        count = self._below_compaction_lag(first_dirty_index, count, now_ms)
-        if count <= 0:
-            return None
-        end_offset = self._segment_bases[count]
-        first_dirty = min(first_dirty, end_offset)
-        head = self._segments[:count]
-        total_bytes = sum(segment.size_bytes for segment in head)
-        dirty_bytes = sum(segment.size_bytes for i, segment in enumerate(head) if self._segment_bases[i + 1] > first_dirty)
-        if not dirty_bytes:
-            return None
-        if (dirty_bytes < self.config.min_cleanable_dirty_ratio * total_bytes
-                and not self._past_max_compaction_lag(head[first_dirty_index:], now_ms)):
-            return None
-        return CleanJob(self.directory, [SegmentFile(segment.base_offset, os.dup(segment.fd), segment.size_bytes)
-                                         for segment in head],
-                        end_offset, first_dirty, now_ms, self.config.delete_retention_ms,
-                        self.config.segment_bytes, self.config.index_interval_bytes, map_max_bytes,
-                        frozenset(entry.start_offset for entry in self.leader_epoch_cache.entries),
-                        (self._truncations, tuple(head)), self.append_rules.uncompressed_bytes_max)
-
-    def _below_compaction_lag(self, first_dirty_index: int, count: int, now_ms: int) -> int:
-        """How many of the first `count` segments the cleaner may take: up to the first dirty one
-        holding a record newer than min.compaction.lag.ms (Kafka's firstUncleanableDirtyOffset)."""
-        lag_ms = self.config.min_compaction_lag_ms
-        if lag_ms <= 0:
-            return count
-        for index in range(first_dirty_index, count):  # bounded by the log's segments
-            if self._segments[index].max_timestamp > now_ms - lag_ms:
-                return index
-        return count
-
-    def _past_max_compaction_lag(self, dirty: list[Segment], now_ms: int) -> bool:
-        """Whether a dirty segment's first batch is older than max.compaction.lag.ms: then the
-        log is cleaned whatever its dirty ratio, as Kafka's cleaner does (its maxCompactionDelay);
-        batches without a timestamp never count."""
-        timestamps = [segment.first_batch_timestamp for segment in dirty if segment.first_batch_timestamp > 0]
-        return bool(timestamps) and min(timestamps) < now_ms - self.config.max_compaction_lag_ms
-
-    def complete_clean(self, job: CleanJob, result: CleanResult) -> Cleaned | None:
-        """Swap the job's new segments in for the ones they replace, unless the log was closed,
-        truncated or changed at its head since the job began (then drop them and return None)."""
-        head = self._segments[:len(job.segments)]
-        if self._closed or (self._truncations, tuple(head)) != job.identity:
-            for cleaned in result.cleaned:
-                for path in segment_paths(self.directory, cleaned.base_offset):
-                    cleaned_path(path).unlink(missing_ok=True)
-            return None
-        size_before = self.size_bytes
-        now_ms = self._clock()
-        for cleaned in result.cleaned:  # bounded by the head's segments
-            log_path, *index_paths = segment_paths(self.directory, cleaned.base_offset)
-            for path in index_paths:  # the old indexes must never describe the new file
-                path.unlink(missing_ok=True)
-            os.replace(cleaned_path(log_path), log_path)
-            for path in index_paths:
-                os.replace(cleaned_path(path), path)
-            head[cleaned.replaced[0]].close_handle()
-        # The merged segments' names are durable before the segments they hold are deleted.
-        fsync_directory(self.directory)
-        for cleaned in result.cleaned:  # bounded by the head's segments
-            for i in cleaned.replaced[1:]:
-                head[i].delete()
-            replacement = Segment(self.directory, cleaned.base_offset, self._segment_limits, now_ms)
-            opened = replacement.load()
-            if opened.cut is not None:
-                self._log_cut(replacement, opened.cut)
-            for i in cleaned.replaced:
-                self._segments[i] = replacement
-        fsync_directory(self.directory)
-        self._segments = list(dict.fromkeys(self._segments))  # each merged group once, in order
-        self._segment_bases = self._bases_of(self._segments)
-        self._cleaner_checkpoint.write({(self.topic, self.partition): result.first_dirty})
-        self._cleaned_up_to = result.first_dirty
-        cleaned = Cleaned(size_before - self.size_bytes, result.records_removed)
-        logger.debug("cleaned log topic=%s partition=%d segments=%d segments_now=%d bytes_removed=%d records_removed=%d",
-                     self.topic, self.partition, len(job.segments), len(self._segments), *cleaned)
-        return cleaned
-
     # -- lifecycle -----------------------------------------------------------------------------
 
     def tag_topic_id(self, topic_id: str) -> None:
@@ -884,46 +738,6 @@ class RecoveredProducers(NamedTuple):
 
     from_offset: int
     segment_runs: list[list]
-
-
-class FlushJob:
-    """The fsyncs of a background flush (Log.begin_flush), for another thread to run: the segment
-    files through duplicates of their descriptors, so that the log may roll, truncate, close or
-    delete segments meanwhile, then their index files, then the directory if names were made in
-    it since it was last synced (a rolled segment's must be durable before the recovery point
-    passes its data), the topic id's tag first if it is one of them."""
-
-    def __init__(self, offset: int, truncations: int, log_fds: list[int], index_paths: list[Path],
-                 directory: Path | None, names_made: int, tag_unsynced: bool):
-        self.offset = offset
-        self.truncations = truncations
-        self.names_made = names_made
-        self._log_fds = log_fds
-        self._index_paths = index_paths
-        self._directory = directory
-        self._tag_unsynced = tag_unsynced
-
-    def run(self) -> None:
-        """fsync the segments, then their indexes (an index must never run ahead of its log);
-        an index file gone meanwhile went with its segment."""
-        try:
-            for fd in self._log_fds:  # bounded by the segments flushed
-                os.fsync(fd)
-            for path in self._index_paths:  # bounded by the segments flushed
-                fsync_if_present(path)
-            if self._directory is not None:
-                _sync_names(self._directory, self._tag_unsynced)
-        finally:
-            for fd in self._log_fds:
-                os.close(fd)
-
-
-def _sync_names(directory: Path, tag_unsynced: bool) -> None:
-    """Make the names made in a log's directory durable, and the topic id's tag among them with
-    its contents first (Log.tag_topic_id): the foreground flush's and the background one's."""
-    if tag_unsynced:
-        sync_tag(directory)
-    fsync_directory(directory)
 
 
 def _is_segment_stem(stem: str) -> bool:

@@ -29,7 +29,7 @@ from replog.admin import broker_configs
 from replog.admin.errors import store_failure
 from replog.config import DEFAULT_SOURCE, BrokerConfig, format_value
 from replog.coord_backends import StoreError
-from replog.metadata_cache import each_seen
+from replog.replication.metadata_cache import each_seen
 
 from ..codec import ApiKey, Request
 from ..loop_slices import LoopSlices, respond
