@@ -1,7 +1,7 @@
 """Topic lifecycle on the coordination store: create, delete, add partitions, describe (the
 topic's configuration overrides are topic_configs.py's).
 
-These act on the store directly, as the seed's admin commands do, so they work while every
+These act on the store directly (docs/design.md §8, §9), so they work while every
 broker is down; brokers act on the start-replica and close-replica requests these commands put
 in their state-change queues (replication/state_changes.py). Nodes written (paths.py):
 
@@ -12,7 +12,7 @@ in their state-change queues (replication/state_changes.py). Nodes written (path
     /admin/topic_changes/[topic]                       held (ephemeral) while partitions are added
     /admin/delete_topics/[topic]                       TopicDeletion: the topic is being deleted
 
-Adding partitions (create, grow) is the seed's addPartition, for all new partitions at once so
+Adding partitions (create, grow) is addPartition (docs/design.md §8), for all new partitions at once so
 that a reader never sees half a topic: take the topic's change marker, clean a failed earlier
 attempt (cleanFailedTopicCreationAttempt), stage the new partitions under
 /brokers/partitions_reassigned, send start-replica (epoch -1) to every replica, one request per
@@ -488,8 +488,8 @@ async def delete_topic(store: Store, name: str, *, limits: StateChangeLimits = S
     replica (of its partitions and of any staged for it), down or not, then wait for the
     registered ones and remove the topic once all consumed theirs (topic_deletion.py).
 
-    The seed's deletePartition has each partition's leader send the close-replicas, prompted by
-    an empty reassignment; the admin sends them itself here, which also reaches partitions that
+    In the classic design each partition's leader sends the close-replicas, prompted by an
+    empty reassignment; the admin sends them itself here (docs/design.md §9.1), which also reaches partitions that
     have no leader. A delete of a topic already marked sends nothing again: it waits, and
     finishes the deletion if it can.
 

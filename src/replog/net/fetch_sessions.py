@@ -2,10 +2,9 @@
 fetch that opens a session, and from then on sends only what changed (an incremental fetch: the
 partitions whose fetch offset, epoch or size moved, and those it forgets); the leader answers
 only the partitions with something to say (records, an error, or a high watermark, last stable
-offset or log start other than the session last told). A follower of 3,300 idle partitions
-otherwise sent, and its leader decoded, read and answered, all 3,300 every round: a third of a
-broker's event loop while a topic of 10,000 partitions was created, and up to 60% of a core
-while they sat idle.
+offset or log start other than the session last told). A follower of thousands of idle
+partitions otherwise sent, and its leader decoded, read and answered, all of them every round,
+while a large topic was created and while they sat idle.
 
 Kafka's leader still reads every partition of a session each round, since a follower's fetch is
 what keeps it in the ISR. replog's does not touch the quiet ones: a partition whose last read
@@ -13,13 +12,13 @@ found its in-sync follower at the log end, with nothing to tell but what the ses
 session compares Partition.quiet_snapshot with what it answered), is held quiet by the session
 (Followers.hold_quiet): each later request of the session counts as the follower's fetch of it,
 recorded when the leader next looks at the follower's times (replica/followers.py's QuietHold),
-and the request neither reads, answers nor even visits it. Anything that could give the follower something to learn (an append, a new high watermark or log start,
+and the request neither reads, answers nor even visits it. Anything that could give the
+follower something to learn (an append, a new high watermark or log start,
 a leadership, ISR or assignment change) ends the hold at once (QuietHold.stirred): the
 partition is read again, and an append or a leadership change wakes the session's parked
-request, as a watch on the partition would. A leader of 3,000 idle partitions spent 22% of a
-core reading them for its two followers; asking each one whether it was still quiet, every
-round, still took 4%, and a tenth of each broker's event loop while a topic of 10,000 partitions
-was created; a round now costs what its partitions with news cost.
+request, as a watch on the partition would. Reading idle partitions for their followers,
+or even asking each whether it was still quiet every round, cost a leader of thousands of them
+a steady share of a core; a round now costs what its partitions with news cost.
 
 Epochs order a session's requests: each must carry the epoch after the previous one's, or is
 refused with INVALID_FETCH_SESSION_EPOCH. replog's followers have up to two rounds in flight on

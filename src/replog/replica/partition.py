@@ -1,9 +1,9 @@
-"""One partition replica hosted on this broker: the seed's Partition and Replica.
+"""One partition replica hosted on this broker: Partition and Replica (docs/design.md §1, §5).
 
 Every rule about the in-sync replica set (ISR) and the high watermark (HW) lives here, as in
 Kafka's Partition.scala; the replica manager only routes requests to partitions.
 
-State kept (the seed's "Key data structures"):
+State kept (the names of docs/design.md §1):
     assigned_replicas (AR)  broker ids, first = preferred leader
     isr (ISR)               in-sync replicas, always holding the leader; changed by `update_isr`
     catch_up_replicas (CUR) AR - ISR
@@ -13,7 +13,7 @@ State kept (the seed's "Key data structures"):
                             never see data at or above it
 
 States (explicit, `_TRANSITIONS`): a replica starts as LEADER or FOLLOWER; LEADER -> LEADER (a
-newer epoch), LEADER -> FOLLOWER (the seed's becomeFollower), FOLLOWER -> FOLLOWER (another
+newer epoch), LEADER -> FOLLOWER (becomeFollower), FOLLOWER -> FOLLOWER (another
 leader or epoch), FOLLOWER -> LEADER (becomeLeader), either -> CLOSED. Anything else raises.
 
 A LEADER is `fenced` while its broker's coordination session is suspended or lost: it may no
@@ -148,7 +148,7 @@ class Partition:
 
     def become_leader(self, leader_epoch: int, assigned_replicas: Collection[int], isr: Collection[int],
                       now_ms: int) -> None:
-        """Lead at `leader_epoch` (the seed's becomeLeader): from start-up, or again at a newer
+        """Lead at `leader_epoch` (becomeLeader): from start-up, or again at a newer
         epoch with a new assignment, or as the new leader after following. Followers' positions are
         forgotten until they fetch again; a former follower's log is taken as it is (its tail
         beyond the old leader's HW becomes committed once the ISR has it, as in Kafka)."""
@@ -177,13 +177,13 @@ class Partition:
         self.update_isr(isr)
 
     def become_follower(self, leader_id: int, leader_epoch: int, now_ms: int) -> None:
-        """Follow `leader_id` at `leader_epoch` (the seed's becomeFollower).
+        """Follow `leader_id` at `leader_epoch` (becomeFollower).
 
         Acks=-1 appends still waiting fail with NOT_LEADER_OR_FOLLOWER: they are in our log, but
         whether they survive is the new leader's decision (our tail may be truncated), so the
         producer must not count them as written. Long polls wake to be refused.
 
-        The log is NOT truncated here, unlike the seed's "truncate the log to r.hw": only once
+        The log is NOT truncated here, unlike the classic design's truncation to the HW (docs/design.md §6.2): only once
         the leader has said where our logs diverge (`truncate_for_new_leader`, KIP-101)."""
         if leader_id == self.local_broker_id:
             raise ValueError(f"broker {leader_id} cannot follow itself; use become_leader")
@@ -269,7 +269,7 @@ class Partition:
         self.config = config
 
     def close(self) -> None:
-        """Stop serving (the seed's closeReplica): stop_serving, then close_files."""
+        """Stop serving (closeReplica): stop_serving, then close_files."""
         self.stop_serving()
         self.close_files()
 
@@ -404,7 +404,7 @@ class Partition:
 
     async def append_as_leader(self, batches: bytearray, acks: int, timeout_ms: int,
                                appended: Callable[[], None] | None = None, *, internal: bool = False) -> AppendResult:
-        """Append a producer's batch (the seed's produceRequestHandler) and answer per `acks`:
+        """Append a producer's batch (docs/design.md §5.2) and answer per `acks`:
         0 and 1 after the local append, -1 once the HW passes the last offset appended (or the
         original offsets of a duplicate), REQUEST_TIMED_OUT after `timeout_ms`. `appended` is
         called when an acks=-1 append starts waiting for the ISR (the broker times that wait).
@@ -548,7 +548,7 @@ class Partition:
                           current_leader_epoch: int = NO_LEADER_EPOCH, life: FetchFrom = FetchFrom.REGISTERED,
                           *, record: bool = True, min_one_message: bool = True) -> FetchResult:
         """Everything up to the LEO, for follower `replica_id`, whose LEO `fetch_offset` is taken
-        to be (the seed's replicaFetch). A fetch from an earlier life of the follower's broker
+        to be (docs/design.md §6.1). A fetch from an earlier life of the follower's broker
         is answered but says nothing of the follower: the log it speaks for may be gone.
         `min_one_message`: as Log.read.
 

@@ -82,7 +82,7 @@ def write_checkpoint_aside(path: Path, entries: list[str]) -> Path:
 
 def read_file(path: Path | str) -> bytes:
     """The file's bytes, read with os calls: Path.read_text's text layer cost more than the read
-    itself for the small files every log's load reads (10,000 logs at a broker's restart)."""
+    itself for the small files every log's load reads (each log's, at a broker's restart)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         chunks = []
@@ -250,7 +250,7 @@ class LeaderEpochCache:
     def trim_at_open(self, log_start_offset: int, log_end_offset: int) -> None:
         """Both truncations, for a log just opened, without writing the file: an idle partition's
         only entry starts at its log end and goes at every open, and rewriting the file for it
-        (a write aside, two fsyncs and a rename) was a fifth of reopening 10,000 logs. Until the
+        (a write aside, two fsyncs and a rename) was a large share of reopening many logs. Until the
         next call that may change the entries writes them, the file holds what this open read,
         and an open after a crash trims it again. Appends, which call nothing for an epoch already
         known, call save_if_unsaved."""

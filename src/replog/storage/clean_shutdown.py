@@ -1,7 +1,7 @@
 """Which logs of a data directory were closed cleanly, recorded as Kafka's LogManager does: in one
 file per data directory, not one per log, so that a start costs one fsync however many logs the
-directory holds. (A marker per log cost every open a directory fsync for its removal: a fifth
-of the time 10,000 logs took to open.)
+directory holds. (A marker per log cost every open a directory fsync for its removal, a large
+share of the time many logs took to open.)
 
     <data_dir>/.clean-shutdown   the names of the log directories closed cleanly: a checkpoint
                                  file (checkpoint.py), written when the broker stops, after its

@@ -100,8 +100,8 @@ def _parse_log_directory_name(name: str) -> tuple[str, int]:
 def make_log_directories(directories: Iterable[Path]) -> None:
     """Make those of `directories` that do not exist, their names durable before anything in
     them is (a flush syncs a log directory's entries, not its own in the data directory): one
-    fsync of each data directory for all of them, where one per log made loading 10,000 new
-    logs wait on as many fsyncs of the same directory."""
+    fsync of each data directory for all of them, where one per log made loading thousands of
+    new logs wait on as many fsyncs of the same directory."""
     made = [directory for directory in directories if not directory.is_dir()]
     for directory in made:  # bounded by the caller's directories
         directory.mkdir(parents=True, exist_ok=True)
