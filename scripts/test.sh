@@ -9,4 +9,6 @@ bash scripts/install-test-deps.sh
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test]'
+# The package layers (pyproject.toml's import-linter contracts) before any test.
+.venv/bin/lint-imports --no-cache
 exec .venv/bin/python -m pytest -p no:cacheprovider "$@"
