@@ -208,7 +208,7 @@ def test_layering_errors_name_the_key_and_source(tmp_path, toml_text, overrides,
     ],
 )
 def test_a_bad_value_is_named_as_the_operator_wrote_it(tmp_path, toml_text, overrides, flags, message):
-    """Issue 13, point 7: a flag's bad value named the flag as --set, in Python's words."""
+    """A flag's bad value is named by that flag, not as --set, and in plain words, not Python's."""
     toml_path = write_toml(tmp_path, toml_text)
     with pytest.raises(ConfigError) as caught:
         load_broker_config(toml_path, overrides, flags)

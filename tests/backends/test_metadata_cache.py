@@ -135,7 +135,7 @@ async def started_with_broker_1_registered(connect):
 
 
 async def test_a_registration_that_cannot_be_read_is_not_taken_for_a_broker_gone(connect):
-    """Issue 11, bug 9: a failed read of /brokers/ids/[id] is not the broker's death."""
+    """A failed read of /brokers/ids/[id] is not the broker's death."""
     admin, broker_side, cache = await started_with_broker_1_registered(connect)
     try:
         assert await cache.wait_for(lambda: 1 in cache.brokers, WAIT_S)
@@ -186,7 +186,7 @@ async def test_a_brokers_lives_seen_registered_are_remembered_past_their_registr
 
 
 async def test_a_broker_registered_is_counted_even_before_its_registration_could_be_read(connect):
-    """Leaders shrink out followers that are not registered (issue 12): a broker whose
+    """Leaders shrink out followers that are not registered (docs/design.md §5.3): a broker whose
     registration's first read failed is registered all the same (found by the simulator: a
     follower kept out of the ISR for good, and acks=all refused, after one failed read)."""
     admin, broker_side = await connect(), await connect()

@@ -1,4 +1,4 @@
-"""The seed's path layout and the typed values stored at those paths."""
+"""The path layout (docs/design.md §2.2) and the typed values stored at those paths."""
 
 from __future__ import annotations
 

@@ -113,7 +113,8 @@ def test_a_metrics_port_in_use_is_one_line_naming_the_setting_with_status_1(tmp_
 
 @pytest.mark.parametrize("below_the_file", ["", "sub"])
 def test_a_data_dir_that_is_a_file_or_under_one_is_named_with_status_1(tmp_path, below_the_file):
-    """Issue 13, point 7: it said `cannot listen on ...: [Errno 17] File exists`."""
+    """A data directory that cannot be one is named in one line; it used to say
+    `cannot listen on ...: [Errno 17] File exists`."""
     a_file = tmp_path.resolve() / "afile"
     a_file.write_text("")
     data_dir = a_file / below_the_file if below_the_file else a_file
@@ -125,7 +126,7 @@ def test_a_data_dir_that_is_a_file_or_under_one_is_named_with_status_1(tmp_path,
 
 
 def test_a_start_failing_on_an_unreachable_store_says_only_that(tmp_path):
-    """Issue 13, point 7: a broker that never started logged controlled-shutdown warnings
+    """A broker that never started says only why, in one line: no controlled-shutdown warnings
     (registration not removed, hand-over skipped) before its failure line."""
     url = f"etcd://127.0.0.1:{closed_port()}"
     done = broker_command("--data-dir", str(tmp_path), "--listen", "127.0.0.1:0", "--coord", url)
@@ -135,7 +136,8 @@ def test_a_start_failing_on_an_unreachable_store_says_only_that(tmp_path):
 
 
 def test_a_start_on_an_unreachable_zookeeper_says_at_once_that_it_waits_and_how_long(tmp_path):
-    """Issue 13, point 7: it was silent for the whole connection timeout before its error."""
+    """It says at once that it waits, and how long, rather than stay silent for the whole
+    connection timeout before its error."""
     url = f"zk://127.0.0.1:{closed_port()}/replog"
     done = broker_command("--data-dir", str(tmp_path), "--listen", "127.0.0.1:0", "--coord", url,
                           "--set", "coord.session.timeout.ms=1000")
@@ -219,10 +221,10 @@ def test_a_second_broker_on_a_directory_in_use_exits_with_one_line_and_touches_n
 @pytest.mark.parametrize("store, server_fixture", [("zk", "zookeeper_server"), ("etcd", "etcd_server")])
 def test_a_broker_restarted_right_after_sigkill_replaces_its_previous_registration_and_starts(
         store, server_fixture, tmp_path, request):
-    """Issue 12, point 3: the killed process's session, and its registration, outlive it for up
-    to a session timeout. The restart listens on the address that registration names, so that
-    life is over: it takes the registration over rather than failing on NodeExists or waiting
-    out the session (120 s here, longer than the wait below)."""
+    """A previous life's registration (docs/design.md §3.2): the killed process's session, and its
+    registration, outlive it for up to a session timeout. The restart listens on the address that
+    registration names, so that life is over: it takes the registration over rather than failing
+    on NodeExists or waiting out the session (120 s here, longer than the wait below)."""
     from confluent_kafka.admin import AdminClient
 
     coord_url = f"{store}://{request.getfixturevalue(server_fixture).address}{unique_root()}"

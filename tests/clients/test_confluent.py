@@ -100,7 +100,7 @@ class TestConfluent(ClientSuite):
         assert [len(meta.replicas) for meta in partitions.values()] == [1]
 
     def test_altered_topic_settings_apply_to_the_running_partition(self, broker, make_topic):
-        """Issue 11, bug 5: IncrementalAlterConfigs takes effect without a restart, as in Kafka:
+        """IncrementalAlterConfigs takes effect without a restart, as in Kafka:
         min.insync.replicas at the next acks=all produce, segment.bytes at the next append."""
         name = make_topic()
         record = [Record(b"k", b"v" * 300)]

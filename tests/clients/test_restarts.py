@@ -125,8 +125,8 @@ def test_sigkill_mid_stream_and_restart_keeps_every_flushed_record_uncorrupted(o
     assert trouble_in(own_broker.output[output_before:]) == []
 
 
-# Issue 10: after a crash the broker rescans the active segment, and misreads every batch that
-# straddles the scan's 1 MiB read window. It takes what the small-batch tests above avoid: client
+# After a crash the broker rescans the active segment; it once misread every batch that
+# straddled the scan's 1 MiB read window. It takes what the small-batch tests above avoid: client
 # batches near librdkafka's default batch.size (1,000,000 bytes) and megabytes of them in one
 # segment (default segment.bytes is 1 GiB).
 FULL_SIZE_BYTES = 21 << 20  # across the topic's partitions

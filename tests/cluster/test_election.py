@@ -1,4 +1,4 @@
-"""Leader election across broker processes: the seed's leaderElection over a real store."""
+"""Leader election across broker processes: leaderElection (docs/design.md §4) over a real store."""
 
 from __future__ import annotations
 

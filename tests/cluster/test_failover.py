@@ -1,4 +1,4 @@
-"""Failover at the broker's default settings (issue 12's acceptance): three brokers over ZooKeeper
+"""Failover at the broker's default settings, end to end: three brokers over ZooKeeper
 or etcd with nothing lowered, a topic of 3 partitions, RF=3, min.insync.replicas=2, and an
 idempotent acks=all producer of numbered records over every partition. A broker is killed
 with SIGKILL; writes must go on on every partition, and everything acknowledged must be read

@@ -1,4 +1,4 @@
-"""`replog cluster` (issue 13): status, adding and removing brokers, preferred and unclean leader
+"""`replog cluster` (docs/design.md §12): status, adding and removing brokers, preferred and unclean leader
 elections, on broker processes over ZooKeeper in two racks, with an acks=all idempotent producer
 of numbered records running through each change and a read-back at the end (not through the
 unclean election, which may lose records by design). DescribeCluster and ElectLeaders are asked

@@ -1,4 +1,4 @@
-"""Issue 15's acceptance: a real Prometheus server scrapes three broker processes (over
+"""End to end: a real Prometheus server scrapes three broker processes (over
 ZooKeeper and over etcd: the `cluster` fixture); after a follower is SIGKILLed, PromQL's sum
 of under-replicated partitions counts the partitions it followed within a few scrape
 intervals, and returns to 0 once it is back in their ISRs."""

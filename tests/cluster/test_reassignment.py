@@ -1,4 +1,4 @@
-"""Partition reassignment (issue 13), run by each partition's leader, on four broker processes
+"""Partition reassignment (docs/design.md §10), run by each partition's leader, on four broker processes
 over ZooKeeper and etcd, asked through kafka-python's admin client (AlterPartitionReassignments,
 ListPartitionReassignments), with an acks=all idempotent producer of numbered records running
 throughout and a read-back at the end: nothing acknowledged is lost."""

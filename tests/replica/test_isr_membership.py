@@ -1,4 +1,4 @@
-"""Who may join the ISR, and what the HW counts meanwhile (issue 11, bugs 2, 3, 8 and 9).
+"""Who may join the ISR, and what the HW counts meanwhile (docs/design.md §5.1, §5.3, §5.4).
 
 A leader over the embedded store with one follower, FOLLOWER, whose fetches the tests record
 directly (Partition.record_follower_fetch, as the Fetch handler does). The ISR upkeep's checks
@@ -100,7 +100,7 @@ async def closing():
 
 
 async def test_the_hw_counts_a_follower_while_the_write_adding_it_is_in_flight(tmp_path, closing):
-    """Bug 2 (KIP-497): once the ISR write lands, the follower is electable; nothing it lacks
+    """KIP-497: once the ISR write lands, the follower is electable; nothing it lacks
     may have been acknowledged meanwhile."""
     leading = await elect(tmp_path, alive=())
     closing.append(leading)
@@ -175,7 +175,7 @@ async def test_a_write_that_failed_before_applying_is_settled_by_the_next_one(tm
 
 
 async def test_a_follower_joins_only_at_the_start_of_the_leaders_epoch(tmp_path, closing):
-    """Bug 3 (KAFKA-7128): the new leader's HW (4) lags the start of its epoch (10), held there
+    """KAFKA-7128 (docs/design.md §5.3): the new leader's HW (4) lags the start of its epoch (10), held there
     by OTHER, in the ISR and not fetching yet; FOLLOWER at 7 is past that HW but may lack
     records the previous leader acknowledged."""
     leading = await elect(tmp_path, alive=(OTHER,), replicas=(LEADER, FOLLOWER, OTHER), old_records=10, checkpointed_hw=4)
@@ -190,7 +190,7 @@ async def test_a_follower_joins_only_at_the_start_of_the_leaders_epoch(tmp_path,
 
 
 async def test_a_dead_follower_is_not_put_back_into_the_isr(tmp_path, closing):
-    """Bug 8: shrunk after its last fetch, it never rejoins without fetching again, whatever
+    """Shrunk after its last fetch, a follower never rejoins without fetching again, whatever
     the offset it last fetched from."""
     leading = await elect(tmp_path, alive=(FOLLOWER,))
     closing.append(leading)
@@ -438,7 +438,7 @@ async def test_a_follower_presumed_gone_is_shrunk_out_at_once_while_still_regist
 
 
 async def test_a_wall_clock_step_does_not_shrink_the_isr(tmp_path):
-    """Bug 9: ISR durations are measured on a monotonic clock, log times on the wall clock."""
+    """ISR durations are measured on a monotonic clock, log times on the wall clock."""
     wall, monotonic = ManualClock(now_ms=1_000_000), ManualClock(now_ms=0)
     manager = ReplicaManager(ManagerConfig(tmp_path, LEADER), wall, monotonic)
     partition = manager.start_replica(TOPIC, 0, LogConfig(), (LEADER, FOLLOWER), 0, (LEADER, FOLLOWER), PartitionConfig())

@@ -1,4 +1,4 @@
-"""A follower whose registration goes leaves the ISRs it is in at once (issue 12), not after
+"""A follower whose registration goes leaves the ISRs it is in at once (docs/design.md §5.3), not after
 replica.lag.time.max.ms of held acks=all: when its session ends (the broker died: the store
 deletes its registration), and when it stops cleanly (a controlled shutdown deregisters first
 and waits to be out).

@@ -3,8 +3,9 @@
 The fetch callable calls the leader's `read_for_follower` (long-polling with `wait_for_readable`
 as the broker's Fetch handler does) and returns the slices' bytes; the epoch callable calls the
 leader's `end_offset_for_epoch`. The KIP-101 scenarios are set up step by step (`replicate_once`)
-so that each follower's HW lags exactly as in the KIP; each would fail with the seed's blind
-truncation to the HW. Waits for what must happen are bounded polls of a condition.
+so that each follower's HW lags exactly as in the KIP; each would fail with the classic design's
+blind truncation to the HW (docs/design.md §6.2). Waits for what must happen are bounded polls
+of a condition.
 """
 
 import asyncio

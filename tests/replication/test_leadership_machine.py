@@ -35,7 +35,7 @@ def test_an_election_outcome_outside_an_election_is_illegal():
 
 
 def test_a_leader_node_naming_us_without_our_leadership_behind_it_is_released():
-    """The wedge of bug 1: whatever the reason, the node is deleted at the version seen."""
+    """The wedge rule (docs/design.md §4.5): whatever the reason, the node is deleted at the version seen."""
     for state in (State(ME), State(ME, role=Role.FOLLOWER, leader=OTHER, epoch=4, fetching=True),
                   leading(epoch=4), leading(epoch=5, version=7)):
         next_state, actions = decide(state, machine.LeaderNode(LeaderRecord(ME, 5), version=2))

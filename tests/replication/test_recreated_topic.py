@@ -1,7 +1,7 @@
 """A topic deleted while one of its replica brokers was down: the broker deletes its replica
 when it comes back, and the deletion completes then, not before; the name is refused to a
-create until it does. A namesake created afterwards is hosted by that broker (issue 11, bug 4:
-it was left closed by the old topic's close-replica). One broker in this process over the
+create until it does. A namesake created afterwards is hosted by that broker (the old
+topic's close-replica must not leave it closed). One broker in this process over the
 embedded store; admin commands through a second client of the same store, as `--coord` admin
 tools would, and the other replica's queue consumed by a recording listener."""
 

@@ -1,4 +1,4 @@
-"""Issue 11, bug 7: a slow disk must not cost a broker its store session.
+"""A slow disk must not cost a broker its store session (docs/design.md §11.1).
 
 etcd keeps a session alive with a lease whose keepalives run on the broker's event loop, so
 disk work done on the loop for longer than the session timeout drops the session and with it

@@ -1,5 +1,5 @@
-"""The seed's state-change queues over memory, ZooKeeper and etcd: sendStateChange, its bound
-and shrink rule, the listener's order and its stale start-replica check."""
+"""The state-change queues (docs/design.md §7) over memory, ZooKeeper and etcd: sendStateChange,
+its bound and shrink rule, the listener's order and its stale start-replica check."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 11, bug 1: the leader node must never go on naming a broker that does not lead.
+"""The leader node must never go on naming a broker that does not lead (docs/design.md §4.5).
 
 One broker runs in this process over the embedded store; a second client of the same store
 plays the other replica's registration, so that the first broker's election keeps it in the ISR
@@ -102,8 +102,8 @@ def touches(path: str):
 
 
 async def test_an_isr_write_whose_reply_was_lost_does_not_wedge_the_partition(cluster):
-    """Bug 1(a): the shrink applies, its reply is lost, the retry meets BadVersion and the
-    leader fences itself; its leader node must not go on naming it."""
+    """An ISR write whose lost reply fenced the leader: the shrink applies, its reply is lost, the
+    retry meets BadVersion and the leader fences itself; its leader node must not go on naming it."""
     injected = fail_once(cluster.broker.store, "_commit", applies=True, matches=touches(paths.isr(TOPIC, 0)))
     await create_partition(cluster.peer)
     await eventually(lambda: _true(injected), WAIT_S, "the ISR shrink to be written with its reply lost")
@@ -111,7 +111,7 @@ async def test_an_isr_write_whose_reply_was_lost_does_not_wedge_the_partition(cl
 
 
 async def test_a_store_error_right_after_winning_does_not_wedge_the_partition(cluster):
-    """Bug 1(b): the election's transaction applied, then the next store read failed."""
+    """An election whose aftermath failed: its transaction applied, then the next store read failed."""
     store = cluster.broker.store
     won: list[bool] = []
     original_commit = store._commit
@@ -138,8 +138,8 @@ async def test_a_store_error_right_after_winning_does_not_wedge_the_partition(cl
 
 
 async def test_a_failed_resignation_delete_does_not_wedge_the_partition(cluster):
-    """Bug 1(c): the leader stopped taking writes to hand leadership back, and its delete of
-    the leader node failed."""
+    """A resignation whose delete failed: the leader stopped taking writes to hand leadership
+    back, and its delete of the leader node failed."""
     await create_partition(cluster.peer)
     first = await cluster.wait_for_working_leader("the first leader")
     injected = fail_once(cluster.broker.store, "delete", applies=False, matches=touches(paths.leader(TOPIC, 0)))
@@ -161,7 +161,8 @@ async def _true(value) -> bool:
 
 
 async def test_an_isr_upkeep_that_fails_is_replaced_by_a_new_leadership(cluster, monkeypatch):
-    """Bug 6: the upkeep's task ending on a bug must not leave a leader without ISR upkeep."""
+    """No task dies unnoticed (docs/design.md §4.5): the upkeep's task ending on a bug must not
+    leave a leader without ISR upkeep."""
     from replog.replication.commit import IsrMaintainer
 
     await create_partition(cluster.peer)
@@ -183,7 +184,8 @@ async def test_an_isr_upkeep_that_fails_is_replaced_by_a_new_leadership(cluster,
 
 
 async def test_a_session_follower_that_fails_fences_every_leader_and_fails_the_broker(cluster, monkeypatch):
-    """Bug 6: without its session follower a broker would lead on through a lost session."""
+    """No task dies unnoticed (docs/design.md §4.5, §4.6): without its session follower a broker
+    would lead on through a lost session."""
     from replog.coord_backends import SessionState
     from replog.replication.driver import PartitionLeadership
 

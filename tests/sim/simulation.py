@@ -225,7 +225,8 @@ class Simulation:
 
     def _loop_exception(self, loop, context) -> None:
         """A callback that raised or a task whose failure nobody awaited: a component without
-        an owner that notices its end (issue 11, bug 6), or a bug of the simulator."""
+        an owner that notices its end (no task may die unnoticed, docs/design.md §4.5), or a bug
+        of the simulator."""
         message = context.get("message", "")
         if message.startswith("Task was destroyed but it is pending"):
             return  # the tasks of crashed brokers, abandoned on purpose

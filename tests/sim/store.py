@@ -4,7 +4,8 @@ shows, all drawn from the simulation's seeded generator.
 Every operation waits a drawn delay before it reaches the tree and another before its answer
 comes back. While `flaky`, a write may fail before applying, or apply and then lose its reply:
 the caller sees CoordinationUnavailable, what the ZooKeeper backend raises for ConnectionLoss,
-though the write is in the tree (issue 11, bug 1(a) comes from that). While the session is
+though the write is in the tree (so an ISR write can apply, lose its reply and leave its leader
+fenced under a leader node that still names it, docs/design.md §4.5). While the session is
 suspended every operation fails the same way, as a disconnected ZooKeeper client's do.
 
 Session faults: `suspend()` publishes SUSPENDED, `reconnect()` CONNECTED again; an expiry is

@@ -478,8 +478,8 @@ def test_config_rejects_values_below_kafka_minimums():
 
 
 def test_a_roll_leaves_its_directory_fsync_to_the_next_flush(tmp_path, monkeypatch):
-    """Issue 11, bug 7: rolling (on the append path, on the event loop) does not fsync the
-    directory; the next flush does, the background one in its worker thread."""
+    """A slow disk must not stall the event loop: rolling (on the append path, on the event loop)
+    does not fsync the directory; the next flush does, the background one in its worker thread."""
     from replog.storage import background_io
 
     synced: list[object] = []

@@ -152,7 +152,7 @@ LINE_OVER_LIBRDKAFKAS_LIMIT = b"x" * 2_000_000  # librdkafka's message.max.bytes
 
 
 def test_a_line_over_the_producers_limit_is_one_line_naming_the_setting_to_raise(broker, topic):
-    """Issue 13, point 7: it was a Python traceback ending in KafkaException: MSG_SIZE_TOO_LARGE."""
+    """One line, not the Python traceback ending in KafkaException: MSG_SIZE_TOO_LARGE it once was."""
     done = produce_to_partition_0(broker, topic, [b"small", LINE_OVER_LIBRDKAFKAS_LIMIT])
     assert_one_line_error(done, 1, "line 2", "2000000 bytes", "message.max.bytes (1000000)",
                           "--producer-property message.max.bytes=", "max.message.bytes")

@@ -78,7 +78,7 @@ def test_a_throttled_run_sends_every_record_and_reports_progress(broker, topic):
 
 
 def test_a_throttled_run_sleeps_between_sends(broker, topic):
-    """Issue 16, point 4: the wait for the next send's slot spun in poll(), whose timeouts under
+    """The wait for the next send's slot sleeps; it used to spin in poll(), whose timeouts under
     a millisecond librdkafka truncates to 0: this run took 1.75 s of CPU in 3.5 s then, 0.5 s
     (mostly start-up) once it slept. A behaviour test, not a speed test: a busy-wait burns CPU
     however fast the machine is, a sleep does not."""
@@ -207,7 +207,8 @@ def test_idempotence_with_acks_1_is_a_usage_error(broker, topic):
 
 
 def test_records_over_the_producers_limit_are_one_line_naming_the_option(broker, topic):
-    """Issue 13, point 7: a Python traceback (KafkaException: MSG_SIZE_TOO_LARGE) after a report."""
+    """One line naming the option, not a Python traceback (KafkaException: MSG_SIZE_TOO_LARGE)
+    after a report."""
     done = replog("perf", "produce", "--bootstrap-server", broker.bootstrap, "--topic", topic,
                   "--num-records", "2", "--record-size", "2000000")
     assert done.returncode == 1
