@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
 from replog.broker import Broker
@@ -14,10 +16,11 @@ from replog.config import (
     effective_topic_config,
     format_value,
     load_broker_config,
-    log_config,
     parse_setting,
     validate_topic_configs,
 )
+from replog.replica.manager import NEVER_MS, ManagerConfig
+from replog.replica.partition_config import PartitionConfig
 from replog.storage import LogConfig
 
 
@@ -260,17 +263,38 @@ def test_log_config_carries_every_log_setting():
     settings = effective_topic_config(
         broker_config, {"retention.ms": "-1", "index.interval.bytes": "0", "max.message.bytes": "2048"}
     )
-    assert log_config(settings) == LogConfig(
+    assert LogConfig.from_topic_settings(settings) == LogConfig(
         segment_bytes=4096, flush_ms=100, retention_ms=-1, index_interval_bytes=0, max_message_bytes=2048
     )
-    assert log_config(effective_topic_config(load_broker_config(None, {}), {})) == LogConfig()
+    assert LogConfig.from_topic_settings(effective_topic_config(load_broker_config(None, {}), {})) == LogConfig()
 
 
 def test_the_compaction_lags_reach_the_log():
     settings = effective_topic_config(load_broker_config(None, {}),
                                       {"min.compaction.lag.ms": "60000", "max.compaction.lag.ms": "3600000"})
-    config = log_config(settings)
+    config = LogConfig.from_topic_settings(settings)
     assert (config.min_compaction_lag_ms, config.max_compaction_lag_ms) == (60_000, 3_600_000)
+
+
+def test_min_insync_replicas_reaches_the_partition():
+    broker = load_broker_config(None, {"min.insync.replicas": "2"})
+    assert PartitionConfig.from_topic_settings(effective_topic_config(broker, {})).min_insync_replicas == 2
+    overridden = effective_topic_config(broker, {"min.insync.replicas": "3"})
+    assert PartitionConfig.from_topic_settings(overridden).min_insync_replicas == 3
+    assert PartitionConfig.from_topic_settings(effective_topic_config(load_broker_config(None, {}), {})) == PartitionConfig()
+
+
+def test_the_replica_managers_intervals_come_from_the_broker_config():
+    data_dir = pathlib.Path("data")
+    broker = load_broker_config(None, {"log.retention.check.interval.ms": "1000",
+                                       "log.flush.offset.checkpoint.interval.ms": "2000",
+                                       "log.cleaner.backoff.ms": "3000", "log.cleaner.dedupe.buffer.size": "2097152"})
+    assert ManagerConfig.from_broker_config(broker, data_dir, 7) == ManagerConfig(
+        data_dir, 7, retention_check_interval_ms=1000, recovery_point_checkpoint_interval_ms=2000,
+        cleaner_backoff_ms=3000, cleaner_map_max_bytes=2 << 20)
+    cleaner_off = load_broker_config(None, {"log.cleaner.enable": "false"})
+    assert ManagerConfig.from_broker_config(cleaner_off, data_dir, 7).cleaner_backoff_ms == NEVER_MS
+    assert ManagerConfig.from_broker_config(load_broker_config(None, {}), data_dir, 7) == ManagerConfig(data_dir, 7)
 
 
 # What a Kafka 4.4 broker's DescribeConfigs lists for a topic without overrides, every value its
@@ -363,7 +387,7 @@ def test_configs_that_conflict_are_refused_as_kafka_refuses_them(configs, compla
 def test_the_timestamp_bounds_are_topic_settings_with_kafkas_broker_synonyms():
     broker_config = load_broker_config(None, {"log.message.timestamp.after.max.ms": "60000"})
     settings = effective_topic_config(broker_config, {"message.timestamp.before.max.ms": "86400000"})
-    config = log_config(settings)
+    config = LogConfig.from_topic_settings(settings)
     assert (config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms) == (86_400_000, 60_000)
     assert settings.sources["message.timestamp.after.max.ms"] == "--set"
 
@@ -423,10 +447,11 @@ def test_a_compact_topic_is_cleaned_and_deletes_by_retention_only_if_also_delete
     """compact alone: the cleaner bounds the log, retention never deletes a segment (it would
     lose the latest value of keys); compact,delete: both, as in Kafka."""
     broker = load_broker_config(None, {"log.cleaner.delete.retention.ms": "5000"})
-    compact = log_config(effective_topic_config(broker, {"cleanup.policy": "compact", "retention.ms": "1000"}))
+    compact = LogConfig.from_topic_settings(
+        effective_topic_config(broker, {"cleanup.policy": "compact", "retention.ms": "1000"}))
     assert (compact.compact, compact.retention_ms, compact.retention_bytes) == (True, -1, -1)
     assert (compact.delete_retention_ms, compact.min_cleanable_dirty_ratio) == (5000, 0.5)
-    both = log_config(effective_topic_config(broker, {"cleanup.policy": "delete,compact", "retention.ms": "1000",
-                                                      "min.cleanable.dirty.ratio": "0.1"}))
+    both = LogConfig.from_topic_settings(effective_topic_config(
+        broker, {"cleanup.policy": "delete,compact", "retention.ms": "1000", "min.cleanable.dirty.ratio": "0.1"}))
     assert (both.compact, both.retention_ms, both.min_cleanable_dirty_ratio) == (True, 1000, 0.1)
-    assert not log_config(effective_topic_config(broker, {})).compact
+    assert not LogConfig.from_topic_settings(effective_topic_config(broker, {})).compact

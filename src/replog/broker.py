@@ -67,7 +67,7 @@ from replog.replica.producer_ids import ProducerIdAllocator
 from replog.storage.data_dir_lock import DataDirectoryLock
 from replog.storage.disk_space import DiskSpace, DiskSpaceState
 from replog.tasks import cancel_and_wait
-from replog.replica.manager import NEVER_MS, ManagerConfig, ReplicaManager
+from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replication.state_changes import StateChangeListener
 from replog.replication.throttle_rates import ThrottleRates
 from replog.net import high_watermarks
@@ -130,14 +130,7 @@ class Broker:
 
     def _build(self, config: BrokerConfig) -> None:
         """The components, on the locked data directory."""
-        manager_config = ManagerConfig(
-            data_dir=self.data_dir,
-            broker_id=self.broker_id,
-            retention_check_interval_ms=config["log.retention.check.interval.ms"],
-            recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
-            cleaner_backoff_ms=config["log.cleaner.backoff.ms"] if config["log.cleaner.enable"] else NEVER_MS,
-            cleaner_map_max_bytes=config["log.cleaner.dedupe.buffer.size"],
-        )
+        manager_config = ManagerConfig.from_broker_config(config, self.data_dir, self.broker_id)
         metrics_listener = config["metrics.listeners"]
         served = BrokerMetrics if metrics_listener is not None else UnservedMetrics
         self.metrics = served(per_partition=config["metrics.per.partition.enable"])

@@ -15,7 +15,12 @@ Two registries:
   (`TOPIC_ONLY_SETTINGS`) has Kafka's parser and default of its own. A topic's value is refused
   in Kafka's words, for clients that show them. A topic stores only its overrides, as text, under
   `/config/topics/[topic]`; `effective_topic_config` resolves them against the broker's values,
-  and `log_config` maps the result onto the partition log's `LogConfig`.
+  and the settings classes of the layers below build themselves from the result
+  (`LogConfig.from_topic_settings`, `PartitionConfig.from_topic_settings`).
+
+The defaults written here are the only ones: `LogConfig`, `PartitionConfig` and `ManagerConfig`
+take their fields' defaults from these registries, so a class built without settings (as tests
+build them) behaves as a broker left at its defaults.
 
 Kafka settings that exist only in other units (`log.retention.hours`, `log.roll.hours`, ...)
 are not accepted: each quantity has one name here, the milliseconds one.
@@ -31,9 +36,6 @@ from typing import Any, Callable, NamedTuple
 
 from replog.coord_backends.base import SESSION_TIMEOUT_MS_DEFAULT
 from replog.obs.state_change_events import EVENTS_MAX_DEFAULT as STATE_CHANGE_EVENTS_MAX_DEFAULT
-from replog.storage.log_config import LogConfig
-from replog.replica.manager import ManagerConfig
-from replog.replica.partition_config import PartitionConfig
 
 
 class ConfigError(ValueError):
@@ -52,7 +54,7 @@ class Setting:
 
 
 INT_MAX = 2**31 - 1
-LONG_MAX = 2**63 - 1  # Kafka's Long.MAX_VALUE: "never" for the flush settings
+LONG_MAX = 2**63 - 1  # Kafka's Long.MAX_VALUE: "never" or "no limit" for the flush, timestamp and lag settings
 DEFAULT_PORT = 9092
 DEFAULT_METRICS_PORT = 9644  # Redpanda's, so dashboards and scrape configs written for it fit
 # Half of it, what followers may still fill, covers their catching up while an operator reacts;
@@ -228,9 +230,6 @@ def _coord_url(text: str) -> str:
 
 
 _DAY_MS = 24 * 3600 * 1000
-_LOG_DEFAULTS = LogConfig()  # the partition log's own defaults are Kafka's; do not restate them
-# The replica manager's too (its data_dir and broker_id have no default, hence by field).
-_MANAGER_DEFAULTS = {field.name: field.default for field in dataclasses.fields(ManagerConfig)}
 
 SETTINGS: dict[str, Setting] = {
     setting.name: setting
@@ -298,64 +297,59 @@ SETTINGS: dict[str, Setting] = {
         Setting("queued.max.request.bytes", _int64(1), 512 * 1024 * 1024,
                 "bytes of requests being read or waiting for their answer, over all connections: past it, connections "
                 "read no more requests until answers free some"),
-        Setting(
-            "message.max.bytes", _int32(0), _LOG_DEFAULTS.max_message_bytes, "largest record batch accepted"
-        ),
-        Setting("log.message.timestamp.before.max.ms", _int64(0), _LOG_DEFAULTS.message_timestamp_before_max_ms,
+        # Kafka's: 1 MiB, and the 12 bytes (offset, length) that frame a batch in the log.
+        Setting("message.max.bytes", _int32(0), 1024 * 1024 + 12, "largest record batch accepted"),
+        Setting("log.message.timestamp.before.max.ms", _int64(0), LONG_MAX,
                 "how far before now a record's CreateTime may lie (INVALID_TIMESTAMP past it)"),
-        Setting("log.message.timestamp.after.max.ms", _int64(0), _LOG_DEFAULTS.message_timestamp_after_max_ms,
+        Setting("log.message.timestamp.after.max.ms", _int64(0), 3600 * 1000,
                 "how far after now a record's CreateTime may lie (INVALID_TIMESTAMP past it)"),
-        Setting("log.segment.bytes", _int32(14), _LOG_DEFAULTS.segment_bytes, "size at which a segment rolls"),
-        Setting("log.roll.ms", _int64(1), _LOG_DEFAULTS.segment_ms, "age at which a segment rolls"),
-        Setting(
-            "log.retention.ms", _int64(-1), _LOG_DEFAULTS.retention_ms, "age at which segments are deleted (-1: never)"
-        ),
+        Setting("log.segment.bytes", _int32(14), 1 << 30, "size at which a segment rolls"),
+        Setting("log.roll.ms", _int64(1), 7 * _DAY_MS, "age at which a segment rolls"),
+        Setting("log.retention.ms", _int64(-1), 7 * _DAY_MS, "age at which segments are deleted (-1: never)"),
         Setting(
             "log.retention.bytes",
             _int64(-1),
-            _LOG_DEFAULTS.retention_bytes,
+            -1,
             "partition size above which old segments are deleted (-1: no limit)",
         ),
         Setting(
             "log.retention.check.interval.ms",
             _int64(1),
-            _MANAGER_DEFAULTS["retention_check_interval_ms"],
+            300_000,
             "how often each partition's log is checked for segments retention deletes",
         ),
         Setting(
             "log.flush.offset.checkpoint.interval.ms",
             _int64(1),
-            _MANAGER_DEFAULTS["recovery_point_checkpoint_interval_ms"],
+            60_000,
             "how often each log is flushed in the background and its recovery point saved: a restart "
             "after a crash checks what was written since",
         ),
         Setting(
             "log.index.interval.bytes",
             _int32(0),
-            _LOG_DEFAULTS.index_interval_bytes,
+            4096,
             "log bytes between offset index entries",
         ),
         Setting(
             "log.flush.interval.messages",
             _int64(1),
-            _LOG_DEFAULTS.flush_messages,
+            LONG_MAX,
             "records between forced fsyncs (default: never; replication is the durability)",
         ),
-        Setting(
-            "log.flush.interval.ms", _int64(0), _LOG_DEFAULTS.flush_ms, "time between forced fsyncs (default: never)"
-        ),
+        Setting("log.flush.interval.ms", _int64(0), LONG_MAX, "time between forced fsyncs (default: never)"),
         Setting("log.cleanup.policy", _cleanup_policy, ("delete",),
                 "what happens to old segments: deleted by retention, compacted to the latest record per key, or both",
                 is_list=True),
         Setting("log.cleaner.enable", _boolean, True, "run the log cleaner, which compacts compact topics"),
-        Setting("log.cleaner.backoff.ms", _int64(1), _MANAGER_DEFAULTS["cleaner_backoff_ms"],
+        Setting("log.cleaner.backoff.ms", _int64(1), 15_000,
                 "how often the log cleaner looks for compacted logs with enough to clean"),
-        Setting("log.cleaner.dedupe.buffer.size", _int64(1 << 20), _MANAGER_DEFAULTS["cleaner_map_max_bytes"],
+        Setting("log.cleaner.dedupe.buffer.size", _int64(1 << 20), 128 << 20,
                 "memory one cleaning pass may use for its map of keys; a log with more distinct keys is cleaned "
                 "in steps"),
-        Setting("log.cleaner.delete.retention.ms", _int64(0), _LOG_DEFAULTS.delete_retention_ms,
+        Setting("log.cleaner.delete.retention.ms", _int64(0), _DAY_MS,
                 "how long a compacted log keeps a tombstone (a null value), so that consumers see the delete"),
-        Setting("log.cleaner.min.cleanable.ratio", _ratio, _LOG_DEFAULTS.min_cleanable_dirty_ratio,
+        Setting("log.cleaner.min.cleanable.ratio", _ratio, 0.5,
                 "share of a compacted log not yet cleaned at which it is cleaned"),
         Setting(
             "log.message.timestamp.type",
@@ -493,9 +487,8 @@ TOPIC_ONLY_SETTINGS: dict[str, Setting] = {
                 "accepted for Kafka's tools; a leader throttles the replicas moves add", is_list=True),
         Setting("follower.replication.throttled.replicas", _throttled_replicas, (),
                 "accepted for Kafka's tools; followers are not throttled", is_list=True),
-        Setting("min.compaction.lag.ms", _int64(0), _LOG_DEFAULTS.min_compaction_lag_ms,
-                "how long a record stays uncompacted"),
-        Setting("max.compaction.lag.ms", _int64(1), _LOG_DEFAULTS.max_compaction_lag_ms,
+        Setting("min.compaction.lag.ms", _int64(0), 0, "how long a record stays uncompacted"),
+        Setting("max.compaction.lag.ms", _int64(1), LONG_MAX,
                 "how long a record may stay uncompacted, whatever the log's dirty ratio"),
         Setting("compression.type", _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
                 "producer", "codec the topic's batches are stored in (producer: the producer's own)"),
@@ -614,6 +607,12 @@ def format_value(value: Any) -> str | None:
 
 def defaults() -> dict[str, Any]:
     return {name: setting.default for name, setting in SETTINGS.items()}
+
+
+def topic_default(name: str) -> Any:
+    """The value of topic setting `name` on a topic without overrides, on a broker left at its
+    defaults: what the settings classes below (LogConfig, PartitionConfig) default to."""
+    return TOPIC_SETTINGS[name].default
 
 
 DEFAULT_SOURCE = "default"
@@ -746,24 +745,3 @@ def effective_topic_config(broker_config: BrokerConfig, topic_overrides: Mapping
         else:
             values[name], sources[name] = setting.default, DEFAULT_SOURCE
     return TopicSettings(types.MappingProxyType(values), types.MappingProxyType(sources))
-
-
-def log_config(settings: TopicSettings) -> LogConfig:
-    """The partition log's settings; LogConfig's fields are topic setting names in python spelling.
-
-    A topic that is compact but not also delete keeps its segments: the cleaner, not retention,
-    bounds it."""
-    values = {field.name: settings[field.name.replace("_", ".")] for field in dataclasses.fields(LogConfig)
-              if field.name != "compact"}
-    policy = settings["cleanup.policy"]
-    values["compact"] = "compact" in policy
-    if "delete" not in policy:
-        values |= {"retention_ms": -1, "retention_bytes": -1}
-    return LogConfig(**values)
-
-
-def partition_config(settings: TopicSettings) -> PartitionConfig:
-    """The settings a partition enforces beyond its log's."""
-    return PartitionConfig(
-        min_insync_replicas=settings["min.insync.replicas"],
-    )

@@ -40,7 +40,7 @@ from replog.net.client import BrokerRefused, BrokerUnavailable
 from replog.net.fetch_rounds import RoundAnswer, RoundChanges
 from replog.net.leader_connections import LeaderConnections, fetch_from, follower_client_id
 from replog.replication.fetcher import EpochAsk, FetchSpec
-from replog.replica.manager import NEVER_MS, ManagerConfig, ReplicaManager
+from replog.replica.manager import ManagerConfig, ReplicaManager
 from replog.replica.partition import EpochEndOffset
 from replog.replication.driver import LeadershipContext
 from replog.replication.hosted import HostedPartitions
@@ -66,12 +66,8 @@ class SimBroker:
         self.lost_power = False  # crashed with its machine: its files lost what was not flushed
         # The periodic chores keep their Kafka intervals, in virtual time, but the flush's,
         # which the simulation shortens so that a power loss finds logs flushed part-way, and the
-        # cleaner's, so that compacted logs are cleaned during the faults (both as broker.py reads them).
-        manager_config = ManagerConfig(
-            data_dir=data_dir, broker_id=broker_id,
-            recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
-            cleaner_backoff_ms=config["log.cleaner.backoff.ms"] if config["log.cleaner.enable"] else NEVER_MS,
-            cleaner_map_max_bytes=config["log.cleaner.dedupe.buffer.size"])
+        # cleaner's, so that compacted logs are cleaned during the faults (both read as the broker reads them).
+        manager_config = ManagerConfig.from_broker_config(config, data_dir, broker_id)
         self.replicas = ReplicaManager(manager_config, self.now_ms, boot_id=boot_id)
         self.metadata = MetadataCache(store)
         self.leader_connections = LeaderConnections(broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"],

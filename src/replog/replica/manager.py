@@ -32,6 +32,8 @@ Concurrency: owned by one event loop. Time for logic comes from the injected `cl
 task intervals are the event loop's.
 """
 
+from __future__ import annotations
+
 import asyncio
 import contextlib
 import dataclasses
@@ -45,6 +47,7 @@ from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from replog.config import SETTINGS, BrokerConfig
 from replog.storage import clean_shutdown
 from replog.storage.checkpoint import OffsetCheckpoint, fsync_directory
 from replog.storage.disk_space import NOT_WATCHED, DiskSpace, report_write_failure
@@ -73,17 +76,21 @@ class UnknownTopicOrPartitionError(ReplicaError):
 
 @dataclasses.dataclass(frozen=True)
 class ManagerConfig:
-    """Broker settings of the replica manager: Kafka's names, defaults and units."""
+    """Broker settings of the replica manager: Kafka's names, defaults and units.
+
+    The intervals replog has no setting for (the HW checkpoint's, the flush scheduler's, the
+    producer-id expiry check's) keep Kafka's defaults here; the others default as config.py says.
+    """
 
     data_dir: Path
     broker_id: int
     high_watermark_checkpoint_interval_ms: int = 5_000
-    recovery_point_checkpoint_interval_ms: int = 60_000
+    recovery_point_checkpoint_interval_ms: int = SETTINGS["log.flush.offset.checkpoint.interval.ms"].default
     flush_scheduler_interval_ms: int = NEVER_MS  # Kafka's default: appends alone check flush.ms
-    retention_check_interval_ms: int = 300_000
+    retention_check_interval_ms: int = SETTINGS["log.retention.check.interval.ms"].default
     producer_id_expiration_check_interval_ms: int = 600_000
-    cleaner_backoff_ms: int = 15_000  # NEVER_MS: the cleaner is off
-    cleaner_map_max_bytes: int = 128 << 20
+    cleaner_backoff_ms: int = SETTINGS["log.cleaner.backoff.ms"].default  # NEVER_MS: the cleaner is off
+    cleaner_map_max_bytes: int = SETTINGS["log.cleaner.dedupe.buffer.size"].default
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -91,6 +98,19 @@ class ManagerConfig:
                 raise ValueError(f"{field.name} must be >= 1, got {getattr(self, field.name)}")
         if self.broker_id < 0:
             raise ValueError(f"broker id must be >= 0, got {self.broker_id}")
+
+    @classmethod
+    def from_broker_config(cls, config: BrokerConfig, data_dir: Path, broker_id: int) -> ManagerConfig:
+        """The manager's settings from a broker's; `data_dir` and `broker_id` are the ones the
+        broker resolved (its locked directory; its id)."""
+        return cls(
+            data_dir=data_dir,
+            broker_id=broker_id,
+            retention_check_interval_ms=config["log.retention.check.interval.ms"],
+            recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
+            cleaner_backoff_ms=config["log.cleaner.backoff.ms"] if config["log.cleaner.enable"] else NEVER_MS,
+            cleaner_map_max_bytes=config["log.cleaner.dedupe.buffer.size"],
+        )
 
 
 class ReplicaManager:

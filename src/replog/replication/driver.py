@@ -26,7 +26,6 @@ import logging
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
-from replog.config import log_config, partition_config
 from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.base import TxnOp
@@ -39,6 +38,8 @@ from replog.replication.fetcher import EpochAsk, FetcherConfig, FetchReply, Fetc
 from replog.replication.reassignment import Reassigner
 from replog.replica.manager import ReplicaManager
 from replog.replica.partition import EpochEndOffset, Partition, ReplicaState
+from replog.replica.partition_config import PartitionConfig
+from replog.storage.log_config import LogConfig
 from replog.replication import leadership as machine
 from replog.tasks import cancel_and_wait
 
@@ -332,8 +333,8 @@ class PartitionLeadership:
         await self._stop_maintainer()
         settings = self._settings()
         hosted = await context.replicas.open_replica(
-            self.topic, self.partition, log_config(settings), elected.assigned,
-            elected.isr.leader_epoch, elected.isr.isr, partition_config(settings),
+            self.topic, self.partition, LogConfig.from_topic_settings(settings), elected.assigned,
+            elected.isr.leader_epoch, elected.isr.isr, PartitionConfig.from_topic_settings(settings),
         )
         rebalance = context.config["auto.leader.rebalance.enable"]
         epoch = elected.isr.leader_epoch
@@ -365,8 +366,8 @@ class PartitionLeadership:
         settings = self._settings()
         assigned = await self._assigned_here()
         hosted = await context.replicas.open_replica(
-            self.topic, self.partition, log_config(settings), assigned, epoch, None,
-            partition_config(settings), leader_id=leader,
+            self.topic, self.partition, LogConfig.from_topic_settings(settings), assigned, epoch, None,
+            PartitionConfig.from_topic_settings(settings), leader_id=leader,
         )
         fetcher = ReplicaFetcher(
             hosted, self._fetch_from(leader), self._epoch_end_from(leader), FetcherConfig(),

@@ -27,13 +27,15 @@ import pathlib
 
 import anyio
 
-from replog.config import BrokerConfig, TopicSettings, log_config, partition_config
+from replog.config import BrokerConfig, TopicSettings
 from replog.coord_backends import BadVersion, NoNode, SessionState, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.base import TRANSACTION_OPS_MAX, TxnOp
 from replog.coord_backends.joined import JoinedStore, commit_together
 from replog.coord_backends.paths import IsrRecord, ReplicaAssignment, StateChangeRequest, TopicId
 from replog.replica.manager import ReplicaManager
+from replog.replica.partition_config import PartitionConfig
+from replog.storage.log_config import LogConfig
 from replog.replication.driver import LeadershipContext, PartitionLeadership
 from replog.replication.topic_configs import TopicConfigs
 from replog.tasks import cancel_and_wait, first_failure
@@ -151,7 +153,7 @@ class HostedPartitions:
         threads, and start a leadership for each log as its load ends. A log that failed to load
         is left for the next reconcile: the first such error is raised."""
         await self.topic_configs.follow(topic)
-        config = log_config(self.topic_configs.settings(topic))
+        config = LogConfig.from_topic_settings(self.topic_configs.settings(topic))
         failures: list[BaseException] = []
         batches = iter(range(0, len(partitions), LOGS_PER_LOAD))
 
@@ -387,7 +389,8 @@ class HostedPartitions:
                          f"{self.broker_id} left it")
 
     def _topic_config_changed(self, topic: str, settings: TopicSettings) -> None:
-        self._replicas.update_topic_config(topic, partition_config(settings), log_config(settings))
+        self._replicas.update_topic_config(topic, PartitionConfig.from_topic_settings(settings),
+                                           LogConfig.from_topic_settings(settings))
 
     async def _stop_replica(self, key: tuple[str, int], *, moved_off: bool = False) -> None:
         """Stop leading or following the partition and close its replica, keeping the log.

@@ -1,11 +1,14 @@
 """The settings one partition's log enforces (LogConfig): Kafka's topic configs, in python
-spelling, with Kafka's defaults and their bounds."""
+spelling, with their defaults (config.py's, the only ones) and their bounds."""
+
+from __future__ import annotations
 
 import dataclasses
 
+from replog.config import LONG_MAX, TopicSettings, topic_default
 from replog.storage.batch_format import TOPIC_CODECS
 
-NEVER = 2**63 - 1  # Kafka's Long.MAX_VALUE: "no limit" for the flush settings
+NEVER = LONG_MAX  # "no limit" for the flush settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,26 +27,26 @@ class LogConfig:
     is dirty).
     """
 
-    segment_bytes: int = 1 << 30
-    segment_ms: int = 7 * 24 * 3600 * 1000
-    index_interval_bytes: int = 4096
-    flush_messages: int = NEVER
-    flush_ms: int = NEVER
-    retention_ms: int = 7 * 24 * 3600 * 1000
-    retention_bytes: int = -1
-    max_message_bytes: int = 1024 * 1024 + 12
-    message_timestamp_before_max_ms: int = NEVER
-    message_timestamp_after_max_ms: int = 3600 * 1000
-    message_timestamp_type: str = "CreateTime"
-    compression_type: str = "producer"
-    compression_gzip_level: int = -1  # zlib's default
-    compression_lz4_level: int = 9
-    compression_zstd_level: int = 3
-    compact: bool = False
-    delete_retention_ms: int = 24 * 3600 * 1000
-    min_cleanable_dirty_ratio: float = 0.5
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = NEVER
+    segment_bytes: int = topic_default("segment.bytes")
+    segment_ms: int = topic_default("segment.ms")
+    index_interval_bytes: int = topic_default("index.interval.bytes")
+    flush_messages: int = topic_default("flush.messages")
+    flush_ms: int = topic_default("flush.ms")
+    retention_ms: int = topic_default("retention.ms")
+    retention_bytes: int = topic_default("retention.bytes")
+    max_message_bytes: int = topic_default("max.message.bytes")
+    message_timestamp_before_max_ms: int = topic_default("message.timestamp.before.max.ms")
+    message_timestamp_after_max_ms: int = topic_default("message.timestamp.after.max.ms")
+    message_timestamp_type: str = topic_default("message.timestamp.type")
+    compression_type: str = topic_default("compression.type")
+    compression_gzip_level: int = topic_default("compression.gzip.level")
+    compression_lz4_level: int = topic_default("compression.lz4.level")
+    compression_zstd_level: int = topic_default("compression.zstd.level")
+    compact: bool = "compact" in topic_default("cleanup.policy")
+    delete_retention_ms: int = topic_default("delete.retention.ms")
+    min_cleanable_dirty_ratio: float = topic_default("min.cleanable.dirty.ratio")
+    min_compaction_lag_ms: int = topic_default("min.compaction.lag.ms")
+    max_compaction_lag_ms: int = topic_default("max.compaction.lag.ms")
 
     def __post_init__(self) -> None:
         minimums = {"segment_bytes": 14, "segment_ms": 1, "index_interval_bytes": 0, "flush_messages": 1,
@@ -59,3 +62,17 @@ class LogConfig:
                              f"got {self.message_timestamp_type}")
         if self.compression_type not in TOPIC_CODECS:
             raise ValueError(f"compression_type must be one of {', '.join(TOPIC_CODECS)}, got {self.compression_type}")
+
+    @classmethod
+    def from_topic_settings(cls, settings: TopicSettings) -> LogConfig:
+        """A topic's log settings; each field is the topic setting of its name in python spelling.
+
+        A topic that is compact but not also delete keeps its segments: the cleaner, not
+        retention, bounds it."""
+        values = {field.name: settings[field.name.replace("_", ".")] for field in dataclasses.fields(cls)
+                  if field.name != "compact"}
+        policy = settings["cleanup.policy"]
+        values["compact"] = "compact" in policy
+        if "delete" not in policy:
+            values |= {"retention_ms": -1, "retention_bytes": -1}
+        return cls(**values)
