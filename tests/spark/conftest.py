@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.cluster import Cluster
+from tests.support.polling import wait_until
 from tests.support.servers import unique_root
 
 TIMEOUT_S = 60
