@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.cluster import LONG_SESSION_TIMEOUT_MS, QUICK_SETTINGS, Cluster
+from tests.support.cluster import LONG_SESSION_TIMEOUT_MS, QUICK_SETTINGS, Cluster, quick_settings
 from tests.support.servers import unique_root
 
 
@@ -49,7 +49,4 @@ def private_cluster(request, tmp_path):
 def long_session_cluster(request, tmp_path):
     """Sessions that outlast every wait of a test (WAIT_S): what happens there before a killed
     broker's session expires happened without it."""
-    # QUICK_SETTINGS but for the session: a setting given twice is refused.
-    settings = (*QUICK_SETTINGS[2:], "--set", f"coord.session.timeout.ms={LONG_SESSION_TIMEOUT_MS}")
-    assert not any(setting.startswith("coord.session.timeout.ms=") for setting in QUICK_SETTINGS[2:])
-    yield from _running_cluster(request, tmp_path, SHARED_SERVERS, settings=settings)
+    yield from _running_cluster(request, tmp_path, SHARED_SERVERS, settings=quick_settings(LONG_SESSION_TIMEOUT_MS))

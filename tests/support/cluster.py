@@ -12,11 +12,19 @@ from tests.support.servers import ServerProcess, unique_root
 SESSION_TIMEOUT_MS = 4000
 REPLICA_LAG_TIME_MAX_MS = 2000  # short, so ISR changes happen within a test's patience
 LONG_SESSION_TIMEOUT_MS = 120_000
-QUICK_SETTINGS = (
-    "--set", f"coord.session.timeout.ms={SESSION_TIMEOUT_MS}",
-    "--set", f"replica.lag.time.max.ms={REPLICA_LAG_TIME_MAX_MS}",
-    "--set", "leader.imbalance.check.interval.seconds=1",
-)
+
+
+def quick_settings(session_timeout_ms: int = SESSION_TIMEOUT_MS) -> tuple[str, ...]:
+    """Short sessions, replica lag and leader-balance checks, so that a test sees them act; a
+    setting may be given only once, so a different session is asked for here."""
+    return (
+        "--set", f"coord.session.timeout.ms={session_timeout_ms}",
+        "--set", f"replica.lag.time.max.ms={REPLICA_LAG_TIME_MAX_MS}",
+        "--set", "leader.imbalance.check.interval.seconds=1",
+    )
+
+
+QUICK_SETTINGS = quick_settings()
 
 
 class Cluster:
