@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
 
 from replog.net.client import BrokerConnection
-from replog.storage.records import HEADER
+from replog.storage.batch_format import HEADER
 from tests.support.producer_batches import readable_producer_batch as batch
 
 TIMEOUT_S = 30

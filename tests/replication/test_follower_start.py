@@ -1,16 +1,16 @@
 """A follower starts on the assignment the broker's watches saw: a topic's creation and a
 broker's restart start thousands of followers at once, and each read the assignment again.
 
-One broker runs in this process over the embedded store (tests/replication/test_wedges.py's
-cluster); a second client of the store plays the other replica, which leads."""
+One broker runs in this process over the embedded store (one_broker.py); a second client of
+the store plays the other replica, which leads."""
 
 from __future__ import annotations
 
 from replog.coord_backends import paths
 from replog.coord_backends.paths import IsrRecord, LeaderRecord
 from replog.replica.partition import ReplicaState
+from tests.replication.one_broker import LEADER, OTHER, TOPIC, WAIT_S
 from tests.support.polling import eventually
-from tests.replication.test_wedges import LEADER, OTHER, TOPIC, WAIT_S, cluster, create_partition  # noqa: F401  (fixture)
 
 
 async def test_a_follower_opens_its_replica_without_reading_the_assignment_again(cluster):
@@ -29,7 +29,7 @@ async def test_a_follower_opens_its_replica_without_reading_the_assignment_again
     store.get, store.get_many = get_noted, get_many_noted
     await cluster.peer.create(paths.leader(TOPIC, 0), LeaderRecord(OTHER, 0).encode(), ephemeral=True, make_parents=True)
     await cluster.peer.create(paths.isr(TOPIC, 0), IsrRecord((OTHER, LEADER), 0).encode())
-    await create_partition(cluster.peer)
+    await cluster.create_partition()
 
     async def following() -> bool:
         hosted = cluster.broker.replicas.hosted(TOPIC, 0)

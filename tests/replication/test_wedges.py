@@ -1,77 +1,17 @@
 """The leader node must never go on naming a broker that does not lead (docs/design.md §4.5).
 
-One broker runs in this process over the embedded store; a second client of the same store
-plays the other replica's registration, so that the first broker's election keeps it in the ISR
-and its ISR upkeep soon shrinks it (it never fetches). Faults are injected into the broker's own
-store client. After each, the partition must get a working leader again: the leader node names a
-broker whose replica leads, unfenced, at the node's epoch.
+Over one broker in this process (one_broker.py) whose ISR upkeep soon shrinks the other
+replica, which never fetches. Faults are injected into the broker's own store client. After
+each, the partition must get a working leader again: the leader node names a broker whose
+replica leads, unfenced, at the node's epoch.
 """
 
 from __future__ import annotations
 
-import pytest
-
-from replog.broker import Broker
-from replog.config import load_broker_config
-from replog.coord_backends import CoordinationUnavailable, StoreError, paths
-from replog.coord_backends.memory import MemoryStore
-from replog.coord_backends.paths import LeaderRecord, ReplicaAssignment
-from replog.replica.partition import ReplicaState
+from replog.coord_backends import CoordinationUnavailable, paths
+from replog.coord_backends.paths import LeaderRecord
+from tests.replication.one_broker import LEADER, TOPIC, WAIT_S
 from tests.support.polling import eventually
-
-TOPIC = "wedge"
-LEADER, OTHER = 1, 2
-WAIT_S = 20
-
-
-class OneBroker:
-    def __init__(self, broker: Broker, peer: MemoryStore):
-        self.broker, self.peer = broker, peer
-
-    async def leader_record(self) -> tuple[LeaderRecord, int] | None:
-        try:
-            data, version = await self.peer.get(paths.leader(TOPIC, 0))
-        except StoreError:
-            return None
-        return LeaderRecord.decode(data), version
-
-    async def working_leader(self) -> bool:
-        """The node names this broker and its replica leads, unfenced, at the node's epoch."""
-        found = await self.leader_record()
-        hosted = self.broker.replicas.hosted(TOPIC, 0)
-        return (
-            found is not None and found[0].leader == LEADER and hosted is not None
-            and hosted.state is ReplicaState.LEADER and not hosted.fenced
-            and hosted.leader_epoch == found[0].leader_epoch
-        )
-
-    async def wait_for_working_leader(self, what: str) -> LeaderRecord:
-        await eventually(self.working_leader, WAIT_S, what)
-        return (await self.leader_record())[0]
-
-
-@pytest.fixture
-async def cluster(tmp_path):
-    store_url = f"memory://{tmp_path / 'store.db'}"
-    peer = MemoryStore(str(tmp_path / "store.db"))
-    await peer.start()
-    await peer.create(paths.broker(OTHER), b'{"host": "127.0.0.1", "port": 1, "rack": null}', ephemeral=True, make_parents=True)
-    config = load_broker_config(None, {
-        "broker.id": str(LEADER), "log.dirs": str(tmp_path / "data"), "coord.url": store_url,
-        "listeners": "127.0.0.1:0", "metrics.listeners": "127.0.0.1:0", "replica.lag.time.max.ms": "200",
-        "preferred.replica.election.wait.ms": "0", "auto.leader.rebalance.enable": "false",
-    })
-    broker = Broker(config)
-    await broker.start()
-    try:
-        yield OneBroker(broker, peer)
-    finally:
-        await broker.stop()
-        await peer.close()
-
-
-async def create_partition(peer: MemoryStore) -> None:
-    await peer.create(paths.replicas(TOPIC, 0), ReplicaAssignment((LEADER, OTHER)).encode(), make_parents=True)
 
 
 def fail_once(store, method: str, applies: bool, matches) -> list[bool]:
@@ -105,7 +45,7 @@ async def test_an_isr_write_whose_reply_was_lost_does_not_wedge_the_partition(cl
     """An ISR write whose lost reply fenced the leader: the shrink applies, its reply is lost, the
     retry meets BadVersion and the leader fences itself; its leader node must not go on naming it."""
     injected = fail_once(cluster.broker.store, "_commit", applies=True, matches=touches(paths.isr(TOPIC, 0)))
-    await create_partition(cluster.peer)
+    await cluster.create_partition()
     await eventually(lambda: _true(injected), WAIT_S, "the ISR shrink to be written with its reply lost")
     await cluster.wait_for_working_leader("a working leader after the lost reply")
 
@@ -132,7 +72,7 @@ async def test_a_store_error_right_after_winning_does_not_wedge_the_partition(cl
         return await original_get(path, *args, **kwargs)
 
     store.get = get_failing_once_after_the_win
-    await create_partition(cluster.peer)
+    await cluster.create_partition()
     await eventually(lambda: _true(len(won) > 1), WAIT_S, "a store read to fail right after the election")
     await cluster.wait_for_working_leader("a working leader after the failed read")
 
@@ -140,7 +80,7 @@ async def test_a_store_error_right_after_winning_does_not_wedge_the_partition(cl
 async def test_a_failed_resignation_delete_does_not_wedge_the_partition(cluster):
     """A resignation whose delete failed: the leader stopped taking writes to hand leadership
     back, and its delete of the leader node failed."""
-    await create_partition(cluster.peer)
+    await cluster.create_partition()
     first = await cluster.wait_for_working_leader("the first leader")
     injected = fail_once(cluster.broker.store, "delete", applies=False, matches=touches(paths.leader(TOPIC, 0)))
     leadership = next(iter(cluster.broker.hosted.leaderships.values()))
@@ -165,7 +105,7 @@ async def test_an_isr_upkeep_that_fails_is_replaced_by_a_new_leadership(cluster,
     leave a leader without ISR upkeep."""
     from replog.replication.commit import IsrMaintainer
 
-    await create_partition(cluster.peer)
+    await cluster.create_partition()
     first = await cluster.wait_for_working_leader("the first leader")
     original_check = IsrMaintainer.check
     failed: list[bool] = []
@@ -189,7 +129,7 @@ async def test_a_session_follower_that_fails_fences_every_leader_and_fails_the_b
     from replog.coord_backends import SessionState
     from replog.replication.driver import PartitionLeadership
 
-    await create_partition(cluster.peer)
+    await cluster.create_partition()
     await cluster.wait_for_working_leader("the first leader")
     original = PartitionLeadership.session_changed
 
@@ -211,7 +151,4 @@ async def _newer_working_leader(cluster, first: LeaderRecord) -> bool:
 
 
 async def _isr_is(cluster, isr: tuple[int, ...]) -> bool:
-    from replog.coord_backends.paths import IsrRecord
-
-    data, _ = await cluster.peer.get(paths.isr(TOPIC, 0))
-    return IsrRecord.decode(data).isr == isr
+    return await cluster.isr() == isr

@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from replog.replica.partition import Partition, ReplicaState
 from replog.storage.errors import ReplicaError
 
-from .records import (GroupKey, GroupValue, OffsetKey, OffsetValue, RecordFormatError, decode_batches,
+from .records import (GroupValue, OffsetKey, OffsetValue, RecordFormatError, decode_batches,
                       decode_group_value, decode_key, decode_offset_value, encode_batch)
 
 logger = logging.getLogger(__name__)

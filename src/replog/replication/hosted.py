@@ -251,18 +251,19 @@ class HostedPartitions:
         """Controlled shutdown: hand leadership to other in-sync replicas while still serving,
         so producers see one NOT_LEADER_OR_FOLLOWER and move on.
 
-        Best effort, within `timeout_s`: a store that fails or does not answer (an outage during
-        shutdown) costs the hand-over only, never the clean local shutdown that follows. A
-        partition not handed over goes to another replica when this session expires, as after
-        a crash, but its log here is still closed cleanly."""
+        Every leader's driver and ISR upkeep stop first. The broker has deregistered, so its
+        followers no longer know where to fetch from it: an upkeep still running would shrink
+        each ISR to this broker alone, and once it went no replica would be left that may lead.
+
+        A session in doubt (the store restarting) is waited for, since no store write can
+        succeed meanwhile. Best effort, within `timeout_s`: a store that stays away or does not
+        answer costs the hand-over only, never the clean local shutdown that follows. A
+        partition not handed over goes to another replica when this session ends, as after a
+        crash, but its log here is still closed cleanly."""
         leaderships = list(self.leaderships.values())
         if not leaderships:
             return  # nothing hosted, so nothing to skip: no warning (a start that failed early)
-        if self._store.session_state is not SessionState.CONNECTED:
-            # Every leader is fenced while the session is in doubt; no store write can succeed.
-            logger.warning("controlled shutdown: hand-over skipped, coordination session %s broker=%d led=%s",
-                           self._store.session_state.value, self.broker_id, self._led())
-            return
+        waiting_for = "the store's answer"
         try:
             async with asyncio.timeout(timeout_s):
                 prepared = await asyncio.gather(*(leadership.begin_hand_over() for leadership in leaderships),
@@ -273,11 +274,22 @@ class HostedPartitions:
                         self._hand_over_skipped(leadership, outcome)
                     elif outcome is not None:
                         ready.append((leadership, outcome))
+                if not ready:
+                    return
+                waiting_for = "the coordination session"
+                await self._session_connected()
+                waiting_for = "the store's answer"
                 await asyncio.gather(*(self._hand_over_batch(ready[start:start + HAND_OVERS_PER_TRANSACTION])
                                        for start in range(0, len(ready), HAND_OVERS_PER_TRANSACTION)))
         except TimeoutError:
-            logger.warning("controlled shutdown: hand-over abandoned, the store did not answer within %d ms broker=%d led=%s",
-                           timeout_s * 1000, self.broker_id, self._led())
+            logger.warning("controlled shutdown: hand-over abandoned after %d ms waiting for %s (session %s) broker=%d led=%s",
+                           timeout_s * 1000, waiting_for, self._store.session_state.value, self.broker_id, self._led())
+
+    async def _session_connected(self) -> None:
+        async with self._store.session_events() as states:
+            async for state in states:  # until connected; the caller bounds the wait
+                if state is SessionState.CONNECTED:
+                    return
 
     async def _hand_over_batch(self, batch: list[tuple[PartitionLeadership, list[TxnOp]]]) -> None:
         for leadership, _ in batch:

@@ -264,7 +264,6 @@ class MetadataCache:
     async def _apply_visible_topics(self) -> None:
         async with self._applying_topics:
             visible = self._topic_names - self._being_deleted
-            added, removed = visible - set(self.topics), set(self.topics) - visible
             followed = self._partition_names.keys()
             for topic in followed - visible:
                 await self._forget(f"topic:{topic}")

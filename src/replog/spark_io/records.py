@@ -13,7 +13,6 @@ with a clear error.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 
 import crc32c
 

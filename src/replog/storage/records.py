@@ -38,7 +38,6 @@ from replog.storage.batch_format import (
     CODEC_PRODUCER,
     CONTROL_BATCH_BIT,
     CRC_START,
-    HEADER,
     HEADER_SIZE_BYTES,
     LEADER_EPOCH_POSITION,
     LOG_APPEND_TIME_BIT,
