@@ -35,7 +35,8 @@ them in slices (handlers/produce.py).
 Sending: a response is written with one `writelines`, but for log bytes (a Fetch response's
 HeldSlices), which go from the log file to the socket with os.sendfile while nothing is queued
 before them in the transport (uvloop's transports have no sendfile), so that they are never
-copied through Python; past a full socket, the rest goes through the transport, read then. A
+copied through Python; past a full socket, the rest goes through the transport, read then. On
+a TLS connection everything goes through the transport, which encrypts it. A
 held range a truncation rewrote since it was read closes the connection rather than send other
 bytes than were read (the client fetches again).
 
@@ -99,10 +100,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         registry: Registry,
         on_lost: Callable[[], None] | None = None,
         on_answered: Callable[[asyncio.Future], None] | None = None,
+        listener: str = "",
     ):
         """`on_answered` hears of each dispatched request once its response is written (or,
         when it has none, once its turn came): the future `dispatch` returned, for its timing."""
         self._dispatch = dispatch
+        self._listener = listener  # the name each request carries
         self._on_lost = on_lost
         self._on_answered = on_answered
         self._on_unsupported = on_unsupported
@@ -147,7 +150,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport = transport  # type: ignore[assignment]
         self._transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
         sock = transport.get_extra_info("socket")
-        self._socket_fd = sock.fileno() if sock is not None else -1
+        # A TLS transport's socket would take the log's bytes unencrypted: those go through the transport.
+        encrypted = transport.get_extra_info("sslcontext") is not None
+        self._socket_fd = sock.fileno() if sock is not None and not encrypted else -1
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.peer_address = peer[0] if peer else ""
@@ -324,7 +329,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _accept(self, frame: memoryview) -> None:
         try:
-            request = codec.decode_request(frame)
+            request = codec.decode_request(frame, self._listener)
         except codec.UnsupportedVersion as unsupported:
             answer = self._on_unsupported(unsupported)
             if answer is None:
