@@ -65,7 +65,8 @@ from replog.coord_backends.paths import BrokerRegistration, ClusterId, InvalidNo
 from replog.groups import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, GroupLimits
 from replog.replication.metadata_cache import MetadataCache, each_seen
 from replog.net.fetch_sessions import FetchSessions
-from replog.net import tls
+from replog.net import certificate_reload, tls
+from replog.net.certificate_reload import CertificateWatch
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
 from replog.replica.producer_ids import ProducerIdAllocator
@@ -165,6 +166,11 @@ class Broker:
             for endpoint in config["listeners"]
         ]
         self.server = self.servers[0]
+        self._certificate_watches = [
+            CertificateWatch(config, server.listener, functools.partial(self._serve_tls, server), self.metrics.certificate_loaded)
+            for server in self.servers if server.tls is not None
+        ]
+        self._certificate_watch: asyncio.Task | None = None
         self.metrics.watch(StateSources(
             broker_id=self.broker_id,
             partitions=lambda: self.replicas.partitions,
@@ -191,8 +197,9 @@ class Broker:
         self._registered = False
         self._started = False
         self.life_id = uuid.uuid4().hex[:16]
+        self.inter_broker_tls = self._inter_broker_tls()
         self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"],
-                                                    life_id=self.life_id, tls=self.inter_broker_tls)
+                                                    life_id=self.life_id, tls=lambda: self.inter_broker_tls)
         self.joined = JoinedStore(self.store)
         self.hosted = HostedPartitions(LeadershipContext(
             self.broker_id, self.store, self.replicas, self.leader_connections, config, self.now_ms, self.metadata.changed,
@@ -213,14 +220,20 @@ class Broker:
             return None
         return tls.server_context(self.config, listener)
 
-    @functools.cached_property
-    def inter_broker_tls(self) -> ssl.SSLContext | None:
+    def _inter_broker_tls(self) -> ssl.SSLContext | None:
         """What this broker connects to other brokers with: their inter-broker listener's TLS
         (this broker's own listener's settings say whom to trust), or None for plaintext."""
         listener = self.config["inter.broker.listener.name"]
         if listener_settings.security_protocol(self.config, listener) not in listener_settings.TLS_PROTOCOLS:
             return None
         return tls.client_context(self.config, listener)
+
+    def _serve_tls(self, server: KafkaServer, context: ssl.SSLContext) -> None:
+        """New files of `server`'s listener: new connections get `context`; the inter-broker
+        listener's also change what this broker presents to and trusts of other brokers."""
+        server.tls = context
+        if server.listener == self.config["inter.broker.listener.name"]:
+            self.inter_broker_tls = self._inter_broker_tls()
 
     # lifecycle
     async def start(self) -> None:
@@ -250,6 +263,12 @@ class Broker:
         self.hosted.report_stray_logs(self.data_dir)
         for server in self.servers:
             await server.start()
+        for certificate_watch in self._certificate_watches:
+            certificate_watch.loaded()
+        if self._certificate_watches:
+            # Without it, certificates replaced under the broker would never serve, and expire.
+            self._certificate_watch = self._run_until_stopped(certificate_reload.watch(self._certificate_watches),
+                                                              "certificate watch")
         await self._register_at_start()
         self._registered = True
         self._started = True
@@ -288,7 +307,8 @@ class Broker:
             logger.info("broker stopped broker=%d", self.broker_id)
 
     async def _stop_components(self) -> None:
-        for task in (self._session_follower, self._registering, self._throttle_rates, self._creating_offsets_topic):
+        for task in (self._session_follower, self._registering, self._throttle_rates, self._creating_offsets_topic,
+                     self._certificate_watch):
             if task is not None:
                 await cancel_and_wait(task)
         await self.state_changes.close()

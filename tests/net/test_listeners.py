@@ -1,12 +1,15 @@
 """Named listeners and TLS, on a broker of this process: each client is answered with the
 addresses of the listener it came in on, the registration carries every listener, records
-fetched over TLS arrive intact, and a client that speaks the wrong protocol to a port, or
-fails the handshake, loses its own connection only."""
+fetched over TLS arrive intact, a client that speaks the wrong protocol to a port, or fails
+the handshake, loses its own connection only, and certificate files replaced under a running
+broker serve new connections."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
+import logging
 import ssl
 import types
 import uuid
@@ -19,6 +22,7 @@ from replog.broker import Broker
 from replog.config import load_broker_config
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, InvalidNodeValue
+from replog.net import certificate_reload
 from replog.net.client import BrokerConnection, BrokerUnavailable
 from replog.net.codec import ApiKey
 from replog.net.handlers.metadata import broker_addresses
@@ -225,3 +229,59 @@ def test_an_encrypted_key_needs_its_password_which_no_message_shows(tmp_path, ce
     broker = Broker(load_broker_config(None, inline | {"ssl.key.password": "s3cret-pw"}))
     broker.data_dir_lock.release()
     assert "s3cret-pw" not in repr(dict(broker.config))
+
+
+async def served_subject(port: int, ca_file) -> str:
+    """The common name of the certificate a new TLS connection to `port` is served."""
+    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_tls(ca_file))
+    try:
+        return dict(entry[0] for entry in writer.get_extra_info("peercert")["subject"])["commonName"]
+    finally:
+        writer.close()
+
+
+async def test_replaced_certificate_files_serve_new_connections_and_old_ones_carry_on(tmp_path, certificates,
+                                                                                      monkeypatch, caplog):
+    ca_file, keystore, ca = certificates
+    caplog.set_level(logging.INFO, logger=certificate_reload.__name__)
+    monkeypatch.setattr(certificate_reload, "CHECK_INTERVAL_S", 0.05)
+    first_expiry = datetime.datetime(2040, 1, 1, tzinfo=datetime.timezone.utc)
+    ca.issue_cert("127.0.0.1", common_name="first", not_after=first_expiry).private_key_and_cert_chain_pem.write_to_path(
+        str(keystore))
+    async with running_broker(tmp_path, **{"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(keystore),
+                                           "metrics.listeners": "127.0.0.1:0"}) as broker:
+        def expiry() -> float | None:
+            return broker.metrics.registry.get_sample_value("replog_tls_certificate_expiry_timestamp_seconds",
+                                                           {"listener": "SSL"})
+
+        assert expiry() == first_expiry.timestamp()
+        assert await served_subject(broker.server.port, ca_file) == "first"
+        async with await BrokerConnection.open("127.0.0.1", broker.server.port, tls=client_tls(ca_file),
+                                               request_timeout_s=WAIT_S) as old:
+            second_expiry = datetime.datetime(2041, 6, 1, tzinfo=datetime.timezone.utc)
+            replacement = tmp_path / "replacement.pem"
+            ca.issue_cert("127.0.0.1", common_name="second", not_after=second_expiry).private_key_and_cert_chain_pem.write_to_path(
+                str(replacement))
+            replacement.replace(keystore)  # as an operator's tooling does: whole, in one step
+
+            async def second_served() -> bool:
+                return await served_subject(broker.server.port, ca_file) == "second"
+
+            await eventually(second_served, WAIT_S, "the new certificate served")
+            assert expiry() == second_expiry.timestamp()
+            assert (await old.metadata(None)).brokers  # the connection made before goes on
+        reloads = [record.getMessage() for record in caplog.records if "TLS certificate reloaded" in record.getMessage()]
+        assert len(reloads) == 1 and "subject=CN=second" in reloads[0] and "not_after=2041-06-01" in reloads[0]
+
+
+async def test_a_replacement_that_does_not_load_leaves_the_certificate_serving(tmp_path, certificates, caplog):
+    ca_file, keystore, _ = certificates
+    async with running_broker(tmp_path, **{"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(keystore)}) as broker:
+        keystore.write_text("-----BEGIN PRIVATE KEY-----\nhalf written")
+        certificate_watch = broker._certificate_watches[0]
+        assert not certificate_watch.check()
+        assert not certificate_watch.check()  # warned once per change
+        assert len([record for record in caplog.records if "changed TLS files not loaded" in record.getMessage()]) == 1
+        async with await BrokerConnection.open("127.0.0.1", broker.server.port, tls=client_tls(ca_file),
+                                               request_timeout_s=WAIT_S) as connection:
+            assert (await connection.metadata(None)).brokers

@@ -18,6 +18,8 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any
 
+from cryptography import x509
+
 from replog import tls_settings
 
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -122,3 +124,21 @@ def _load_truststore(context: ssl.SSLContext, values: Mapping[str, Any], listene
         raise TlsSettingsError(f"listener {listener}: {where} holds no PEM certificates ({type(error).__name__}: "
                                f"{error})") from None
     return True
+
+
+def served_certificate(settings: Mapping[str, Any], listener: str) -> tuple[str, float]:
+    """(subject, notAfter as a Unix time) of the certificate listener `listener` serves: the
+    first of its keystore's chain."""
+    values = tls_settings.settings_of(settings, listener)
+    location = values["ssl.keystore.location"]
+    try:
+        if location:
+            with open(location, "rb") as file:
+                pem = file.read()
+        else:
+            pem = values["ssl.keystore.certificate.chain"].encode()
+        leaf = x509.load_pem_x509_certificates(pem)[0]
+    except (OSError, ValueError) as error:
+        raise TlsSettingsError(f"listener {listener}: the keystore's certificate cannot be read "
+                               f"({type(error).__name__})") from None
+    return leaf.subject.rfc4514_string(), leaf.not_valid_after_utc.timestamp()
