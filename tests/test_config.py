@@ -9,6 +9,7 @@ import pytest
 
 from replog.broker import Broker
 from replog.listener_settings import Endpoint, ListenerProtocol
+from replog.tls_settings import principal_of
 from replog.config import (
     TOPIC_SETTINGS,
     ConfigError,
@@ -517,3 +518,24 @@ def test_a_compact_topic_is_cleaned_and_deletes_by_retention_only_if_also_delete
         broker, {"cleanup.policy": "delete,compact", "retention.ms": "1000", "min.cleanable.dirty.ratio": "0.1"}))
     assert (both.compact, both.retention_ms, both.min_cleanable_dirty_ratio) == (True, 1000, 0.1)
     assert not LogConfig.from_topic_settings(effective_topic_config(broker, {})).compact
+
+
+@pytest.mark.parametrize("subject, user", [  # Kafka's SslPrincipalMapperTest
+    ("CN=Duke,OU=ServiceUsers,O=Org,C=US", "Duke"),
+    ("CN=Duke,OU=SME,O=mycp,L=Fulton,ST=MD,C=US", "duke@sme"),
+    ("cn=duke,ou=SME,o=mycp,l=Fulton,st=MD,c=US", "duke"),
+    ("OU=JavaSoft,O=Sun Microsystems,C=US", "OU=JavaSoft,O=Sun Microsystems,C=US"),  # DEFAULT
+])
+def test_certificate_subjects_map_to_users_by_kafkas_rules(subject, user):
+    rules = parse_setting("ssl.principal.mapping.rules",
+                          r"RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/, RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L,"
+                          r"RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/L, DEFAULT")
+    assert principal_of(rules, subject) == user
+
+
+def test_a_subject_no_rule_maps_has_no_user_and_a_bad_rule_is_refused():
+    assert principal_of(parse_setting("ssl.principal.mapping.rules", "RULE:^CN=(.*)$/$1/U"), "O=org") is None
+    with pytest.raises(ConfigError, match="invalid rule: 'CN=x'"):
+        parse_setting("ssl.principal.mapping.rules", "CN=x")
+    with pytest.raises(ConfigError, match="not a regular expression"):
+        parse_setting("ssl.principal.mapping.rules", "RULE:^CN=($/$1/")

@@ -50,12 +50,13 @@ import pathlib
 import ssl
 import time
 import uuid
+from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
 from replog import admin
 from replog.admin.errors import AdminError
-from replog import listener_settings
+from replog import listener_settings, tls_settings
 from replog.config import BrokerConfig, HostPort
 from replog.listener_settings import Endpoint
 from replog.coord_backends import BadVersion, NodeExists, NoNode, ObservedStore, SessionState, StoreError, open_store
@@ -67,6 +68,7 @@ from replog.replication.metadata_cache import MetadataCache, each_seen
 from replog.net.fetch_sessions import FetchSessions
 from replog.net import certificate_reload, tls
 from replog.net.certificate_reload import CertificateWatch
+from replog.net.principals import certificate_principals
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
 from replog.replica.producer_ids import ProducerIdAllocator
@@ -162,7 +164,8 @@ class Broker:
         self.servers = [
             KafkaServer(self, endpoint.host, endpoint.port, max_request_bytes=config["socket.request.max.bytes"],
                         metrics=self.metrics, settings=config, on_failure=lambda: self.failed.set(),
-                        listener=endpoint.name, tls=self._listener_tls(endpoint.name))
+                        listener=endpoint.name, tls=self._listener_tls(endpoint.name),
+                        identify=self._listener_principals(endpoint.name))
             for endpoint in config["listeners"]
         ]
         self.server = self.servers[0]
@@ -219,6 +222,12 @@ class Broker:
         if listener_settings.security_protocol(self.config, listener) not in listener_settings.TLS_PROTOCOLS:
             return None
         return tls.server_context(self.config, listener)
+
+    def _listener_principals(self, listener: str) -> Callable[[asyncio.BaseTransport], str | None] | None:
+        """How listener `listener` names its clients' principals; None: User:ANONYMOUS, all."""
+        if listener_settings.security_protocol(self.config, listener) not in listener_settings.TLS_PROTOCOLS:
+            return None
+        return certificate_principals(tls_settings.settings_of(self.config, listener)["ssl.principal.mapping.rules"])
 
     def _inter_broker_tls(self) -> ssl.SSLContext | None:
         """What this broker connects to other brokers with: their inter-broker listener's TLS

@@ -1,6 +1,12 @@
 """Kafka's ssl.* settings, with the PEM names of KIP-651: what an SSL listener serves and whom it
 trusts. net/tls.py builds the listener's SSL context from them.
 
+`ssl.principal.mapping.rules` turns a client certificate's subject (its distinguished name, as
+RFC 2253 writes it: "CN=app,OU=ops,O=example") into the user of the principal, with Kafka's
+syntax (SslPrincipalMapper): rules tried in order, DEFAULT (the whole name) or
+RULE:pattern/replacement/[LU], the pattern matching the whole name, $1... its groups, L or U
+the case of the result. A name no rule matches has no principal.
+
 Each may be set for one listener with Kafka's prefix, `listener.name.<lower-case name>.ssl.*`,
 which wins over the unprefixed setting for that listener (`settings_of`). Key material and
 passwords are Secrets: their text shows as Kafka's "[hidden]" wherever a value is printed
@@ -10,6 +16,7 @@ passwords are Secrets: their text shows as Kafka's "[hidden]" wherever a value i
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 from collections.abc import Mapping
 from typing import Any, Callable
 
@@ -58,10 +65,65 @@ def _protocols(text: str) -> tuple[str, ...]:
     return protocols
 
 
+class PrincipalRule(NamedTuple):
+    """DEFAULT when `pattern` is None."""
+
+    pattern: re.Pattern | None
+    replacement: str = ""
+    case: str = ""  # "L", "U" or ""
+
+    def __str__(self) -> str:
+        if self.pattern is None:
+            return "DEFAULT"
+        return f"RULE:{self.pattern.pattern}/{self.replacement}/{self.case}"
+
+    def apply(self, name: str) -> str | None:
+        if self.pattern is None:
+            return name
+        if self.pattern.fullmatch(name) is None:
+            return None
+        # Java's $1 is Python's \g<1>; replaceAll, as Kafka's rule.
+        mapped = self.pattern.sub(re.sub(r"\$(\d+)", r"\\g<\1>", self.replacement), name)
+        return mapped.lower() if self.case == "L" else mapped.upper() if self.case == "U" else mapped
+
+
+# Kafka's RULE_PATTERN: a rule's pattern and replacement may hold escaped slashes.
+_RULE = r"(DEFAULT)|RULE:((?:\\.|[^\\/])*)/((?:\\.|[^\\/])*)/([LU]?)"
+_RULES = re.compile(rf"\s*(?:{_RULE}|(.*?))\s*(?:[,\n]\s*|$)")
+
+
+def _principal_rules(text: str) -> tuple[PrincipalRule, ...]:
+    rules = []
+    for found in _RULES.finditer(text.strip()):  # bounded by the text
+        if found.end() == found.start():
+            break
+        if found[1]:
+            rules.append(PrincipalRule(None))
+        elif found[2] is not None:
+            try:
+                rules.append(PrincipalRule(re.compile(found[2]), found[3], found[4]))
+            except re.error as error:
+                raise ValueError(f"has a rule whose pattern {found[2]!r} is not a regular expression: {error}") from None
+        else:
+            raise ValueError(f"has an invalid rule: {found[5]!r} (DEFAULT or RULE:pattern/replacement/[LU])")
+    if not rules:
+        raise ValueError("names no rule (DEFAULT or RULE:pattern/replacement/[LU])")
+    return tuple(rules)
+
+
+def principal_of(rules: tuple[PrincipalRule, ...], name: str) -> str | None:
+    """The user a certificate subject `name` maps to by the first rule that applies; None if none does."""
+    for rule in rules:  # bounded by the operator's rules
+        mapped = rule.apply(name)
+        if mapped is not None:
+            return mapped
+    return None
+
+
 SSL_SETTING_NAMES = (
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
     "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
-    "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites",
+    "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites", "ssl.principal.mapping.rules",
 )
 # name -> (parser, default, doc, is_list), as config.Setting takes them
 SPECS: dict[str, tuple[Callable[[str], Any], Any, str, bool]] = {
@@ -79,6 +141,9 @@ SPECS: dict[str, tuple[Callable[[str], Any], Any, str, bool]] = {
                         "whether clients must present a certificate the truststore's CAs signed", False),
     "ssl.enabled.protocols": (_protocols, TLS_VERSIONS, "TLS versions offered", True),
     "ssl.cipher.suites": (_names, (), "TLS 1.2 cipher suites offered, OpenSSL's names (default: Python's)", True),
+    "ssl.principal.mapping.rules": (_principal_rules, (PrincipalRule(None),),
+                                    "how a client certificate's subject becomes its principal's user: DEFAULT or "
+                                    "RULE:pattern/replacement/[LU], comma-separated, the first that applies", False),
 }
 _OVERRIDE = re.compile(r"listener\.name\.([a-z0-9_\-]+)\.(ssl\..+)")
 

@@ -1,8 +1,8 @@
 """Named listeners and TLS, on a broker of this process: each client is answered with the
 addresses of the listener it came in on, the registration carries every listener, records
 fetched over TLS arrive intact, a client that speaks the wrong protocol to a port, or fails
-the handshake, loses its own connection only, and certificate files replaced under a running
-broker serve new connections."""
+the handshake, loses its own connection only, certificate files replaced under a running
+broker serve new connections, and each request carries its client's principal."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import re
 import ssl
 import types
 import uuid
@@ -25,6 +26,7 @@ from replog.coord_backends.paths import BrokerRegistration, InvalidNodeValue
 from replog.net import certificate_reload
 from replog.net.client import BrokerConnection, BrokerUnavailable
 from replog.net.codec import ApiKey
+from replog.net.handlers import HANDLERS
 from replog.net.handlers.metadata import broker_addresses
 from replog.net.tls import TlsSettingsError
 from tests.support.batches import build_batch
@@ -285,3 +287,52 @@ async def test_a_replacement_that_does_not_load_leaves_the_certificate_serving(t
         async with await BrokerConnection.open("127.0.0.1", broker.server.port, tls=client_tls(ca_file),
                                                request_timeout_s=WAIT_S) as connection:
             assert (await connection.metadata(None)).brokers
+
+
+@contextlib.contextmanager
+def principals_seen(monkeypatch) -> list[str]:
+    """The principal of each Metadata request the broker handles meanwhile."""
+    seen: list[str] = []
+    answer = HANDLERS[ApiKey.METADATA]
+
+    async def recording(services, request):
+        seen.append(request.principal)
+        return await answer(services, request)
+
+    monkeypatch.setitem(HANDLERS, ApiKey.METADATA, recording)
+    yield seen
+
+
+async def test_a_client_certificate_names_the_principal_and_others_are_anonymous(tmp_path, certificates, monkeypatch):
+    ca_file, keystore, ca = certificates
+    async with running_broker(tmp_path, **{
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,MAPPED://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MAPPED:SSL", "ssl.keystore.location": str(keystore),
+        "ssl.truststore.location": str(ca_file), "ssl.client.auth": "requested",
+        "listener.name.mapped.ssl.principal.mapping.rules": "RULE:^CN=admin,.*$/root/, RULE:^CN=([^,]*),.*$/$1/U",
+    }) as broker:
+        client_certificate = ca.issue_cert("client.example", common_name="client.example")
+        clients = [(port_of(broker, "PLAINTEXT"), None), (port_of(broker, "SSL"), client_tls(ca_file)),
+                   (port_of(broker, "SSL"), client_tls(ca_file, client_certificate)),
+                   (port_of(broker, "MAPPED"), client_tls(ca_file, client_certificate))]
+        with principals_seen(monkeypatch) as seen:
+            for port, context in clients:
+                async with await BrokerConnection.open("127.0.0.1", port, tls=context, request_timeout_s=WAIT_S) as client:
+                    await client.metadata(None)
+        assert seen[:2] == ["User:ANONYMOUS", "User:ANONYMOUS"]
+        assert re.fullmatch(r"User:CN=client\.example,OU=[^,]+,O=[^,]+", seen[2]), seen[2]  # Kafka's DEFAULT: the DN
+        assert seen[3] == "User:CLIENT.EXAMPLE"
+
+
+async def test_a_certificate_no_rule_maps_is_refused(tmp_path, certificates):
+    ca_file, keystore, ca = certificates
+    async with running_broker(tmp_path, **{
+        "listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(keystore), "ssl.truststore.location": str(ca_file),
+        "ssl.client.auth": "required", "ssl.principal.mapping.rules": "RULE:^CN=admin,.*$/admin/L",
+    }) as broker:
+        with pytest.raises(BrokerUnavailable):
+            await BrokerConnection.open("127.0.0.1", broker.server.port, connect_timeout_s=WAIT_S, request_timeout_s=WAIT_S,
+                                        tls=client_tls(ca_file, ca.issue_cert("someone", common_name="someone")))
+        async with await BrokerConnection.open("127.0.0.1", broker.server.port, request_timeout_s=WAIT_S,
+                                               tls=client_tls(ca_file, ca.issue_cert("admin", common_name="admin"))) as admin:
+            assert (await admin.metadata(None)).brokers

@@ -61,6 +61,7 @@ from replog.obs.logs import LineBudget
 from replog.storage.segment import HeldSlice
 
 from . import codec
+from .codec import ANONYMOUS
 from .request_memory import BASELINE_BYTES, RequestMemory
 
 logger = logging.getLogger(__name__)
@@ -101,11 +102,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         on_lost: Callable[[], None] | None = None,
         on_answered: Callable[[asyncio.Future], None] | None = None,
         listener: str = "",
+        identify: Callable[[asyncio.BaseTransport], str | None] | None = None,
     ):
         """`on_answered` hears of each dispatched request once its response is written (or,
-        when it has none, once its turn came): the future `dispatch` returned, for its timing."""
+        when it has none, once its turn came): the future `dispatch` returned, for its timing.
+        `identify` names the principal of a new connection, or None to refuse it (None:
+        User:ANONYMOUS)."""
         self._dispatch = dispatch
         self._listener = listener  # the name each request carries
+        self._identify = identify
+        self.principal = ANONYMOUS
         self._on_lost = on_lost
         self._on_answered = on_answered
         self._on_unsupported = on_unsupported
@@ -158,6 +164,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer_address = peer[0] if peer else ""
         self._peer_host = f"/{peer[0]}" if peer else ""
         self._registry.opened(self)
+        principal = self._identify(transport) if self._identify is not None else ANONYMOUS
+        if principal is None:
+            self._abort("no ssl.principal.mapping.rules rule applies to its certificate's subject")
+        else:
+            self.principal = principal
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._registry.closed(self)
@@ -329,7 +340,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _accept(self, frame: memoryview) -> None:
         try:
-            request = codec.decode_request(frame, self._listener)
+            request = codec.decode_request(frame, self._listener, self.principal)
         except codec.UnsupportedVersion as unsupported:
             answer = self._on_unsupported(unsupported)
             if answer is None:

@@ -78,15 +78,18 @@ class CannotListen(Exception):
 class KafkaServer:
     def __init__(self, services: Services, host: str, port: int, *, max_request_bytes: int, metrics: BrokerMetrics,
                  settings: Mapping[str, Any] | None = None, on_failure: Callable[[], None] = lambda: None,
-                 listener: str = "PLAINTEXT", tls: ssl.SSLContext | None = None):
+                 listener: str = "PLAINTEXT", tls: ssl.SSLContext | None = None,
+                 identify: Callable[[asyncio.BaseTransport], str | None] | None = None):
         """`settings`: the listener's limits by Kafka name (max.connections, max.connections.per.ip
         and its overrides, connections.max.idle.ms, queued.max.request.bytes); None: their defaults.
         `listener`: the listener's name; `tls`: the context an SSL listener serves with (None:
-        plaintext), replaced by `tls` for the connections accepted after."""
+        plaintext), replaced by `tls` for the connections accepted after; `identify`: the
+        principal of a new connection (principals.py; None: User:ANONYMOUS)."""
         settings = defaults() if settings is None else settings
         self._services = services
         self.listener = listener
         self.tls = tls
+        self._identify = identify
         self._handshakes: set[asyncio.Task] = set()
         self._metrics = metrics
         self.host, self.port = host, port
@@ -247,6 +250,7 @@ class KafkaServer:
             memory=self._memory,
             registry=self._limits,
             listener=self.listener,
+            identify=self._identify,
             on_lost=lost,
             on_answered=answered,
         )
