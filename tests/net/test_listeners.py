@@ -176,6 +176,8 @@ async def test_the_wrong_protocol_on_a_port_closes_that_connection_only(tmp_path
             writer.write(api_versions_frame(1))
             assert await asyncio.wait_for(reader.read(), WAIT_S) == b""
             writer.close()
+            assert broker.metrics.registry.get_sample_value("replog_connections_closed_total",
+                                                            {"reason": "tls_handshake"}) == 1
             # TLS to the plaintext port: the ClientHello is no Kafka frame; the connection is closed.
             with pytest.raises(BrokerUnavailable):
                 await BrokerConnection.open("127.0.0.1", plaintext, tls=client_tls(ca_file), connect_timeout_s=WAIT_S,

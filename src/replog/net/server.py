@@ -46,11 +46,12 @@ from kio.schema.errors import ErrorCode
 
 from replog.config import defaults
 from replog.obs import BrokerMetrics
+from replog.obs.logs import LineBudget
 from replog.tasks import cancel_and_wait
 
 from . import codec
 from .connection_limits import DESCRIPTORS_EXHAUSTED, ConnectionLimits, addresses_of, raise_descriptor_limit
-from .framing import KafkaConnection
+from .framing import CLOSES_LOGGED_MAX, KafkaConnection
 from .handlers import API_NAMES, HANDLERS, count_error
 from .handlers.api_versions import unsupported_version_answer
 from .leader_connections import registered_follower
@@ -69,6 +70,8 @@ SWEEP_INTERVAL_MAX_S = 1.0
 ACCEPT_ABANDONED = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EINTR})
 # TLS handshakes under way at once on a listener; past it, accepting waits for one to end.
 HANDSHAKES_PENDING_MAX = 256
+# Each names its peer, so a flood of failing handshakes is held back by count.
+_HANDSHAKE_FAILURES_LOGGED = LineBudget(logger, "TLS handshake failed", lines_max=CLOSES_LOGGED_MAX)
 
 
 class CannotListen(Exception):
@@ -181,9 +184,12 @@ class KafkaServer:
                 await loop.connect_accepted_socket(self._connection, accepted, ssl=tls,
                                                    ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
         except (OSError, TimeoutError) as error:  # the client went away already, or failed the handshake
-            level = logging.DEBUG if tls is None else logging.INFO
-            logger.log(level, "accepted connection not served listener=%s peer=%s error=%r", self.listener, peer, error)
-            if tls is not None:
+            if tls is None:
+                logger.debug("accepted connection not served listener=%s peer=%s error=%r", self.listener, peer, error)
+            else:
+                if _HANDSHAKE_FAILURES_LOGGED.allows():
+                    logger.info("TLS handshake failed, connection closed listener=%s peer=%s error=%r", self.listener,
+                                peer, error)
                 self._metrics.connection_closed("tls_handshake")
             accepted.close()
 

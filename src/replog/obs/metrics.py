@@ -206,9 +206,10 @@ class BrokerMetrics:
             "broker's own files), accept_failed (an accept failed, e.g. EMFILE; tried again after a pause)",
             ["limit"], registry=registry)
         self._connections_closed = Counter(
-            "replog_connections_closed", "idle connections the broker closed, by why: connections.max.idle.ms "
+            "replog_connections_closed", "connections the broker closed, by why: connections.max.idle.ms "
             "(no complete request nor answer for that long), descriptors (the broker's own files needed the file "
-            "descriptors they held; the connections idle longest go)", ["reason"], registry=registry)
+            "descriptors they held; the connections idle longest go), tls_handshake (an SSL listener's handshake "
+            "failed or timed out)", ["reason"], registry=registry)
         self._children: dict[tuple, Any] = {}
         self._request_phases: dict[str, tuple[Any, ...]] = {}  # by API: its histograms, in PHASES order
 
