@@ -222,7 +222,8 @@ def test_a_listener_may_override_its_ssl_settings():
                                        "listener.name.client.ssl.key.password": "s3cret"})
     assert config["listener.name.client.ssl.keystore.location"] == "/etc/client.pem"
     assert config["listener.name.client.ssl.key.password"].text == "s3cret"
-    assert "s3cret" not in format_value(config["listener.name.client.ssl.key.password"])
+    password = config["listener.name.client.ssl.key.password"]
+    assert "s3cret" not in format_value(password) + f"{password} {password!r} {password:>10}" + "%s" % password
     with pytest.raises(ConfigError, match="unknown setting 'listener.name.client.ssl.no.such'"):
         load_broker_config(None, {"listener.name.client.ssl.no.such": "x"})
 

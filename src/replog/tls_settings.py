@@ -33,6 +33,9 @@ class Secret(str):
 
     __repr__ = __str__
 
+    def __format__(self, spec: str) -> str:  # str's own would format the text
+        return format("[hidden]", spec)
+
 
 def _secret(text: str) -> Secret | None:
     return Secret(text) if text.strip() else None

@@ -24,7 +24,11 @@ def certificate_principals(rules: tuple[PrincipalRule, ...]) -> Callable[[asynci
         certificate = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
         if not certificate:
             return ANONYMOUS
-        user = principal_of(rules, x509.load_der_x509_certificate(certificate).subject.rfc4514_string())
+        try:
+            subject = x509.load_der_x509_certificate(certificate).subject.rfc4514_string()
+        except ValueError:  # verified by OpenSSL, yet not X.509 that cryptography reads: no principal
+            return None
+        user = principal_of(rules, subject)
         return None if user is None else f"User:{user}"
 
     return identify

@@ -192,6 +192,9 @@ class KafkaServer:
                                 peer, error)
                 self._metrics.connection_closed("tls_handshake")
             accepted.close()
+        except asyncio.CancelledError:  # the server stops during the handshake
+            accepted.close()
+            raise
 
     async def _sweep(self) -> None:
         loop = asyncio.get_running_loop()
