@@ -17,9 +17,11 @@ import uuid
 
 import pytest
 import trustme
+from click.testing import CliRunner
 from kio.schema.errors import ErrorCode
 
 from replog.broker import Broker
+from replog.cli import main
 from replog.config import load_broker_config
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, InvalidNodeValue
@@ -204,6 +206,31 @@ async def test_required_client_certificates_are_checked_against_the_truststore(t
                                                tls=client_tls(ca_file, ca.issue_cert("client.example")),
                                                request_timeout_s=WAIT_S) as accepted:
             assert (await accepted.metadata(None)).brokers
+
+
+@pytest.fixture
+def root_logging_kept():
+    """`replog broker start` sets the root logger's level and its handlers' formats and filters:
+    given back after, for the tests that follow in this process."""
+    root = logging.getLogger()
+    kept = root.level, [(handler, handler.formatter, list(handler.filters)) for handler in root.handlers]
+    yield
+    root.setLevel(kept[0])
+    for handler, formatter, filters in kept[1]:
+        handler.setFormatter(formatter)
+        handler.filters[:] = filters
+
+
+@pytest.mark.parametrize("listen, status, complaint", [
+    ("SASL_SSL://127.0.0.1:0", 2, "listener SASL_SSL uses SASL_SSL, which is not served yet"),
+    ("SSL://127.0.0.1:0", 1, "listener SSL is SSL but has no certificate"),
+])
+def test_a_listener_that_cannot_be_served_stops_the_start_with_one_line(tmp_path, listen, status, complaint,
+                                                                       root_logging_kept):
+    done = CliRunner().invoke(main, ["broker", "start", "--metrics-listen", "", "--listen", listen,
+                                     "--data-dir", str(tmp_path / "data")])
+    assert done.exit_code == status and complaint in done.output, done.output
+    assert len(done.output.strip().splitlines()) == 1, done.output
 
 
 @pytest.mark.parametrize("settings, complaint", [
