@@ -63,7 +63,8 @@ def confluent_tls(broker: BrokerProcess, ca_file) -> dict[str, str]:
 
 def new_topic(settings: dict[str, str]) -> str:
     topic = f"t-{uuid.uuid4().hex[:10]}"
-    AdminClient(settings).create_topics([NewTopic(topic, 1, 1)])[topic].result(TIMEOUT_S)
+    admin = AdminClient(settings)  # held until the answer: a client destroyed meanwhile fails it
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(TIMEOUT_S)
     return topic
 
 
@@ -190,3 +191,10 @@ def test_a_required_client_certificate_must_come_from_the_truststores_ca(tmp_pat
         assert list(accepted.list_topics(timeout=TIMEOUT_S).brokers) == [0]
     finally:
         broker.stop()
+
+
+def test_the_start_line_names_every_listener_with_its_port(tls_broker):
+    line = next(line for line in tls_broker.output if "listening on" in line)
+    assert line.rstrip().endswith(f"listeners PLAINTEXT://127.0.0.1:{tls_broker.ports['PLAINTEXT']},"
+                                  f"SSL://127.0.0.1:{tls_broker.ports['SSL']}")
+    assert tls_broker.port == tls_broker.ports["PLAINTEXT"] != tls_broker.ports["SSL"]
