@@ -127,6 +127,7 @@ SSL_SETTING_NAMES = (
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
     "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
     "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites", "ssl.principal.mapping.rules",
+    "ssl.endpoint.identification.algorithm",
 )
 # name -> (parser, default, doc, is_list), as config.Setting takes them
 SPECS: dict[str, tuple[Callable[[str], Any], Any, str, bool]] = {
@@ -147,6 +148,9 @@ SPECS: dict[str, tuple[Callable[[str], Any], Any, str, bool]] = {
     "ssl.principal.mapping.rules": (_principal_rules, (PrincipalRule(None),),
                                     "how a client certificate's subject becomes its principal's user: DEFAULT or "
                                     "RULE:pattern/replacement/[LU], comma-separated, the first that applies", False),
+    "ssl.endpoint.identification.algorithm": (_one_of("https", ""), "https",
+                                              "https: a broker checks that another broker's certificate names the "
+                                              "host it connects to; empty: it does not", False),
 }
 _OVERRIDE = re.compile(r"listener\.name\.([a-z0-9_\-]+)\.(ssl\..+)")
 

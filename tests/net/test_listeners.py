@@ -25,7 +25,7 @@ from replog.cli import main
 from replog.config import load_broker_config
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, InvalidNodeValue
-from replog.net import certificate_reload
+from replog.net import certificate_reload, tls
 from replog.net.client import BrokerConnection, BrokerUnavailable
 from replog.net.codec import ApiKey
 from replog.net.handlers import HANDLERS
@@ -365,3 +365,12 @@ async def test_a_certificate_no_rule_maps_is_refused(tmp_path, certificates):
         async with await BrokerConnection.open("127.0.0.1", broker.server.port, request_timeout_s=WAIT_S,
                                                tls=client_tls(ca_file, ca.issue_cert("admin", common_name="admin"))) as admin:
             assert (await admin.metadata(None)).brokers
+
+
+@pytest.mark.parametrize("algorithm, checked", [("https", True), ("", False)])
+def test_brokers_check_each_others_host_names_unless_told_not_to(tmp_path, certificates, algorithm, checked):
+    ca_file, keystore, _ = certificates
+    context = tls.client_context(load_broker_config(None, {
+        "listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(keystore), "ssl.truststore.location": str(ca_file),
+        "ssl.endpoint.identification.algorithm": algorithm}), "SSL")
+    assert context.check_hostname is checked and context.verify_mode == ssl.CERT_REQUIRED

@@ -53,10 +53,11 @@ def server_context(settings: Mapping[str, Any], listener: str) -> ssl.SSLContext
 def client_context(settings: Mapping[str, Any], listener: str) -> ssl.SSLContext:
     """The context this broker connects to other brokers' listener `listener` with: it trusts
     the listener's truststore (the system's CAs without one), checks the broker's host name
-    (Kafka's ssl.endpoint.identification.algorithm=https), and presents the listener's
+    unless ssl.endpoint.identification.algorithm is empty, and presents the listener's
     certificate, for brokers that require client certificates."""
     values = tls_settings.settings_of(settings, listener)
     context = _context(ssl.PROTOCOL_TLS_CLIENT, values, listener)
+    context.check_hostname = values["ssl.endpoint.identification.algorithm"] == "https"
     if not _load_truststore(context, values, listener):
         context.load_default_certs()
     if values["ssl.keystore.location"] or values["ssl.keystore.certificate.chain"]:
