@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import gc
 import logging
 import re
 import ssl
@@ -209,12 +210,14 @@ async def test_required_client_certificates_are_checked_against_the_truststore(t
 
 
 @pytest.fixture
-def root_logging_kept():
-    """`replog broker start` sets the root logger's level and its handlers' formats and filters:
-    given back after, for the tests that follow in this process."""
+def process_state_kept():
+    """`replog broker start` sets the root logger's level, its handlers' formats and filters, and
+    the cycle collector's pace: given back after, for the tests that follow in this process."""
     root = logging.getLogger()
     kept = root.level, [(handler, handler.formatter, list(handler.filters)) for handler in root.handlers]
+    thresholds = gc.get_threshold()
     yield
+    gc.set_threshold(*thresholds)
     root.setLevel(kept[0])
     for handler, formatter, filters in kept[1]:
         handler.setFormatter(formatter)
@@ -226,7 +229,7 @@ def root_logging_kept():
     ("SSL://127.0.0.1:0", 1, "listener SSL is SSL but has no certificate"),
 ])
 def test_a_listener_that_cannot_be_served_stops_the_start_with_one_line(tmp_path, listen, status, complaint,
-                                                                       root_logging_kept):
+                                                                       process_state_kept):
     done = CliRunner().invoke(main, ["broker", "start", "--metrics-listen", "", "--listen", listen,
                                      "--data-dir", str(tmp_path / "data")])
     assert done.exit_code == status and complaint in done.output, done.output
