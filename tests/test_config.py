@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pathlib
+import re
 
 import pytest
 
 from replog.broker import Broker
+from replog.listener_settings import Endpoint, ListenerProtocol
+from replog.tls_settings import principal_of
 from replog.config import (
     TOPIC_SETTINGS,
     ConfigError,
@@ -43,10 +46,14 @@ def test_values_are_parsed():
         ("coord.url", "ftp://x", "accepted forms"),
         ("coord.url", "memory:127.0.0.1", "memory: must be followed by //; accepted forms"),
         ("coord.url", "zk://127.0.0.1:2181//replog", "chroot '//replog'"),
-        ("listeners", "SSL://host:9093", "only PLAINTEXT"),
-        ("listeners", "a:1,b:2", "exactly one listener"),
+        ("listeners", "PLAINTEXT://a:1,PLAINTEXT://b:2", "Each listener must have a different name"),
+        ("listeners", "PLAINTEXT://a:1,SSL://b:1", "Each listener must have a different port"),
         ("listeners", "host", "host:port"),
+        ("listeners", "://host:1", "without a name"),
         ("advertised.listeners", "host:0", "port from 1"),
+        ("listener.security.protocol.map", "CLIENT:TLS", "not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+        ("ssl.client.auth", "always", "none, requested, required"),
+        ("ssl.enabled.protocols", "TLSv1.1", "older versions are not offered"),
         ("metrics.listeners", "host", "host:port"),
         ("log.segment.bytes", str(2**31), "at most 2147483647"),
         ("log.segment.bytes", "13", "at least 14"),
@@ -76,8 +83,13 @@ def test_bad_values_name_the_setting(name, text, complaint):
 def test_broker_defaults_are_kafkas():
     config = load_broker_config(None, {})
     assert config["broker.id"] == 0
-    assert config["listeners"] == HostPort("127.0.0.1", 9092)
+    assert config["listeners"] == (Endpoint("PLAINTEXT", "127.0.0.1", 9092),)
     assert config["advertised.listeners"] == config["listeners"]
+    assert config["listener.security.protocol.map"] == tuple(
+        ListenerProtocol(protocol, protocol) for protocol in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
+    assert config["inter.broker.listener.name"] == "PLAINTEXT"
+    assert config["ssl.client.auth"] == "none"
+    assert config["ssl.enabled.protocols"] == ("TLSv1.2", "TLSv1.3")
     assert config["metrics.listeners"] == HostPort("127.0.0.1", 9644)  # Redpanda's port
     assert config["metrics.per.partition.enable"] is False
     assert config["broker.rack"] is None
@@ -97,8 +109,13 @@ def test_broker_defaults_are_kafkas():
 @pytest.mark.parametrize(
     "name, text, value",
     [
-        ("listeners", "PLAINTEXT://0.0.0.0:0", HostPort("0.0.0.0", 0)),
-        ("listeners", "[::1]:9093", HostPort("::1", 9093)),
+        ("listeners", "PLAINTEXT://0.0.0.0:0", (Endpoint("PLAINTEXT", "0.0.0.0", 0),)),
+        ("listeners", "[::1]:9093", (Endpoint("PLAINTEXT", "::1", 9093),)),
+        ("listeners", "client://a:1, SSL://[::1]:2, b:0", (Endpoint("CLIENT", "a", 1), Endpoint("SSL", "::1", 2),
+                                                         Endpoint("PLAINTEXT", "b", 0))),
+        ("listeners", "A://a:0,B://b:0", (Endpoint("A", "a", 0), Endpoint("B", "b", 0))),  # each any free port
+        ("listener.security.protocol.map", "client:ssl, REPLICATION:PLAINTEXT",
+         (ListenerProtocol("CLIENT", "SSL"), ListenerProtocol("REPLICATION", "PLAINTEXT"))),
         ("metrics.listeners", "0.0.0.0:9644", HostPort("0.0.0.0", 9644)),
         ("metrics.listeners", "", None),  # off
         ("log.dirs", "/data/a, /data/b", ("/data/a", "/data/b")),
@@ -165,7 +182,7 @@ def test_file_overrides_defaults_and_set_overrides_file(tmp_path):
     config = load_broker_config(toml_path, {"log.retention.ms": "60000", "broker.rack": "r2"})
 
     assert config["broker.id"] == 3
-    assert config["listeners"] == config["advertised.listeners"] == HostPort("10.0.0.3", 9092)
+    assert config["listeners"] == config["advertised.listeners"] == (Endpoint("PLAINTEXT", "10.0.0.3", 9092),)
     assert config["log.retention.ms"] == 60_000
     assert config["log.dirs"] == ("/d1", "/d2")
     assert config["auto.create.topics.enable"] is True
@@ -179,7 +196,54 @@ def test_file_overrides_defaults_and_set_overrides_file(tmp_path):
 
 def test_advertised_listeners_can_differ_from_listeners():
     config = load_broker_config(None, {"listeners": "0.0.0.0:9092", "advertised.listeners": "broker1.example:9092"})
-    assert config["advertised.listeners"] == HostPort("broker1.example", 9092)
+    assert config["advertised.listeners"] == (Endpoint("PLAINTEXT", "broker1.example", 9092),)
+
+
+def test_named_listeners_take_their_protocol_from_the_map():
+    config = load_broker_config(None, {
+        "listeners": "CLIENT://127.0.0.1:9093,REPLICATION://127.0.0.1:9094",
+        "listener.security.protocol.map": "CLIENT:SSL,REPLICATION:PLAINTEXT",
+        "advertised.listeners": "CLIENT://broker1.example:9093,REPLICATION://10.0.0.1:9094",
+        "inter.broker.listener.name": "replication",
+    })
+    assert config["inter.broker.listener.name"] == "REPLICATION"
+    assert config["advertised.listeners"] == (Endpoint("CLIENT", "broker1.example", 9093),
+                                              Endpoint("REPLICATION", "10.0.0.1", 9094))
+
+
+def test_inter_broker_listener_defaults_to_plaintext_else_the_first():
+    assert load_broker_config(None, {"listeners": "SSL://a:1,PLAINTEXT://a:2"})["inter.broker.listener.name"] == "PLAINTEXT"
+    assert load_broker_config(None, {"listeners": "SSL://a:1"})["inter.broker.listener.name"] == "SSL"
+
+
+def test_a_listener_may_override_its_ssl_settings():
+    config = load_broker_config(None, {"ssl.keystore.location": "/etc/all.pem",
+                                       "listener.name.client.ssl.keystore.location": "/etc/client.pem",
+                                       "listener.name.client.ssl.key.password": "s3cret"})
+    assert config["listener.name.client.ssl.keystore.location"] == "/etc/client.pem"
+    assert config["listener.name.client.ssl.key.password"].text == "s3cret"
+    password = config["listener.name.client.ssl.key.password"]
+    assert "s3cret" not in format_value(password) + f"{password} {password!r} {password:>10}" + "%s" % password
+    with pytest.raises(ConfigError, match="unknown setting 'listener.name.client.ssl.no.such'"):
+        load_broker_config(None, {"listener.name.client.ssl.no.such": "x"})
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"listeners": "CLIENT://a:1"}, "No security protocol defined for listener CLIENT"),
+        ({"listeners": "SASL_SSL://a:1"}, "listener SASL_SSL uses SASL_SSL, which is not served yet"),
+        ({"listeners": "PLAINTEXT://a:1", "advertised.listeners": "SSL://a:1"},
+         "advertised.listeners listener names must be equal to or a subset of the ones defined in listeners. Found SSL"),
+        ({"listeners": "0.0.0.0:9092"}, "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0"),
+        ({"listeners": "SSL://a:1,PLAINTEXT://a:2", "inter.broker.listener.name": "INTERNAL"},
+         "inter.broker.listener.name must be a listener name defined in advertised.listeners. The valid options based "
+         "on currently configured listeners are SSL,PLAINTEXT"),
+    ],
+)
+def test_listener_settings_are_checked_against_each_other_in_kafkas_words(overrides, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_broker_config(None, overrides)
 
 
 @pytest.mark.parametrize(
@@ -206,7 +270,7 @@ def test_layering_errors_name_the_key_and_source(tmp_path, toml_text, overrides,
         ("", {}, {"broker.id": ("--broker-id", "abc")}, "--broker-id: 'abc' is not an integer"),
         ("", {"broker.id": "abc"}, {}, "broker.id (from --set): 'abc' is not an integer"),
         ('"broker.id" = "abc"', {}, {}, "broker.id (from file {toml_path}): 'abc' is not an integer"),
-        ("", {}, {"listeners": ("--listen", "SSL://h:1")}, "--listen: 'SSL://h:1' uses SSL; only PLAINTEXT listeners are served"),
+        ("", {}, {"listeners": ("--listen", "h")}, "--listen: 'h' must be NAME://host:port (or host:port for PLAINTEXT) with a port from 0 to 65535"),
         ("", {"auto.create.topics.enable": "yes"}, {}, "auto.create.topics.enable (from --set): 'yes' must be true or false"),
     ],
 )
@@ -455,3 +519,24 @@ def test_a_compact_topic_is_cleaned_and_deletes_by_retention_only_if_also_delete
         broker, {"cleanup.policy": "delete,compact", "retention.ms": "1000", "min.cleanable.dirty.ratio": "0.1"}))
     assert (both.compact, both.retention_ms, both.min_cleanable_dirty_ratio) == (True, 1000, 0.1)
     assert not LogConfig.from_topic_settings(effective_topic_config(broker, {})).compact
+
+
+@pytest.mark.parametrize("subject, user", [  # Kafka's SslPrincipalMapperTest
+    ("CN=Duke,OU=ServiceUsers,O=Org,C=US", "Duke"),
+    ("CN=Duke,OU=SME,O=mycp,L=Fulton,ST=MD,C=US", "duke@sme"),
+    ("cn=duke,ou=SME,o=mycp,l=Fulton,st=MD,c=US", "duke"),
+    ("OU=JavaSoft,O=Sun Microsystems,C=US", "OU=JavaSoft,O=Sun Microsystems,C=US"),  # DEFAULT
+])
+def test_certificate_subjects_map_to_users_by_kafkas_rules(subject, user):
+    rules = parse_setting("ssl.principal.mapping.rules",
+                          r"RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/, RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L,"
+                          r"RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/L, DEFAULT")
+    assert principal_of(rules, subject) == user
+
+
+def test_a_subject_no_rule_maps_has_no_user_and_a_bad_rule_is_refused():
+    assert principal_of(parse_setting("ssl.principal.mapping.rules", "RULE:^CN=(.*)$/$1/U"), "O=org") is None
+    with pytest.raises(ConfigError, match="invalid rule: 'CN=x'"):
+        parse_setting("ssl.principal.mapping.rules", "CN=x")
+    with pytest.raises(ConfigError, match="not a regular expression"):
+        parse_setting("ssl.principal.mapping.rules", "RULE:^CN=($/$1/")

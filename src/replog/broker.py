@@ -44,16 +44,21 @@ replicas, the metadata cache and a few broker-level decisions through it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import pathlib
+import ssl
 import time
 import uuid
+from collections.abc import Callable
 
 from kio.schema.errors import ErrorCode
 
 from replog import admin
 from replog.admin.errors import AdminError
+from replog import listener_settings, tls_settings
 from replog.config import BrokerConfig, HostPort
+from replog.listener_settings import Endpoint
 from replog.coord_backends import BadVersion, NodeExists, NoNode, ObservedStore, SessionState, StoreError, open_store
 from replog.coord_backends import paths
 from replog.coord_backends.joined import JoinedStore
@@ -61,6 +66,9 @@ from replog.coord_backends.paths import BrokerRegistration, ClusterId, InvalidNo
 from replog.groups import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, GroupLimits
 from replog.replication.metadata_cache import MetadataCache, each_seen
 from replog.net.fetch_sessions import FetchSessions
+from replog.net import certificate_reload, tls
+from replog.net.certificate_reload import CertificateWatch
+from replog.net.principals import certificate_principals
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
 from replog.replica.producer_ids import ProducerIdAllocator
@@ -152,16 +160,27 @@ class Broker:
         self.replicas.on_replica_changed = self.groups.partition_changed
         self._group_coordinator: asyncio.Task | None = None
         self._creating_offsets_topic: asyncio.Task | None = None
-        listener = config["listeners"]
-        self.server = KafkaServer(self, listener.host, listener.port, max_request_bytes=config["socket.request.max.bytes"],
-                                  metrics=self.metrics, settings=config, on_failure=lambda: self.failed.set())
+        # One server per listener; `server` is the first listener's.
+        self.servers = [
+            KafkaServer(self, endpoint.host, endpoint.port, max_request_bytes=config["socket.request.max.bytes"],
+                        metrics=self.metrics, settings=config, on_failure=lambda: self.failed.set(),
+                        listener=endpoint.name, tls=self._listener_tls(endpoint.name),
+                        identify=self._listener_principals(endpoint.name))
+            for endpoint in config["listeners"]
+        ]
+        self.server = self.servers[0]
+        self._certificate_watches = [
+            CertificateWatch(config, server.listener, functools.partial(self._serve_tls, server), self.metrics.certificate_loaded)
+            for server in self.servers if server.tls is not None
+        ]
+        self._certificate_watch: asyncio.Task | None = None
         self.metrics.watch(StateSources(
             broker_id=self.broker_id,
             partitions=lambda: self.replicas.partitions,
             min_insync_replicas=lambda partition: partition.config.min_insync_replicas,
             cluster_partitions=lambda: self.metadata.topics,
             registered_brokers=lambda: self.metadata.registered,
-            connections=lambda: self.server.connection_count,
+            connections=lambda: sum(server.connection_count for server in self.servers),
             store_session_state=lambda: self.store.session_state.value,
             store_session_states=tuple(state.value for state in SessionState),
             now_ms=self.now_ms,
@@ -170,7 +189,7 @@ class Broker:
             fetch_sessions=lambda: (len(self.fetch_sessions), self.fetch_sessions.cached_partitions),
             log_dir_space=lambda: (self.disk_space.free_bytes, self.disk_space.state.value),
             log_dir_space_states=tuple(state.value for state in DiskSpaceState),
-            queued_request_bytes=lambda: self.server.queued_request_bytes,
+            queued_request_bytes=lambda: sum(server.queued_request_bytes for server in self.servers),
         ))
         self.metrics_server = (None if metrics_listener is None
                                else MetricsServer(self.metrics.registry, metrics_listener.host, metrics_listener.port,
@@ -181,8 +200,9 @@ class Broker:
         self._registered = False
         self._started = False
         self.life_id = uuid.uuid4().hex[:16]
+        self.inter_broker_tls = self._inter_broker_tls()
         self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"],
-                                                    life_id=self.life_id)
+                                                    life_id=self.life_id, tls=lambda: self.inter_broker_tls)
         self.joined = JoinedStore(self.store)
         self.hosted = HostedPartitions(LeadershipContext(
             self.broker_id, self.store, self.replicas, self.leader_connections, config, self.now_ms, self.metadata.changed,
@@ -196,6 +216,33 @@ class Broker:
         self.failed = asyncio.Event()
         self._registering: asyncio.Task | None = None
         self._throttle_rates: asyncio.Task | None = None
+
+    def _listener_tls(self, listener: str) -> ssl.SSLContext | None:
+        """The TLS context listener `listener` serves with; None for a plaintext one."""
+        if listener_settings.security_protocol(self.config, listener) not in listener_settings.TLS_PROTOCOLS:
+            return None
+        return tls.server_context(self.config, listener)
+
+    def _listener_principals(self, listener: str) -> Callable[[asyncio.BaseTransport], str | None] | None:
+        """How listener `listener` names its clients' principals; None: User:ANONYMOUS, all."""
+        if listener_settings.security_protocol(self.config, listener) not in listener_settings.TLS_PROTOCOLS:
+            return None
+        return certificate_principals(tls_settings.settings_of(self.config, listener)["ssl.principal.mapping.rules"])
+
+    def _inter_broker_tls(self) -> ssl.SSLContext | None:
+        """What this broker connects to other brokers with: their inter-broker listener's TLS
+        (this broker's own listener's settings say whom to trust), or None for plaintext."""
+        listener = self.config["inter.broker.listener.name"]
+        if listener_settings.security_protocol(self.config, listener) not in listener_settings.TLS_PROTOCOLS:
+            return None
+        return tls.client_context(self.config, listener)
+
+    def _serve_tls(self, server: KafkaServer, context: ssl.SSLContext) -> None:
+        """New files of `server`'s listener: new connections get `context`; the inter-broker
+        listener's also change what this broker presents to and trusts of other brokers."""
+        server.tls = context
+        if server.listener == self.config["inter.broker.listener.name"]:
+            self.inter_broker_tls = self._inter_broker_tls()
 
     # lifecycle
     async def start(self) -> None:
@@ -223,12 +270,24 @@ class Broker:
         await self.metadata.start()  # startReplica for every replica the store assigns here
         await self._wait_for_first_leaderships()
         self.hosted.report_stray_logs(self.data_dir)
-        await self.server.start()
+        for server in self.servers:
+            await server.start()
+        for certificate_watch in self._certificate_watches:
+            certificate_watch.loaded()
+        if self._certificate_watches:
+            # Without it, certificates replaced under the broker would never serve, and expire.
+            self._certificate_watch = self._run_until_stopped(certificate_reload.watch(self._certificate_watches),
+                                                              "certificate watch")
         await self._register_at_start()
         self._registered = True
         self._started = True
-        logger.info("broker started broker=%d port=%d metrics=%s data_dir=%s", self.broker_id, self.server.port,
-                    self.metrics_address or "off", self.data_dir)
+        logger.info("broker started broker=%d listeners=%s metrics=%s data_dir=%s", self.broker_id,
+                    ",".join(str(endpoint) for endpoint in self.bound_listeners), self.metrics_address or "off", self.data_dir)
+
+    @property
+    def bound_listeners(self) -> list[Endpoint]:
+        """Each listener with the port it bound (port 0 asks for any free one)."""
+        return [Endpoint(server.listener, server.host, server.port) for server in self.servers]
 
     @property
     def metrics_address(self) -> str | None:
@@ -257,7 +316,8 @@ class Broker:
             logger.info("broker stopped broker=%d", self.broker_id)
 
     async def _stop_components(self) -> None:
-        for task in (self._session_follower, self._registering, self._throttle_rates, self._creating_offsets_topic):
+        for task in (self._session_follower, self._registering, self._throttle_rates, self._creating_offsets_topic,
+                     self._certificate_watch):
             if task is not None:
                 await cancel_and_wait(task)
         await self.state_changes.close()
@@ -267,7 +327,7 @@ class Broker:
         # Group requests wait for rebalances: answered NOT_COORDINATOR now, so that the server
         # finishing its requests does not wait for them, and their clients look elsewhere.
         self.groups.close()
-        await self.server.stop()
+        await asyncio.gather(*(server.stop() for server in self.servers))
         if self.metrics_server is not None:
             await self.metrics_server.stop()
         self.metadata.on_assignment_changed = None
@@ -341,9 +401,17 @@ class Broker:
         self.cluster_id = ClusterId.decode((await self.store.get(paths.CLUSTER_ID))[0]).cluster_id
 
     def _registration(self) -> BrokerRegistration:
-        advertised = self.config["advertised.listeners"]
-        port = advertised.port or self.server.port  # port 0 means "whatever was bound"
-        return BrokerRegistration(advertised.host, port, self.config["broker.rack"], self.life_id)
+        """Every advertised listener, and host/port the inter-broker one's (paths.BrokerRegistration)."""
+        bound = {server.listener: server.port for server in self.servers}
+        # Port 0 means "whatever was bound".
+        advertised = [Endpoint(endpoint.name, endpoint.host, endpoint.port or bound[endpoint.name])
+                      for endpoint in self.config["advertised.listeners"]]
+        inter_broker = next(endpoint for endpoint in advertised if endpoint.name == self.config["inter.broker.listener.name"])
+        protocols = dict(self.config["listener.security.protocol.map"])
+        return BrokerRegistration(inter_broker.host, inter_broker.port, self.config["broker.rack"], self.life_id,
+                                  endpoints=tuple(str(endpoint) for endpoint in advertised),
+                                  listener_security_protocol_map={endpoint.name: protocols[endpoint.name]
+                                                                  for endpoint in advertised})
 
     async def _register(self) -> None:
         await self.store.create(paths.broker(self.broker_id), self._registration().encode(), ephemeral=True)
@@ -463,7 +531,8 @@ class Broker:
         """The high watermarks the consumer group lag is computed from, for a scrape."""
         wanted = {(topic, partition) for _, topic, partition, _ in self.groups.committed_offsets()}
         self._high_watermarks = await high_watermarks.learn(
-            wanted, self._high_watermark_led_here, self._leader_of, self.metadata.brokers.get, SCRAPE_READ_MAX_S)
+            wanted, self._high_watermark_led_here, self._leader_of, self.metadata.brokers.get, SCRAPE_READ_MAX_S,
+            self.inter_broker_tls)
 
     def _high_watermark_led_here(self, topic: str, partition: int) -> int | None:
         hosted = self.replicas.hosted(topic, partition)

@@ -34,6 +34,7 @@ import types
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, NamedTuple
 
+from replog import listener_settings, tls_settings
 from replog.coord_backends.base import SESSION_TIMEOUT_MS_DEFAULT
 from replog.obs.state_change_events import EVENTS_MAX_DEFAULT as STATE_CHANGE_EVENTS_MAX_DEFAULT
 
@@ -141,34 +142,17 @@ def _paths(text: str) -> tuple[str, ...]:
     return paths
 
 
-def _host_port(text: str, minimum_port: int) -> HostPort:
-    address = text.strip()
-    scheme, separator, rest = address.partition("://")
-    if separator:
-        # Kafka writes listeners as NAME://host:port; replog serves one plaintext listener.
-        if scheme.upper() != "PLAINTEXT":
-            raise ValueError(f"uses {scheme}; only PLAINTEXT listeners are served")
-        address = rest
-    if "," in address:
-        raise ValueError("names more than one listener; replog serves exactly one listener")
-    host, separator, port = address.rpartition(":")
+def _host_port(text: str) -> HostPort:
+    host, separator, port = text.strip().rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
-    if not separator or not host or not port.isdigit() or not minimum_port <= int(port) <= 65535:
-        raise ValueError(f"must be host:port with a port from {minimum_port} to 65535")
+    if not separator or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError("must be host:port with a port from 0 to 65535")
     return HostPort(host, int(port))
 
 
-def _listener(text: str) -> HostPort:
-    return _host_port(text, minimum_port=0)  # port 0: bind any free port (tests)
-
-
-def _advertised_listener(text: str) -> HostPort:
-    return _host_port(text, minimum_port=1)
-
-
 def _optional_listener(text: str) -> HostPort | None:
-    """Empty: off."""
-    return _listener(text) if text.strip() else None
+    """Empty: off; port 0: any free port (tests)."""
+    return _host_port(text) if text.strip() else None
 
 
 def _cleanup_policy(text: str) -> tuple[str, ...]:
@@ -242,13 +226,18 @@ SETTINGS: dict[str, Setting] = {
             "how long the store keeps a silent broker's session (and its ephemeral nodes) alive",
         ),
         Setting("broker.id", _int32(0), 0, "this broker's id, unique in the cluster"),
-        Setting("listeners", _listener, HostPort("127.0.0.1", DEFAULT_PORT), "host:port the broker binds"),
-        Setting(
-            "advertised.listeners",
-            _advertised_listener,
-            None,
-            "host:port clients are told to connect to (default: the value of listeners)",
-        ),
+        Setting("listeners", listener_settings.listeners, listener_settings.listeners(f"127.0.0.1:{DEFAULT_PORT}"),
+                "NAME://host:port,... the broker binds, one server each (host:port alone: the PLAINTEXT listener)",
+                is_list=True),
+        Setting("advertised.listeners", listener_settings.advertised_listeners, None,
+                "NAME://host:port,... clients are told to connect to, per listener (default: each listener's own "
+                "address)", is_list=True),
+        Setting("listener.security.protocol.map", listener_settings.protocol_map,
+                listener_settings.protocol_map(listener_settings.DEFAULT_PROTOCOL_MAP),
+                "NAME:PROTOCOL,... the security protocol of each listener name", is_list=True),
+        Setting("inter.broker.listener.name", listener_settings.listener_name, None,
+                "the listener other brokers connect to (default: PLAINTEXT, else the first listener)"),
+        *(Setting(name, *tls_settings.SPECS[name]) for name in tls_settings.SSL_SETTING_NAMES),
         Setting(
             "metrics.listeners",
             _optional_listener,
@@ -562,6 +551,9 @@ def _lookup(name: str) -> Setting:
     setting = SETTINGS.get(name)
     if setting is not None:
         return setting
+    overridden = tls_settings.overridden(name)
+    if overridden is not None:
+        return dataclasses.replace(SETTINGS[overridden], name=name)
     hint = ""
     if name in TOPIC_SETTING_SYNONYMS:
         hint = f"; {name} is a topic setting, its broker default is {TOPIC_SETTING_SYNONYMS[name]}"
@@ -692,7 +684,8 @@ def load_broker_config(
 
     Every key must be a broker setting's Kafka name; a ConfigError names the key and where it was
     written (a flag's error names the flag, which is what the operator typed). The source a
-    flag's value records is the flag. `advertised.listeners` left unset resolves to `listeners`.
+    flag's value records is the flag. `advertised.listeners` and `inter.broker.listener.name` left
+    unset resolve from `listeners` (listener_settings.resolve).
     """
     values = defaults()
     sources = dict.fromkeys(values, DEFAULT_SOURCE)
@@ -708,8 +701,10 @@ def load_broker_config(
                 raise ConfigError(f"{error} (from {source})") from None
             values[name] = _parse(setting, text, source if names_setting else f"{name} (from {source})")
             sources[name] = source
-    if values["advertised.listeners"] is None:
-        values["advertised.listeners"] = values["listeners"]
+    try:
+        listener_settings.resolve(values)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     return BrokerConfig(types.MappingProxyType(values), types.MappingProxyType(sources))
 
 

@@ -15,11 +15,13 @@ import uvloop
 
 from replog import broker
 from replog.net.server import CannotListen
+from replog.net.tls import TlsSettingsError
 from replog.obs import CannotServeMetrics
 from replog.storage.data_dir_lock import DataDirectoryInUse, DataDirectoryUnusable
 
 # Why a broker cannot start, each said in one line that names its cause.
-CANNOT_START = (DataDirectoryInUse, DataDirectoryUnusable, broker.BrokerIdInUse, CannotListen, CannotServeMetrics)
+CANNOT_START = (DataDirectoryInUse, DataDirectoryUnusable, broker.BrokerIdInUse, CannotListen, CannotServeMetrics,
+                TlsSettingsError)
 
 # Allocations (net of frees) between collections of the cycle collector's youngest generation;
 # CPython's default is 700. A broker holds a few hundred thousand long-lived objects per thousand
@@ -67,8 +69,10 @@ async def serve(config) -> None:
         await node.stop()  # release what did start: the store session, open logs
         raise
     metrics = f"on http://{node.metrics_address}/metrics" if node.metrics_address else "off"
-    print(f"replog broker {node.broker_id} listening on {config['listeners'].host}:{node.server.port}, "
-          f"metrics {metrics}, data in {node.data_dir}, coordination {config['coord.url']}", flush=True)
+    # The first listener's address first, as before named listeners; then every listener.
+    print(f"replog broker {node.broker_id} listening on {node.server.host}:{node.server.port}, "
+          f"metrics {metrics}, data in {node.data_dir}, coordination {config['coord.url']}, "
+          f"listeners {','.join(str(endpoint) for endpoint in node.bound_listeners)}", flush=True)
     stop_asked, broker_failed = asyncio.create_task(stopping.wait()), asyncio.create_task(node.failed.wait())
     await asyncio.wait((stop_asked, broker_failed), return_when=asyncio.FIRST_COMPLETED)
     for waiter in (stop_asked, broker_failed):

@@ -10,9 +10,9 @@ from tests.support.servers import unique_root
 
 
 def _running_cluster(request, base_dir, server_fixtures: dict[str, str], extra_args: tuple[str, ...] = (),
-                     settings: tuple[str, ...] = QUICK_SETTINGS):
+                     settings: tuple[str, ...] = QUICK_SETTINGS, listeners: tuple[str, ...] = ("PLAINTEXT",)):
     server = request.getfixturevalue(server_fixtures[request.param])
-    running = Cluster(f"{request.param}://{server.address}{unique_root()}", base_dir, 3, extra_args, settings)
+    running = Cluster(f"{request.param}://{server.address}{unique_root()}", base_dir, 3, extra_args, settings, listeners)
     running.server = server
     running.start()
     try:

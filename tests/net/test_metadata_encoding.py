@@ -9,6 +9,7 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
+from replog.coord_backends.paths import BrokerRegistration
 from replog.groups import OFFSETS_TOPIC
 from replog.replication.metadata_cache import PartitionView
 from replog.net import codec
@@ -36,7 +37,7 @@ def services(cluster_id: str | None, presumed_gone: frozenset[int] = frozenset()
             topics=TOPICS,
             topic_id=TOPIC_IDS.get,
             topic_of_id={topic_id: name for name, topic_id in TOPIC_IDS.items()}.get,
-            brokers={broker_id: types.SimpleNamespace(host=host, port=port, rack=rack) for broker_id, (host, port, rack) in LIVE.items()}),
+            brokers={broker_id: BrokerRegistration(host, port, rack) for broker_id, (host, port, rack) in LIVE.items()}),
         leader_connections=types.SimpleNamespace(presumed_gone=presumed_gone.__contains__),
         serving=lambda topic, partition: (topic, partition) not in not_served,
         # A refused name's error is a plain int code, as the broker's refusals give it.

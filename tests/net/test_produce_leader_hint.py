@@ -25,7 +25,7 @@ async def test_the_hint_names_the_leader_the_metadata_knows():
     services = services_led_by(SUCCESSOR)
     hint = await produce._current_leader(services, "orders", 0)
     assert hint == {"current_leader": {"leader_id": SUCCESSOR, "leader_epoch": 4}}
-    assert produce._endpoints(services, [hint]) == [{"node_id": SUCCESSOR, "host": "127.0.0.1", "port": 9092, "rack": None}]
+    assert produce._endpoints(services, [hint], "PLAINTEXT") == [{"node_id": SUCCESSOR, "host": "127.0.0.1", "port": 9092, "rack": None}]
 
 
 async def test_a_refusal_waits_for_the_metadata_to_name_a_successor():
@@ -47,7 +47,7 @@ async def test_without_a_successor_the_refusal_comes_bare_after_the_bounded_wait
     services = services_led_by(THIS_BROKER)
     assert await produce._current_leader(services, "orders", 0) == {}
     assert await produce._current_leader(services, "no-such-topic", 0) == {}
-    assert produce._endpoints(services, [{}]) == []
+    assert produce._endpoints(services, [{}], "PLAINTEXT") == []
 
 
 async def test_a_leader_whose_broker_is_not_registered_is_not_named(monkeypatch):

@@ -5,7 +5,9 @@ Its Prometheus endpoint binds a free port too (never the default 9644, which eve
 the host would share); `metrics_address` is where it listens. `rlimits` (resource -> limit)
 start it under resource limits, as a hostile client's tests do: an address-space limit turns
 unbounded memory into a failure the test sees, a low file limit makes descriptors run out.
-`env` is added to its environment (a benchmark points PYTHONPATH at another revision's tree)."""
+`env` is added to its environment (a benchmark points PYTHONPATH at another revision's tree).
+`listeners` names its listeners, each on 127.0.0.1 (default: one PLAINTEXT); `ports` holds the
+port each bound, and `port` the first's."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import threading
 from collections.abc import Mapping
 
 START_LINE = re.compile(r"listening on (?P<host>[\d.]+):(?P<port>\d+), metrics (on http://[\d.]+:(?P<metrics_port>\d+)|off)")
+LISTENERS = re.compile(r"(?P<name>\w+)://[\d.]+:(?P<port>\d+)")
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 60
 
@@ -37,7 +40,8 @@ class BrokerHandle:
 
 class BrokerProcess(BrokerHandle):
     def __init__(self, data_dir: pathlib.Path, *, coord_url: str = "memory://", extra_args: tuple[str, ...] = (),
-                 cwd: pathlib.Path | None = None, rlimits: dict[int, int] | None = None, env: Mapping[str, str] | None = None):
+                 cwd: pathlib.Path | None = None, rlimits: dict[int, int] | None = None, env: Mapping[str, str] | None = None,
+                 listeners: tuple[str, ...] = ("PLAINTEXT",)):
         self.data_dir = data_dir
         self.env = dict(env or {})
         self.rlimits = dict(rlimits or {})
@@ -45,6 +49,8 @@ class BrokerProcess(BrokerHandle):
         self.extra_args = extra_args
         self.cwd = cwd
         self.port = 0
+        self.listeners = listeners
+        self.ports: dict[str, int] = {}
         self.metrics_port = 0
         self.process: subprocess.Popen | None = None
         self.output: list[str] = []
@@ -61,10 +67,15 @@ class BrokerProcess(BrokerHandle):
     def command(self) -> list[str]:
         return [
             sys.executable, "-m", "replog", "broker", "start",
-            "--listen", f"127.0.0.1:{self.port}", "--metrics-listen", self.metrics_address,
+            "--listen", self._listen(), "--metrics-listen", self.metrics_address,
             "--data-dir", str(self.data_dir), "--coord", self.coord_url,
             *self.extra_args,
         ]
+
+    def _listen(self) -> str:
+        if self.listeners == ("PLAINTEXT",):
+            return f"127.0.0.1:{self.port}"
+        return ",".join(f"{name}://127.0.0.1:{self.ports.get(name, 0)}" for name in self.listeners)
 
     def start(self) -> None:
         self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -78,6 +89,7 @@ class BrokerProcess(BrokerHandle):
                 match = START_LINE.search(line)
                 if match and not started.is_set():
                     self.port = int(match["port"])
+                    self.ports = {found["name"]: int(found["port"]) for found in LISTENERS.finditer(line.rpartition(" listeners ")[2])}
                     self.metrics_port = int(match["metrics_port"] or 0)
                     started.set()
 

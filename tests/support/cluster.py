@@ -29,7 +29,8 @@ QUICK_SETTINGS = quick_settings()
 
 class Cluster:
     def __init__(self, coord_url: str, base_dir, size: int, extra_args: tuple[str, ...] = (),
-                 settings: tuple[str, ...] = QUICK_SETTINGS):
+                 settings: tuple[str, ...] = QUICK_SETTINGS, listeners: tuple[str, ...] = ("PLAINTEXT",)):
+        """`listeners`: each broker's (BrokerProcess); clients bootstrap from the first."""
         self.coord_url = coord_url
         self.base_dir = base_dir
         self.server = None  # the ServerProcess behind coord_url
@@ -42,6 +43,7 @@ class Cluster:
                     *settings,
                     *extra_args,
                 ),
+                listeners=listeners,
             )
             for broker_id in range(size)
         }

@@ -33,8 +33,10 @@ BROKER_FLAGS = {
 
 @broker.command("start")
 @click.option("--broker-id", type=str, help="this broker's id (broker.id) [default: 0]")
-@click.option("--listen", type=str, help="host:port to bind (listeners) [default: 127.0.0.1:9092]")
-@click.option("--advertised", type=str, help="host:port clients are told (advertised.listeners) [default: --listen]")
+@click.option("--listen", type=str, help="host:port of the PLAINTEXT listener, or NAME://host:port,... (listeners) "
+                                         "[default: 127.0.0.1:9092]")
+@click.option("--advertised", type=str, help="host:port clients are told, or NAME://host:port,... per listener "
+                                             "(advertised.listeners) [default: each listener's own]")
 @click.option("--metrics-listen", type=str,
               help='host:port of the Prometheus endpoint (metrics.listeners); "" for none [default: 127.0.0.1:9644]')
 @click.option("--rack", type=str, help="rack name, for rack-aware assignment (broker.rack)")

@@ -95,12 +95,45 @@ def _is_tuple_type(hint: object) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class BrokerRegistration(NodeValue):
+    """`host`/`port`: the inter-broker listener's advertised address, what brokers connect to.
+    `endpoints`: every advertised listener, NAME://host:port, and
+    `listener_security_protocol_map` each name's protocol, as Kafka's ZooKeeper registration
+    has them: a client is answered with the addresses of the listener it came in on. Written by a
+    replog before named listeners, a registration has no endpoints: its host/port is the
+    PLAINTEXT listener."""
+
     host: str
     port: int
     rack: str | None = None
     # Random, new each time the broker process starts: a leader tells a follower's fetches from
     # this life from those of an earlier one still in flight (net/leader_connections.fetch_from).
     life_id: str | None = None
+    endpoints: tuple[str, ...] = ()
+    listener_security_protocol_map: dict[str, str] | None = dataclasses.field(default=None, hash=False)
+
+    def __post_init__(self) -> None:
+        _endpoints(self.endpoints)  # ValueError for one that is not NAME://host:port
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """(host, port) of listener `listener` (its name, upper-case); None when this broker has
+        none of that name. "" (a request that came in on no listener: a handler called
+        directly): host/port."""
+        if not listener or not self.endpoints:
+            return (self.host, self.port) if listener in ("", "PLAINTEXT") else None
+        return _endpoints(self.endpoints).get(listener)
+
+
+@functools.lru_cache(maxsize=1024)
+def _endpoints(endpoints: tuple[str, ...]) -> dict[str, tuple[str, int]]:
+    """NAME://host:port entries by name. Cached: Metadata reads every broker's for every answer."""
+    parsed = {}
+    for endpoint in endpoints:  # bounded by the broker's listeners
+        name, separator, address = endpoint.partition("://")
+        host, colon, port = address.rpartition(":")
+        if not (separator and colon and port.isdigit()):
+            raise ValueError(f"endpoint {endpoint!r} is not NAME://host:port")
+        parsed[name] = (host.removeprefix("[").removesuffix("]"), int(port))
+    return parsed
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ssl
 import struct
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
@@ -244,13 +245,15 @@ class BrokerConnection:
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         in_flight_max: int = DEFAULT_IN_FLIGHT_MAX,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        tls: ssl.SSLContext | None = None,
     ) -> BrokerConnection:
-        """Connect and negotiate versions; BrokerUnavailable if either fails in time."""
+        """Connect (over TLS with `tls`, checking the certificate names `host`) and negotiate
+        versions; BrokerUnavailable if either fails in time."""
         connection = cls(f"{host}:{port}", client_id=client_id, request_timeout_s=request_timeout_s, in_flight_max=in_flight_max)
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(connect_timeout_s):
-                await loop.create_connection(lambda: _FrameReceiver(connection, max_response_bytes), host, port)
+                await loop.create_connection(lambda: _FrameReceiver(connection, max_response_bytes), host, port, ssl=tls)
         except (OSError, TimeoutError) as error:
             unavailable = BrokerRefused if isinstance(error, ConnectionRefusedError) else BrokerUnavailable
             raise unavailable(f"{host}:{port}: cannot connect within {connect_timeout_s}s: {error!r}") from None

@@ -247,6 +247,9 @@ class Overtaken:
                 self._listener()
 
 
+ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal of a client that did not authenticate
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Request:
     api_key: int
@@ -263,6 +266,11 @@ class Request:
     # answered in slices keeps its appends ahead of the connection's next request's, in arrival
     # order, as appends started in one step would be.
     appends_in_order: asyncio.Lock | None = None
+    # The name of the listener the request came in on: answers that name brokers give that
+    # listener's addresses. "" for a handler called directly.
+    listener: str = ""
+    # Who sent it (net/principals.py): User:ANONYMOUS, or the user a client certificate maps to.
+    principal: str = ANONYMOUS
 
 
 def _load_request_schema(api_key: int, api_version: int) -> type:
@@ -295,8 +303,9 @@ def peek(frame: memoryview | bytes) -> tuple[int, int, int]:
     return _REQUEST_PREFIX.unpack_from(frame)
 
 
-def decode_request(frame: memoryview | bytes) -> Request:
-    """Decode one request frame; trailing bytes after the body are ignored, as Kafka does.
+def decode_request(frame: memoryview | bytes, listener: str = "", principal: str = ANONYMOUS) -> Request:
+    """Decode one request frame, which `principal` sent on `listener`; trailing bytes after the
+    body are ignored, as Kafka does.
 
     The frame is checked first (frame_check): a length or count the bytes left cannot hold, a
     null the schema does not allow, or more than frame_check.ITEMS_MAX items is a FrameError
@@ -317,7 +326,7 @@ def decode_request(frame: memoryview | bytes) -> Request:
         body = own_decoder(frame, header_size, api_version) if own_decoder else read_body(frame, header_size)[0]
     except Exception as error:  # kio raises several types for truncated or garbled input
         raise FrameError(f"malformed api {api_key} v{api_version} request: {type(error).__name__}: {error}") from None
-    return Request(api_key, api_version, correlation_id, header.client_id, body)
+    return Request(api_key, api_version, correlation_id, header.client_id, body, listener=listener, principal=principal)
 
 
 def response_schema(api_key: int, api_version: int) -> type:

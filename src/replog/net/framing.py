@@ -35,7 +35,8 @@ them in slices (handlers/produce.py).
 Sending: a response is written with one `writelines`, but for log bytes (a Fetch response's
 HeldSlices), which go from the log file to the socket with os.sendfile while nothing is queued
 before them in the transport (uvloop's transports have no sendfile), so that they are never
-copied through Python; past a full socket, the rest goes through the transport, read then. A
+copied through Python; past a full socket, the rest goes through the transport, read then. On
+a TLS connection everything goes through the transport, which encrypts it. A
 held range a truncation rewrote since it was read closes the connection rather than send other
 bytes than were read (the client fetches again).
 
@@ -60,6 +61,7 @@ from replog.obs.logs import LineBudget
 from replog.storage.segment import HeldSlice
 
 from . import codec
+from .codec import ANONYMOUS
 from .request_memory import BASELINE_BYTES, RequestMemory
 
 logger = logging.getLogger(__name__)
@@ -99,10 +101,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         registry: Registry,
         on_lost: Callable[[], None] | None = None,
         on_answered: Callable[[asyncio.Future], None] | None = None,
+        listener: str = "",
+        identify: Callable[[asyncio.BaseTransport], str | None] | None = None,
     ):
         """`on_answered` hears of each dispatched request once its response is written (or,
-        when it has none, once its turn came): the future `dispatch` returned, for its timing."""
+        when it has none, once its turn came): the future `dispatch` returned, for its timing.
+        `identify` names the principal of a new connection, or None to refuse it (None:
+        User:ANONYMOUS)."""
         self._dispatch = dispatch
+        self._listener = listener  # the name each request carries
+        self._identify = identify
+        self.principal = ANONYMOUS
         self._on_lost = on_lost
         self._on_answered = on_answered
         self._on_unsupported = on_unsupported
@@ -147,12 +156,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport = transport  # type: ignore[assignment]
         self._transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_BYTES)
         sock = transport.get_extra_info("socket")
-        self._socket_fd = sock.fileno() if sock is not None else -1
+        # A TLS transport's socket would take the log's bytes unencrypted: those go through the transport.
+        encrypted = transport.get_extra_info("sslcontext") is not None
+        self._socket_fd = sock.fileno() if sock is not None and not encrypted else -1
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.peer_address = peer[0] if peer else ""
         self._peer_host = f"/{peer[0]}" if peer else ""
         self._registry.opened(self)
+        principal = self._identify(transport) if self._identify is not None else ANONYMOUS
+        if principal is None:
+            self._abort("no ssl.principal.mapping.rules rule applies to its certificate's subject")
+        else:
+            self.principal = principal
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._registry.closed(self)
@@ -324,7 +340,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _accept(self, frame: memoryview) -> None:
         try:
-            request = codec.decode_request(frame)
+            request = codec.decode_request(frame, self._listener, self.principal)
         except codec.UnsupportedVersion as unsupported:
             answer = self._on_unsupported(unsupported)
             if answer is None:

@@ -19,6 +19,13 @@ less): closes the connections idle past connections.max.idle.ms, has the others 
 receive buffer big frames grew, counts the broker's own file descriptors, and closes the
 connections idle longest if those need the descriptors they hold.
 
+A listener has a name and a security protocol (listener_settings.py); each request carries the
+listener's name, so that the answers that name brokers give the addresses of the listener the
+client came in on. An SSL listener serves TLS (tls.py): each accepted connection's handshake
+runs on its own, at most HANDSHAKES_PENDING_MAX at once and each bounded by
+tls.HANDSHAKE_TIMEOUT_S, so that clients that stall it (or speak plaintext to the port) hold up
+no other connection; one that fails is closed, and counted as closed for "tls_handshake".
+
 Both run in one task from start to stop: one that ends otherwise (a bug) would leave the broker
 unable to accept, or to bound its connections, so it is logged and `on_failure` is told (the
 broker stops).
@@ -30,6 +37,7 @@ import asyncio
 import errno
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Awaitable
@@ -38,16 +46,18 @@ from kio.schema.errors import ErrorCode
 
 from replog.config import defaults
 from replog.obs import BrokerMetrics
+from replog.obs.logs import LineBudget
 from replog.tasks import cancel_and_wait
 
 from . import codec
 from .connection_limits import DESCRIPTORS_EXHAUSTED, ConnectionLimits, addresses_of, raise_descriptor_limit
-from .framing import KafkaConnection
+from .framing import CLOSES_LOGGED_MAX, KafkaConnection
 from .handlers import API_NAMES, HANDLERS, count_error
 from .handlers.api_versions import unsupported_version_answer
 from .leader_connections import registered_follower
 from .request_memory import RequestMemory
 from .services import Services
+from .tls import HANDSHAKE_TIMEOUT_S
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +68,10 @@ ACCEPT_RETRY_MAX_S = 1.0
 SWEEP_INTERVAL_MAX_S = 1.0
 # Accepts that fail because the client went away before they came: the next may well succeed.
 ACCEPT_ABANDONED = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EINTR})
+# TLS handshakes under way at once on a listener; past it, accepting waits for one to end.
+HANDSHAKES_PENDING_MAX = 256
+# Each names its peer, so a flood of failing handshakes is held back by count.
+_HANDSHAKE_FAILURES_LOGGED = LineBudget(logger, "TLS handshake failed", lines_max=CLOSES_LOGGED_MAX)
 
 
 class CannotListen(Exception):
@@ -66,11 +80,20 @@ class CannotListen(Exception):
 
 class KafkaServer:
     def __init__(self, services: Services, host: str, port: int, *, max_request_bytes: int, metrics: BrokerMetrics,
-                 settings: Mapping[str, Any] | None = None, on_failure: Callable[[], None] = lambda: None):
+                 settings: Mapping[str, Any] | None = None, on_failure: Callable[[], None] = lambda: None,
+                 listener: str = "PLAINTEXT", tls: ssl.SSLContext | None = None,
+                 identify: Callable[[asyncio.BaseTransport], str | None] | None = None):
         """`settings`: the listener's limits by Kafka name (max.connections, max.connections.per.ip
-        and its overrides, connections.max.idle.ms, queued.max.request.bytes); None: their defaults."""
+        and its overrides, connections.max.idle.ms, queued.max.request.bytes); None: their defaults.
+        `listener`: the listener's name; `tls`: the context an SSL listener serves with (None:
+        plaintext), replaced by `tls` for the connections accepted after; `identify`: the
+        principal of a new connection (principals.py; None: User:ANONYMOUS)."""
         settings = defaults() if settings is None else settings
         self._services = services
+        self.listener = listener
+        self.tls = tls
+        self._identify = identify
+        self._handshakes: set[asyncio.Task] = set()
         self._metrics = metrics
         self.host, self.port = host, port
         self._max_request_bytes = max_request_bytes
@@ -97,7 +120,7 @@ class KafkaServer:
         self._limits.per_ip_overrides = await addresses_of(self._per_ip_overrides)
         self._limits.watch_descriptors(raise_descriptor_limit())
         await self._limits.count_descriptors(loop.time())
-        self._serving = asyncio.create_task(self._serve(), name="kafka-listener")
+        self._serving = asyncio.create_task(self._serve(), name=f"kafka-listener-{self.listener}")
         self._serving.add_done_callback(self._served)
 
     @property
@@ -141,13 +164,37 @@ class KafkaServer:
             if not self._limits.admits(peer[0]):
                 accepted.close()
                 continue
-            try:
-                if accepted.family in (socket.AF_INET, socket.AF_INET6):
-                    accepted.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tls is not None:
+                while len(self._handshakes) >= HANDSHAKES_PENDING_MAX:  # bounded: each handshake times out
+                    await asyncio.wait(self._handshakes, return_when=asyncio.FIRST_COMPLETED)
+                handshake = asyncio.create_task(self._serve_accepted(accepted, peer, self.tls))
+                self._handshakes.add(handshake)
+                handshake.add_done_callback(self._handshakes.discard)
+            else:
+                await self._serve_accepted(accepted, peer, None)
+
+    async def _serve_accepted(self, accepted: socket.socket, peer: Any, tls: ssl.SSLContext | None) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            if accepted.family in (socket.AF_INET, socket.AF_INET6):
+                accepted.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if tls is None:
                 await loop.connect_accepted_socket(self._connection, accepted)
-            except OSError as error:  # the client went away already
-                logger.debug("accepted connection not served peer=%s error=%s", peer, error)
-                accepted.close()
+            else:
+                await loop.connect_accepted_socket(self._connection, accepted, ssl=tls,
+                                                   ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
+        except (OSError, TimeoutError) as error:  # the client went away already, or failed the handshake
+            if tls is None:
+                logger.debug("accepted connection not served listener=%s peer=%s error=%r", self.listener, peer, error)
+            else:
+                if _HANDSHAKE_FAILURES_LOGGED.allows():
+                    logger.info("TLS handshake failed, connection closed listener=%s peer=%s error=%r", self.listener,
+                                peer, error)
+                self._metrics.connection_closed("tls_handshake")
+            accepted.close()
+        except asyncio.CancelledError:  # the server stops during the handshake
+            accepted.close()
+            raise
 
     async def _sweep(self) -> None:
         loop = asyncio.get_running_loop()
@@ -211,6 +258,8 @@ class KafkaServer:
             queued_bytes_max=self._max_request_bytes,
             memory=self._memory,
             registry=self._limits,
+            listener=self.listener,
+            identify=self._identify,
             on_lost=lost,
             on_answered=answered,
         )
@@ -231,6 +280,8 @@ class KafkaServer:
         if not self._listeners:
             return
         await cancel_and_wait(self._serving)
+        for handshake in list(self._handshakes):
+            await cancel_and_wait(handshake)
         self._close_listeners()
         await asyncio.gather(*(connection.drain_and_close(drain_timeout_s) for connection in list(self._limits.connections)))
 

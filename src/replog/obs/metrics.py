@@ -191,6 +191,11 @@ class BrokerMetrics:
             "replog_state_change_queue_oldest_seconds",
             "how long the oldest request in this broker's state-change queue has waited, as seen by the scrapes",
             registry=registry)
+        # An SSL listener's certificate, set when it is loaded and on every reload (net/tls.py).
+        self._certificate_expiry = Gauge(
+            "replog_tls_certificate_expiry_timestamp_seconds",
+            "when the certificate an SSL listener serves expires (its notAfter), by listener", ["listener"],
+            registry=registry)
         # The Kafka listener's limits (net/connection_limits.py, net/framing.py).
         self._connections_refused = Counter(
             "replog_connections_refused", "connections closed as soon as accepted, by the limit they passed "
@@ -201,9 +206,10 @@ class BrokerMetrics:
             "broker's own files), accept_failed (an accept failed, e.g. EMFILE; tried again after a pause)",
             ["limit"], registry=registry)
         self._connections_closed = Counter(
-            "replog_connections_closed", "idle connections the broker closed, by why: connections.max.idle.ms "
+            "replog_connections_closed", "connections the broker closed, by why: connections.max.idle.ms "
             "(no complete request nor answer for that long), descriptors (the broker's own files needed the file "
-            "descriptors they held; the connections idle longest go)", ["reason"], registry=registry)
+            "descriptors they held; the connections idle longest go), tls_handshake (an SSL listener's handshake "
+            "failed or timed out)", ["reason"], registry=registry)
         self._children: dict[tuple, Any] = {}
         self._request_phases: dict[str, tuple[Any, ...]] = {}  # by API: its histograms, in PHASES order
 
@@ -263,6 +269,9 @@ class BrokerMetrics:
 
     def accept_paused(self, limit: str) -> None:
         self._child(self._accept_pauses, limit).inc()
+
+    def certificate_loaded(self, listener: str, not_after_s: float) -> None:
+        self._certificate_expiry.labels(listener).set(not_after_s)
 
     def connection_closed(self, reason: str) -> None:
         self._child(self._connections_closed, reason).inc()

@@ -12,6 +12,7 @@ from replog.admin.reassignment import cluster_brokers
 from ..codec import ApiKey, Request, build_response
 from ..loop_slices import LoopSlices, respond
 from . import handles, log_refusal, unknown_partition
+from .metadata import broker_addresses
 
 
 @handles(ApiKey.ELECT_LEADERS)
@@ -65,10 +66,9 @@ async def elect_leaders(services, request: Request):
 async def describe_cluster(services, request: Request):
     """The registered brokers, and from v2, when asked (include_fenced_brokers), the brokers the
     cluster knows that are not registered, as fenced, with no address: down, or stopped without
-    being removed. Any broker takes admin requests, so the controller is the broker asked."""
-    brokers = [{"broker_id": broker_id, "host": registration.host, "port": registration.port,
-                "rack": registration.rack, "is_fenced": False}
-               for broker_id, registration in sorted(services.metadata.brokers.items())]
+    being removed. Addresses are those of the listener the client came in on, as Metadata's. Any broker takes admin requests, so the controller is the broker asked."""
+    brokers = [{"broker_id": broker_id, "host": host, "port": port, "rack": rack, "is_fenced": False}
+               for broker_id, host, port, rack in broker_addresses(services, request.listener)]
     if getattr(request.body, "include_fenced_brokers", False):
         down = await cluster_brokers(services.store) - set(services.metadata.brokers)
         brokers += [{"broker_id": broker_id, "host": "", "port": -1, "rack": None, "is_fenced": True}

@@ -54,8 +54,11 @@ async def _coordinator_for(services, request: Request, key: str, key_type: int) 
     # As Metadata answers: a leader whose process is gone is not named until its successor is.
     if broker is None or services.leader_connections.presumed_gone(view.leader) or not services.serving(OFFSETS_TOPIC, partition):
         return _not_available(f"partition {partition} of __consumer_offsets has no leader")
-    return {"error_code": ErrorCode.none, "error_message": None, "node_id": view.leader, "host": broker.host,
-            "port": broker.port}
+    endpoint = broker.endpoint(request.listener)
+    if endpoint is None:  # as Kafka answers a client of a listener the coordinator lacks
+        return _not_available(f"the coordinator, broker {view.leader}, has no listener {request.listener}")
+    return {"error_code": ErrorCode.none, "error_message": None, "node_id": view.leader, "host": endpoint[0],
+            "port": endpoint[1]}
 
 
 def _not_available(message: str) -> dict:

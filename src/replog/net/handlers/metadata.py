@@ -6,6 +6,10 @@ topic of thousands of partitions held the event loop for a long time per request
 an entity, then kio's writer, for each partition), in which no other client was served.
 tests/net/test_metadata_encoding.py checks the encoding against kio for every version.
 
+Brokers are named by the addresses of the listener the client came in on; a broker without
+that listener is left out, and a partition it leads is answered LISTENER_NOT_FOUND (v6 on;
+LEADER_NOT_AVAILABLE before), as Kafka answers.
+
 A request naming many topics is answered in slices (loop_slices.py), and names each topic once,
 however often it was asked: a name repeated many times would otherwise make an answer many
 times the topic's size, written while the loop waits. Kafka too reads the names asked as a set.
@@ -33,6 +37,8 @@ FIRST_FLEXIBLE_VERSION = 9
 # What kio writes for the authorized operations nobody asked for (Kafka's "not requested").
 _OPERATIONS_NOT_REQUESTED = -(2**31)
 _NO_ERROR, _LEADER_NOT_AVAILABLE = ErrorCode.none.value, ErrorCode.leader_not_available.value
+_LISTENER_NOT_FOUND = ErrorCode.listener_not_found.value
+FIRST_LISTENER_NOT_FOUND_VERSION = 6
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
 _HEAD_V0 = struct.Struct(">hii")  # error_code, partition_index, leader_id
 _HEAD_V7 = struct.Struct(">hiii")  # ... and leader_epoch
@@ -121,21 +127,26 @@ def _requested_topics(request: Request) -> list[str | uuid.UUID] | None:
     return asked
 
 
-def partition_entries(services, topic: str) -> list[tuple]:
-    """Each partition of `topic` as MetadataBodyEncoder.topic takes it."""
+def partition_entries(services, topic: str, listener: str = "", unavailable_error: int = _LEADER_NOT_AVAILABLE) -> list[tuple]:
+    """Each partition of `topic` as MetadataBodyEncoder.topic takes it, for a client of
+    `listener`: a leader without that listener is answered `unavailable_error`."""
     live = services.metadata.brokers
     # A leader presumed gone (it refused its followers) is not named until its successor is:
     # LEADER_NOT_AVAILABLE is retriable, and clients keep asking until then, where a named leader
     # would send them to a dead port until their next periodic refresh.
     named = {broker_id for broker_id in live if not services.leader_connections.presumed_gone(broker_id)}
+    reachable = {broker_id for broker_id, registration in live.items() if registration.endpoint(listener) is not None}
     serving = services.serving
     entries = []
     for partition, view in sorted(services.metadata.topics.get(topic, {}).items()):  # bounded by the topic's partitions
         # Nor is this broker named while its replica is still opening (its log recovers in a worker thread).
         available = view.leader in named and serving(topic, partition)
+        error = _NO_ERROR if available else _LEADER_NOT_AVAILABLE
+        if available and view.leader not in reachable:
+            available, error = False, unavailable_error
         replicas = view.replicas
         entries.append((
-            _NO_ERROR if available else _LEADER_NOT_AVAILABLE,
+            error,
             partition,
             view.leader if available else -1,
             view.leader_epoch,
@@ -144,6 +155,16 @@ def partition_entries(services, topic: str) -> list[tuple]:
             () if live.keys() >= set(replicas) else tuple(replica for replica in replicas if replica not in live),
         ))
     return entries
+
+
+def broker_addresses(services, listener: str) -> list[tuple[int, str, int, str | None]]:
+    """(node_id, host, port, rack) of each live broker with listener `listener`, by id."""
+    addresses = []
+    for broker_id, registration in sorted(services.metadata.brokers.items()):  # bounded by the cluster's brokers
+        endpoint = registration.endpoint(listener)
+        if endpoint is not None:
+            addresses.append((broker_id, *endpoint, registration.rack))
+    return addresses
 
 
 @handles(ApiKey.METADATA)
@@ -166,13 +187,13 @@ async def metadata(services, request: Request):
                 log_refusal(request, "metadata for an invalid topic name", name, error)
         topics.append((error, name, topic_id_of(services, name) if error == ErrorCode.none else NO_TOPIC_ID))
     body = MetadataBodyEncoder(request.api_version)
-    body.begin([(broker_id, registration.host, registration.port, registration.rack)
-                for broker_id, registration in sorted(services.metadata.brokers.items())],
+    unavailable = _LISTENER_NOT_FOUND if request.api_version >= FIRST_LISTENER_NOT_FOUND_VERSION else _LEADER_NOT_AVAILABLE
+    body.begin(broker_addresses(services, request.listener),
                # replog has no controller (docs/design.md §4.1): every broker acts on the store itself, so any
                # broker can take the admin requests clients send to "the controller".
                services.cluster_id, services.broker_id, len(topics))
     for error, name, topic_id in topics:
         await slices.pause()
         body.topic(error, name, topic_id, name == OFFSETS_TOPIC,
-                   partition_entries(services, name) if error == ErrorCode.none else [])
+                   partition_entries(services, name, request.listener, unavailable) if error == ErrorCode.none else [])
     return body.finish()

@@ -39,6 +39,7 @@ from replog.replica.manager import UnknownTopicOrPartitionError
 from ..codec import BODY_DECODERS, ApiKey, Request, WireReader, build_response
 from ..loop_slices import LoopSlices, respond
 from . import API_NAMES, count_error, handles, log_refusal
+from .metadata import broker_addresses
 
 FIRST_FLEXIBLE_VERSION = 9
 FIRST_STORAGE_ERROR_VERSION = 4  # KAFKA_STORAGE_ERROR: "the requestor must be prepared to handle" it from v4
@@ -198,16 +199,17 @@ async def produce(services, request: Request):
     values = {
         "throttle_time": 0,
         "responses": [{"name": topic, "partition_responses": partitions} for topic, partitions in by_topic.items()],
-        "node_endpoints": _endpoints(services, answers),
+        "node_endpoints": _endpoints(services, answers, request.listener),
     }
     if len(answers) <= ANSWERED_AT_ONCE_MAX:
         return build_response(request, values)
     return await respond(request, values, slices)
 
 
-def _endpoints(services, answers: list[dict]) -> list[dict]:
-    """KIP-951: where each leader named in a `current_leader` hint listens."""
-    leaders = sorted({answer["current_leader"]["leader_id"] for answer in answers if "current_leader" in answer})
-    brokers = services.metadata.brokers
-    return [{"node_id": leader, "host": brokers[leader].host, "port": brokers[leader].port, "rack": brokers[leader].rack}
-            for leader in leaders if leader in brokers]
+def _endpoints(services, answers: list[dict], listener: str) -> list[dict]:
+    """KIP-951: where each leader named in a `current_leader` hint listens, on `listener`."""
+    leaders = {answer["current_leader"]["leader_id"] for answer in answers if "current_leader" in answer}
+    if not leaders:
+        return []
+    return [{"node_id": node_id, "host": host, "port": port, "rack": rack}
+            for node_id, host, port, rack in broker_addresses(services, listener) if node_id in leaders]
