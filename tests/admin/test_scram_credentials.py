@@ -16,7 +16,7 @@ from replog.admin.scram_credentials import (
     credential,
     describe_user_scram_credentials,
 )
-from replog.admin.scram_formatter import SCRAM_SHA_256, SCRAM_SHA_512, credential_from_salted_password, salted_password
+from replog.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, credential_from_salted_password, salted_password
 from replog.coord_backends import paths
 
 SALT = b"0123456789abcdef"

@@ -19,7 +19,7 @@ from confluent_kafka.admin import (
 from kio.schema.errors import ErrorCode
 
 from replog.admin.scram_credentials import credential
-from replog.admin.scram_formatter import SCRAM_SHA_256, SCRAM_SHA_512, credential_from_password
+from replog.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, credential_from_password
 from replog.net.client import BrokerConnection
 from replog.net.codec import ApiKey
 from tests.net.in_process_broker import in_process_broker

@@ -29,7 +29,7 @@ from replog.coord_backends import paths
 from replog.coord_backends.paths import InvalidNodeValue, UserConfig
 
 from .errors import AdminError, store_failure
-from .scram_formatter import (
+from replog.security.scram import (
     ITERATIONS_MAX,
     ITERATIONS_MIN,
     MECHANISMS,
@@ -75,22 +75,44 @@ class UserScramCredentials:
     error: AdminError | None = None
 
 
+def user_and_mechanism_refusal(user: str, mechanism: int) -> AdminError | None:
+    """Kafka's refusal of a change to an empty user name or an unknown mechanism."""
+    if user == "":
+        return AdminError(ErrorCode.unacceptable_credential, EMPTY_USER)
+    if mechanism not in MECHANISMS_BY_TYPE:
+        return AdminError(ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism")
+    return None
+
+
+def iterations_refusal(iterations: int) -> AdminError | None:
+    if iterations < ITERATIONS_MIN:
+        return AdminError(ErrorCode.unacceptable_credential, "Too few iterations")
+    if iterations > ITERATIONS_MAX:
+        return AdminError(ErrorCode.unacceptable_credential, "Too many iterations")
+    return None
+
+
 def _refusal(change: ScramDeletion | ScramUpsertion) -> AdminError | None:
     """What Kafka refuses a change for without reading the store."""
-    if change.user == "":
-        return AdminError(ErrorCode.unacceptable_credential, EMPTY_USER)
-    mechanism = MECHANISMS_BY_TYPE.get(change.mechanism)
-    if mechanism is None:
-        return AdminError(ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism")
-    if isinstance(change, ScramUpsertion):
-        if change.iterations < ITERATIONS_MIN:
-            return AdminError(ErrorCode.unacceptable_credential, "Too few iterations")
-        if change.iterations > ITERATIONS_MAX:
-            return AdminError(ErrorCode.unacceptable_credential, "Too many iterations")
-        if not change.salt or len(change.salted_password) != hashlib.new(mechanism.hash_name).digest_size:
-            return AdminError(ErrorCode.unacceptable_credential,
-                              f"The salt is empty or the salted password is not a {mechanism.name} hash")
-    return None
+    refusal = user_and_mechanism_refusal(change.user, change.mechanism)
+    if refusal is not None or isinstance(change, ScramDeletion):
+        return refusal
+    mechanism = MECHANISMS_BY_TYPE[change.mechanism]
+    refusal = iterations_refusal(change.iterations)
+    if refusal is None and (not change.salt or len(change.salted_password) != hashlib.new(mechanism.hash_name).digest_size):
+        refusal = AdminError(ErrorCode.unacceptable_credential,
+                             f"The salt is empty or the salted password is not a {mechanism.name} hash")
+    return refusal
+
+
+def description_refusal(code: int, user: str) -> AdminError:
+    """Kafka's words for a user a description refuses (RESOURCE_NOT_FOUND, DUPLICATE_RESOURCE).
+    A client reads them from the code too: librdkafka reads this message past its end."""
+    if code == ErrorCode.duplicate_resource:
+        return AdminError(code, f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}")
+    if user == "":
+        return AdminError(code, EMPTY_USER)
+    return AdminError(code, f"Attempt to describe a user credential that does not exist: {user}")
 
 
 async def alter_user_scram_credentials(store: Store, deletions: Sequence[ScramDeletion],
@@ -113,7 +135,7 @@ async def alter_user_scram_credentials(store: Store, deletions: Sequence[ScramDe
             try:
                 results[user] = await _alter_user(store, user, [change for change in changes if change.user == user])
             except StoreError as error:
-                results[user] = store_failure(f"user {user!r}", error)
+                results[user] = store_failure("SCRAM credentials", error)
     return results
 
 
@@ -187,13 +209,12 @@ async def describe_user_scram_credentials(store: Store, users: Sequence[str] | N
     results = []
     for user in named:
         if user == "":
-            results.append(UserScramCredentials(user, error=AdminError(ErrorCode.resource_not_found, EMPTY_USER)))
+            results.append(UserScramCredentials(user, error=description_refusal(ErrorCode.resource_not_found, user)))
         elif counts[user] > 1:
-            results.append(UserScramCredentials(user, error=AdminError(
-                ErrorCode.duplicate_resource, f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}")))
+            results.append(UserScramCredentials(user, error=description_refusal(ErrorCode.duplicate_resource, user)))
         else:
-            results.append(_described(user, found[user]) or UserScramCredentials(user, error=AdminError(
-                ErrorCode.resource_not_found, f"Attempt to describe a user credential that does not exist: {user}")))
+            results.append(_described(user, found[user]) or UserScramCredentials(
+                user, error=description_refusal(ErrorCode.resource_not_found, user)))
     return results
 
 

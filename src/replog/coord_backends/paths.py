@@ -241,7 +241,7 @@ class DynamicBrokerConfig(NodeValue):
 @dataclasses.dataclass(frozen=True)
 class UserConfig(NodeValue):
     """A user's configs, as Kafka keeps them in ZooKeeper: `config` maps a SCRAM mechanism's name
-    to its credential (admin/scram_formatter.py's written form), beside any other user config."""
+    to its credential (security/scram.py's written form), beside any other user config."""
 
     config: dict[str, str]
 

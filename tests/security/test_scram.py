@@ -1,4 +1,4 @@
-"""The SCRAM credential maths (admin/scram_formatter.py) against RFC 7677's test vector and
+"""The SCRAM credential maths (security/scram.py) against RFC 7677's test vector and
 scramp, and the written form Kafka keeps in a user's config node."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import hmac
 import pytest
 import scramp
 
-from replog.admin.scram_formatter import (
+from replog.security.scram import (
     MECHANISMS,
     SCRAM_SHA_256,
     CredentialFormatError,
