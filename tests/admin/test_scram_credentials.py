@@ -118,3 +118,15 @@ async def test_many_users_are_listed(store):
     users = [f"user{index:03}" for index in range(150)]  # more than one read of many nodes holds
     await alter_user_scram_credentials(store, [], [upsertion(user) for user in users])
     assert [entry.user for entry in await describe_user_scram_credentials(store)] == users
+
+
+async def test_the_caller_gets_the_loop_back_before_each_users_write(store):
+    users = [f"user{index}" for index in range(5)]
+    pauses = []
+
+    async def pause() -> None:
+        pauses.append(len(await describe_user_scram_credentials(store)))
+
+    results = await alter_user_scram_credentials(store, [], [upsertion(user) for user in users] + [upsertion("", SHA512)], pause)
+    assert pauses == [0, 1, 2, 3, 4], "one pause before each user's write, none for a refused user"
+    assert len(results) == 6

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from kio.schema.errors import ErrorCode
 
@@ -28,7 +28,6 @@ from replog.coord_backends import TRANSACTION_OPS_MAX, BadVersion, NodeExists, N
 from replog.coord_backends import paths
 from replog.coord_backends.paths import InvalidNodeValue, UserConfig
 
-from .errors import AdminError, store_failure
 from replog.security.scram import (
     ITERATIONS_MAX,
     ITERATIONS_MIN,
@@ -41,6 +40,8 @@ from replog.security.scram import (
     format_credential,
     parse_credential,
 )
+
+from .errors import AdminError, store_failure
 from .topics import CONFLICT_ATTEMPTS_MAX, _children_or_none, _get_or_none
 
 logger = logging.getLogger(__name__)
@@ -115,26 +116,31 @@ def description_refusal(code: int, user: str) -> AdminError:
     return AdminError(code, f"Attempt to describe a user credential that does not exist: {user}")
 
 
-async def alter_user_scram_credentials(store: Store, deletions: Sequence[ScramDeletion],
-                                       upsertions: Sequence[ScramUpsertion]) -> dict[str, AdminError | None]:
+async def _no_pause() -> None:
+    pass
+
+
+async def alter_user_scram_credentials(store: Store, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion],
+                                       pause: Callable[[], Awaitable[None]] = _no_pause) -> dict[str, AdminError | None]:
     """Apply the changes; per user, in the order first named: the refusal or failure that left
-    all of that user's credentials as they were, or None when all of its changes were made."""
-    changes = [*deletions, *upsertions]
+    all of that user's credentials as they were, or None when all of its changes were made.
+    `pause()` is awaited before each user's write: a request handler gives the event loop back
+    there (a request may name 50,000 users)."""
+    by_user: dict[str, list[ScramDeletion | ScramUpsertion]] = {}
     results: dict[str, AdminError | None] = {}
-    for change in changes:
+    for change in [*deletions, *upsertions]:
+        by_user.setdefault(change.user, []).append(change)
         if results.get(change.user) is None:
             results[change.user] = _refusal(change)
-    seen: set[tuple[str, int]] = set()
-    for change in changes:
-        key = (change.user, change.mechanism)
-        if results[change.user] is None and key in seen:
-            results[change.user] = AdminError(ErrorCode.duplicate_resource, ALTERED_TWICE)
-        seen.add(key)
+    for user, changes in by_user.items():
+        if results[user] is None and len({change.mechanism for change in changes}) < len(changes):
+            results[user] = AdminError(ErrorCode.duplicate_resource, ALTERED_TWICE)
     for user, refusal in results.items():
         if refusal is None:
+            await pause()
             try:
-                results[user] = await _alter_user(store, user, [change for change in changes if change.user == user])
-            except StoreError as error:
+                results[user] = await _alter_user(store, user, by_user[user])
+            except StoreError as error:  # InvalidNodeValue among them: a node this version cannot read
                 results[user] = store_failure("SCRAM credentials", error)
     return results
 
@@ -164,11 +170,15 @@ async def _alter_user(store: Store, user: str, changes: list[ScramDeletion | Scr
                 await store.delete(path, node[1])
         except (NodeExists, BadVersion, NoNode):
             continue
-        logger.info("altered SCRAM credentials user=%s upserted=%s deleted=%s", user,
-                    ",".join(MECHANISMS_BY_TYPE[c.mechanism].name for c in changes if isinstance(c, ScramUpsertion)) or "-",
-                    ",".join(MECHANISMS_BY_TYPE[c.mechanism].name for c in changes if isinstance(c, ScramDeletion)) or "-")
+        logger.info("altered SCRAM credentials user=%r upserted=%s deleted=%s", user, _names(changes, ScramUpsertion),
+                    _names(changes, ScramDeletion))
         return None
     return AdminError(ErrorCode.unknown_server_error, f"user {user!r}'s credentials kept changing meanwhile; try again")
+
+
+def _names(changes: list[ScramDeletion | ScramUpsertion], kind: type) -> str:
+    """The mechanisms of the changes of one kind, for a log line: never more than the names."""
+    return ",".join(MECHANISMS_BY_TYPE[change.mechanism].name for change in changes if isinstance(change, kind)) or "-"
 
 
 def _described(user: str, node: tuple[bytes, int] | None) -> UserScramCredentials | None:
@@ -180,7 +190,7 @@ def _described(user: str, node: tuple[bytes, int] | None) -> UserScramCredential
         credentials = tuple((mechanism.name, parse_credential(config[mechanism.name]).iterations)
                             for mechanism in MECHANISMS if mechanism.name in config)
     except (InvalidNodeValue, CredentialFormatError) as error:
-        logger.error("unreadable SCRAM credentials user=%s: %s", user, error)
+        logger.error("unreadable SCRAM credentials user=%r: %s", user, error)
         return UserScramCredentials(user, error=AdminError(ErrorCode.unknown_server_error, DESCRIBE_FAILED))
     return UserScramCredentials(user, credentials) if credentials else None
 
@@ -220,7 +230,8 @@ async def describe_user_scram_credentials(store: Store, users: Sequence[str] | N
 
 async def credential(store: Store, user: str, mechanism: str) -> ScramCredential | None:
     """The user's stored credential for the mechanism (a name, as a SASL handshake gives it);
-    None for an unknown user, mechanism or credential."""
+    None for an unknown user, mechanism or credential. An unreadable one raises InvalidNodeValue
+    or CredentialFormatError, neither quoting it."""
     if mechanism not in MECHANISMS_BY_NAME or user == "":
         return None
     node = await _get_or_none(store, paths.user_config(user))

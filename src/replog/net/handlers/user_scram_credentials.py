@@ -56,12 +56,12 @@ async def describe_user_scram_credentials(services, request: Request):
 async def alter_user_scram_credentials(services, request: Request):
     """One result per user named, in the order first named."""
     body = request.body
+    slices = LoopSlices()
     outcomes = await scram_credentials.alter_user_scram_credentials(
         services.store,
         [ScramDeletion(deletion.name, deletion.mechanism) for deletion in body.deletions],
         [ScramUpsertion(upsertion.name, upsertion.mechanism, upsertion.iterations, upsertion.salt, upsertion.salted_password)
-         for upsertion in body.upsertions])
-    slices = LoopSlices()
+         for upsertion in body.upsertions], slices.pause)
     results = []
     for user, error in outcomes.items():
         await slices.pause()
