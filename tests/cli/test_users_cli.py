@@ -21,18 +21,19 @@ PASSWORD = "s3cr3t-Pässword"
 TIMEOUT_S = 120
 
 
-async def replog(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+async def replog(*args: str, stdin: str | bytes | None = None) -> tuple[int, str, str]:
     """(status, stdout, stderr) of `replog ARGS` in a process of its own, while this process's
     event loop goes on serving the broker it may ask."""
     clean = {name: value for name, value in os.environ.items() if not name.startswith("REPLOG_")}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "replog", *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env=clean)
-    out, err = await asyncio.wait_for(process.communicate(None if stdin is None else stdin.encode()), TIMEOUT_S)
+    data = stdin if stdin is None or isinstance(stdin, bytes) else stdin.encode()
+    out, err = await asyncio.wait_for(process.communicate(data), TIMEOUT_S)
     return process.returncode, out.decode(), err.decode()
 
 
-def script(password_file) -> list[tuple[tuple[str, ...], str | None]]:
+def script(password_file) -> list[tuple[tuple[str, ...], str | bytes | None]]:
     """(arguments, stdin) of each command, the door's options left out."""
     return [
         (("users", "list", "--output", "json"), None),
@@ -46,6 +47,7 @@ def script(password_file) -> list[tuple[tuple[str, ...], str | None]]:
         (("users", "create", "carol", "--iterations", "4095", "--password-stdin"), PASSWORD),
         (("users", "create", "carol", "--iterations", "16385", "--password-stdin"), PASSWORD),
         (("users", "create", "carol", "--password-stdin"), ""),
+        (("users", "create", "carol", "--password-stdin"), b"caf\xe9"),
         (("users", "create", "carol", "--password-stdin", "--password-file", str(password_file)), PASSWORD),
         (("users", "create", "carol", "--mechanism", "SCRAM-SHA-1", "--password-stdin"), PASSWORD),
         (("users", "delete", "alice", "--mechanism", "SCRAM-SHA-512"), None),
@@ -68,6 +70,7 @@ EXPECTED = [
     (1, "", "replog: user 'carol': Too few iterations\n"),
     (1, "", "replog: user 'carol': Too many iterations\n"),
     (2, "", "replog: users create: the password is empty\n"),
+    (2, "", "replog: users create: the password is not UTF-8 text\n"),
     (2, "", "replog: users create: give the password with exactly one of --password-file FILE and --password-stdin\n"),
     (2, "", None),  # click's words for a choice not offered: checked apart
     (0, "Deleted user alice's SCRAM-SHA-512 credential.\n", ""),
@@ -91,7 +94,7 @@ def check(answers: list[tuple[int, str, str]]) -> None:
     table = answers[4][1].splitlines()
     assert [line.split() for line in table[2:]] == [["alice", "SCRAM-SHA-256", "8192"], ["alice", "SCRAM-SHA-512", "4096"],
                                                     ["bob", "SCRAM-SHA-256", "4096"]]
-    assert answers[11][2].startswith("replog: users create: Invalid value for '--mechanism': 'SCRAM-SHA-1' is not one of")
+    assert answers[12][2].startswith("replog: users create: Invalid value for '--mechanism': 'SCRAM-SHA-1' is not one of")
     for status, out, err in answers:
         assert PASSWORD not in out and PASSWORD not in err
 

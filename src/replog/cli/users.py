@@ -39,10 +39,14 @@ def _password(password_file: str | None, password_stdin: bool) -> str:
     if (password_file is None) == (not password_stdin):
         raise click.UsageError("give the password with exactly one of --password-file FILE and --password-stdin")
     if password_stdin:
-        password = _without_newline(sys.stdin.read())
+        raw = sys.stdin.buffer.read()
     else:
-        with open(password_file, encoding="utf-8") as opened:
-            password = _without_newline(opened.read())
+        with open(password_file, "rb") as opened:
+            raw = opened.read()
+    try:
+        password = _without_newline(raw.decode("utf-8"))
+    except UnicodeDecodeError:  # its message would quote a byte of the password
+        raise click.UsageError("the password is not UTF-8 text") from None
     if not password:
         raise click.UsageError("the password is empty")
     return password
