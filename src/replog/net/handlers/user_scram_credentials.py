@@ -15,8 +15,8 @@ from kio.schema.errors import ErrorCode
 from replog.admin import scram_credentials
 from replog.admin.errors import AdminError, store_failure
 from replog.admin.scram_credentials import ScramDeletion, ScramUpsertion
-from replog.security.scram import MECHANISMS_BY_NAME
 from replog.coord_backends import StoreError
+from replog.security.scram import MECHANISMS_BY_NAME
 
 from ..codec import ApiKey, Request
 from ..loop_slices import LoopSlices, respond
