@@ -42,6 +42,7 @@ class Names:
     group: str = "hostile-group"
     member: str = "hostile-member"  # unknown to the group: answered at once, never waits for a rebalance
     absent_broker: int = 7  # UnregisterBroker's subject: not this broker
+    user: str = "hostile-user"  # the SCRAM credential requests' subject: no client authenticates as it
 
 
 class Seed(NamedTuple):
@@ -149,6 +150,7 @@ _BY_NAME: dict[str, Any] = {
     "topic_id": _NULL,  # replog's Metadata names topics, never their ids: a request by id names none
     "states_filter": [], "types_filter": [],
     "assignment": b"",
+    "mechanism": 2, "iterations": 4096, "salt": b"hostile-salt", "salted_password": bytes(64),  # SCRAM-SHA-512's
 }
 _GROUP_FIELDS = {"group_id", "key", "groups", "groups_names", "coordinator_keys"}
 _TOPIC_FIELDS = {"topic", "resource_name", "topic_names"}
@@ -199,4 +201,6 @@ def _name(entity: str, context: _Context) -> str:
         return names.doomed_topic
     if "Topic" in entity or "Reassignable" in entity:
         return names.topic
+    if "Scram" in entity or entity == "UserName":
+        return names.user
     raise AssertionError(f"no seed value for {entity}.name: say what it names in seeds._name")

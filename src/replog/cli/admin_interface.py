@@ -34,7 +34,15 @@ from replog.admin import AdminError, TopicAlreadyExists, UnknownTopicOrPartition
 from replog.admin import cluster
 from replog.admin.assignment import BrokerRack
 from replog.admin.planner import Plan
+from replog.admin.errors import error_for_code
 from replog.admin.reassignment import PartitionKey, ReassignmentStatus
+from replog.admin.scram_credentials import (
+    UserScramCredentials,
+    description_refusal,
+    iterations_refusal,
+    user_and_mechanism_refusal,
+)
+from replog.security.scram import MECHANISMS_BY_NAME, ScramMechanism
 from replog.admin.topic_configs import ConfigOperation, ConfigSource
 from replog.admin.topics import PartitionDescription, check_given_assignment, validate_topic_name
 from replog.net.client import BrokerConnection
@@ -278,6 +286,57 @@ class Admin(abc.ABC):
     @abc.abstractmethod
     async def _queued_state_changes(self, topic: str | None, partition: int | None) -> list[state_change_reader.Queued]:
         """The requests of the topic and partition (None: all) waiting in the brokers' queues."""
+
+    # -- users' SCRAM credentials: `replog users` ------------------------------------------------
+
+    async def create_user(self, user: str, mechanism: str, iterations: int, password: str) -> None:
+        """Set the user's credential of the mechanism (a name), replacing one it had. Only the
+        salted password leaves this process, as Kafka's protocol has it."""
+        scram = MECHANISMS_BY_NAME[mechanism]
+        _raise_for(user, user_and_mechanism_refusal(user, scram.type) or iterations_refusal(iterations))
+        _raise_for(user, await self._upsert_scram_credential(user, scram, iterations, password))
+
+    async def delete_user(self, user: str, mechanisms: Sequence[str] = ()) -> list[str]:
+        """Delete the user's credentials of the mechanisms (none named: every one it has); the
+        mechanisms deleted."""
+        if not mechanisms:
+            [described] = await self.describe_users([user])
+            mechanisms = [name for name, _ in described.credentials]
+        for mechanism in mechanisms:
+            _raise_for(user, user_and_mechanism_refusal(user, MECHANISMS_BY_NAME[mechanism].type))
+        _raise_for(user, await self._delete_scram_credentials(user, [MECHANISMS_BY_NAME[mechanism] for mechanism in mechanisms]))
+        return list(mechanisms)
+
+    async def describe_users(self, names: Sequence[str] = ()) -> list[UserScramCredentials]:
+        """The named users' credentials (each once), or every user's that has one, by name; a
+        named user without any is RESOURCE_NOT_FOUND."""
+        names = list(dict.fromkeys(names))
+        if "" in names:
+            raise description_refusal(ErrorCode.resource_not_found, "")
+        described = await self._describe_users(names)
+        failed = next((entry.error for entry in described if entry.error is not None), None)
+        if failed is not None:
+            raise error_for_code(failed.code, failed.message)
+        return described
+
+    @abc.abstractmethod
+    async def _upsert_scram_credential(self, user: str, mechanism: ScramMechanism, iterations: int,
+                                       password: str) -> AdminError | None:
+        """The change made, or the refusal in Kafka's words."""
+
+    @abc.abstractmethod
+    async def _delete_scram_credentials(self, user: str, mechanisms: Sequence[ScramMechanism]) -> AdminError | None:
+        """The credentials deleted, or the refusal in Kafka's words."""
+
+    @abc.abstractmethod
+    async def _describe_users(self, names: Sequence[str]) -> list[UserScramCredentials]:
+        """Each named user's credentials or refusal, in order (none named: every user's, by name)."""
+
+
+def _raise_for(user: str, error: AdminError | None) -> None:
+    """A refusal of a change to the user's credentials, the user named: Kafka's words do not."""
+    if error is not None:
+        raise error_for_code(error.code, f"user {user!r}: {error.message}")
 
 
 def topic_status(name: str, partitions: tuple[PartitionDescription, ...], entries: Mapping) -> TopicStatus:

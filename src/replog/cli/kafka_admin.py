@@ -13,6 +13,8 @@ from confluent_kafka import ElectionType as KafkaElectionType
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, ResourceType
 from confluent_kafka.admin import NewTopic as KafkaNewTopic
+from confluent_kafka.admin import ScramCredentialInfo, UserScramCredentialDeletion, UserScramCredentialUpsertion
+from confluent_kafka.admin import ScramMechanism as KafkaScramMechanism
 from kio.schema.errors import ErrorCode
 
 from replog.admin import AdminError, UnknownTopicOrPartition, cluster
@@ -20,6 +22,8 @@ from replog.admin.assignment import BrokerRack
 from replog.admin.errors import error_for_code
 from replog.admin.planner import Plan
 from replog.admin.reassignment import PartitionKey, ReassignmentStatus
+from replog.admin.scram_credentials import UserScramCredentials, description_refusal
+from replog.security.scram import MECHANISMS_BY_TYPE, ScramMechanism
 from replog.admin.topic_configs import AlterOp, ConfigOperation, ConfigSource
 from replog.admin.topics import PartitionDescription
 from replog.config import DYNAMIC_BROKER_SETTINGS, LEADER_THROTTLE_RATE
@@ -299,6 +303,42 @@ class KafkaAdmin(Admin):
     async def _cluster_outcome(self, future):
         return await outcome(future, lambda error: f"{self.where}: {error.str()}")
 
+    # -- users' SCRAM credentials: librdkafka salts the password ---------------------------------
+
+    async def _alter_user(self, user: str, alterations: list) -> AdminError | None:
+        """One request of the user's alterations: one result for all of them."""
+        futures = self._admin.alter_user_scram_credentials(alterations, request_timeout=REQUEST_TIMEOUT_S)
+        try:
+            await outcome(futures[user], lambda error: error.str())
+        except AdminError as error:
+            return error
+        return None
+
+    async def _upsert_scram_credential(self, user: str, mechanism: ScramMechanism, iterations: int,
+                                       password: str) -> AdminError | None:
+        info = ScramCredentialInfo(KafkaScramMechanism(mechanism.type), iterations)
+        return await self._alter_user(user, [UserScramCredentialUpsertion(user, info, password.encode())])
+
+    async def _delete_scram_credentials(self, user: str, mechanisms: Sequence[ScramMechanism]) -> AdminError | None:
+        return await self._alter_user(user, [UserScramCredentialDeletion(user, KafkaScramMechanism(mechanism.type))
+                                             for mechanism in mechanisms])
+
+    async def _describe_users(self, names: Sequence[str]) -> list[UserScramCredentials]:
+        if not names:
+            future = self._admin.describe_user_scram_credentials(request_timeout=REQUEST_TIMEOUT_S)
+            described = await outcome(future, lambda error: error.str())
+            return [_user_credentials(described[user]) for user in sorted(described)]
+        futures = self._admin.describe_user_scram_credentials(list(names), request_timeout=REQUEST_TIMEOUT_S)
+        results = []
+        for user in names:
+            try:
+                results.append(_user_credentials(await outcome(futures[user], lambda error: error.str())))
+            except AdminError as error:
+                if error.code in (ErrorCode.resource_not_found, ErrorCode.duplicate_resource):
+                    error = description_refusal(error.code, user)  # librdkafka's copy of the message runs on
+                results.append(UserScramCredentials(user, error=error))
+        return results
+
 
 def _bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
     addresses = []
@@ -346,3 +386,9 @@ def _described_partition(partition, live: set[int]) -> PartitionDescription:
         adding_replicas=None,
         removing_replicas=None,
     )
+
+
+def _user_credentials(description) -> UserScramCredentials:
+    infos = sorted((info.mechanism.value, info.iterations) for info in description.scram_credential_infos)
+    return UserScramCredentials(description.user, tuple((MECHANISMS_BY_TYPE[mechanism].name, iterations)
+                                                        for mechanism, iterations in infos))

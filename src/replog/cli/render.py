@@ -13,9 +13,11 @@ from rich import box, filesize
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from replog.admin.cluster import ClusterStatus, ElectionResult
 from replog.admin.planner import Plan
+from replog.admin.scram_credentials import UserScramCredentials
 from replog.admin.state_change_events import event_json
 from replog.replication.state_changes import FROM_ADMIN
 
@@ -182,6 +184,19 @@ def moves_progress(total: int) -> Iterator[Callable[[int, int], None]]:
             progress.update(task, completed=done)
 
         yield advance
+
+
+# -- replog users ----------------------------------------------------------------------------------
+
+def print_users(described: Sequence[UserScramCredentials]) -> None:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("USER", overflow="fold")
+    table.add_column("MECHANISM", no_wrap=True)
+    table.add_column("ITERATIONS", justify="right", no_wrap=True)
+    for entry in described:
+        for mechanism, iterations in entry.credentials:
+            table.add_row(Text(entry.user), mechanism, str(iterations))  # Text: a name is not markup
+    console().print(table)
 
 
 # -- replog groups ---------------------------------------------------------------------------------

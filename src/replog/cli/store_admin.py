@@ -10,6 +10,14 @@ from replog.admin import AdminError, UnknownTopicOrPartition, broker_configs, cl
 from replog.admin.assignment import BrokerRack
 from replog.admin.planner import Plan
 from replog.admin.reassignment import PartitionKey, ReassignmentStatus, cluster_brokers
+from replog.admin.scram_credentials import (
+    ScramDeletion,
+    ScramUpsertion,
+    UserScramCredentials,
+    alter_user_scram_credentials,
+    describe_user_scram_credentials,
+)
+from replog.security.scram import ScramMechanism, new_salt, salted_password
 from replog.admin.state_change_events import queued_state_changes
 from replog.admin.topic_configs import ConfigOperation
 from replog.config import load_broker_config
@@ -129,3 +137,17 @@ class StoreAdmin(Admin):
 
     async def _queued_state_changes(self, topic: str | None, partition: int | None) -> list[state_change_reader.Queued]:
         return await queued_state_changes(self.store, topic, partition)
+
+    # -- users' SCRAM credentials ---------------------------------------------------------------
+
+    async def _upsert_scram_credential(self, user: str, mechanism: ScramMechanism, iterations: int,
+                                       password: str) -> AdminError | None:
+        salt = new_salt()
+        upsertion = ScramUpsertion(user, mechanism.type, iterations, salt, salted_password(mechanism, password.encode(), salt, iterations))
+        return (await alter_user_scram_credentials(self.store, [], [upsertion]))[user]
+
+    async def _delete_scram_credentials(self, user: str, mechanisms: Sequence[ScramMechanism]) -> AdminError | None:
+        return (await alter_user_scram_credentials(self.store, [ScramDeletion(user, mechanism.type) for mechanism in mechanisms], []))[user]
+
+    async def _describe_users(self, names: Sequence[str]) -> list[UserScramCredentials]:
+        return await describe_user_scram_credentials(self.store, names)

@@ -14,6 +14,7 @@ configurable root:
     /brokers/state/[broker_id]/[seq]                    StateChangeRequest   (persistent queue)
     /config/topics/[topic]                              TopicConfig
     /config/brokers/[broker_id or <default>]            DynamicBrokerConfig
+    /config/users/[user, URL-encoded]                   UserConfig           (SCRAM credentials)
     /admin/topic_changes/[topic]                        TopicChangeInProgress (ephemeral)
     /admin/delete_topics/[topic]                        TopicDeletion        (removed with the topic)
     /cluster/id                                         ClusterId
@@ -34,6 +35,7 @@ import functools
 import json
 import types
 import typing
+import urllib.parse
 import uuid
 from typing import ClassVar, Self
 
@@ -270,6 +272,17 @@ class DynamicBrokerConfig(NodeValue):
 
 
 @dataclasses.dataclass(frozen=True)
+class UserConfig(NodeValue):
+    """A user's configs, as Kafka keeps them in ZooKeeper: `config` maps a SCRAM mechanism's name
+    to its credential (security/scram.py's written form), beside any other user config."""
+
+    config: dict[str, str]
+
+    def __repr__(self) -> str:  # salts and keys stay out of logs
+        return f"UserConfig(config=<{len(self.config)} entries>)"
+
+
+@dataclasses.dataclass(frozen=True)
 class ClusterId(NodeValue):
     cluster_id: str
 
@@ -292,6 +305,7 @@ STATE_QUEUES = "/brokers/state"
 TOPIC_CONFIGS = "/config/topics"
 BROKER_CONFIGS = "/config/brokers"
 DEFAULT_BROKER_CONFIG = "<default>"  # Kafka's name of the cluster-wide default's node
+USER_CONFIGS = "/config/users"
 TOPIC_CHANGES = "/admin/topic_changes"
 TOPIC_DELETIONS = "/admin/delete_topics"
 CLUSTER_ID = "/cluster/id"
@@ -350,6 +364,23 @@ def topic_config(name: str) -> str:
 def broker_config(broker_id: int | None) -> str:
     """A broker's dynamic configs; None: the cluster-wide default."""
     return f"{BROKER_CONFIGS}/{DEFAULT_BROKER_CONFIG if broker_id is None else int(broker_id)}"
+
+
+def user_config(user: str) -> str:
+    """A user's config node, named as Kafka's Sanitizer names it: URL-encoded (a space as %20,
+    `*` as %2A) so that any user name is one path segment; "." and ".." fully encoded, which
+    no store takes as a name."""
+    return f"{USER_CONFIGS}/{sanitized_user(user)}"
+
+
+def sanitized_user(user: str) -> str:
+    encoded = urllib.parse.quote(user, safe="").replace("~", "%7E")
+    return encoded.replace(".", "%2E") if encoded in (".", "..") else encoded
+
+
+def user_of(child: str) -> str:
+    """The user name of a child of USER_CONFIGS."""
+    return urllib.parse.unquote(child)
 
 
 def topic_change(name: str) -> str:
