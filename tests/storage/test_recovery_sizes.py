@@ -173,7 +173,10 @@ def damage(directory: Path, stored: list[StoredBatch], recovery_point: int, data
         # is no damage a scan can see (Kafka's recovery keeps what follows it too).
         os.truncate(path, batch.position + data.draw(st.integers(1, len(batch.data) - 1), label="cut at"))
     else:
-        start = batch.position + data.draw(st.integers(0, len(batch.data) - 1), label="zeros from")
+        # From a byte that is not zero already: a batch's last bytes may be (a record without
+        # headers ends in a zero count), and zeros written over zeros leave it whole.
+        last_nonzero = len(batch.data.rstrip(b"\0")) - 1
+        start = batch.position + data.draw(st.integers(0, last_nonzero), label="zeros from")
         with open(path, "r+b") as file:
             end = file.seek(0, os.SEEK_END) + data.draw(st.integers(0, 4096), label="zeros past the end")
             file.seek(start)
