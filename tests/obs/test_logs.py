@@ -46,7 +46,7 @@ def test_a_broker_logs_one_json_object_a_line(tmp_path):
                    if document["event"] == "broker started"]
     finally:
         broker.stop()
-    assert started[0]["broker"] == 0 and started[0]["port"] == broker.port
+    assert started[0]["broker"] == 0 and started[0]["listeners"] == f"PLAINTEXT://127.0.0.1:{broker.port}"
     logged = [line for line in broker.output if not line.startswith("replog broker ")]  # the CLI's own lines, not logs
     assert logged and all(isinstance(json.loads(line), dict) for line in logged), logged[:5]
 
