@@ -13,8 +13,8 @@ from replog.coord_backends import SessionState, paths
 from tests.replication.one_broker import OTHER, TOPIC, WAIT_S, one_broker
 from tests.support.polling import eventually
 
-LAG_MS = 600_000
-NO_SHRINK_WINDOW_S = 3  # OTHER, which never fetches, stays in the ISR: there is someone to hand over to
+LAG_MS = 600_000  # OTHER, which never fetches, stays in the ISR: there is someone to hand over to
+NO_SHRINK_WINDOW_S = 3
 
 
 @pytest.fixture
