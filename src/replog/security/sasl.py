@@ -1,0 +1,32 @@
+"""SASL on the broker's side: what every mechanism's server (PLAIN, SCRAM-SHA-256/512,
+OAUTHBEARER) is to the connection that runs the exchange. The connection hands each
+SaslAuthenticate's bytes to `evaluate` and answers with the step's challenge; the step that
+carries `authenticated` ends the exchange, and AuthenticationFailed ends it with Kafka's
+SASL_AUTHENTICATION_FAILED and that message."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol
+
+
+class AuthenticationFailed(Exception):
+    """The exchange failed; str() is the message the client is sent, as Kafka words it, and
+    never holds a password, salt, proof or token."""
+
+
+class Authenticated(NamedTuple):
+    principal: str  # "User:<name>"
+    # When the credential itself stops being valid (a token's exp), in ms since the epoch; the
+    # session ends then at the latest, whatever connections.max.reauth.ms allows. None: never.
+    expires_at_ms: int | None = None
+
+
+class Step(NamedTuple):
+    challenge: bytes  # the SaslAuthenticate answer's auth_bytes (may be empty)
+    authenticated: Authenticated | None = None  # set on the step that completes the exchange
+
+
+class MechanismServer(Protocol):
+    """One exchange on one connection: made fresh for each (re)authentication."""
+
+    async def evaluate(self, response: bytes) -> Step: ...
