@@ -41,7 +41,8 @@ held range a truncation rewrote since it was read closes the connection rather t
 bytes than were read (the client fetches again).
 
 SASL, on a SASL listener: the session (sasl_session.py) says which requests a connection not yet
-authenticated may send, one at a time; any other closes it. Its principal is the one requests
+authenticated may send, one at a time; any other closes it. After a SaslHandshake v0, frames
+are the session's raw tokens until the exchange ends. Its principal is the one requests
 carry once authenticated. A failed authentication's answer is written, then reading stops and
 the connection closes after connection.failed.authentication.delay.ms.
 
@@ -352,6 +353,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return _SIZE.size + max(0, _SIZE.unpack_from(buffer, 0)[0])
 
     def _accept(self, frame: memoryview) -> None:
+        if self._sasl is not None and self._sasl.raw_tokens:
+            self._enqueue_task(asyncio.ensure_future(self._sasl.raw_token(bytes(frame))), len(frame))
+            return
         try:
             request = codec.decode_request(frame, self._listener,
                                            self.principal if self._sasl is None else self._sasl.principal)
@@ -383,8 +387,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             request = dataclasses.replace(request, client_host=self._peer_host)
         elif request.api_key == codec.ApiKey.PRODUCE:
             request = dataclasses.replace(request, appends_in_order=self._appends_in_order)
-        task = asyncio.ensure_future(self._dispatch(request))
-        self._enqueue(task, len(frame))
+        self._enqueue_task(asyncio.ensure_future(self._dispatch(request)), len(frame))
+
+    def _enqueue_task(self, task: asyncio.Future, frame_bytes: int) -> None:
+        self._enqueue(task, frame_bytes)
         task.add_done_callback(self._write_finished)
 
     def _enqueue(self, pending: asyncio.Future, frame_bytes: int) -> None:

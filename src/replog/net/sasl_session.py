@@ -11,8 +11,12 @@ Before COMPLETE only those requests are read, one at a time (the connection take
 while one is pending), and any other request closes the connection, as Kafka closes it. A
 failure (unknown mechanism, bad credentials, a principal or mechanism changed by
 re-authentication) is answered with Kafka's error and message, then the connection closes after
-connection.failed.authentication.delay.ms (KIP-306). SaslHandshake v0, which hands the
-connection to unframed tokens, is not served, as Kafka 4 serves it no longer: v1 only.
+connection.failed.authentication.delay.ms (KIP-306).
+
+SaslHandshake v0 (deprecated, still served by Kafka 4, and all that librdkafka before 2.x's
+feature checks accept) hands the connection to raw tokens: each frame after it is the
+mechanism's bytes, without a request header, answered with the challenge, size-prefixed; a
+failure is answered with nothing, and the connection closes after the delay.
 
 A session ends at connections.max.reauth.ms after it began, or when its credential expires if
 sooner (KIP-368): the client is told the lifetime in SaslAuthenticate v1+, and must
@@ -75,6 +79,7 @@ class SaslSession:
         self._server: MechanismServer | None = None
         self._reauthenticating = False
         self._bad_mechanism_message: str | None = None
+        self.raw_tokens = False  # after a SaslHandshake v0, until the exchange ends
         self._expires_at_ms: int | None = None  # when the session ends, if it does
 
     @property
@@ -105,7 +110,7 @@ class SaslSession:
         self.state = State.FAILED
         return f"Unexpected Kafka request of type {name} during SASL {during}."
 
-    def handshake(self, mechanism: str) -> tuple[ErrorCode, list[str]]:
+    def handshake(self, mechanism: str, version: int) -> tuple[ErrorCode, list[str]]:
         """SaslHandshake: the error code and the enabled mechanisms."""
         enabled = list(self._mechanisms)
         if self.state is State.COMPLETE:
@@ -122,6 +127,7 @@ class SaslSession:
         self.mechanism = mechanism
         self._server = self._mechanisms[mechanism]()
         self.state = State.AUTHENTICATE
+        self.raw_tokens = version == 0
         return ErrorCode.none, enabled
 
     async def authenticate(self, auth_bytes: bytes) -> tuple[ErrorCode, str | None, bytes, int]:
@@ -147,6 +153,15 @@ class SaslSession:
             return ErrorCode.sasl_authentication_failed, str(failure), b"", 0
         lifetime_ms = self._begin_session(principal, step.authenticated.expires_at_ms)
         return ErrorCode.none, None, step.challenge, lifetime_ms
+
+    async def raw_token(self, token: bytes) -> list[bytes] | None:
+        """After SaslHandshake v0: the frame answering a raw token, or None after a failure."""
+        error_code, _, challenge, _ = await self.authenticate(token)
+        if error_code != ErrorCode.none:
+            return None
+        if self.state is State.COMPLETE:
+            self.raw_tokens = False
+        return [len(challenge).to_bytes(4, "big"), challenge]
 
     @property
     def _during(self) -> str:
