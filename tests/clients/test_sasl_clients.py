@@ -15,16 +15,8 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
-from tests.clients.secured_clients import (
-    KCAT_RECORDS,
-    RECORDS,
-    TIMEOUT_S,
-    aiokafka_round_trip,
-    confluent_round_trip,
-    kafka_python_round_trip,
-    kcat_round_trip,
-    new_topic,
-)
+from tests.clients import secured_clients
+from tests.clients.secured_clients import RECORDS, TIMEOUT_S, new_topic
 from tests.clients.test_tls_clients import ca, started, tls_files  # noqa: F401 (fixtures)
 from tests.support.broker_process import BrokerProcess
 from tests.support.polling import wait_until
@@ -69,33 +61,27 @@ def test_confluent_kafka_over_sasl_ssl(sasl_broker, tls_files, mechanism):
     settings = confluent_sasl(sasl_broker, tls_files[0], mechanism)
     brokers = AdminClient(settings).list_topics(timeout=TIMEOUT_S).brokers
     assert [(found.host, found.port) for found in brokers.values()] == [("127.0.0.1", sasl_broker.ports["SASL_SSL"])]
-    confluent_round_trip(settings)
+    secured_clients.confluent_round_trip(settings)
 
 
 def test_confluent_kafka_over_sasl_plaintext(sasl_broker, tls_files):
-    confluent_round_trip(confluent_sasl(sasl_broker, tls_files[0], "SCRAM-SHA-512", "SASL_PLAINTEXT"))
+    secured_clients.confluent_round_trip(confluent_sasl(sasl_broker, tls_files[0], "SCRAM-SHA-512", "SASL_PLAINTEXT"))
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_kafka_python_over_sasl_ssl(sasl_broker, tls_files, mechanism):
+@pytest.mark.parametrize("library", ["kafka-python", "aiokafka"])
+def test_python_clients_over_sasl_ssl(sasl_broker, tls_files, mechanism, library):
     ca_file, _ = tls_files
     user, password = MECHANISMS[mechanism]
     topic = new_topic(confluent_sasl(sasl_broker, ca_file, mechanism))
     settings = {"bootstrap_servers": f"127.0.0.1:{sasl_broker.ports['SASL_SSL']}", "security_protocol": "SASL_SSL",
-                "ssl_cafile": str(ca_file), "sasl_mechanism": mechanism, "sasl_plain_username": user,
-                "sasl_plain_password": password}
-    assert kafka_python_round_trip(settings, topic) == RECORDS
-
-
-@pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_aiokafka_over_sasl_ssl(sasl_broker, tls_files, mechanism):
-    ca_file, _ = tls_files
-    user, password = MECHANISMS[mechanism]
-    topic = new_topic(confluent_sasl(sasl_broker, ca_file, mechanism))
-    settings = {"bootstrap_servers": f"127.0.0.1:{sasl_broker.ports['SASL_SSL']}", "security_protocol": "SASL_SSL",
-                "ssl_context": ssl.create_default_context(cafile=str(ca_file)), "sasl_mechanism": mechanism,
-                "sasl_plain_username": user, "sasl_plain_password": password}
-    assert aiokafka_round_trip(settings, topic) == RECORDS
+                "sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password}
+    if library == "kafka-python":
+        got = secured_clients.kafka_python_round_trip(settings | {"ssl_cafile": str(ca_file)}, topic)
+    else:
+        got = secured_clients.aiokafka_round_trip(
+            settings | {"ssl_context": ssl.create_default_context(cafile=str(ca_file))}, topic)
+    assert got == RECORDS
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (scripts/install-test-deps.sh)")
@@ -107,7 +93,7 @@ def test_kcat_over_sasl_ssl(sasl_broker, tls_files, mechanism):
     arguments = ("-b", f"127.0.0.1:{sasl_broker.ports['SASL_SSL']}", "-X", "security.protocol=SASL_SSL", "-X",
                  f"ssl.ca.location={ca_file}", "-X", f"sasl.mechanisms={mechanism}", "-X", f"sasl.username={user}",
                  "-X", f"sasl.password={password}")
-    assert kcat_round_trip(arguments, topic) == KCAT_RECORDS
+    assert secured_clients.kcat_round_trip(arguments, topic) == secured_clients.KCAT_RECORDS
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
