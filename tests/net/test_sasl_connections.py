@@ -204,6 +204,21 @@ async def test_a_request_before_authentication_completes_closes_the_connection(t
             assert (await other.scram("alice", PASSWORD)).error_code == ErrorCode.none
 
 
+async def test_a_frame_past_sasl_server_max_receive_size_before_authentication_closes_the_connection(tmp_path):
+    async with sasl_broker(tmp_path, **{"sasl.server.max.receive.size": "4096"}) as broker:
+        async with connected(broker) as connection:
+            await connection.handshake("PLAIN")
+            connection.writer.write(struct.pack(">i", 4097))  # announced only: the size alone is refused
+            assert await connection.closed()
+        async with connected(broker) as connection:  # authenticated, the broker's own limit holds
+            await connection.handshake("PLAIN")
+            await connection.authenticate(f"\0carol\0{PLAIN_PASSWORD}".encode())
+            topics = [{"name": f"t{index:05}-{'x' * 200}", "topic_id": None} for index in range(30)]
+            answer = await connection.ask(ApiKey.METADATA, 12, {"topics": topics, "allow_auto_topic_creation": False,
+                                                                "include_topic_authorized_operations": False})
+            assert len(answer.topics) == 30
+
+
 async def test_a_second_api_versions_or_an_early_authenticate_closes_the_connection(tmp_path):
     async with sasl_broker(tmp_path) as broker:
         async with connected(broker) as connection:

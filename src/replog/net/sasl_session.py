@@ -8,7 +8,8 @@ SaslServerAuthenticator runs it, as an explicit state machine:
     any --failure--> FAILED
 
 Before COMPLETE only those requests are read, one at a time (the connection takes no frame
-while one is pending), and any other request closes the connection, as Kafka closes it. A
+while one is pending), none larger than sasl.server.max.receive.size, and any other request
+closes the connection, as Kafka closes it. A
 failure (unknown mechanism, bad credentials, a principal or mechanism changed by
 re-authentication) is answered with Kafka's error and message, then the connection closes after
 connection.failed.authentication.delay.ms (KIP-306).
@@ -40,8 +41,8 @@ from replog.security.sasl import AuthenticationFailed, InvalidCredentials, Mecha
 from .codec import ANONYMOUS, ApiKey
 
 logger = logging.getLogger(__name__)
-# Each names its peer's listener and user: a client guessing passwords must not flood the log.
-_FAILURES_LOGGED = LineBudget(logger, "SASL authentication failed", lines_max=100)
+# Each names its listener and user: a client guessing passwords must not flood the log.
+_FAILURES_LOGGED = LineBudget(logger, "SASL authentication failed or session expired", lines_max=100)
 _NAME_LOGGED_MAX = 64  # characters of a mechanism name a client made up
 
 
@@ -64,13 +65,17 @@ _ACCEPTED = {
 
 class SaslSession:
     def __init__(self, listener: str, mechanisms: Mapping[str, Callable[[], MechanismServer]], *, max_reauth_ms: int,
-                 failure_delay_ms: int, metrics: BrokerMetrics, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
+                 failure_delay_ms: int, max_receive_bytes: int, metrics: BrokerMetrics,
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
         """`mechanisms`: what makes a fresh server of each enabled mechanism, in the listener's
-        order; `clock_ms`: wall-clock ms, the time credentials' expiry is written in."""
+        order; `max_receive_bytes`: the largest frame read until authenticated
+        (sasl.server.max.receive.size); `clock_ms`: wall-clock ms, the time credentials'
+        expiry is written in."""
         self.listener = listener
         self._mechanisms = mechanisms
         self._max_reauth_ms = max_reauth_ms
         self.failure_delay_s = failure_delay_ms / 1000
+        self.max_receive_bytes = max_receive_bytes
         self._metrics = metrics
         self._clock_ms = clock_ms
         self.state = State.HANDSHAKE_OR_VERSIONS
@@ -96,6 +101,9 @@ class SaslSession:
         if self.state is State.COMPLETE:
             if api_key != ApiKey.SASL_HANDSHAKE and self._expires_at_ms is not None \
                     and self._clock_ms() >= self._expires_at_ms:
+                if _FAILURES_LOGGED.allows():
+                    logger.info("SASL session expired, connection closed listener=%s principal=%s", self.listener,
+                                self.principal)
                 return "its SASL session expired (connections.max.reauth.ms, or its credential's end)"
             return None
         if api_key in _ACCEPTED[self.state]:
@@ -107,8 +115,9 @@ class SaslSession:
         except ValueError:
             name = str(api_key)
         during = "authentication" if self.state is State.AUTHENTICATE else "handshake"
-        self.state = State.FAILED
-        return f"Unexpected Kafka request of type {name} during SASL {during}."
+        message = f"Unexpected Kafka request of type {name} during SASL {during}."
+        self._fail(self.mechanism, message)
+        return message
 
     def handshake(self, mechanism: str, version: int) -> tuple[ErrorCode, list[str]]:
         """SaslHandshake: the error code and the enabled mechanisms."""
