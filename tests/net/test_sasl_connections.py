@@ -16,9 +16,12 @@ import scramp
 from kio.schema.errors import ErrorCode
 
 from replog.admin.scram_credentials import ScramUpsertion, alter_user_scram_credentials
+from replog.broker import Broker
+from replog.config import load_broker_config
 from replog.net import codec
 from replog.net.codec import ApiKey
 from replog.net.handlers import HANDLERS
+from replog.security.sasl_mechanisms import SaslSettingsError
 from replog.security.scram import SCRAM_SHA_512, new_salt, salted_password
 from tests.net.in_process_broker import in_process_broker
 from tests.support.polling import eventually
@@ -291,3 +294,20 @@ async def test_sasl_requests_on_a_listener_without_sasl_are_illegal_there(tmp_pa
         assert (answer.error_code, answer.error_message) == (  # as Kafka 4.4 answers on its PLAINTEXT listener
             ErrorCode.illegal_sasl_state, "SaslAuthenticate request received after successful authentication")
         assert (await connection.metadata()).brokers
+
+
+@pytest.mark.parametrize("settings, complaint", [
+    ({"sasl.enabled.mechanisms": "GSSAPI,PLAIN"},
+     "sasl.enabled.mechanisms of listener SASL_PLAINTEXT names GSSAPI, which replog does not serve"),
+    ({"sasl.enabled.mechanisms": "PLAIN"}, "PLAIN on listener SASL_PLAINTEXT has no users"),
+    ({"sasl.enabled.mechanisms": "PLAIN", "sasl.plain.users.file": "/nonexistent-users"},
+     "PLAIN on listener SASL_PLAINTEXT: /nonexistent-users: "),
+    ({"sasl.enabled.mechanisms": "PLAIN",
+      "listener.name.sasl_plaintext.plain.sasl.jaas.config": f'PlainLoginModule required user_carol="{PLAIN_PASSWORD}"'},
+     "listener.name.sasl_plaintext.plain.sasl.jaas.config: JAAS config entry not terminated by semi-colon"),
+])
+def test_sasl_settings_that_cannot_be_served_are_refused_at_start(tmp_path, settings, complaint):
+    with pytest.raises(SaslSettingsError) as refused:
+        Broker(load_broker_config(None, {"log.dirs": str(tmp_path / "data"), "metrics.listeners": "",
+                                         "listeners": "SASL_PLAINTEXT://127.0.0.1:0"} | settings))
+    assert complaint in str(refused.value) and PLAIN_PASSWORD not in str(refused.value)
