@@ -130,12 +130,16 @@ async def test_scram_authenticates_and_each_request_after_carries_the_user(tmp_p
                        mechanism="SCRAM-SHA-512", kind="authentication") == 1
 
 
-async def test_plain_from_the_listeners_jaas_config(tmp_path):
+async def test_plain_from_the_listeners_jaas_config(tmp_path, caplog):
     async with sasl_broker(tmp_path) as broker, connected(broker) as connection:
         assert (await connection.handshake("PLAIN")).mechanisms == ("SCRAM-SHA-512", "PLAIN")
         answer = await connection.authenticate(f"\0carol\0{PLAIN_PASSWORD}".encode())
         assert answer.error_code == ErrorCode.none
         assert (await connection.metadata()).brokers
+        refused = await connection.ask(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": "absent", "topic_id": None}],
+                                                                 "timeout": 1000})
+        assert refused.responses[0].error_code == ErrorCode.unknown_topic_or_partition
+    assert "principal=User:carol" in caplog.text  # the refusal's line names who asked
 
 
 async def test_handshake_v0_hands_the_connection_to_raw_tokens(tmp_path):
