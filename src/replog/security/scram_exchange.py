@@ -76,7 +76,9 @@ class ScramServer:
             raise self._failed()
         user = _username(parts[2][2:])
         authzid = _username(parts[1][2:]) if parts[1] else ""
-        if not user or authzid is None:
+        # tokenauth=true asks for a delegation token's exchange, which replog does not serve: the
+        # name would be a token's id, never a user's.
+        if not user or authzid is None or "tokenauth=true" in parts[4:]:
             raise self._failed()
         self._gs2_header = f"{parts[0]},{parts[1]},"
         self._client_first_bare = message[len(self._gs2_header):]
