@@ -124,6 +124,14 @@ def test_a_wrong_password_is_refused(sasl_broker, tls_files, mechanism):
         AdminClient(settings).list_topics(timeout=5)
 
 
+@pytest.mark.parametrize("protocol", ["PLAINTEXT", "SSL", "SASL_PLAINTEXT"])
+def test_a_client_without_sasl_or_tls_gets_nothing_from_the_sasl_ssl_listener(sasl_broker, tls_files, protocol):
+    settings = confluent_sasl(sasl_broker, tls_files[0], "SCRAM-SHA-512") | {"security.protocol": protocol}
+    with pytest.raises(KafkaException):
+        AdminClient(settings).list_topics(timeout=5)
+    assert AdminClient(confluent_sasl(sasl_broker, tls_files[0], "SCRAM-SHA-512")).list_topics(timeout=TIMEOUT_S).brokers
+
+
 def reauthentications(broker: BrokerProcess) -> float:
     with urllib.request.urlopen(f"http://{broker.metrics_address}/metrics", timeout=TIMEOUT_S) as answer:
         lines = answer.read().decode().splitlines()
