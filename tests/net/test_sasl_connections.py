@@ -304,6 +304,8 @@ async def test_sasl_requests_on_a_listener_without_sasl_are_illegal_there(tmp_pa
     ({"sasl.enabled.mechanisms": "GSSAPI,PLAIN"},
      "sasl.enabled.mechanisms of listener SASL_PLAINTEXT names GSSAPI, which replog does not serve"),
     ({"sasl.enabled.mechanisms": "PLAIN"}, "PLAIN on listener SASL_PLAINTEXT has no users"),
+    ({"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-1"},  # the listener's own wins
+     "sasl.enabled.mechanisms of listener SASL_PLAINTEXT names SCRAM-SHA-1"),
     ({"sasl.enabled.mechanisms": "PLAIN", "sasl.plain.users.file": "/nonexistent-users"},
      "PLAIN on listener SASL_PLAINTEXT: /nonexistent-users: "),
     ({"sasl.enabled.mechanisms": "PLAIN",
