@@ -21,7 +21,7 @@ from replog.config import load_broker_config
 from replog.net import codec
 from replog.net.codec import ApiKey
 from replog.net.handlers import HANDLERS
-from replog.security.sasl_mechanisms import SaslSettingsError
+from replog.security.sasl import SaslSettingsError
 from replog.security.scram import SCRAM_SHA_512, new_salt, salted_password
 from tests.net.in_process_broker import in_process_broker
 from tests.support.polling import eventually

@@ -21,15 +21,11 @@ import hashlib
 import hmac
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
 
-from .sasl import AuthenticationFailed, Authenticated, InvalidCredentials, Step
+from .sasl import AuthenticationFailed, Authenticated, CredentialLookup, InvalidCredentials, Step
 from .scram import ITERATIONS_DEFAULT, ITERATIONS_MIN, SALT_BYTES, ScramCredential, ScramMechanism
 
 logger = logging.getLogger(__name__)
-
-# (user, mechanism name) -> the user's credential for that mechanism, or None if it has none.
-CredentialLookup = Callable[[str, str], Awaitable[ScramCredential | None]]
 
 _NONCE_BYTES = 24
 # Keys the stand-in salts of unknown users: stable for a name, unguessable, this process's own.
