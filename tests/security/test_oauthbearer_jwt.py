@@ -7,6 +7,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import time
 
 import pytest
@@ -214,3 +215,14 @@ def test_a_jwks_file_larger_than_the_bound_is_refused(tmp_path):
     path.write_bytes(b" " * (MAX_JWKS_BYTES + 1))
     with pytest.raises(JwksError, match="larger than"):
         read_jwks(path.as_uri())
+
+
+async def test_a_failed_fetch_is_logged_without_the_urls_credentials(key, caplog):
+    def unreachable(url: str) -> bytes:
+        raise OSError("connection refused")
+
+    keys = JwksKeys("https://user:s3cr3t@idp.example/jwks", 1000, 100, 10_000, read=unreachable)
+    with caplog.at_level(logging.WARNING):
+        await refused(TokenValidator(keys), key.token(), "no key")
+    assert [record.url for record in caplog.records] == ["https://idp.example/jwks"]
+    assert "s3cr3t" not in caplog.text

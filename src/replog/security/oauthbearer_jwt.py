@@ -123,6 +123,9 @@ class JwksKeys:
                  monotonic_ms: Callable[[], int] = lambda: time.monotonic_ns() // 1_000_000,
                  read: Callable[[str], bytes] = read_jwks) -> None:
         self._url = url
+        # A URL's user:password@ stays out of the log lines that name it.
+        parts = urllib.parse.urlsplit(url)
+        self._shown_url = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
         self._refresh_ms = refresh_ms
         self._backoff_min_ms = backoff_ms
         self._backoff_max_ms = max(backoff_ms, backoff_max_ms)
@@ -157,12 +160,12 @@ class JwksKeys:
             keys = parse_jwks(await asyncio.to_thread(self._read, self._url))
         except (OSError, ValueError, JwksError) as error:  # urllib's errors are OSErrors
             logger.warning("JWKS fetch failed, keeping %d key ids: %s", len(self._keys), error,
-                           extra={"url": self._url})
+                           extra={"url": self._shown_url})
             self._back_off(now_ms, found=False)
             return
         found = kid is None or kid in keys
         if keys.keys() != self._keys.keys():
-            logger.info("JWKS fetched: key ids %s", sorted(map(str, keys)), extra={"url": self._url})
+            logger.info("JWKS fetched: key ids %s", sorted(map(str, keys)), extra={"url": self._shown_url})
         self._keys, self._fetched_at_ms = keys, now_ms
         self._back_off(now_ms, found)
 
