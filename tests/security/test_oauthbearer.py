@@ -11,10 +11,13 @@ import jwt
 import pytest
 
 from replog import config
-from replog.security.oauthbearer import INVALID_CREDENTIALS, OAuthBearerServer, server_factory, token_of
+from replog.security.oauthbearer import OAuthBearerServer, server_factory, token_of
 from replog.security.oauthbearer_jwt import JwksKeys, TokenValidator
-from replog.security.sasl import Authenticated, AuthenticationFailed, Step
+from replog.security.sasl import Authenticated, AuthenticationFailed, InvalidCredentials, Step
 from tests.support.oauthbearer import AUDIENCE, ISSUER, SigningKey, jwks
+
+
+INVALID_CREDENTIALS = str(InvalidCredentials("OAUTHBEARER"))
 
 
 def first_message(token: str, authzid: str = "", extensions: str = "") -> bytes:

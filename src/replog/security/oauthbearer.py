@@ -19,15 +19,14 @@ from typing import Any
 
 from replog.config import oauthbearer_settings_of
 from replog.security.oauthbearer_jwt import MAX_TOKEN_BYTES, InvalidToken, JwksKeys, TokenValidator
-from replog.security.sasl import Authenticated, AuthenticationFailed, MechanismServer, Step
+from replog.obs.logs import LineBudget
+from replog.security.sasl import Authenticated, AuthenticationFailed, InvalidCredentials, MechanismServer, Step
 
 logger = logging.getLogger(__name__)
+# A client can present refused tokens as fast as it can connect.
+_REFUSALS_LOGGED = LineBudget(logger, "OAUTHBEARER token refused", lines_max=100)
 
 MECHANISM = "OAUTHBEARER"
-# What Kafka's SaslServerAuthenticator answers for a SaslException: the mechanism's own words stay
-# in the broker.
-INVALID_CREDENTIALS = ("Authentication failed during authentication due to invalid credentials with SASL mechanism "
-                       + MECHANISM)
 INVALID_TOKEN_CHALLENGE = '{"status":"invalid_token"}'
 # The GS2 header and key/values around the token: the message's bound beyond the token's.
 _MAX_MESSAGE_BYTES = MAX_TOKEN_BYTES + 4096
@@ -42,21 +41,21 @@ _AUTH = re.compile(r"(?P<scheme>\w+) +(?P<token>[-_~+/.a-zA-Z0-9]+=*)", re.ASCII
 
 
 def token_of(message: bytes) -> tuple[str, str]:
-    """(token, authorization id or "") of a client's first message; AuthenticationFailed with
-    Kafka's message for one that is not well formed."""
+    """(token, authorization id or "") of a client's first message; InvalidCredentials, Kafka's
+    answer to its SaslException, for one that is not well formed."""
     if len(message) > _MAX_MESSAGE_BYTES:
-        raise AuthenticationFailed(INVALID_CREDENTIALS)
+        raise InvalidCredentials(MECHANISM)
     try:
         text = message.decode("ascii")  # every part the patterns allow is ASCII
     except UnicodeDecodeError:
-        raise AuthenticationFailed(INVALID_CREDENTIALS) from None
+        raise InvalidCredentials(MECHANISM) from None
     matched = _FIRST_MESSAGE.fullmatch(text)
     if matched is None:
-        raise AuthenticationFailed(INVALID_CREDENTIALS)
+        raise InvalidCredentials(MECHANISM)
     pairs = dict(_PAIR.findall(matched["pairs"]))  # the last of a repeated key, as Kafka's parseMap
     auth = _AUTH.fullmatch(pairs.get("auth", ""))
     if auth is None or auth["scheme"].lower() != "bearer":
-        raise AuthenticationFailed(INVALID_CREDENTIALS)
+        raise InvalidCredentials(MECHANISM)
     authzid = (matched["authzid"] or "").replace("=2C", ",").replace("=3D", "=")
     return auth["token"], authzid
 
@@ -77,7 +76,8 @@ class OAuthBearerServer:
         try:
             valid = await self._validator.validate(token)
         except InvalidToken as error:
-            logger.info("OAUTHBEARER token refused: %s", error, extra={"listener": self._listener})
+            if _REFUSALS_LOGGED.allows():
+                logger.info("OAUTHBEARER token refused listener=%s reason=%s", self._listener, error)
             self._refused = True
             return Step(INVALID_TOKEN_CHALLENGE.encode())
         if authzid and authzid != valid.principal_name:
