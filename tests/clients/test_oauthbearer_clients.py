@@ -1,0 +1,165 @@
+"""Real clients over SASL_SSL with OAUTHBEARER: confluent-kafka (an oauth_cb; produce, a consumer
+group, admin), kafka-python and aiokafka (a sasl_oauth_token_provider), against a broker process
+whose only listener is SASL_SSL and whose JWKS a loopback HTTP server owned by the test serves.
+Tokens are signed here with a key made here; an expired one, or one signed by another key, is
+refused with Kafka's invalid_token answer.
+
+kcat is not covered: the only OAUTHBEARER tokens its librdkafka can present without a callback
+are unsecured ones (alg none, which replog refuses) or OIDC client-credentials tokens, and the
+kcat packaged here is built without librdkafka's http/oidc feature."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+import uuid
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from tests.clients.test_tls_clients import RECORDS, TIMEOUT_S, ca, confluent_read, new_topic, tls_files  # noqa: F401
+from tests.support.broker_process import BrokerProcess
+from tests.support.oauthbearer import AUDIENCE, ISSUER, JwksServer, SigningKey, jwks
+
+
+@pytest.fixture(scope="module")
+def signer() -> SigningKey:
+    return SigningKey("RS256")
+
+
+@pytest.fixture(scope="module")
+def jwks_server(signer):
+    with JwksServer(jwks(signer)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory, tls_files, jwks_server):
+    ca_file, keystore = tls_files
+    process = BrokerProcess(tmp_path_factory.mktemp("oauth-broker") / "data", listeners=("SASL_SSL",), extra_args=tuple(
+        argument for setting in (
+            f"ssl.keystore.location={keystore}", f"ssl.truststore.location={ca_file}",
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms=OAUTHBEARER",
+            f"listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.jwks.endpoint.url={jwks_server.url}",
+            f"sasl.oauthbearer.expected.issuer={ISSUER}", f"sasl.oauthbearer.expected.audience={AUDIENCE}",
+        ) for argument in ("--set", setting)))
+    process.start()
+    yield process
+    process.stop()
+
+
+def address(broker: BrokerProcess) -> str:
+    return f"127.0.0.1:{broker.ports['SASL_SSL']}"
+
+
+def confluent_oauth(broker: BrokerProcess, ca_file, token_of) -> dict:
+    def oauth_cb(_config: str) -> tuple[str, float]:
+        token = token_of()
+        return token, time.time() + 300
+
+    return {"bootstrap.servers": address(broker), "security.protocol": "SASL_SSL", "ssl.ca.location": str(ca_file),
+            "sasl.mechanism": "OAUTHBEARER", "oauth_cb": oauth_cb}
+
+
+def test_confluent_kafka_produces_consumes_in_a_group_and_administers(broker, tls_files, signer, jwks_server):
+    ca_file, _ = tls_files
+    settings = confluent_oauth(broker, ca_file, lambda: signer.token("alice"))
+    topic = new_topic(settings)
+    producer = Producer(settings)
+    for key, value in RECORDS:
+        producer.produce(topic, value, key, partition=0)
+    assert producer.flush(TIMEOUT_S) == 0
+    assert confluent_read(settings, topic, len(RECORDS), f"g-{uuid.uuid4().hex[:6]}") == RECORDS
+    admin = AdminClient(settings)  # held until the answer: a client destroyed meanwhile fails it
+    assert admin.delete_topics([topic])[topic].result(TIMEOUT_S) is None
+    assert jwks_server.requests == 1  # one JWKS for the listener's many connections
+
+
+@pytest.mark.parametrize("bad_token", ["expired", "another key"])
+def test_confluent_kafka_with_a_bad_token_is_refused_with_invalid_token(broker, tls_files, signer, bad_token):
+    ca_file, _ = tls_files
+    token = signer.token(lifetime_s=-3600) if bad_token == "expired" else SigningKey("RS256", kid=signer.kid).token()
+    errors: list[str] = []
+    settings = confluent_oauth(broker, ca_file, lambda: token) | {"error_cb": lambda error: errors.append(str(error))}
+    admin = AdminClient(settings)
+    with pytest.raises(KafkaException):
+        admin.list_topics(timeout=5)
+    admin.poll(0)
+    assert any("invalid_token" in error for error in errors), errors
+
+
+def test_kafka_python_produces_and_consumes(broker, tls_files, signer):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    try:
+        from kafka.net.sasl.oauth import AbstractTokenProvider
+    except ImportError:  # kafka-python before 3
+        from kafka.sasl.oauth import AbstractTokenProvider
+
+    class Tokens(AbstractTokenProvider):
+        def token(self) -> str:
+            return signer.token("bob")
+
+        def extensions(self) -> dict[str, str]:
+            return {"traceId": "kafka-python"}
+
+    ca_file, _ = tls_files
+    topic = new_topic(confluent_oauth(broker, ca_file, lambda: signer.token("admin")))
+    client = {"bootstrap_servers": address(broker), "security_protocol": "SASL_SSL", "ssl_cafile": str(ca_file),
+              "sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_provider": Tokens()}
+    producer = KafkaProducer(**client, acks="all")
+    for key, value in RECORDS:
+        producer.send(topic, value=value, key=key, partition=0)
+    producer.flush(TIMEOUT_S)
+    producer.close()
+    consumer = KafkaConsumer(**client, enable_auto_commit=False, consumer_timeout_ms=TIMEOUT_S * 1000)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    got = []
+    for message in consumer:  # bounded: stops after consumer_timeout_ms without a record
+        got.append((message.key, message.value))
+        if len(got) == len(RECORDS):
+            break
+    consumer.close()
+    assert got == RECORDS
+
+
+def test_aiokafka_produces_and_consumes(broker, tls_files, signer):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka.abc import AbstractTokenProvider
+
+    class Tokens(AbstractTokenProvider):
+        async def token(self) -> str:
+            return signer.token("carol")
+
+    ca_file, _ = tls_files
+    topic = new_topic(confluent_oauth(broker, ca_file, lambda: signer.token("admin")))
+    client = {"bootstrap_servers": address(broker), "security_protocol": "SASL_SSL",
+              "ssl_context": ssl.create_default_context(cafile=str(ca_file)), "sasl_mechanism": "OAUTHBEARER",
+              "sasl_oauth_token_provider": Tokens()}
+
+    async def round_trip() -> list[tuple[bytes, bytes]]:
+        producer = AIOKafkaProducer(**client, acks="all")
+        await producer.start()
+        try:
+            for key, value in RECORDS:
+                await producer.send_and_wait(topic, value=value, key=key, partition=0)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(**client, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            partition = TopicPartition(topic, 0)
+            consumer.assign([partition])
+            await consumer.seek_to_beginning(partition)
+            got = []
+            while len(got) < len(RECORDS):  # bounded by the wait_for around it
+                got.append(await consumer.getone())
+            return [(message.key, message.value) for message in got]
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(asyncio.wait_for(round_trip(), TIMEOUT_S)) == RECORDS
+
