@@ -16,10 +16,11 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.clients.test_tls_clients import RECORDS, TIMEOUT_S, ca, confluent_read, new_topic, tls_files  # noqa: F401
+from tests.net.test_connection_limits import metric
 from tests.support.broker_process import BrokerProcess
 from tests.support.oauthbearer import AUDIENCE, ISSUER, JwksServer, SigningKey, jwks
 
@@ -88,6 +89,43 @@ def test_confluent_kafka_with_a_bad_token_is_refused_with_invalid_token(broker, 
         admin.list_topics(timeout=5)
     admin.poll(0)
     assert any("invalid_token" in error for error in errors), errors
+
+
+def test_confluent_kafka_reauthenticates_with_fresh_tokens_and_loses_nothing(broker, tls_files, signer):
+    """The session ends with the token (its exp is the session's lifetime in SaslAuthenticate), so
+    librdkafka refreshes the token and re-authenticates on the same connections before then,
+    while it produces."""
+    ca_file, _ = tls_files
+    tokens_issued = []
+
+    def short_lived(_config: str) -> tuple[str, float]:
+        tokens_issued.append(signer.token("dave", lifetime_s=5))
+        return tokens_issued[-1], time.time() + 5
+
+    admin_settings = confluent_oauth(broker, ca_file, lambda: signer.token("admin"))
+    topic = new_topic(admin_settings)
+    labels = {"listener": "SASL_SSL", "mechanism": "OAUTHBEARER", "kind": "reauthentication"}
+    before = metric(broker, "replog_sasl_authentications_total", **labels)
+
+    def reauthenticated() -> float:
+        return metric(broker, "replog_sasl_authentications_total", **labels) - before
+
+    producer = Producer(confluent_oauth(broker, ca_file, lambda: "") | {"oauth_cb": short_lived})
+    failures: list[str] = []
+    sent = 0
+    deadline = time.monotonic() + 60
+    while len(tokens_issued) < 3 or reauthenticated() < 2:
+        assert time.monotonic() < deadline, (len(tokens_issued), reauthenticated())
+        producer.produce(topic, b"value", partition=0,
+                         on_delivery=lambda error, _message: error is None or failures.append(str(error)))
+        sent += 1
+        producer.flush(TIMEOUT_S)  # one record at a time; serves the token refresh too
+    assert failures == []
+    consumer = Consumer(admin_settings | {"group.id": f"g-{uuid.uuid4().hex[:6]}"})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S) == (0, sent)
+    finally:
+        consumer.close()
 
 
 def test_kafka_python_produces_and_consumes(broker, tls_files, signer):
