@@ -2,7 +2,8 @@
 group, admin), kafka-python and aiokafka (a sasl_oauth_token_provider), against a broker process
 whose only listener is SASL_SSL and whose JWKS a loopback HTTP server owned by the test serves.
 Tokens are signed here with a key made here; an expired one, or one signed by another key, is
-refused with Kafka's invalid_token answer.
+refused with Kafka's invalid_token answer, and the broker logs why but not the token. Tokens that
+last seconds end their sessions, and librdkafka re-authenticates with fresh ones.
 
 kcat is not covered: the only OAUTHBEARER tokens its librdkafka can present without a callback
 are unsecured ones (alg none, which replog refuses) or OIDC client-credentials tokens, and the
@@ -10,7 +11,6 @@ kcat packaged here is built without librdkafka's http/oidc feature."""
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 import time
 import uuid
@@ -19,10 +19,13 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.clients.test_tls_clients import RECORDS, TIMEOUT_S, ca, confluent_read, new_topic, tls_files  # noqa: F401
+from tests.clients import secured_clients
+from tests.clients.secured_clients import RECORDS, TIMEOUT_S, new_topic
+from tests.clients.test_tls_clients import ca, started, tls_files  # noqa: F401 (fixtures)
 from tests.net.test_connection_limits import metric
 from tests.support.broker_process import BrokerProcess
 from tests.support.oauthbearer import AUDIENCE, ISSUER, JwksServer, SigningKey, jwks
+from tests.support.polling import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -38,15 +41,11 @@ def jwks_server(signer):
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory, tls_files, jwks_server):
-    ca_file, keystore = tls_files
-    process = BrokerProcess(tmp_path_factory.mktemp("oauth-broker") / "data", listeners=("SASL_SSL",), extra_args=tuple(
-        argument for setting in (
-            f"ssl.keystore.location={keystore}", f"ssl.truststore.location={ca_file}",
-            "listener.name.sasl_ssl.sasl.enabled.mechanisms=OAUTHBEARER",
-            f"listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.jwks.endpoint.url={jwks_server.url}",
-            f"sasl.oauthbearer.expected.issuer={ISSUER}", f"sasl.oauthbearer.expected.audience={AUDIENCE}",
-        ) for argument in ("--set", setting)))
-    process.start()
+    process = started(tmp_path_factory.mktemp("oauth-broker") / "data", tls_files,
+                      "listener.name.sasl_ssl.sasl.enabled.mechanisms=OAUTHBEARER",
+                      f"listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.jwks.endpoint.url={jwks_server.url}",
+                      f"sasl.oauthbearer.expected.issuer={ISSUER}", f"sasl.oauthbearer.expected.audience={AUDIENCE}",
+                      listeners=("SASL_SSL",))
     yield process
     process.stop()
 
@@ -66,15 +65,7 @@ def confluent_oauth(broker: BrokerProcess, ca_file, token_of) -> dict:
 
 def test_confluent_kafka_produces_consumes_in_a_group_and_administers(broker, tls_files, signer, jwks_server):
     ca_file, _ = tls_files
-    settings = confluent_oauth(broker, ca_file, lambda: signer.token("alice"))
-    topic = new_topic(settings)
-    producer = Producer(settings)
-    for key, value in RECORDS:
-        producer.produce(topic, value, key, partition=0)
-    assert producer.flush(TIMEOUT_S) == 0
-    assert confluent_read(settings, topic, len(RECORDS), f"g-{uuid.uuid4().hex[:6]}") == RECORDS
-    admin = AdminClient(settings)  # held until the answer: a client destroyed meanwhile fails it
-    assert admin.delete_topics([topic])[topic].result(TIMEOUT_S) is None
+    secured_clients.confluent_round_trip(confluent_oauth(broker, ca_file, lambda: signer.token("alice")))
     assert jwks_server.requests == 1  # one JWKS for the listener's many connections
 
 
@@ -89,6 +80,10 @@ def test_confluent_kafka_with_a_bad_token_is_refused_with_invalid_token(broker, 
         admin.list_topics(timeout=5)
     admin.poll(0)
     assert any("invalid_token" in error for error in errors), errors
+    reason = "expired" if bad_token == "expired" else "signature does not verify"
+    wait_until(lambda: any("OAUTHBEARER token refused" in line and reason in line for line in broker.output),
+               "the broker to log why it refused the token")
+    assert token.split(".")[2] not in "".join(broker.output)
 
 
 def test_confluent_kafka_reauthenticates_with_fresh_tokens_and_loses_nothing(broker, tls_files, signer):
@@ -129,8 +124,6 @@ def test_confluent_kafka_reauthenticates_with_fresh_tokens_and_loses_nothing(bro
 
 
 def test_kafka_python_produces_and_consumes(broker, tls_files, signer):
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-
     try:
         from kafka.net.sasl.oauth import AbstractTokenProvider
     except ImportError:  # kafka-python before 3
@@ -147,25 +140,10 @@ def test_kafka_python_produces_and_consumes(broker, tls_files, signer):
     topic = new_topic(confluent_oauth(broker, ca_file, lambda: signer.token("admin")))
     client = {"bootstrap_servers": address(broker), "security_protocol": "SASL_SSL", "ssl_cafile": str(ca_file),
               "sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_provider": Tokens()}
-    producer = KafkaProducer(**client, acks="all")
-    for key, value in RECORDS:
-        producer.send(topic, value=value, key=key, partition=0)
-    producer.flush(TIMEOUT_S)
-    producer.close()
-    consumer = KafkaConsumer(**client, enable_auto_commit=False, consumer_timeout_ms=TIMEOUT_S * 1000)
-    consumer.assign([TopicPartition(topic, 0)])
-    consumer.seek_to_beginning()
-    got = []
-    for message in consumer:  # bounded: stops after consumer_timeout_ms without a record
-        got.append((message.key, message.value))
-        if len(got) == len(RECORDS):
-            break
-    consumer.close()
-    assert got == RECORDS
+    assert secured_clients.kafka_python_round_trip(client, topic) == RECORDS
 
 
 def test_aiokafka_produces_and_consumes(broker, tls_files, signer):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.abc import AbstractTokenProvider
 
     class Tokens(AbstractTokenProvider):
@@ -177,27 +155,4 @@ def test_aiokafka_produces_and_consumes(broker, tls_files, signer):
     client = {"bootstrap_servers": address(broker), "security_protocol": "SASL_SSL",
               "ssl_context": ssl.create_default_context(cafile=str(ca_file)), "sasl_mechanism": "OAUTHBEARER",
               "sasl_oauth_token_provider": Tokens()}
-
-    async def round_trip() -> list[tuple[bytes, bytes]]:
-        producer = AIOKafkaProducer(**client, acks="all")
-        await producer.start()
-        try:
-            for key, value in RECORDS:
-                await producer.send_and_wait(topic, value=value, key=key, partition=0)
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**client, enable_auto_commit=False)
-        await consumer.start()
-        try:
-            partition = TopicPartition(topic, 0)
-            consumer.assign([partition])
-            await consumer.seek_to_beginning(partition)
-            got = []
-            while len(got) < len(RECORDS):  # bounded by the wait_for around it
-                got.append(await consumer.getone())
-            return [(message.key, message.value) for message in got]
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(asyncio.wait_for(round_trip(), TIMEOUT_S)) == RECORDS
-
+    assert secured_clients.aiokafka_round_trip(client, topic) == RECORDS
