@@ -47,7 +47,8 @@ SASL_SETTING_NAMES = ("sasl.enabled.mechanisms", "sasl.plain.users.file", "conne
 # name -> (parser, default, doc, is_list), as config.Setting takes them
 SPECS: dict[str, tuple[Callable[[str], Any], Any, str, bool]] = {
     "sasl.enabled.mechanisms": (_mechanisms, DEFAULT_MECHANISMS,
-                                "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", True),
+                                "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+                                "OAUTHBEARER", True),
     "sasl.plain.users.file": (_optional_path, None,
                               "file of PLAIN's users, one user=password a line (beside the PLAIN JAAS config's "
                               "user_<name> options, which it overrides)", False),

@@ -1,9 +1,5 @@
 """The SASL mechanisms a listener serves: a factory per mechanism name, which builds from the
 listener's settings what makes a fresh MechanismServer (sasl.py) for each exchange.
-
-OAUTHBEARER joins FACTORIES with one entry, its own module's factory of the same shape
-(`ListenerSasl -> (() -> MechanismServer)`, both in sasl.py, so that it need not import this
-module); jaas.listener_login_module reads a listener's mechanism's JAAS configuration for it.
 """
 
 from __future__ import annotations
@@ -12,7 +8,7 @@ from collections.abc import Callable
 
 from replog import sasl_settings
 
-from . import jaas, plain
+from . import jaas, oauthbearer, plain
 from .plain import PlainServer
 from .sasl import ListenerSasl, MechanismServer, SaslSettingsError
 from .scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramMechanism
@@ -40,10 +36,18 @@ def _scram(mechanism: ScramMechanism) -> MechanismFactory:
     return lambda context: lambda: ScramServer(mechanism, context.scram_credential)
 
 
+def _oauthbearer(context: ListenerSasl) -> NewServer:
+    try:
+        return oauthbearer.server_factory(context.settings, context.listener)
+    except ValueError as error:
+        raise SaslSettingsError(str(error)) from None
+
+
 FACTORIES: dict[str, MechanismFactory] = {
     plain.PLAIN: _plain,
     SCRAM_SHA_256.name: _scram(SCRAM_SHA_256),
     SCRAM_SHA_512.name: _scram(SCRAM_SHA_512),
+    oauthbearer.MECHANISM: _oauthbearer,
 }
 
 
