@@ -3,9 +3,9 @@ message, `authzid NUL authcid NUL passwd`, checked against the listener's users.
 
 The users come from Kafka's JAAS form, `listener.name.<l>.plain.sasl.jaas.config=
 org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="...";`, and from
-the file `sasl.plain.users.file` names (one `user=password` a line; blank lines and lines
-starting with # are skipped), so that passwords need not sit in the broker's configuration. The
-file's users win over the JAAS ones of the same name. Passwords are compared in constant time,
+the file `sasl.plain.users.file` names (one `user=password` a line, blanks around either taken
+away; blank lines and lines starting with # are skipped), so that passwords need not sit in the
+broker's configuration, read when the broker starts. The file's users win over the JAAS ones of the same name. Passwords are compared in constant time,
 an unknown user's against a stand-in, so that the time taken does not tell who exists.
 """
 
@@ -37,7 +37,7 @@ def users_of(login_module: LoginModule | None, users_file_text: str | None) -> d
         user, equals, password = line.partition("=")
         if not equals or not user.strip():
             raise ValueError(f"line {number} is not user=password")  # never quotes the line: it may hold a password
-        users[user.strip()] = Secret(password)
+        users[user.strip()] = Secret(password.strip())
     return users
 
 
