@@ -34,7 +34,7 @@ import types
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, NamedTuple
 
-from replog import listener_settings, sasl_settings, tls_settings
+from replog import inter_broker_settings, listener_settings, sasl_settings, tls_settings
 from replog.coord_backends.base import SESSION_TIMEOUT_MS_DEFAULT
 from replog.obs.state_change_events import EVENTS_MAX_DEFAULT as STATE_CHANGE_EVENTS_MAX_DEFAULT
 
@@ -239,6 +239,7 @@ SETTINGS: dict[str, Setting] = {
                 "the listener other brokers connect to (default: PLAINTEXT, else the first listener)"),
         *(Setting(name, *tls_settings.SPECS[name]) for name in tls_settings.SSL_SETTING_NAMES),
         *(Setting(name, *sasl_settings.SPECS[name]) for name in sasl_settings.SASL_SETTING_NAMES),
+        *(Setting(name, *spec) for name, spec in inter_broker_settings.SPECS.items()),
         Setting(
             "metrics.listeners",
             _optional_listener,
