@@ -6,6 +6,7 @@ the same connection while requests keep flowing."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 
 import pytest
 
@@ -79,3 +80,11 @@ async def test_a_session_with_a_lifetime_is_renewed_on_the_connection_while_requ
                                    WAIT_S + SESSIONS_OUTLIVED * REAUTH_MS / 1000)
             assert not connection.closed
             assert answered > SESSIONS_OUTLIVED
+
+
+def test_a_security_protocol_and_its_tls_context_go_together():
+    context = ssl.create_default_context()
+    for protocol, tls in (("SSL", None), ("SASL_SSL", None), ("PLAINTEXT", context), ("SASL_PLAINTEXT", context),
+                          ("TLS", context)):
+        with pytest.raises(ValueError, match="security.protocol"):
+            ClientSecurity(protocol, tls)
