@@ -58,7 +58,7 @@ from replog import admin
 from replog.admin.errors import AdminError
 from replog.admin.scram_credentials import credential as scram_credential
 from replog import listener_settings, sasl_settings, tls_settings
-from replog.config import BrokerConfig, ConfigError, HostPort
+from replog.config import BrokerConfig, ConfigError, HostPort, store_security
 from replog.listener_settings import Endpoint
 from replog.coord_backends import BadVersion, NodeExists, NoNode, ObservedStore, SessionState, StoreError, open_store
 from replog.coord_backends import paths
@@ -149,7 +149,8 @@ class Broker:
         self.metrics = served(per_partition=config["metrics.per.partition.enable"])
         self.state_change_events = StateChangeEvents(self.broker_id, config["state.change.events.max"], wall_clock_ms)
         self.store = ObservedStore(open_store(
-            config["coord.url"], data_dir=str(self.data_dir), session_timeout_ms=config["coord.session.timeout.ms"]
+            config["coord.url"], data_dir=str(self.data_dir), session_timeout_ms=config["coord.session.timeout.ms"],
+            security=store_security(config),
         ), self.metrics.store_operation)
         # Read once now, so that a broker started on a full disk refuses from its first request.
         self.disk_space = DiskSpace(self.data_dir, config["log.dir.min.free.bytes"])
