@@ -260,7 +260,7 @@ class BrokerConnection:
         # KIP-368: loop time at which to re-authenticate; None while the session has no lifetime.
         self._reauthenticate_at: float | None = None
         self._reauthentication: asyncio.Task | None = None
-        # Set but while a re-authentication has the wire to itself.
+        # Cleared while a re-authentication has the wire to itself.
         self._others_may_send = asyncio.Event()
         self._others_may_send.set()
         self._drained: asyncio.Future | None = None  # what a re-authentication waits on: no request unanswered
