@@ -11,11 +11,17 @@ import ssl
 import pytest
 
 from replog.admin.scram_credentials import ScramUpsertion, alter_user_scram_credentials
+from kio.schema.errors import ErrorCode
+
+from replog.coord_backends.paths import BrokerRegistration
+from replog.net import high_watermarks
 from replog.net.client import BrokerConnection, SaslAuthenticationFailed
 from replog.net.client_security import ClientSecurity
 from replog.security.scram import SCRAM_SHA_256, new_salt, salted_password
 from replog.tls_settings import Secret
+from tests.net.test_listeners import create_led_topic
 from tests.net.test_sasl_connections import PASSWORD, PLAIN_PASSWORD, sasl_broker
+from tests.support.batches import build_batch
 
 WAIT_S = 10
 REAUTH_MS = 1000
@@ -80,6 +86,22 @@ async def test_a_session_with_a_lifetime_is_renewed_on_the_connection_while_requ
                                    WAIT_S + SESSIONS_OUTLIVED * REAUTH_MS / 1000)
             assert not connection.closed
             assert answered > SESSIONS_OUTLIVED
+
+
+async def test_the_lag_scrape_asks_other_leaders_with_the_brokers_credentials(tmp_path):
+    async with sasl_broker(tmp_path) as broker:
+        security = as_user("SCRAM-SHA-512", "alice", PASSWORD)
+        async with await BrokerConnection.open("127.0.0.1", broker.server.port, security=security,
+                                               request_timeout_s=WAIT_S) as connection:
+            topic = await create_led_topic(broker, connection)
+            produced = await connection.produce(topic, 0, bytes(build_batch(record_count=3)), acks=-1, timeout_ms=WAIT_S * 1000)
+            assert produced.error_code == ErrorCode.none
+        address = BrokerRegistration("127.0.0.1", broker.server.port)
+        for asking_as, expected in ((security, {(topic, 0): 3}), (as_user("SCRAM-SHA-512", "alice", "wrong"), {})):
+            learnt = await high_watermarks.learn([(topic, 0)], led_here=lambda name, partition: None,
+                                                 leader_of=lambda name, partition: 1, address_of=lambda broker_id: address,
+                                                 timeout_s=WAIT_S, security=asking_as)
+            assert learnt == expected
 
 
 def test_a_security_protocol_and_its_tls_context_go_together():
