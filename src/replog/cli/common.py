@@ -76,12 +76,15 @@ class AdminCommand(OneLineUsage):
 
     def invoke(self, ctx: click.Context):
         from replog.admin import AdminError
+        from replog.config import ConfigError
 
         from .admin_client import AdminChoiceError
 
         try:
             return super().invoke(ctx)
         except (AdminChoiceError, BadStoreUrl) as error:
+            fail(f"{subcommand(ctx)}: {error}", USAGE_ERROR_STATUS)
+        except ConfigError as error:  # --coord-config's
             fail(f"{subcommand(ctx)}: {error}", USAGE_ERROR_STATUS)
         except click.UsageError as error:
             fail(f"{subcommand(ctx)}: {error.format_message()}", USAGE_ERROR_STATUS)
@@ -99,11 +102,30 @@ ADMIN_HINTS = {
 }
 
 
+COORD_CONFIG_META = "replog.coord_config"
+
+
+def _remember_coord_config(ctx: click.Context, _param, value: str | None) -> None:
+    # Kept aside rather than passed to each command: only the store door (through_admin) reads it.
+    ctx.meta[COORD_CONFIG_META] = value
+
+
+def coord_config_option(**options):
+    """--coord-config FILE: who the command is in the store, and over what, as Kafka's tools
+    take --zk-tls-config-file; a broker's own config file will do (its other settings are not used)."""
+    return click.option(
+        "--coord-config", envvar="REPLOG_COORD_CONFIG", metavar="FILE", type=click.Path(dir_okay=False),
+        help="TOML file of the store connection's settings (coord.username, coord.password.file, zookeeper.set.acl, "
+             "coord.ssl.*), as in a broker's --config [env: REPLOG_COORD_CONFIG; user and password also from "
+             "REPLOG_COORD_USERNAME, REPLOG_COORD_PASSWORD]", **options)
+
+
 def admin_options(command):
     """The way in (--coord or --bootstrap-server) and --output, for every admin command."""
     options = (
         click.option("--coord", "coord_url", envvar="REPLOG_COORD", metavar="URL",
                      help="act on this coordination store (zk://, etcd://, memory:///file) [env: REPLOG_COORD]"),
+        coord_config_option(expose_value=False, callback=_remember_coord_config),
         click.option("--bootstrap-server", "bootstrap", envvar="REPLOG_BOOTSTRAP_SERVER", metavar="HOST:PORT",
                      help="ask this broker (Kafka admin requests) [env: REPLOG_BOOTSTRAP_SERVER]"),
         click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
@@ -119,8 +141,10 @@ def through_admin(coord_url: str | None, bootstrap: str | None, action):
     return its result."""
     from .admin_client import open_admin
 
+    coord_config = click.get_current_context().meta.get(COORD_CONFIG_META)
+
     async def run():
-        async with open_admin(coord_url, bootstrap) as admin:
+        async with open_admin(coord_url, bootstrap, coord_config) as admin:
             return await action(admin)
 
     return asyncio.run(run())

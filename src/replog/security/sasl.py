@@ -2,7 +2,8 @@
 OAUTHBEARER) is to the connection that runs the exchange. The connection hands each
 SaslAuthenticate's bytes to `evaluate` and answers with the step's challenge; the step that
 carries `authenticated` ends the exchange, and AuthenticationFailed ends it with Kafka's
-SASL_AUTHENTICATION_FAILED and that message."""
+SASL_AUTHENTICATION_FAILED and that message. The client's side of each mechanism is in
+security/sasl_client.py."""
 
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ class SaslSettingsError(Exception):
 class AuthenticationFailed(Exception):
     """The exchange failed; str() is the message the client is sent, as Kafka words it, and
     never holds a password, salt, proof or token."""
+
+
+class SaslClientError(Exception):
+    """On a client's side: the broker's part of the exchange cannot be accepted (a SCRAM server
+    that does not prove it holds the credential, a challenge where none is due); the message
+    names no secret."""
 
 
 class InvalidCredentials(AuthenticationFailed):
