@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 from kio.schema.errors import ErrorCode
 
+from replog.config import defaults
 from replog.net import codec
 from replog.net.fetch_decoding import FIRST_TOPIC_ID_VERSION, FetchedPartition
 from replog.net.fetch_requests import encode_fetch_request
@@ -81,7 +82,7 @@ async def leading(tmp_path, sessions: FetchSessions, followers: tuple[int, ...] 
         leaders.append(await manager.open_replica(TOPIC, partition, config, (LEADER, *followers), leader_epoch=0,
                                                   isr=(LEADER, *followers)))
     services = SimpleNamespace(
-        replicas=manager, now_ms=manager._clock, metrics=BrokerMetrics(), fetch_sessions=sessions,
+        replicas=manager, now_ms=manager._clock, metrics=BrokerMetrics(), fetch_sessions=sessions, config=defaults(),
         metadata=registered(*followers),
         unknown_partition_error=lambda topic, partition: ErrorCode.unknown_topic_or_partition)
     return manager, leaders, services
