@@ -18,9 +18,9 @@ from kazoo.security import OPEN_ACL_UNSAFE
 from replog.coord_backends import AccessDenied, CoordinationUnavailable, StoreSecurity, open_store
 from replog.coord_backends.etcd_client import EtcdClient
 from tests.backends import test_conformance as contract
-from tests.backends.conftest import SESSION_TIMEOUT_MS, store_url
+from tests.backends.conftest import store_url
 from tests.support.polling import eventually, first_matching, next_within
-from tests.support.secure_servers import start_secure_server
+from tests.support.secure_servers import running_secure_server
 
 # The contract's tests of operations, transactions, watches and sessions, over the secured
 # servers (the fixtures below give them their `store` and `connect`).
@@ -55,18 +55,8 @@ def url(backend, secured, tmp_path) -> str:
 
 
 @pytest.fixture
-async def connect(url, secured):
-    opened = []
-
-    async def make(session_timeout_ms: int = SESSION_TIMEOUT_MS):
-        store = open_store(url, session_timeout_ms=session_timeout_ms, security=secured.security())
-        await store.start()
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        await store.close()
+def security(secured) -> StoreSecurity:
+    return secured.security()
 
 
 async def _replog_nodes(store) -> list[str]:
@@ -179,11 +169,7 @@ async def test_a_zookeeper_root_made_without_acls_is_reported_when_they_are_aske
 
 @pytest.fixture
 def private_secure_etcd_server(tmp_path_factory):
-    server = start_secure_server("etcd", tmp_path_factory.mktemp("private-secure-etcd"))
-    try:
-        yield server
-    finally:
-        server.process.stop()
+    yield from running_secure_server("etcd", tmp_path_factory)
 
 
 async def test_etcd_tokens_forgotten_by_a_restart_are_renewed_and_the_watch_goes_on(private_secure_etcd_server, tmp_path):

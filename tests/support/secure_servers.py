@@ -91,7 +91,8 @@ def start_secure_server(kind: str, state_dir: pathlib.Path, auth_token_ttl_s: in
     return SecureServer(kind, process, passwords, files)
 
 
-def _secure_server(kind: str, tmp_path_factory):
+def running_secure_server(kind: str, tmp_path_factory):
+    """A fixture's body: a server of `kind` for the fixture's life."""
     server = start_secure_server(kind, tmp_path_factory.mktemp(f"secure-{kind}"))
     try:
         yield server
@@ -99,14 +100,14 @@ def _secure_server(kind: str, tmp_path_factory):
         server.process.stop()
 
 
-# Fixtures for the conftests that import them (tests/backends, tests/cluster).
-@pytest.fixture(scope="session")
-def secure_zookeeper_server(tmp_path_factory):
-    """ZooKeeper with SASL DIGEST-MD5 users."""
-    yield from _secure_server("zk", tmp_path_factory)
+def _shared(kind: str, name: str):
+    @pytest.fixture(scope="session", name=name)
+    def fixture(tmp_path_factory):
+        yield from running_secure_server(kind, tmp_path_factory)
+
+    return fixture
 
 
-@pytest.fixture(scope="session")
-def secure_etcd_server(tmp_path_factory):
-    """etcd over TLS with client certificates, auth enabled."""
-    yield from _secure_server("etcd", tmp_path_factory)
+# For the conftests that import them (tests/backends, tests/cluster): one server each per run.
+secure_zookeeper_server = _shared("zk", "secure_zookeeper_server")
+secure_etcd_server = _shared("etcd", "secure_etcd_server")
