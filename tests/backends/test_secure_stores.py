@@ -1,12 +1,13 @@
 """The authenticated store: ZooKeeper with SASL DIGEST-MD5 and znode ACLs (zookeeper.set.acl),
-etcd over TLS with client certificates and RBAC users. The core of the Store contract holds over
-both; a client without credentials (kazoo without auth, aetcd without a user or a certificate)
-can neither read nor write replog's nodes; a wrong password is refused, saying whose; no password
+etcd with RBAC users, both over TLS with client certificates. The core of the Store contract holds
+over both; a client without credentials (kazoo or aetcd without a user or a certificate) can
+neither read nor write replog's nodes; a wrong password is refused, saying whose; no password
 reaches a log line; an etcd restart, which forgets every auth token, costs the store nothing."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 
 import aetcd
@@ -72,7 +73,13 @@ async def test_zookeeper_without_credentials_can_neither_read_nor_write_replogs_
     root = url.rsplit("/", 1)[1]
     store = open_store(url, security=secure_zookeeper_server.security())
     await store.start()
-    anonymous = KazooClient(hosts=secure_zookeeper_server.address)
+    certified = secure_zookeeper_server.security()
+    without_certificate = KazooClient(hosts=secure_zookeeper_server.address, use_ssl=True, ca=certified.truststore_location)
+    with pytest.raises(Exception):
+        await asyncio.to_thread(without_certificate.start, 5)
+    # A client the server lets in (its certificate is from the CA) but who has not signed in.
+    anonymous = KazooClient(hosts=secure_zookeeper_server.address, use_ssl=True, ca=certified.truststore_location,
+                            certfile=certified.keystore_location, keyfile=certified.keystore_location)
     await asyncio.to_thread(anonymous.start, 30)
     try:
         paths = [f"/{root}{path}" for path in await _replog_nodes(store)]
@@ -156,7 +163,7 @@ async def test_no_password_reaches_a_log_line(backend, secured, url, caplog):
 async def test_a_zookeeper_root_made_without_acls_is_reported_when_they_are_asked_for(secure_zookeeper_server, tmp_path, caplog):
     url = store_url("zk", secure_zookeeper_server.address, tmp_path)
     open_root = secure_zookeeper_server.security()
-    unsecured = open_store(url, security=StoreSecurity(username=open_root.username, password=open_root.password))
+    unsecured = open_store(url, security=dataclasses.replace(open_root, set_acl=False))
     await unsecured.start()
     await unsecured.close()
     caplog.set_level(logging.WARNING)

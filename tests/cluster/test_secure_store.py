@@ -1,5 +1,5 @@
 """Three brokers over an authenticated store: ZooKeeper with SASL DIGEST-MD5 and znode ACLs,
-etcd over TLS with client certificates and an RBAC user. They register, replicate, and a SIGKILL
+etcd with an RBAC user, both over TLS with client certificates. They register, replicate, and a SIGKILL
 of a leader under acks=all writes loses nothing acknowledged (test_failover's check); the admin
 commands' store door works with the brokers' --coord-config and not without it; no password
 reaches the brokers' logs."""

@@ -255,9 +255,15 @@ class ZooKeeperStore(Store):
                 pass
 
     def _new_client(self, **options) -> KazooClient:
-        """A kazoo client of this store's servers, signing in with its user (SASL DIGEST-MD5, as
-        Kafka's brokers do) and, with zookeeper.set.acl, creating nodes only that user may use."""
+        """A kazoo client of this store's servers, over TLS if asked (ZooKeeper's secureClientPort,
+        checking that the server's certificate names the host), signing in with its user (SASL
+        DIGEST-MD5, as Kafka's brokers do) and, with zookeeper.set.acl, creating nodes only that
+        user may use."""
         security = self.security
+        if security.tls:
+            options.update(use_ssl=True, verify_certs=True, check_hostname=True, ca=security.truststore_location,
+                           # One PEM file holds the key and its chain (KIP-651's keystore).
+                           certfile=security.keystore_location, keyfile=security.keystore_location)
         if security.username is not None:
             options["sasl_options"] = {"mechanism": "DIGEST-MD5", "username": security.username,
                                        "password": str.__str__(security.password)}
