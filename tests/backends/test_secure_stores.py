@@ -174,16 +174,17 @@ async def test_a_zookeeper_root_made_without_acls_is_reported_when_they_are_aske
     assert "setAcl -R" in caplog.text
 
 
-@pytest.fixture
-def private_secure_etcd_server(tmp_path_factory):
-    yield from running_secure_server("etcd", tmp_path_factory)
+@pytest.fixture(params=["zk", "etcd"])
+def private_secure_server(request, tmp_path_factory):
+    yield from running_secure_server(request.param, tmp_path_factory)
 
 
-async def test_etcd_tokens_forgotten_by_a_restart_are_renewed_and_the_watch_goes_on(private_secure_etcd_server, tmp_path):
-    # etcd keeps its simple tokens in memory: after a restart every one is refused ("invalid auth
-    # token"), as one idle past --auth-token-ttl is.
-    server = private_secure_etcd_server
-    url = store_url("etcd", server.address, tmp_path)
+async def test_a_restart_of_the_secured_server_costs_neither_writes_nor_the_watch(private_secure_server, tmp_path):
+    # ZooKeeper: kazoo signs in again on every connection. etcd keeps its simple tokens in
+    # memory: after a restart every one is refused ("invalid auth token"), as one idle past
+    # --auth-token-ttl is, and the store signs in again.
+    server = private_secure_server
+    url = store_url(server.kind, server.address, tmp_path)
     store = open_store(url, security=server.security(), session_timeout_ms=20_000)
     writer = open_store(url, security=server.security(), session_timeout_ms=20_000)
     await store.start()
