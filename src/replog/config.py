@@ -748,6 +748,11 @@ def store_security(settings: Mapping[str, Any], environ: Mapping[str, str] = os.
             raise ConfigError(f"coord.password.file: cannot read {password_file}: {error.strerror}") from None
         except UnicodeDecodeError:
             raise ConfigError(f"coord.password.file: {password_file} is not UTF-8 text") from None
+    for name in ("coord.ssl.truststore.location", "coord.ssl.keystore.location"):
+        # Read when a connection is made, from a thread of the store's client: a file that is not
+        # there is said now, in one line, rather than as a connection that never comes.
+        if settings[name] is not None and not os.access(settings[name], os.R_OK):
+            raise ConfigError(f"{name}: cannot read {settings[name]}")
     try:
         return StoreSecurity(
             username=username,

@@ -65,7 +65,7 @@ async def _replog_nodes(store) -> list[str]:
     await store.create("/brokers/ids", b"", make_parents=True)
     await store.create("/brokers/ids/0", b'{"host": "127.0.0.1"}', ephemeral=True)
     await store.create("/config/users/alice", b"salted", make_parents=True)
-    return ["/brokers", "/brokers/ids", "/brokers/ids/0", "/config/users/alice"]
+    return ["/brokers", "/brokers/ids", "/brokers/ids/0", "/config", "/config/users", "/config/users/alice"]
 
 
 async def test_zookeeper_without_credentials_can_neither_read_nor_write_replogs_nodes(secure_zookeeper_server, tmp_path):
