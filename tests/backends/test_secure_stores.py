@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import subprocess
+import sys
 
 import aetcd
 import pytest
@@ -160,18 +162,39 @@ async def test_no_password_reaches_a_log_line(backend, secured, url, caplog):
     assert secured.passwords["broker"] not in repr(secured.security())
 
 
-async def test_a_zookeeper_root_made_without_acls_is_reported_when_they_are_asked_for(secure_zookeeper_server, tmp_path, caplog):
+async def test_a_zookeeper_store_made_without_acls_is_reported_and_replog_coord_secure_closes_it(secure_zookeeper_server, tmp_path, caplog):
     url = store_url("zk", secure_zookeeper_server.address, tmp_path)
     open_root = secure_zookeeper_server.security()
     unsecured = open_store(url, security=dataclasses.replace(open_root, set_acl=False))
     await unsecured.start()
+    await unsecured.create("/brokers/ids/0", b"{}", make_parents=True)
     await unsecured.close()
     caplog.set_level(logging.WARNING)
     store = open_store(url, security=open_root)
     await store.start()
     await store.close()
     assert "zookeeper.set.acl is on but the store's root" in caplog.text
-    assert "setAcl -R" in caplog.text
+    assert "replog coord secure" in caplog.text
+    anonymous = KazooClient(hosts=secure_zookeeper_server.address, use_ssl=True, ca=open_root.truststore_location,
+                            certfile=open_root.keystore_location, keyfile=open_root.keystore_location)
+    await asyncio.to_thread(anonymous.start, 30)
+    try:
+        root = "/" + url.rsplit("/", 1)[1]
+        assert await asyncio.to_thread(anonymous.get_children, root)  # open: what the warning is about
+        secured = subprocess.run([sys.executable, "-m", "replog", "coord", "secure", "--coord", url, "--coord-config",
+                                  str(secure_zookeeper_server.write_coord_config(tmp_path / "coord.toml"))],
+                                 capture_output=True, text=True, timeout=120)
+        assert secured.returncode == 0, secured.stderr
+        assert secured.stdout.startswith("secured ") and "for user broker" in secured.stdout
+        for path in (root, f"{root}/brokers", f"{root}/brokers/ids/0"):
+            with pytest.raises(kz.NoAuthError):
+                await asyncio.to_thread(anonymous.get, path)
+        store = open_store(url, security=open_root)
+        await store.start()
+        assert (await store.get("/brokers/ids/0"))[0] == b"{}"
+        await store.close()
+    finally:
+        await asyncio.to_thread(anonymous.stop)
 
 
 @pytest.fixture(params=["zk", "etcd"])
