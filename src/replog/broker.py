@@ -56,8 +56,9 @@ from kio.schema.errors import ErrorCode
 
 from replog import admin
 from replog.admin.errors import AdminError
-from replog import listener_settings, tls_settings
-from replog.config import BrokerConfig, HostPort, store_security
+from replog.admin.scram_credentials import credential as scram_credential
+from replog import listener_settings, sasl_settings, tls_settings
+from replog.config import BrokerConfig, ConfigError, HostPort, store_security
 from replog.listener_settings import Endpoint
 from replog.coord_backends import BadVersion, NodeExists, NoNode, ObservedStore, SessionState, StoreError, open_store
 from replog.coord_backends import paths
@@ -68,10 +69,15 @@ from replog.replication.metadata_cache import MetadataCache, each_seen
 from replog.net.fetch_sessions import FetchSessions
 from replog.net import certificate_reload, tls
 from replog.net.certificate_reload import CertificateWatch
+from replog.net.client_security import ClientSecurity
 from replog.net.principals import certificate_principals
+from replog.net.sasl_session import SaslSession
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
 from replog.replica.producer_ids import ProducerIdAllocator
+from replog.security import inter_broker
+from replog.security.sasl import ListenerSasl
+from replog.security.sasl_mechanisms import listener_mechanisms
 from replog.storage.data_dir_lock import DataDirectoryLock
 from replog.storage.disk_space import DiskSpace, DiskSpaceState
 from replog.tasks import cancel_and_wait
@@ -166,7 +172,7 @@ class Broker:
             KafkaServer(self, endpoint.host, endpoint.port, max_request_bytes=config["socket.request.max.bytes"],
                         metrics=self.metrics, settings=config, on_failure=lambda: self.failed.set(),
                         listener=endpoint.name, tls=self._listener_tls(endpoint.name),
-                        identify=self._listener_principals(endpoint.name))
+                        identify=self._listener_principals(endpoint.name), sasl=self._listener_sasl(endpoint.name))
             for endpoint in config["listeners"]
         ]
         self.server = self.servers[0]
@@ -201,9 +207,13 @@ class Broker:
         self._registered = False
         self._started = False
         self.life_id = uuid.uuid4().hex[:16]
-        self.inter_broker_tls = self._inter_broker_tls()
+        try:
+            self._inter_broker_credentials = inter_broker.credentials(config)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        self.inter_broker_security = self._inter_broker_security()
         self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"],
-                                                    life_id=self.life_id, tls=lambda: self.inter_broker_tls)
+                                                    life_id=self.life_id, security=lambda: self.inter_broker_security)
         self.joined = JoinedStore(self.store)
         self.hosted = HostedPartitions(LeadershipContext(
             self.broker_id, self.store, self.replicas, self.leader_connections, config, self.now_ms, self.metadata.changed,
@@ -230,20 +240,52 @@ class Broker:
             return None
         return certificate_principals(tls_settings.settings_of(self.config, listener)["ssl.principal.mapping.rules"])
 
-    def _inter_broker_tls(self) -> ssl.SSLContext | None:
-        """What this broker connects to other brokers with: their inter-broker listener's TLS
-        (this broker's own listener's settings say whom to trust), or None for plaintext."""
-        listener = self.config["inter.broker.listener.name"]
-        if listener_settings.security_protocol(self.config, listener) not in listener_settings.TLS_PROTOCOLS:
+    def _listener_sasl(self, listener: str) -> Callable[[], SaslSession] | None:
+        """What makes a SASL session for each connection of listener `listener`; None for a
+        listener without SASL."""
+        if listener_settings.security_protocol(self.config, listener) not in listener_settings.SASL_PROTOCOLS:
             return None
-        return tls.client_context(self.config, listener)
+        mechanisms = listener_mechanisms(ListenerSasl(listener, self.config, functools.partial(scram_credential, self.store)))
+        values = sasl_settings.settings_of(self.config, listener)
+        return functools.partial(SaslSession, listener, mechanisms, max_reauth_ms=values["connections.max.reauth.ms"],
+                                 failure_delay_ms=values["connection.failed.authentication.delay.ms"],
+                                 max_receive_bytes=values["sasl.server.max.receive.size"], metrics=self.metrics)
+
+    def _inter_broker_security(self) -> ClientSecurity:
+        """What this broker connects to other brokers with: their inter-broker listener's
+        security protocol, with its TLS (this broker's own listener's settings say whom to
+        trust) and its SASL mechanism and this broker's credentials."""
+        listener = self.config["inter.broker.listener.name"]
+        protocol = listener_settings.security_protocol(self.config, listener)
+        context = tls.client_context(self.config, listener) if protocol in listener_settings.TLS_PROTOCOLS else None
+        credentials = self._inter_broker_credentials
+        if credentials is None:
+            return ClientSecurity(protocol, context)
+        return ClientSecurity(protocol, context, credentials.mechanism, credentials.username, credentials.password)
+
+    def _warn_of_inter_broker_authentication(self) -> None:
+        """A SASL inter-broker listener without this broker's credentials (a broker alone needs
+        none; one of a cluster cannot fetch); brokers that authenticate each other and take
+        any authenticated client for one (an operator who set up the first most likely meant to
+        restrict the second)."""
+        listener = self.config["inter.broker.listener.name"]
+        protocol = listener_settings.security_protocol(self.config, listener)
+        if protocol in listener_settings.SASL_PROTOCOLS and self._inter_broker_credentials is None:
+            mechanism = self.config["sasl.mechanism.inter.broker.protocol"]
+            logger.warning("%s is not set: this broker cannot authenticate to other brokers, nor fetch from them, with "
+                           "%s broker=%d", sasl_settings.jaas_config_name(listener, mechanism), mechanism, self.broker_id)
+        authenticates = (protocol in listener_settings.SASL_PROTOCOLS
+                         or (protocol == "SSL" and tls_settings.settings_of(self.config, listener)["ssl.client.auth"] == "required"))
+        if authenticates and not self.config["super.users"]:
+            logger.warning("super.users is empty: any client that authenticates to inter-broker listener %s may fetch as "
+                           "a follower; set super.users=User:<broker user> broker=%d", listener, self.broker_id)
 
     def _serve_tls(self, server: KafkaServer, context: ssl.SSLContext) -> None:
         """New files of `server`'s listener: new connections get `context`; the inter-broker
         listener's also change what this broker presents to and trusts of other brokers."""
         server.tls = context
         if server.listener == self.config["inter.broker.listener.name"]:
-            self.inter_broker_tls = self._inter_broker_tls()
+            self.inter_broker_security = self._inter_broker_security()
 
     # lifecycle
     async def start(self) -> None:
@@ -282,6 +324,7 @@ class Broker:
         await self._register_at_start()
         self._registered = True
         self._started = True
+        self._warn_of_inter_broker_authentication()
         logger.info("broker started broker=%d listeners=%s metrics=%s data_dir=%s", self.broker_id,
                     ",".join(str(endpoint) for endpoint in self.bound_listeners), self.metrics_address or "off", self.data_dir)
 
@@ -533,7 +576,7 @@ class Broker:
         wanted = {(topic, partition) for _, topic, partition, _ in self.groups.committed_offsets()}
         self._high_watermarks = await high_watermarks.learn(
             wanted, self._high_watermark_led_here, self._leader_of, self.metadata.brokers.get, SCRAPE_READ_MAX_S,
-            self.inter_broker_tls)
+            self.inter_broker_security)
 
     def _high_watermark_led_here(self, topic: str, partition: int) -> int | None:
         hosted = self.replicas.hosted(topic, partition)
