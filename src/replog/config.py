@@ -586,6 +586,33 @@ def parse_topic_setting(name: str, text: str) -> Any:
         raise ConfigError(f"Invalid value {text} for configuration {name}: value {error}") from None
 
 
+# The settings Kafka types PASSWORD, whose values DescribeConfigs never tells (KIP-651's inline PEM
+# included), also under a listener's or a mechanism's prefix (listener.name.<l>.<mechanism>.sasl.jaas.config).
+SENSITIVE_SETTINGS = frozenset({
+    "ssl.keystore.password", "ssl.key.password", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+    "ssl.truststore.certificates", "ssl.truststore.password", "sasl.jaas.config",
+    "sasl.oauthbearer.client.credentials.client.secret", "sasl.oauthbearer.assertion.private.key.passphrase",
+    "password.encoder.secret", "password.encoder.old.secret", "delegation.token.secret.key",
+})
+
+
+def is_sensitive(name: str) -> bool:
+    """Whether DescribeConfigs answers setting `name` with a null value and is_sensitive: one
+    Kafka types PASSWORD, or one replog does not know, as Kafka treats a config whose type it
+    cannot tell."""
+    if any(name == secret or name.endswith("." + secret) for secret in SENSITIVE_SETTINGS):
+        return True
+    return name not in DYNAMIC_BROKER_SETTINGS and not _is_known(name)
+
+
+def _is_known(name: str) -> bool:
+    try:
+        _lookup(name)
+    except ConfigError:
+        return False
+    return True
+
+
 def format_value(value: Any) -> str | None:
     """A parsed value as Kafka writes it in DescribeConfigs: lists comma-joined, booleans lower case."""
     if value is None:
