@@ -272,6 +272,7 @@ class Broker:
         self.hosted.report_stray_logs(self.data_dir)
         for server in self.servers:
             await server.start()
+        self._warn_plaintext_beyond_loopback()
         for certificate_watch in self._certificate_watches:
             certificate_watch.loaded()
         if self._certificate_watches:
@@ -288,6 +289,19 @@ class Broker:
     def bound_listeners(self) -> list[Endpoint]:
         """Each listener with the port it bound (port 0 asks for any free one)."""
         return [Endpoint(server.listener, server.host, server.port) for server in self.servers]
+
+    def _bound_addresses(self) -> list[Endpoint]:
+        """Each listener at each address it bound (the wildcard as such)."""
+        return [Endpoint(server.listener, host, port) for server in self.servers for host, port in server.addresses]
+
+    def _warn_plaintext_beyond_loopback(self) -> None:
+        """Started, but said once: a listener any host may reach serves without authentication."""
+        exposed = listener_settings.plaintext_beyond_loopback(self._bound_addresses(),
+                                                              dict(self.config["listener.security.protocol.map"]))
+        if exposed:
+            logger.warning("PLAINTEXT listener bound beyond loopback broker=%d listeners=%s: %s", self.broker_id,
+                           ",".join(str(endpoint) for endpoint in exposed),
+                           listener_settings.PLAINTEXT_BEYOND_LOOPBACK_ADVICE)
 
     @property
     def metrics_address(self) -> str | None:
@@ -411,7 +425,8 @@ class Broker:
         return BrokerRegistration(inter_broker.host, inter_broker.port, self.config["broker.rack"], self.life_id,
                                   endpoints=tuple(str(endpoint) for endpoint in advertised),
                                   listener_security_protocol_map={endpoint.name: protocols[endpoint.name]
-                                                                  for endpoint in advertised})
+                                                                  for endpoint in advertised},
+                                  listeners=tuple(str(endpoint) for endpoint in self._bound_addresses()))
 
     async def _register(self) -> None:
         await self.store.create(paths.broker(self.broker_id), self._registration().encode(), ephemeral=True)

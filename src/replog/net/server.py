@@ -124,6 +124,11 @@ class KafkaServer:
         self._serving.add_done_callback(self._served)
 
     @property
+    def addresses(self) -> list[tuple[str, int]]:
+        """(address, port) of each socket bound: one per address the host resolved to."""
+        return [listener.getsockname()[:2] for listener in self._listeners]
+
+    @property
     def connection_count(self) -> int:
         return len(self._limits.connections)
 
