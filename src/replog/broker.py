@@ -69,6 +69,7 @@ from replog.net.fetch_sessions import FetchSessions
 from replog.net import certificate_reload, tls
 from replog.net.certificate_reload import CertificateWatch
 from replog.net.principals import certificate_principals
+from replog.net.connection_limits import BrokerConnections
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
 from replog.replica.producer_ids import ProducerIdAllocator
@@ -160,12 +161,14 @@ class Broker:
         self.replicas.on_replica_changed = self.groups.partition_changed
         self._group_coordinator: asyncio.Task | None = None
         self._creating_offsets_topic: asyncio.Task | None = None
-        # One server per listener; `server` is the first listener's.
+        # One server per listener; `server` is the first listener's. max.connections is the
+        # broker's, over them all.
+        connections = BrokerConnections(config["max.connections"], config["inter.broker.listener.name"])
         self.servers = [
             KafkaServer(self, endpoint.host, endpoint.port, max_request_bytes=config["socket.request.max.bytes"],
                         metrics=self.metrics, settings=config, on_failure=lambda: self.failed.set(),
                         listener=endpoint.name, tls=self._listener_tls(endpoint.name),
-                        identify=self._listener_principals(endpoint.name))
+                        identify=self._listener_principals(endpoint.name), broker_connections=connections)
             for endpoint in config["listeners"]
         ]
         self.server = self.servers[0]

@@ -29,6 +29,7 @@ are not accepted: each quantity has one name here, the milliseconds one.
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 import types
 from collections.abc import Iterator, Mapping
@@ -547,11 +548,22 @@ def parse_dynamic_broker_setting(name: str, text: str | None) -> int:
     return _parse(setting, text)
 
 
+# What a listener may set for itself besides ssl.* (tls_settings.py), with Kafka's prefix
+# listener.name.<lower-case name>.: the connections it holds (net/connection_limits.py).
+LISTENER_SETTINGS = frozenset({"max.connections"})
+_LISTENER_OVERRIDE = re.compile(r"listener\.name\.[a-z0-9_\-]+\.(.+)")
+
+
+def _listener_overridden(name: str) -> str | None:
+    matched = _LISTENER_OVERRIDE.fullmatch(name)
+    return matched[1] if matched is not None and matched[1] in LISTENER_SETTINGS else None
+
+
 def _lookup(name: str) -> Setting:
     setting = SETTINGS.get(name)
     if setting is not None:
         return setting
-    overridden = tls_settings.overridden(name)
+    overridden = tls_settings.overridden(name) or _listener_overridden(name)
     if overridden is not None:
         return dataclasses.replace(SETTINGS[overridden], name=name)
     hint = ""
