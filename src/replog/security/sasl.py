@@ -14,6 +14,17 @@ class AuthenticationFailed(Exception):
     never holds a password, salt, proof or token."""
 
 
+class InvalidCredentials(AuthenticationFailed):
+    """A failure whose message must not say why (unknown user, wrong password, malformed
+    message): Kafka's answer to a SaslException names only the mechanism, so that a client
+    cannot tell an unknown user from a wrong password."""
+
+    def __init__(self, mechanism: str, during: str = "authentication"):
+        super().__init__(f"Authentication failed during {during} due to invalid credentials with SASL mechanism "
+                         f"{mechanism}")
+        self.mechanism = mechanism
+
+
 class Authenticated(NamedTuple):
     principal: str  # "User:<name>"
     # When the credential itself stops being valid (a token's exp), in ms since the epoch; the
