@@ -11,9 +11,10 @@ cases after it, up to `deaths_max` times.
 One broker serves every case: each case cleans up after itself (its connections closed, its
 batches on a partition of its own), and a broker a case hurt is what the checks are for.
 
-With `tls` (a CA and the broker's certificate, trustme's) the broker has an SSL listener too,
-and the cases and the checks after each go to it, every byte inside TLS; the well-behaved
-clients and the topics' set-up stay on the PLAINTEXT listener, which the cases leave alone.
+With `tls` (a CA and the broker's certificate, trustme's) the broker has a listener of
+`tls_listener` too, SSL or SASL_SSL, and the cases and the checks after each go to it, every
+byte inside TLS (and, on SASL_SSL, never authenticated); the well-behaved clients and the
+topics' set-up stay on the PLAINTEXT listener, which the cases leave alone.
 """
 
 from __future__ import annotations
@@ -129,9 +130,11 @@ class RunReport:
 class Arena:
     def __init__(self, data_dir: pathlib.Path, *, limits: Limits | None = Limits(),
                  address_space_bytes: int = ADDRESS_SPACE_BYTES, files_max: int = FILES_MAX,
-                 broker_settings: Mapping[str, str] = CLEANER_PASS_SETTINGS, tls: TlsFiles | None = None):
+                 broker_settings: Mapping[str, str] = CLEANER_PASS_SETTINGS, tls: TlsFiles | None = None,
+                 tls_listener: str = "SSL"):
         self.data_dir = data_dir
         self.tls = tls
+        self.tls_listener = tls_listener
         self.broker_settings = dict(broker_settings)
         self.limits = limits
         self.limits_refused = ""  # why the broker runs without the limits, if it does
@@ -154,7 +157,7 @@ class Arena:
             self.limits = None
         self.broker = self._start_broker()
         self._create_topics()
-        attacked = self.broker.ports["SSL"] if self.tls else self.broker.port
+        attacked = self.broker.ports[self.tls_listener] if self.tls else self.broker.port
         self.target = Target(host="127.0.0.1", port=attacked, names=Names(),
                              batch_topic=BATCH_TOPIC, compacted_topic=COMPACTED_TOPIC,
                              batch_partitions=BATCH_PARTITIONS, compacted_partitions=COMPACTED_PARTITIONS,
@@ -174,7 +177,7 @@ class Arena:
         settings = self.broker_settings | (self.limits.settings() if self.limits else {})
         if self.tls:
             settings["ssl.keystore.location"] = str(self.tls.keystore)
-        broker = BrokerProcess(self.data_dir, rlimits=self.rlimits, listeners=("PLAINTEXT", "SSL") if self.tls else ("PLAINTEXT",),
+        broker = BrokerProcess(self.data_dir, rlimits=self.rlimits, listeners=("PLAINTEXT", self.tls_listener) if self.tls else ("PLAINTEXT",),
                                extra_args=tuple(arg for name, value in settings.items() for arg in ("--set", f"{name}={value}")))
         broker.start()
         return broker

@@ -1,13 +1,16 @@
-"""The adversarial fuzzer (test_fuzz.py) against an SSL listener: the same frames, batches and
-slow senders, every byte of them inside TLS from clients that never authenticate, and the
-cases of the TLS layer itself (tests/hostile/tls_cases.py: no handshake, a garbled or stalled
-one, a record layer broken after one). After every case the broker must be alive, answer a TLS
-client's ApiVersions and have logged no internal error; the well-behaved producer and consumer,
-on the broker's PLAINTEXT listener, must read back every record acknowledged (arena.py).
+"""The adversarial fuzzer (test_fuzz.py) against an SSL listener and a SASL_SSL one: the same
+frames and slow senders, every byte of them inside TLS from clients that never authenticate,
+and the cases of the TLS layer itself (tests/hostile/tls_cases.py: no handshake, a garbled or
+stalled one, a record layer broken after one). After every case the broker must be alive,
+answer a TLS client's ApiVersions (which a SASL listener answers before authentication) and
+have logged no internal error; the well-behaved producer and consumer, on the broker's
+PLAINTEXT listener, must read back every record acknowledged (arena.py).
 
-The certificates are made here (trustme). Wide requests, the connection limits and the
-descriptor flood are left to test_fuzz.py: what they attack lies behind the handshake, the same
-for either listener.
+On the SSL listener also: every seed reaches its handler, and the wrong batches, whose checks
+are those of a client allowed to produce; before authentication a SASL listener answers only
+ApiVersions and SaslHandshake, and closes the connection on anything else. The certificates are
+made here (trustme). Wide requests, the connection limits and the descriptor flood are left to
+test_fuzz.py: what they attack lies behind the handshake, the same for any listener.
 """
 
 from __future__ import annotations
@@ -26,14 +29,14 @@ from tests.net.test_fuzz import RANDOM_CASES, RANDOM_SEED, fuzz
 pytestmark = pytest.mark.cluster  # each test runs against a broker process
 
 
-@pytest.fixture(scope="module")
-def arena(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("fuzz-tls")
+@pytest.fixture(scope="module", params=["SSL", "SASL_SSL"])
+def arena(tmp_path_factory, request):
+    directory = tmp_path_factory.mktemp(f"fuzz-{request.param.lower()}")
     ca = trustme.CA()
     files = TlsFiles(directory / "ca.pem", directory / "broker.pem")
     ca.cert_pem.write_to_path(str(files.ca_file))
     ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(files.keystore))
-    with Arena(directory / "data", tls=files) as arena:
+    with Arena(directory / "data", tls=files, tls_listener=request.param) as arena:
         yield arena
 
 
@@ -43,7 +46,13 @@ def witness(arena):
         yield witness
 
 
+def authenticated_clients_only(arena: Arena) -> None:
+    if arena.tls_listener != "SSL":
+        pytest.skip("its checks are an authenticated client's; unauthenticated, a SASL listener closes the connection")
+
+
 def test_every_seed_reaches_its_handler_over_tls(arena):
+    authenticated_clients_only(arena)
     unanswered = []
     for seed in all_seeds(arena.target.names):
         with Connection(arena.target.host, arena.target.port, tls=arena.target.tls) as connection:
@@ -68,6 +77,7 @@ def test_random_frames_over_tls(arena, witness):
 
 
 def test_wrong_batches_over_tls(arena, witness):
+    authenticated_clients_only(arena)
     fuzz(arena, witness, catalog.batch_family(arena.target))
 
 
