@@ -18,6 +18,7 @@ from replog.config import (
     defaults,
     effective_topic_config,
     format_value,
+    is_sensitive,
     load_broker_config,
     parse_setting,
     validate_topic_configs,
@@ -539,3 +540,15 @@ def test_a_subject_no_rule_maps_has_no_user_and_a_bad_rule_is_refused():
         parse_setting("ssl.principal.mapping.rules", "CN=x")
     with pytest.raises(ConfigError, match="not a regular expression"):
         parse_setting("ssl.principal.mapping.rules", "RULE:^CN=($/$1/")
+
+
+@pytest.mark.parametrize("name", ["ssl.key.password", "listener.name.ssl.ssl.keystore.key", "ssl.truststore.certificates",
+                                  "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config", "no.such.setting"])
+def test_secret_settings_and_unknown_ones_are_sensitive_as_kafka_tells_them(name):
+    assert is_sensitive(name)
+
+
+@pytest.mark.parametrize("name", ["ssl.keystore.location", "listener.name.ssl.ssl.client.auth", "num.partitions",
+                                  "leader.replication.throttled.rate"])
+def test_settings_that_are_not_secret_are_not_sensitive(name):
+    assert not is_sensitive(name)

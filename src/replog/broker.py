@@ -71,6 +71,7 @@ from replog.net import certificate_reload, tls
 from replog.net.certificate_reload import CertificateWatch
 from replog.net.client_security import ClientSecurity
 from replog.net.principals import certificate_principals
+from replog.net.connection_limits import BrokerConnections
 from replog.net.sasl_session import SaslSession
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
@@ -167,12 +168,15 @@ class Broker:
         self.replicas.on_replica_changed = self.groups.partition_changed
         self._group_coordinator: asyncio.Task | None = None
         self._creating_offsets_topic: asyncio.Task | None = None
-        # One server per listener; `server` is the first listener's.
+        # One server per listener; `server` is the first listener's. max.connections is the
+        # broker's, over them all.
+        connections = BrokerConnections(config["max.connections"], config["inter.broker.listener.name"])
         self.servers = [
             KafkaServer(self, endpoint.host, endpoint.port, max_request_bytes=config["socket.request.max.bytes"],
                         metrics=self.metrics, settings=config, on_failure=lambda: self.failed.set(),
                         listener=endpoint.name, tls=self._listener_tls(endpoint.name),
-                        identify=self._listener_principals(endpoint.name), sasl=self._listener_sasl(endpoint.name))
+                        identify=self._listener_principals(endpoint.name), sasl=self._listener_sasl(endpoint.name),
+                        broker_connections=connections)
             for endpoint in config["listeners"]
         ]
         self.server = self.servers[0]
@@ -315,6 +319,7 @@ class Broker:
         self.hosted.report_stray_logs(self.data_dir)
         for server in self.servers:
             await server.start()
+        self._warn_plaintext_beyond_loopback()
         for certificate_watch in self._certificate_watches:
             certificate_watch.loaded()
         if self._certificate_watches:
@@ -332,6 +337,19 @@ class Broker:
     def bound_listeners(self) -> list[Endpoint]:
         """Each listener with the port it bound (port 0 asks for any free one)."""
         return [Endpoint(server.listener, server.host, server.port) for server in self.servers]
+
+    def _bound_addresses(self) -> list[Endpoint]:
+        """Each listener at each address it bound (the wildcard as such)."""
+        return [Endpoint(server.listener, host, port) for server in self.servers for host, port in server.addresses]
+
+    def _warn_plaintext_beyond_loopback(self) -> None:
+        """Started, but said once: a listener any host may reach serves without authentication."""
+        exposed = listener_settings.plaintext_beyond_loopback(self._bound_addresses(),
+                                                              dict(self.config["listener.security.protocol.map"]))
+        if exposed:
+            logger.warning("PLAINTEXT listener bound beyond loopback broker=%d listeners=%s: %s", self.broker_id,
+                           ",".join(str(endpoint) for endpoint in exposed),
+                           listener_settings.PLAINTEXT_BEYOND_LOOPBACK_ADVICE)
 
     @property
     def metrics_address(self) -> str | None:
@@ -455,7 +473,8 @@ class Broker:
         return BrokerRegistration(inter_broker.host, inter_broker.port, self.config["broker.rack"], self.life_id,
                                   endpoints=tuple(str(endpoint) for endpoint in advertised),
                                   listener_security_protocol_map={endpoint.name: protocols[endpoint.name]
-                                                                  for endpoint in advertised})
+                                                                  for endpoint in advertised},
+                                  listeners=tuple(str(endpoint) for endpoint in self._bound_addresses()))
 
     async def _register(self) -> None:
         await self.store.create(paths.broker(self.broker_id), self._registration().encode(), ephemeral=True)

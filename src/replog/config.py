@@ -639,11 +639,23 @@ def oauthbearer_settings_of(settings: Mapping[str, Any], listener: str) -> dict[
     return {name: settings.get(prefix + name, settings[name]) for name in OAUTHBEARER_SETTING_NAMES}
 
 
+# What a listener may set for itself besides ssl.* (tls_settings.py), with Kafka's prefix
+# listener.name.<lower-case name>.: the connections it holds (net/connection_limits.py).
+LISTENER_SETTINGS = frozenset({"max.connections"})
+_LISTENER_OVERRIDE = re.compile(r"listener\.name\.[a-z0-9_\-]+\.(.+)")
+
+
+def _listener_overridden(name: str) -> str | None:
+    matched = _LISTENER_OVERRIDE.fullmatch(name)
+    return matched[1] if matched is not None and matched[1] in LISTENER_SETTINGS else None
+
+
 def _lookup(name: str) -> Setting:
     setting = SETTINGS.get(name)
     if setting is not None:
         return setting
-    overridden = tls_settings.overridden(name) or sasl_settings.overridden(name) or oauthbearer_overridden(name)
+    overridden = (tls_settings.overridden(name) or sasl_settings.overridden(name) or oauthbearer_overridden(name)
+                  or _listener_overridden(name))
     if overridden is not None:
         return dataclasses.replace(SETTINGS[overridden], name=name)
     if sasl_settings.is_jaas_config(name):
@@ -679,6 +691,33 @@ def parse_topic_setting(name: str, text: str) -> Any:
         return setting.parse(text)
     except ValueError as error:
         raise ConfigError(f"Invalid value {text} for configuration {name}: value {error}") from None
+
+
+# The settings Kafka types PASSWORD, whose values DescribeConfigs never tells (KIP-651's inline PEM
+# included), also under a listener's or a mechanism's prefix (listener.name.<l>.<mechanism>.sasl.jaas.config).
+SENSITIVE_SETTINGS = frozenset({
+    "ssl.keystore.password", "ssl.key.password", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+    "ssl.truststore.certificates", "ssl.truststore.password", "sasl.jaas.config",
+    "sasl.oauthbearer.client.credentials.client.secret", "sasl.oauthbearer.assertion.private.key.passphrase",
+    "password.encoder.secret", "password.encoder.old.secret", "delegation.token.secret.key",
+})
+
+
+def is_sensitive(name: str) -> bool:
+    """Whether DescribeConfigs answers setting `name` with a null value and is_sensitive: one
+    Kafka types PASSWORD, or one replog does not know, as Kafka treats a config whose type it
+    cannot tell."""
+    if any(name == secret or name.endswith("." + secret) for secret in SENSITIVE_SETTINGS):
+        return True
+    return name not in DYNAMIC_BROKER_SETTINGS and not _is_known(name)
+
+
+def _is_known(name: str) -> bool:
+    try:
+        _lookup(name)
+    except ConfigError:
+        return False
+    return True
 
 
 def format_value(value: Any) -> str | None:

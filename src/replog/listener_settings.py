@@ -15,7 +15,8 @@ the value; config.py names the setting.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
+import ipaddress
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any, NamedTuple
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -70,6 +71,11 @@ def _endpoints(text: str, minimum_port: int) -> tuple[Endpoint, ...]:
 
 def listeners(text: str) -> tuple[Endpoint, ...]:
     return _endpoints(text, minimum_port=0)
+
+
+def bound_listener(text: str) -> Endpoint:
+    """One listener as a broker registration records it bound (NAME://address:port)."""
+    return _endpoint(text, minimum_port=0)
 
 
 def advertised_listeners(text: str) -> tuple[Endpoint, ...] | None:
@@ -131,3 +137,21 @@ def resolve(values: MutableMapping[str, Any]) -> None:
 
 def security_protocol(settings: Mapping[str, Any], name: str) -> str:
     return dict(settings["listener.security.protocol.map"])[name]
+
+
+def plaintext_beyond_loopback(bound: Iterable[Endpoint], protocols: Mapping[str, str]) -> list[Endpoint]:
+    """The listeners of `bound` (each as bound: the wildcard, or an address) that serve PLAINTEXT,
+    neither authenticated nor encrypted, to more than this host: what an operator is warned of."""
+    return [endpoint for endpoint in bound if protocols.get(endpoint.name) == "PLAINTEXT" and not _loopback(endpoint.host)]
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+PLAINTEXT_BEYOND_LOOPBACK_ADVICE = ("any client that reaches it is served without authentication or encryption; "
+                                    "to secure it, map it to SSL or SASL_SSL in listener.security.protocol.map "
+                                    "(with ssl.keystore.location), or bind it to 127.0.0.1")

@@ -10,6 +10,11 @@ cases after it, up to `deaths_max` times.
 
 One broker serves every case: each case cleans up after itself (its connections closed, its
 batches on a partition of its own), and a broker a case hurt is what the checks are for.
+
+With `tls` (a CA and the broker's certificate, trustme's) the broker has a listener of
+`tls_listener` too, SSL or SASL_SSL, and the cases and the checks after each go to it, every
+byte inside TLS (and, on SASL_SSL, never authenticated); the well-behaved clients and the
+topics' set-up stay on the PLAINTEXT listener, which the cases leave alone.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import dataclasses
 import pathlib
 import re
 import resource
+import ssl
 import time
 from collections.abc import Iterable, Mapping
 
@@ -51,6 +57,14 @@ _TROUBLE = re.compile(r"Traceback|\bERROR\b|\bCRITICAL\b|memory allocation of|Me
 ANSWER_AFTER_CASE_S = 10.0
 WEDGED_AFTER_S = 30.0  # a broker that answers nothing for this long after a case is killed and started again
 ADMIN_TIMEOUT_S = 30.0
+
+
+@dataclasses.dataclass(frozen=True)
+class TlsFiles:
+    """PEM files: the CA the cases trust, and the broker's key and certificate chain it signed."""
+
+    ca_file: pathlib.Path
+    keystore: pathlib.Path
 
 
 @dataclasses.dataclass
@@ -116,8 +130,11 @@ class RunReport:
 class Arena:
     def __init__(self, data_dir: pathlib.Path, *, limits: Limits | None = Limits(),
                  address_space_bytes: int = ADDRESS_SPACE_BYTES, files_max: int = FILES_MAX,
-                 broker_settings: Mapping[str, str] = CLEANER_PASS_SETTINGS):
+                 broker_settings: Mapping[str, str] = CLEANER_PASS_SETTINGS, tls: TlsFiles | None = None,
+                 tls_listener: str = "SSL"):
         self.data_dir = data_dir
+        self.tls = tls
+        self.tls_listener = tls_listener
         self.broker_settings = dict(broker_settings)
         self.limits = limits
         self.limits_refused = ""  # why the broker runs without the limits, if it does
@@ -140,11 +157,13 @@ class Arena:
             self.limits = None
         self.broker = self._start_broker()
         self._create_topics()
-        self.target = Target(host="127.0.0.1", port=self.broker.port, names=Names(),
+        attacked = self.broker.ports[self.tls_listener] if self.tls else self.broker.port
+        self.target = Target(host="127.0.0.1", port=attacked, names=Names(),
                              batch_topic=BATCH_TOPIC, compacted_topic=COMPACTED_TOPIC,
                              batch_partitions=BATCH_PARTITIONS, compacted_partitions=COMPACTED_PARTITIONS,
                              probe=PartitionProbe(self.broker.bootstrap), limits=self.limits,
-                             metrics_address=self.broker.metrics_address)
+                             metrics_address=self.broker.metrics_address,
+                             tls=ssl.create_default_context(cafile=str(self.tls.ca_file)) if self.tls else None)
         self._seen_lines = len(self.broker.output)
         return self.target
 
@@ -156,7 +175,9 @@ class Arena:
 
     def _start_broker(self) -> BrokerProcess:
         settings = self.broker_settings | (self.limits.settings() if self.limits else {})
-        broker = BrokerProcess(self.data_dir, rlimits=self.rlimits,
+        if self.tls:
+            settings["ssl.keystore.location"] = str(self.tls.keystore)
+        broker = BrokerProcess(self.data_dir, rlimits=self.rlimits, listeners=("PLAINTEXT", self.tls_listener) if self.tls else ("PLAINTEXT",),
                                extra_args=tuple(arg for name, value in settings.items() for arg in ("--set", f"{name}={value}")))
         broker.start()
         return broker

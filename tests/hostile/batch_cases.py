@@ -59,10 +59,11 @@ class BatchCase(Case):
 
     def run(self, target: Target) -> list[str]:
         topic = self.topic(target)
-        with Connection(target.host, target.port, source=CHECK_SOURCE) as checks:
+        with Connection(target.host, target.port, source=CHECK_SOURCE, tls=target.tls) as checks:
             before = high_watermark(checks, topic, self.partition)
             frames = self.frames(target)
-            with Connection(target.host, target.port, source=FRAME_SOURCE, timeout_s=BATCH_WAIT_S) as connection:
+            with Connection(target.host, target.port, source=FRAME_SOURCE, timeout_s=BATCH_WAIT_S,
+                            tls=target.tls) as connection:
                 exchange = connection.exchange(frames, len(frames), BATCH_WAIT_S)
             after = high_watermark(checks, topic, self.partition)
         problems = []
@@ -242,7 +243,7 @@ class CleanerPass(Case):
             return []
         before = _cleaner_passes(target.metrics_address)
         problems = []
-        with Connection(target.host, target.port, source=CHECK_SOURCE) as checks:
+        with Connection(target.host, target.port, source=CHECK_SOURCE, tls=target.tls) as checks:
             for partition in self.partitions:
                 start = high_watermark(checks, target.compacted_topic, partition)
                 problems += target.probe.readable(target.compacted_topic, partition, start or 0)

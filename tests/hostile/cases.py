@@ -15,6 +15,7 @@ connection limits (max.connections.per.ip) stop the attackers, not the checks.
 from __future__ import annotations
 
 import dataclasses
+import ssl
 
 from .mutations import DEFAULT_MAX_REQUEST_BYTES, Mutant
 from .seeds import Names
@@ -62,9 +63,10 @@ class Target:
     limits: Limits | None = None  # None: the broker does not know the settings
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     metrics_address: str | None = None
+    tls: ssl.SSLContext | None = None  # an SSL listener's: every connection's bytes go inside TLS
 
     def answers_api_versions(self, timeout_s: float = LIMIT_CHECK_TIMEOUT_S) -> bool:
-        return api_versions_answered(self.host, self.port, timeout_s, source=CHECK_SOURCE)
+        return api_versions_answered(self.host, self.port, timeout_s, source=CHECK_SOURCE, tls=self.tls)
 
 
 class Case:
@@ -95,7 +97,7 @@ class FrameCase(Case):
         return self.mutant.name
 
     def run(self, target: Target) -> list[str]:
-        with Connection(target.host, target.port, source=FRAME_SOURCE) as connection:
+        with Connection(target.host, target.port, source=FRAME_SOURCE, tls=target.tls) as connection:
             wait_s = LIE_WAIT_S if self.mutant.may_wait else FRAME_WAIT_S
             exchange = connection.exchange(self.mutant.frames, len(self.mutant.frames), wait_s)
         if exchange.ending is Ending.SILENT and not self.mutant.may_wait:
@@ -121,7 +123,8 @@ class WideCase(Case):
 
     def run(self, target: Target) -> list[str]:
         problems = []
-        with Connection(target.host, target.port, source=FRAME_SOURCE, timeout_s=self.answer_timeout_s) as connection:
+        with Connection(target.host, target.port, source=FRAME_SOURCE, timeout_s=self.answer_timeout_s,
+                        tls=target.tls) as connection:
             if not connection.send(b"".join(self.mutant.frames)):
                 return []  # refused at once, by a close
             if not target.answers_api_versions():

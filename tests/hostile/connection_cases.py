@@ -19,7 +19,7 @@ from .cases import (CHECK_SOURCE, FLOOD_MANY_HOSTS, FLOOD_ONE_HOST, LIMIT_CHECK_
                     Target)
 from .mutations import DEFAULT_MAX_REQUEST_BYTES
 from .seeds import Names, encode, request_values
-from .wire import Connection, error_name
+from .wire import Connection, connect, error_name
 
 # Slow senders -----------------------------------------------------------------------------------
 
@@ -39,7 +39,7 @@ class _Held:
 
     def open(self, target: Target, source: str, timeout_s: float = 2.0) -> socket.socket | None:
         try:
-            sock = socket.create_connection((target.host, target.port), timeout=timeout_s, source_address=(source, 0))
+            sock = connect(target.host, target.port, source, timeout_s, target.tls)
         except OSError:
             return None
         self.sockets.append(sock)
@@ -136,7 +136,7 @@ class DescriptorFlood(Case):
         return f"{self.connections} idle connections (past the broker's file limit), a topic created meanwhile"
 
     def run(self, target: Target) -> list[str]:
-        with Connection(target.host, target.port, source=CHECK_SOURCE) as admin:
+        with Connection(target.host, target.port, source=CHECK_SOURCE, tls=target.tls) as admin:
             with _Held() as held:
                 refused_in_a_row = 0
                 for index in range(self.connections):
@@ -161,7 +161,7 @@ def _topic_gets_a_leader(target: Target, topic: str, timeout_s: float = 30.0) ->
     created_again = False
     while time.monotonic() < deadline:  # bounded by the deadline
         try:
-            with Connection(target.host, target.port, source=CHECK_SOURCE) as connection:
+            with Connection(target.host, target.port, source=CHECK_SOURCE, tls=target.tls) as connection:
                 answer = connection.request(ApiKey.METADATA, 9, request_values(ApiKey.METADATA, 9, Names(topic=topic)))
                 if answer is not None:
                     found = answer.topics[0]

@@ -3,7 +3,8 @@ answers or a close, within a deadline. Also the well-formed requests a case chec
 (ApiVersions, ListOffsets, Produce), encoded and decoded by replog's codec.
 
 Source addresses: any 127.0.0.x may be bound as a connection's source, which is how a flood
-from "many hosts" is sent from one process.
+from "many hosts" is sent from one process. Against an SSL listener a connection completes its
+TLS handshake first, and its hostile bytes travel inside TLS.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import enum
 import itertools
 import socket
+import ssl
 import struct
 import time
 from typing import Any, NamedTuple
@@ -38,12 +40,25 @@ class Exchange(NamedTuple):
     answers: list[bytes]  # response frames, size prefix stripped
 
 
-class Connection:
-    """One TCP connection to the broker; closed on leaving the `with`."""
+def connect(host: str, port: int, source: str | None, timeout_s: float, tls: ssl.SSLContext | None) -> socket.socket:
+    """A socket to the broker, its TLS handshake done if `tls` (the handshake's failure raises
+    ssl.SSLError, an OSError)."""
+    sock = socket.create_connection((host, port), timeout=timeout_s, source_address=(source, 0) if source else None)
+    if tls is None:
+        return sock
+    try:
+        return tls.wrap_socket(sock, server_hostname=host)
+    except BaseException:
+        sock.close()
+        raise
 
-    def __init__(self, host: str, port: int, *, source: str | None = None, timeout_s: float = ANSWER_TIMEOUT_S):
-        self.sock = socket.create_connection((host, port), timeout=timeout_s,
-                                             source_address=(source, 0) if source else None)
+
+class Connection:
+    """One TCP connection to the broker, TLS over it for an SSL listener; closed on leaving the `with`."""
+
+    def __init__(self, host: str, port: int, *, source: str | None = None, timeout_s: float = ANSWER_TIMEOUT_S,
+                 tls: ssl.SSLContext | None = None):
+        self.sock = connect(host, port, source, timeout_s, tls)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._pending = bytearray()
 
@@ -118,10 +133,11 @@ class Connection:
         return codec.decode_response(api_key, version, exchange.answers[0])[1]
 
 
-def api_versions_answered(host: str, port: int, timeout_s: float = ANSWER_TIMEOUT_S, source: str | None = None) -> bool:
+def api_versions_answered(host: str, port: int, timeout_s: float = ANSWER_TIMEOUT_S, source: str | None = None,
+                          tls: ssl.SSLContext | None = None) -> bool:
     """Whether the broker answers ApiVersions on a connection of its own within `timeout_s`."""
     try:
-        with Connection(host, port, source=source, timeout_s=timeout_s) as connection:
+        with Connection(host, port, source=source, timeout_s=timeout_s, tls=tls) as connection:
             answer = connection.request(ApiKey.API_VERSIONS, 3, {"client_software_name": CLIENT_ID,
                                                                   "client_software_version": "1.0"}, timeout_s)
             return answer is not None and answer.error_code == 0

@@ -48,8 +48,9 @@ def metric(broker: BrokerProcess, name: str, **labels: str) -> float:
     return 0.0
 
 
-def connect(broker: BrokerProcess, source: str = "127.0.0.1") -> socket.socket:
-    return socket.create_connection(("127.0.0.1", broker.port), timeout=WAIT_S, source_address=(source, 0))
+def connect(broker: BrokerProcess, source: str = "127.0.0.1", listener: str = "PLAINTEXT") -> socket.socket:
+    return socket.create_connection(("127.0.0.1", broker.ports.get(listener, broker.port)), timeout=WAIT_S,
+                                    source_address=(source, 0))
 
 
 def api_versions(correlation_id: int, padding_bytes: int = 0) -> bytes:
@@ -132,9 +133,9 @@ def start_broker(tmp_path):
     """`start_broker(*settings, rlimits=...)`: a broker process with `--set` settings, stopped after."""
     brokers: list[BrokerProcess] = []
 
-    def start(*settings: str, rlimits: dict[int, int] | None = None) -> BrokerProcess:
+    def start(*settings: str, rlimits: dict[int, int] | None = None, listeners=("PLAINTEXT",)) -> BrokerProcess:
         extra_args = tuple(argument for setting in settings for argument in ("--set", setting))
-        broker = BrokerProcess(tmp_path / f"data-{len(brokers)}", extra_args=extra_args,
+        broker = BrokerProcess(tmp_path / f"data-{len(brokers)}", extra_args=extra_args, listeners=listeners,
                                rlimits={resource.RLIMIT_AS: ADDRESS_SPACE_BYTES, **(rlimits or {})})
         brokers.append(broker)
         broker.start()
@@ -283,6 +284,61 @@ def test_at_max_connections_the_broker_accepts_no_more_until_one_closes(start_br
     sockets.clear()
     assert consume(broker, topic, 2) == [b"before", b"meanwhile"]
     produce_and_consume(broker)
+
+
+def not_accepted(connection: socket.socket, correlation_id: int) -> bool:
+    """Whether a request on `connection` goes unanswered for a second: the broker has not
+    accepted it (the kernel completed the handshake and holds it in the listen backlog)."""
+    connection.settimeout(1)
+    connection.sendall(api_versions(correlation_id))
+    try:
+        connection.recv(1)
+    except TimeoutError:
+        return True
+    finally:
+        connection.settimeout(WAIT_S)
+    return False
+
+
+TWO_LISTENERS = ("listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT",)
+
+
+def test_max_connections_is_the_brokers_over_every_listener_but_the_inter_broker_one(start_broker, sockets):
+    broker = start_broker("max.connections=6", *TWO_LISTENERS, listeners=("PLAINTEXT", "CLIENT"))
+    assert metric(broker, "replog_connections") == 0
+    for listener in ("PLAINTEXT", "CLIENT") * 3:  # 6: the broker's limit, half on each listener
+        sockets.append(connect(broker, listener=listener))
+        assert answered(sockets[-1], 1)
+    waiting = connect(broker, "127.0.0.3", listener="CLIENT")
+    assert not_accepted(waiting, 7), "the client listener has 3 of its own, but the broker has 6"
+
+    inter_broker = connect(broker, "127.0.0.4")  # the inter-broker listener is exempt...
+    assert answered(inter_broker, 8)
+    assert closed_by_broker(sockets[1]), "...and the client connection idle longest gives it room"
+    assert answered(sockets[3], 9) and answered(sockets[5], 10), "the other client connections carry on"
+    assert metric(broker, "replog_connections_closed_total", reason="max.connections") == 1
+
+    inter_broker.close()
+    sockets[0].close()  # 5 left once both are gone: room for the one waiting
+    assert read_answer(waiting) == 7, "accepted once connections closed, and answered"
+    waiting.close()
+    produce_and_consume(broker)
+
+
+def test_a_listener_holds_to_its_own_max_connections(start_broker, sockets):
+    broker = start_broker("listener.name.client.max.connections=2", *TWO_LISTENERS, listeners=("PLAINTEXT", "CLIENT"))
+    for correlation_id in range(2):
+        sockets.append(connect(broker, listener="CLIENT"))
+        assert answered(sockets[-1], correlation_id)
+    waiting = connect(broker, "127.0.0.3", listener="CLIENT")
+    assert not_accepted(waiting, 5)
+    for correlation_id in range(3):  # past the client listener's limit, on the other listener
+        sockets.append(connect(broker))
+        assert answered(sockets[-1], correlation_id)
+    assert any("listener.name.client.max.connections=2 on listener CLIENT" in line for line in broker.output)
+    sockets[0].close()
+    assert read_answer(waiting) == 5
+    waiting.close()
 
 
 def test_idle_connections_and_senders_that_trickle_a_frame_are_closed(start_broker, sockets):

@@ -34,3 +34,11 @@ def test_a_subject_is_logged_once_an_interval_however_often_refused(caplog):
         now_s[0] += REFUSAL_LOG_INTERVAL_S
         refusals.log(REQUEST, "produce to a partition not led here", "topic-0", 3)
     assert [record.getMessage().count("subject=topic-0") for record in caplog.records] == [1, 1]
+
+
+def test_a_refusal_names_who_sent_the_request(caplog):
+    request = Request(ApiKey.PRODUCE, 9, 1, "client", None, principal="User:alice")
+    with caplog.at_level(logging.WARNING, logger="replog.net.handlers"):
+        RefusalLog().log(request, "produce to a partition not led here", "topic-0", 3)
+    [line] = [record.getMessage() for record in caplog.records]
+    assert "principal=User:alice" in line and "client=client" in line

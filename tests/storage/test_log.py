@@ -497,6 +497,18 @@ def test_a_roll_leaves_its_directory_fsync_to_the_next_flush(tmp_path, monkeypat
     log.close()
 
 
+def test_a_held_slice_read_in_pieces_is_its_bytes_from_where_a_send_stopped(tmp_path):
+    log = open_log(tmp_path / "t-0")
+    for _ in range(3):
+        log.append(build_batch(payload_bytes=1000), leader_epoch=0)
+    [held] = log.hold(log.read(0, 1 << 20))
+    whole = held.read_from(0)
+    pieces = list(held.pieces_from(700, 512))
+    assert b"".join(pieces) == whole[700:]
+    assert all(len(piece) == 512 for piece in pieces[:-1]) and 0 < len(pieces[-1]) <= 512
+    held.close()
+
+
 def test_held_slices_outlive_their_segments_deletion_and_know_when_a_truncation_rewrote_them(tmp_path):
     log = open_log(tmp_path / "t-0", segment_bytes=200, retention_ms=1)
     log.append(build_batch(payload_bytes=100, max_timestamp=1), leader_epoch=0)

@@ -30,6 +30,7 @@ import logging
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
+from replog import listener_settings
 from replog.coord_backends import BadVersion, NodeExists, NoNode, Store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, ClusterId, IsrRecord, LeaderRecord
@@ -81,6 +82,9 @@ class BrokerStatus:
     replicas: int
     leaders: int
     queue_depth: int | None  # None: the door cannot tell (a broker does not serve the queues)
+    # Its PLAINTEXT listeners bound beyond loopback, NAME://address:port (listener_settings.py);
+    # None: the door cannot tell (a broker tells no other's bound addresses), or it is down.
+    plaintext_beyond_loopback: tuple[str, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +92,7 @@ class ClusterStatus:
     """JSON (`--output json`), keys in this order:
 
         {"cluster_id": str | null, "brokers": [{"broker", "host", "port", "rack", "alive",
-         "replicas", "leaders", "queue_depth"}], "partitions": int, "under_replicated": int,
+         "replicas", "leaders", "queue_depth", "plaintext_beyond_loopback"}], "partitions": int, "under_replicated": int,
          "offline": int, "reassignments": int | null}
 
     null where there is no value (a broker down has no address) or the door cannot tell.
@@ -125,6 +129,7 @@ def summarize(cluster_id: str | None, registered: Mapping[int, BrokerRegistratio
             replicas=sum(broker in part.replicas for part in partitions),
             leaders=sum(part.leader == broker for part in partitions),
             queue_depth=None if queue_depths is None else queue_depths.get(broker, 0),
+            plaintext_beyond_loopback=_plaintext_beyond_loopback(registration),
         ))
     return ClusterStatus(
         cluster_id=cluster_id,
@@ -134,6 +139,14 @@ def summarize(cluster_id: str | None, registered: Mapping[int, BrokerRegistratio
         offline=sum(part.leader is None or part.leader not in registered for part in partitions),
         reassignments=reassignments,
     )
+
+
+def _plaintext_beyond_loopback(registration: BrokerRegistration | None) -> tuple[str, ...] | None:
+    if registration is None or not registration.listeners:
+        return None
+    bound = [listener_settings.bound_listener(listener) for listener in registration.listeners]
+    exposed = listener_settings.plaintext_beyond_loopback(bound, registration.listener_security_protocol_map or {})
+    return tuple(str(endpoint) for endpoint in exposed)
 
 
 async def cluster_status(store: Store) -> ClusterStatus:

@@ -30,8 +30,9 @@ def cluster() -> None:
 def cluster_status(coord_url: str | None, bootstrap: str | None, output: str) -> None:
     """Show each broker (address, rack, alive, replicas, leaders, state-change queue depth),
     the moves in flight and the under-replicated and offline partitions. A broker that is known
-    to the cluster (it has a state-change queue) but not registered is down. Through
-    --bootstrap-server the queues and the moves are not visible ('-').
+    to the cluster (it has a state-change queue) but not registered is down. A broker serving
+    PLAINTEXT beyond loopback is warned of. Through --bootstrap-server the queues, the moves
+    and the listeners' bound addresses are not visible ('-').
 
     \b
     Example:
@@ -39,11 +40,17 @@ def cluster_status(coord_url: str | None, bootstrap: str | None, output: str) ->
     """
     from .render import print_cluster_status, print_json
 
+    from replog.listener_settings import PLAINTEXT_BEYOND_LOOPBACK_ADVICE
+
     status = through_admin(coord_url, bootstrap, lambda admin: admin.cluster_status())
     if output == "json":
         print_json(status.as_json())
     else:
         print_cluster_status(status)
+    for broker in status.brokers:
+        if broker.plaintext_beyond_loopback:
+            click.echo(f"replog: warning: broker {broker.broker} serves PLAINTEXT beyond loopback on "
+                       f"{','.join(broker.plaintext_beyond_loopback)}: {PLAINTEXT_BEYOND_LOOPBACK_ADVICE}", err=True)
 
 
 @cluster.command("elect-leaders", cls=AdminCommand)

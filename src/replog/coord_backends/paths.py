@@ -102,7 +102,9 @@ class BrokerRegistration(NodeValue):
     `listener_security_protocol_map` each name's protocol, as Kafka's ZooKeeper registration
     has them: a client is answered with the addresses of the listener it came in on. Written by a
     replog before named listeners, a registration has no endpoints: its host/port is the
-    PLAINTEXT listener."""
+    PLAINTEXT listener. `listeners`: every listener as bound, NAME://address:port, one for each
+    address it bound (a wildcard, 0.0.0.0, as such): where clients beyond this host can reach it,
+    which advertised addresses do not say (not in Kafka's registration; older ones have none)."""
 
     host: str
     port: int
@@ -112,6 +114,7 @@ class BrokerRegistration(NodeValue):
     life_id: str | None = None
     endpoints: tuple[str, ...] = ()
     listener_security_protocol_map: dict[str, str] | None = dataclasses.field(default=None, hash=False)
+    listeners: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _endpoints(self.endpoints)  # ValueError for one that is not NAME://host:port

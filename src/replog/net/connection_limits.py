@@ -2,9 +2,14 @@
 max.connections.per.ip and its overrides), and a bound Kafka leaves to the operator, file
 descriptors. A client meets each as it would meet Kafka's:
 
-- max.connections, broker-wide: at the limit the server stops accepting until a connection
-  closes, as Kafka's acceptor blocks; connections that come meanwhile wait in the listen backlog
-  (the kernel completes their handshake, and refuses them once the backlog is full).
+- max.connections, broker-wide, over every listener's connections (BrokerConnections), and
+  listener.name.<listener>.max.connections, one listener's (max.connections where unset, as
+  Kafka's listener quota falls back to it): at either limit the listener stops accepting until
+  a connection closes, as Kafka's acceptor blocks; connections that come meanwhile wait in the
+  listen backlog (the kernel completes their handshake, and refuses them once the backlog is
+  full). The inter-broker listener, when there are others, is exempt from the broker-wide limit
+  (Kafka's protected listener): a broker still reaches its peers when clients took every
+  connection, and the connection idle longest on another listener is closed to make room.
 - max.connections.per.ip, and its overrides by host: a connection past its address's limit is
   closed as soon as it is accepted.
 - file descriptors: the soft RLIMIT_NOFILE is raised to the hard limit at start (the JVM does
@@ -34,8 +39,8 @@ import os
 import resource
 import socket
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from replog.config import HostCount
 from replog.obs import BrokerMetrics
@@ -100,13 +105,50 @@ async def addresses_of(host_counts: Iterable[HostCount]) -> dict[str, int]:
     return by_address
 
 
-class ConnectionLimits:
-    """The open connections, by address, and whether the server may accept another."""
+class BrokerConnections:
+    """Every listener's connections, held to the broker-wide max.connections; the inter-broker
+    listener's exempt while there are other listeners."""
 
-    def __init__(self, *, max_connections: int, per_ip_max: int, metrics: BrokerMetrics):
+    def __init__(self, max_connections: int, protected_listener: str | None = None):
+        self.max_connections = max_connections
+        self.protected_listener = protected_listener
+        self.listeners: list[ConnectionLimits] = []
+        self.room = asyncio.Event()  # set when a connection closes on any listener, or descriptors were counted
+
+    @property
+    def count(self) -> int:
+        return sum(len(listener.connections) for listener in self.listeners)  # bounded by the listeners
+
+    def protects(self, listener: str) -> bool:
+        return listener == self.protected_listener and len(self.listeners) > 1
+
+    def idlest_unprotected(self, now_s: float) -> KafkaConnection | None:
+        """The connection idle longest on a listener the broker-wide limit holds, if any."""
+        connections = [connection for listener in self.listeners if not self.protects(listener.listener)
+                       for connection in listener.connections]
+        return max(connections, key=lambda connection: connection.idle_s(now_s), default=None)
+
+
+def listener_max_connections(settings: Mapping[str, Any], listener: str) -> tuple[str, int]:
+    """(the setting's name, its value) that bounds listener `listener`'s connections."""
+    name = f"listener.name.{listener.lower()}.max.connections"
+    return (name, settings[name]) if name in settings else ("max.connections", settings["max.connections"])
+
+
+class ConnectionLimits:
+    """One listener's open connections, by address, and whether its server may accept another."""
+
+    def __init__(self, *, max_connections: int, per_ip_max: int, metrics: BrokerMetrics, listener: str = "PLAINTEXT",
+                 max_connections_setting: str = "max.connections", broker: BrokerConnections | None = None):
+        """`broker`: the connections of the broker's every listener (None: this listener's alone,
+        held to `max_connections`)."""
+        self.listener = listener
         self.connections: set[KafkaConnection] = set()
         self._by_address: dict[str, int] = {}
         self._max_connections = max_connections
+        self._max_connections_setting = max_connections_setting
+        self._broker = BrokerConnections(max_connections) if broker is None else broker
+        self._broker.listeners.append(self)
         self._per_ip_max = per_ip_max
         self.per_ip_overrides: dict[str, int] = {}  # by address: addresses_of(the setting), once the listener starts
         self._metrics = metrics
@@ -114,7 +156,6 @@ class ConnectionLimits:
         self.headroom_descriptors = 0
         self._own_descriptors = 0  # open but not a connection's, as last counted
         self._next_count_s = 0.0
-        self._room = asyncio.Event()  # set when a connection closes or descriptors were counted
 
     def watch_descriptors(self, limit: int | None) -> None:
         """Keep connections within `limit` descriptors (None: unlimited), less the headroom."""
@@ -126,6 +167,16 @@ class ConnectionLimits:
         self.connections.add(connection)
         address = peer_address(connection.peer_address)
         self._by_address[address] = self._by_address.get(address, 0) + 1
+        if self._broker.protects(self.listener) and self._broker.count > self._broker.max_connections:
+            self._make_room_for_protected()
+
+    def _make_room_for_protected(self) -> None:
+        idlest = self._broker.idlest_unprotected(asyncio.get_running_loop().time())
+        if idlest is None:
+            return
+        idlest.close_idle(f"max.connections={self._broker.max_connections} reached, and the inter-broker listener "
+                          f"{self.listener} took a connection: the one idle longest on another listener is closed")
+        self._metrics.connection_closed("max.connections")
 
     def closed(self, connection: KafkaConnection) -> None:
         if connection not in self.connections:
@@ -137,7 +188,7 @@ class ConnectionLimits:
             self._by_address[address] = left
         else:
             self._by_address.pop(address, None)
-        self._room.set()
+        self._broker.room.set()
 
     # what the accept loop (server.py) asks
     async def wait_for_room(self) -> None:
@@ -150,8 +201,8 @@ class ConnectionLimits:
         logger.warning("not accepting connections until one closes: %s reached, new ones wait in the listen backlog",
                        what)
         while self._limit_reached() is not None:  # each turn waits for a close or a count
-            self._room.clear()
-            await self._room.wait()
+            self._broker.room.clear()
+            await self._broker.room.wait()
 
     def admits(self, address: str) -> bool:
         """Whether a connection just accepted from `address` may stay (max.connections.per.ip)."""
@@ -166,8 +217,10 @@ class ConnectionLimits:
     def _limit_reached(self) -> tuple[str, str] | None:
         """The limit another connection would pass, as (kind, what to log), or None."""
         if len(self.connections) >= self._max_connections:
-            return "max.connections", f"max.connections={self._max_connections}"
-        if (self.descriptor_limit is not None and self._own_descriptors + len(self.connections) + 1
+            return "max.connections", f"{self._max_connections_setting}={self._max_connections} on listener {self.listener}"
+        if not self._broker.protects(self.listener) and self._broker.count >= self._broker.max_connections:
+            return "max.connections", f"max.connections={self._broker.max_connections}, over every listener"
+        if (self.descriptor_limit is not None and self._own_descriptors + self._broker.count + 1
                 + self.headroom_descriptors > self.descriptor_limit):
             return "descriptors", (f"the file descriptor limit ({self.descriptor_limit}, of which "
                                    f"{self.headroom_descriptors} are kept for the broker's own files)")
@@ -180,12 +233,12 @@ class ConnectionLimits:
         ones when over max.connections)."""
         if self.descriptor_limit is None:
             return 0
-        return max(0, self._own_descriptors + len(self.connections) + self.headroom_descriptors - self.descriptor_limit)
+        return max(0, self._own_descriptors + self._broker.count + self.headroom_descriptors - self.descriptor_limit)
 
     def descriptors_exhausted(self) -> None:
         """An accept failed with EMFILE or ENFILE: every descriptor is taken until a count says otherwise."""
         if self.descriptor_limit is not None:
-            self._own_descriptors = max(self._own_descriptors, self.descriptor_limit - len(self.connections))
+            self._own_descriptors = max(self._own_descriptors, self.descriptor_limit - self._broker.count)
 
     async def count_descriptors(self, now_s: float) -> None:
         """Count the broker's own descriptors, if the pace allows it at `now_s` (loop time)."""
@@ -203,5 +256,5 @@ class ConnectionLimits:
                 self.watch_descriptors(None)
             return
         self._next_count_s = now_s + max(DESCRIPTOR_COUNT_INTERVAL_MIN_S, DESCRIPTOR_COUNT_COST_SHARE * took_s)
-        self._own_descriptors = max(0, counted - len(self.connections))
-        self._room.set()
+        self._own_descriptors = max(0, counted - self._broker.count)
+        self._broker.room.set()

@@ -52,7 +52,14 @@ from replog.obs.logs import LineBudget
 from replog.tasks import cancel_and_wait
 
 from . import codec
-from .connection_limits import DESCRIPTORS_EXHAUSTED, ConnectionLimits, addresses_of, raise_descriptor_limit
+from .connection_limits import (
+    DESCRIPTORS_EXHAUSTED,
+    BrokerConnections,
+    ConnectionLimits,
+    addresses_of,
+    listener_max_connections,
+    raise_descriptor_limit,
+)
 from .framing import CLOSES_LOGGED_MAX, KafkaConnection
 from .handlers import API_NAMES, HANDLERS, count_error
 from .handlers.api_versions import unsupported_version_answer
@@ -86,13 +93,16 @@ class KafkaServer:
                  settings: Mapping[str, Any] | None = None, on_failure: Callable[[], None] = lambda: None,
                  listener: str = "PLAINTEXT", tls: ssl.SSLContext | None = None,
                  identify: Callable[[asyncio.BaseTransport], str | None] | None = None,
-                 sasl: Callable[[], SaslSession] | None = None):
+                 sasl: Callable[[], SaslSession] | None = None,
+                 broker_connections: BrokerConnections | None = None):
         """`settings`: the listener's limits by Kafka name (max.connections, max.connections.per.ip
         and its overrides, connections.max.idle.ms, queued.max.request.bytes); None: their defaults.
         `listener`: the listener's name; `tls`: the context an SSL listener serves with (None:
         plaintext), replaced by `tls` for the connections accepted after; `identify`: the
         principal of a new connection (principals.py; None: User:ANONYMOUS); `sasl`: makes each
-        new connection's SASL session, on a SASL_PLAINTEXT or SASL_SSL listener."""
+        new connection's SASL session, on a SASL_PLAINTEXT or SASL_SSL listener;
+        `broker_connections`: every listener's, held to the broker-wide max.connections (None:
+        this listener's alone)."""
         settings = defaults() if settings is None else settings
         self._services = services
         self.listener = listener
@@ -105,8 +115,10 @@ class KafkaServer:
         self._max_request_bytes = max_request_bytes
         self._idle_max_ms = settings["connections.max.idle.ms"]
         self._per_ip_overrides = settings["max.connections.per.ip.overrides"]
-        self._limits = ConnectionLimits(max_connections=settings["max.connections"],
-                                        per_ip_max=settings["max.connections.per.ip"], metrics=metrics)
+        max_setting, max_connections = listener_max_connections(settings, listener)
+        self._limits = ConnectionLimits(max_connections=max_connections, per_ip_max=settings["max.connections.per.ip"],
+                                        metrics=metrics, listener=listener, max_connections_setting=max_setting,
+                                        broker=broker_connections)
         self._memory = RequestMemory(settings["queued.max.request.bytes"])
         self._on_failure = on_failure
         self._listeners: list[socket.socket] = []  # one per address the host resolves to, as asyncio binds
@@ -128,6 +140,11 @@ class KafkaServer:
         await self._limits.count_descriptors(loop.time())
         self._serving = asyncio.create_task(self._serve(), name=f"kafka-listener-{self.listener}")
         self._serving.add_done_callback(self._served)
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        """(address, port) of each socket bound: one per address the host resolved to."""
+        return [listener.getsockname()[:2] for listener in self._listeners]
 
     @property
     def connection_count(self) -> int:

@@ -208,8 +208,9 @@ class BrokerMetrics:
         self._connections_closed = Counter(
             "replog_connections_closed", "connections the broker closed, by why: connections.max.idle.ms "
             "(no complete request nor answer for that long), descriptors (the broker's own files needed the file "
-            "descriptors they held; the connections idle longest go), tls_handshake (an SSL listener's handshake "
-            "failed or timed out)", ["reason"], registry=registry)
+            "descriptors they held; the connections idle longest go), max.connections (the broker-wide limit reached "
+            "as the inter-broker listener took one; the connection idle longest on another listener goes), "
+            "tls_handshake (an SSL listener's handshake failed or timed out)", ["reason"], registry=registry)
         # SASL listeners (net/sasl_session.py), as Kafka's successful-authentication-total and
         # failed-authentication-total; mechanism "unknown" for a handshake naming none enabled.
         self._sasl_authentications = Counter(

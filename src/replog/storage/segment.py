@@ -97,13 +97,24 @@ class HeldSlice:
     def __len__(self) -> int:
         return self.size_bytes
 
-    def read_from(self, skipped_bytes: int) -> bytes:
-        """The bytes after the first `skipped_bytes`; OSError if the file no longer has them."""
+    def read_from(self, skipped_bytes: int, size_bytes_max: int | None = None) -> bytes:
+        """The bytes after the first `skipped_bytes`, at most `size_bytes_max` of them (None: all);
+        OSError if the file no longer has them."""
         wanted = self.size_bytes - skipped_bytes
+        if size_bytes_max is not None:
+            wanted = min(wanted, size_bytes_max)
         data = os.pread(self.fd, wanted, self.position + skipped_bytes)
         if len(data) != wanted:
             raise OSError(f"log file shrank under a held slice: {len(data)} of {wanted} bytes")
         return data
+
+    def pieces_from(self, skipped_bytes: int, piece_bytes: int) -> Iterator[bytes]:
+        """The bytes after the first `skipped_bytes`, `piece_bytes` at a time. The kernel is told
+        to read them all ahead first: behind the page cache's tail they come from the disk, and
+        one piece's read at a time would wait for each."""
+        os.posix_fadvise(self.fd, self.position + skipped_bytes, self.size_bytes - skipped_bytes, os.POSIX_FADV_WILLNEED)
+        for skipped in range(skipped_bytes, self.size_bytes, piece_bytes):  # bounded by the slice
+            yield self.read_from(skipped, piece_bytes)
 
     def close(self) -> None:
         os.close(self.fd)

@@ -27,7 +27,7 @@ from replog import admin
 from replog.admin import AdminError, AlterOp, ConfigOperation, ConfigSource
 from replog.admin import broker_configs
 from replog.admin.errors import store_failure
-from replog.config import DEFAULT_SOURCE, BrokerConfig, format_value
+from replog.config import DEFAULT_SOURCE, BrokerConfig, format_value, is_sensitive
 from replog.coord_backends import StoreError
 from replog.replication.metadata_cache import each_seen
 
@@ -188,9 +188,10 @@ async def describe_configs(services, request: Request):
             results.append(result | _failure(request, resource.resource_name, error))
             continue
         result["configs"] = [
-            {"name": name, "value": value, "read_only": read_only, "config_source": source, "is_default": source == 5,
-             "is_sensitive": False, "synonyms": (), "config_type": 0, "documentation": None}
-            for name, value, source, read_only in entries
+            {"name": name, "value": None if sensitive else value, "read_only": read_only, "config_source": source,
+             "is_default": source == 5, "is_sensitive": sensitive, "synonyms": (), "config_type": 0,
+             "documentation": None}
+            for name, value, source, read_only, sensitive in entries
             if wanted is None or name in wanted
         ]
         results.append(result)
@@ -201,19 +202,21 @@ def _static_source(config: BrokerConfig, setting: str) -> int:
     return int(ConfigSource.DEFAULT_CONFIG if config.sources[setting] == DEFAULT_SOURCE else ConfigSource.STATIC_BROKER_CONFIG)
 
 
-async def _config_entries(services, resource_type: int, name: str) -> list[tuple[str, str | None, int, bool]]:
-    """(name, value, Kafka config_source, read_only) for a topic's or this broker's settings."""
+async def _config_entries(services, resource_type: int, name: str) -> list[tuple[str, str | None, int, bool, bool]]:
+    """(name, value, Kafka config_source, read_only, is_sensitive) for a topic's or this broker's
+    settings; a sensitive one's value is never told (null), as Kafka's brokers answer."""
     if resource_type == RESOURCE_TOPIC:
         entries = await admin.describe_topic_config(services.store, name, services.config)
-        return [(entry.name, entry.value, int(entry.source), False) for entry in entries]
+        return [(entry.name, entry.value, int(entry.source), False, False) for entry in entries]
     if resource_type == RESOURCE_BROKER:
         broker = broker_configs.broker_resource(name)
         dynamic = await broker_configs.dynamic_broker_config(services.store, broker)
         # Static settings (set at start-up, read-only here) only of this broker, as Kafka's
         # brokers describe only their own; one left at its default is a DEFAULT_CONFIG there.
         static = services.config.items() if broker in (None, services.broker_id) else ()
-        return ([(setting, format_value(value), _static_source(services.config, setting), True) for setting, value in sorted(static)]
-                + [(setting, value, int(source), False) for setting, (value, source) in sorted(dynamic.items())])
+        return ([(setting, format_value(value), _static_source(services.config, setting), True, is_sensitive(setting))
+                 for setting, value in sorted(static)]
+                + [(setting, value, int(source), False, is_sensitive(setting)) for setting, (value, source) in sorted(dynamic.items())])
     raise AdminError(ErrorCode.invalid_request, f"cannot describe resource type {resource_type} named {name!r}")
 
 
