@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 from kio.schema.errors import ErrorCode
 
+from replog.config import defaults
 from replog.coord_backends import CoordinationUnavailable, paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import IsrRecord, ReplicaAssignment
@@ -290,7 +291,8 @@ async def test_a_parked_fetch_counts_when_it_arrives_and_not_again_after_its_wai
     partition.log.tag_topic_id(uuid.uuid4().hex)  # followers name it by id
     services = SimpleNamespace(replicas=SimpleNamespace(get_partition=lambda topic, partition_id: partition,
                                                         topic_of_id=lambda topic_id: TOPIC),
-                               metadata=registered(FOLLOWER), now_ms=leading.clock, metrics=BrokerMetrics())
+                               metadata=registered(FOLLOWER), now_ms=leading.clock, metrics=BrokerMetrics(),
+                               config=defaults())
     version = SUPPORTED_VERSIONS[ApiKey.FETCH][1]
     wire = encode_fetch_request(version, 1, client_id_of(FOLLOWER), replica_id=FOLLOWER, max_wait_ms=60_000,
                                 min_bytes=1, max_bytes=1 << 20, isolation_level=0,
@@ -321,7 +323,7 @@ def fetch_request(client_id: str | None, offset: int, leader_epoch: int) -> code
 def leader_services(leading: Leading, metadata: SimpleNamespace) -> SimpleNamespace:
     partition = leading.partition
     return SimpleNamespace(replicas=SimpleNamespace(get_partition=lambda topic, partition_id: partition),
-                           metadata=metadata, now_ms=leading.clock, metrics=BrokerMetrics())
+                           metadata=metadata, now_ms=leading.clock, metrics=BrokerMetrics(), config=defaults())
 
 
 REFUSED = (ErrorCode.topic_authorization_failed, -1, b"")
