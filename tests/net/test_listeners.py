@@ -26,7 +26,7 @@ from replog.cli import main
 from replog.config import load_broker_config
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, InvalidNodeValue
-from replog.net import certificate_reload, tls
+from replog.net import certificate_reload, server, tls
 from replog.net.client import BrokerConnection, BrokerUnavailable
 from replog.net.client_security import NO_SECURITY, ClientSecurity
 from replog.net.codec import ApiKey
@@ -77,7 +77,7 @@ async def running_broker(tmp_path, **settings: str):
 
 
 def port_of(broker: Broker, listener: str) -> int:
-    return next(server.port for server in broker.servers if server.listener == listener)
+    return next(served.port for served in broker.servers if served.listener == listener)
 
 
 async def create_led_topic(broker: Broker, connection: BrokerConnection, configs: dict[str, str] | None = None) -> str:
@@ -195,6 +195,28 @@ async def test_the_wrong_protocol_on_a_port_closes_that_connection_only(tmp_path
                 assert (await newcomer.metadata(None)).brokers
             assert (await carrying_on.metadata(None)).brokers
             silent.close()
+
+
+async def test_silent_connections_past_the_handshake_bound_make_room_for_a_newcomer(tmp_path, certificates,
+                                                                                    monkeypatch):
+    """Handshakes under way are bounded; at the bound the oldest is closed, so connections that
+    never speak hold a newcomer up for no handshake timeout (here longer than the wait)."""
+    monkeypatch.setattr(server, "HANDSHAKES_PENDING_MAX", 4)
+    monkeypatch.setattr(server, "HANDSHAKE_TIMEOUT_S", 10 * WAIT_S)
+    ca_file, keystore, _ = certificates
+    async with running_broker(tmp_path, **{"listeners": "SSL://127.0.0.1:0",
+                                           "ssl.keystore.location": str(keystore)}) as broker:
+        silent = [(await asyncio.open_connection("127.0.0.1", port_of(broker, "SSL")))[1] for _ in range(6)]
+        try:
+            async with await BrokerConnection.open("127.0.0.1", port_of(broker, "SSL"),
+                                                   security=ssl_security(client_tls(ca_file)),
+                                                   connect_timeout_s=WAIT_S, request_timeout_s=WAIT_S) as newcomer:
+                assert (await newcomer.metadata(None)).brokers
+            assert broker.metrics.registry.get_sample_value("replog_connections_closed_total",
+                                                            {"reason": "tls_handshakes_pending"}) == 3
+        finally:
+            for writer in silent:
+                writer.close()
 
 
 async def test_required_client_certificates_are_checked_against_the_truststore(tmp_path, certificates):

@@ -22,9 +22,12 @@ connections idle longest if those need the descriptors they hold.
 A listener has a name and a security protocol (listener_settings.py); each request carries the
 listener's name, so that the answers that name brokers give the addresses of the listener the
 client came in on. An SSL listener serves TLS (tls.py): each accepted connection's handshake
-runs on its own, at most HANDSHAKES_PENDING_MAX at once and each bounded by
-tls.HANDSHAKE_TIMEOUT_S, so that clients that stall it (or speak plaintext to the port) hold up
-no other connection; one that fails is closed, and counted as closed for "tls_handshake". A
+runs on its own, each bounded by tls.HANDSHAKE_TIMEOUT_S, so that clients that stall it (or
+speak plaintext to the port) hold up no other connection; one that fails is closed, and counted
+as closed for "tls_handshake". At most HANDSHAKES_PENDING_MAX are under way: a connection
+accepted past it closes the oldest, counted as closed for "tls_handshakes_pending", rather than
+wait for one to end, which would let a few hundred silent connections hold every newcomer
+for the handshake timeout. A
 SASL_PLAINTEXT or SASL_SSL listener gives each connection a SASL session (sasl_session.py), which
 the connection consults before it reads a request.
 
@@ -78,7 +81,8 @@ ACCEPT_RETRY_MAX_S = 1.0
 SWEEP_INTERVAL_MAX_S = 1.0
 # Accepts that fail because the client went away before they came: the next may well succeed.
 ACCEPT_ABANDONED = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EINTR})
-# TLS handshakes under way at once on a listener; past it, accepting waits for one to end.
+# TLS handshakes under way at once on a listener; past it, the oldest is closed. Well above what
+# honest clients start at once: each of theirs ends in milliseconds.
 HANDSHAKES_PENDING_MAX = 256
 # Each names its peer, so a flood of failing handshakes is held back by count.
 _HANDSHAKE_FAILURES_LOGGED = LineBudget(logger, "TLS handshake failed", lines_max=CLOSES_LOGGED_MAX)
@@ -109,7 +113,7 @@ class KafkaServer:
         self.tls = tls
         self._identify = identify
         self._sasl = sasl
-        self._handshakes: set[asyncio.Task] = set()
+        self._handshakes: dict[asyncio.Task, None] = {}  # under way, oldest first
         self._metrics = metrics
         self.host, self.port = host, port
         self._max_request_bytes = max_request_bytes
@@ -188,11 +192,14 @@ class KafkaServer:
                 accepted.close()
                 continue
             if self.tls is not None:
-                while len(self._handshakes) >= HANDSHAKES_PENDING_MAX:  # bounded: each handshake times out
-                    await asyncio.wait(self._handshakes, return_when=asyncio.FIRST_COMPLETED)
+                if len(self._handshakes) >= HANDSHAKES_PENDING_MAX:
+                    oldest = next(iter(self._handshakes))
+                    del self._handshakes[oldest]  # its own callback would come only once it ends
+                    oldest.cancel()
+                    self._metrics.connection_closed("tls_handshakes_pending")
                 handshake = tasks.create_task(self._serve_accepted(accepted, peer, self.tls))
-                self._handshakes.add(handshake)
-                handshake.add_done_callback(self._handshakes.discard)
+                self._handshakes[handshake] = None
+                handshake.add_done_callback(lambda ended: self._handshakes.pop(ended, None))
             else:
                 await self._serve_accepted(accepted, peer, None)
 
@@ -215,7 +222,7 @@ class KafkaServer:
                                 peer, error)
                 self._metrics.connection_closed("tls_handshake")
             accepted.close()
-        except asyncio.CancelledError:  # the server stops during the handshake
+        except asyncio.CancelledError:  # the server stops, or a newer connection took its place (see TLS)
             accepted.close()
             raise
 

@@ -210,7 +210,8 @@ class BrokerMetrics:
             "(no complete request nor answer for that long), descriptors (the broker's own files needed the file "
             "descriptors they held; the connections idle longest go), max.connections (the broker-wide limit reached "
             "as the inter-broker listener took one; the connection idle longest on another listener goes), "
-            "tls_handshake (an SSL listener's handshake failed or timed out)", ["reason"], registry=registry)
+            "tls_handshake (an SSL listener's handshake failed or timed out), tls_handshakes_pending (a handshake "
+            "under way closed for a newer one, past the listener's bound on those)", ["reason"], registry=registry)
         # SASL listeners (net/sasl_session.py), as Kafka's successful-authentication-total and
         # failed-authentication-total; mechanism "unknown" for a handshake naming none enabled.
         self._sasl_authentications = Counter(
