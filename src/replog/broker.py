@@ -68,6 +68,7 @@ from replog.replication.metadata_cache import MetadataCache, each_seen
 from replog.net.fetch_sessions import FetchSessions
 from replog.net import certificate_reload, tls
 from replog.net.certificate_reload import CertificateWatch
+from replog.net.client_security import ClientSecurity
 from replog.net.principals import certificate_principals
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
@@ -200,9 +201,9 @@ class Broker:
         self._registered = False
         self._started = False
         self.life_id = uuid.uuid4().hex[:16]
-        self.inter_broker_tls = self._inter_broker_tls()
+        self.inter_broker_security = self._inter_broker_security()
         self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"],
-                                                    life_id=self.life_id, tls=lambda: self.inter_broker_tls)
+                                                    life_id=self.life_id, security=lambda: self.inter_broker_security)
         self.joined = JoinedStore(self.store)
         self.hosted = HostedPartitions(LeadershipContext(
             self.broker_id, self.store, self.replicas, self.leader_connections, config, self.now_ms, self.metadata.changed,
@@ -229,20 +230,22 @@ class Broker:
             return None
         return certificate_principals(tls_settings.settings_of(self.config, listener)["ssl.principal.mapping.rules"])
 
-    def _inter_broker_tls(self) -> ssl.SSLContext | None:
-        """What this broker connects to other brokers with: their inter-broker listener's TLS
-        (this broker's own listener's settings say whom to trust), or None for plaintext."""
+    def _inter_broker_security(self) -> ClientSecurity:
+        """What this broker connects to other brokers with: their inter-broker listener's
+        security protocol, with its TLS (this broker's own listener's settings say whom to
+        trust)."""
         listener = self.config["inter.broker.listener.name"]
-        if listener_settings.security_protocol(self.config, listener) not in listener_settings.TLS_PROTOCOLS:
-            return None
-        return tls.client_context(self.config, listener)
+        protocol = listener_settings.security_protocol(self.config, listener)
+        if protocol not in listener_settings.TLS_PROTOCOLS:
+            return ClientSecurity(protocol)
+        return ClientSecurity(protocol, tls.client_context(self.config, listener))
 
     def _serve_tls(self, server: KafkaServer, context: ssl.SSLContext) -> None:
         """New files of `server`'s listener: new connections get `context`; the inter-broker
         listener's also change what this broker presents to and trusts of other brokers."""
         server.tls = context
         if server.listener == self.config["inter.broker.listener.name"]:
-            self.inter_broker_tls = self._inter_broker_tls()
+            self.inter_broker_security = self._inter_broker_security()
 
     # lifecycle
     async def start(self) -> None:
@@ -532,7 +535,7 @@ class Broker:
         wanted = {(topic, partition) for _, topic, partition, _ in self.groups.committed_offsets()}
         self._high_watermarks = await high_watermarks.learn(
             wanted, self._high_watermark_led_here, self._leader_of, self.metadata.brokers.get, SCRAPE_READ_MAX_S,
-            self.inter_broker_tls)
+            self.inter_broker_security)
 
     def _high_watermark_led_here(self, topic: str, partition: int) -> int | None:
         hosted = self.replicas.hosted(topic, partition)

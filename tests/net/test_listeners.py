@@ -28,6 +28,7 @@ from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, InvalidNodeValue
 from replog.net import certificate_reload, tls
 from replog.net.client import BrokerConnection, BrokerUnavailable
+from replog.net.client_security import NO_SECURITY, ClientSecurity
 from replog.net.codec import ApiKey
 from replog.net.handlers import HANDLERS
 from replog.net.handlers.metadata import broker_addresses
@@ -48,6 +49,10 @@ def certificates(tmp_path):
     ca.cert_pem.write_to_path(str(ca_file))
     ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(keystore))
     return ca_file, keystore, ca
+
+
+def ssl_security(context: ssl.SSLContext | None) -> ClientSecurity:
+    return NO_SECURITY if context is None else ClientSecurity("SSL", context)
 
 
 def client_tls(ca_file, certificate: trustme.LeafCert | None = None) -> ssl.SSLContext:
@@ -97,7 +102,7 @@ async def test_each_client_is_told_the_addresses_of_the_listener_it_came_in_on(t
         plaintext, tls = port_of(broker, "PLAINTEXT"), port_of(broker, "CLIENT")
         assert plaintext != tls
         async with (await BrokerConnection.open("127.0.0.1", plaintext, request_timeout_s=WAIT_S) as over_plaintext,
-                    await BrokerConnection.open("127.0.0.1", tls, tls=client_tls(ca_file),
+                    await BrokerConnection.open("127.0.0.1", tls, security=ssl_security(client_tls(ca_file)),
                                                 request_timeout_s=WAIT_S) as over_tls):
             topic = await create_led_topic(broker, over_plaintext)
             for connection, port in ((over_plaintext, plaintext), (over_tls, tls)):
@@ -145,7 +150,7 @@ async def test_fetched_records_arrive_intact_over_tls_large_fetches_too(tmp_path
     ca_file, keystore, _ = certificates
     async with running_broker(tmp_path, **{"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
                                            "ssl.keystore.location": str(keystore)}) as broker:
-        async with (await BrokerConnection.open("127.0.0.1", port_of(broker, "SSL"), tls=client_tls(ca_file),
+        async with (await BrokerConnection.open("127.0.0.1", port_of(broker, "SSL"), security=ssl_security(client_tls(ca_file)),
                                                 request_timeout_s=WAIT_S) as over_tls,
                     await BrokerConnection.open("127.0.0.1", port_of(broker, "PLAINTEXT"),
                                                 request_timeout_s=WAIT_S) as over_plaintext):
@@ -170,7 +175,7 @@ async def test_the_wrong_protocol_on_a_port_closes_that_connection_only(tmp_path
     async with running_broker(tmp_path, **{"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
                                            "ssl.keystore.location": str(keystore)}) as broker:
         plaintext, tls = port_of(broker, "PLAINTEXT"), port_of(broker, "SSL")
-        async with await BrokerConnection.open("127.0.0.1", tls, tls=client_tls(ca_file),
+        async with await BrokerConnection.open("127.0.0.1", tls, security=ssl_security(client_tls(ca_file)),
                                                request_timeout_s=WAIT_S) as carrying_on:
             # A client that connects to the TLS port and says nothing holds up no other handshake.
             _, silent = await asyncio.open_connection("127.0.0.1", tls)
@@ -183,9 +188,9 @@ async def test_the_wrong_protocol_on_a_port_closes_that_connection_only(tmp_path
                                                             {"reason": "tls_handshake"}) == 1
             # TLS to the plaintext port: the ClientHello is no Kafka frame; the connection is closed.
             with pytest.raises(BrokerUnavailable):
-                await BrokerConnection.open("127.0.0.1", plaintext, tls=client_tls(ca_file), connect_timeout_s=WAIT_S,
+                await BrokerConnection.open("127.0.0.1", plaintext, security=ssl_security(client_tls(ca_file)), connect_timeout_s=WAIT_S,
                                             request_timeout_s=WAIT_S)
-            async with await BrokerConnection.open("127.0.0.1", tls, tls=client_tls(ca_file),
+            async with await BrokerConnection.open("127.0.0.1", tls, security=ssl_security(client_tls(ca_file)),
                                                    request_timeout_s=WAIT_S) as newcomer:
                 assert (await newcomer.metadata(None)).brokers
             assert (await carrying_on.metadata(None)).brokers
@@ -197,14 +202,14 @@ async def test_required_client_certificates_are_checked_against_the_truststore(t
     async with running_broker(tmp_path, **{"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(keystore),
                                            "ssl.truststore.location": str(ca_file), "ssl.client.auth": "required"}) as broker:
         # The broker's own inter-broker client presents its certificate too.
-        assert broker.inter_broker_tls is not None
+        assert broker.inter_broker_security.tls is not None
         refused = [client_tls(ca_file), client_tls(ca_file, trustme.CA().issue_cert("client.example"))]
         for context in refused:  # no certificate; one from another CA
             with pytest.raises(BrokerUnavailable):
-                await BrokerConnection.open("127.0.0.1", broker.server.port, tls=context, connect_timeout_s=WAIT_S,
+                await BrokerConnection.open("127.0.0.1", broker.server.port, security=ssl_security(context), connect_timeout_s=WAIT_S,
                                             request_timeout_s=WAIT_S)
         async with await BrokerConnection.open("127.0.0.1", broker.server.port,
-                                               tls=client_tls(ca_file, ca.issue_cert("client.example")),
+                                               security=ssl_security(client_tls(ca_file, ca.issue_cert("client.example"))),
                                                request_timeout_s=WAIT_S) as accepted:
             assert (await accepted.metadata(None)).brokers
 
@@ -290,7 +295,7 @@ async def test_replaced_certificate_files_serve_new_connections_and_old_ones_car
 
         assert expiry() == first_expiry.timestamp()
         assert await served_subject(broker.server.port, ca_file) == "first"
-        async with await BrokerConnection.open("127.0.0.1", broker.server.port, tls=client_tls(ca_file),
+        async with await BrokerConnection.open("127.0.0.1", broker.server.port, security=ssl_security(client_tls(ca_file)),
                                                request_timeout_s=WAIT_S) as old:
             second_expiry = datetime.datetime(2041, 6, 1, tzinfo=datetime.timezone.utc)
             replacement = tmp_path / "replacement.pem"
@@ -316,7 +321,7 @@ async def test_a_replacement_that_does_not_load_leaves_the_certificate_serving(t
         assert not certificate_watch.check()
         assert not certificate_watch.check()  # warned once per change
         assert len([record for record in caplog.records if "changed TLS files not loaded" in record.getMessage()]) == 1
-        async with await BrokerConnection.open("127.0.0.1", broker.server.port, tls=client_tls(ca_file),
+        async with await BrokerConnection.open("127.0.0.1", broker.server.port, security=ssl_security(client_tls(ca_file)),
                                                request_timeout_s=WAIT_S) as connection:
             assert (await connection.metadata(None)).brokers
 
@@ -349,7 +354,7 @@ async def test_a_client_certificate_names_the_principal_and_others_are_anonymous
                    (port_of(broker, "MAPPED"), client_tls(ca_file, client_certificate))]
         with principals_seen(monkeypatch) as seen:
             for port, context in clients:
-                async with await BrokerConnection.open("127.0.0.1", port, tls=context, request_timeout_s=WAIT_S) as client:
+                async with await BrokerConnection.open("127.0.0.1", port, security=ssl_security(context), request_timeout_s=WAIT_S) as client:
                     await client.metadata(None)
         assert seen[:2] == ["User:ANONYMOUS", "User:ANONYMOUS"]
         assert re.fullmatch(r"User:CN=client\.example,OU=[^,]+,O=[^,]+", seen[2]), seen[2]  # Kafka's DEFAULT: the DN
@@ -364,9 +369,9 @@ async def test_a_certificate_no_rule_maps_is_refused(tmp_path, certificates):
     }) as broker:
         with pytest.raises(BrokerUnavailable):
             await BrokerConnection.open("127.0.0.1", broker.server.port, connect_timeout_s=WAIT_S, request_timeout_s=WAIT_S,
-                                        tls=client_tls(ca_file, ca.issue_cert("someone", common_name="someone")))
+                                        security=ssl_security(client_tls(ca_file, ca.issue_cert("someone", common_name="someone"))))
         async with await BrokerConnection.open("127.0.0.1", broker.server.port, request_timeout_s=WAIT_S,
-                                               tls=client_tls(ca_file, ca.issue_cert("admin", common_name="admin"))) as admin:
+                                               security=ssl_security(client_tls(ca_file, ca.issue_cert("admin", common_name="admin")))) as admin:
             assert (await admin.metadata(None)).brokers
 
 

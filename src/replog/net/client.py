@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import ssl
 import struct
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
@@ -40,6 +39,7 @@ from replog import __version__
 from replog.replication.fetcher import EpochAsk, FetchSpec
 
 from . import codec
+from .client_security import NO_SECURITY, ClientSecurity
 from .codec import ApiKey
 from .fetch_decoding import FIRST_SESSION_VERSION, FIRST_TOPIC_ID_VERSION, FetchedPartition, decode_fetch_response
 from .fetch_requests import encode_fetch_request, named_by_id
@@ -245,15 +245,16 @@ class BrokerConnection:
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         in_flight_max: int = DEFAULT_IN_FLIGHT_MAX,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-        tls: ssl.SSLContext | None = None,
+        security: ClientSecurity = NO_SECURITY,
     ) -> BrokerConnection:
-        """Connect (over TLS with `tls`, checking the certificate names `host`) and negotiate
-        versions; BrokerUnavailable if either fails in time."""
+        """Connect as `security` says (over TLS for SSL and SASL_SSL, checking that the
+        certificate names `host` where its context checks names) and negotiate versions;
+        BrokerUnavailable if either fails in time."""
         connection = cls(f"{host}:{port}", client_id=client_id, request_timeout_s=request_timeout_s, in_flight_max=in_flight_max)
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(connect_timeout_s):
-                await loop.create_connection(lambda: _FrameReceiver(connection, max_response_bytes), host, port, ssl=tls)
+                await loop.create_connection(lambda: _FrameReceiver(connection, max_response_bytes), host, port, ssl=security.tls)
         except (OSError, TimeoutError) as error:
             unavailable = BrokerRefused if isinstance(error, ConnectionRefusedError) else BrokerUnavailable
             raise unavailable(f"{host}:{port}: cannot connect within {connect_timeout_s}s: {error!r}") from None

@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-import ssl
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import NamedTuple, TypeVar
 
 from replog.coord_backends.paths import BrokerRegistration
 from replog.net.client import BrokerConnection, BrokerRefused, BrokerUnavailable, ConnectionLost
+from replog.net.client_security import NO_SECURITY, ClientSecurity
 from replog.net.epoch_asks import EpochAsks
 from replog.net.fetch_rounds import FetchRounds, RoundAnswer, RoundChanges
 from replog.replica.partition import FetchFrom
@@ -142,13 +142,14 @@ class LeaderConnections:
 
     def __init__(self, broker_id: int, registrations: Callable[[], dict[int, BrokerRegistration]], session_timeout_ms: int,
                  open_connection: Opener | None = None, life_id: str | None = None,
-                 tls: Callable[[], ssl.SSLContext | None] = lambda: None):
+                 security: Callable[[], ClientSecurity] = lambda: NO_SECURITY):
         self._broker_id = broker_id
         self._life_id = life_id  # this broker process's, in its registration and its fetches' client id
         self._registrations = registrations  # the live brokers as the metadata cache sees them
         self._presumption_max_s = session_timeout_ms / 1000
         self._open = open_connection or self._open_over_tcp
-        self._tls = tls  # the inter-broker listener's context now, when it is SSL (its files may be replaced)
+        # How the inter-broker listener is connected to now: its certificate files may be replaced.
+        self._security = security
         self._connections: dict[int, BrokerConnection] = {}
         self._locks: dict[int, asyncio.Lock] = {}
         self._refusals: dict[int, _Refusal] = {}  # bounded by the brokers in the cluster
@@ -160,7 +161,7 @@ class LeaderConnections:
 
     async def _open_over_tcp(self, broker_id: int, registration: BrokerRegistration) -> BrokerConnection:
         return await BrokerConnection.open(registration.host, registration.port,
-                                           client_id=follower_client_id(self._broker_id, self._life_id), tls=self._tls())
+                                           client_id=follower_client_id(self._broker_id, self._life_id), security=self._security())
 
     async def get(self, broker_id: int) -> BrokerConnection:
         async with self._locks.setdefault(broker_id, asyncio.Lock()):
