@@ -8,7 +8,6 @@ import pickle
 import ssl
 
 import pytest
-import trustme
 
 from replog.net.client_properties import (
     NO_PROPERTIES,
@@ -18,6 +17,7 @@ from replog.net.client_properties import (
     parse_properties,
     read_client_properties,
 )
+from tests.support.secured_broker import TlsFiles, tls_files
 
 PASSWORD = "s3cret-Pa55"
 SCRAM_JAAS = f'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="{PASSWORD}";'
@@ -79,21 +79,12 @@ def test_plain_takes_plain_login_module_over_sasl_plaintext():
 
 
 @pytest.fixture(scope="module")
-def tls_files(tmp_path_factory):
-    """(CA file, a client's key and chain in one file, its chain alone, its key alone)."""
-    directory = tmp_path_factory.mktemp("client-tls")
-    ca = trustme.CA()
-    client = ca.issue_cert("client@example")
-    ca.cert_pem.write_to_path(str(directory / "ca.pem"))
-    client.private_key_and_cert_chain_pem.write_to_path(str(directory / "client.pem"))
-    for blob in client.cert_chain_pems:
-        blob.write_to_path(str(directory / "chain.pem"), append=True)
-    client.private_key_pem.write_to_path(str(directory / "key.pem"))
-    return directory / "ca.pem", directory / "client.pem", directory / "chain.pem", directory / "key.pem"
+def files(tmp_path_factory) -> TlsFiles:
+    return tls_files(tmp_path_factory.mktemp("client-tls"))
 
 
-def test_a_java_pem_keystore_and_librdkafka_files_name_one_client_certificate(tls_files):
-    ca, keystore, chain, key = tls_files
+def test_a_java_pem_keystore_and_librdkafka_files_name_one_client_certificate(files):
+    ca, keystore, chain, key = files.ca, files.client, files.client_chain, files.client_key
     java = client_properties({"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca),
                               "ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore)})
     librdkafka = client_properties({"security.protocol": "SSL", "ssl.ca.location": str(ca),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import urllib.parse
 
 from replog.coord_backends import open_store
+from replog.net.client_properties import NO_PROPERTIES, ClientProperties, ClientPropertiesError
 
 from .admin_interface import Admin, AdminChoiceError
 from .kafka_admin import KafkaAdmin
@@ -15,9 +16,9 @@ COORD_ENV = "REPLOG_COORD"
 BOOTSTRAP_ENV = "REPLOG_BOOTSTRAP_SERVER"
 
 
-def open_admin(coord_url: str | None, bootstrap: str | None) -> Admin:
-    """The Admin the operator chose; AdminChoiceError (or BadStoreUrl) if the choice is not
-    exactly one that can work."""
+def open_admin(coord_url: str | None, bootstrap: str | None, properties: ClientProperties = NO_PROPERTIES) -> Admin:
+    """The Admin the operator chose, connecting to brokers as `properties` say; AdminChoiceError
+    (or BadStoreUrl) if the choice is not exactly one that can work or a TLS file is unusable."""
     if coord_url and bootstrap:
         raise AdminChoiceError(
             f"both --coord and --bootstrap-server are given (as flags, or by {COORD_ENV} and {BOOTSTRAP_ENV}); give one"
@@ -27,12 +28,19 @@ def open_admin(coord_url: str | None, bootstrap: str | None) -> Admin:
             "give --coord URL to act on the coordination store (works while brokers are down) or --bootstrap-server"
             f" HOST:PORT to ask a broker, or set {COORD_ENV} or {BOOTSTRAP_ENV}"
         )
+    try:
+        return _admin(coord_url, bootstrap, properties)
+    except ClientPropertiesError as error:
+        raise AdminChoiceError(f"--command-config: {error}") from None
+
+
+def _admin(coord_url: str | None, bootstrap: str | None, properties: ClientProperties) -> Admin:
     if bootstrap:
-        return KafkaAdmin(bootstrap)
+        return KafkaAdmin(bootstrap, properties)
     parsed = urllib.parse.urlsplit(coord_url)
     if parsed.scheme == "memory" and not parsed.path.strip("/"):
         raise AdminChoiceError(
             f"--coord {coord_url}: the embedded store lives inside its broker's process; use --bootstrap-server"
             " HOST:PORT of that broker"
         )
-    return StoreAdmin(open_store(coord_url), coord_url)
+    return StoreAdmin(open_store(coord_url), coord_url, properties)

@@ -99,13 +99,37 @@ ADMIN_HINTS = {
 }
 
 
+COMMAND_CONFIG_HELP = ("Kafka client properties file: security.protocol, sasl.mechanism, sasl.jaas.config or "
+                       "sasl.username/sasl.password, ssl.truststore.location or ssl.ca.location... (as Kafka's tools take it)")
+# Where an admin command's --command-config waits for through_admin, which every command calls.
+COMMAND_CONFIG = "replog.command_config"
+
+
+def client_properties(_ctx, _param, path: str | None):
+    """A click callback: --command-config FILE read and checked, so that a bad file is a usage
+    error before anything connects (net/client_properties.py)."""
+    from replog.net.client_properties import NO_PROPERTIES, ClientPropertiesError, read_client_properties
+
+    try:
+        return NO_PROPERTIES if path is None else read_client_properties(path)
+    except ClientPropertiesError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+def _remember_client_properties(ctx: click.Context, param, path: str | None) -> None:
+    ctx.meta[COMMAND_CONFIG] = client_properties(ctx, param, path)
+
+
 def admin_options(command):
-    """The way in (--coord or --bootstrap-server) and --output, for every admin command."""
+    """The way in (--coord or --bootstrap-server), how brokers are connected to
+    (--command-config) and --output, for every admin command."""
     options = (
         click.option("--coord", "coord_url", envvar="REPLOG_COORD", metavar="URL",
                      help="act on this coordination store (zk://, etcd://, memory:///file) [env: REPLOG_COORD]"),
         click.option("--bootstrap-server", "bootstrap", envvar="REPLOG_BOOTSTRAP_SERVER", metavar="HOST:PORT",
                      help="ask this broker (Kafka admin requests) [env: REPLOG_BOOTSTRAP_SERVER]"),
+        click.option("--command-config", metavar="FILE", expose_value=False, callback=_remember_client_properties,
+                     help=f"{COMMAND_CONFIG_HELP}; with --coord, for the brokers asked what only they know"),
         click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
                      help="json: one document, stable keys (README, `replog topics`)"),
     )
@@ -115,12 +139,14 @@ def admin_options(command):
 
 
 def through_admin(coord_url: str | None, bootstrap: str | None, action):
-    """Run `action(admin)` with the Admin the operator chose (admin_client.open_admin), and
-    return its result."""
+    """Run `action(admin)` with the Admin the operator chose (admin_client.open_admin),
+    connecting to brokers as the command's --command-config says, and return its result."""
     from .admin_client import open_admin
 
+    properties = click.get_current_context().meta[COMMAND_CONFIG]
+
     async def run():
-        async with open_admin(coord_url, bootstrap) as admin:
+        async with open_admin(coord_url, bootstrap, properties) as admin:
             return await action(admin)
 
     return asyncio.run(run())

@@ -29,6 +29,7 @@ from replog.admin.topics import PartitionDescription
 from replog.config import DYNAMIC_BROKER_SETTINGS, LEADER_THROTTLE_RATE
 from replog.coord_backends.paths import BrokerRegistration
 from replog.net.client import BrokerUnavailable
+from replog.net.client_properties import ClientProperties
 from replog.net.codec import ApiKey
 from replog.net.replog_apis import ALL_PARTITIONS
 from replog.tools import ToolError
@@ -56,14 +57,14 @@ class KafkaAdmin(Admin):
     """The Admin of `--bootstrap-server HOST:PORT`: Kafka admin requests to the brokers, through
     confluent-kafka's AdminClient and, for what it has no call for, replog's own client."""
 
-    def __init__(self, bootstrap: str):
-        super().__init__()
+    def __init__(self, bootstrap: str, properties: ClientProperties):
+        super().__init__(properties)
         self.where = bootstrap
         self._admin = None
         self._errors: list = []
 
     async def _open(self) -> None:
-        self._admin, self._errors = admin_client(self.where)
+        self._admin, self._errors = admin_client(self.where, self.properties.librdkafka())
         await self._metadata()  # a broker answers, or the command ends here with one line
 
     async def _close(self) -> None:

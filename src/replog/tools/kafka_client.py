@@ -6,7 +6,7 @@ forever in the background."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 CONNECT_TIMEOUT_S = 10.0
@@ -44,13 +44,14 @@ def kafka():
     return confluent_kafka
 
 
-def client_config(bootstrap: str) -> dict:
-    """librdkafka settings every tool starts from; callers add their own with `|`."""
+def client_config(bootstrap: str, security: Mapping[str, str]) -> dict:
+    """librdkafka settings every tool starts from, with `security` (--command-config, in
+    librdkafka's names); callers add their own with `|`."""
     return {
         "bootstrap.servers": bootstrap,
         # librdkafka prints every failed reconnect to stderr; tools report failures themselves.
         "log_level": 0,
-    }
+    } | dict(security)
 
 
 def producer_settings(acks: str, idempotence: bool | None = None) -> dict:
@@ -97,13 +98,13 @@ def delivery_failure(error) -> str:
             "message.max.bytes); raise it, or send smaller records and batches (librdkafka's batch.size)")
 
 
-def admin_client(bootstrap: str) -> tuple[Any, list]:
+def admin_client(bootstrap: str, security: Mapping[str, str]) -> tuple[Any, list]:
     """An AdminClient, and the list its error_cb fills (answered_metadata reads it)."""
     kafka()
     from confluent_kafka.admin import AdminClient
 
     errors: list = []
-    return AdminClient(client_config(bootstrap) | {"error_cb": errors.append}), errors
+    return AdminClient(client_config(bootstrap, security) | {"error_cb": errors.append}), errors
 
 
 def answered_metadata(admin, errors: list, bootstrap: str, topic: str | None = None,
@@ -127,7 +128,7 @@ def answered_metadata(admin, errors: list, bootstrap: str, topic: str | None = N
             raise ToolError(f"cannot reach a broker at {bootstrap}: {detail}")
 
 
-def topic_partition_count(bootstrap: str, topic: str, partition: int | None = None) -> int:
+def topic_partition_count(bootstrap: str, security: Mapping[str, str], topic: str, partition: int | None = None) -> int:
     """How many partitions `topic` has; ToolError if no broker answers within
     CONNECT_TIMEOUT_S, the topic does not exist, or `partition` is not one of them."""
     confluent_kafka = kafka()
@@ -139,7 +140,7 @@ def topic_partition_count(bootstrap: str, topic: str, partition: int | None = No
             raise ToolError(f"topic {topic!r}: {found.error.str()}")
         return found.error is None
 
-    admin, errors = admin_client(bootstrap)
+    admin, errors = admin_client(bootstrap, security)
     count = len(answered_metadata(admin, errors, bootstrap, topic, has_leaders).topics[topic].partitions)
     if partition is not None and not 0 <= partition < count:
         raise ToolError(f"topic {topic!r} has partitions 0..{count - 1}, not {partition}")

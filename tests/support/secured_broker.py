@@ -1,0 +1,63 @@
+"""A broker whose only listener is secured, and the client properties files that reach it, for
+the tests of replog's own clients (`--command-config`, the Spark connector's kafka.* options):
+certificates made here with trustme, one CA for the broker and its clients."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import NamedTuple
+
+import trustme
+
+from tests.support.broker_process import BrokerProcess
+
+
+class TlsFiles(NamedTuple):
+    ca: pathlib.Path  # the CA's certificate, PEM
+    broker: pathlib.Path  # the broker's key and chain, PEM
+    client: pathlib.Path  # a client's key and chain, PEM, that the CA signed
+    client_chain: pathlib.Path  # the same client's chain alone, as librdkafka's ssl.certificate.location
+    client_key: pathlib.Path  # its key alone, as librdkafka's ssl.key.location
+
+
+def tls_files(directory: pathlib.Path) -> TlsFiles:
+    ca = trustme.CA()
+    files = TlsFiles(*(directory / name for name in ("ca.pem", "broker.pem", "client.pem", "chain.pem", "key.pem")))
+    ca.cert_pem.write_to_path(str(files.ca))
+    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(files.broker))
+    client = ca.issue_cert("client.example")
+    client.private_key_and_cert_chain_pem.write_to_path(str(files.client))
+    for blob in client.cert_chain_pems:
+        blob.write_to_path(str(files.client_chain), append=True)
+    client.private_key_pem.write_to_path(str(files.client_key))
+    return files
+
+
+def mtls_broker(data_dir: pathlib.Path, files: TlsFiles) -> BrokerProcess:
+    """Started: one SSL listener that takes only clients with a certificate the CA signed."""
+    process = BrokerProcess(data_dir, listeners=("SSL",), extra_args=(
+        "--set", f"ssl.keystore.location={files.broker}", "--set", f"ssl.truststore.location={files.ca}",
+        "--set", "ssl.client.auth=required"))
+    process.start()
+    return process
+
+
+def java_mtls_properties(files: TlsFiles) -> dict[str, str]:
+    """A client certificate in Java's names (KIP-651's PEM stores)."""
+    return {"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": str(files.ca),
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": str(files.client)}
+
+
+def librdkafka_mtls_properties(files: TlsFiles) -> dict[str, str]:
+    """The same in librdkafka's names."""
+    return {"security.protocol": "ssl", "ssl.ca.location": str(files.ca), "ssl.certificate.location": str(files.client_chain),
+            "ssl.key.location": str(files.client_key)}
+
+
+def write_properties(path: pathlib.Path, properties: dict[str, str]) -> pathlib.Path:
+    path.write_text("# written by the test\n" + "".join(f"{key}={value}\n" for key, value in properties.items()))
+    return path
+
+
+def ssl_address(broker: BrokerProcess) -> str:
+    return f"127.0.0.1:{broker.ports['SSL']}"
