@@ -232,7 +232,6 @@ def test_a_listener_may_override_its_ssl_settings():
     "overrides, message",
     [
         ({"listeners": "CLIENT://a:1"}, "No security protocol defined for listener CLIENT"),
-        ({"listeners": "SASL_SSL://a:1"}, "listener SASL_SSL uses SASL_SSL, which is not served yet"),
         ({"listeners": "PLAINTEXT://a:1", "advertised.listeners": "SSL://a:1"},
          "advertised.listeners listener names must be equal to or a subset of the ones defined in listeners. Found SSL"),
         ({"listeners": "0.0.0.0:9092"}, "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0"),

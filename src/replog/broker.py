@@ -56,7 +56,8 @@ from kio.schema.errors import ErrorCode
 
 from replog import admin
 from replog.admin.errors import AdminError
-from replog import listener_settings, tls_settings
+from replog.admin.scram_credentials import credential as scram_credential
+from replog import listener_settings, sasl_settings, tls_settings
 from replog.config import BrokerConfig, HostPort
 from replog.listener_settings import Endpoint
 from replog.coord_backends import BadVersion, NodeExists, NoNode, ObservedStore, SessionState, StoreError, open_store
@@ -70,9 +71,11 @@ from replog.net import certificate_reload, tls
 from replog.net.certificate_reload import CertificateWatch
 from replog.net.client_security import ClientSecurity
 from replog.net.principals import certificate_principals
+from replog.net.sasl_session import SaslSession
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
 from replog.replica.producer_ids import ProducerIdAllocator
+from replog.security.sasl_mechanisms import ListenerSasl, listener_mechanisms
 from replog.storage.data_dir_lock import DataDirectoryLock
 from replog.storage.disk_space import DiskSpace, DiskSpaceState
 from replog.tasks import cancel_and_wait
@@ -166,7 +169,7 @@ class Broker:
             KafkaServer(self, endpoint.host, endpoint.port, max_request_bytes=config["socket.request.max.bytes"],
                         metrics=self.metrics, settings=config, on_failure=lambda: self.failed.set(),
                         listener=endpoint.name, tls=self._listener_tls(endpoint.name),
-                        identify=self._listener_principals(endpoint.name))
+                        identify=self._listener_principals(endpoint.name), sasl=self._listener_sasl(endpoint.name))
             for endpoint in config["listeners"]
         ]
         self.server = self.servers[0]
@@ -229,6 +232,16 @@ class Broker:
         if listener_settings.security_protocol(self.config, listener) not in listener_settings.TLS_PROTOCOLS:
             return None
         return certificate_principals(tls_settings.settings_of(self.config, listener)["ssl.principal.mapping.rules"])
+
+    def _listener_sasl(self, listener: str) -> Callable[[], SaslSession] | None:
+        """What makes a SASL session for each connection of listener `listener`; None for a
+        listener without SASL."""
+        if listener_settings.security_protocol(self.config, listener) not in listener_settings.SASL_PROTOCOLS:
+            return None
+        mechanisms = listener_mechanisms(ListenerSasl(listener, self.config, functools.partial(scram_credential, self.store)))
+        values = sasl_settings.settings_of(self.config, listener)
+        return functools.partial(SaslSession, listener, mechanisms, max_reauth_ms=values["connections.max.reauth.ms"],
+                                 failure_delay_ms=values["connection.failed.authentication.delay.ms"], metrics=self.metrics)
 
     def _inter_broker_security(self) -> ClientSecurity:
         """What this broker connects to other brokers with: their inter-broker listener's

@@ -34,7 +34,7 @@ import types
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, NamedTuple
 
-from replog import listener_settings, tls_settings
+from replog import listener_settings, sasl_settings, tls_settings
 from replog.coord_backends.base import SESSION_TIMEOUT_MS_DEFAULT
 from replog.obs.state_change_events import EVENTS_MAX_DEFAULT as STATE_CHANGE_EVENTS_MAX_DEFAULT
 
@@ -238,6 +238,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("inter.broker.listener.name", listener_settings.listener_name, None,
                 "the listener other brokers connect to (default: PLAINTEXT, else the first listener)"),
         *(Setting(name, *tls_settings.SPECS[name]) for name in tls_settings.SSL_SETTING_NAMES),
+        *(Setting(name, *sasl_settings.SPECS[name]) for name in sasl_settings.SASL_SETTING_NAMES),
         Setting(
             "metrics.listeners",
             _optional_listener,
@@ -551,9 +552,12 @@ def _lookup(name: str) -> Setting:
     setting = SETTINGS.get(name)
     if setting is not None:
         return setting
-    overridden = tls_settings.overridden(name)
+    overridden = tls_settings.overridden(name) or sasl_settings.overridden(name)
     if overridden is not None:
         return dataclasses.replace(SETTINGS[overridden], name=name)
+    if sasl_settings.is_jaas_config(name):
+        # Read by the listener's mechanism (security/jaas.py); kept whole, as it holds passwords.
+        return Setting(name, tls_settings.Secret, None, "the JAAS configuration of a listener's SASL mechanism")
     hint = ""
     if name in TOPIC_SETTING_SYNONYMS:
         hint = f"; {name} is a topic setting, its broker default is {TOPIC_SETTING_SYNONYMS[name]}"

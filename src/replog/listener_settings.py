@@ -19,8 +19,8 @@ from collections.abc import Mapping, MutableMapping
 from typing import Any, NamedTuple
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 # Kafka's default listener.security.protocol.map: each protocol is a listener name for itself.
 DEFAULT_PROTOCOL_MAP = ",".join(f"{protocol}:{protocol}" for protocol in SECURITY_PROTOCOLS)
 
@@ -106,9 +106,6 @@ def resolve(values: MutableMapping[str, Any]) -> None:
     for endpoint in bound:
         if endpoint.name not in protocols:
             raise ValueError(f"No security protocol defined for listener {endpoint.name}")
-        if protocols[endpoint.name] not in SERVED_PROTOCOLS:
-            raise ValueError(f"listener {endpoint.name} uses {protocols[endpoint.name]}, which is not served yet: "
-                             f"replog serves {' and '.join(SERVED_PROTOCOLS)} listeners")
     advertised = values["advertised.listeners"]
     if advertised is None:
         advertised = bound

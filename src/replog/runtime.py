@@ -16,12 +16,13 @@ import uvloop
 from replog import broker
 from replog.net.server import CannotListen
 from replog.net.tls import TlsSettingsError
+from replog.security.sasl_mechanisms import SaslSettingsError
 from replog.obs import CannotServeMetrics
 from replog.storage.data_dir_lock import DataDirectoryInUse, DataDirectoryUnusable
 
 # Why a broker cannot start, each said in one line that names its cause.
 CANNOT_START = (DataDirectoryInUse, DataDirectoryUnusable, broker.BrokerIdInUse, CannotListen, CannotServeMetrics,
-                TlsSettingsError)
+                TlsSettingsError, SaslSettingsError)
 
 # Allocations (net of frees) between collections of the cycle collector's youngest generation;
 # CPython's default is 700. A broker holds a few hundred thousand long-lived objects per thousand

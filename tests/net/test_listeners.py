@@ -230,7 +230,7 @@ def process_state_kept():
 
 
 @pytest.mark.parametrize("listen, status, complaint", [
-    ("SASL_SSL://127.0.0.1:0", 2, "listener SASL_SSL uses SASL_SSL, which is not served yet"),
+    ("SASL_SSL://127.0.0.1:0", 1, "listener SASL_SSL is SSL but has no certificate"),
     ("SSL://127.0.0.1:0", 1, "listener SSL is SSL but has no certificate"),
 ])
 def test_a_listener_that_cannot_be_served_stops_the_start_with_one_line(tmp_path, listen, status, complaint,

@@ -21,6 +21,16 @@ Receiving: each frame's 4-byte size, then exactly its body, is read into buffers
 the life of the connection (fresh large allocations page-fault, page by page, on every use). Decoding copies
 what it keeps, so the buffer is free again as soon as a frame is decoded.
 
+SASL (SASL_PLAINTEXT, SASL_SSL): after ApiVersions, SaslHandshake v1 names the mechanism and
+SaslAuthenticate carries its messages (security/sasl_client.py) until the exchange completes; a
+broker that refuses raises SaslAuthenticationFailed with its message. When the broker gives the
+session a lifetime (KIP-368, SaslAuthenticate v1+), the connection re-authenticates on the same
+socket once a random 85-95% of it has passed, as Kafka's clients do, so that a long-lived
+follower connection is never cut: the first request after that point starts it; the
+re-authentication waits for the requests on the wire to be answered, sends its own alone, and
+holds every other request back until it ends. It runs in a task of the connection's own, which
+no caller's cancellation interrupts; if it fails, the connection fails.
+
 Per-partition errors are results, not exceptions: the convenience methods return Kafka error
 codes (kio's `ErrorCode`, an IntEnum) for the caller to act on, as a follower must.
 """
@@ -29,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import random
 import struct
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
@@ -36,6 +47,8 @@ from typing import Any, NamedTuple
 from kio.schema.errors import ErrorCode
 
 from replog import __version__
+from replog.security.sasl import SaslClientError
+from replog.security.sasl_client import mechanism_client
 from replog.replication.fetcher import EpochAsk, FetchSpec
 
 from . import codec
@@ -53,6 +66,15 @@ LATEST_TIMESTAMP = -1
 READ_UNCOMMITTED = 0
 API_VERSIONS_PROBE_VERSION = 3
 CLIENT_SOFTWARE_NAME = "replog"
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+# v1: the mechanism's messages then travel in SaslAuthenticate requests (v0 sent them raw).
+SASL_HANDSHAKE_VERSION = 1
+SASL_AUTHENTICATE_VERSIONS = (0, 2)  # v1 adds session_lifetime_ms (KIP-368)
+# The most SaslAuthenticate rounds a mechanism takes (SCRAM: 2; OAUTHBEARER's error: 2).
+SASL_ROUNDS_MAX = 4
+# KIP-368: where in the session's lifetime Kafka's clients re-authenticate (ClientReauthenticator).
+REAUTHENTICATE_AT_RATIO = (0.85, 0.95)
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
@@ -101,6 +123,11 @@ class ConnectionLost(BrokerUnavailable):
 
 class ProtocolError(BrokerUnavailable):
     """The broker sent something that cannot be read or matched; the connection is closed."""
+
+
+class SaslAuthenticationFailed(BrokerUnavailable):
+    """The broker refused this client's SASL authentication, or proved nothing itself; the
+    message names the broker, the mechanism and Kafka's message, never a password or token."""
 
 
 class NoCommonVersion(Exception):
@@ -233,6 +260,14 @@ class BrokerConnection:
         self._failure: BrokerUnavailable | None = None
         self._versions: dict[int, int] = {}
         self._broker_versions: dict[int, tuple[int, int]] = {}
+        self._security: ClientSecurity = NO_SECURITY
+        # KIP-368: loop time at which to re-authenticate; None while the session has no lifetime.
+        self._reauthenticate_at: float | None = None
+        self._reauthentication: asyncio.Task | None = None
+        # Set but while a re-authentication has the wire to itself.
+        self._others_may_send = asyncio.Event()
+        self._others_may_send.set()
+        self._drained: asyncio.Future | None = None  # what a re-authentication waits on: no request unanswered
 
     @classmethod
     async def open(
@@ -260,6 +295,9 @@ class BrokerConnection:
             raise unavailable(f"{host}:{port}: cannot connect within {connect_timeout_s}s: {error!r}") from None
         try:
             await connection._negotiate_versions()
+            if security.uses_sasl:
+                connection._security = security
+                await connection._authenticate()
         except BaseException:
             connection.close()
             raise
@@ -307,6 +345,83 @@ class BrokerConnection:
             ours = codec.SUPPORTED_VERSIONS.get(api_key, "none")
             raise NoCommonVersion(f"{self.peer}: no common version of api {api_key}: the broker speaks {theirs}, replog {ours}") from None
 
+    # SASL
+    async def _authenticate(self) -> None:
+        """One SASL exchange on this connection (the first, or a re-authentication)."""
+        security = self._security
+        mechanism = security.sasl_mechanism
+        try:
+            client = mechanism_client(mechanism, security.sasl_username, security.sasl_password, security.sasl_oauthbearer_token)
+        except ValueError as error:
+            raise self._not_authenticated(str(error)) from None
+        handshake = await self._sasl_request(SASL_HANDSHAKE, SASL_HANDSHAKE_VERSION, {"mechanism": mechanism})
+        if handshake.error_code != ErrorCode.none:
+            enabled = f" (the broker enables {', '.join(handshake.mechanisms) or 'none'})" if handshake.mechanisms else ""
+            raise self._not_authenticated(f"SaslHandshake answered {handshake.error_code.name.upper()}{enabled}")
+        version = self._sasl_authenticate_version()
+        message = client.first()
+        for _ in range(SASL_ROUNDS_MAX):
+            answer = await self._sasl_request(SASL_AUTHENTICATE, version, {"auth_bytes": message})
+            if answer.error_code != ErrorCode.none:
+                raise self._not_authenticated(f"{answer.error_code.name.upper()}: {answer.error_message or 'no message'}")
+            try:
+                message = client.evaluate(answer.auth_bytes)
+            except SaslClientError as error:
+                raise self._not_authenticated(str(error)) from None
+            if message is None:
+                break
+        else:
+            raise self._not_authenticated(f"the exchange did not end within {SASL_ROUNDS_MAX} rounds")
+        lifetime = getattr(answer, "session_lifetime", None)  # v1+
+        lifetime_s = lifetime.total_seconds() if lifetime is not None else 0
+        self._reauthenticate_at = (asyncio.get_running_loop().time() + lifetime_s * random.uniform(*REAUTHENTICATE_AT_RATIO)
+                                   if lifetime_s > 0 else None)
+
+    def _not_authenticated(self, why: str) -> SaslAuthenticationFailed:
+        security = self._security
+        who = f" as {security.sasl_username}" if security.sasl_username else ""
+        return SaslAuthenticationFailed(f"{self.peer}: SASL authentication{who} with {security.sasl_mechanism} failed: {why}")
+
+    def _sasl_authenticate_version(self) -> int:
+        broker = self._broker_versions.get(SASL_AUTHENTICATE)
+        if broker is None or max(broker[0], SASL_AUTHENTICATE_VERSIONS[0]) > min(broker[1], SASL_AUTHENTICATE_VERSIONS[1]):
+            raise self._not_authenticated(f"the broker speaks SaslAuthenticate versions {broker or 'none'}, "
+                                          f"replog {SASL_AUTHENTICATE_VERSIONS}")
+        return min(broker[1], SASL_AUTHENTICATE_VERSIONS[1])
+
+    async def _sasl_request(self, api_key: int, version: int, values: dict) -> Any:
+        body = codec.build(codec.request_schema(api_key, version), values)
+        return await self._request_frame(
+            api_key, version, lambda correlation_id: codec.encode_request(api_key, version, correlation_id, self.client_id, body),
+            True, None, None, authenticating=True)
+
+    async def _reauthenticate_if_due(self) -> None:
+        if self._reauthenticate_at is None or asyncio.get_running_loop().time() < self._reauthenticate_at:
+            return
+        if self._reauthentication is None or self._reauthentication.done():
+            self._reauthentication = asyncio.create_task(self._reauthenticate(), name=f"reauthenticate-{self.peer}")
+            # Its failure is the connection's, which every user sees; retrieved here in case no caller waits.
+            self._reauthentication.add_done_callback(lambda task: task.cancelled() or task.exception())
+        # Shielded: one caller giving up must not cut the exchange short for the others.
+        await asyncio.shield(self._reauthentication)
+
+    async def _reauthenticate(self) -> None:
+        """KIP-368 on this connection: the requests on the wire answered first, then the
+        exchange alone; any failure fails the connection, whose users reconnect."""
+        self._others_may_send.clear()
+        try:
+            if self._pending:
+                self._drained = asyncio.get_running_loop().create_future()
+                await self._drained
+            await self._authenticate()
+        except BaseException as error:
+            self._fail(error if isinstance(error, BrokerUnavailable)
+                       else BrokerUnavailable(f"{self.peer}: re-authentication failed: {error!r}"))
+            raise
+        finally:
+            self._drained = None
+            self._others_may_send.set()
+
     # requests
     async def request(self, api_key: int, api_version: int | None, values: dict, *, timeout_s: float | None = None,
                       decode: Callable[[int, memoryview], Any] | None = None) -> Any:
@@ -321,12 +436,15 @@ class BrokerConnection:
             expects_answer, timeout_s, decode)
 
     async def _request_frame(self, api_key: int, version: int, frame: Callable[[int], bytes], expects_answer: bool,
-                             timeout_s: float | None, decode: Callable[[int, memoryview], Any] | None) -> Any:
-        """Send the request `frame(correlation_id)` writes, and await its answer as `request`."""
+                             timeout_s: float | None, decode: Callable[[int, memoryview], Any] | None, *,
+                             authenticating: bool = False) -> Any:
+        """Send the request `frame(correlation_id)` writes, and await its answer as `request`;
+        `authenticating`: a request of the SASL exchange, which alone may be sent during a
+        re-authentication."""
         timeout_s = self.request_timeout_s if timeout_s is None else timeout_s
         try:
             async with asyncio.timeout(timeout_s):
-                await self._take_slot()
+                await self._take_slot(authenticating)
                 answer = self._send(api_key, version, frame, expects_answer, decode)
                 return None if answer is None else await answer
         except TimeoutError:
@@ -334,11 +452,19 @@ class BrokerConnection:
             self._fail(error)
             raise error from None
 
-    async def _take_slot(self) -> None:
+    async def _take_slot(self, authenticating: bool) -> None:
         self._raise_if_failed()
+        if not authenticating:
+            await self._reauthenticate_if_due()
         await self._slots.acquire()
         try:
             await self._writable.wait()
+            while not (authenticating or self._others_may_send.is_set()):
+                # Without the slot meanwhile: the re-authentication needs one.
+                self._slots.release()
+                await self._others_may_send.wait()
+                await self._slots.acquire()
+                await self._writable.wait()
             self._raise_if_failed()
         except BaseException:
             self._slots.release()
@@ -377,6 +503,8 @@ class BrokerConnection:
             return
         self._pending.popleft()
         self._slots.release()
+        if self._drained is not None and not self._pending and not self._drained.done():
+            self._drained.set_result(None)
         if not expected.answer.done():  # its caller may have given up (cancelled)
             expected.answer.set_result(body)
 
@@ -396,6 +524,8 @@ class BrokerConnection:
             self._slots.release()
             if not pending.answer.done():
                 pending.answer.set_exception(type(error)(*error.args))
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_exception(type(error)(*error.args))
         self._writable.set()  # writers waiting for the transport wake up to the failure
 
     def _malformed(self, what: str) -> ProtocolError:

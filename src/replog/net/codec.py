@@ -59,6 +59,7 @@ class ApiKey(enum.IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -76,6 +77,7 @@ class ApiKey(enum.IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    SASL_AUTHENTICATE = 36
     DESCRIBE_CLUSTER = 60
     UNREGISTER_BROKER = 64
     STATE_CHANGE_EVENTS = replog_apis.STATE_CHANGE_EVENTS  # replog's own
@@ -102,7 +104,9 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.SASL_HANDSHAKE: (1, 1),  # v0's unframed tokens: not served, as Kafka 4 serves them no longer
     ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
@@ -273,8 +277,12 @@ class Request:
     # The name of the listener the request came in on: answers that name brokers give that
     # listener's addresses. "" for a handler called directly.
     listener: str = ""
-    # Who sent it (net/principals.py): User:ANONYMOUS, or the user a client certificate maps to.
+    # Who sent it (net/principals.py): User:ANONYMOUS, or the user a client certificate maps to,
+    # or the user SASL authenticated (net/sasl_session.py).
     principal: str = ANONYMOUS
+    # Set by the connection of a SASL listener for SaslHandshake and SaslAuthenticate: its
+    # session (net/sasl_session.py), which they advance. None elsewhere.
+    sasl: Any = None
 
 
 def _load_request_schema(api_key: int, api_version: int) -> type:

@@ -40,6 +40,11 @@ a TLS connection everything goes through the transport, which encrypts it. A
 held range a truncation rewrote since it was read closes the connection rather than send other
 bytes than were read (the client fetches again).
 
+SASL, on a SASL listener: the session (sasl_session.py) says which requests a connection not yet
+authenticated may send, one at a time; any other closes it. Its principal is the one requests
+carry once authenticated. A failed authentication's answer is written, then reading stops and
+the connection closes after connection.failed.authentication.delay.ms.
+
 A request the codec cannot answer (garbled frame, unknown API key) closes the connection with
 one log line (at most CLOSES_LOGGED_MAX every 10 s: each names its peer, so no repeat filter
 would hold a flood of them back); a known API at an unsupported version is answered by
@@ -63,6 +68,7 @@ from replog.storage.segment import HeldSlice
 from . import codec
 from .codec import ANONYMOUS
 from .request_memory import BASELINE_BYTES, RequestMemory
+from .sasl_session import SaslSession
 
 logger = logging.getLogger(__name__)
 # Each closed connection's line names its peer, so repeats are not held back as identical: a
@@ -103,15 +109,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         on_answered: Callable[[asyncio.Future], None] | None = None,
         listener: str = "",
         identify: Callable[[asyncio.BaseTransport], str | None] | None = None,
+        sasl: SaslSession | None = None,
     ):
         """`on_answered` hears of each dispatched request once its response is written (or,
         when it has none, once its turn came): the future `dispatch` returned, for its timing.
         `identify` names the principal of a new connection, or None to refuse it (None:
-        User:ANONYMOUS)."""
+        User:ANONYMOUS). `sasl`: the connection's SASL session, on a SASL listener (see SASL)."""
         self._dispatch = dispatch
         self._listener = listener  # the name each request carries
         self._identify = identify
         self.principal = ANONYMOUS
+        self._sasl = sasl
+        self._failure_close: asyncio.TimerHandle | None = None
         self._on_lost = on_lost
         self._on_answered = on_answered
         self._on_unsupported = on_unsupported
@@ -172,6 +181,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._registry.closed(self)
+        if self._failure_close is not None:
+            self._failure_close.cancel()
         self._memory.stop_waiting(self)
         for pending in self._in_order:
             if pending.done() and not pending.cancelled() and pending.exception() is None:
@@ -274,6 +285,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Whether the complete frame at the head may be decoded now (see Backpressure)."""
         if self._writing_paused or len(self._in_order) >= self._in_flight_max:
             return False
+        if self._sasl is not None and (self._sasl.failed or (self._sasl.serial and self._in_order)):
+            return False  # before authentication, one request at a time; after a failure, none
         if frame_bytes > BASELINE_BYTES:
             return self._reserve(frame_bytes)
         if not self._in_order:
@@ -340,7 +353,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _accept(self, frame: memoryview) -> None:
         try:
-            request = codec.decode_request(frame, self._listener, self.principal)
+            request = codec.decode_request(frame, self._listener,
+                                           self.principal if self._sasl is None else self._sasl.principal)
         except codec.UnsupportedVersion as unsupported:
             answer = self._on_unsupported(unsupported)
             if answer is None:
@@ -352,6 +366,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except codec.FrameError as error:
             self._abort(str(error))
             return
+        if self._sasl is not None:
+            refusal = self._sasl.refusal(request.api_key)
+            if refusal is not None:
+                self._abort(refusal, logging.INFO)
+                return
+            if request.api_key in (codec.ApiKey.SASL_HANDSHAKE, codec.ApiKey.SASL_AUTHENTICATE):
+                request = dataclasses.replace(request, sasl=self._sasl)
         if self._may_wait is not None:
             self._may_wait.set()
             self._may_wait = None
@@ -397,6 +418,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 # Once written: the memory coming back may have this connection take frames,
                 # and answer one at once, which must not overtake this answer.
                 self._memory.give_back(frame_bytes)
+        if self._sasl is not None and self._sasl.failed and self._failure_close is None and not self._closing:
+            # Answered; closed after the delay, as Kafka slows down a client guessing (KIP-306).
+            self._failure_close = self._loop.call_later(self._sasl.failure_delay_s, self._abort,
+                                                        "SASL authentication failed", logging.DEBUG)
         self._resume()
 
     def _write(self, finished: asyncio.Future) -> bool:
@@ -458,7 +483,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._closing:
             return
         should_pause = (self._writing_paused or len(self._in_order) >= self._in_flight_max or self._held_back
-                        or self._draining)
+                        or self._draining or (self._sasl is not None and self._sasl.failed))
         if should_pause and not self._reading_paused:
             self._transport.pause_reading()
             self._reading_paused = True

@@ -24,11 +24,13 @@ listener's name, so that the answers that name brokers give the addresses of the
 client came in on. An SSL listener serves TLS (tls.py): each accepted connection's handshake
 runs on its own, at most HANDSHAKES_PENDING_MAX at once and each bounded by
 tls.HANDSHAKE_TIMEOUT_S, so that clients that stall it (or speak plaintext to the port) hold up
-no other connection; one that fails is closed, and counted as closed for "tls_handshake".
+no other connection; one that fails is closed, and counted as closed for "tls_handshake". A
+SASL_PLAINTEXT or SASL_SSL listener gives each connection a SASL session (sasl_session.py), which
+the connection consults before it reads a request.
 
-Both run in one task from start to stop: one that ends otherwise (a bug) would leave the broker
-unable to accept, or to bound its connections, so it is logged and `on_failure` is told (the
-broker stops).
+Both run in one task group from start to stop, with the TLS handshakes under way: one that ends
+otherwise (a bug) would leave the broker unable to accept, or to bound its connections, so it
+is logged and `on_failure` is told (the broker stops).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from .handlers import API_NAMES, HANDLERS, count_error
 from .handlers.api_versions import unsupported_version_answer
 from .leader_connections import registered_follower
 from .request_memory import RequestMemory
+from .sasl_session import SaslSession
 from .services import Services
 from .tls import HANDSHAKE_TIMEOUT_S
 
@@ -82,17 +85,20 @@ class KafkaServer:
     def __init__(self, services: Services, host: str, port: int, *, max_request_bytes: int, metrics: BrokerMetrics,
                  settings: Mapping[str, Any] | None = None, on_failure: Callable[[], None] = lambda: None,
                  listener: str = "PLAINTEXT", tls: ssl.SSLContext | None = None,
-                 identify: Callable[[asyncio.BaseTransport], str | None] | None = None):
+                 identify: Callable[[asyncio.BaseTransport], str | None] | None = None,
+                 sasl: Callable[[], SaslSession] | None = None):
         """`settings`: the listener's limits by Kafka name (max.connections, max.connections.per.ip
         and its overrides, connections.max.idle.ms, queued.max.request.bytes); None: their defaults.
         `listener`: the listener's name; `tls`: the context an SSL listener serves with (None:
         plaintext), replaced by `tls` for the connections accepted after; `identify`: the
-        principal of a new connection (principals.py; None: User:ANONYMOUS)."""
+        principal of a new connection (principals.py; None: User:ANONYMOUS); `sasl`: makes each
+        new connection's SASL session, on a SASL_PLAINTEXT or SASL_SSL listener."""
         settings = defaults() if settings is None else settings
         self._services = services
         self.listener = listener
         self.tls = tls
         self._identify = identify
+        self._sasl = sasl
         self._handshakes: set[asyncio.Task] = set()
         self._metrics = metrics
         self.host, self.port = host, port
@@ -134,7 +140,7 @@ class KafkaServer:
     async def _serve(self) -> None:
         async with asyncio.TaskGroup() as tasks:
             for listener in self._listeners:
-                tasks.create_task(self._accept(listener))
+                tasks.create_task(self._accept(listener, tasks))
             tasks.create_task(self._sweep())
 
     def _served(self, serving: asyncio.Task) -> None:
@@ -142,7 +148,7 @@ class KafkaServer:
             logger.critical("the kafka listener stopped serving", exc_info=serving.exception())
             self._on_failure()
 
-    async def _accept(self, listener: socket.socket) -> None:
+    async def _accept(self, listener: socket.socket, tasks: asyncio.TaskGroup) -> None:
         loop = asyncio.get_running_loop()
         retry_s = ACCEPT_RETRY_MIN_S
         while True:  # until stop() cancels it; each turn accepts a connection or waits
@@ -167,7 +173,7 @@ class KafkaServer:
             if self.tls is not None:
                 while len(self._handshakes) >= HANDSHAKES_PENDING_MAX:  # bounded: each handshake times out
                     await asyncio.wait(self._handshakes, return_when=asyncio.FIRST_COMPLETED)
-                handshake = asyncio.create_task(self._serve_accepted(accepted, peer, self.tls))
+                handshake = tasks.create_task(self._serve_accepted(accepted, peer, self.tls))
                 self._handshakes.add(handshake)
                 handshake.add_done_callback(self._handshakes.discard)
             else:
@@ -260,6 +266,7 @@ class KafkaServer:
             registry=self._limits,
             listener=self.listener,
             identify=self._identify,
+            sasl=None if self._sasl is None else self._sasl(),
             on_lost=lost,
             on_answered=answered,
         )
@@ -279,9 +286,7 @@ class KafkaServer:
     async def stop(self, drain_timeout_s: float = 10.0) -> None:
         if not self._listeners:
             return
-        await cancel_and_wait(self._serving)
-        for handshake in list(self._handshakes):
-            await cancel_and_wait(handshake)
+        await cancel_and_wait(self._serving)  # and the handshakes under way, in its task group
         self._close_listeners()
         await asyncio.gather(*(connection.drain_and_close(drain_timeout_s) for connection in list(self._limits.connections)))
 

@@ -210,6 +210,15 @@ class BrokerMetrics:
             "(no complete request nor answer for that long), descriptors (the broker's own files needed the file "
             "descriptors they held; the connections idle longest go), tls_handshake (an SSL listener's handshake "
             "failed or timed out)", ["reason"], registry=registry)
+        # SASL listeners (net/sasl_session.py), as Kafka's successful-authentication-total and
+        # failed-authentication-total; mechanism "unknown" for a handshake naming none enabled.
+        self._sasl_authentications = Counter(
+            "replog_sasl_authentications", "SASL authentications and re-authentications that succeeded, by "
+            "listener, mechanism and kind (authentication, reauthentication)", ["listener", "mechanism", "kind"],
+            registry=registry)
+        self._sasl_authentication_failures = Counter(
+            "replog_sasl_authentication_failures", "SASL authentications that failed (the connection is closed), by "
+            "listener and mechanism", ["listener", "mechanism"], registry=registry)
         self._children: dict[tuple, Any] = {}
         self._request_phases: dict[str, tuple[Any, ...]] = {}  # by API: its histograms, in PHASES order
 
@@ -275,6 +284,13 @@ class BrokerMetrics:
 
     def connection_closed(self, reason: str) -> None:
         self._child(self._connections_closed, reason).inc()
+
+    def sasl_authenticated(self, listener: str, mechanism: str, reauthentication: bool) -> None:
+        kind = "reauthentication" if reauthentication else "authentication"
+        self._child(self._sasl_authentications, listener, mechanism, kind).inc()
+
+    def sasl_authentication_failed(self, listener: str, mechanism: str) -> None:
+        self._child(self._sasl_authentication_failures, listener, mechanism).inc()
 
     def _phases(self, api: str) -> tuple[Any, ...]:
         phases = self._request_phases.get(api)

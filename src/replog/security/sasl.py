@@ -2,7 +2,8 @@
 OAUTHBEARER) is to the connection that runs the exchange. The connection hands each
 SaslAuthenticate's bytes to `evaluate` and answers with the step's challenge; the step that
 carries `authenticated` ends the exchange, and AuthenticationFailed ends it with Kafka's
-SASL_AUTHENTICATION_FAILED and that message."""
+SASL_AUTHENTICATION_FAILED and that message. The client's side of each mechanism is in
+security/sasl_client.py."""
 
 from __future__ import annotations
 
@@ -12,6 +13,23 @@ from typing import NamedTuple, Protocol
 class AuthenticationFailed(Exception):
     """The exchange failed; str() is the message the client is sent, as Kafka words it, and
     never holds a password, salt, proof or token."""
+
+
+class SaslClientError(Exception):
+    """On a client's side: the broker's part of the exchange cannot be accepted (a SCRAM server
+    that does not prove it holds the credential, a challenge where none is due); the message
+    names no secret."""
+
+
+class InvalidCredentials(AuthenticationFailed):
+    """A failure whose message must not say why (unknown user, wrong password, malformed
+    message): Kafka's answer to a SaslException names only the mechanism, so that a client
+    cannot tell an unknown user from a wrong password."""
+
+    def __init__(self, mechanism: str, during: str = "authentication"):
+        super().__init__(f"Authentication failed during {during} due to invalid credentials with SASL mechanism "
+                         f"{mechanism}")
+        self.mechanism = mechanism
 
 
 class Authenticated(NamedTuple):
