@@ -33,7 +33,7 @@ from replog.net.client_properties import ClientProperties
 from replog.net.codec import ApiKey
 from replog.net.replog_apis import ALL_PARTITIONS
 from replog.tools import ToolError
-from replog.tools.kafka_client import admin_client, answered_metadata
+from replog.tools.kafka_client import NotAuthenticated, admin_client, answered_metadata
 
 from . import replica_logs, state_change_reader
 from .admin_interface import (
@@ -76,6 +76,8 @@ class KafkaAdmin(Admin):
     async def _metadata(self):
         try:
             return await asyncio.to_thread(answered_metadata, self._admin, self._errors, self.where)
+        except NotAuthenticated as error:
+            raise error_for_code(ErrorCode.sasl_authentication_failed, str(error)) from None
         except ToolError as error:
             raise AdminUnreachable(str(error)) from None
 

@@ -30,6 +30,10 @@ class BadArguments(ToolError):
     """Arguments that contradict each other; the command exits with status 2, as for usage errors."""
 
 
+class NotAuthenticated(ToolError):
+    """The broker refused the client's SASL credentials (librdkafka's words, which hold none)."""
+
+
 class RecordTooLarge(ToolError):
     """librdkafka refused a record over its message.max.bytes before sending it; the tool that
     sent it adds how to send it after all."""
@@ -110,7 +114,8 @@ def admin_client(bootstrap: str, security: Mapping[str, str]) -> tuple[Any, list
 def answered_metadata(admin, errors: list, bootstrap: str, topic: str | None = None,
                       ready: Callable[[Any], bool] = lambda metadata: True):
     """Metadata (of `topic`, else of every topic) once `ready(metadata)` holds; ToolError as soon
-    as every broker refused the connection, or after CONNECT_TIMEOUT_S. `ready` may raise
+    as every broker refused the connection or a TLS handshake failed, NotAuthenticated as soon as
+    a broker refused the credentials, or ToolError after CONNECT_TIMEOUT_S. `ready` may raise
     ToolError itself."""
     confluent_kafka = kafka()
     deadline = time.monotonic() + CONNECT_TIMEOUT_S
@@ -123,7 +128,14 @@ def answered_metadata(admin, errors: list, bootstrap: str, topic: str | None = N
         if metadata is not None and ready(metadata):
             return metadata
         admin.poll(0)  # serves error_cb, which says when every broker refused
-        all_down = any(error.code() == confluent_kafka.KafkaError._ALL_BROKERS_DOWN for error in errors)
+        # Retrying cannot mend credentials or certificates: say what the broker refused at once.
+        for error in errors:
+            if error.code() == confluent_kafka.KafkaError._AUTHENTICATION:
+                raise NotAuthenticated(error.str())  # names the broker
+            if error.code() == confluent_kafka.KafkaError._SSL:
+                detail = error.str()
+        all_down = any(error.code() in (confluent_kafka.KafkaError._ALL_BROKERS_DOWN, confluent_kafka.KafkaError._SSL)
+                       for error in errors)
         if all_down or time.monotonic() > deadline:
             raise ToolError(f"cannot reach a broker at {bootstrap}: {detail}")
 
