@@ -1,6 +1,7 @@
-"""The source and sink against a secured broker, configured with the option names of Spark's
-Kafka connector (`kafka.security.protocol`, `kafka.ssl.truststore.location`...) or librdkafka's
-with the `kafka.` prefix: one streaming query reads a topic and writes it to another."""
+"""The source and sink against secured brokers (mTLS; SASL_SSL with SCRAM-SHA-512), configured
+with the option names of Spark's Kafka connector (`kafka.security.protocol`,
+`kafka.sasl.jaas.config`, `kafka.ssl.truststore.location`...) or librdkafka's with the `kafka.`
+prefix: one streaming query reads a topic and writes it to another."""
 
 from __future__ import annotations
 
@@ -8,11 +9,21 @@ import re
 import uuid
 
 import pytest
-from pyspark.errors import AnalysisException
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.errors import AnalysisException
 
-from tests.support.secured_broker import java_mtls_properties, librdkafka_mtls_properties, mtls_broker, ssl_address, tls_files
+from tests.support.secured_broker import (
+    create_scram_user,
+    java_mtls_properties,
+    librdkafka_mtls_properties,
+    mtls_broker,
+    sasl_ssl_address,
+    sasl_ssl_broker,
+    sasl_ssl_properties,
+    ssl_address,
+    tls_files,
+)
 
 from .conftest import TIMEOUT_S, consume_all, numbered
 
@@ -23,8 +34,15 @@ def files(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory, files):
+def mtls(tmp_path_factory, files):
     process = mtls_broker(tmp_path_factory.mktemp("mtls-broker") / "data", files)
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl(tmp_path_factory, files):
+    process = sasl_ssl_broker(tmp_path_factory.mktemp("sasl-broker") / "data", files)
     yield process
     process.stop()
 
@@ -33,11 +51,14 @@ def kafka_options(properties: dict[str, str]) -> dict[str, str]:
     return {f"kafka.{name}": value for name, value in properties.items()}
 
 
-def test_a_streaming_query_reads_and_writes_over_mtls(spark, broker, files, tmp_path):
-    client = {"bootstrap.servers": ssl_address(broker), **librdkafka_mtls_properties(files)}
+def copy_through_a_query(spark, bootstrap: str, security: dict[str, str], source_options: dict[str, str],
+                         sink_options: dict[str, str], checkpoint) -> None:
+    """Produce to a new topic (with `security`, confluent-kafka's settings), copy it to another
+    with one streaming query, source and sink, and check the copy."""
     source, target = f"secure-in-{uuid.uuid4().hex[:8]}", f"secure-out-{uuid.uuid4().hex[:8]}"
+    client = {"bootstrap.servers": bootstrap, **security}
     admin = AdminClient(client)
-    for topic, future in admin.create_topics([NewTopic(source, 2, 1), NewTopic(target, 2, 1)]).items():
+    for future in admin.create_topics([NewTopic(source, 2, 1), NewTopic(target, 2, 1)]).values():
         future.result(TIMEOUT_S)
     producer = Producer(client | {"acks": "all"})
     values = numbered(0, 30)
@@ -45,17 +66,31 @@ def test_a_streaming_query_reads_and_writes_over_mtls(spark, broker, files, tmp_
         producer.produce(source, value, key=value[-2:])
     assert producer.flush(TIMEOUT_S) == 0
 
-    reader = spark.readStream.format("replog").option("kafka.bootstrap.servers", ssl_address(broker))
-    frame = reader.options(**kafka_options(java_mtls_properties(files))).option("subscribe", source) \
-        .option("startingOffsets", "earliest").load().select("key", "value")
-    query = (frame.writeStream.format("replog").option("kafka.bootstrap.servers", ssl_address(broker))
-             .options(**kafka_options(librdkafka_mtls_properties(files))).option("topic", target)
-             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    reader = spark.readStream.format("replog").option("kafka.bootstrap.servers", bootstrap)
+    frame = reader.options(**source_options).option("subscribe", source).option("startingOffsets", "earliest").load() \
+        .select("key", "value")
+    query = (frame.writeStream.format("replog").option("kafka.bootstrap.servers", bootstrap).options(**sink_options)
+             .option("topic", target).option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
     assert query.awaitTermination(TIMEOUT_S)
     assert query.exception() is None
 
-    written = consume_all(ssl_address(broker), target, **librdkafka_mtls_properties(files))
+    written = consume_all(bootstrap, target, **security)
     assert sorted((record.key, record.value) for record in written) == sorted((value[-2:], value) for value in values)
+
+
+def test_a_streaming_query_reads_and_writes_over_mtls(spark, mtls, files, tmp_path):
+    librdkafka = librdkafka_mtls_properties(files)
+    copy_through_a_query(spark, ssl_address(mtls), librdkafka, kafka_options(java_mtls_properties(files)),
+                         kafka_options(librdkafka), tmp_path / "checkpoint")
+
+
+def test_a_streaming_query_reads_and_writes_over_sasl_ssl_with_scram(spark, sasl_ssl, files, tmp_path):
+    create_scram_user(sasl_ssl, files, "spark", "spark-Pa55-word")
+    librdkafka = {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "spark",
+                  "sasl.password": "spark-Pa55-word", "ssl.ca.location": str(files.ca)}
+    java = sasl_ssl_properties(files, "SCRAM-SHA-512", "spark", "spark-Pa55-word")
+    copy_through_a_query(spark, sasl_ssl_address(sasl_ssl), librdkafka, kafka_options(java), kafka_options(librdkafka),
+                         tmp_path / "checkpoint")
 
 
 def test_security_options_are_checked_at_load_naming_the_keys(spark, files):
@@ -66,8 +101,8 @@ def test_security_options_are_checked_at_load_naming_the_keys(spark, files):
         reader.option("kafka.ssl.keystore.password", "secret").load()
 
 
-def test_a_query_without_a_client_certificate_is_refused_by_the_broker(spark, broker, files):
-    reader = spark.read.format("replog").option("kafka.bootstrap.servers", ssl_address(broker)).option("subscribe", "t") \
+def test_a_query_without_a_client_certificate_is_refused_by_the_broker(spark, mtls, files):
+    reader = spark.read.format("replog").option("kafka.bootstrap.servers", ssl_address(mtls)).option("subscribe", "t") \
         .option("kafka.security.protocol", "SSL").option("kafka.ssl.ca.location", str(files.ca)) \
         .option("kafka.request.timeout.ms", "3000")
     with pytest.raises(AnalysisException, match="no broker answered metadata"):

@@ -1,6 +1,8 @@
 """A broker whose only listener is secured, and the client properties files that reach it, for
 the tests of replog's own clients (`--command-config`, the Spark connector's kafka.* options):
-certificates made here with trustme, one CA for the broker and its clients."""
+certificates made here with trustme, one CA for the broker and its clients. A SASL_SSL broker
+offers SCRAM-SHA-512, and PLAIN for one admin user of its JAAS config, who makes the SCRAM users
+(a broker with the embedded store has no other door for them)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import pathlib
 from typing import NamedTuple
 
 import trustme
+from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 from tests.support.broker_process import BrokerProcess
 
@@ -40,6 +43,42 @@ def mtls_broker(data_dir: pathlib.Path, files: TlsFiles) -> BrokerProcess:
         "--set", "ssl.client.auth=required"))
     process.start()
     return process
+
+
+ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-Pa55-word"
+TIMEOUT_S = 30
+
+
+def sasl_ssl_broker(data_dir: pathlib.Path, files: TlsFiles) -> BrokerProcess:
+    """Started: one SASL_SSL listener offering SCRAM-SHA-512 and PLAIN (ADMIN_USER alone)."""
+    plain_users = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+                   f'user_{ADMIN_USER}="{ADMIN_PASSWORD}";')
+    process = BrokerProcess(data_dir, listeners=("SASL_SSL",), extra_args=(
+        "--set", f"ssl.keystore.location={files.broker}", "--set", "sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN",
+        "--set", f"listener.name.sasl_ssl.plain.sasl.jaas.config={plain_users}"))
+    process.start()
+    return process
+
+
+def sasl_ssl_properties(files: TlsFiles, mechanism: str, user: str, password: str) -> dict[str, str]:
+    """A SASL_SSL client in Java's names: the JAAS config Kafka's tools and Spark take."""
+    module = "plain.PlainLoginModule" if mechanism == "PLAIN" else "scram.ScramLoginModule"
+    return {"security.protocol": "SASL_SSL", "sasl.mechanism": mechanism, "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(files.ca),
+            "sasl.jaas.config": f'org.apache.kafka.common.security.{module} required username="{user}" password="{password}";'}
+
+
+def create_scram_user(broker: BrokerProcess, files: TlsFiles, user: str, password: str) -> None:
+    """A SCRAM-SHA-512 credential for `user`, made by the admin user over PLAIN."""
+    admin = AdminClient({"bootstrap.servers": sasl_ssl_address(broker), "security.protocol": "SASL_SSL",
+                         "ssl.ca.location": str(files.ca), "sasl.mechanisms": "PLAIN", "sasl.username": ADMIN_USER,
+                         "sasl.password": ADMIN_PASSWORD})
+    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), password.encode())
+    admin.alter_user_scram_credentials([upsert])[user].result(TIMEOUT_S)
+
+
+def sasl_ssl_address(broker: BrokerProcess) -> str:
+    return f"127.0.0.1:{broker.ports['SASL_SSL']}"
 
 
 def java_mtls_properties(files: TlsFiles) -> dict[str, str]:
