@@ -17,7 +17,7 @@ from replog.net.client_properties import (
     parse_properties,
     read_client_properties,
 )
-from tests.support.secured_broker import TlsFiles, tls_files
+from tests.support.secured_broker import tls  # noqa: F401  (a fixture)
 
 PASSWORD = "s3cret-Pa55"
 SCRAM_JAAS = f'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="{PASSWORD}";'
@@ -78,13 +78,8 @@ def test_plain_takes_plain_login_module_over_sasl_plaintext():
     assert properties.client_security().tls is None
 
 
-@pytest.fixture(scope="module")
-def files(tmp_path_factory) -> TlsFiles:
-    return tls_files(tmp_path_factory.mktemp("client-tls"))
-
-
-def test_a_java_pem_keystore_and_librdkafka_files_name_one_client_certificate(files):
-    ca, keystore, chain, key = files.ca, files.client, files.client_chain, files.client_key
+def test_a_java_pem_keystore_and_librdkafka_files_name_one_client_certificate(tls):  # noqa: F811
+    ca, keystore, chain, key = tls.ca, tls.client, tls.client_chain, tls.client_key
     java = client_properties({"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca),
                               "ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore)})
     librdkafka = client_properties({"security.protocol": "SSL", "ssl.ca.location": str(ca),

@@ -13,38 +13,10 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.errors import AnalysisException
 
-from tests.support.secured_broker import (
-    create_scram_user,
-    java_mtls_properties,
-    librdkafka_mtls_properties,
-    mtls_broker,
-    sasl_ssl_address,
-    sasl_ssl_broker,
-    sasl_ssl_properties,
-    ssl_address,
-    tls_files,
-)
+from tests.support import secured_broker as secured
+from tests.support.secured_broker import mtls, sasl_ssl, tls  # noqa: F401  (fixtures)
 
 from .conftest import TIMEOUT_S, consume_all, numbered
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    return tls_files(tmp_path_factory.mktemp("tls"))
-
-
-@pytest.fixture(scope="module")
-def mtls(tmp_path_factory, files):
-    process = mtls_broker(tmp_path_factory.mktemp("mtls-broker") / "data", files)
-    yield process
-    process.stop()
-
-
-@pytest.fixture(scope="module")
-def sasl_ssl(tmp_path_factory, files):
-    process = sasl_ssl_broker(tmp_path_factory.mktemp("sasl-broker") / "data", files)
-    yield process
-    process.stop()
 
 
 def kafka_options(properties: dict[str, str]) -> dict[str, str]:
@@ -78,32 +50,32 @@ def copy_through_a_query(spark, bootstrap: str, security: dict[str, str], source
     assert sorted((record.key, record.value) for record in written) == sorted((value[-2:], value) for value in values)
 
 
-def test_a_streaming_query_reads_and_writes_over_mtls(spark, mtls, files, tmp_path):
-    librdkafka = librdkafka_mtls_properties(files)
-    copy_through_a_query(spark, ssl_address(mtls), librdkafka, kafka_options(java_mtls_properties(files)),
+def test_a_streaming_query_reads_and_writes_over_mtls(spark, mtls, tls, tmp_path):  # noqa: F811
+    librdkafka = secured.librdkafka_mtls_properties(tls)
+    copy_through_a_query(spark, secured.ssl_address(mtls), librdkafka, kafka_options(secured.java_mtls_properties(tls)),
                          kafka_options(librdkafka), tmp_path / "checkpoint")
 
 
-def test_a_streaming_query_reads_and_writes_over_sasl_ssl_with_scram(spark, sasl_ssl, files, tmp_path):
-    create_scram_user(sasl_ssl, files, "spark", "spark-Pa55-word")
+def test_a_streaming_query_reads_and_writes_over_sasl_ssl_with_scram(spark, sasl_ssl, tls, tmp_path):  # noqa: F811
+    secured.create_scram_user(sasl_ssl, tls, "spark", "spark-Pa55-word")
     librdkafka = {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "spark",
-                  "sasl.password": "spark-Pa55-word", "ssl.ca.location": str(files.ca)}
-    java = sasl_ssl_properties(files, "SCRAM-SHA-512", "spark", "spark-Pa55-word")
-    copy_through_a_query(spark, sasl_ssl_address(sasl_ssl), librdkafka, kafka_options(java), kafka_options(librdkafka),
+                  "sasl.password": "spark-Pa55-word", "ssl.ca.location": str(tls.ca)}
+    java = secured.sasl_ssl_properties(tls, "SCRAM-SHA-512", "spark", "spark-Pa55-word")
+    copy_through_a_query(spark, secured.sasl_ssl_address(sasl_ssl), librdkafka, kafka_options(java), kafka_options(librdkafka),
                          tmp_path / "checkpoint")
 
 
-def test_security_options_are_checked_at_load_naming_the_keys(spark, files):
+def test_security_options_are_checked_at_load_naming_the_keys(spark, tls):  # noqa: F811
     reader = spark.read.format("replog").option("kafka.bootstrap.servers", "127.0.0.1:9").option("subscribe", "t")
     with pytest.raises(AnalysisException, match=re.escape("ssl.key.location without ssl.certificate.location")):
-        reader.option("kafka.security.protocol", "SSL").option("kafka.ssl.key.location", str(files.client_key)).load()
+        reader.option("kafka.security.protocol", "SSL").option("kafka.ssl.key.location", str(tls.client_key)).load()
     with pytest.raises(AnalysisException, match=re.escape("'kafka.ssl.keystore.password'")):
         reader.option("kafka.ssl.keystore.password", "secret").load()
 
 
-def test_a_query_without_a_client_certificate_is_refused_by_the_broker(spark, mtls, files):
-    reader = spark.read.format("replog").option("kafka.bootstrap.servers", ssl_address(mtls)).option("subscribe", "t") \
-        .option("kafka.security.protocol", "SSL").option("kafka.ssl.ca.location", str(files.ca)) \
+def test_a_query_without_a_client_certificate_is_refused_by_the_broker(spark, mtls, tls):  # noqa: F811
+    reader = spark.read.format("replog").option("kafka.bootstrap.servers", secured.ssl_address(mtls)).option("subscribe", "t") \
+        .option("kafka.security.protocol", "SSL").option("kafka.ssl.ca.location", str(tls.ca)) \
         .option("kafka.request.timeout.ms", "3000")
     with pytest.raises(AnalysisException, match="no broker answered metadata"):
         reader.load().collect()

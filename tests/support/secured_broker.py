@@ -2,17 +2,24 @@
 the tests of replog's own clients (`--command-config`, the Spark connector's kafka.* options):
 certificates made here with trustme, one CA for the broker and its clients. A SASL_SSL broker
 offers SCRAM-SHA-512, and PLAIN for one admin user of its JAAS config, who makes the SCRAM users
-(a broker with the embedded store has no other door for them)."""
+(a broker with the embedded store has no other door for them).
+
+The fixtures `tls`, `mtls` and `sasl_ssl` (one of each per module) are imported by the tests
+that use them."""
 
 from __future__ import annotations
 
 import pathlib
 from typing import NamedTuple
 
+import pytest
 import trustme
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 from tests.support.broker_process import BrokerProcess
+
+ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-Pa55-word"
+TIMEOUT_S = 30
 
 
 class TlsFiles(NamedTuple):
@@ -23,7 +30,9 @@ class TlsFiles(NamedTuple):
     client_key: pathlib.Path  # its key alone, as librdkafka's ssl.key.location
 
 
-def tls_files(directory: pathlib.Path) -> TlsFiles:
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory) -> TlsFiles:
+    directory = tmp_path_factory.mktemp("tls")
     ca = trustme.CA()
     files = TlsFiles(*(directory / name for name in ("ca.pem", "broker.pem", "client.pem", "chain.pem", "key.pem")))
     ca.cert_pem.write_to_path(str(files.ca))
@@ -36,28 +45,28 @@ def tls_files(directory: pathlib.Path) -> TlsFiles:
     return files
 
 
-def mtls_broker(data_dir: pathlib.Path, files: TlsFiles) -> BrokerProcess:
-    """Started: one SSL listener that takes only clients with a certificate the CA signed."""
-    process = BrokerProcess(data_dir, listeners=("SSL",), extra_args=(
-        "--set", f"ssl.keystore.location={files.broker}", "--set", f"ssl.truststore.location={files.ca}",
-        "--set", "ssl.client.auth=required"))
-    process.start()
-    return process
+@pytest.fixture(scope="module")
+def mtls(tmp_path_factory, tls):
+    """A broker whose one SSL listener takes only clients with a certificate the CA signed."""
+    yield from _running(BrokerProcess(tmp_path_factory.mktemp("mtls-broker") / "data", listeners=("SSL",), extra_args=(
+        "--set", f"ssl.keystore.location={tls.broker}", "--set", f"ssl.truststore.location={tls.ca}",
+        "--set", "ssl.client.auth=required")))
 
 
-ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-Pa55-word"
-TIMEOUT_S = 30
-
-
-def sasl_ssl_broker(data_dir: pathlib.Path, files: TlsFiles) -> BrokerProcess:
-    """Started: one SASL_SSL listener offering SCRAM-SHA-512 and PLAIN (ADMIN_USER alone)."""
+@pytest.fixture(scope="module")
+def sasl_ssl(tmp_path_factory, tls):
+    """A broker whose one SASL_SSL listener offers SCRAM-SHA-512 and PLAIN (ADMIN_USER alone)."""
     plain_users = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
                    f'user_{ADMIN_USER}="{ADMIN_PASSWORD}";')
-    process = BrokerProcess(data_dir, listeners=("SASL_SSL",), extra_args=(
-        "--set", f"ssl.keystore.location={files.broker}", "--set", "sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN",
-        "--set", f"listener.name.sasl_ssl.plain.sasl.jaas.config={plain_users}"))
+    yield from _running(BrokerProcess(tmp_path_factory.mktemp("sasl-broker") / "data", listeners=("SASL_SSL",), extra_args=(
+        "--set", f"ssl.keystore.location={tls.broker}", "--set", "sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN",
+        "--set", f"listener.name.sasl_ssl.plain.sasl.jaas.config={plain_users}")))
+
+
+def _running(process: BrokerProcess):
     process.start()
-    return process
+    yield process
+    process.stop()
 
 
 def sasl_ssl_properties(files: TlsFiles, mechanism: str, user: str, password: str) -> dict[str, str]:
