@@ -78,6 +78,37 @@ def test_plain_takes_plain_login_module_over_sasl_plaintext():
     assert properties.client_security().tls is None
 
 
+OAUTHBEARER_JAAS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+
+
+def test_an_oauthbearer_token_is_read_from_its_file_for_each_authentication(tmp_path):
+    token_file = tmp_path / "token.jwt"
+    token_file.write_text("first.token.jws\n")
+    properties = client_properties({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "sasl.jaas.config": OAUTHBEARER_JAAS,
+        "sasl.login.callback.handler.class": HANDLER, "sasl.oauthbearer.token.endpoint.url": token_file.as_uri()})
+    assert properties == ClientProperties("SASL_SSL", "OAUTHBEARER", token_file=str(token_file))
+    token = properties.client_security().sasl_oauthbearer_token
+    oauth_cb = properties.librdkafka()["oauth_cb"]
+    assert token().text == "first.token.jws" and str(token()) == "[hidden]"
+    assert oauth_cb("")[0] == "first.token.jws"
+    token_file.write_text("rotated.token.jws")
+    assert token().text == oauth_cb("")[0] == "rotated.token.jws"
+    assert properties.librdkafka()["sasl.mechanisms"] == "OAUTHBEARER"
+
+
+def test_an_oauthbearer_token_file_that_holds_no_token_is_named_not_quoted(tmp_path):
+    token_file = tmp_path / "token.jwt"
+    properties = client_properties({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+                                    "sasl.oauthbearer.token.endpoint.url": token_file.as_uri()})
+    with pytest.raises(ClientPropertiesError, match=f"^cannot read the OAUTHBEARER token in {token_file}: No such file"):
+        properties.client_security()
+    token_file.write_text(" \n")
+    with pytest.raises(ClientPropertiesError, match=f"^{token_file} does not hold one token"):
+        properties.librdkafka()
+
+
 def test_a_java_pem_keystore_and_librdkafka_files_name_one_client_certificate(tls):  # noqa: F811
     ca, keystore, chain, key = tls.ca, tls.client, tls.client_chain, tls.client_key
     java = client_properties({"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca),
@@ -130,8 +161,10 @@ def test_properties_survive_pickling_as_spark_ships_them():
       "ssl.ca.location": "/ca.pem"}, "ssl.ca.location set, but security.protocol=SASL_PLAINTEXT uses no TLS"),
     ({"security.protocol": "TLS"}, "security.protocol=TLS is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
     ({"security.protocol": "SASL_SSL", "sasl.jaas.config": SCRAM_JAAS},
-     "security.protocol=SASL_SSL without sasl.mechanism: replog's clients speak PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
-    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"}, "sasl.mechanism=GSSAPI: replog's clients speak"),
+     "security.protocol=SASL_SSL without sasl.mechanism: replog's clients speak PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+     "OAUTHBEARER"),
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"},
+     "sasl.mechanism=GSSAPI: replog's clients speak PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"),
     ({"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256", "sasl.jaas.config": PLAIN_JAAS},
      "sasl.jaas.config names org.apache.kafka.common.security.plain.PlainLoginModule; sasl.mechanism=SCRAM-SHA-256 takes "
      "org.apache.kafka.common.security.scram.ScramLoginModule"),
@@ -147,6 +180,16 @@ def test_properties_survive_pickling_as_spark_ships_them():
      "ssl.keystore.location and ssl.certificate.location/ssl.key.location both give the client's certificate; give one"),
     ({"security.protocol": "SSL", "ssl.key.location": "/k.pem"}, "ssl.key.location without ssl.certificate.location"),
     ({"security.protocol": "SSL", "ssl.key.password": PASSWORD}, "ssl.key.password set, but no key"),
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.token.endpoint.url": "https://idp/token"},
+     "sasl.mechanism=OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url, a file: URL of the token"),
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "sasl.password": PASSWORD},
+     "sasl.password set, but sasl.mechanism=OAUTHBEARER presents a token"),
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.token.endpoint.url": "file:///t",
+      "sasl.login.callback.handler.class": "com.example.Handler"},
+     "sasl.login.callback.handler.class=com.example.Handler: replog's clients read tokens as"),
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": SCRAM_JAAS,
+      "sasl.oauthbearer.token.endpoint.url": "file:///t"},
+     "sasl.oauthbearer.token.endpoint.url set, but sasl.mechanism=SCRAM-SHA-512 uses no token"),
     ({"security.protocol": "SSL", "enable.ssl.certificate.verification": "no"},
      "enable.ssl.certificate.verification=no is not true or false"),
 ])

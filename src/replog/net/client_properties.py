@@ -10,6 +10,11 @@ Users bring either family of names, so both are accepted: Java's (`sasl.jaas.con
 neither client knows, a security setting that the protocol does not use, or two names for one
 thing with different values: a one-line ClientPropertiesError naming the keys.
 
+OAUTHBEARER: the token is read from the file that Kafka's `sasl.oauthbearer.token.endpoint.url`
+names as a file: URL (KIP-768's way to present a token issued beforehand; Kafka's FileJwtRetriever
+reads it), again for each authentication, so that a token rotated in the file is the one presented.
+An identity provider's http(s) endpoint is not asked: the client-credentials flow is not spoken here.
+
 Passwords and keys are tls_settings.Secret from the moment they are read, and no message here
 quotes a value but the protocol's, the mechanism's and the store types', so a file's secrets
 never reach an error or a log line.
@@ -19,10 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import re
 import ssl
+import time
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from replog.security import jaas
 from replog.tls_settings import Secret
@@ -30,14 +39,22 @@ from replog.tls_settings import Secret
 from .client_security import PLAINTEXT, ClientSecurity
 
 PROTOCOLS = (PLAINTEXT, "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-# OAUTHBEARER needs a token source, which no properties name here; GSSAPI is not served.
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# GSSAPI (Kerberos) is not served.
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 # The login module each mechanism's sasl.jaas.config names, as Kafka's clients check it.
 LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
 }
+# The login callback handler that fetches or reads tokens (Kafka 3.x's name, then 4.x's).
+OAUTHBEARER_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+                        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler")
+TOKEN_BYTES_MAX = 64 * 1024  # a JWT is a few KiB; a larger file is not one
+# librdkafka asks for a token again at 80% of the lifetime it is given: a token rotated in the
+# file is presented within a minute, whatever its own expiry.
+TOKEN_REREAD_S = 60
 STORE_TYPE = "PEM"  # KIP-651's; replog reads no JKS or PKCS12 store
 
 # The names of one thing in either family: Java's first. A value given under both must agree.
@@ -48,11 +65,14 @@ _ALIASES = {
 SECRET_KEYS = frozenset({"sasl.password", "sasl.jaas.config", "ssl.key.password"})
 KNOWN_KEYS = frozenset({
     "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config", "sasl.username", "sasl.password",
+    "sasl.oauthbearer.token.endpoint.url", "sasl.login.callback.handler.class",
     "ssl.truststore.type", "ssl.truststore.location", "ssl.ca.location",
     "ssl.keystore.type", "ssl.keystore.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
     "ssl.endpoint.identification.algorithm", "enable.ssl.certificate.verification",
 })
-_SASL_KEYS = ("sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config", "sasl.username", "sasl.password")
+_SASL_KEYS = ("sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config", "sasl.username", "sasl.password",
+              "sasl.oauthbearer.token.endpoint.url", "sasl.login.callback.handler.class")
+_OAUTHBEARER_KEYS = ("sasl.oauthbearer.token.endpoint.url", "sasl.login.callback.handler.class")
 _SSL_KEYS = tuple(sorted(key for key in KNOWN_KEYS if "ssl" in key))
 # Java's ssl.endpoint.identification.algorithm is https or empty; librdkafka's https or none.
 _HOSTNAME_CHECKS = {"https": True, "": False, "none": False}
@@ -71,6 +91,7 @@ class ClientProperties:
     sasl_mechanism: str | None = None
     sasl_username: str | None = None
     sasl_password: Secret | None = None
+    token_file: str | None = None  # OAUTHBEARER's token, read for each authentication
     ca_location: str | None = None  # None: the system's CAs
     certificate_location: str | None = None  # the client's certificate chain, for mTLS
     key_location: str | None = None  # its private key; None: in the certificate's file
@@ -85,14 +106,22 @@ class ClientProperties:
     def client_security(self) -> ClientSecurity:
         """What BrokerConnection.open takes; reads the certificate files now (ClientPropertiesError
         if it cannot)."""
+        token = None
+        if self.token_file is not None:
+            read_token(self.token_file)  # unreadable: refused now rather than at the first connection
+            token = functools.partial(read_token, self.token_file)
         return ClientSecurity(protocol=self.protocol, tls=self._tls_context() if self.uses_tls else None,
                               sasl_mechanism=self.sasl_mechanism, sasl_username=self.sasl_username,
-                              sasl_password=self.sasl_password)
+                              sasl_password=self.sasl_password, sasl_oauthbearer_token=token)
 
-    def librdkafka(self) -> dict[str, str]:
-        """The same settings in librdkafka's names (its secrets as plain text, as it takes them)."""
-        settings = {"security.protocol": self.protocol}
-        if self.sasl_mechanism is not None:
+    def librdkafka(self) -> dict[str, Any]:
+        """The same settings in librdkafka's names (its secrets as plain text, as it takes them);
+        OAUTHBEARER's token through confluent-kafka's oauth_cb."""
+        settings: dict[str, Any] = {"security.protocol": self.protocol}
+        if self.token_file is not None:
+            read_token(self.token_file)
+            settings |= {"sasl.mechanisms": self.sasl_mechanism, "oauth_cb": functools.partial(_oauth_cb, self.token_file)}
+        elif self.sasl_mechanism is not None:
             settings |= {"sasl.mechanisms": self.sasl_mechanism, "sasl.username": self.sasl_username,
                          "sasl.password": self.sasl_password.text}
         if self.uses_tls:
@@ -136,6 +165,24 @@ def _naming_file(what: str, where: str) -> Iterator[None]:
 NO_PROPERTIES = ClientProperties()
 
 
+def read_token(path: str) -> Secret:
+    """The token in the file, its surrounding whitespace dropped, as Kafka's FileJwtRetriever
+    reads it; ClientPropertiesError naming the file, never quoting it."""
+    try:
+        with open(path, "rb") as opened:
+            raw = opened.read(TOKEN_BYTES_MAX + 1)
+    except OSError as error:
+        raise ClientPropertiesError(f"cannot read the OAUTHBEARER token in {path}: {error.strerror}") from None
+    token = raw.decode("ascii", errors="replace").strip()
+    if not token or len(raw) > TOKEN_BYTES_MAX or "\ufffd" in token:
+        raise ClientPropertiesError(f"{path} does not hold one token (a JWS of at most {TOKEN_BYTES_MAX} ASCII bytes)")
+    return Secret(token)
+
+
+def _oauth_cb(path: str, _config: str) -> tuple[str, float]:
+    return read_token(path).text, time.time() + TOKEN_REREAD_S
+
+
 def read_client_properties(path: str | Path) -> ClientProperties:
     """The file's settings, checked; ClientPropertiesError names the file."""
     try:
@@ -166,21 +213,25 @@ def client_properties(given: Mapping[str, str]) -> ClientProperties:
     return ClientProperties(protocol, *sasl, **_tls(settings, protocol))
 
 
-def _unused(settings: Mapping[str, str], keys: tuple[str, ...], protocol: str, what: str) -> None:
+def _unused(settings: Mapping[str, str], keys: tuple[str, ...], user: str, what: str) -> None:
+    """Refuse `keys` that `user` (a setting: name=value) has no use for."""
     given = [key for key in keys if key in settings]
     if given:
-        raise ClientPropertiesError(f"{', '.join(given)} set, but security.protocol={protocol} uses no {what}")
+        raise ClientPropertiesError(f"{', '.join(given)} set, but {user} uses no {what}")
 
 
-def _sasl(settings: Mapping[str, str], protocol: str) -> tuple[str | None, str | None, Secret | None]:
-    """(mechanism, username, password) from the sasl.* settings."""
+def _sasl(settings: Mapping[str, str], protocol: str) -> tuple[str | None, str | None, Secret | None, str | None]:
+    """(mechanism, username, password, token file) from the sasl.* settings."""
     if not protocol.startswith("SASL_"):
-        _unused(settings, _SASL_KEYS, protocol, "SASL")
-        return None, None, None
+        _unused(settings, _SASL_KEYS, f"security.protocol={protocol}", "SASL")
+        return None, None, None, None
     mechanism = settings.get("sasl.mechanism", settings.get("sasl.mechanisms", "")).upper()
     if mechanism not in MECHANISMS:
         shown = f"sasl.mechanism={mechanism}" if mechanism else f"security.protocol={protocol} without sasl.mechanism"
         raise ClientPropertiesError(f"{shown}: replog's clients speak {', '.join(MECHANISMS)}")
+    if mechanism == "OAUTHBEARER":
+        return mechanism, *_token_file(settings)
+    _unused(settings, _OAUTHBEARER_KEYS, f"sasl.mechanism={mechanism}", "token")
     username, password = settings.get("sasl.username"), settings.get("sasl.password")
     if "sasl.jaas.config" in settings:
         if username is not None or password is not None:
@@ -189,10 +240,34 @@ def _sasl(settings: Mapping[str, str], protocol: str) -> tuple[str | None, str |
     if not username or password is None or not password.text:
         raise ClientPropertiesError(f"sasl.mechanism={mechanism} needs a username and a password: sasl.jaas.config, or "
                                     "sasl.username and sasl.password")
-    return mechanism, username, password
+    return mechanism, username, password, None
+
+
+def _token_file(settings: Mapping[str, str]) -> tuple[None, None, str]:
+    """(username, password, token file) of OAUTHBEARER: the file of the token endpoint's file: URL."""
+    given = [key for key in ("sasl.username", "sasl.password") if key in settings]
+    if given:
+        raise ClientPropertiesError(f"{', '.join(given)} set, but sasl.mechanism=OAUTHBEARER presents a token")
+    if "sasl.jaas.config" in settings:
+        _login_module(settings["sasl.jaas.config"], "OAUTHBEARER")
+    handler = settings.get("sasl.login.callback.handler.class", OAUTHBEARER_HANDLERS[-1])
+    if handler not in OAUTHBEARER_HANDLERS:
+        raise ClientPropertiesError(f"sasl.login.callback.handler.class={handler}: replog's clients read tokens as "
+                                    f"{OAUTHBEARER_HANDLERS[-1]} does")
+    url = urllib.parse.urlsplit(settings.get("sasl.oauthbearer.token.endpoint.url", ""))
+    if url.scheme != "file" or not url.path:
+        raise ClientPropertiesError("sasl.mechanism=OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url, a file: URL "
+                                    "of the token (replog's clients ask no identity provider)")
+    return None, None, urllib.parse.unquote(url.path)
 
 
 def _jaas_credentials(config: Secret, mechanism: str) -> tuple[str | None, Secret | None]:
+    module = _login_module(config, mechanism)
+    return module.options.get("username"), module.options.get("password")
+
+
+def _login_module(config: Secret, mechanism: str) -> jaas.LoginModule:
+    """The one login module of sasl.jaas.config, which must be the mechanism's."""
     try:
         module = jaas.login_module(config.text)
     except ValueError as error:  # Kafka's words, which quote no value
@@ -200,13 +275,13 @@ def _jaas_credentials(config: Secret, mechanism: str) -> tuple[str | None, Secre
     if module.name != LOGIN_MODULES[mechanism]:
         raise ClientPropertiesError(f"sasl.jaas.config names {module.name}; sasl.mechanism={mechanism} takes "
                                     f"{LOGIN_MODULES[mechanism]}")
-    return module.options.get("username"), module.options.get("password")
+    return module
 
 
 def _tls(settings: Mapping[str, str], protocol: str) -> dict:
     """ClientProperties' TLS fields from the ssl.* settings."""
     if protocol not in ("SSL", "SASL_SSL"):
-        _unused(settings, _SSL_KEYS, protocol, "TLS")
+        _unused(settings, _SSL_KEYS, f"security.protocol={protocol}", "TLS")
         return {}
     for store in ("ssl.truststore.type", "ssl.keystore.type"):
         if settings.get(store, STORE_TYPE).upper() != STORE_TYPE:
