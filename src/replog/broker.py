@@ -241,7 +241,8 @@ class Broker:
         mechanisms = listener_mechanisms(ListenerSasl(listener, self.config, functools.partial(scram_credential, self.store)))
         values = sasl_settings.settings_of(self.config, listener)
         return functools.partial(SaslSession, listener, mechanisms, max_reauth_ms=values["connections.max.reauth.ms"],
-                                 failure_delay_ms=values["connection.failed.authentication.delay.ms"], metrics=self.metrics)
+                                 failure_delay_ms=values["connection.failed.authentication.delay.ms"],
+                                 max_receive_bytes=values["sasl.server.max.receive.size"], metrics=self.metrics)
 
     def _inter_broker_security(self) -> ClientSecurity:
         """What this broker connects to other brokers with: their inter-broker listener's

@@ -29,6 +29,7 @@ are not accepted: each quantity has one name here, the milliseconds one.
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 import types
 from collections.abc import Iterator, Mapping
@@ -203,6 +204,30 @@ def _host_counts(text: str) -> tuple[HostCount, ...]:
     return tuple(counts)
 
 
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _claim_name(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must name a claim")
+    return text.strip()
+
+
+def _jwks_url(text: str) -> str | None:
+    """Empty: unset; else a URL whose protocol Kafka's OAuth settings accept (ConfigurationUtils.validateUrl)."""
+    url = text.strip()
+    if not url:
+        return None
+    scheme, colon, rest = url.partition(":")
+    if not colon or not rest:
+        raise ValueError("is a URL that is missing the protocol")
+    if scheme.lower() not in ("http", "https", "file"):
+        raise ValueError(f"is a URL that contains an invalid protocol ({scheme}); only http, https and file are "
+                         "supported")
+    return url
+
+
 def _coord_url(text: str) -> str:
     from replog.coord_backends import ACCEPTED_FORMS, BadStoreUrl, open_store
 
@@ -239,6 +264,27 @@ SETTINGS: dict[str, Setting] = {
                 "the listener other brokers connect to (default: PLAINTEXT, else the first listener)"),
         *(Setting(name, *tls_settings.SPECS[name]) for name in tls_settings.SSL_SETTING_NAMES),
         *(Setting(name, *sasl_settings.SPECS[name]) for name in sasl_settings.SASL_SETTING_NAMES),
+        # OAUTHBEARER's token validation (KIP-768), per listener too (OAUTHBEARER_OVERRIDE).
+        Setting("sasl.oauthbearer.jwks.endpoint.url", _jwks_url, None,
+                "where the keys that sign OAUTHBEARER tokens are published: an http(s):// JWKS endpoint or a file:// "
+                "JWKS file; required where OAUTHBEARER is enabled"),
+        Setting("sasl.oauthbearer.jwks.endpoint.refresh.ms", _int64(1), 3_600_000,
+                "age at which the JWKS is fetched again, before the next token is checked"),
+        Setting("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", _int64(0), 100,
+                "least wait before the JWKS is fetched again after a failed fetch, or early for a token whose kid it "
+                "lacks; doubled each time that finds nothing new"),
+        Setting("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", _int64(0), 10_000,
+                "most the wait of sasl.oauthbearer.jwks.endpoint.retry.backoff.ms grows to"),
+        Setting("sasl.oauthbearer.expected.issuer", _optional_text, None,
+                "the iss claim a token must carry (empty: not checked)"),
+        Setting("sasl.oauthbearer.expected.audience", _names, (),
+                "audiences one of which a token's aud claim must name, comma-separated (empty: not checked)",
+                is_list=True),
+        Setting("sasl.oauthbearer.sub.claim.name", _claim_name, "sub",
+                "the claim whose value is the user of the principal, User:<value>"),
+        Setting("sasl.oauthbearer.scope.claim.name", _claim_name, "scope", "the claim holding the token's scopes"),
+        Setting("sasl.oauthbearer.clock.skew.seconds", _int32(0), 30,
+                "leeway given to a token's exp, nbf and iat against this broker's clock"),
         Setting(
             "metrics.listeners",
             _optional_listener,
@@ -548,11 +594,29 @@ def parse_dynamic_broker_setting(name: str, text: str | None) -> int:
     return _parse(setting, text)
 
 
+OAUTHBEARER_SETTING_NAMES = tuple(name for name in SETTINGS if name.startswith("sasl.oauthbearer."))
+# Kafka's per-listener, per-mechanism prefix for them.
+_OAUTHBEARER_OVERRIDE = re.compile(r"listener\.name\.([a-z0-9_\-]+)\.oauthbearer\.(sasl\.oauthbearer\..+)")
+
+
+def oauthbearer_overridden(name: str) -> str | None:
+    """The sasl.oauthbearer.* setting that `listener.name.<listener>.oauthbearer.sasl.oauthbearer.*`
+    overrides; None for any other name."""
+    matched = _OAUTHBEARER_OVERRIDE.fullmatch(name)
+    return matched[2] if matched is not None and matched[2] in OAUTHBEARER_SETTING_NAMES else None
+
+
+def oauthbearer_settings_of(settings: Mapping[str, Any], listener: str) -> dict[str, Any]:
+    """The sasl.oauthbearer.* values of listener `listener`: its own where set, else the broker's."""
+    prefix = f"listener.name.{listener.lower()}.oauthbearer."
+    return {name: settings.get(prefix + name, settings[name]) for name in OAUTHBEARER_SETTING_NAMES}
+
+
 def _lookup(name: str) -> Setting:
     setting = SETTINGS.get(name)
     if setting is not None:
         return setting
-    overridden = tls_settings.overridden(name) or sasl_settings.overridden(name)
+    overridden = tls_settings.overridden(name) or sasl_settings.overridden(name) or oauthbearer_overridden(name)
     if overridden is not None:
         return dataclasses.replace(SETTINGS[overridden], name=name)
     if sasl_settings.is_jaas_config(name):

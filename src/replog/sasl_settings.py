@@ -31,17 +31,24 @@ def _milliseconds(text: str) -> int:
     return int(text.strip())
 
 
+def _bytes(text: str) -> int:
+    if not text.strip().isdigit() or int(text.strip()) < 1:
+        raise ValueError("is not a whole number of bytes, 1 or more")
+    return int(text.strip())
+
+
 def _optional_path(text: str) -> str | None:
     return text.strip() or None
 
 
 DEFAULT_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 SASL_SETTING_NAMES = ("sasl.enabled.mechanisms", "sasl.plain.users.file", "connections.max.reauth.ms",
-                      "connection.failed.authentication.delay.ms")
+                      "connection.failed.authentication.delay.ms", "sasl.server.max.receive.size")
 # name -> (parser, default, doc, is_list), as config.Setting takes them
 SPECS: dict[str, tuple[Callable[[str], Any], Any, str, bool]] = {
     "sasl.enabled.mechanisms": (_mechanisms, DEFAULT_MECHANISMS,
-                                "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", True),
+                                "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+                                "OAUTHBEARER", True),
     "sasl.plain.users.file": (_optional_path, None,
                               "file of PLAIN's users, one user=password a line (beside the PLAIN JAAS config's "
                               "user_<name> options, which it overrides)", False),
@@ -52,6 +59,10 @@ SPECS: dict[str, tuple[Callable[[str], Any], Any, str, bool]] = {
     "connection.failed.authentication.delay.ms": (_milliseconds, 100,
                                                   "how long after answering a failed authentication the connection "
                                                   "is closed (KIP-306), slowing down guessing", False),
+    "sasl.server.max.receive.size": (_bytes, 524_288,
+                                     "largest frame a connection may send before it has authenticated: a bigger "
+                                     "one closes it, so that a client without credentials cannot make the broker "
+                                     "read socket.request.max.bytes", False),
 }
 _OVERRIDE = re.compile(r"listener\.name\.([a-z0-9_\-]+)\.(.+)")
 _JAAS = re.compile(r"listener\.name\.([a-z0-9_\-]+)\.([a-z0-9\-]+)\.sasl\.jaas\.config")

@@ -6,21 +6,25 @@ only certificates the truststore's CA signed."""
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import ssl
-import subprocess
-import uuid
 
 import pytest
 import trustme
-from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
+from tests.clients.secured_clients import (
+    KCAT_RECORDS,
+    RECORDS,
+    TIMEOUT_S,
+    aiokafka_round_trip,
+    confluent_round_trip,
+    kafka_python_round_trip,
+    kcat_round_trip,
+    new_topic,
+)
 from tests.support.broker_process import BrokerProcess
-
-TIMEOUT_S = 30
-RECORDS = [(f"k{index}".encode(), f"value {index}".encode()) for index in range(20)]
 
 
 @pytest.fixture(scope="module")
@@ -61,100 +65,28 @@ def confluent_tls(broker: BrokerProcess, ca_file) -> dict[str, str]:
     return {"bootstrap.servers": ssl_address(broker), "security.protocol": "ssl", "ssl.ca.location": str(ca_file)}
 
 
-def new_topic(settings: dict[str, str]) -> str:
-    topic = f"t-{uuid.uuid4().hex[:10]}"
-    admin = AdminClient(settings)  # held until the answer: a client destroyed meanwhile fails it
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(TIMEOUT_S)
-    return topic
-
-
-def confluent_read(settings: dict[str, str], topic: str, count: int, group: str) -> list[tuple[bytes, bytes]]:
-    consumer = Consumer(settings | {"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    got: list[tuple[bytes, bytes]] = []
-    try:
-        for _ in range(200):  # bounded: each poll waits at most a second
-            if len(got) >= count:
-                break
-            message = consumer.poll(1.0)
-            if message is not None and message.error() is None:
-                got.append((message.key(), message.value()))
-        consumer.commit(asynchronous=False)
-        committed = consumer.committed(consumer.assignment(), timeout=TIMEOUT_S)
-    finally:
-        consumer.close()
-    assert [partition.offset for partition in committed] == [count]
-    return got
-
-
 def test_confluent_kafka_produces_consumes_in_a_group_and_administers_over_tls(tls_broker, tls_files):
     ca_file, _ = tls_files
     settings = confluent_tls(tls_broker, ca_file)
     admin = AdminClient(settings)
     brokers = admin.list_topics(timeout=TIMEOUT_S).brokers
     assert [(found.host, found.port) for found in brokers.values()] == [("127.0.0.1", tls_broker.ports["SSL"])]
-    topic = new_topic(settings)
-    producer = Producer(settings)
-    for key, value in RECORDS:
-        producer.produce(topic, value, key, partition=0)
-    assert producer.flush(TIMEOUT_S) == 0
-    assert confluent_read(settings, topic, len(RECORDS), f"g-{uuid.uuid4().hex[:6]}") == RECORDS
-    assert admin.delete_topics([topic])[topic].result(TIMEOUT_S) is None
+    confluent_round_trip(settings)
 
 
 def test_kafka_python_over_tls(tls_broker, tls_files):
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-
     ca_file, _ = tls_files
     topic = new_topic(confluent_tls(tls_broker, ca_file))
     tls = {"bootstrap_servers": ssl_address(tls_broker), "security_protocol": "SSL", "ssl_cafile": str(ca_file)}
-    producer = KafkaProducer(**tls, acks="all")
-    for key, value in RECORDS:
-        producer.send(topic, value=value, key=key, partition=0)
-    producer.flush(TIMEOUT_S)
-    producer.close()
-    consumer = KafkaConsumer(**tls, enable_auto_commit=False, consumer_timeout_ms=TIMEOUT_S * 1000)
-    consumer.assign([TopicPartition(topic, 0)])
-    consumer.seek_to_beginning()
-    got = []
-    for message in consumer:  # bounded: stops after consumer_timeout_ms without a record
-        got.append((message.key, message.value))
-        if len(got) == len(RECORDS):
-            break
-    consumer.close()
-    assert got == RECORDS
+    assert kafka_python_round_trip(tls, topic) == RECORDS
 
 
 def test_aiokafka_over_tls(tls_broker, tls_files):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
     ca_file, _ = tls_files
     topic = new_topic(confluent_tls(tls_broker, ca_file))
     context = ssl.create_default_context(cafile=str(ca_file))
     tls = {"bootstrap_servers": ssl_address(tls_broker), "security_protocol": "SSL", "ssl_context": context}
-
-    async def round_trip() -> list[tuple[bytes, bytes]]:
-        producer = AIOKafkaProducer(**tls, acks="all")
-        await producer.start()
-        try:
-            for key, value in RECORDS:
-                await producer.send_and_wait(topic, value=value, key=key, partition=0)
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**tls, enable_auto_commit=False)
-        await consumer.start()
-        try:
-            partition = TopicPartition(topic, 0)
-            consumer.assign([partition])
-            await consumer.seek_to_beginning(partition)
-            got = []
-            while len(got) < len(RECORDS):  # bounded by the wait_for around it
-                got.append(await consumer.getone())
-            return [(message.key, message.value) for message in got]
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(asyncio.wait_for(round_trip(), TIMEOUT_S)) == RECORDS
+    assert aiokafka_round_trip(tls, topic) == RECORDS
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed (scripts/install-test-deps.sh)")
@@ -162,13 +94,7 @@ def test_kcat_over_tls(tls_broker, tls_files):
     ca_file, _ = tls_files
     topic = new_topic(confluent_tls(tls_broker, ca_file))
     tls = ("-b", ssl_address(tls_broker), "-X", "security.protocol=ssl", "-X", f"ssl.ca.location={ca_file}")
-    produced = subprocess.run(["kcat", "-P", *tls, "-t", topic, "-p", "0", "-K", "\t"], capture_output=True, text=True,
-                              input="".join(f"{key.decode()}\t{value.decode()}\n" for key, value in RECORDS), timeout=TIMEOUT_S)
-    assert produced.returncode == 0, produced.stderr
-    consumed = subprocess.run(["kcat", "-C", *tls, "-t", topic, "-p", "0", "-o", "beginning", "-c", str(len(RECORDS)),
-                               "-f", "%k\t%s\n"], capture_output=True, text=True, timeout=TIMEOUT_S)
-    assert consumed.returncode == 0, consumed.stderr
-    assert consumed.stdout.splitlines() == [f"{key.decode()}\t{value.decode()}" for key, value in RECORDS]
+    assert kcat_round_trip(tls, topic) == KCAT_RECORDS
 
 
 def test_a_required_client_certificate_must_come_from_the_truststores_ca(tmp_path, tls_files, ca):

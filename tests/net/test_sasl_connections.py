@@ -63,8 +63,14 @@ class Connection:
         """Whether the broker closes the connection without a further answer."""
         return await asyncio.wait_for(self.reader.read(), TIMEOUT_S) == b""
 
-    async def handshake(self, mechanism: str):
-        return await self.ask(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+    async def handshake(self, mechanism: str, version: int = 1):
+        return await self.ask(ApiKey.SASL_HANDSHAKE, version, {"mechanism": mechanism})
+
+    async def raw(self, token: bytes) -> bytes:
+        """A token after SaslHandshake v0: size-prefixed, without a request header; the answer."""
+        self.writer.write(struct.pack(">i", len(token)) + token)
+        size = struct.unpack(">i", await asyncio.wait_for(self.reader.readexactly(4), TIMEOUT_S))[0]
+        return await self.reader.readexactly(size)
 
     async def authenticate(self, auth_bytes: bytes, version: int = 2):
         return await self.ask(ApiKey.SASL_AUTHENTICATE, version, {"auth_bytes": auth_bytes})
@@ -112,7 +118,7 @@ async def test_scram_authenticates_and_each_request_after_carries_the_user(tmp_p
         versions = await connection.ask(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
                                                                  "client_software_version": "1"})
         advertised = {api.api_key: (api.min_version, api.max_version) for api in versions.api_keys}
-        assert advertised[ApiKey.SASL_HANDSHAKE] == (1, 1) and advertised[ApiKey.SASL_AUTHENTICATE] == (0, 2)
+        assert advertised[ApiKey.SASL_HANDSHAKE] == (0, 1) and advertised[ApiKey.SASL_AUTHENTICATE] == (0, 2)
         final = await connection.scram("alice", PASSWORD)
         assert final.error_code == ErrorCode.none and final.session_lifetime == datetime.timedelta(0)
         assert (await connection.metadata()).brokers
@@ -127,6 +133,25 @@ async def test_plain_from_the_listeners_jaas_config(tmp_path):
         answer = await connection.authenticate(f"\0carol\0{PLAIN_PASSWORD}".encode())
         assert answer.error_code == ErrorCode.none
         assert (await connection.metadata()).brokers
+
+
+async def test_handshake_v0_hands_the_connection_to_raw_tokens(tmp_path):
+    async with sasl_broker(tmp_path) as broker:
+        async with connected(broker) as connection:
+            assert (await connection.handshake("SCRAM-SHA-512", version=0)).error_code == ErrorCode.none
+            client = scramp.ScramClient(["SCRAM-SHA-512"], "alice", PASSWORD)
+            client.set_server_first((await connection.raw(client.get_client_first().encode())).decode())
+            client.set_server_final((await connection.raw(client.get_client_final().encode())).decode())
+            assert (await connection.metadata()).brokers
+        async with connected(broker) as connection:
+            assert (await connection.handshake("PLAIN", version=0)).error_code == ErrorCode.none
+            assert await connection.raw(f"\0carol\0{PLAIN_PASSWORD}".encode()) == b""
+            assert (await connection.metadata()).brokers
+        async with connected(broker) as connection:
+            await connection.handshake("PLAIN", version=0)
+            token = b"\0carol\0wrong"
+            connection.writer.write(struct.pack(">i", len(token)) + token)
+            assert await connection.closed()  # a raw exchange has no way to say why
 
 
 @pytest.mark.parametrize("user, password", [("alice", "not-her-password"), ("mallory", PASSWORD)],
@@ -177,6 +202,21 @@ async def test_a_request_before_authentication_completes_closes_the_connection(t
             assert await connection.closed()
         async with connected(broker) as other:
             assert (await other.scram("alice", PASSWORD)).error_code == ErrorCode.none
+
+
+async def test_a_frame_past_sasl_server_max_receive_size_before_authentication_closes_the_connection(tmp_path):
+    async with sasl_broker(tmp_path, **{"sasl.server.max.receive.size": "4096"}) as broker:
+        async with connected(broker) as connection:
+            await connection.handshake("PLAIN")
+            connection.writer.write(struct.pack(">i", 4097))  # announced only: the size alone is refused
+            assert await connection.closed()
+        async with connected(broker) as connection:  # authenticated, the broker's own limit holds
+            await connection.handshake("PLAIN")
+            await connection.authenticate(f"\0carol\0{PLAIN_PASSWORD}".encode())
+            topics = [{"name": f"t{index:05}-{'x' * 200}", "topic_id": None} for index in range(30)]
+            answer = await connection.ask(ApiKey.METADATA, 12, {"topics": topics, "allow_auto_topic_creation": False,
+                                                                "include_topic_authorized_operations": False})
+            assert len(answer.topics) == 30
 
 
 async def test_a_second_api_versions_or_an_early_authenticate_closes_the_connection(tmp_path):

@@ -106,7 +106,7 @@ def test_a_client_final_message_that_does_not_match_the_exchange_fails(tamper):
         client.set_server_first((await server.evaluate(client.get_client_first().encode())).challenge.decode())
         final = client.get_client_final()
         channel, nonce, proof = final.split(",")
-        final = {"nonce": f"{channel},r=other{nonce[2:]},{proof}", "channel": f"c=eSws,{nonce},{proof}",
+        final = {"nonce": f"{channel},{nonce[:-1]}x,{proof}", "channel": f"c=eSws,{nonce},{proof}",
                  "proof": f"{channel},{nonce},p={base64.b64encode(bytes(64)).decode()}"}[tamper]
         await server.evaluate(final.encode())
 

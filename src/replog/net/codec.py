@@ -104,7 +104,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
-    ApiKey.SASL_HANDSHAKE: (1, 1),  # v0's unframed tokens: not served, as Kafka 4 serves them no longer
+    ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_TOPICS: (2, 7),

@@ -41,7 +41,8 @@ held range a truncation rewrote since it was read closes the connection rather t
 bytes than were read (the client fetches again).
 
 SASL, on a SASL listener: the session (sasl_session.py) says which requests a connection not yet
-authenticated may send, one at a time; any other closes it. Its principal is the one requests
+authenticated may send, one at a time, each of sasl.server.max.receive.size at most; any other
+closes it. After a SaslHandshake v0, frames are the session's raw tokens until the exchange ends. Its principal is the one requests
 carry once authenticated. A failed authentication's answer is written, then reading stops and
 the connection closes after connection.failed.authentication.delay.ms.
 
@@ -272,6 +273,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if size < 0 or size > self._max_request_bytes:
                     self._abort(f"frame of {size} bytes (socket.request.max.bytes is {self._max_request_bytes})")
                     return end
+                if self._sasl is not None and self._sasl.serial and size > self._sasl.max_receive_bytes:
+                    self._abort(f"frame of {size} bytes before authentication (sasl.server.max.receive.size is "
+                                f"{self._sasl.max_receive_bytes})", logging.INFO)
+                    return end
                 frame_end = start + _SIZE.size + size
                 if frame_end > end or not self._may_take(_SIZE.size + size):
                     break
@@ -352,6 +357,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return _SIZE.size + max(0, _SIZE.unpack_from(buffer, 0)[0])
 
     def _accept(self, frame: memoryview) -> None:
+        if self._sasl is not None and self._sasl.raw_tokens:
+            self._enqueue_task(asyncio.ensure_future(self._sasl.raw_token(bytes(frame))), len(frame))
+            return
         try:
             request = codec.decode_request(frame, self._listener,
                                            self.principal if self._sasl is None else self._sasl.principal)
@@ -369,7 +377,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._sasl is not None:
             refusal = self._sasl.refusal(request.api_key)
             if refusal is not None:
-                self._abort(refusal, logging.INFO)
+                self._abort(refusal, logging.DEBUG)  # the session logged why
                 return
             if request.api_key in (codec.ApiKey.SASL_HANDSHAKE, codec.ApiKey.SASL_AUTHENTICATE):
                 request = dataclasses.replace(request, sasl=self._sasl)
@@ -383,8 +391,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             request = dataclasses.replace(request, client_host=self._peer_host)
         elif request.api_key == codec.ApiKey.PRODUCE:
             request = dataclasses.replace(request, appends_in_order=self._appends_in_order)
-        task = asyncio.ensure_future(self._dispatch(request))
-        self._enqueue(task, len(frame))
+        self._enqueue_task(asyncio.ensure_future(self._dispatch(request)), len(frame))
+
+    def _enqueue_task(self, task: asyncio.Future, frame_bytes: int) -> None:
+        self._enqueue(task, frame_bytes)
         task.add_done_callback(self._write_finished)
 
     def _enqueue(self, pending: asyncio.Future, frame_bytes: int) -> None:

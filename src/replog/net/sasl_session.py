@@ -8,11 +8,16 @@ SaslServerAuthenticator runs it, as an explicit state machine:
     any --failure--> FAILED
 
 Before COMPLETE only those requests are read, one at a time (the connection takes no frame
-while one is pending), and any other request closes the connection, as Kafka closes it. A
+while one is pending), none larger than sasl.server.max.receive.size, and any other request
+closes the connection, as Kafka closes it. A
 failure (unknown mechanism, bad credentials, a principal or mechanism changed by
 re-authentication) is answered with Kafka's error and message, then the connection closes after
-connection.failed.authentication.delay.ms (KIP-306). SaslHandshake v0, which hands the
-connection to unframed tokens, is not served, as Kafka 4 serves it no longer: v1 only.
+connection.failed.authentication.delay.ms (KIP-306).
+
+SaslHandshake v0 (deprecated, still served by Kafka 4, and all that librdkafka before 2.x's
+feature checks accept) hands the connection to raw tokens: each frame after it is the
+mechanism's bytes, without a request header, answered with the challenge, size-prefixed; a
+failure is answered with nothing, and the connection closes after the delay.
 
 A session ends at connections.max.reauth.ms after it began, or when its credential expires if
 sooner (KIP-368): the client is told the lifetime in SaslAuthenticate v1+, and must
@@ -36,8 +41,8 @@ from replog.security.sasl import AuthenticationFailed, InvalidCredentials, Mecha
 from .codec import ANONYMOUS, ApiKey
 
 logger = logging.getLogger(__name__)
-# Each names its peer's listener and user: a client guessing passwords must not flood the log.
-_FAILURES_LOGGED = LineBudget(logger, "SASL authentication failed", lines_max=100)
+# Each names its listener and user: a client guessing passwords must not flood the log.
+_FAILURES_LOGGED = LineBudget(logger, "SASL authentication failed or session expired", lines_max=100)
 _NAME_LOGGED_MAX = 64  # characters of a mechanism name a client made up
 
 
@@ -60,13 +65,17 @@ _ACCEPTED = {
 
 class SaslSession:
     def __init__(self, listener: str, mechanisms: Mapping[str, Callable[[], MechanismServer]], *, max_reauth_ms: int,
-                 failure_delay_ms: int, metrics: BrokerMetrics, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
+                 failure_delay_ms: int, max_receive_bytes: int, metrics: BrokerMetrics,
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)):
         """`mechanisms`: what makes a fresh server of each enabled mechanism, in the listener's
-        order; `clock_ms`: wall-clock ms, the time credentials' expiry is written in."""
+        order; `max_receive_bytes`: the largest frame read until authenticated
+        (sasl.server.max.receive.size); `clock_ms`: wall-clock ms, the time credentials'
+        expiry is written in."""
         self.listener = listener
         self._mechanisms = mechanisms
         self._max_reauth_ms = max_reauth_ms
         self.failure_delay_s = failure_delay_ms / 1000
+        self.max_receive_bytes = max_receive_bytes
         self._metrics = metrics
         self._clock_ms = clock_ms
         self.state = State.HANDSHAKE_OR_VERSIONS
@@ -75,6 +84,7 @@ class SaslSession:
         self._server: MechanismServer | None = None
         self._reauthenticating = False
         self._bad_mechanism_message: str | None = None
+        self.raw_tokens = False  # after a SaslHandshake v0, until the exchange ends
         self._expires_at_ms: int | None = None  # when the session ends, if it does
 
     @property
@@ -91,6 +101,9 @@ class SaslSession:
         if self.state is State.COMPLETE:
             if api_key != ApiKey.SASL_HANDSHAKE and self._expires_at_ms is not None \
                     and self._clock_ms() >= self._expires_at_ms:
+                if _FAILURES_LOGGED.allows():
+                    logger.info("SASL session expired, connection closed listener=%s principal=%s", self.listener,
+                                self.principal)
                 return "its SASL session expired (connections.max.reauth.ms, or its credential's end)"
             return None
         if api_key in _ACCEPTED[self.state]:
@@ -102,10 +115,11 @@ class SaslSession:
         except ValueError:
             name = str(api_key)
         during = "authentication" if self.state is State.AUTHENTICATE else "handshake"
-        self.state = State.FAILED
-        return f"Unexpected Kafka request of type {name} during SASL {during}."
+        message = f"Unexpected Kafka request of type {name} during SASL {during}."
+        self._fail(self.mechanism, message)
+        return message
 
-    def handshake(self, mechanism: str) -> tuple[ErrorCode, list[str]]:
+    def handshake(self, mechanism: str, version: int) -> tuple[ErrorCode, list[str]]:
         """SaslHandshake: the error code and the enabled mechanisms."""
         enabled = list(self._mechanisms)
         if self.state is State.COMPLETE:
@@ -122,6 +136,7 @@ class SaslSession:
         self.mechanism = mechanism
         self._server = self._mechanisms[mechanism]()
         self.state = State.AUTHENTICATE
+        self.raw_tokens = version == 0
         return ErrorCode.none, enabled
 
     async def authenticate(self, auth_bytes: bytes) -> tuple[ErrorCode, str | None, bytes, int]:
@@ -147,6 +162,15 @@ class SaslSession:
             return ErrorCode.sasl_authentication_failed, str(failure), b"", 0
         lifetime_ms = self._begin_session(principal, step.authenticated.expires_at_ms)
         return ErrorCode.none, None, step.challenge, lifetime_ms
+
+    async def raw_token(self, token: bytes) -> list[bytes] | None:
+        """After SaslHandshake v0: the frame answering a raw token, or None after a failure."""
+        error_code, _, challenge, _ = await self.authenticate(token)
+        if error_code != ErrorCode.none:
+            return None
+        if self.state is State.COMPLETE:
+            self.raw_tokens = False
+        return [len(challenge).to_bytes(4, "big"), challenge]
 
     @property
     def _during(self) -> str:

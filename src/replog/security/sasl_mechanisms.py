@@ -1,7 +1,5 @@
 """The SASL mechanisms a listener serves: a factory per mechanism name, which builds from the
 listener's settings what makes a fresh MechanismServer (sasl.py) for each exchange.
-
-OAUTHBEARER joins FACTORIES with one entry, its own module's factory of the same shape.
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ from typing import Any, NamedTuple
 
 from replog import sasl_settings
 
-from . import jaas, plain
+from . import jaas, oauthbearer, plain
 from .plain import PlainServer
 from .sasl import MechanismServer
 from .scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramMechanism
@@ -61,10 +59,18 @@ def _scram(mechanism: ScramMechanism) -> MechanismFactory:
     return lambda context: lambda: ScramServer(mechanism, context.scram_credential)
 
 
+def _oauthbearer(context: ListenerSasl) -> NewServer:
+    try:
+        return oauthbearer.server_factory(context.settings, context.listener)
+    except ValueError as error:
+        raise SaslSettingsError(str(error)) from None
+
+
 FACTORIES: dict[str, MechanismFactory] = {
     plain.PLAIN: _plain,
     SCRAM_SHA_256.name: _scram(SCRAM_SHA_256),
     SCRAM_SHA_512.name: _scram(SCRAM_SHA_512),
+    oauthbearer.MECHANISM: _oauthbearer,
 }
 
 

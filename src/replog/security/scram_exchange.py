@@ -115,8 +115,10 @@ class ScramServer:
             raise self._failed() from None
         without_proof, separator, proof_text = message.rpartition(",p=")
         fields = without_proof.split(",")
+        # The nonce need only end with the server-first's, as Kafka checks it: librdkafka 2.0
+        # sends the client's part twice.
         if not separator or len(fields) < 2 or fields[0] != "c=" + base64.b64encode(self._gs2_header.encode()).decode() \
-                or fields[1] != "r=" + self._nonce:
+                or not fields[1].startswith("r=") or not fields[1].endswith(self._nonce):
             raise self._failed()
         try:
             proof = base64.b64decode(proof_text, validate=True)

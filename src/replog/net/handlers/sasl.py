@@ -18,7 +18,7 @@ _NOT_SASL = "SASL is not enabled on this listener"
 async def sasl_handshake(services, request: Request):
     if request.sasl is None:
         return build_response(request, {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": []})
-    error_code, mechanisms = request.sasl.handshake(request.body.mechanism)
+    error_code, mechanisms = request.sasl.handshake(request.body.mechanism, request.api_version)
     return build_response(request, {"error_code": error_code, "mechanisms": mechanisms})
 
 
