@@ -7,6 +7,8 @@ the file's credentials.
 - SASL_SSL: `replog users` makes a SCRAM user with an admin's PLAIN credentials, and that
   user's SCRAM-SHA-512 file (Java's sasl.jaas.config, as Kafka's tools take it) carries the
   commands; a wrong password is one line that holds no password.
+- SASL_SSL with OAUTHBEARER: the token in the file a file: URL names (KIP-768); an expired one
+  is one line.
 
 A bad file is a usage error before anything connects."""
 
@@ -17,15 +19,18 @@ import uuid
 
 import pytest
 
-from tests.support.secured_broker import (  # noqa: F401  (mtls, sasl_ssl and tls are fixtures)
+from tests.support.secured_broker import (  # noqa: F401  (mtls, oauth_ssl, sasl_ssl, signer and tls are fixtures)
     ADMIN_PASSWORD,
     ADMIN_USER,
     java_mtls_properties,
     librdkafka_mtls_properties,
     mtls,
+    oauth_ssl,
+    oauthbearer_properties,
     sasl_ssl,
     sasl_ssl_address,
     sasl_ssl_properties,
+    signer,
     ssl_address,
     tls,
     write_properties,
@@ -112,6 +117,22 @@ def test_a_wrong_password_is_one_line_without_the_password(sasl_ssl, tls, scram_
         message = done.stderr.decode()
         assert message.startswith("replog: ") and message.count("\n") == 1 and PASSWORD not in message
         assert "SASL authentication error: Authentication failed during authentication due to invalid credentials" in message
+
+
+def test_admin_commands_and_tools_present_an_oauthbearer_token_from_its_file(oauth_ssl, tls, signer, tmp_path):  # noqa: F811
+    token_file = tmp_path / "token.jwt"
+    token_file.write_text(signer.token("alice"))
+    config = write_properties(tmp_path / "oauth.properties", oauthbearer_properties(tls, token_file))
+    door = ("--bootstrap-server", sasl_ssl_address(oauth_ssl), "--command-config", str(config))
+    admin_commands_work(door)
+    tools_work(door)
+    expired = signer.token("alice", lifetime_s=-600)
+    token_file.write_text(expired)
+    for command in (("topics", "list"), ("consume", "--topic", "t", "--timeout-ms", "100")):
+        done = replog(*command, *door)
+        assert done.returncode == 1, done.stderr
+        message = done.stderr.decode()
+        assert message.count("\n") == 1 and "SASL authentication error" in message and expired not in message
 
 
 def test_a_bad_file_is_a_usage_error_naming_the_key_and_no_secret(tmp_path):

@@ -4,8 +4,10 @@ certificates made here with trustme, one CA for the broker and its clients. A SA
 offers SCRAM-SHA-512, and PLAIN for one admin user of its JAAS config, who makes the SCRAM users
 (a broker with the embedded store has no other door for them).
 
-The fixtures `tls`, `mtls` and `sasl_ssl` (one of each per module) are imported by the tests
-that use them."""
+An OAUTHBEARER broker checks tokens against the JWKS of `signer`, served on loopback.
+
+The fixtures `tls`, `mtls`, `sasl_ssl`, `signer` and `oauth_ssl` (one of each per module) are
+imported by the tests that use them."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import trustme
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.oauthbearer import AUDIENCE, ISSUER, JwksServer, SigningKey, jwks
 
 ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-Pa55-word"
 TIMEOUT_S = 30
@@ -63,10 +66,35 @@ def sasl_ssl(tmp_path_factory, tls):
         "--set", f"listener.name.sasl_ssl.plain.sasl.jaas.config={plain_users}")))
 
 
+@pytest.fixture(scope="module")
+def signer() -> SigningKey:
+    return SigningKey("RS256")
+
+
+@pytest.fixture(scope="module")
+def oauth_ssl(tmp_path_factory, tls, signer):
+    """A broker whose one SASL_SSL listener offers OAUTHBEARER, for tokens `signer` signs."""
+    with JwksServer(jwks(signer)) as server:
+        yield from _running(BrokerProcess(tmp_path_factory.mktemp("oauth-broker") / "data", listeners=("SASL_SSL",),
+                                          extra_args=(
+            "--set", f"ssl.keystore.location={tls.broker}", "--set", "sasl.enabled.mechanisms=OAUTHBEARER",
+            "--set", f"listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.jwks.endpoint.url={server.url}",
+            "--set", f"sasl.oauthbearer.expected.issuer={ISSUER}", "--set", f"sasl.oauthbearer.expected.audience={AUDIENCE}")))
+
+
 def _running(process: BrokerProcess):
     process.start()
     yield process
     process.stop()
+
+
+def oauthbearer_properties(files: TlsFiles, token_file: pathlib.Path) -> dict[str, str]:
+    """A SASL_SSL client presenting the token in `token_file`, in Java's names (KIP-768's file: URL)."""
+    return {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER", "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(files.ca),
+            "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+            "sasl.login.callback.handler.class": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+            "sasl.oauthbearer.token.endpoint.url": token_file.as_uri()}
 
 
 def sasl_ssl_properties(files: TlsFiles, mechanism: str, user: str, password: str) -> dict[str, str]:
@@ -87,6 +115,7 @@ def create_scram_user(broker: BrokerProcess, files: TlsFiles, user: str, passwor
 
 
 def sasl_ssl_address(broker: BrokerProcess) -> str:
+    """The address of a SASL_SSL broker (sasl_ssl or oauth_ssl)."""
     return f"127.0.0.1:{broker.ports['SASL_SSL']}"
 
 
