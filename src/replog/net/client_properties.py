@@ -144,7 +144,8 @@ class ClientProperties:
         if not self.verify_certificates:
             context.verify_mode = ssl.CERT_NONE
         if self.certificate_location is not None:
-            with _naming_file("the client certificate and key", self.key_location or self.certificate_location):
+            files = self.certificate_location + ("" if self.key_location is None else f" and {self.key_location}")
+            with _naming_file("the client certificate and key", files):
                 context.load_cert_chain(self.certificate_location, self.key_location,
                                         None if self.key_password is None else self.key_password.text)
         return context
