@@ -11,7 +11,7 @@ from . import arguments
 from .common import COMMAND_CONFIG_HELP, FAILURE_STATUS, OneLineUsage, client_properties, fail, parsed
 
 
-def _librdkafka_security(ctx: click.Context, param, path: str | None) -> dict[str, str]:
+def _librdkafka_security(ctx: click.Context, param, path: str | None) -> dict[str, object]:
     return client_properties(ctx, param, path).librdkafka()
 
 
@@ -21,6 +21,8 @@ def broker_options(command):
                            help=COMMAND_CONFIG_HELP)(command)
     return click.option("--bootstrap-server", "bootstrap", default="127.0.0.1:9092", show_default=True,
                         help="host:port[,host:port...] of brokers")(command)
+
+
 topic_option = click.option("--topic", required=True, help="topic to use")
 acks_option = click.option("--acks", type=click.Choice(tools.ACKS_CHOICES), default="all", show_default=True)
 compression_option = click.option(

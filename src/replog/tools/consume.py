@@ -64,7 +64,7 @@ def consume(
     write: Callable[[bytes], object],
     *,
     bootstrap: str,
-    security: Mapping[str, str],
+    security: Mapping[str, object],
     topic: str,
     start: StartPosition,
     partition: int | None,

@@ -48,7 +48,7 @@ def kafka():
     return confluent_kafka
 
 
-def client_config(bootstrap: str, security: Mapping[str, str]) -> dict:
+def client_config(bootstrap: str, security: Mapping[str, object]) -> dict:
     """librdkafka settings every tool starts from, with `security` (--command-config, in
     librdkafka's names); callers add their own with `|`."""
     return {
@@ -102,7 +102,7 @@ def delivery_failure(error) -> str:
             "message.max.bytes); raise it, or send smaller records and batches (librdkafka's batch.size)")
 
 
-def admin_client(bootstrap: str, security: Mapping[str, str]) -> tuple[Any, list]:
+def admin_client(bootstrap: str, security: Mapping[str, object]) -> tuple[Any, list]:
     """An AdminClient, and the list its error_cb fills (answered_metadata reads it)."""
     kafka()
     from confluent_kafka.admin import AdminClient
@@ -140,7 +140,7 @@ def answered_metadata(admin, errors: list, bootstrap: str, topic: str | None = N
             raise ToolError(f"cannot reach a broker at {bootstrap}: {detail}")
 
 
-def topic_partition_count(bootstrap: str, security: Mapping[str, str], topic: str, partition: int | None = None) -> int:
+def topic_partition_count(bootstrap: str, security: Mapping[str, object], topic: str, partition: int | None = None) -> int:
     """How many partitions `topic` has; ToolError if no broker answers within
     CONNECT_TIMEOUT_S, the topic does not exist, or `partition` is not one of them."""
     confluent_kafka = kafka()

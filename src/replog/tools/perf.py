@@ -94,7 +94,7 @@ class ProduceRun:
     progress: the options the two share."""
 
     bootstrap: str
-    security: Mapping[str, str]  # --command-config, in librdkafka's names
+    security: Mapping[str, object]  # --command-config, in librdkafka's names
     topic: str
     num_records: int
     record_size_bytes: int
@@ -174,7 +174,7 @@ def _producer(run: ProduceRun, on_delivery, settings: dict):
     )
 
 
-def _consumer(bootstrap: str, security: Mapping[str, str], settings: dict):
+def _consumer(bootstrap: str, security: Mapping[str, object], settings: dict):
     return new_client(kafka().Consumer, client_config(bootstrap, security) | {"group.id": PERF_GROUP_ID, "enable.auto.commit": False} | settings)
 
 
@@ -245,7 +245,7 @@ def perf_produce(run: ProduceRun, *, batch_size_bytes: int, linger_ms: float, pr
     )
 
 
-def perf_consume(*, bootstrap: str, security: Mapping[str, str], topic: str, num_records: int, idle_timeout_ms: int, fetch_size_bytes: int,
+def perf_consume(*, bootstrap: str, security: Mapping[str, object], topic: str, num_records: int, idle_timeout_ms: int, fetch_size_bytes: int,
                  reporting_interval_ms: int, progress: Callable[[str], None]) -> ConsumeReport:
     """Read every partition of `topic` from the beginning until `num_records` records arrived
     or none arrived for `idle_timeout_ms`; time runs from assignment to the last record.

@@ -29,7 +29,7 @@ def produce_lines(
     lines: Iterable[bytes],
     *,
     bootstrap: str,
-    security: Mapping[str, str],
+    security: Mapping[str, object],
     topic: str,
     key_separator: bytes | None,
     acks: str,
