@@ -58,7 +58,7 @@ from replog import admin
 from replog.admin.errors import AdminError
 from replog.admin.scram_credentials import credential as scram_credential
 from replog import listener_settings, sasl_settings, tls_settings
-from replog.config import BrokerConfig, HostPort
+from replog.config import BrokerConfig, ConfigError, HostPort, store_security
 from replog.listener_settings import Endpoint
 from replog.coord_backends import BadVersion, NodeExists, NoNode, ObservedStore, SessionState, StoreError, open_store
 from replog.coord_backends import paths
@@ -75,6 +75,7 @@ from replog.net.sasl_session import SaslSession
 from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
 from replog.replica.producer_ids import ProducerIdAllocator
+from replog.security import inter_broker
 from replog.security.sasl_mechanisms import ListenerSasl, listener_mechanisms
 from replog.storage.data_dir_lock import DataDirectoryLock
 from replog.storage.disk_space import DiskSpace, DiskSpaceState
@@ -148,7 +149,8 @@ class Broker:
         self.metrics = served(per_partition=config["metrics.per.partition.enable"])
         self.state_change_events = StateChangeEvents(self.broker_id, config["state.change.events.max"], wall_clock_ms)
         self.store = ObservedStore(open_store(
-            config["coord.url"], data_dir=str(self.data_dir), session_timeout_ms=config["coord.session.timeout.ms"]
+            config["coord.url"], data_dir=str(self.data_dir), session_timeout_ms=config["coord.session.timeout.ms"],
+            security=store_security(config),
         ), self.metrics.store_operation)
         # Read once now, so that a broker started on a full disk refuses from its first request.
         self.disk_space = DiskSpace(self.data_dir, config["log.dir.min.free.bytes"])
@@ -204,6 +206,10 @@ class Broker:
         self._registered = False
         self._started = False
         self.life_id = uuid.uuid4().hex[:16]
+        try:
+            self._inter_broker_credentials = inter_broker.credentials(config)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         self.inter_broker_security = self._inter_broker_security()
         self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"],
                                                     life_id=self.life_id, security=lambda: self.inter_broker_security)
@@ -247,12 +253,31 @@ class Broker:
     def _inter_broker_security(self) -> ClientSecurity:
         """What this broker connects to other brokers with: their inter-broker listener's
         security protocol, with its TLS (this broker's own listener's settings say whom to
-        trust)."""
+        trust) and its SASL mechanism and this broker's credentials."""
         listener = self.config["inter.broker.listener.name"]
         protocol = listener_settings.security_protocol(self.config, listener)
-        if protocol not in listener_settings.TLS_PROTOCOLS:
-            return ClientSecurity(protocol)
-        return ClientSecurity(protocol, tls.client_context(self.config, listener))
+        context = tls.client_context(self.config, listener) if protocol in listener_settings.TLS_PROTOCOLS else None
+        credentials = self._inter_broker_credentials
+        if credentials is None:
+            return ClientSecurity(protocol, context)
+        return ClientSecurity(protocol, context, credentials.mechanism, credentials.username, credentials.password)
+
+    def _warn_of_inter_broker_authentication(self) -> None:
+        """A SASL inter-broker listener without this broker's credentials (a broker alone needs
+        none; one of a cluster cannot fetch); brokers that authenticate each other and take
+        any authenticated client for one (an operator who set up the first most likely meant to
+        restrict the second)."""
+        listener = self.config["inter.broker.listener.name"]
+        protocol = listener_settings.security_protocol(self.config, listener)
+        if protocol in listener_settings.SASL_PROTOCOLS and self._inter_broker_credentials is None:
+            mechanism = self.config["sasl.mechanism.inter.broker.protocol"]
+            logger.warning("%s is not set: this broker cannot authenticate to other brokers, nor fetch from them, with "
+                           "%s broker=%d", sasl_settings.jaas_config_name(listener, mechanism), mechanism, self.broker_id)
+        authenticates = (protocol in listener_settings.SASL_PROTOCOLS
+                         or (protocol == "SSL" and tls_settings.settings_of(self.config, listener)["ssl.client.auth"] == "required"))
+        if authenticates and not self.config["super.users"]:
+            logger.warning("super.users is empty: any client that authenticates to inter-broker listener %s may fetch as "
+                           "a follower; set super.users=User:<broker user> broker=%d", listener, self.broker_id)
 
     def _serve_tls(self, server: KafkaServer, context: ssl.SSLContext) -> None:
         """New files of `server`'s listener: new connections get `context`; the inter-broker
@@ -298,6 +323,7 @@ class Broker:
         await self._register_at_start()
         self._registered = True
         self._started = True
+        self._warn_of_inter_broker_authentication()
         logger.info("broker started broker=%d listeners=%s metrics=%s data_dir=%s", self.broker_id,
                     ",".join(str(endpoint) for endpoint in self.bound_listeners), self.metrics_address or "off", self.data_dir)
 

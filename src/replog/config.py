@@ -30,13 +30,16 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import os
 import tomllib
 import types
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, NamedTuple
 
-from replog import listener_settings, sasl_settings, tls_settings
+from replog import inter_broker_settings, listener_settings, sasl_settings, tls_settings
+from replog.coord_backends import hide_credentials
 from replog.coord_backends.base import SESSION_TIMEOUT_MS_DEFAULT
+from replog.coord_backends.security import StoreSecurity
 from replog.obs.state_change_events import EVENTS_MAX_DEFAULT as STATE_CHANGE_EVENTS_MAX_DEFAULT
 
 
@@ -53,6 +56,8 @@ class Setting:
     # A comma-separated list (Kafka's LIST type): the only kind IncrementalAlterConfigs may
     # APPEND to or SUBTRACT from.
     is_list: bool = False
+    # The text as an error message may show it (coord.url's hides a user and password in it).
+    shown: Callable[[str], str] = str
 
 
 INT_MAX = 2**31 - 1
@@ -239,17 +244,37 @@ def _coord_url(text: str) -> str:
 
 
 _DAY_MS = 24 * 3600 * 1000
+COORD_USERNAME_ENV = "REPLOG_COORD_USERNAME"
+COORD_PASSWORD_ENV = "REPLOG_COORD_PASSWORD"
 
 SETTINGS: dict[str, Setting] = {
     setting.name: setting
     for setting in [
-        Setting("coord.url", _coord_url, "memory://", "coordination store URL (memory://, zk://..., etcd://...)"),
+        Setting("coord.url", _coord_url, "memory://", "coordination store URL (memory://, zk://..., etcd://...)",
+                shown=hide_credentials),
         Setting(
             "coord.session.timeout.ms",
             _int32(1000),
             SESSION_TIMEOUT_MS_DEFAULT,
             "how long the store keeps a silent broker's session (and its ephemeral nodes) alive",
         ),
+        # Who this process is in the store, and over what (store_security). Kafka reads its
+        # ZooKeeper user from a JAAS file's Client section; here a setting, and a password file
+        # or the environment, so that no config file or URL need hold the password.
+        Setting("coord.username", _optional_text, None,
+                f"the store user to sign in as: ZooKeeper SASL DIGEST-MD5, or an etcd user (default: ${COORD_USERNAME_ENV}; "
+                "none: anonymous)"),
+        Setting("coord.password.file", _optional_text, None,
+                f"file whose first line is that user's password (default: ${COORD_PASSWORD_ENV})"),
+        Setting("zookeeper.set.acl", _boolean, False,
+                "ZooKeeper: nodes this process creates get an ACL letting only coord.username (and ZooKeeper's super "
+                "user) read or change them; unlike Kafka's, none stays world-readable"),
+        Setting("coord.ssl.client.enable", _boolean, False, "connect to the store over TLS (etcd)"),
+        Setting("coord.ssl.truststore.location", _optional_text, None,
+                "PEM file of the CAs the store's certificate is checked against (default: the system's)"),
+        Setting("coord.ssl.keystore.location", _optional_text, None,
+                "PEM file of this process's client certificate chain and unencrypted private key, for a store that "
+                "asks for one"),
         Setting("broker.id", _int32(0), 0, "this broker's id, unique in the cluster"),
         Setting("listeners", listener_settings.listeners, listener_settings.listeners(f"127.0.0.1:{DEFAULT_PORT}"),
                 "NAME://host:port,... the broker binds, one server each (host:port alone: the PLAINTEXT listener)",
@@ -285,6 +310,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("sasl.oauthbearer.scope.claim.name", _claim_name, "scope", "the claim holding the token's scopes"),
         Setting("sasl.oauthbearer.clock.skew.seconds", _int32(0), 30,
                 "leeway given to a token's exp, nbf and iat against this broker's clock"),
+        *(Setting(name, *spec) for name, spec in inter_broker_settings.SPECS.items()),
         Setting(
             "metrics.listeners",
             _optional_listener,
@@ -633,7 +659,7 @@ def _parse(setting: Setting, text: str, label: str = "") -> Any:
     try:
         return setting.parse(text)
     except ValueError as error:
-        raise ConfigError(f"{label or setting.name}: {text!r} {error}") from None
+        raise ConfigError(f"{label or setting.name}: {setting.shown(text)!r} {error}") from None
 
 
 def parse_setting(name: str, text: str) -> Any:
@@ -774,6 +800,33 @@ def load_broker_config(
     except ValueError as error:
         raise ConfigError(str(error)) from None
     return BrokerConfig(types.MappingProxyType(values), types.MappingProxyType(sources))
+
+
+def store_security(settings: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> StoreSecurity:
+    """What this process connects to the store with, from its coord.* settings and, for the user
+    and password they leave out, the environment; ConfigError names what is missing or unreadable."""
+    username = settings["coord.username"] or environ.get(COORD_USERNAME_ENV) or None
+    password_file = settings["coord.password.file"]
+    password = environ.get(COORD_PASSWORD_ENV)
+    if password_file is not None:
+        try:
+            with open(password_file, encoding="utf-8") as file:
+                password = file.readline().rstrip("\r\n")
+        except OSError as error:
+            raise ConfigError(f"coord.password.file: cannot read {password_file}: {error.strerror}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"coord.password.file: {password_file} is not UTF-8 text") from None
+    try:
+        return StoreSecurity(
+            username=username,
+            password=None if password is None else tls_settings.Secret(password),
+            set_acl=settings["zookeeper.set.acl"],
+            tls=settings["coord.ssl.client.enable"],
+            truststore_location=settings["coord.ssl.truststore.location"],
+            keystore_location=settings["coord.ssl.keystore.location"],
+        )
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, Any]:

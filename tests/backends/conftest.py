@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from replog.coord_backends import Store, open_store
+from tests.support.secure_servers import secure_etcd_server, secure_zookeeper_server  # noqa: F401 (fixtures)
 from tests.support.servers import unique_root
 
 BACKENDS = ["memory", "zk", "etcd"]
@@ -70,3 +71,4 @@ def counting_transactions(store) -> list[int]:
 
     store.transaction = transaction
     return committed
+

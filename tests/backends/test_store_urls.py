@@ -49,8 +49,9 @@ def test_the_accepted_forms_open_their_backend_as_written(url, backend, where):
     ("zk://127.0.0.1:\u0662\u0661\u0668\u0661", "is not host:port"),
     ("etcd://127.0.0.1:0", "is not host:port"),
     ("zk://127.0.0.1:65536", "is not host:port"),
-    ("etcd://root:secret@127.0.0.1:2379", "a user or password in the URL is not used"),
-    ("zk://admin@127.0.0.1:2181", "a user or password in the URL is not used"),
+    ("etcd://root:secret@127.0.0.1:2379", "a user or password in the URL is refused"),
+    ("zk://admin@127.0.0.1:2181", "a user or password in the URL is refused"),
+    ("etcd://root:secret@127.0.0.1:2379,127.0.0.2:2379", "one etcd endpoint per URL"),
     ("etcd://127.0.0.1:2379,127.0.0.2:2379", "one etcd endpoint per URL"),
     # Paths the store would refuse later, with a traceback.
     ("zk://127.0.0.1:2181//replog", "the chroot '//replog' is not /name[/name...]"),
@@ -71,3 +72,4 @@ def test_anything_else_is_refused_naming_the_accepted_forms(url, reason):
         open_store(url)
     assert reason in refused.value.reason
     assert str(refused.value).endswith(f"; accepted forms: {ACCEPTED_FORMS}")
+    assert "secret" not in str(refused.value)

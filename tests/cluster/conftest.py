@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.cluster import LONG_SESSION_TIMEOUT_MS, QUICK_SETTINGS, Cluster, quick_settings
+from tests.support.secure_servers import secure_etcd_server, secure_zookeeper_server  # noqa: F401 (fixtures)
 from tests.support.servers import unique_root
 
 

@@ -9,6 +9,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.cluster import SESSION_TIMEOUT_MS
+from tests.support.harness import client_config
 from tests.support.polling import wait_until
 
 WAIT_S = 60
@@ -31,7 +32,7 @@ def produce_numbered(bootstrap: str, topic: str, start: int, count: int, partiti
 
 
 def read_all(bootstrap: str, topic: str, expected: int, partition: int = 0) -> list[int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False})
+    consumer = Consumer({**client_config(bootstrap), "group.id": "check", "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, partition, 0)])
     values: list[int] = []
     deadline = time.monotonic() + WAIT_S

@@ -7,6 +7,7 @@ import contextlib
 import pathlib
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.harness import SecuredBootstrap
 from tests.support.servers import ServerProcess, unique_root
 
 SESSION_TIMEOUT_MS = 4000
@@ -29,8 +30,11 @@ QUICK_SETTINGS = quick_settings()
 
 class Cluster:
     def __init__(self, coord_url: str, base_dir, size: int, extra_args: tuple[str, ...] = (),
-                 settings: tuple[str, ...] = QUICK_SETTINGS, listeners: tuple[str, ...] = ("PLAINTEXT",)):
-        """`listeners`: each broker's (BrokerProcess); clients bootstrap from the first."""
+                 settings: tuple[str, ...] = QUICK_SETTINGS, listeners: tuple[str, ...] = ("PLAINTEXT",),
+                 client_security: dict[str, str] | None = None):
+        """`listeners`: each broker's (BrokerProcess); clients bootstrap from the first, with
+        librdkafka's `client_security` settings if given (harness.SecuredBootstrap)."""
+        self.client_security = client_security
         self.coord_url = coord_url
         self.base_dir = base_dir
         self.server = None  # the ServerProcess behind coord_url
@@ -50,7 +54,8 @@ class Cluster:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(broker.bootstrap for broker in self.brokers.values() if broker.running)
+        servers = ",".join(broker.bootstrap for broker in self.brokers.values() if broker.running)
+        return servers if self.client_security is None else SecuredBootstrap(servers, self.client_security)
 
     def start(self) -> None:
         for broker in self.brokers.values():

@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.harness import PRODUCE_INTERVAL_S, RECORDS_MAX, WAIT_S, _Background
+from tests.support.harness import PRODUCE_INTERVAL_S, RECORDS_MAX, WAIT_S, _Background, client_config
 from tests.cluster.test_replication import read_all
 from tests.support.polling import wait_until
 
@@ -35,7 +35,7 @@ class TimedProducer(_Background):
     (linger.ms 0), and librdkafka does not log every refused reconnect to a killed broker."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int):
-        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+        self._producer = Producer({**client_config(bootstrap), "acks": "all", "enable.idempotence": True,
                                    "message.timeout.ms": FAILOVER_WAIT_S * 1000, "linger.ms": 0, "log_level": 0})
         self._topic = topic
         self.partitions = partitions
@@ -99,7 +99,7 @@ class TimedProducer(_Background):
 def quiet_admin(bootstrap: str) -> AdminClient:
     # Its failures come back as exceptions; librdkafka's log would only add lines about events
     # a client dropped on closing, between the bench's figures.
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    return AdminClient({**client_config(bootstrap), "log_level": 0})
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, assignment: list[list[int]] | None = None) -> None:
@@ -190,7 +190,7 @@ def _names_every_broker(admin: AdminClient, brokers: set[int]) -> bool:
 def missing_after_read_back(bootstrap: str, topic: str, acknowledged: dict[int, set[int]]) -> dict[int, list[int]]:
     """By partition, the acknowledged record numbers a consumer does not find (empty lists if
     nothing acknowledged is lost)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-back", "enable.auto.commit": False})
+    consumer = Consumer({**client_config(bootstrap), "group.id": "read-back", "enable.auto.commit": False})
 
     def high_watermark(partition: int) -> tuple[int] | None:  # a tuple: 0 is an answer too
         try:

@@ -79,6 +79,22 @@ def fully_in_sync(cluster, topic: str) -> bool:
     return isr_of(cluster, topic) == tuple(sorted(cluster.brokers))
 
 
+class SecuredBootstrap(str):
+    """Bootstrap servers that clients reach with more than an address: `security`, librdkafka's
+    settings for it (security.protocol, sasl.*, ssl.*), which client_config adds."""
+
+    def __new__(cls, servers: str, security: dict[str, str]):
+        bootstrap = super().__new__(cls, servers)
+        bootstrap.security = security
+        return bootstrap
+
+
+def client_config(bootstrap: str) -> dict[str, str]:
+    """librdkafka's settings to reach `bootstrap`: the servers, and their security if it is a
+    SecuredBootstrap."""
+    return {"bootstrap.servers": str(bootstrap), **getattr(bootstrap, "security", {})}
+
+
 class _Background:
     """Runs the subclass's `_run` in a thread while used as a context manager; `_stopping` tells
     it to end, and leaving the context calls the subclass's `stop`."""

@@ -18,9 +18,9 @@ confluent-kafka has no call for AlterPartitionReassignments, ListPartitionReassi
 DescribeLogDirs, UnregisterBroker or a broker's rack, so both send those with replog's own
 client (net/client.py).
 
-An Admin is an async context manager: `async with open_admin(coord_url, bootstrap, properties) as
-admin: ...` (admin_client.py). `properties` (`--command-config FILE`) say how every connection
-to a broker is made, whichever door the command came through.
+An Admin is an async context manager: `async with open_admin(coord_url, bootstrap, coord_config,
+properties) as admin: ...` (admin_client.py). `properties` (`--command-config FILE`) say how every
+connection to a broker is made, whichever door the command came through.
 """
 
 from __future__ import annotations

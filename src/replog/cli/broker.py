@@ -8,7 +8,7 @@ import logging
 import click
 
 from replog.config import ConfigError, load_broker_config
-from replog.coord_backends import StoreError
+from replog.coord_backends import BadStoreUrl, StoreError
 
 from . import arguments
 from .common import FAILURE_STATUS, USAGE_ERROR_STATUS, fail
@@ -71,6 +71,8 @@ def broker_start(config_file: str | None, assignments: tuple[str, ...], log_leve
         runtime.run(config)
     except runtime.CANNOT_START as error:
         fail(str(error), FAILURE_STATUS)
+    except (ConfigError, BadStoreUrl) as error:  # coord.* settings that cannot be used with the store named
+        fail(str(error), USAGE_ERROR_STATUS)
     except StoreError as error:
         fail(f"{config['coord.url']}: {error}", FAILURE_STATUS)
     except OSError as error:  # reading or writing the partition logs: the error names the file

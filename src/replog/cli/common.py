@@ -76,12 +76,15 @@ class AdminCommand(OneLineUsage):
 
     def invoke(self, ctx: click.Context):
         from replog.admin import AdminError
+        from replog.config import ConfigError
 
         from .admin_client import AdminChoiceError
 
         try:
             return super().invoke(ctx)
         except (AdminChoiceError, BadStoreUrl) as error:
+            fail(f"{subcommand(ctx)}: {error}", USAGE_ERROR_STATUS)
+        except ConfigError as error:  # --coord-config's
             fail(f"{subcommand(ctx)}: {error}", USAGE_ERROR_STATUS)
         except click.UsageError as error:
             fail(f"{subcommand(ctx)}: {error.format_message()}", USAGE_ERROR_STATUS)
@@ -99,10 +102,26 @@ ADMIN_HINTS = {
 }
 
 
+# Where an admin command's --coord-config and --command-config wait: only through_admin, which
+# every admin command calls, reads them, so they are kept aside rather than passed to each.
+COORD_CONFIG_META = "replog.coord_config"
+COMMAND_CONFIG_META = "replog.command_config"
 COMMAND_CONFIG_HELP = ("Kafka client properties file: security.protocol, sasl.mechanism, sasl.jaas.config or "
                        "sasl.username/sasl.password, ssl.truststore.location or ssl.ca.location... (as Kafka's tools take it)")
-# Where an admin command's --command-config waits for through_admin, which every command calls.
-COMMAND_CONFIG = "replog.command_config"
+
+
+def _remember_coord_config(ctx: click.Context, _param, value: str | None) -> None:
+    ctx.meta[COORD_CONFIG_META] = value
+
+
+def coord_config_option(**options):
+    """--coord-config FILE: who the command is in the store, and over what, as Kafka's tools
+    take --zk-tls-config-file; a broker's own config file will do (its other settings are not used)."""
+    return click.option(
+        "--coord-config", envvar="REPLOG_COORD_CONFIG", metavar="FILE", type=click.Path(dir_okay=False),
+        help="TOML file of the store connection's settings (coord.username, coord.password.file, zookeeper.set.acl, "
+             "coord.ssl.*), as in a broker's --config [env: REPLOG_COORD_CONFIG; user and password also from "
+             "REPLOG_COORD_USERNAME, REPLOG_COORD_PASSWORD]", **options)
 
 
 def client_properties(_ctx, _param, path: str | None):
@@ -117,15 +136,16 @@ def client_properties(_ctx, _param, path: str | None):
 
 
 def _remember_client_properties(ctx: click.Context, param, path: str | None) -> None:
-    ctx.meta[COMMAND_CONFIG] = client_properties(ctx, param, path)
+    ctx.meta[COMMAND_CONFIG_META] = client_properties(ctx, param, path)
 
 
 def admin_options(command):
-    """The way in (--coord or --bootstrap-server), how brokers are connected to
-    (--command-config) and --output, for every admin command."""
+    """The way in (--coord or --bootstrap-server), how the store and the brokers are connected
+    to (--coord-config, --command-config) and --output, for every admin command."""
     options = (
         click.option("--coord", "coord_url", envvar="REPLOG_COORD", metavar="URL",
                      help="act on this coordination store (zk://, etcd://, memory:///file) [env: REPLOG_COORD]"),
+        coord_config_option(expose_value=False, callback=_remember_coord_config),
         click.option("--bootstrap-server", "bootstrap", envvar="REPLOG_BOOTSTRAP_SERVER", metavar="HOST:PORT",
                      help="ask this broker (Kafka admin requests) [env: REPLOG_BOOTSTRAP_SERVER]"),
         click.option("--command-config", metavar="FILE", expose_value=False, callback=_remember_client_properties,
@@ -140,13 +160,14 @@ def admin_options(command):
 
 def through_admin(coord_url: str | None, bootstrap: str | None, action):
     """Run `action(admin)` with the Admin the operator chose (admin_client.open_admin),
-    connecting to brokers as the command's --command-config says, and return its result."""
+    connecting as the command's --coord-config and --command-config say, and return its result."""
     from .admin_client import open_admin
 
-    properties = click.get_current_context().meta[COMMAND_CONFIG]
+    meta = click.get_current_context().meta
+    coord_config, properties = meta.get(COORD_CONFIG_META), meta[COMMAND_CONFIG_META]
 
     async def run():
-        async with open_admin(coord_url, bootstrap, properties) as admin:
+        async with open_admin(coord_url, bootstrap, coord_config, properties) as admin:
             return await action(admin)
 
     return asyncio.run(run())

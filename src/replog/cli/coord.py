@@ -8,10 +8,10 @@ import uuid
 
 import click
 
-from replog.config import SETTINGS
-from replog.coord_backends import BadStoreUrl, Store, StoreError, open_store
+from replog.config import SETTINGS, ConfigError
+from replog.coord_backends import BadStoreUrl, Store, StoreError
 
-from .common import FAILURE_STATUS, USAGE_ERROR_STATUS, fail
+from .common import FAILURE_STATUS, USAGE_ERROR_STATUS, coord_config_option, fail
 
 
 @click.group()
@@ -30,11 +30,14 @@ def coord() -> None:
 @click.option(
     "--timeout-ms", type=click.IntRange(min=1000), default=5000, show_default=True, help="give up connecting after this long"
 )
-def coord_check(coord_url: str, timeout_ms: int) -> None:
+@coord_config_option()
+def coord_check(coord_url: str, timeout_ms: int, coord_config: str | None) -> None:
     """Connect, round-trip a node (create, get, set, delete), and report latency."""
+    from .admin_client import open_coord
+
     try:
-        store = open_store(coord_url, session_timeout_ms=timeout_ms)
-    except BadStoreUrl as error:
+        store = open_coord(coord_url, coord_config, session_timeout_ms=timeout_ms)
+    except (BadStoreUrl, ConfigError) as error:
         fail(str(error), USAGE_ERROR_STATUS)
     try:
         report = asyncio.run(_round_trip(store))

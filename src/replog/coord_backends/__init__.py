@@ -4,6 +4,9 @@
     memory:///path/to/file        embedded, persisted to that sqlite file
     zk://host:port[,host:port...][/chroot]     ZooKeeper
     etcd://host:port[/prefix]     etcd v3
+
+A URL carries no user or password (it is shown in logs and commands' output): they come as a
+StoreSecurity, from settings and files (replog.coord_settings).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import urllib.parse
 
 from .base import (
     SESSION_TIMEOUT_MS_DEFAULT,
+    AccessDenied,
     TRANSACTION_OPS_MAX,
     BadVersion,
     CoordinationUnavailable,
@@ -35,9 +39,11 @@ from .base import (
     validate_path,
 )
 from .observed import ObservedStore
+from .security import NO_SECURITY, StoreSecurity
 
 __all__ = [
     "ACCEPTED_FORMS",
+    "AccessDenied",
     "BadStoreUrl",
     "BadVersion",
     "CoordinationUnavailable",
@@ -52,12 +58,14 @@ __all__ = [
     "SessionState",
     "Store",
     "StoreError",
+    "StoreSecurity",
     "TRANSACTION_OPS_MAX",
     "Transaction",
     "Watch",
     "commit_groups",
     "commit_in_batches",
     "commit_ops",
+    "hide_credentials",
     "open_store",
 ]
 
@@ -67,8 +75,16 @@ EMBEDDED_FILE_NAME = "coordination.sqlite"
 
 class BadStoreUrl(ValueError):
     def __init__(self, url: str, reason: str):
-        super().__init__(f"bad coordination URL {url!r}: {reason}; accepted forms: {ACCEPTED_FORMS}")
+        super().__init__(f"bad coordination URL {hide_credentials(url)!r}: {reason}; accepted forms: {ACCEPTED_FORMS}")
         self.reason = reason
+
+
+_USER_INFO = re.compile(r"(?<=//)[^/@]*@")
+
+
+def hide_credentials(url: str) -> str:
+    """`url` as it may be shown: a user or password in it (refused, but written by someone) hidden."""
+    return _USER_INFO.sub("[hidden]@", url)
 
 
 # host:port, the host a name or address, or an IPv6 address in brackets; ASCII digits only
@@ -79,7 +95,8 @@ _SCHEMES = ("memory", "zk", "etcd")
 
 def _host_port(url: str, netloc: str) -> tuple[str, int]:
     if "@" in netloc:
-        raise BadStoreUrl(url, "a user or password in the URL is not used")
+        raise BadStoreUrl(url, "a user or password in the URL is refused (URLs are shown in logs); give them as "
+                               "coord.username and coord.password.file")
     address = _ADDRESS.fullmatch(netloc)
     if address is None or not 0 < int(address["port"]) < 65536:
         raise BadStoreUrl(url, f"{netloc!r} is not host:port")
@@ -94,8 +111,10 @@ def _store_path(url: str, path: str, what: str) -> str:
         raise BadStoreUrl(url, f"the {what} {path!r} is not /name[/name...]") from None
 
 
-def open_store(url: str, *, data_dir: str | None = None, session_timeout_ms: int = SESSION_TIMEOUT_MS_DEFAULT) -> Store:
-    """A Store for `url`, not yet started (`await store.start()` or `async with`).
+def open_store(url: str, *, data_dir: str | None = None, session_timeout_ms: int = SESSION_TIMEOUT_MS_DEFAULT,
+               security: StoreSecurity = NO_SECURITY) -> Store:
+    """A Store for `url`, not yet started (`await store.start()` or `async with`), connecting
+    with `security` (the embedded store, inside the broker's process, takes none).
 
     Anything but the accepted forms is refused, rather than read as urllib would: `memory:host`
     would be a relative file path, a tab or a newline would vanish from the URL, and a user or a
@@ -114,6 +133,8 @@ def open_store(url: str, *, data_dir: str | None = None, session_timeout_ms: int
 
         if parsed.netloc:
             raise BadStoreUrl(url, "the embedded store takes no host; use memory:// or memory:///path")
+        if security != NO_SECURITY:
+            raise BadStoreUrl(url, "the embedded store takes no user, ACLs or TLS: it is inside the broker's process")
         if path:
             return MemoryStore(path, session_timeout_ms)
         return MemoryStore(os.path.join(data_dir, EMBEDDED_FILE_NAME) if data_dir else None, session_timeout_ms)
@@ -124,7 +145,7 @@ def open_store(url: str, *, data_dir: str | None = None, session_timeout_ms: int
             raise BadStoreUrl(url, "no ZooKeeper host:port")
         for server in parsed.netloc.split(","):
             _host_port(url, server)
-        return ZooKeeperStore(parsed.netloc, _store_path(url, path, "chroot"), session_timeout_ms)
+        return ZooKeeperStore(parsed.netloc, _store_path(url, path, "chroot"), session_timeout_ms, security)
     if parsed.scheme == "etcd":
         from .etcd import EtcdStore
 
@@ -133,5 +154,8 @@ def open_store(url: str, *, data_dir: str | None = None, session_timeout_ms: int
         if "," in parsed.netloc:
             raise BadStoreUrl(url, "one etcd endpoint per URL")
         host, port = _host_port(url, parsed.netloc)
-        return EtcdStore(host, port, _store_path(url, path, "prefix"), session_timeout_ms)
+        if security.set_acl:
+            raise BadStoreUrl(url, "zookeeper.set.acl applies to ZooKeeper; etcd's permissions are its users' roles "
+                                   "(etcdctl role grant-permission)")
+        return EtcdStore(host, port, _store_path(url, path, "prefix"), session_timeout_ms, security)
     raise BadStoreUrl(url, f"unknown scheme {parsed.scheme!r}" if parsed.scheme else "no scheme")

@@ -95,6 +95,15 @@ class RequestRefused(StoreError):
         super().__init__(f"coordination store refused the request: {detail}" + (f" ({path})" if path else ""), path)
 
 
+class AccessDenied(StoreError):
+    """The store refused this client's credentials, or the operation to its user: retrying with
+    the same credentials cannot help."""
+
+    def __init__(self, detail: str, path: str | None = None):
+        super().__init__(f"coordination store denied access: {detail}" + (f" ({path})" if path else ""), path)
+        self.detail = detail
+
+
 class SessionState(enum.Enum):
     CONNECTED = "connected"
     SUSPENDED = "suspended"  # connection lost; the session may still be alive on the server

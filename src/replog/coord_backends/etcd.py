@@ -38,12 +38,14 @@ import dataclasses
 import logging
 import math
 import threading
+from typing import Callable
 
 import aetcd
 from aetcd import exceptions as etcd_errors
 from aetcd import rpc
 
 from .base import (
+    AccessDenied,
     BadVersion,
     CheckOp,
     CoordinationUnavailable,
@@ -70,7 +72,9 @@ from .base import (
     sequential_path,
     validate_path,
 )
+from .etcd_client import ACCESS_REFUSALS, EtcdClient, error_details
 from .joined import JoinedRequests
+from .security import NO_SECURITY, StoreSecurity
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +108,10 @@ def _prefix_end(prefix: bytes) -> bytes:
 def translate_error(error: BaseException, path: str | None = None) -> BaseException:
     if isinstance(error, StoreError):
         return error
+    if isinstance(error, (rpc.AioRpcError, etcd_errors.ClientError)):
+        details = error_details(error)
+        if any(refusal in details for refusal in ACCESS_REFUSALS):
+            return AccessDenied(f"etcd: {details}", path)
     if isinstance(error, rpc.AioRpcError):
         details = error.details() or ""
         if "lease not found" in details:
@@ -134,11 +142,13 @@ class EtcdStore(Store):
     backend = "etcd"
     reads_many_at_once = True
 
-    def __init__(self, host: str, port: int, prefix: str = "", session_timeout_ms: int = SESSION_TIMEOUT_MS_DEFAULT):
+    def __init__(self, host: str, port: int, prefix: str = "", session_timeout_ms: int = SESSION_TIMEOUT_MS_DEFAULT,
+                 security: StoreSecurity = NO_SECURITY):
         super().__init__(session_timeout_ms)
         self.host, self.port = host, port
+        self.security = security
         self._prefix = "" if prefix in ("", "/") else validate_path(prefix)
-        self._client: aetcd.Client | None = None
+        self._client: EtcdClient | None = None
         self._lease_id: int | None = None  # set by the keeper's thread after start()
         self._lease_ttl_s = max(LEASE_TTL_MIN_S, math.ceil(session_timeout_ms / 1000))
         self._keeper: _LeaseKeeper | None = None
@@ -170,12 +180,15 @@ class EtcdStore(Store):
         except Exception as error:
             await keeper.stop()
             await client.close()
-            details = error.details() if isinstance(error, rpc.AioRpcError) else str(error)
-            raise CoordinationUnavailable(f"cannot reach etcd at {self.host}:{self.port}: {details}") from None
+            translated = translate_error(error)
+            if isinstance(translated, AccessDenied):
+                raise AccessDenied(f"etcd at {self.host}:{self.port} as user {self.security.username}: "
+                                   f"{error_details(error)}") from None
+            raise CoordinationUnavailable(f"cannot reach etcd at {self.host}:{self.port}: {error_details(error)}") from None
         self._client, self._keeper = client, keeper
 
-    def _new_client(self) -> aetcd.Client:
-        return aetcd.Client(host=self.host, port=self.port, timeout=self._op_timeout_s, options=_CHANNEL_OPTIONS)
+    def _new_client(self) -> EtcdClient:
+        return EtcdClient(self.host, self.port, self.security, timeout=self._op_timeout_s, options=_CHANNEL_OPTIONS)
 
     async def close(self) -> None:
         client, self._client = self._client, None
@@ -188,7 +201,7 @@ class EtcdStore(Store):
         await self._watches.stop()
         if self._lease_id is not None:
             try:
-                await client.revoke_lease(self._lease_id)
+                await client.refreshing_token(lambda: client.revoke_lease(self._lease_id))
             except Exception as error:  # the lease then expires by itself after its TTL
                 logger.warning("etcd lease revoke on close failed lease=%x error=%s", self._lease_id, error)
         await client.close()
@@ -200,19 +213,21 @@ class EtcdStore(Store):
         await self._keeper.expire()
 
     async def server_version(self) -> str | None:
-        client = self._etcd()
-        status = await client.maintenancestub.Status(rpc.StatusRequest(), timeout=self._op_timeout_s)
+        status = await self._rpc(lambda client: client.maintenancestub.Status, rpc.StatusRequest(), None)
         return status.version
 
-    def _etcd(self) -> aetcd.Client:
+    def _etcd(self) -> EtcdClient:
         if self._client is None:
             raise CoordinationUnavailable("the etcd client is closed")
         return self._client
 
     # reads
-    async def _rpc(self, call, request, path: str | None):
+    async def _rpc(self, method: Callable[[EtcdClient], Callable], request, path: str | None):
+        """`method(client)(request)`, the gRPC method of the store's client, with its token."""
+        client = self._etcd()
         try:
-            return await call(request, timeout=self._op_timeout_s)
+            return await client.refreshing_token(
+                lambda: method(client)(request, timeout=self._op_timeout_s, metadata=client.metadata))
         except Exception as error:
             raise translate_error(error, path) from None
 
@@ -224,7 +239,7 @@ class EtcdStore(Store):
             rpc.RequestOp(request_range=rpc.RangeRequest(key=prefix, range_end=_prefix_end(prefix), keys_only=True))
             for prefix in parents_list
         ]
-        reply = await self._rpc(self._etcd().kvstub.Txn, rpc.TxnRequest(success=ops), None)
+        reply = await self._rpc(_txn_method, rpc.TxnRequest(success=ops), None)
         snapshot = _Snapshot(reply.header.revision, {}, {}, {})
         for key, response in zip(keys_list, reply.responses[: len(keys_list)]):
             kvs = response.response_range.kvs
@@ -291,9 +306,7 @@ class EtcdStore(Store):
             plan = _WritePlan(self, ops, sequential=sequential, make_parents=make_parents, recursive=recursive)
             snapshot = await self._read(plan.keys_to_read(), plan.children_to_read())
             compares, requests, results = plan.build(snapshot)
-            reply = await self._rpc(
-                self._etcd().kvstub.Txn, rpc.TxnRequest(compare=compares, success=requests), ops[0].path
-            )
+            reply = await self._rpc(_txn_method, rpc.TxnRequest(compare=compares, success=requests), ops[0].path)
             if reply.succeeded:
                 revision = reply.header.revision
                 return [revision if result is _NEW_VERSION else Created(result, revision) if isinstance(result, _NewNode) else result
@@ -306,6 +319,10 @@ class EtcdStore(Store):
 
     async def watch_children(self, path: str) -> Watch[tuple[str, ...]]:
         return await _Subscription(self._watches, self._children_prefix(validate_path(path)), True).start()
+
+
+def _txn_method(client: EtcdClient) -> Callable:
+    return client.kvstub.Txn
 
 
 _NEW_VERSION = object()  # placeholder result: the write transaction's revision
@@ -451,7 +468,7 @@ class _LeaseKeeper:
         self._thread: threading.Thread | None = None
         # On the thread's own loop, once started:
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: aetcd.Client | None = None
+        self._client: EtcdClient | None = None
         self._stopping: asyncio.Event | None = None
         self._lease_changes: asyncio.Lock | None = None  # a refresh, a replacement, an expiry: one at a time
         self._published: SessionState | None = None
@@ -508,7 +525,7 @@ class _LeaseKeeper:
             async with self._lease_changes:
                 try:
                     if not lease_lost:
-                        reply = await self._client.refresh_lease(self._store._lease_id)
+                        reply = await self._client.refreshing_token(lambda: self._client.refresh_lease(self._store._lease_id))
                         lease_lost = reply is None or reply.TTL <= 0
                         if lease_lost:
                             self._publish(SessionState.LOST)
@@ -527,21 +544,21 @@ class _LeaseKeeper:
                         self._publish(SessionState.SUSPENDED)
 
     async def _grant(self) -> None:
-        lease = await self._client.lease(self._store._lease_ttl_s)
+        lease = await self._client.refreshing_token(lambda: self._client.lease(self._store._lease_ttl_s))
         self._store._lease_id = lease.id
         logger.info("etcd session lease=%x ttl_s=%d", lease.id, lease.ttl)
 
     async def _replace(self) -> None:
         """Revoke the lost lease (its keys may otherwise linger) and grant the next."""
         try:
-            await self._client.revoke_lease(self._store._lease_id)
+            await self._client.refreshing_token(lambda: self._client.revoke_lease(self._store._lease_id))
         except etcd_errors.ClientError:
             pass  # already expired; that is what we wanted
         await self._grant()
 
     async def _expire(self) -> None:
         async with self._lease_changes:
-            await self._client.revoke_lease(self._store._lease_id)
+            await self._client.refreshing_token(lambda: self._client.revoke_lease(self._store._lease_id))
             self._publish(SessionState.LOST)
             await self._grant()
             self._publish(SessionState.CONNECTED)
@@ -625,6 +642,7 @@ class _SharedStream:
         delay_s = 0.05
         while True:  # until stop() cancels it
             try:
+                await self._fresh_token()
                 self._stream = await self.store._etcd().watch(self._root, range_end=_prefix_end(self._root),
                                                               start_revision=revision + 1)
                 async for event in self._stream:
@@ -640,6 +658,13 @@ class _SharedStream:
                     raise
                 await asyncio.sleep(delay_s)  # etcd unreachable: back off, then resume from `revision`
                 delay_s = min(delay_s * 2, RECONNECT_DELAY_MAX_S)
+
+    async def _fresh_token(self) -> None:
+        """etcd cancels a watch created with a token it no longer takes (one forgotten by a
+        restart, or idle past its TTL) in a reply aetcd does not read, leaving the stream open
+        and silent: so each stream opens with a token just issued."""
+        if self.store.security.username is not None:
+            await self.store._etcd().authenticate()
 
     def _dispatch(self, event) -> None:
         key = event.kv.key

@@ -30,12 +30,14 @@ from typing import Awaitable, Callable
 from kazoo import exceptions as kz
 from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.threading import SequentialThreadingHandler
+from kazoo.security import make_acl
 from kazoo.protocol.serialization import (Watch as ZooKeeperEvent, ZnodeStat, bool_struct, int_struct, multiheader_struct,
                                           read_buffer, stat_struct, write_string)
 
 from replog.tasks import cancel_and_wait, logging_failure
 
 from .base import (
+    AccessDenied,
     BadVersion,
     CheckOp,
     CoordinationUnavailable,
@@ -59,6 +61,7 @@ from .base import (
     validate_path,
 )
 from .joined import JoinedReads
+from .security import NO_SECURITY, StoreSecurity
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +92,10 @@ def translate_error(error: BaseException, path: str | None, missing_path: str | 
         return BadVersion(path or "?")
     if isinstance(error, kz.NotEmptyError):
         return NotEmpty(path or "?")
+    if isinstance(error, kz.AuthFailedError):
+        return AccessDenied("ZooKeeper refused this client's SASL credentials (a wrong password, or no such user)", path)
+    if isinstance(error, kz.NoAuthError):
+        return AccessDenied("the node's ACL does not let this client's user do that", path)
     if isinstance(error, kz.SessionExpiredError):
         return SessionLost(f"ZooKeeper session expired during an operation on {path}")
     if isinstance(error, kz.UnimplementedError):
@@ -183,9 +190,11 @@ class ZooKeeperStore(Store):
     backend = "zk"
     reads_many_at_once = True  # multiRead
 
-    def __init__(self, hosts: str, chroot: str = "", session_timeout_ms: int = SESSION_TIMEOUT_MS_DEFAULT):
+    def __init__(self, hosts: str, chroot: str = "", session_timeout_ms: int = SESSION_TIMEOUT_MS_DEFAULT,
+                 security: StoreSecurity = NO_SECURITY):
         super().__init__(session_timeout_ms)
         self.hosts = hosts
+        self.security = security
         self._root = "" if chroot in ("", "/") else validate_path(chroot)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: KazooClient | None = None
@@ -208,10 +217,8 @@ class ZooKeeperStore(Store):
         if self._client is not None:
             return
         self._loop = asyncio.get_running_loop()
-        client = KazooClient(
-            hosts=self.hosts,
+        client = self._new_client(
             handler=PollingHandler(),
-            timeout=self.session_timeout_ms / 1000,
             connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": RECONNECT_DELAY_MAX_S},
             command_retry=None,
         )
@@ -226,7 +233,13 @@ class ZooKeeperStore(Store):
         try:
             if self._root:
                 await self._ensure_root()
+            if self.security.set_acl:
+                await self._check_root_acl()
             await self._watch_everything()
+        except AccessDenied as error:
+            await self.close()
+            raise AccessDenied(f"ZooKeeper at {self.hosts} as user {self.security.username}: {error.detail}",
+                               error.path) from None
         except BaseException:
             await self.close()
             raise
@@ -240,6 +253,27 @@ class ZooKeeperStore(Store):
                 await self._call(self._kazoo().create_async(path, b""), path)
             except NodeExists:
                 pass
+
+    def _new_client(self, **options) -> KazooClient:
+        """A kazoo client of this store's servers, signing in with its user (SASL DIGEST-MD5, as
+        Kafka's brokers do) and, with zookeeper.set.acl, creating nodes only that user may use."""
+        security = self.security
+        if security.username is not None:
+            options["sasl_options"] = {"mechanism": "DIGEST-MD5", "username": security.username,
+                                       "password": str.__str__(security.password)}
+        if security.set_acl:
+            options["default_acl"] = [make_acl("sasl", security.username, all=True)]
+        return KazooClient(hosts=self.hosts, timeout=self.session_timeout_ms / 1000, **options)
+
+    async def _check_root_acl(self) -> None:
+        """Nodes made before zookeeper.set.acl was on keep the ACL they were made with, open to
+        anyone: said at start rather than found out later."""
+        acl, _ = await self._call(self._kazoo().get_acls_async(self._root or "/"), "/")
+        if any(entry.id.scheme == "world" for entry in acl):
+            root = self._root or "/"
+            logger.warning("zookeeper.set.acl is on but the store's root %s is open to every client: it was made "
+                           "without ACLs, and the nodes under it keep theirs; as ZooKeeper's super user, "
+                           "`zkCli.sh setAcl -R %s sasl:%s:cdrwa` closes them", root, root, self.security.username)
 
     async def close(self) -> None:
         client, self._client = self._client, None
@@ -280,7 +314,7 @@ class ZooKeeperStore(Store):
         try:
             # ZooKeeper's own way to expire a session on purpose: a second client attaches to it
             # and closes it; the server then expires it for the first.
-            impostor = KazooClient(hosts=self.hosts, client_id=(session_id, password), timeout=self.session_timeout_ms / 1000)
+            impostor = self._new_client(client_id=(session_id, password))
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, impostor.start)
             await loop.run_in_executor(None, impostor.stop)

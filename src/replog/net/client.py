@@ -66,11 +66,6 @@ LATEST_TIMESTAMP = -1
 READ_UNCOMMITTED = 0
 API_VERSIONS_PROBE_VERSION = 3
 CLIENT_SOFTWARE_NAME = "replog"
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
-# v1: the mechanism's messages then travel in SaslAuthenticate requests (v0 sent them raw).
-SASL_HANDSHAKE_VERSION = 1
-SASL_AUTHENTICATE_VERSIONS = (0, 2)  # v1 adds session_lifetime_ms (KIP-368)
 # The most SaslAuthenticate rounds a mechanism takes (SCRAM: 2; OAUTHBEARER's error: 2).
 SASL_ROUNDS_MAX = 4
 # KIP-368: where in the session's lifetime Kafka's clients re-authenticate (ClientReauthenticator).
@@ -261,10 +256,11 @@ class BrokerConnection:
         self._versions: dict[int, int] = {}
         self._broker_versions: dict[int, tuple[int, int]] = {}
         self._security: ClientSecurity = NO_SECURITY
+        self.authentications = 0  # SASL exchanges completed here, re-authentications included
         # KIP-368: loop time at which to re-authenticate; None while the session has no lifetime.
         self._reauthenticate_at: float | None = None
         self._reauthentication: asyncio.Task | None = None
-        # Set but while a re-authentication has the wire to itself.
+        # Cleared while a re-authentication has the wire to itself.
         self._others_may_send = asyncio.Event()
         self._others_may_send.set()
         self._drained: asyncio.Future | None = None  # what a re-authentication waits on: no request unanswered
@@ -354,14 +350,18 @@ class BrokerConnection:
             client = mechanism_client(mechanism, security.sasl_username, security.sasl_password, security.sasl_oauthbearer_token)
         except ValueError as error:
             raise self._not_authenticated(str(error)) from None
-        handshake = await self._sasl_request(SASL_HANDSHAKE, SASL_HANDSHAKE_VERSION, {"mechanism": mechanism})
+        try:
+            # SaslHandshake v1 (codec's only): the mechanism's messages then travel in SaslAuthenticate.
+            handshake_version, version = self.version_for(ApiKey.SASL_HANDSHAKE), self.version_for(ApiKey.SASL_AUTHENTICATE)
+        except NoCommonVersion as error:
+            raise self._not_authenticated(str(error)) from None
+        handshake = await self._sasl_request(ApiKey.SASL_HANDSHAKE, handshake_version, {"mechanism": mechanism})
         if handshake.error_code != ErrorCode.none:
             enabled = f" (the broker enables {', '.join(handshake.mechanisms) or 'none'})" if handshake.mechanisms else ""
             raise self._not_authenticated(f"SaslHandshake answered {handshake.error_code.name.upper()}{enabled}")
-        version = self._sasl_authenticate_version()
         message = client.first()
         for _ in range(SASL_ROUNDS_MAX):
-            answer = await self._sasl_request(SASL_AUTHENTICATE, version, {"auth_bytes": message})
+            answer = await self._sasl_request(ApiKey.SASL_AUTHENTICATE, version, {"auth_bytes": message})
             if answer.error_code != ErrorCode.none:
                 raise self._not_authenticated(f"{answer.error_code.name.upper()}: {answer.error_message or 'no message'}")
             try:
@@ -372,6 +372,7 @@ class BrokerConnection:
                 break
         else:
             raise self._not_authenticated(f"the exchange did not end within {SASL_ROUNDS_MAX} rounds")
+        self.authentications += 1
         lifetime = getattr(answer, "session_lifetime", None)  # v1+
         lifetime_s = lifetime.total_seconds() if lifetime is not None else 0
         self._reauthenticate_at = (asyncio.get_running_loop().time() + lifetime_s * random.uniform(*REAUTHENTICATE_AT_RATIO)
@@ -382,18 +383,8 @@ class BrokerConnection:
         who = f" as {security.sasl_username}" if security.sasl_username else ""
         return SaslAuthenticationFailed(f"{self.peer}: SASL authentication{who} with {security.sasl_mechanism} failed: {why}")
 
-    def _sasl_authenticate_version(self) -> int:
-        broker = self._broker_versions.get(SASL_AUTHENTICATE)
-        if broker is None or max(broker[0], SASL_AUTHENTICATE_VERSIONS[0]) > min(broker[1], SASL_AUTHENTICATE_VERSIONS[1]):
-            raise self._not_authenticated(f"the broker speaks SaslAuthenticate versions {broker or 'none'}, "
-                                          f"replog {SASL_AUTHENTICATE_VERSIONS}")
-        return min(broker[1], SASL_AUTHENTICATE_VERSIONS[1])
-
     async def _sasl_request(self, api_key: int, version: int, values: dict) -> Any:
-        body = codec.build(codec.request_schema(api_key, version), values)
-        return await self._request_frame(
-            api_key, version, lambda correlation_id: codec.encode_request(api_key, version, correlation_id, self.client_id, body),
-            True, None, None, authenticating=True)
+        return await self._request(api_key, version, values, None, None, authenticating=True)
 
     async def _reauthenticate_if_due(self) -> None:
         if self._reauthenticate_at is None or asyncio.get_running_loop().time() < self._reauthenticate_at:
@@ -428,12 +419,16 @@ class BrokerConnection:
         """Send one request built from `values` (see `codec.build`) at `api_version`, or at the
         negotiated version if None; the decoded response body (by `decode`, if given, else by
         kio), or None for a Produce with acks=0, which Kafka does not answer."""
+        return await self._request(api_key, api_version, values, timeout_s, decode, authenticating=False)
+
+    async def _request(self, api_key: int, api_version: int | None, values: dict, timeout_s: float | None,
+                       decode: Callable[[int, memoryview], Any] | None, *, authenticating: bool) -> Any:
         version = self.version_for(api_key) if api_version is None else api_version
         body = codec.build(codec.request_schema(api_key, version), values)
         expects_answer = not (api_key == ApiKey.PRODUCE and values.get("acks") == 0)
         return await self._request_frame(
             api_key, version, lambda correlation_id: codec.encode_request(api_key, version, correlation_id, self.client_id, body),
-            expects_answer, timeout_s, decode)
+            expects_answer, timeout_s, decode, authenticating=authenticating)
 
     async def _request_frame(self, api_key: int, version: int, frame: Callable[[int], bytes], expects_answer: bool,
                              timeout_s: float | None, decode: Callable[[int, memoryview], Any] | None, *,

@@ -9,6 +9,7 @@ import dataclasses
 import ssl
 from collections.abc import Callable
 
+from replog.listener_settings import SECURITY_PROTOCOLS, TLS_PROTOCOLS
 from replog.tls_settings import Secret
 
 PLAINTEXT = "PLAINTEXT"
@@ -23,6 +24,13 @@ class ClientSecurity:
     sasl_password: Secret | None = None
     # OAUTHBEARER: called for each authentication, returns the compact JWS the client presents.
     sasl_oauthbearer_token: Callable[[], Secret] | None = None
+
+    def __post_init__(self) -> None:
+        # A TLS protocol without a context would connect in the clear, unnoticed.
+        if self.protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"security.protocol {self.protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}")
+        if (self.tls is not None) != (self.protocol in TLS_PROTOCOLS):
+            raise ValueError(f"security.protocol {self.protocol} {'needs' if self.tls is None else 'takes no'} TLS context")
 
     @property
     def uses_sasl(self) -> bool:

@@ -25,9 +25,9 @@ reads the session's partitions, and an incremental one's answer carries only tho
 something to say; a request the session refuses (unknown id, out-of-order epoch) is answered
 with the error alone, and its fetcher starts a new session.
 
-A fetch naming a replica id is a follower's only from a connection of that broker's registered
-life, or of an earlier life (answered, never recorded: Partition.read_for_follower). One whose
-client id names a life of the broker not seen registered (a restarted broker fetches before it
+A fetch naming a replica id is a follower's only from a principal in super.users (while that
+is set: inter_broker_settings.py), on a connection of that broker's registered life, or of an
+earlier life (answered, never recorded: Partition.read_for_follower). One whose client id names a life of the broker not seen registered (a restarted broker fetches before it
 registers) is read as a consumer's: up to the high watermark, nothing recorded, so that the
 restarted follower catches up to it before its registration is seen, and a client posing as it
 learns nothing a consumer does not. Any other is refused as Kafka refuses a follower's fetch
@@ -54,6 +54,7 @@ from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
+from replog.inter_broker_settings import acts_as_broker
 from replog.net.leader_connections import client_id_for_logs, fetch_from
 from replog.replica.manager import UnknownTopicOrPartitionError
 from replog.replica.partition import FetchFrom, FetchResult, Partition, ReadWaiter
@@ -232,11 +233,12 @@ def _refused(api_version: int, error: ErrorCode) -> EncodedBody:
     return encoder.finish()
 
 
-async def _not_a_replica(services, request: Request) -> EncodedBody:
-    """The answer to a fetch naming a replica id from a connection of no life of that broker:
-    every partition it names refused (see the module docstring)."""
+async def _not_a_replica(services, request: Request, why: str) -> EncodedBody:
+    """The answer to a fetch naming a replica id from a principal not in super.users, or from a
+    connection of no life of that broker: every partition it names refused (see the module
+    docstring)."""
     error = ErrorCode.topic_authorization_failed
-    log_refusal(request, "fetch as a replica from no known life of the broker", f"replica {request.body.replica_id}", error)
+    log_refusal(request, f"fetch as a replica {why}", f"replica {request.body.replica_id} principal {request.principal}", error)
     results = []
     for named, partitions in requested_topics(request.body):
         for fetch in partitions:
@@ -250,9 +252,11 @@ async def fetch(services, request: Request):
     body = request.body
     life = FetchFrom.REGISTERED  # a consumer's: read as it is
     if body.replica_id >= 0:
+        if not acts_as_broker(services.config, request.principal):
+            return await _not_a_replica(services, request, "by a principal not in super.users")
         life = fetch_from(services.metadata.brokers, services.metadata.lives, body.replica_id, request.client_id)
         if life is None:
-            return await _not_a_replica(services, request)
+            return await _not_a_replica(services, request, "from no known life of the broker")
     if getattr(body, "session_id", NO_SESSION_ID) == NO_SESSION_ID and getattr(body, "session_epoch", FINAL_EPOCH) == FINAL_EPOCH:
         return await _answer(services, request, SessionFetch(None, True, requested_topics(body)), life)
     by_id = request.api_version >= FIRST_TOPIC_ID_VERSION

@@ -1,15 +1,24 @@
 """ListOffsets (earliest, latest, by timestamp) and OffsetForLeaderEpoch (KIP-101), answered in
-slices (loop_slices.py): a request may name 200,000 partitions."""
+slices (loop_slices.py): a request may name 200,000 partitions.
+
+OffsetForLeaderEpoch naming a replica id (v3+) is a follower's, and only brokers may ask as one
+(inter_broker_settings.acts_as_broker): from any other principal each partition is answered
+TOPIC_AUTHORIZATION_FAILED, as Kafka answers a client without the CLUSTER_ACTION right that
+may not describe the topic."""
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
+from replog.inter_broker_settings import acts_as_broker
 from replog.replica.manager import UnknownTopicOrPartitionError
 
 from ..codec import ApiKey, Request
 from ..loop_slices import LoopSlices, respond
-from . import handles
+from . import count_error, handles, log_refusal
 
 NO_EPOCH = -1
+CONSUMER_REPLICA_ID = -1
 # Kafka's replica id for tools reading any replica's own log (ListOffsets answers it from
 # followers too, with the log end for "latest"): what `replog reassign verify` asks.
 DEBUGGING_REPLICA_ID = -2
@@ -52,12 +61,22 @@ async def list_offsets(services, request: Request):
 
 @handles(ApiKey.OFFSET_FOR_LEADER_EPOCH)
 async def offset_for_leader_epoch(services, request: Request):
+    replica_id = getattr(request.body, "replica_id", CONSUMER_REPLICA_ID)
+    refused = replica_id >= 0 and not acts_as_broker(services.config, request.principal)
+    if refused:
+        log_refusal(request, "epoch end offsets asked as a replica by a principal not in super.users",
+                    f"replica {replica_id} principal {request.principal}", ErrorCode.topic_authorization_failed)
     slices = LoopSlices()
     topics = []
     for topic in request.body.topics:
         answers = []
         for asked in topic.partitions:
             await slices.pause()
+            if refused:
+                count_error(services.metrics, request, ErrorCode.topic_authorization_failed)
+                answers.append({"error_code": ErrorCode.topic_authorization_failed, "partition": asked.partition,
+                                "leader_epoch": -1, "end_offset": -1})
+                continue
             partition, error = _partition_or_error(services, topic.topic, asked.partition)
             if partition is None:
                 answers.append({"error_code": error, "partition": asked.partition, "leader_epoch": -1, "end_offset": -1})

@@ -1,0 +1,100 @@
+"""Replication over SASL_SSL: three brokers whose only listener is SASL_SSL, with SCRAM-SHA-512
+between brokers (each broker's password from a file) and super.users naming the broker user,
+over ZooKeeper, and over the authenticated stores (ZooKeeper with SASL DIGEST-MD5 and znode
+ACLs, etcd with TLS client certificates and RBAC: tests/support/secure_servers.py). Users are
+made in the store before any broker starts (`replog users create --coord`, with the brokers'
+--coord-config for an authenticated store); clients (confluent-kafka) authenticate as another
+user. A topic replicates, and a
+SIGKILL of a leader under acks=all writes loses nothing acknowledged (test_failover's check).
+A client with a wrong password, and one speaking PLAINTEXT to the port, get nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import subprocess
+import sys
+
+import pytest
+import trustme
+
+from replog.net.client import BrokerConnection, BrokerUnavailable, SaslAuthenticationFailed
+from replog.net.client_security import ClientSecurity
+from replog.tls_settings import Secret
+from tests.cluster.test_failover import kill_under_writes
+from tests.support.cluster import QUICK_SETTINGS, Cluster
+from tests.support.failover import PARTITIONS, create_topic, wait_until_in_sync
+from tests.support.secure_servers import SecureServer
+from tests.support.servers import unique_root
+
+BROKER_PASSWORD = "s3cret-broker-58"
+CLIENT_PASSWORD = "s3cret-app-24"
+MECHANISM = "SCRAM-SHA-512"
+WAIT_S = 30
+
+
+def create_user(coord_url: str, user: str, password_file, coord_config: tuple[str, ...]) -> None:
+    created = subprocess.run([sys.executable, "-m", "replog", "users", "create", user, "--mechanism", MECHANISM,
+                              "--password-file", str(password_file), "--coord", coord_url, *coord_config],
+                             capture_output=True, text=True, timeout=60)
+    assert created.returncode == 0, created.stderr
+
+
+STORES = {"zk": "zookeeper_server", "secure-zk": "secure_zookeeper_server", "secure-etcd": "secure_etcd_server"}
+
+
+@pytest.fixture(params=list(STORES))
+def sasl_ssl_cluster(request, tmp_path):
+    server = request.getfixturevalue(STORES[request.param])
+    secured = isinstance(server, SecureServer)
+    store_settings = server.settings() if secured else {}
+    coord_config: tuple[str, ...] = ()
+    if secured:
+        coord_config = ("--coord-config", str(server.write_coord_config(tmp_path / "coord.toml")))
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "broker.pem"))
+    for user, password in (("broker", BROKER_PASSWORD), ("app", CLIENT_PASSWORD)):
+        (tmp_path / f"{user}.password").write_text(f"{password}\n")
+    coord_url = f"{request.param.removeprefix('secure-')}://{server.address}{unique_root()}"
+    for user in ("broker", "app"):
+        create_user(coord_url, user, tmp_path / f"{user}.password", coord_config)
+    cluster = Cluster(coord_url, tmp_path, 3, (
+        *(argument for name, value in store_settings.items() for argument in ("--set", f"{name}={value}")),
+        "--set", f"ssl.keystore.location={tmp_path / 'broker.pem'}", "--set", f"ssl.truststore.location={tmp_path / 'ca.pem'}",
+        "--set", f"sasl.enabled.mechanisms={MECHANISM}", "--set", f"sasl.mechanism.inter.broker.protocol={MECHANISM}",
+        "--set", "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config="
+                 "org.apache.kafka.common.security.scram.ScramLoginModule required username=broker;",
+        "--set", f"sasl.inter.broker.password.file={tmp_path / 'broker.password'}",
+        "--set", "super.users=User:broker",
+    ), QUICK_SETTINGS, listeners=("SASL_SSL",), client_security={
+        "security.protocol": "SASL_SSL", "sasl.mechanism": MECHANISM, "sasl.username": "app",
+        "sasl.password": CLIENT_PASSWORD, "ssl.ca.location": str(tmp_path / "ca.pem"),
+    })
+    cluster.secrets = [BROKER_PASSWORD, CLIENT_PASSWORD, *(server.passwords.values() if secured else ())]
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+async def refused_without_credentials(port: int, ca_file: str) -> None:
+    context = ssl.create_default_context(cafile=ca_file)
+    with pytest.raises(SaslAuthenticationFailed, match="SASL_AUTHENTICATION_FAILED"):
+        await BrokerConnection.open("127.0.0.1", port, request_timeout_s=WAIT_S, security=ClientSecurity(
+            "SASL_SSL", context, MECHANISM, "app", Secret(CLIENT_PASSWORD + "x")))
+    with pytest.raises(BrokerUnavailable):
+        await BrokerConnection.open("127.0.0.1", port, connect_timeout_s=WAIT_S, request_timeout_s=WAIT_S)
+
+
+def test_brokers_replicate_over_sasl_ssl_and_a_leader_killed_loses_nothing_acknowledged(sasl_ssl_cluster, tmp_path):
+    cluster = sasl_ssl_cluster
+    create_topic(cluster.bootstrap, "over-sasl", PARTITIONS)
+    leaders = {index: meta.leader for index, meta in wait_until_in_sync(cluster.bootstrap, "over-sasl").items()}
+    for broker in cluster.brokers.values():
+        output = "".join(broker.output)
+        assert "super.users is empty" not in output and "cannot authenticate to other brokers" not in output
+        assert not [secret for secret in cluster.secrets if secret in output]
+    asyncio.run(refused_without_credentials(cluster.brokers[0].port, str(tmp_path / "ca.pem")))
+    kill_under_writes(cluster, "over-sasl", leaders[0])
