@@ -33,12 +33,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from replog.listener_settings import SASL_PROTOCOLS, SECURITY_PROTOCOLS, TLS_PROTOCOLS
 from replog.security import jaas
 from replog.tls_settings import Secret
 
 from .client_security import PLAINTEXT, ClientSecurity
 
-PROTOCOLS = (PLAINTEXT, "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # GSSAPI (Kerberos) is not served.
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 # The login module each mechanism's sasl.jaas.config names, as Kafka's clients check it.
@@ -101,7 +101,7 @@ class ClientProperties:
 
     @property
     def uses_tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return self.protocol in TLS_PROTOCOLS
 
     def client_security(self) -> ClientSecurity:
         """What BrokerConnection.open takes; reads the certificate files now (ClientPropertiesError
@@ -208,8 +208,8 @@ def client_properties(given: Mapping[str, str]) -> ClientProperties:
         if java in settings and librdkafka in settings and settings[java] != settings[librdkafka]:
             raise ClientPropertiesError(f"{java} and {librdkafka} name one setting and differ; give one")
     protocol = settings.get("security.protocol", PLAINTEXT).upper()
-    if protocol not in PROTOCOLS:
-        raise ClientPropertiesError(f"security.protocol={protocol} is not one of {', '.join(PROTOCOLS)}")
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ClientPropertiesError(f"security.protocol={protocol} is not one of {', '.join(SECURITY_PROTOCOLS)}")
     sasl = _sasl(settings, protocol)
     return ClientProperties(protocol, *sasl, **_tls(settings, protocol))
 
@@ -223,7 +223,7 @@ def _unused(settings: Mapping[str, str], keys: tuple[str, ...], user: str, what:
 
 def _sasl(settings: Mapping[str, str], protocol: str) -> tuple[str | None, str | None, Secret | None, str | None]:
     """(mechanism, username, password, token file) from the sasl.* settings."""
-    if not protocol.startswith("SASL_"):
+    if protocol not in SASL_PROTOCOLS:
         _unused(settings, _SASL_KEYS, f"security.protocol={protocol}", "SASL")
         return None, None, None, None
     mechanism = settings.get("sasl.mechanism", settings.get("sasl.mechanisms", "")).upper()
@@ -281,7 +281,7 @@ def _login_module(config: Secret, mechanism: str) -> jaas.LoginModule:
 
 def _tls(settings: Mapping[str, str], protocol: str) -> dict:
     """ClientProperties' TLS fields from the ssl.* settings."""
-    if protocol not in ("SSL", "SASL_SSL"):
+    if protocol not in TLS_PROTOCOLS:
         _unused(settings, _SSL_KEYS, f"security.protocol={protocol}", "TLS")
         return {}
     for store in ("ssl.truststore.type", "ssl.keystore.type"):
