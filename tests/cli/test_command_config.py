@@ -10,6 +10,7 @@ the file's credentials.
 - SASL_SSL with OAUTHBEARER: the token in the file a file: URL names (KIP-768); an expired one
   is one line.
 
+Through the store (--coord), a broker is asked at its listener of the file's security.protocol.
 A bad file is a usage error before anything connects."""
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tests.support.secured_broker import (  # noqa: F401  (mtls, oauth_ssl, sasl
     java_mtls_properties,
     librdkafka_mtls_properties,
     mtls,
+    mtls_settings,
     oauth_ssl,
     oauthbearer_properties,
     sasl_ssl,
@@ -35,6 +37,8 @@ from tests.support.secured_broker import (  # noqa: F401  (mtls, oauth_ssl, sasl
     tls,
     write_properties,
 )
+from tests.support.broker_process import BrokerProcess
+from tests.support.servers import unique_root
 from tests.tools.conftest import replog
 
 pytestmark = pytest.mark.cluster  # broker processes, one of each kind per module
@@ -93,6 +97,22 @@ def test_the_tools_present_the_files_certificate(mtls, mtls_config):  # noqa: F8
     ok(replog("topics", "create", topic, "--partitions", "1", *door))
     assert "20 records sent" in ok(replog("perf", "produce", "--topic", topic, "--num-records", "20", "--record-size", "100", *door))
     assert "20 records consumed" in ok(replog("perf", "consume", "--topic", topic, "--num-records", "20", *door))
+
+
+def test_through_the_store_a_broker_is_asked_at_its_listener_of_the_files_protocol(zookeeper_server, tls, mtls_config,  # noqa: F811
+                                                                                   tmp_path):
+    coord = f"zk://{zookeeper_server.address}{unique_root()}"
+    # Its inter-broker listener, the registration's host:port, is PLAINTEXT: not the file's.
+    broker = BrokerProcess(tmp_path / "data", coord_url=coord, listeners=("PLAINTEXT", "SSL"), extra_args=mtls_settings(tls))
+    broker.start()
+    try:
+        topic = f"cc-{uuid.uuid4().hex[:8]}"
+        ok(replog("topics", "create", topic, "--partitions", "1", "--coord", coord))
+        events = ok(replog("cluster", "state-changes", "--topic", topic, "--output", "json", "--coord", coord,
+                           "--command-config", mtls_config))
+        assert json.loads(events)["unreachable"] == []
+    finally:
+        broker.stop()
 
 
 @pytest.mark.parametrize("command", [("topics", "list"), ("consume", "--topic", "t", "--timeout-ms", "100")])

@@ -51,9 +51,14 @@ def tls(tmp_path_factory) -> TlsFiles:
 @pytest.fixture(scope="module")
 def mtls(tmp_path_factory, tls):
     """A broker whose one SSL listener takes only clients with a certificate the CA signed."""
-    yield from _running(BrokerProcess(tmp_path_factory.mktemp("mtls-broker") / "data", listeners=("SSL",), extra_args=(
-        "--set", f"ssl.keystore.location={tls.broker}", "--set", f"ssl.truststore.location={tls.ca}",
-        "--set", "ssl.client.auth=required")))
+    yield from _running(BrokerProcess(tmp_path_factory.mktemp("mtls-broker") / "data", listeners=("SSL",),
+                                      extra_args=mtls_settings(tls)))
+
+
+def mtls_settings(files: TlsFiles) -> tuple[str, ...]:
+    """A broker's arguments: its SSL listeners take only clients with a certificate the CA signed."""
+    return ("--set", f"ssl.keystore.location={files.broker}", "--set", f"ssl.truststore.location={files.ca}",
+            "--set", "ssl.client.auth=required")
 
 
 @pytest.fixture(scope="module")
