@@ -157,8 +157,14 @@ def test_admin_commands_and_tools_present_an_oauthbearer_token_from_its_file(oau
 
 def test_a_bad_file_is_a_usage_error_naming_the_key_and_no_secret(tmp_path):
     path = write_properties(tmp_path / "client.properties", {"security.protocol": "SSL", "sasl.password": "hunter2"})
+    missing_ca = write_properties(tmp_path / "missing-ca.properties", {"security.protocol": "SSL",
+                                                                       "ssl.ca.location": str(tmp_path / "ca.pem")})
     for command, named in ((("topics", "list", "--bootstrap-server", "127.0.0.1:9"), "topics list"), (("produce", "--topic", "t"), "produce")):
         done = replog(*command, "--command-config", str(path))
         assert done.returncode == 2
         assert done.stderr.decode() == (f"replog: {named}: Invalid value for '--command-config': {path}: sasl.password set, "
                                         "but security.protocol=SSL uses no SASL\n")
+        done = replog(*command, "--command-config", str(missing_ca))
+        assert done.returncode == 2
+        assert done.stderr.decode() == (f"replog: {named}: Invalid value for '--command-config': cannot use the CA "
+                                        f"certificates in {tmp_path / 'ca.pem'}: No such file or directory\n")

@@ -125,14 +125,16 @@ def coord_config_option(**options):
 
 
 def client_properties(_ctx, _param, path: str | None):
-    """A click callback: --command-config FILE read and checked, so that a bad file is a usage
-    error before anything connects (net/client_properties.py)."""
+    """A click callback: --command-config FILE read and checked, the files it names too, so that
+    a bad file is a usage error before anything connects (net/client_properties.py)."""
     from replog.net.client_properties import NO_PROPERTIES, ClientPropertiesError, read_client_properties
 
     try:
-        return NO_PROPERTIES if path is None else read_client_properties(path)
+        properties = NO_PROPERTIES if path is None else read_client_properties(path)
+        properties.client_security()  # reads the certificates, keys and token it names
     except ClientPropertiesError as error:
         raise click.BadParameter(str(error)) from None
+    return properties
 
 
 def _remember_client_properties(ctx: click.Context, param, path: str | None) -> None:

@@ -68,7 +68,8 @@ def producer_settings(acks: str, idempotence: bool | None = None) -> dict:
 
 
 def new_client(client_class, settings: dict):
-    """A confluent-kafka Producer or Consumer; BadArguments when librdkafka refuses a setting."""
+    """A confluent-kafka Producer, Consumer or AdminClient; BadArguments when librdkafka refuses a
+    setting."""
     try:
         return client_class(settings)
     except kafka().KafkaException as error:
@@ -108,7 +109,7 @@ def admin_client(bootstrap: str, security: Mapping[str, object]) -> tuple[Any, l
     from confluent_kafka.admin import AdminClient
 
     errors: list = []
-    return AdminClient(client_config(bootstrap, security) | {"error_cb": errors.append}), errors
+    return new_client(AdminClient, client_config(bootstrap, security) | {"error_cb": errors.append}), errors
 
 
 def answered_metadata(admin, errors: list, bootstrap: str, topic: str | None = None,
