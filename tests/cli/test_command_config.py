@@ -75,6 +75,7 @@ def admin_commands_work(door: tuple[str, ...]) -> None:
     assert topic in ok(replog("topics", "list", *door)).split()
     # replog's own client (BrokerConnection) asks each broker for its state-change events.
     assert json.loads(ok(replog("cluster", "state-changes", "--topic", topic, "--output", "json", *door)))["unreachable"] == []
+    assert "groups" in json.loads(ok(replog("groups", "list", "--output", "json", *door)))
     ok(replog("topics", "delete", topic, *door))
 
 
