@@ -9,8 +9,6 @@
 # etcdctl; users, one "name password" a line, root's first. The server then serves TLS only,
 # asks every client for a certificate from that CA, and, at its first start, gets the users (the
 # others with the role "replog": read and write on every key) and `auth enable`.
-# STATE_DIR/secure/auth-token-ttl, if present, is --auth-token-ttl (seconds an idle simple
-# token lives; etcd's default is 300).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/_common.sh"
@@ -62,9 +60,6 @@ start() {
         scheme=https
         tls=(--cert-file "$secure/server.crt" --key-file "$secure/server.key" --client-cert-auth
              --trusted-ca-file "$secure/ca.pem")
-        if [ -s "$secure/auth-token-ttl" ]; then
-            tls+=(--auth-token-ttl "$(cat "$secure/auth-token-ttl")")
-        fi
     fi
     nohup etcd --name replog-test --data-dir "$dir/data" \
         --listen-client-urls "$scheme://127.0.0.1:$client_port" \

@@ -6,6 +6,11 @@
 # it, only readable by its owner); STATE_DIR/secure/super-user, if present, names the one of
 # them that ZooKeeper lets past every ACL (zookeeper.superUser). Clients without credentials
 # still connect: the nodes' ACLs are what keeps them out.
+#
+# Over TLS only when STATE_DIR/secure/server.pem is there too: the server's PKCS#8 key and its
+# certificate chain, with ca.pem, the CA a client's certificate must chain to (every client
+# must show one), and client.pem, a client certificate and its key for this script's probe.
+# The port is then ZooKeeper's secureClientPort, served by its Netty connection factory.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/_common.sh"
@@ -16,7 +21,12 @@ action=$1; dir=$(mkdir -p "$2" && cd "$2" && pwd)
 ruok() {
     # Bounded: a probe accepted while the server is still starting may never be answered.
     local reply
-    reply=$(timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf ruok >&3 && cat <&3' _ "$1")
+    if [ -f "$dir/secure/server.pem" ]; then
+        reply=$(printf ruok | timeout 2 openssl s_client -quiet -ign_eof -connect "127.0.0.1:$1" \
+            -CAfile "$dir/secure/ca.pem" -cert "$dir/secure/client.pem" -key "$dir/secure/client.pem" 2>/dev/null)
+    else
+        reply=$(timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf ruok >&3 && cat <&3' _ "$1")
+    fi
     [ "$reply" = imok ]
 }
 
@@ -29,11 +39,23 @@ tickTime=500
 minSessionTimeout=1000
 maxSessionTimeout=60000
 dataDir=$dir/data
-clientPort=$port
-clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=ruok,srvr,stat,mntr
 CFG
+    if [ -f "$dir/secure/server.pem" ]; then
+        cat >> "$dir/conf/zoo.cfg" <<CFG
+secureClientPort=$port
+secureClientPortAddress=127.0.0.1
+serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
+ssl.keyStore.location=$dir/secure/server.pem
+ssl.keyStore.type=PEM
+ssl.trustStore.location=$dir/secure/ca.pem
+ssl.trustStore.type=PEM
+ssl.clientAuth=need
+CFG
+    else
+        printf 'clientPort=%s\nclientPortAddress=127.0.0.1\n' "$port" >> "$dir/conf/zoo.cfg"
+    fi
     local java_options=()
     if [ -f "$dir/secure/users" ]; then
         echo "authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider" >> "$dir/conf/zoo.cfg"

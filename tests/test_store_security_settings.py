@@ -33,7 +33,9 @@ def test_the_environment_gives_what_the_settings_leave_out(tmp_path):
      "coord.password.file: cannot read /nonexistent/password"),
     ({"coord.username": "broker"}, "a store user needs a password"),
     ({"zookeeper.set.acl": "true"}, "zookeeper.set.acl needs a store user"),
-    ({"coord.ssl.truststore.location": "/ca.pem"}, "coord.ssl.client.enable is false"),
+    ({"coord.ssl.truststore.location": "/"}, "coord.ssl.client.enable is false"),
+    ({"coord.ssl.client.enable": "true", "coord.ssl.keystore.location": "/nonexistent/client.pem"},
+     "coord.ssl.keystore.location: cannot read /nonexistent/client.pem"),
 ])
 def test_settings_that_cannot_work_are_refused_naming_them(overrides, message):
     with pytest.raises(ConfigError, match=message):

@@ -76,7 +76,8 @@ from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
 from replog.replica.producer_ids import ProducerIdAllocator
 from replog.security import inter_broker
-from replog.security.sasl_mechanisms import ListenerSasl, listener_mechanisms
+from replog.security.sasl import ListenerSasl
+from replog.security.sasl_mechanisms import listener_mechanisms
 from replog.storage.data_dir_lock import DataDirectoryLock
 from replog.storage.disk_space import DiskSpace, DiskSpaceState
 from replog.tasks import cancel_and_wait

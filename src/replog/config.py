@@ -29,8 +29,8 @@ are not accepted: each quantity has one name here, the milliseconds one.
 from __future__ import annotations
 
 import dataclasses
-import re
 import os
+import re
 import tomllib
 import types
 from collections.abc import Iterator, Mapping
@@ -269,12 +269,13 @@ SETTINGS: dict[str, Setting] = {
         Setting("zookeeper.set.acl", _boolean, False,
                 "ZooKeeper: nodes this process creates get an ACL letting only coord.username (and ZooKeeper's super "
                 "user) read or change them; unlike Kafka's, none stays world-readable"),
-        Setting("coord.ssl.client.enable", _boolean, False, "connect to the store over TLS (etcd)"),
+        Setting("coord.ssl.client.enable", _boolean, False,
+                "connect to the store over TLS (Kafka's zookeeper.ssl.client.enable; etcd too)"),
         Setting("coord.ssl.truststore.location", _optional_text, None,
                 "PEM file of the CAs the store's certificate is checked against (default: the system's)"),
         Setting("coord.ssl.keystore.location", _optional_text, None,
                 "PEM file of this process's client certificate chain and unencrypted private key, for a store that "
-                "asks for one"),
+                "asks for one (ZooKeeper's ssl.clientAuth, etcd's --client-cert-auth)"),
         Setting("broker.id", _int32(0), 0, "this broker's id, unique in the cluster"),
         Setting("listeners", listener_settings.listeners, listener_settings.listeners(f"127.0.0.1:{DEFAULT_PORT}"),
                 "NAME://host:port,... the broker binds, one server each (host:port alone: the PLAINTEXT listener)",
@@ -816,6 +817,11 @@ def store_security(settings: Mapping[str, Any], environ: Mapping[str, str] = os.
             raise ConfigError(f"coord.password.file: cannot read {password_file}: {error.strerror}") from None
         except UnicodeDecodeError:
             raise ConfigError(f"coord.password.file: {password_file} is not UTF-8 text") from None
+    for name in ("coord.ssl.truststore.location", "coord.ssl.keystore.location"):
+        # Read when a connection is made, from a thread of the store's client: a file that is not
+        # there is said now, in one line, rather than as a connection that never comes.
+        if settings[name] is not None and not os.access(settings[name], os.R_OK):
+            raise ConfigError(f"{name}: cannot read {settings[name]}")
     try:
         return StoreSecurity(
             username=username,

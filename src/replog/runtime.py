@@ -16,7 +16,7 @@ import uvloop
 from replog import broker
 from replog.net.server import CannotListen
 from replog.net.tls import TlsSettingsError
-from replog.security.sasl_mechanisms import SaslSettingsError
+from replog.security.sasl import SaslSettingsError
 from replog.obs import CannotServeMetrics
 from replog.storage.data_dir_lock import DataDirectoryInUse, DataDirectoryUnusable
 

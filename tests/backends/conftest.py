@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from replog.coord_backends import Store, open_store
+from replog.coord_backends import Store, StoreSecurity, open_store
 from tests.support.secure_servers import secure_etcd_server, secure_zookeeper_server  # noqa: F401 (fixtures)
 from tests.support.servers import unique_root
 
@@ -33,12 +33,18 @@ def url(backend, request, tmp_path) -> str:
 
 
 @pytest.fixture
-async def connect(url):
+def security() -> StoreSecurity:
+    """What `connect`'s clients sign in with: nothing, unless a module says otherwise."""
+    return StoreSecurity()
+
+
+@pytest.fixture
+async def connect(url, security):
     """Factory for started clients of the same store; all are closed at teardown."""
     opened: list[Store] = []
 
     async def make(session_timeout_ms: int = SESSION_TIMEOUT_MS) -> Store:
-        store = open_store(url, session_timeout_ms=session_timeout_ms)
+        store = open_store(url, session_timeout_ms=session_timeout_ms, security=security)
         await store.start()
         opened.append(store)
         return store

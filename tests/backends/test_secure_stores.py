@@ -1,13 +1,16 @@
 """The authenticated store: ZooKeeper with SASL DIGEST-MD5 and znode ACLs (zookeeper.set.acl),
-etcd over TLS with client certificates and RBAC users. The core of the Store contract holds over
-both; a client without credentials (kazoo without auth, aetcd without a user or a certificate)
-can neither read nor write replog's nodes; a wrong password is refused, saying whose; no password
+etcd with RBAC users, both over TLS with client certificates. The core of the Store contract holds
+over both; a client without credentials (kazoo or aetcd without a user or a certificate) can
+neither read nor write replog's nodes; a wrong password is refused, saying whose; no password
 reaches a log line; an etcd restart, which forgets every auth token, costs the store nothing."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import subprocess
+import sys
 
 import aetcd
 import pytest
@@ -18,9 +21,9 @@ from kazoo.security import OPEN_ACL_UNSAFE
 from replog.coord_backends import AccessDenied, CoordinationUnavailable, StoreSecurity, open_store
 from replog.coord_backends.etcd_client import EtcdClient
 from tests.backends import test_conformance as contract
-from tests.backends.conftest import SESSION_TIMEOUT_MS, store_url
+from tests.backends.conftest import store_url
 from tests.support.polling import eventually, first_matching, next_within
-from tests.support.secure_servers import start_secure_server
+from tests.support.secure_servers import running_secure_server
 
 # The contract's tests of operations, transactions, watches and sessions, over the secured
 # servers (the fixtures below give them their `store` and `connect`).
@@ -55,18 +58,8 @@ def url(backend, secured, tmp_path) -> str:
 
 
 @pytest.fixture
-async def connect(url, secured):
-    opened = []
-
-    async def make(session_timeout_ms: int = SESSION_TIMEOUT_MS):
-        store = open_store(url, session_timeout_ms=session_timeout_ms, security=secured.security())
-        await store.start()
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        await store.close()
+def security(secured) -> StoreSecurity:
+    return secured.security()
 
 
 async def _replog_nodes(store) -> list[str]:
@@ -74,7 +67,7 @@ async def _replog_nodes(store) -> list[str]:
     await store.create("/brokers/ids", b"", make_parents=True)
     await store.create("/brokers/ids/0", b'{"host": "127.0.0.1"}', ephemeral=True)
     await store.create("/config/users/alice", b"salted", make_parents=True)
-    return ["/brokers", "/brokers/ids", "/brokers/ids/0", "/config/users/alice"]
+    return ["/brokers", "/brokers/ids", "/brokers/ids/0", "/config", "/config/users", "/config/users/alice"]
 
 
 async def test_zookeeper_without_credentials_can_neither_read_nor_write_replogs_nodes(secure_zookeeper_server, tmp_path):
@@ -82,7 +75,13 @@ async def test_zookeeper_without_credentials_can_neither_read_nor_write_replogs_
     root = url.rsplit("/", 1)[1]
     store = open_store(url, security=secure_zookeeper_server.security())
     await store.start()
-    anonymous = KazooClient(hosts=secure_zookeeper_server.address)
+    certified = secure_zookeeper_server.security()
+    without_certificate = KazooClient(hosts=secure_zookeeper_server.address, use_ssl=True, ca=certified.truststore_location)
+    with pytest.raises(Exception):
+        await asyncio.to_thread(without_certificate.start, 5)
+    # A client the server lets in (its certificate is from the CA) but who has not signed in.
+    anonymous = KazooClient(hosts=secure_zookeeper_server.address, use_ssl=True, ca=certified.truststore_location,
+                            certfile=certified.keystore_location, keyfile=certified.keystore_location)
     await asyncio.to_thread(anonymous.start, 30)
     try:
         paths = [f"/{root}{path}" for path in await _replog_nodes(store)]
@@ -163,34 +162,52 @@ async def test_no_password_reaches_a_log_line(backend, secured, url, caplog):
     assert secured.passwords["broker"] not in repr(secured.security())
 
 
-async def test_a_zookeeper_root_made_without_acls_is_reported_when_they_are_asked_for(secure_zookeeper_server, tmp_path, caplog):
+async def test_a_zookeeper_store_made_without_acls_is_reported_and_replog_coord_secure_closes_it(secure_zookeeper_server, tmp_path, caplog):
     url = store_url("zk", secure_zookeeper_server.address, tmp_path)
     open_root = secure_zookeeper_server.security()
-    unsecured = open_store(url, security=StoreSecurity(username=open_root.username, password=open_root.password))
+    unsecured = open_store(url, security=dataclasses.replace(open_root, set_acl=False))
     await unsecured.start()
+    await unsecured.create("/brokers/ids/0", b"{}", make_parents=True)
     await unsecured.close()
     caplog.set_level(logging.WARNING)
     store = open_store(url, security=open_root)
     await store.start()
     await store.close()
     assert "zookeeper.set.acl is on but the store's root" in caplog.text
-    assert "setAcl -R" in caplog.text
-
-
-@pytest.fixture
-def private_secure_etcd_server(tmp_path_factory):
-    server = start_secure_server("etcd", tmp_path_factory.mktemp("private-secure-etcd"))
+    assert "replog coord secure" in caplog.text
+    anonymous = KazooClient(hosts=secure_zookeeper_server.address, use_ssl=True, ca=open_root.truststore_location,
+                            certfile=open_root.keystore_location, keyfile=open_root.keystore_location)
+    await asyncio.to_thread(anonymous.start, 30)
     try:
-        yield server
+        root = "/" + url.rsplit("/", 1)[1]
+        assert await asyncio.to_thread(anonymous.get_children, root)  # open: what the warning is about
+        secured = subprocess.run([sys.executable, "-m", "replog", "coord", "secure", "--coord", url, "--coord-config",
+                                  str(secure_zookeeper_server.write_coord_config(tmp_path / "coord.toml"))],
+                                 capture_output=True, text=True, timeout=120)
+        assert secured.returncode == 0, secured.stderr
+        assert secured.stdout.startswith("secured ") and "for user broker" in secured.stdout
+        for path in (root, f"{root}/brokers", f"{root}/brokers/ids/0"):
+            with pytest.raises(kz.NoAuthError):
+                await asyncio.to_thread(anonymous.get, path)
+        store = open_store(url, security=open_root)
+        await store.start()
+        assert (await store.get("/brokers/ids/0"))[0] == b"{}"
+        await store.close()
     finally:
-        server.process.stop()
+        await asyncio.to_thread(anonymous.stop)
 
 
-async def test_etcd_tokens_forgotten_by_a_restart_are_renewed_and_the_watch_goes_on(private_secure_etcd_server, tmp_path):
-    # etcd keeps its simple tokens in memory: after a restart every one is refused ("invalid auth
-    # token"), as one idle past --auth-token-ttl is.
-    server = private_secure_etcd_server
-    url = store_url("etcd", server.address, tmp_path)
+@pytest.fixture(params=["zk", "etcd"])
+def private_secure_server(request, tmp_path_factory):
+    yield from running_secure_server(request.param, tmp_path_factory)
+
+
+async def test_a_restart_of_the_secured_server_costs_neither_writes_nor_the_watch(private_secure_server, tmp_path):
+    # ZooKeeper: kazoo signs in again on every connection. etcd keeps its simple tokens in
+    # memory: after a restart every one is refused ("invalid auth token"), as one idle past
+    # --auth-token-ttl is, and the store signs in again.
+    server = private_secure_server
+    url = store_url(server.kind, server.address, tmp_path)
     store = open_store(url, security=server.security(), session_timeout_ms=20_000)
     writer = open_store(url, security=server.security(), session_timeout_ms=20_000)
     await store.start()

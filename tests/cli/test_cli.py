@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from replog import __version__
+from replog.coord_backends import hide_credentials
 from tests.support.servers import unique_root
 
 CONSOLE_SCRIPT = pathlib.Path(sys.executable).with_name("replog")
@@ -77,7 +78,8 @@ def test_bad_url_is_one_line_naming_the_accepted_forms_with_status_2(url, tmp_pa
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert url in lines[0] and "zk://host:port" in lines[0] and "etcd://host:port" in lines[0]
+    assert hide_credentials(url) in lines[0] and "zk://host:port" in lines[0] and "etcd://host:port" in lines[0]
+    assert "secret" not in lines[0]
 
 
 def test_a_broker_given_memory_without_slashes_refuses_to_start_in_one_line_with_status_2(tmp_path):

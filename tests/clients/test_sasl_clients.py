@@ -1,5 +1,5 @@
 """Real clients over SASL: confluent-kafka (produce, a consumer group, admin), kafka-python,
-aiokafka and kcat, each over SASL_SSL with SCRAM-SHA-512 and with PLAIN, and confluent-kafka
+aiokafka, kcat and Kafka's Java clients, each over SASL_SSL with SCRAM-SHA-512 and with PLAIN, and confluent-kafka
 over SASL_PLAINTEXT, against one broker process whose listeners are PLAINTEXT (where the test
 makes its SCRAM users, as an operator would with `replog users create`), SASL_SSL and
 SASL_PLAINTEXT; certificates from the TLS client tests' fixtures (trustme). librdkafka
@@ -17,6 +17,8 @@ from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechani
 
 from tests.clients import secured_clients
 from tests.clients.secured_clients import RECORDS, TIMEOUT_S, new_topic
+from tests.clients.records import Record
+from tests.clients.test_java import as_record, java, produce  # noqa: F401 (java: a fixture)
 from tests.clients.test_tls_clients import ca, started, tls_files  # noqa: F401 (fixtures)
 from tests.support.broker_process import BrokerProcess
 from tests.support.polling import wait_until
@@ -96,11 +98,38 @@ def test_kcat_over_sasl_ssl(sasl_broker, tls_files, mechanism):
     assert secured_clients.kcat_round_trip(arguments, topic) == secured_clients.KCAT_RECORDS
 
 
+@pytest.mark.skipif(shutil.which("javac") is None, reason="javac is not installed (scripts/install-test-deps.sh)")
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_kafkas_java_clients_over_sasl_ssl(sasl_broker, tls_files, java, mechanism):
+    ca_file, _ = tls_files
+    user, password = MECHANISMS[mechanism]
+    topic = new_topic(confluent_sasl(sasl_broker, ca_file, mechanism))
+    module = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+              "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}[mechanism]
+    settings = {"security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+                "sasl.jaas.config": f'{module} required username="{user}" password="{password}";',
+                "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca_file)}
+    bootstrap = f"127.0.0.1:{sasl_broker.ports['SASL_SSL']}"
+    batch = [Record(key, value) for key, value in RECORDS]
+    assert produce(java, bootstrap, topic, batch, [0] * len(batch), **settings) == list(range(len(RECORDS)))
+    got = java.call("read", bootstrap=bootstrap, topic=topic, partition=0, start=0, count=len(RECORDS),
+                    timeout_ms=TIMEOUT_S * 1000, settings=settings)
+    assert [(record.key, record.value) for record in map(as_record, got)] == RECORDS
+
+
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_a_wrong_password_is_refused(sasl_broker, tls_files, mechanism):
     settings = confluent_sasl(sasl_broker, tls_files[0], mechanism) | {"sasl.password": "not-the-password"}
     with pytest.raises(KafkaException):
         AdminClient(settings).list_topics(timeout=5)
+
+
+@pytest.mark.parametrize("protocol", ["PLAINTEXT", "SSL", "SASL_PLAINTEXT"])
+def test_a_client_without_sasl_or_tls_gets_nothing_from_the_sasl_ssl_listener(sasl_broker, tls_files, protocol):
+    settings = confluent_sasl(sasl_broker, tls_files[0], "SCRAM-SHA-512") | {"security.protocol": protocol}
+    with pytest.raises(KafkaException):
+        AdminClient(settings).list_topics(timeout=5)
+    assert AdminClient(confluent_sasl(sasl_broker, tls_files[0], "SCRAM-SHA-512")).list_topics(timeout=TIMEOUT_S).brokers
 
 
 def reauthentications(broker: BrokerProcess) -> float:

@@ -150,6 +150,7 @@ _BY_NAME: dict[str, Any] = {
     "topic_id": _NULL,  # replog's Metadata names topics, never their ids: a request by id names none
     "states_filter": [], "types_filter": [],
     "assignment": b"",
+    "auth_bytes": b"\0hostile\0hostile",  # a PLAIN message
     "mechanism": 2, "iterations": 4096, "salt": b"hostile-salt", "salted_password": bytes(64),  # SCRAM-SHA-512's
 }
 _GROUP_FIELDS = {"group_id", "key", "groups", "groups_names", "coordinator_keys"}
@@ -174,6 +175,8 @@ def _primitive(entity: str, name: str, kafka_type: str, context: _Context) -> An
         return batches.consumer_subscription([names.topic])
     if name == "value":
         return _CONFIG_VALUES.get(entity, "")
+    if name == "mechanism" and kafka_type == "string":  # SaslHandshake's; "mechanism" elsewhere is SCRAM's type
+        return "PLAIN"
     if name in _BY_NAME:
         return _BY_NAME[name]
     if kafka_type == "bool":

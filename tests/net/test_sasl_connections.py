@@ -16,9 +16,12 @@ import scramp
 from kio.schema.errors import ErrorCode
 
 from replog.admin.scram_credentials import ScramUpsertion, alter_user_scram_credentials
+from replog.broker import Broker
+from replog.config import load_broker_config
 from replog.net import codec
 from replog.net.codec import ApiKey
 from replog.net.handlers import HANDLERS
+from replog.security.sasl import SaslSettingsError
 from replog.security.scram import SCRAM_SHA_512, new_salt, salted_password
 from tests.net.in_process_broker import in_process_broker
 from tests.support.polling import eventually
@@ -127,12 +130,16 @@ async def test_scram_authenticates_and_each_request_after_carries_the_user(tmp_p
                        mechanism="SCRAM-SHA-512", kind="authentication") == 1
 
 
-async def test_plain_from_the_listeners_jaas_config(tmp_path):
+async def test_plain_from_the_listeners_jaas_config(tmp_path, caplog):
     async with sasl_broker(tmp_path) as broker, connected(broker) as connection:
         assert (await connection.handshake("PLAIN")).mechanisms == ("SCRAM-SHA-512", "PLAIN")
         answer = await connection.authenticate(f"\0carol\0{PLAIN_PASSWORD}".encode())
         assert answer.error_code == ErrorCode.none
         assert (await connection.metadata()).brokers
+        refused = await connection.ask(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": "absent", "topic_id": None}],
+                                                                 "timeout": 1000})
+        assert refused.responses[0].error_code == ErrorCode.unknown_topic_or_partition
+    assert "principal=User:carol" in caplog.text  # the refusal's line names who asked
 
 
 async def test_handshake_v0_hands_the_connection_to_raw_tokens(tmp_path):
@@ -287,5 +294,26 @@ async def test_a_wrong_password_on_reauthentication_says_re_authentication(tmp_p
 async def test_sasl_requests_on_a_listener_without_sasl_are_illegal_there(tmp_path):
     async with in_process_broker(tmp_path) as broker, connected(broker) as connection:
         assert (await connection.handshake("PLAIN")).error_code == ErrorCode.illegal_sasl_state
-        assert (await connection.authenticate(b"\0a\0b")).error_code == ErrorCode.illegal_sasl_state
+        answer = await connection.authenticate(b"\0a\0b")
+        assert (answer.error_code, answer.error_message) == (  # as Kafka 4.4 answers on its PLAINTEXT listener
+            ErrorCode.illegal_sasl_state, "SaslAuthenticate request received after successful authentication")
         assert (await connection.metadata()).brokers
+
+
+@pytest.mark.parametrize("settings, complaint", [
+    ({"sasl.enabled.mechanisms": "GSSAPI,PLAIN"},
+     "sasl.enabled.mechanisms of listener SASL_PLAINTEXT names GSSAPI, which replog does not serve"),
+    ({"sasl.enabled.mechanisms": "PLAIN"}, "PLAIN on listener SASL_PLAINTEXT has no users"),
+    ({"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-1"},  # the listener's own wins
+     "sasl.enabled.mechanisms of listener SASL_PLAINTEXT names SCRAM-SHA-1"),
+    ({"sasl.enabled.mechanisms": "PLAIN", "sasl.plain.users.file": "/nonexistent-users"},
+     "PLAIN on listener SASL_PLAINTEXT: /nonexistent-users: "),
+    ({"sasl.enabled.mechanisms": "PLAIN",
+      "listener.name.sasl_plaintext.plain.sasl.jaas.config": f'PlainLoginModule required user_carol="{PLAIN_PASSWORD}"'},
+     "listener.name.sasl_plaintext.plain.sasl.jaas.config: JAAS config entry not terminated by semi-colon"),
+])
+def test_sasl_settings_that_cannot_be_served_are_refused_at_start(tmp_path, settings, complaint):
+    with pytest.raises(SaslSettingsError) as refused:
+        Broker(load_broker_config(None, {"log.dirs": str(tmp_path / "data"), "metrics.listeners": "",
+                                         "listeners": "SASL_PLAINTEXT://127.0.0.1:0"} | settings))
+    assert complaint in str(refused.value) and PLAIN_PASSWORD not in str(refused.value)

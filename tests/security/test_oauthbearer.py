@@ -14,6 +14,7 @@ from replog import config
 from replog.security.oauthbearer import OAuthBearerServer, server_factory, token_of
 from replog.security.oauthbearer_jwt import JwksKeys, TokenValidator
 from replog.security.sasl import Authenticated, AuthenticationFailed, InvalidCredentials, Step
+from replog.security.sasl_mechanisms import ListenerSasl, SaslSettingsError, listener_mechanisms
 from tests.support.oauthbearer import AUDIENCE, ISSUER, SigningKey, jwks
 
 
@@ -96,11 +97,6 @@ def test_the_authorization_id_is_unescaped():
     assert token_of(b"n,a=a=2Cb=3Dc,\x01auth=bearer t0k.e-n_~+/==\x01\x01") == ("t0k.e-n_~+/==", "a,b=c")
 
 
-def test_the_factory_refuses_a_listener_without_a_jwks():
-    with pytest.raises(ValueError, match="sasl.oauthbearer.jwks.endpoint.url"):
-        server_factory(config.load_broker_config(), "SASL_SSL")
-
-
 async def test_the_factory_takes_the_listeners_own_settings_over_the_brokers(key, tmp_path):
     path = tmp_path / "jwks.json"
     path.write_text(json.dumps(jwks(key)))
@@ -116,3 +112,9 @@ async def test_the_factory_takes_the_listeners_own_settings_over_the_brokers(key
     assert step.authenticated.principal == "User:svc-1"
     step = await new_exchange().evaluate(first_message(key.token(iss="https://other.example", client_id="svc-1")))
     assert step.challenge == b'{"status":"invalid_token"}'
+
+
+def test_a_listener_enabling_oauthbearer_without_a_jwks_stops_the_start_in_one_line():
+    settings = config.load_broker_config(overrides={"sasl.enabled.mechanisms": "SCRAM-SHA-512,OAUTHBEARER"})
+    with pytest.raises(SaslSettingsError, match="listener SASL_SSL enables OAUTHBEARER: set sasl.oauthbearer.jwks"):
+        listener_mechanisms(ListenerSasl("SASL_SSL", settings, scram_credential=None))

@@ -224,5 +224,5 @@ async def test_a_failed_fetch_is_logged_without_the_urls_credentials(key, caplog
     keys = JwksKeys("https://user:s3cr3t@idp.example/jwks", 1000, 100, 10_000, read=unreachable)
     with caplog.at_level(logging.WARNING):
         await refused(TokenValidator(keys), key.token(), "no key")
-    assert [record.url for record in caplog.records] == ["https://idp.example/jwks"]
+    assert "url=https://idp.example/jwks " in caplog.text
     assert "s3cr3t" not in caplog.text

@@ -80,7 +80,7 @@ def test_a_user_without_a_credential_for_this_mechanism_fails():
 
 @pytest.mark.parametrize("client_first", [
     b"", b"\xff\xfe", b"y,,n=alice,r=abc", b"p=tls-unique,,n=alice,r=abc", b"n,,n=,r=abc", b"n,,n=alice",
-    b"n,,n=al=ice,r=abc", b"n,,r=abc,n=alice",
+    b"n,,n=al=ice,r=abc", b"n,,r=abc,n=alice", b"n,,m=ext,n=alice,r=abc", b"n,,n=alice,r=abc,tokenauth=true",
 ])
 def test_malformed_client_first_messages_fail_without_saying_why(client_first):
     server = ScramServer(SCRAM_SHA_512, lookup_of({}))

@@ -2,8 +2,9 @@
 passwords and certificates their scripts' secured modes read (scripts/zookeeper.sh,
 scripts/etcd.sh), made here, and the settings a broker or a tool connects with.
 
-ZooKeeper: SASL DIGEST-MD5 users `broker` and `admin` (ZooKeeper's super user). etcd: TLS with
-client certificates from a CA made here, users `root` and `broker` (role replog), auth enabled.
+Both serve TLS only, to clients with a certificate from a CA made here. ZooKeeper: SASL
+DIGEST-MD5 users `broker` and `admin` (ZooKeeper's super user). etcd: users `root` and `broker`
+(role replog), auth enabled.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import secrets
 
 import pytest
 import trustme
+from cryptography.hazmat.primitives import serialization
 
 from replog.coord_backends import StoreSecurity
 from replog.tls_settings import Secret
@@ -40,18 +42,15 @@ class SecureServer:
     def security(self, password: str | None = None) -> StoreSecurity:
         """What a broker connects with; with `password`, another than the broker's."""
         password = Secret(self.passwords[BROKER_USER] if password is None else password)
-        if self.kind == "zk":
-            return StoreSecurity(username=BROKER_USER, password=password, set_acl=True)
-        return StoreSecurity(username=BROKER_USER, password=password, tls=True, truststore_location=str(self.files / "ca.pem"),
-                             keystore_location=str(self.files / "broker.pem"))
+        return StoreSecurity(username=BROKER_USER, password=password, set_acl=self.kind == "zk", tls=True,
+                             truststore_location=str(self.files / "ca.pem"), keystore_location=str(self.files / "broker.pem"))
 
     def settings(self) -> dict[str, str]:
         """The same, as broker settings."""
-        common = {"coord.username": BROKER_USER, "coord.password.file": str(self.password_file)}
-        if self.kind == "zk":
-            return common | {"zookeeper.set.acl": "true"}
-        return common | {"coord.ssl.client.enable": "true", "coord.ssl.truststore.location": str(self.files / "ca.pem"),
-                         "coord.ssl.keystore.location": str(self.files / "broker.pem")}
+        settings = {"coord.username": BROKER_USER, "coord.password.file": str(self.password_file),
+                    "coord.ssl.client.enable": "true", "coord.ssl.truststore.location": str(self.files / "ca.pem"),
+                    "coord.ssl.keystore.location": str(self.files / "broker.pem")}
+        return settings | ({"zookeeper.set.acl": "true"} if self.kind == "zk" else {})
 
     def write_coord_config(self, path: pathlib.Path) -> pathlib.Path:
         """A --coord-config file of these settings."""
@@ -63,27 +62,30 @@ def _password() -> str:
     return secrets.token_urlsafe(18)
 
 
-def start_secure_server(kind: str, state_dir: pathlib.Path, auth_token_ttl_s: int | None = None) -> SecureServer:
+def start_secure_server(kind: str, state_dir: pathlib.Path) -> SecureServer:
     """A started secured server of `kind` ("zk" | "etcd"), its state and files under `state_dir`."""
     secure = state_dir / "server" / "secure"
     secure.mkdir(parents=True)
     files = state_dir / "client"
     files.mkdir()
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(secure / "ca.pem"))
+    ca.cert_pem.write_to_path(str(files / "ca.pem"))
+    ca.issue_cert("replog-script").private_key_and_cert_chain_pem.write_to_path(str(secure / "client.pem"))
+    ca.issue_cert("replog-broker").private_key_and_cert_chain_pem.write_to_path(str(files / "broker.pem"))
+    server = ca.issue_cert("127.0.0.1")
     if kind == "zk":
         passwords = {BROKER_USER: _password(), "admin": _password()}
         (secure / "super-user").write_text("admin\n")
+        # ZooKeeper's PEM reader takes PKCS#8 keys only.
+        key = serialization.load_pem_private_key(server.private_key_pem.bytes(), None)
+        (secure / "server.pem").write_bytes(
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+            + b"".join(blob.bytes() for blob in server.cert_chain_pems))
     else:
         passwords = {"root": _password(), BROKER_USER: _password()}
-        ca = trustme.CA()
-        ca.cert_pem.write_to_path(str(secure / "ca.pem"))
-        ca.cert_pem.write_to_path(str(files / "ca.pem"))
-        server = ca.issue_cert("127.0.0.1")
         server.cert_chain_pems[0].write_to_path(str(secure / "server.crt"))
         server.private_key_pem.write_to_path(str(secure / "server.key"))
-        ca.issue_cert("replog-script").private_key_and_cert_chain_pem.write_to_path(str(secure / "client.pem"))
-        ca.issue_cert("replog-broker").private_key_and_cert_chain_pem.write_to_path(str(files / "broker.pem"))
-        if auth_token_ttl_s is not None:
-            (secure / "auth-token-ttl").write_text(f"{auth_token_ttl_s}\n")
     (secure / "users").write_text("".join(f"{name} {password}\n" for name, password in passwords.items()))
     (files / "broker.password").write_text(passwords[BROKER_USER] + "\n")
     process = ServerProcess("zookeeper" if kind == "zk" else "etcd", state_dir / "server")
@@ -91,7 +93,8 @@ def start_secure_server(kind: str, state_dir: pathlib.Path, auth_token_ttl_s: in
     return SecureServer(kind, process, passwords, files)
 
 
-def _secure_server(kind: str, tmp_path_factory):
+def running_secure_server(kind: str, tmp_path_factory):
+    """A fixture's body: a server of `kind` for the fixture's life."""
     server = start_secure_server(kind, tmp_path_factory.mktemp(f"secure-{kind}"))
     try:
         yield server
@@ -99,14 +102,14 @@ def _secure_server(kind: str, tmp_path_factory):
         server.process.stop()
 
 
-# Fixtures for the conftests that import them (tests/backends, tests/cluster).
-@pytest.fixture(scope="session")
-def secure_zookeeper_server(tmp_path_factory):
-    """ZooKeeper with SASL DIGEST-MD5 users."""
-    yield from _secure_server("zk", tmp_path_factory)
+def _shared(kind: str, name: str):
+    @pytest.fixture(scope="session", name=name)
+    def fixture(tmp_path_factory):
+        yield from running_secure_server(kind, tmp_path_factory)
+
+    return fixture
 
 
-@pytest.fixture(scope="session")
-def secure_etcd_server(tmp_path_factory):
-    """etcd over TLS with client certificates, auth enabled."""
-    yield from _secure_server("etcd", tmp_path_factory)
+# For the conftests that import them (tests/backends, tests/cluster): one server each per run.
+secure_zookeeper_server = _shared("zk", "secure_zookeeper_server")
+secure_etcd_server = _shared("etcd", "secure_etcd_server")

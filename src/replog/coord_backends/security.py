@@ -1,6 +1,6 @@
 """What a connection to the coordination store proves and asks for: a user and password
 (ZooKeeper's SASL DIGEST-MD5; etcd's RBAC users), znode ACLs on what it creates (ZooKeeper), and
-TLS with a client certificate (etcd).
+TLS with a client certificate (either store).
 
 The password is handed in as read from its file or the environment (replog.coord_settings);
 nothing here prints it: the dataclass leaves it out of its repr, and errors name the user only.

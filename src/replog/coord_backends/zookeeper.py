@@ -255,9 +255,15 @@ class ZooKeeperStore(Store):
                 pass
 
     def _new_client(self, **options) -> KazooClient:
-        """A kazoo client of this store's servers, signing in with its user (SASL DIGEST-MD5, as
-        Kafka's brokers do) and, with zookeeper.set.acl, creating nodes only that user may use."""
+        """A kazoo client of this store's servers, over TLS if asked (ZooKeeper's secureClientPort,
+        checking that the server's certificate names the host), signing in with its user (SASL
+        DIGEST-MD5, as Kafka's brokers do) and, with zookeeper.set.acl, creating nodes only that
+        user may use."""
         security = self.security
+        if security.tls:
+            options.update(use_ssl=True, verify_certs=True, check_hostname=True, ca=security.truststore_location,
+                           # One PEM file holds the key and its chain (KIP-651's keystore).
+                           certfile=security.keystore_location, keyfile=security.keystore_location)
         if security.username is not None:
             options["sasl_options"] = {"mechanism": "DIGEST-MD5", "username": security.username,
                                        "password": str.__str__(security.password)}
@@ -270,10 +276,26 @@ class ZooKeeperStore(Store):
         anyone: said at start rather than found out later."""
         acl, _ = await self._call(self._kazoo().get_acls_async(self._root or "/"), "/")
         if any(entry.id.scheme == "world" for entry in acl):
-            root = self._root or "/"
             logger.warning("zookeeper.set.acl is on but the store's root %s is open to every client: it was made "
-                           "without ACLs, and the nodes under it keep theirs; as ZooKeeper's super user, "
-                           "`zkCli.sh setAcl -R %s sasl:%s:cdrwa` closes them", root, root, self.security.username)
+                           "without ACLs, and the nodes under it keep theirs; `replog coord secure` closes them",
+                           self._root or "/")
+
+    async def secure_existing_nodes(self) -> int:
+        """Give the root and every node under it the ACL that zookeeper.set.acl gives new nodes
+        (Kafka's zookeeper-security-migration), for a store made before the ACLs were on; how
+        many nodes it set. Each node is closed before its children are listed, so that a child
+        made meanwhile is either listed or made under the closed parent by a broker, with the
+        ACL already."""
+        if not self.security.set_acl:
+            raise ValueError("zookeeper.set.acl is off: there is no ACL to set")
+        acl = self._kazoo().default_acl
+        pending, done = ["/"], 0
+        while pending:  # bounded by the tree, each node once
+            path = pending.pop()
+            await self._call(self._kazoo().set_acls_async(self._full(path), acl), path)
+            done += 1
+            pending.extend(join(path, name) for name in await self.children(path))
+        return done
 
     async def close(self) -> None:
         client, self._client = self._client, None

@@ -42,9 +42,10 @@ bytes than were read (the client fetches again).
 
 SASL, on a SASL listener: the session (sasl_session.py) says which requests a connection not yet
 authenticated may send, one at a time, each of sasl.server.max.receive.size at most; any other
-closes it. After a SaslHandshake v0, frames are the session's raw tokens until the exchange ends. Its principal is the one requests
-carry once authenticated. A failed authentication's answer is written, then reading stops and
-the connection closes after connection.failed.authentication.delay.ms.
+closes it. After a SaslHandshake v0, frames are the session's raw tokens until the exchange
+ends. The session's principal is the one requests carry (on SASL_SSL too, whatever certificate
+the client presented, as Kafka names it). A failed authentication's answer is written, then
+reading stops and the connection closes after connection.failed.authentication.delay.ms.
 
 A request the codec cannot answer (garbled frame, unknown API key) closes the connection with
 one log line (at most CLOSES_LOGGED_MAX every 10 s: each names its peer, so no repeat filter

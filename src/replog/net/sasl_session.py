@@ -40,6 +40,9 @@ from replog.security.sasl import AuthenticationFailed, InvalidCredentials, Mecha
 
 from .codec import ANONYMOUS, ApiKey
 
+# Kafka's answer to a SaslAuthenticate on a connection whose authentication is over, or never was.
+NOT_AUTHENTICATING = "SaslAuthenticate request received after successful authentication"
+
 logger = logging.getLogger(__name__)
 # Each names its listener and user: a client guessing passwords must not flood the log.
 _FAILURES_LOGGED = LineBudget(logger, "SASL authentication failed or session expired", lines_max=100)
@@ -142,7 +145,7 @@ class SaslSession:
     async def authenticate(self, auth_bytes: bytes) -> tuple[ErrorCode, str | None, bytes, int]:
         """SaslAuthenticate: error code, message, the challenge, the session's lifetime in ms."""
         if self.state is not State.AUTHENTICATE:
-            return ErrorCode.illegal_sasl_state, "SaslAuthenticate request received after successful authentication", b"", 0
+            return ErrorCode.illegal_sasl_state, NOT_AUTHENTICATING, b"", 0
         try:
             if self._bad_mechanism_message is not None:
                 raise AuthenticationFailed(self._bad_mechanism_message)

@@ -11,6 +11,8 @@ secrets (`password`, PlainLoginModule's `user_<name>`, any key naming a password
 kept as tls_settings.Secret, so that a parsed configuration prints none of them.
 
 Errors are ValueError with Kafka's messages, which never quote an option's value.
+`listener_login_module` reads a broker listener's mechanism's value
+(`listener.name.<l>.<mechanism>.sasl.jaas.config`), for that mechanism's server.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
+from replog import sasl_settings
 from replog.tls_settings import Secret
+
+from .sasl import ListenerSasl, SaslSettingsError
 
 CONTROL_FLAGS = ("required", "requisite", "sufficient", "optional")
 
@@ -147,3 +152,15 @@ def _module(first: _Token, tokens: Iterator[_Token]) -> LoginModule:
             raise ValueError(f"Value not specified for key '{key}' in JAAS config")
         options[key] = Secret(value.text) if _is_secret(key) else value.text
     raise ValueError("JAAS config entry not terminated by semi-colon")
+
+
+def listener_login_module(context: ListenerSasl, mechanism: str) -> LoginModule | None:
+    """A listener's `listener.name.<l>.<mechanism>.sasl.jaas.config`, parsed; None if unset."""
+    name = sasl_settings.jaas_config_name(context.listener, mechanism)
+    text = context.settings.get(name)
+    if text is None:
+        return None
+    try:
+        return login_module(text.text)
+    except ValueError as error:
+        raise SaslSettingsError(f"{name}: {error}") from None

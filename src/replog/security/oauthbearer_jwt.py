@@ -134,7 +134,7 @@ class JwksKeys:
         self._read = read
         self._keys: dict[str | None, dict[str, jwt.PyJWK]] = {}
         self._fetched_at_ms: int | None = None
-        self._next_early_fetch_ms = 0
+        self._next_fetch_ms = 0
         self._lock = asyncio.Lock()
 
     async def keys_for(self, kid: str | None, algorithm: str) -> list[jwt.PyJWK]:
@@ -154,23 +154,23 @@ class JwksKeys:
 
     async def _fetch(self, kid: str | None) -> None:
         now_ms = self._monotonic_ms()
-        if now_ms < self._next_early_fetch_ms:
+        if now_ms < self._next_fetch_ms:
             return
         try:
             keys = parse_jwks(await asyncio.to_thread(self._read, self._url))
         except (OSError, ValueError, JwksError) as error:  # urllib's errors are OSErrors
-            logger.warning("JWKS fetch failed, keeping %d key ids: %s", len(self._keys), error,
-                           extra={"url": self._shown_url})
+            logger.warning("JWKS fetch failed url=%s key_ids_kept=%d reason=%s", self._shown_url, len(self._keys),
+                           error)
             self._back_off(now_ms, found=False)
             return
         found = kid is None or kid in keys
         if keys.keys() != self._keys.keys():
-            logger.info("JWKS fetched: key ids %s", sorted(map(str, keys)), extra={"url": self._shown_url})
+            logger.info("JWKS fetched url=%s key_ids=%s", self._shown_url, ",".join(sorted(map(str, keys))))
         self._keys, self._fetched_at_ms = keys, now_ms
         self._back_off(now_ms, found)
 
     def _back_off(self, now_ms: int, found: bool) -> None:
-        self._next_early_fetch_ms = now_ms + self._backoff_ms
+        self._next_fetch_ms = now_ms + self._backoff_ms
         self._backoff_ms = self._backoff_min_ms if found else min(2 * self._backoff_ms or 1, self._backoff_max_ms)
 
 

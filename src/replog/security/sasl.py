@@ -7,7 +7,18 @@ security/sasl_client.py."""
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NamedTuple, Protocol
+
+from .scram import ScramCredential
+
+# (user, mechanism name) -> the user's SCRAM credential for that mechanism, or None if it has none.
+CredentialLookup = Callable[[str, str], Awaitable[ScramCredential | None]]
+
+
+class SaslSettingsError(Exception):
+    """A listener's SASL settings that cannot be served; the message says which and why, and
+    never quotes a password."""
 
 
 class AuthenticationFailed(Exception):
@@ -48,3 +59,10 @@ class MechanismServer(Protocol):
     """One exchange on one connection: made fresh for each (re)authentication."""
 
     async def evaluate(self, response: bytes) -> Step: ...
+
+
+class ListenerSasl(NamedTuple):
+    """What a mechanism's factory (sasl_mechanisms.FACTORIES) builds its servers from."""
+    listener: str  # the listener's name, as in `listeners`
+    settings: Mapping[str, Any]  # the broker's settings (sasl_settings.settings_of reads a listener's)
+    scram_credential: CredentialLookup  # the store's SCRAM credentials

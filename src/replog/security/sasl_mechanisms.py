@@ -4,49 +4,26 @@ listener's settings what makes a fresh MechanismServer (sasl.py) for each exchan
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable
 
 from replog import sasl_settings
 
 from . import jaas, oauthbearer, plain
 from .plain import PlainServer
-from .sasl import MechanismServer
+from .sasl import ListenerSasl, MechanismServer, SaslSettingsError
 from .scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramMechanism
-from .scram_exchange import CredentialLookup, ScramServer
-
-
-class ListenerSasl(NamedTuple):
-    """What a mechanism's factory builds from."""
-    listener: str  # the listener's name, as in `listeners`
-    settings: Mapping[str, Any]  # the broker's settings
-    scram_credential: CredentialLookup  # the store's SCRAM credentials
-
-
-class SaslSettingsError(Exception):
-    """A listener's SASL settings that cannot be served; the message says which and why."""
+from .scram_exchange import ScramServer
 
 
 NewServer = Callable[[], MechanismServer]
 MechanismFactory = Callable[[ListenerSasl], NewServer]
 
 
-def jaas_config(context: ListenerSasl, mechanism: str) -> jaas.LoginModule | None:
-    """The listener's `listener.name.<l>.<mechanism>.sasl.jaas.config`, parsed; None if unset."""
-    text = context.settings.get(sasl_settings.jaas_config_name(context.listener, mechanism))
-    if text is None:
-        return None
-    try:
-        return jaas.login_module(text.text)
-    except ValueError as error:
-        raise SaslSettingsError(f"{sasl_settings.jaas_config_name(context.listener, mechanism)}: {error}") from None
-
-
 def _plain(context: ListenerSasl) -> NewServer:
     path = sasl_settings.settings_of(context.settings, context.listener)["sasl.plain.users.file"]
     try:
         text = None if path is None else open(path, encoding="utf-8").read()
-        users = plain.users_of(jaas_config(context, plain.PLAIN), text)
+        users = plain.users_of(jaas.listener_login_module(context, plain.PLAIN), text)
     except (OSError, ValueError) as error:  # never the file's text: it holds passwords
         raise SaslSettingsError(f"PLAIN on listener {context.listener}: {path}: {error}") from None
     if not users:

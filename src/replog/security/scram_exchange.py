@@ -21,15 +21,11 @@ import hashlib
 import hmac
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
 
-from .sasl import AuthenticationFailed, Authenticated, InvalidCredentials, Step
+from .sasl import AuthenticationFailed, Authenticated, CredentialLookup, InvalidCredentials, Step
 from .scram import ITERATIONS_DEFAULT, ITERATIONS_MIN, SALT_BYTES, ScramCredential, ScramMechanism
 
 logger = logging.getLogger(__name__)
-
-# (user, mechanism name) -> the user's credential for that mechanism, or None if it has none.
-CredentialLookup = Callable[[str, str], Awaitable[ScramCredential | None]]
 
 _NONCE_BYTES = 24
 # Keys the stand-in salts of unknown users: stable for a name, unguessable, this process's own.
@@ -76,7 +72,9 @@ class ScramServer:
             raise self._failed()
         user = _username(parts[2][2:])
         authzid = _username(parts[1][2:]) if parts[1] else ""
-        if not user or authzid is None:
+        # tokenauth=true asks for a delegation token's exchange, which replog does not serve: the
+        # name would be a token's id, never a user's.
+        if not user or authzid is None or "tokenauth=true" in parts[4:]:
             raise self._failed()
         self._gs2_header = f"{parts[0]},{parts[1]},"
         self._client_first_bare = message[len(self._gs2_header):]

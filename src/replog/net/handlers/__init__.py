@@ -53,8 +53,8 @@ class RefusalLog:
         self._last_logged.move_to_end(key)
         while len(self._last_logged) > REFUSAL_SUBJECTS_MAX:
             self._last_logged.popitem(last=False)
-        logger.warning("refused %s subject=%s error=%d client=%s api=%d v%d", what, subject, error_code,
-                       client_id_for_logs(request.client_id), request.api_key, request.api_version)
+        logger.warning("refused %s subject=%s error=%d client=%s principal=%s api=%d v%d", what, subject, error_code,
+                       client_id_for_logs(request.client_id), request.principal, request.api_key, request.api_version)
 
 
 _refusals = RefusalLog()

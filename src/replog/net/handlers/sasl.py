@@ -9,9 +9,8 @@ import datetime
 from kio.schema.errors import ErrorCode
 
 from ..codec import ApiKey, Request, build_response
+from ..sasl_session import NOT_AUTHENTICATING
 from . import handles
-
-_NOT_SASL = "SASL is not enabled on this listener"
 
 
 @handles(ApiKey.SASL_HANDSHAKE)
@@ -25,7 +24,7 @@ async def sasl_handshake(services, request: Request):
 @handles(ApiKey.SASL_AUTHENTICATE)
 async def sasl_authenticate(services, request: Request):
     if request.sasl is None:
-        return build_response(request, {"error_code": ErrorCode.illegal_sasl_state, "error_message": _NOT_SASL,
+        return build_response(request, {"error_code": ErrorCode.illegal_sasl_state, "error_message": NOT_AUTHENTICATING,
                                         "auth_bytes": b"", "session_lifetime": datetime.timedelta(0)})
     error_code, message, challenge, lifetime_ms = await request.sasl.authenticate(request.body.auth_bytes)
     return build_response(request, {"error_code": error_code, "error_message": message, "auth_bytes": challenge,
