@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 from replog.cli import replica_logs
 from replog.cli.kafka_admin import KafkaAdmin
 from replog.cli.replica_logs import PARTITIONS_PER_REQUEST_MAX
+from replog.net.client_properties import NO_PROPERTIES
 from replog.net.codec import ApiKey
 
 PARTITIONS = 2 * PARTITIONS_PER_REQUEST_MAX + 1
@@ -36,7 +37,7 @@ class Broker:
 
 
 def door_to(broker: Broker) -> KafkaAdmin:
-    door = KafkaAdmin("127.0.0.1:9092")
+    door = KafkaAdmin("127.0.0.1:9092", NO_PROPERTIES)
 
     async def ask_any(ask):
         return await ask(broker)

@@ -125,10 +125,11 @@ def _high_watermark(consumer: Consumer, topic: str, partition: int) -> int:
         time.sleep(0.2)  # the client's metadata refresh, not ours to wait on otherwise
 
 
-def consume_all(bootstrap: str, topic: str) -> list[Consumed]:
-    """Every committed record of `topic`, read with confluent-kafka up to each partition's high
-    watermark, by partition and offset."""
-    with contextlib.closing(Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-tests", "enable.auto.commit": False})) as consumer:
+def consume_all(bootstrap: str, topic: str, **settings: str) -> list[Consumed]:
+    """Every committed record of `topic`, read with confluent-kafka (with `settings`) up to each
+    partition's high watermark, by partition and offset."""
+    with contextlib.closing(Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-tests", "enable.auto.commit": False,
+                                      **settings})) as consumer:
         partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
         ends = {index: _high_watermark(consumer, topic, index) for index in partitions}
         consumer.assign([TopicPartition(topic, index, 0) for index in partitions])

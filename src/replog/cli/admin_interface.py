@@ -18,8 +18,9 @@ confluent-kafka has no call for AlterPartitionReassignments, ListPartitionReassi
 DescribeLogDirs, UnregisterBroker or a broker's rack, so both send those with replog's own
 client (net/client.py).
 
-An Admin is an async context manager: `async with open_admin(coord_url, bootstrap) as admin:
-...` (admin_client.py).
+An Admin is an async context manager: `async with open_admin(coord_url, bootstrap, coord_config,
+properties) as admin: ...` (admin_client.py). `properties` (`--command-config FILE`) say how every
+connection to a broker is made, whichever door the command came through.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from replog.security.scram import MECHANISMS_BY_NAME, ScramMechanism
 from replog.admin.topic_configs import ConfigOperation, ConfigSource
 from replog.admin.topics import PartitionDescription, check_given_assignment, validate_topic_name
 from replog.net.client import BrokerConnection
+from replog.net.client_properties import ClientProperties
 
 from . import replica_logs, state_change_reader
 from .group_admin import ConsumerGroups
@@ -88,7 +90,10 @@ class NewTopic:
 class Admin(abc.ABC):
     where: str  # the store URL or the bootstrap servers, as the operator gave them
 
-    def __init__(self) -> None:
+    def __init__(self, properties: ClientProperties) -> None:
+        # How every connection to a broker is made (--command-config); its TLS files read once.
+        self.properties = properties
+        self._security = properties.client_security()
         # Replog's own client, for what neither the store nor confluent-kafka's AdminClient answers.
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
 
@@ -200,7 +205,7 @@ class Admin(abc.ABC):
     async def _connection(self, address: tuple[str, int]) -> BrokerConnection:
         connection = self._connections.get(address)
         if connection is None or connection.closed:
-            connection = await BrokerConnection.open(*address, request_timeout_s=REQUEST_TIMEOUT_S)
+            connection = await BrokerConnection.open(*address, request_timeout_s=REQUEST_TIMEOUT_S, security=self._security)
             self._connections[address] = connection
         return connection
 

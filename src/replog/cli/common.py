@@ -102,11 +102,15 @@ ADMIN_HINTS = {
 }
 
 
+# Where an admin command's --coord-config and --command-config wait: only through_admin, which
+# every admin command calls, reads them, so they are kept aside rather than passed to each.
 COORD_CONFIG_META = "replog.coord_config"
+COMMAND_CONFIG_META = "replog.command_config"
+COMMAND_CONFIG_HELP = ("Kafka client properties file: security.protocol, sasl.mechanism, sasl.jaas.config or "
+                       "sasl.username/sasl.password, ssl.truststore.location or ssl.ca.location... (as Kafka's tools take it)")
 
 
 def _remember_coord_config(ctx: click.Context, _param, value: str | None) -> None:
-    # Kept aside rather than passed to each command: only the store door (through_admin) reads it.
     ctx.meta[COORD_CONFIG_META] = value
 
 
@@ -120,14 +124,34 @@ def coord_config_option(**options):
              "REPLOG_COORD_USERNAME, REPLOG_COORD_PASSWORD]", **options)
 
 
+def client_properties(_ctx, _param, path: str | None):
+    """A click callback: --command-config FILE read and checked, the files it names too, so that
+    a bad file is a usage error before anything connects (net/client_properties.py)."""
+    from replog.net.client_properties import NO_PROPERTIES, ClientPropertiesError, read_client_properties
+
+    try:
+        properties = NO_PROPERTIES if path is None else read_client_properties(path)
+        properties.client_security()  # reads the certificates, keys and token it names
+    except ClientPropertiesError as error:
+        raise click.BadParameter(str(error)) from None
+    return properties
+
+
+def _remember_client_properties(ctx: click.Context, param, path: str | None) -> None:
+    ctx.meta[COMMAND_CONFIG_META] = client_properties(ctx, param, path)
+
+
 def admin_options(command):
-    """The way in (--coord or --bootstrap-server) and --output, for every admin command."""
+    """The way in (--coord or --bootstrap-server), how the store and the brokers are connected
+    to (--coord-config, --command-config) and --output, for every admin command."""
     options = (
         click.option("--coord", "coord_url", envvar="REPLOG_COORD", metavar="URL",
                      help="act on this coordination store (zk://, etcd://, memory:///file) [env: REPLOG_COORD]"),
         coord_config_option(expose_value=False, callback=_remember_coord_config),
         click.option("--bootstrap-server", "bootstrap", envvar="REPLOG_BOOTSTRAP_SERVER", metavar="HOST:PORT",
                      help="ask this broker (Kafka admin requests) [env: REPLOG_BOOTSTRAP_SERVER]"),
+        click.option("--command-config", metavar="FILE", expose_value=False, callback=_remember_client_properties,
+                     help=f"{COMMAND_CONFIG_HELP}; with --coord, for the brokers asked what only they know"),
         click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
                      help="json: one document, stable keys (README, `replog topics`)"),
     )
@@ -137,14 +161,15 @@ def admin_options(command):
 
 
 def through_admin(coord_url: str | None, bootstrap: str | None, action):
-    """Run `action(admin)` with the Admin the operator chose (admin_client.open_admin), and
-    return its result."""
+    """Run `action(admin)` with the Admin the operator chose (admin_client.open_admin),
+    connecting as the command's --coord-config and --command-config say, and return its result."""
     from .admin_client import open_admin
 
-    coord_config = click.get_current_context().meta.get(COORD_CONFIG_META)
+    meta = click.get_current_context().meta
+    coord_config, properties = meta.get(COORD_CONFIG_META), meta[COMMAND_CONFIG_META]
 
     async def run():
-        async with open_admin(coord_url, bootstrap, coord_config) as admin:
+        async with open_admin(coord_url, bootstrap, coord_config, properties) as admin:
             return await action(admin)
 
     return asyncio.run(run())

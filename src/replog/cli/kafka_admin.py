@@ -29,10 +29,11 @@ from replog.admin.topics import PartitionDescription
 from replog.config import DYNAMIC_BROKER_SETTINGS, LEADER_THROTTLE_RATE
 from replog.coord_backends.paths import BrokerRegistration
 from replog.net.client import BrokerUnavailable
+from replog.net.client_properties import ClientProperties
 from replog.net.codec import ApiKey
 from replog.net.replog_apis import ALL_PARTITIONS
 from replog.tools import ToolError
-from replog.tools.kafka_client import admin_client, answered_metadata
+from replog.tools.kafka_client import NotAuthenticated, admin_client, answered_metadata
 
 from . import replica_logs, state_change_reader
 from .admin_interface import (
@@ -56,14 +57,14 @@ class KafkaAdmin(Admin):
     """The Admin of `--bootstrap-server HOST:PORT`: Kafka admin requests to the brokers, through
     confluent-kafka's AdminClient and, for what it has no call for, replog's own client."""
 
-    def __init__(self, bootstrap: str):
-        super().__init__()
+    def __init__(self, bootstrap: str, properties: ClientProperties):
+        super().__init__(properties)
         self.where = bootstrap
         self._admin = None
         self._errors: list = []
 
     async def _open(self) -> None:
-        self._admin, self._errors = admin_client(self.where)
+        self._admin, self._errors = admin_client(self.where, self.properties.librdkafka())
         await self._metadata()  # a broker answers, or the command ends here with one line
 
     async def _close(self) -> None:
@@ -75,6 +76,8 @@ class KafkaAdmin(Admin):
     async def _metadata(self):
         try:
             return await asyncio.to_thread(answered_metadata, self._admin, self._errors, self.where)
+        except NotAuthenticated as error:
+            raise error_for_code(ErrorCode.sasl_authentication_failed, str(error)) from None
         except ToolError as error:
             raise AdminUnreachable(str(error)) from None
 

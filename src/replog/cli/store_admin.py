@@ -22,6 +22,8 @@ from replog.admin.state_change_events import queued_state_changes
 from replog.admin.topic_configs import ConfigOperation
 from replog.config import load_broker_config
 from replog.coord_backends import Store, StoreError
+from replog.coord_backends.paths import BrokerRegistration
+from replog.net.client_properties import ClientProperties
 
 from . import state_change_reader
 from .admin_interface import ELECTION_TIMEOUT_S, Admin, AdminUnreachable, NewTopic, topic_status
@@ -35,8 +37,8 @@ class StoreAdmin(Admin):
     only the running brokers know (logs, groups, state-change events) is asked of them, found
     by their registrations."""
 
-    def __init__(self, store: Store, url: str):
-        super().__init__()
+    def __init__(self, store: Store, url: str, properties: ClientProperties):
+        super().__init__(properties)
         self.store = store
         self.where = url
         self._brokers: KafkaAdmin | None = None  # the running brokers, for what only they know
@@ -59,7 +61,8 @@ class StoreAdmin(Admin):
             addresses = await self._broker_addresses()
             if not addresses:
                 raise AdminUnreachable(f"{self.where}: no broker is running, and consumer groups live in the brokers")
-            self._brokers = await KafkaAdmin(",".join(f"{host}:{port}" for host, port in sorted(addresses.values()))).__aenter__()
+            bootstrap = ",".join(f"{host}:{port}" for host, port in sorted(addresses.values()))
+            self._brokers = await KafkaAdmin(bootstrap, self.properties).__aenter__()
         return await self._brokers.group_admin()
 
     async def list_topics(self) -> list[str]:
@@ -105,7 +108,7 @@ class StoreAdmin(Admin):
         return await reassignment.list_partition_reassignments(self.store, partitions)
 
     async def _broker_addresses(self) -> dict[int, tuple[str, int]]:
-        return {broker: (registration.host, registration.port)
+        return {broker: _listener_address(registration, self.properties.protocol)
                 for broker, registration in (await topics.registered_brokers(self.store)).items()}
 
     async def remove_throttle_rates(self) -> bool:
@@ -151,3 +154,15 @@ class StoreAdmin(Admin):
 
     async def _describe_users(self, names: Sequence[str]) -> list[UserScramCredentials]:
         return await describe_user_scram_credentials(self.store, names)
+
+
+def _listener_address(registration: BrokerRegistration, protocol: str) -> tuple[str, int]:
+    """(host, port) of the broker's first listener that speaks `protocol`, the one a client of
+    that security.protocol can talk to; the inter-broker listener's when none does (or the
+    registration predates named listeners)."""
+    protocols = registration.listener_security_protocol_map or {}
+    for endpoint in registration.endpoints:
+        name = endpoint.partition("://")[0]
+        if protocols.get(name) == protocol:
+            return registration.endpoint(name)
+    return registration.host, registration.port

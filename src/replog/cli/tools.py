@@ -8,11 +8,21 @@ import click
 from replog import tools
 
 from . import arguments
-from .common import FAILURE_STATUS, OneLineUsage, fail, parsed
+from .common import COMMAND_CONFIG_HELP, FAILURE_STATUS, OneLineUsage, client_properties, fail, parsed
 
-bootstrap_option = click.option(
-    "--bootstrap-server", "bootstrap", default="127.0.0.1:9092", show_default=True, help="host:port[,host:port...] of brokers"
-)
+
+def _librdkafka_security(ctx: click.Context, param, path: str | None) -> dict[str, object]:
+    return client_properties(ctx, param, path).librdkafka()
+
+
+def broker_options(command):
+    """Where the brokers are and how to connect to them: the tools' `bootstrap` and `security`."""
+    command = click.option("--command-config", "security", metavar="FILE", callback=_librdkafka_security,
+                           help=COMMAND_CONFIG_HELP)(command)
+    return click.option("--bootstrap-server", "bootstrap", default="127.0.0.1:9092", show_default=True,
+                        help="host:port[,host:port...] of brokers")(command)
+
+
 topic_option = click.option("--topic", required=True, help="topic to use")
 acks_option = click.option("--acks", type=click.Choice(tools.ACKS_CHOICES), default="all", show_default=True)
 compression_option = click.option(
@@ -22,7 +32,7 @@ partition_option = click.option("--partition", type=click.IntRange(min=0), help=
 
 
 @click.command("produce", cls=OneLineUsage)
-@bootstrap_option
+@broker_options
 @topic_option
 @click.option("--file", "input_file", type=click.File("rb"), default="-", help="read lines from this file [default: stdin]")
 @click.option("--key-separator", help="split each line at the first SEP into key and value (Kafka's parse.key)")
@@ -41,7 +51,7 @@ def produce(input_file, key_separator: str | None, **options) -> None:
 
 
 @click.command("consume", cls=OneLineUsage)
-@bootstrap_option
+@broker_options
 @topic_option
 @click.option("--from-beginning", is_flag=True, help="start at each partition's first record")
 @click.option("--offset", help="start at offset N (needs --partition), 'earliest' or 'latest' [default: latest]")
@@ -83,7 +93,7 @@ reporting_interval_option = click.option(
 def produce_run_options(command):
     """The options of a tools.ProduceRun, which perf produce and perf end-to-end share."""
     for option in (reporting_interval_option, compression_option, idempotence_option, acks_option, record_size_option,
-                   num_records_option, topic_option, bootstrap_option):
+                   num_records_option, topic_option, broker_options):
         command = option(command)
     return command
 
@@ -106,7 +116,7 @@ def perf_produce(batch_size_bytes: int, linger_ms: float, **options) -> None:
 
 
 @perf.command("consume", cls=OneLineUsage)
-@bootstrap_option
+@broker_options
 @topic_option
 @num_records_option
 @click.option("--timeout-ms", "idle_timeout_ms", type=click.IntRange(min=1), default=10_000, show_default=True, help="stop when no record arrives for this long")

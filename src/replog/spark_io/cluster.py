@@ -54,6 +54,8 @@ class TopicGone(ClusterError):
 class Cluster:
     def __init__(self, settings: ClientSettings):
         self.settings = settings
+        # Built here, where the query runs: an SSL context cannot be pickled with the settings.
+        self._security = settings.security.client_security()
         self._loop = asyncio.new_event_loop()
         self._connections: dict[tuple[str, int], BrokerConnection] = {}
         self._metadata: ClusterMetadata | None = None
@@ -98,7 +100,8 @@ class Cluster:
         if connection is None or connection.closed:
             timeout_s = self.settings.request_timeout_ms / 1000
             connection = await BrokerConnection.open(*address, client_id=self.settings.client_id,
-                                                     connect_timeout_s=timeout_s, request_timeout_s=timeout_s)
+                                                     connect_timeout_s=timeout_s, request_timeout_s=timeout_s,
+                                                     security=self._security)
             self._connections[address] = connection
         return connection
 

@@ -2,7 +2,10 @@
 
 Names and meanings are those of Spark's Kafka source and sink (structured-streaming-kafka-
 integration), so that a query moving from `kafka` changes only the format name. Kafka client
-settings are accepted with or without the `kafka.` prefix. Anything else, and any bad value,
+settings are accepted with or without the `kafka.` prefix; among them the security ones, in the
+names of Spark's connector (Java's: `kafka.security.protocol`, `kafka.sasl.jaas.config`,
+`kafka.ssl.truststore.location`...) or librdkafka's (`kafka.sasl.username`, `kafka.ssl.ca.location`...),
+checked as a `--command-config` file is (net/client_properties.py). Anything else, and any bad value,
 fails at load() (or at the writer's creation) with an OptionError naming the option: Spark hands
 options over lower-cased, so messages use the documented spelling.
 
@@ -17,6 +20,9 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from replog.net.client_properties import KNOWN_KEYS as SECURITY_OPTIONS
+from replog.net.client_properties import NO_PROPERTIES, ClientProperties, ClientPropertiesError, client_properties
 
 from .offsets import EARLIEST, LATEST, TopicPartition
 
@@ -41,6 +47,7 @@ class ClientSettings:
     request_timeout_ms: int = 30_000
     fetch_max_bytes: int = 50 * 1024 * 1024
     max_partition_fetch_bytes: int = 1024 * 1024
+    security: ClientProperties = NO_PROPERTIES
 
     @property
     def fetch_bytes(self) -> int:
@@ -117,9 +124,11 @@ _READ_SOURCE_OPTIONS = {
         "groupIdPrefix",
     )
 }
-_READ_CLIENT_OPTIONS = ("bootstrap.servers", "client.id", "request.timeout.ms", "fetch.max.bytes", "max.partition.fetch.bytes", "group.id")
+_READ_CLIENT_OPTIONS = ("bootstrap.servers", "client.id", "request.timeout.ms", "fetch.max.bytes", "max.partition.fetch.bytes", "group.id",
+                        *sorted(SECURITY_OPTIONS))
 _WRITE_SOURCE_OPTIONS = {name.lower(): name for name in ("topic", "includeHeaders")}
-_WRITE_CLIENT_OPTIONS = ("bootstrap.servers", "client.id", "request.timeout.ms", "acks", "batch.size", "compression.type")
+_WRITE_CLIENT_OPTIONS = ("bootstrap.servers", "client.id", "request.timeout.ms", "acks", "batch.size", "compression.type",
+                         *sorted(SECURITY_OPTIONS))
 COMPRESSIONS = ("none", "gzip")
 
 
@@ -203,12 +212,17 @@ def _client_settings(client: dict[str, str]) -> ClientSettings:
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise OptionError(f"option 'kafka.bootstrap.servers' must list host:port pairs, got {server.strip()!r}")
         bootstrap.append((host, int(port)))
+    try:
+        security = client_properties({name: value for name, value in client.items() if name in SECURITY_OPTIONS})
+    except ClientPropertiesError as error:
+        raise OptionError(f"the Kafka client's security options (kafka.*): {error}") from None
     return ClientSettings(
         bootstrap=tuple(bootstrap),
         client_id=client.get("client.id", SOURCE),
         request_timeout_ms=_positive_int(client, "request.timeout.ms", "kafka.request.timeout.ms") or 30_000,
         fetch_max_bytes=_positive_int(client, "fetch.max.bytes", "kafka.fetch.max.bytes") or 50 * 1024 * 1024,
         max_partition_fetch_bytes=_positive_int(client, "max.partition.fetch.bytes", "kafka.max.partition.fetch.bytes") or 1024 * 1024,
+        security=security,
     )
 
 

@@ -4,7 +4,7 @@ options say (beginning, end, an offset, or the first record at or after a timest
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from replog.tools.kafka_client import CONNECT_TIMEOUT_S, BadArguments, ToolError, client_config, kafka, topic_partition_count
@@ -64,6 +64,7 @@ def consume(
     write: Callable[[bytes], object],
     *,
     bootstrap: str,
+    security: Mapping[str, object],
     topic: str,
     start: StartPosition,
     partition: int | None,
@@ -75,10 +76,10 @@ def consume(
     """Pass each record, formatted as a line, to `write` until `max_messages`, until nothing
     arrives for `idle_timeout_ms`, or until Ctrl-C; returns how many were written."""
     confluent_kafka = kafka()
-    count = topic_partition_count(bootstrap, topic, partition)
+    count = topic_partition_count(bootstrap, security, topic, partition)
     partitions = [partition] if partition is not None else range(count)
     consumer = confluent_kafka.Consumer(
-        client_config(bootstrap) | {"group.id": CONSOLE_GROUP_ID, "enable.auto.commit": False}
+        client_config(bootstrap, security) | {"group.id": CONSOLE_GROUP_ID, "enable.auto.commit": False}
     )
     wait_s = idle_timeout_ms / 1000 if idle_timeout_ms is not None else POLL_INTERVAL_S
     written = 0

@@ -6,7 +6,7 @@ forever in the background."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 CONNECT_TIMEOUT_S = 10.0
@@ -30,6 +30,10 @@ class BadArguments(ToolError):
     """Arguments that contradict each other; the command exits with status 2, as for usage errors."""
 
 
+class NotAuthenticated(ToolError):
+    """The broker refused the client's SASL credentials (librdkafka's words, which hold none)."""
+
+
 class RecordTooLarge(ToolError):
     """librdkafka refused a record over its message.max.bytes before sending it; the tool that
     sent it adds how to send it after all."""
@@ -44,13 +48,14 @@ def kafka():
     return confluent_kafka
 
 
-def client_config(bootstrap: str) -> dict:
-    """librdkafka settings every tool starts from; callers add their own with `|`."""
+def client_config(bootstrap: str, security: Mapping[str, object]) -> dict:
+    """librdkafka settings every tool starts from, with `security` (--command-config, in
+    librdkafka's names); callers add their own with `|`."""
     return {
         "bootstrap.servers": bootstrap,
         # librdkafka prints every failed reconnect to stderr; tools report failures themselves.
         "log_level": 0,
-    }
+    } | dict(security)
 
 
 def producer_settings(acks: str, idempotence: bool | None = None) -> dict:
@@ -63,7 +68,8 @@ def producer_settings(acks: str, idempotence: bool | None = None) -> dict:
 
 
 def new_client(client_class, settings: dict):
-    """A confluent-kafka Producer or Consumer; BadArguments when librdkafka refuses a setting."""
+    """A confluent-kafka Producer, Consumer or AdminClient; BadArguments when librdkafka refuses a
+    setting."""
     try:
         return client_class(settings)
     except kafka().KafkaException as error:
@@ -97,19 +103,20 @@ def delivery_failure(error) -> str:
             "message.max.bytes); raise it, or send smaller records and batches (librdkafka's batch.size)")
 
 
-def admin_client(bootstrap: str) -> tuple[Any, list]:
+def admin_client(bootstrap: str, security: Mapping[str, object]) -> tuple[Any, list]:
     """An AdminClient, and the list its error_cb fills (answered_metadata reads it)."""
     kafka()
     from confluent_kafka.admin import AdminClient
 
     errors: list = []
-    return AdminClient(client_config(bootstrap) | {"error_cb": errors.append}), errors
+    return new_client(AdminClient, client_config(bootstrap, security) | {"error_cb": errors.append}), errors
 
 
 def answered_metadata(admin, errors: list, bootstrap: str, topic: str | None = None,
                       ready: Callable[[Any], bool] = lambda metadata: True):
     """Metadata (of `topic`, else of every topic) once `ready(metadata)` holds; ToolError as soon
-    as every broker refused the connection, or after CONNECT_TIMEOUT_S. `ready` may raise
+    as every broker refused the connection or a TLS handshake failed, NotAuthenticated as soon as
+    a broker refused the credentials, or ToolError after CONNECT_TIMEOUT_S. `ready` may raise
     ToolError itself."""
     confluent_kafka = kafka()
     deadline = time.monotonic() + CONNECT_TIMEOUT_S
@@ -122,12 +129,19 @@ def answered_metadata(admin, errors: list, bootstrap: str, topic: str | None = N
         if metadata is not None and ready(metadata):
             return metadata
         admin.poll(0)  # serves error_cb, which says when every broker refused
-        all_down = any(error.code() == confluent_kafka.KafkaError._ALL_BROKERS_DOWN for error in errors)
+        # Retrying cannot mend credentials or certificates: say what the broker refused at once.
+        for error in errors:
+            if error.code() == confluent_kafka.KafkaError._AUTHENTICATION:
+                raise NotAuthenticated(error.str())  # names the broker
+            if error.code() == confluent_kafka.KafkaError._SSL:
+                detail = error.str()
+        all_down = any(error.code() in (confluent_kafka.KafkaError._ALL_BROKERS_DOWN, confluent_kafka.KafkaError._SSL)
+                       for error in errors)
         if all_down or time.monotonic() > deadline:
             raise ToolError(f"cannot reach a broker at {bootstrap}: {detail}")
 
 
-def topic_partition_count(bootstrap: str, topic: str, partition: int | None = None) -> int:
+def topic_partition_count(bootstrap: str, security: Mapping[str, object], topic: str, partition: int | None = None) -> int:
     """How many partitions `topic` has; ToolError if no broker answers within
     CONNECT_TIMEOUT_S, the topic does not exist, or `partition` is not one of them."""
     confluent_kafka = kafka()
@@ -139,7 +153,7 @@ def topic_partition_count(bootstrap: str, topic: str, partition: int | None = No
             raise ToolError(f"topic {topic!r}: {found.error.str()}")
         return found.error is None
 
-    admin, errors = admin_client(bootstrap)
+    admin, errors = admin_client(bootstrap, security)
     count = len(answered_metadata(admin, errors, bootstrap, topic, has_leaders).topics[topic].partitions)
     if partition is not None and not 0 <= partition < count:
         raise ToolError(f"topic {topic!r} has partitions 0..{count - 1}, not {partition}")

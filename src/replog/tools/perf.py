@@ -11,7 +11,7 @@ import random
 import string
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from replog.tools.consume import OFFSET_BEGINNING
@@ -94,6 +94,7 @@ class ProduceRun:
     progress: the options the two share."""
 
     bootstrap: str
+    security: Mapping[str, object]  # --command-config, in librdkafka's names
     topic: str
     num_records: int
     record_size_bytes: int
@@ -166,15 +167,15 @@ def _letters(size_bytes: int) -> bytes:
 def _producer(run: ProduceRun, on_delivery, settings: dict):
     return new_client(
         kafka().Producer,
-        client_config(run.bootstrap)
+        client_config(run.bootstrap, run.security)
         | producer_settings(run.acks, run.idempotence)
         | {"compression.type": run.compression, "queue.buffering.max.kbytes": PRODUCER_BUFFER_KBYTES, "on_delivery": on_delivery}
         | settings,
     )
 
 
-def _consumer(bootstrap: str, settings: dict):
-    return new_client(kafka().Consumer, client_config(bootstrap) | {"group.id": PERF_GROUP_ID, "enable.auto.commit": False} | settings)
+def _consumer(bootstrap: str, security: Mapping[str, object], settings: dict):
+    return new_client(kafka().Consumer, client_config(bootstrap, security) | {"group.id": PERF_GROUP_ID, "enable.auto.commit": False} | settings)
 
 
 def _send(producer, topic: str, value: bytes) -> None:
@@ -206,7 +207,7 @@ def perf_produce(run: ProduceRun, *, batch_size_bytes: int, linger_ms: float, pr
     """Send `run.num_records` records of `run.record_size_bytes` random letters, at most
     `run.throughput_records_per_s` of them a second unless it is <= 0, and wait for every
     delivery; `progress` gets a line every `run.reporting_interval_ms`."""
-    topic_partition_count(run.bootstrap, run.topic)
+    topic_partition_count(run.bootstrap, run.security, run.topic)
     # librdkafka times each record from produce() to its acknowledgement (Message.latency());
     # one array append per report is all the bookkeeping the tool adds.
     latencies_s = array.array("d")
@@ -244,14 +245,14 @@ def perf_produce(run: ProduceRun, *, batch_size_bytes: int, linger_ms: float, pr
     )
 
 
-def perf_consume(*, bootstrap: str, topic: str, num_records: int, idle_timeout_ms: int, fetch_size_bytes: int,
+def perf_consume(*, bootstrap: str, security: Mapping[str, object], topic: str, num_records: int, idle_timeout_ms: int, fetch_size_bytes: int,
                  reporting_interval_ms: int, progress: Callable[[str], None]) -> ConsumeReport:
     """Read every partition of `topic` from the beginning until `num_records` records arrived
     or none arrived for `idle_timeout_ms`; time runs from assignment to the last record.
     `progress` gets a line every `reporting_interval_ms` about the records read in it."""
     confluent_kafka = kafka()
-    count = topic_partition_count(bootstrap, topic)
-    consumer = _consumer(bootstrap, {"max.partition.fetch.bytes": fetch_size_bytes})
+    count = topic_partition_count(bootstrap, security, topic)
+    consumer = _consumer(bootstrap, security, {"max.partition.fetch.bytes": fetch_size_bytes})
     records = size_bytes = 0
     try:
         consumer.assign([confluent_kafka.TopicPartition(topic, number, OFFSET_BEGINNING) for number in range(count)])
@@ -286,7 +287,7 @@ def perf_end_to_end(run: ProduceRun, *, progress: Callable[[str], None]) -> Late
                            f"--record-size must be at least {SEND_TIME.size}, not {run.record_size_bytes}")
     confluent_kafka = kafka()
     topic = run.topic
-    count = topic_partition_count(run.bootstrap, topic)
+    count = topic_partition_count(run.bootstrap, run.security, topic)
     failures: list = []
 
     def on_delivery(error, _message) -> None:
@@ -294,7 +295,7 @@ def perf_end_to_end(run: ProduceRun, *, progress: Callable[[str], None]) -> Late
             failures.append(error)
 
     producer = _producer(run, on_delivery, {"linger.ms": 0})
-    consumer = _consumer(run.bootstrap, {})
+    consumer = _consumer(run.bootstrap, run.security, {})
     latencies_s = array.array("d")
 
     def receive(timeout_s: float) -> None:

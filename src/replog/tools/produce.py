@@ -4,7 +4,7 @@ held (only the terminating newline is dropped)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from replog.tools.kafka_client import (LIBRDKAFKA_MESSAGE_MAX_BYTES, RecordTooLarge, ToolError, client_config, delivery_failure,
                                        kafka, new_client, producer_settings, send, topic_partition_count)
@@ -29,6 +29,7 @@ def produce_lines(
     lines: Iterable[bytes],
     *,
     bootstrap: str,
+    security: Mapping[str, object],
     topic: str,
     key_separator: bytes | None,
     acks: str,
@@ -40,7 +41,7 @@ def produce_lines(
     """Send each line as a record; returns how many were delivered. ToolError names the first
     record the broker refused, or the line that could not be parsed or sent. `producer_properties`
     are librdkafka settings (Kafka's --producer-property), over the tool's own."""
-    topic_partition_count(bootstrap, topic, partition)
+    topic_partition_count(bootstrap, security, topic, partition)
     failures: list = []
 
     def on_delivery(error, _message) -> None:
@@ -48,7 +49,7 @@ def produce_lines(
             failures.append(error)
 
     settings = (
-        client_config(bootstrap)
+        client_config(bootstrap, security)
         | producer_settings(acks)
         | {"compression.type": compression, "delivery.timeout.ms": DELIVERY_TIMEOUT_MS, "on_delivery": on_delivery}
         | dict(producer_properties)
