@@ -8,7 +8,7 @@ from replog.coord_backends import Store
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, StateChangeRequest
 from replog.replication.state_changes import StateChangeListener
-from tests.backends.conftest import backend, connect, store, url  # noqa: F401  (fixtures)
+from tests.backends.conftest import backend, connect, security, store, url  # noqa: F401  (fixtures)
 from tests.support.recording_listener import recording_listener
 
 

@@ -20,6 +20,7 @@ from replog.broker import Broker
 from replog.config import load_broker_config
 from replog.net import codec
 from replog.net.codec import ApiKey
+from replog.net import handlers
 from replog.net.handlers import HANDLERS
 from replog.security.sasl import SaslSettingsError
 from replog.security.scram import SCRAM_SHA_512, new_salt, salted_password
@@ -130,7 +131,9 @@ async def test_scram_authenticates_and_each_request_after_carries_the_user(tmp_p
                        mechanism="SCRAM-SHA-512", kind="authentication") == 1
 
 
-async def test_plain_from_the_listeners_jaas_config(tmp_path, caplog):
+async def test_plain_from_the_listeners_jaas_config(tmp_path, caplog, monkeypatch):
+    # Refusal lines are held back per subject and per interval: earlier tests' must not count.
+    monkeypatch.setattr(handlers, "_refusals", handlers.RefusalLog())
     async with sasl_broker(tmp_path) as broker, connected(broker) as connection:
         assert (await connection.handshake("PLAIN")).mechanisms == ("SCRAM-SHA-512", "PLAIN")
         answer = await connection.authenticate(f"\0carol\0{PLAIN_PASSWORD}".encode())

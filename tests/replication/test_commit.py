@@ -15,7 +15,7 @@ from replog.replication.commit import IsrMaintainer
 from replog.replication.election import leader_election
 from replog.storage.log import Log, LogConfig
 from replog.replica.partition import Partition, PartitionConfig, ReplicaState
-from tests.backends.conftest import backend, connect, counting_transactions, store, url  # noqa: F401  (fixtures)
+from tests.backends.conftest import backend, connect, counting_transactions, security, store, url  # noqa: F401  (fixtures)
 from tests.support.polling import eventually
 from tests.support.log_fixtures import ManualClock
 

@@ -12,7 +12,7 @@ from replog.coord_backends.joined import JoinedStore
 from replog.coord_backends.observed import ObservedStore
 from replog.coord_backends.paths import EpochCounter, IsrRecord, LeaderRecord, ReplicaAssignment
 from replog.replication.election import SeenPartition, leader_election
-from tests.backends.conftest import backend, connect, store, url  # noqa: F401  (fixtures)
+from tests.backends.conftest import backend, connect, security, store, url  # noqa: F401  (fixtures)
 
 TOPIC = "orders"
 PREFERRED, OTHER = 1, 2

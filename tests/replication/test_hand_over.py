@@ -8,7 +8,7 @@ from replog.coord_backends.base import DeleteOp, SetOp
 from replog.coord_backends.paths import IsrRecord, LeaderRecord
 from replog.coord_backends.joined import commit_together
 from replog.replication.hosted import HAND_OVERS_PER_TRANSACTION
-from tests.backends.conftest import backend, connect, counting_transactions, store, url  # noqa: F401  (fixtures)
+from tests.backends.conftest import backend, connect, counting_transactions, security, store, url  # noqa: F401  (fixtures)
 
 TOPIC = "orders"
 LEADER, FOLLOWER = 1, 2

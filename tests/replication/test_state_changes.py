@@ -15,7 +15,7 @@ from replog.replication.state_changes import (
     send_state_change,
     wait_till_state_change_requests_consumed,
 )
-from tests.backends.conftest import backend, connect, store, url  # noqa: F401  (fixtures)
+from tests.backends.conftest import backend, connect, security, store, url  # noqa: F401  (fixtures)
 from tests.support.recording_listener import recording_listener
 
 BROKER = 7
