@@ -5,8 +5,9 @@ The users come from Kafka's JAAS form, `listener.name.<l>.plain.sasl.jaas.config
 org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="...";`, and from
 the file `sasl.plain.users.file` names (one `user=password` a line, blanks around either taken
 away; blank lines and lines starting with # are skipped), so that passwords need not sit in the
-broker's configuration, read when the broker starts. The file's users win over the JAAS ones of the same name. Passwords are compared in constant time,
-an unknown user's against a stand-in, so that the time taken does not tell who exists.
+broker's configuration, read when the broker starts. The file's users win over the JAAS ones of
+the same name. Passwords are compared in constant time, an unknown user's against a stand-in,
+so that the time taken does not tell who exists.
 """
 
 from __future__ import annotations
