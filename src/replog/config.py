@@ -243,6 +243,21 @@ def _coord_url(text: str) -> str:
     return text
 
 
+# Kafka's authorizers, ZooKeeper-era and KRaft-era: either in a copied server.properties turns on
+# replog's, which has their semantics.
+AUTHORIZER_CLASS_NAMES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                          "kafka.security.authorizer.AclAuthorizer", "StandardAuthorizer", "AclAuthorizer")
+
+
+def _authorizer(text: str) -> str | None:
+    name = text.strip()
+    if not name:
+        return None
+    if name not in AUTHORIZER_CLASS_NAMES:
+        raise ValueError(f"is not an authorizer replog has: {', '.join(AUTHORIZER_CLASS_NAMES)}, or empty for none")
+    return AUTHORIZER_CLASS_NAMES[0]
+
+
 _DAY_MS = 24 * 3600 * 1000
 COORD_USERNAME_ENV = "REPLOG_COORD_USERNAME"
 COORD_PASSWORD_ENV = "REPLOG_COORD_PASSWORD"
@@ -312,6 +327,12 @@ SETTINGS: dict[str, Setting] = {
         Setting("sasl.oauthbearer.clock.skew.seconds", _int32(0), 30,
                 "leeway given to a token's exp, nbf and iat against this broker's clock"),
         *(Setting(name, *spec) for name, spec in inter_broker_settings.SPECS.items()),
+        Setting("authorizer.class.name", _authorizer, None,
+                "the authorizer that checks every request against the ACLs in the store: Kafka's class names "
+                f"({', '.join(AUTHORIZER_CLASS_NAMES)}) all name replog's; empty: none, every principal may do "
+                "everything"),
+        Setting("allow.everyone.if.no.acl.found", _boolean, False,
+                "with an authorizer: a resource no ACL names is open to every principal (false: to super.users only)"),
         Setting(
             "metrics.listeners",
             _optional_listener,

@@ -207,7 +207,7 @@ async def describe_user_scram_credentials(store: Store, users: Sequence[str] | N
     user named twice, named empty or without credentials; with none named, every user that has
     a credential, by name. Never a salt or a key."""
     if not users:
-        everyone = sorted(paths.user_of(child) for child in await _children_or_none(store, paths.USER_CONFIGS))
+        everyone = sorted(paths.unsanitized(child) for child in await _children_or_none(store, paths.USER_CONFIGS))
         described = map(_described, everyone, await _user_nodes(store, everyone))
         return [credentials for credentials in described if credentials is not None]
     named = list(dict.fromkeys(users))

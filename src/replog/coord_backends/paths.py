@@ -15,6 +15,9 @@ configurable root:
     /config/topics/[topic]                              TopicConfig
     /config/brokers/[broker_id or <default>]            DynamicBrokerConfig
     /config/users/[user, URL-encoded]                   UserConfig           (SCRAM credentials)
+    /kafka-acl/[resource type]/[name, URL-encoded]      AclEntries           (LITERAL bindings)
+    /kafka-acl-extended/prefixed/[type]/[name, encoded] AclEntries           (PREFIXED bindings)
+    /kafka-acl-extended-changes/acl_changes_[seq]       AclChange            (a resource's ACLs changed)
     /admin/topic_changes/[topic]                        TopicChangeInProgress (ephemeral)
     /admin/delete_topics/[topic]                        TopicDeletion        (removed with the topic)
     /cluster/id                                         ClusterId
@@ -286,6 +289,25 @@ class UserConfig(NodeValue):
 
 
 @dataclasses.dataclass(frozen=True)
+class AclEntries(NodeValue):
+    """The ACL entries of one resource pattern, as Kafka keeps them in ZooKeeper: each a dict of
+    "principal" (User:alice), "host" (* for any), "operation" and "permissionType", by their
+    names (security/acls.py: Read, ClusterAction, Allow, Deny)."""
+
+    acls: tuple[dict[str, str], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class AclChange(NodeValue):
+    """Tells every broker that one resource pattern's ACLs changed: its type and pattern type by
+    name (Topic, PREFIXED) and its name, whose node a broker reads again."""
+
+    resource_type: str
+    pattern_type: str
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
 class ClusterId(NodeValue):
     cluster_id: str
 
@@ -310,6 +332,10 @@ BROKER_CONFIGS = "/config/brokers"
 DEFAULT_BROKER_CONFIG = "<default>"  # Kafka's name of the cluster-wide default's node
 USER_CONFIGS = "/config/users"
 TOPIC_CHANGES = "/admin/topic_changes"
+LITERAL_ACLS = "/kafka-acl"
+PREFIXED_ACLS = "/kafka-acl-extended/prefixed"
+ACL_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = f"{ACL_CHANGES}/acl_changes_"
 TOPIC_DELETIONS = "/admin/delete_topics"
 CLUSTER_ID = "/cluster/id"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
@@ -373,17 +399,29 @@ def user_config(user: str) -> str:
     """A user's config node, named as Kafka's Sanitizer names it: URL-encoded (a space as %20,
     `*` as %2A) so that any user name is one path segment; "." and ".." fully encoded, which
     no store takes as a name."""
-    return f"{USER_CONFIGS}/{sanitized_user(user)}"
+    return f"{USER_CONFIGS}/{sanitized(user)}"
 
 
-def sanitized_user(user: str) -> str:
-    encoded = urllib.parse.quote(user, safe="").replace("~", "%7E")
+def sanitized(name: str) -> str:
+    """A user, client id or resource name as one path segment (see user_config)."""
+    encoded = urllib.parse.quote(name, safe="").replace("~", "%7E")
     return encoded.replace(".", "%2E") if encoded in (".", "..") else encoded
 
 
-def user_of(child: str) -> str:
-    """The user name of a child of USER_CONFIGS."""
+def unsanitized(child: str) -> str:
+    """The name a `sanitized` path segment stands for."""
     return urllib.parse.unquote(child)
+
+
+def acl_resources(resource_type: str, prefixed: bool) -> str:
+    """The parent of one resource type's ACL nodes (by Kafka's name: Topic, Group, Cluster,
+    TransactionalId), literal or prefixed."""
+    return f"{PREFIXED_ACLS if prefixed else LITERAL_ACLS}/{resource_type}"
+
+
+def acl_resource(resource_type: str, prefixed: bool, name: str) -> str:
+    """One resource pattern's ACL node; its name encoded as a user's (any name is one segment)."""
+    return f"{acl_resources(resource_type, prefixed)}/{sanitized(name)}"
 
 
 def topic_change(name: str) -> str:

@@ -13,10 +13,22 @@ from replog.net.fetch_sessions import FetchSessions
 from replog.obs import BrokerMetrics, StateChangeEvents
 from replog.replica.producer_ids import ProducerIdAllocator
 from replog.replica.manager import ReplicaManager
+from replog.security.acls import AclOperation, ResourceType
 
 
 class PresumedGone(Protocol):
     def presumed_gone(self, broker_id: int) -> bool: ...
+
+
+class Authorizes(Protocol):
+    """The authorizer (security/authorizer.py): whether a principal, from a host, may perform an
+    operation on the resource named (`authorize`), or on some resource of a type
+    (`authorize_any`, Kafka's authorizeByResourceType). Answers from memory."""
+
+    def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
+                  name: str) -> bool: ...
+
+    def authorize_any(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType) -> bool: ...
 
 
 class Services(Protocol):
@@ -32,6 +44,7 @@ class Services(Protocol):
     fetch_sessions: FetchSessions
     metrics: BrokerMetrics
     state_change_events: StateChangeEvents
+    authorizer: Authorizes | None  # None: no authorizer.class.name, every request allowed
 
     def now_ms(self) -> int: ...
 
