@@ -68,7 +68,7 @@ async def test_a_corrupt_node_reads_as_empty_with_its_version_and_unknown_types_
     entries, version = await acl_records.read_entries(store, ORDERS)
     assert entries == () and version is not None
     assert await acl_records.stored_patterns(store) == [ORDERS]
-    assert await acl_records.read_many(store, [ORDERS]) == {}
+    assert await acl_records.read_many(store, [ORDERS, ODD_NAME]) == {ORDERS: (), ODD_NAME: ()}
 
 
 async def test_a_change_notice_names_its_pattern(store):

@@ -1,0 +1,146 @@
+"""The ACL feed keeps an authorizer equal to the store's ACLs: loaded first, then changed by
+each notification, and loaded again whole when notifications were missed."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from replog.coord_backends.base import CoordinationUnavailable, Watch
+from replog.coord_backends.memory import MemoryStore
+from replog.coord_backends.paths import ACL_CHANGE_PREFIX, ACL_CHANGES
+from replog.security import acl_records
+from replog.security.acl_feed import AclFeed
+from replog.security.acls import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from replog.security.authorizer import AclAuthorizer
+from replog.tasks import cancel_and_wait
+from tests.support.polling import eventually
+
+ALICE, HOST = "User:alice", "10.0.0.7"
+WRITE = AclOperation.WRITE
+ORDERS = ResourcePattern(ResourceType.TOPIC, "orders-", PatternType.PREFIXED)
+PAYMENTS = ResourcePattern(ResourceType.TOPIC, "payments", PatternType.LITERAL)
+ALICE_WRITES = AccessControlEntry(ALICE, "*", WRITE, AclPermissionType.ALLOW)
+TIMEOUT_S = 5
+
+
+@pytest.fixture
+async def store(tmp_path):
+    async with MemoryStore(str(tmp_path / "coordination.sqlite")) as opened:
+        yield opened
+
+
+async def set_acls(store, pattern, entries, notify=True) -> None:
+    """What an ACL writer does: the pattern's node, then a notification."""
+    path = acl_records.node_path(pattern)
+    if entries:
+        if await store.exists(path) is None:
+            await store.create(path, acl_records.encoded(entries), make_parents=True)
+        else:
+            await store.set(path, acl_records.encoded(entries))
+    else:
+        await store.delete(path)
+    if notify:
+        await notify_change(store, acl_records.change_notice(pattern))
+
+
+async def notify_change(store, value: bytes) -> str:
+    return await store.create(ACL_CHANGE_PREFIX, value, sequential=True, make_parents=True)
+
+
+def may_write(authorizer, topic) -> bool:
+    return authorizer.authorize(ALICE, HOST, WRITE, ResourceType.TOPIC, topic)
+
+
+@pytest.fixture
+async def running(store):
+    """Starts a feed on `store` once the test's ACLs are written: (authorizer, feed)."""
+    tasks = []
+
+    async def start():
+        authorizer = AclAuthorizer()
+        feed = AclFeed(store, authorizer)
+        await feed.load()
+        tasks.append(asyncio.create_task(feed.run()))
+        return authorizer
+
+    yield start
+    for task in tasks:
+        await cancel_and_wait(task)
+
+
+async def test_load_then_each_change_reaches_the_index(store, running):
+    await set_acls(store, ORDERS, [ALICE_WRITES])
+    authorizer = await running()
+    assert may_write(authorizer, "orders-1") and not may_write(authorizer, "payments")
+
+    await set_acls(store, PAYMENTS, [ALICE_WRITES])
+    await eventually(lambda: may_write(authorizer, "payments"), TIMEOUT_S, "a new pattern's ACLs applied")
+    await set_acls(store, ORDERS, [])
+    await eventually(lambda: not may_write(authorizer, "orders-1"), TIMEOUT_S, "a removed pattern forgotten")
+    assert authorizer.acl_count == 1
+
+
+async def test_pruned_notifications_mean_a_full_load(store, running, monkeypatch, caplog):
+    # The children as a ZooKeeper watch may deliver them, skipping states: a notification
+    # created and pruned between two deliveries is never seen.
+    watch = Watch()
+
+    async def watch_children(path):
+        watch.offer(tuple(await store.children(path)))
+        return watch
+
+    monkeypatch.setattr(store, "watch_children", watch_children)
+    await notify_change(store, acl_records.change_notice(PAYMENTS))
+    authorizer = await running()
+
+    await set_acls(store, ORDERS, [ALICE_WRITES])
+    for name in await store.children(ACL_CHANGES):
+        await store.delete(f"{ACL_CHANGES}/{name}")
+    await set_acls(store, PAYMENTS, [ALICE_WRITES])
+    with caplog.at_level(logging.INFO):
+        watch.offer(tuple(await store.children(ACL_CHANGES)))
+        await eventually(lambda: may_write(authorizer, "payments") and may_write(authorizer, "orders-1"), TIMEOUT_S,
+                         "everything loaded again")
+    assert "notifications missed" in caplog.text
+
+
+async def test_a_corrupt_notification_means_a_full_load_and_a_corrupt_node_is_skipped(store, running, caplog):
+    await store.create(acl_records.node_path(PAYMENTS), b"not an ACL node", make_parents=True)
+    await set_acls(store, ORDERS, [ALICE_WRITES])
+    with caplog.at_level(logging.WARNING):
+        authorizer = await running()
+    assert may_write(authorizer, "orders-1") and authorizer.acl_count == 1
+    assert "unreadable ACL node skipped" in caplog.text
+
+    await set_acls(store, PAYMENTS, [ALICE_WRITES], notify=False)
+    await notify_change(store, b"{not json")
+    await eventually(lambda: may_write(authorizer, "payments"), TIMEOUT_S, "everything loaded again")
+
+
+async def test_a_store_failure_is_retried_with_a_full_load(store, running, monkeypatch):
+    authorizer = await running()
+    get_many = store.get_many
+    failures = []
+
+    async def failing_once(paths):
+        if not failures:
+            failures.append(paths)
+            raise CoordinationUnavailable("the store is away")
+        return await get_many(paths)
+
+    monkeypatch.setattr(store, "get_many", failing_once)
+    await set_acls(store, ORDERS, [ALICE_WRITES])
+    await eventually(lambda: may_write(authorizer, "orders-1"), TIMEOUT_S, "the change applied after the failure")
+    assert failures
+    await set_acls(store, PAYMENTS, [ALICE_WRITES])
+    await eventually(lambda: may_write(authorizer, "payments"), TIMEOUT_S, "changes followed after the retry")
