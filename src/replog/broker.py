@@ -163,6 +163,7 @@ class Broker:
         self.metadata = MetadataCache(self.store)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
         self.fetch_sessions = FetchSessions()
+        self.authorizer = None  # every request allowed until an authorizer is wired in (security/authorizer.py)
         self.groups = GroupCoordinator(self.broker_id, group_coordinator_config(config), self.replicas.hosted,
                                        self._offsets_partition_count, monotonic_ms, wall_clock_ms)
         self.replicas.on_replica_changed = self.groups.partition_changed
