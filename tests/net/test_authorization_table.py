@@ -25,6 +25,7 @@ from replog.net.leader_connections import follower_client_id
 from replog.security.acls import (
     CLUSTER_NAME,
     AccessControlEntry,
+    AclBinding,
     AclOperation,
     AclPermissionType,
     PatternType,
@@ -264,12 +265,23 @@ async def ask(broker, api_key: int, version: int, values: dict, principal: str, 
     return codec.decode_response(api_key, version, raw[4:])[1]
 
 
-def grant(authorizer: AclAuthorizer, principal: str, needs: tuple[Need, ...]) -> None:
+def binding(principal: str, operation: AclOperation, resource_type: ResourceType, name: str,
+            permission: AclPermissionType = AclPermissionType.ALLOW, host: str = HOST,
+            pattern_type: PatternType = PatternType.LITERAL) -> AclBinding:
+    return AclBinding(ResourcePattern(resource_type, name, pattern_type),
+                      AccessControlEntry(principal, host, operation, permission))
+
+
+def set_acls(authorizer: AclAuthorizer, *bindings: AclBinding) -> None:
+    """The authorizer's ACLs are now `bindings`, as the feed would set them from the store."""
     acls: dict[ResourcePattern, list[AccessControlEntry]] = {}
-    for need in needs:
-        pattern = ResourcePattern(need.resource_type, need.name, PatternType.LITERAL)
-        acls.setdefault(pattern, []).append(AccessControlEntry(principal, HOST, need.operation, AclPermissionType.ALLOW))
+    for each in bindings:
+        acls.setdefault(each.pattern, []).append(each.entry)
     authorizer.replace_all(acls)
+
+
+def grant(authorizer: AclAuthorizer, principal: str, needs: tuple[Need, ...]) -> None:
+    set_acls(authorizer, *(binding(principal, need.operation, need.resource_type, need.name) for need in needs))
 
 
 async def prepared_broker(broker) -> AclAuthorizer:
