@@ -4,14 +4,8 @@ from __future__ import annotations
 
 from replog.coord_backends.paths import ACL_CHANGE_PREFIX
 from replog.security import acl_records
-from replog.security.acls import (
-    AccessControlEntry,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
+from replog.security.acls import (AccessControlEntry, AclOperation, AclPermissionType, PatternType, ResourcePattern,
+                                  ResourceType)
 
 ALICE, HOST = "User:alice", "10.0.0.7"
 WRITE = AclOperation.WRITE
