@@ -8,28 +8,17 @@ import logging
 
 import pytest
 
-from replog.coord_backends.base import CoordinationUnavailable, Watch
+from replog.coord_backends.base import Watch
 from replog.coord_backends.memory import MemoryStore
-from replog.coord_backends.paths import ACL_CHANGE_PREFIX, ACL_CHANGES
+from replog.coord_backends.paths import ACL_CHANGES
 from replog.security import acl_records
 from replog.security.acl_feed import AclFeed
-from replog.security.acls import (
-    AccessControlEntry,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
 from replog.security.authorizer import AclAuthorizer
 from replog.tasks import cancel_and_wait
+from tests.replication.test_wedges import fail_once
+from tests.security.acl_writes import ALICE_WRITES, ORDERS, PAYMENTS, may_write, notify_change, set_acls
 from tests.support.polling import eventually
 
-ALICE, HOST = "User:alice", "10.0.0.7"
-WRITE = AclOperation.WRITE
-ORDERS = ResourcePattern(ResourceType.TOPIC, "orders-", PatternType.PREFIXED)
-PAYMENTS = ResourcePattern(ResourceType.TOPIC, "payments", PatternType.LITERAL)
-ALICE_WRITES = AccessControlEntry(ALICE, "*", WRITE, AclPermissionType.ALLOW)
 TIMEOUT_S = 5
 
 
@@ -39,31 +28,9 @@ async def store(tmp_path):
         yield opened
 
 
-async def set_acls(store, pattern, entries, notify=True) -> None:
-    """What an ACL writer does: the pattern's node, then a notification."""
-    path = acl_records.node_path(pattern)
-    if entries:
-        if await store.exists(path) is None:
-            await store.create(path, acl_records.encoded(entries), make_parents=True)
-        else:
-            await store.set(path, acl_records.encoded(entries))
-    else:
-        await store.delete(path)
-    if notify:
-        await notify_change(store, acl_records.change_notice(pattern))
-
-
-async def notify_change(store, value: bytes) -> str:
-    return await store.create(ACL_CHANGE_PREFIX, value, sequential=True, make_parents=True)
-
-
-def may_write(authorizer, topic) -> bool:
-    return authorizer.authorize(ALICE, HOST, WRITE, ResourceType.TOPIC, topic)
-
-
 @pytest.fixture
 async def running(store):
-    """Starts a feed on `store` once the test's ACLs are written: (authorizer, feed)."""
+    """Starts a feed on `store` once the test's ACLs are written; its authorizer."""
     tasks = []
 
     async def start():
@@ -127,20 +94,11 @@ async def test_a_corrupt_notification_means_a_full_load_and_a_corrupt_node_is_sk
     await eventually(lambda: may_write(authorizer, "payments"), TIMEOUT_S, "everything loaded again")
 
 
-async def test_a_store_failure_is_retried_with_a_full_load(store, running, monkeypatch):
+async def test_a_store_failure_is_retried_with_a_full_load(store, running):
     authorizer = await running()
-    get_many = store.get_many
-    failures = []
-
-    async def failing_once(paths):
-        if not failures:
-            failures.append(paths)
-            raise CoordinationUnavailable("the store is away")
-        return await get_many(paths)
-
-    monkeypatch.setattr(store, "get_many", failing_once)
+    injected = fail_once(store, "get_many", applies=False, matches=lambda paths: True)
     await set_acls(store, ORDERS, [ALICE_WRITES])
     await eventually(lambda: may_write(authorizer, "orders-1"), TIMEOUT_S, "the change applied after the failure")
-    assert failures
+    assert injected
     await set_acls(store, PAYMENTS, [ALICE_WRITES])
     await eventually(lambda: may_write(authorizer, "payments"), TIMEOUT_S, "changes followed after the retry")

@@ -9,14 +9,8 @@ import pytest
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import ACL_CHANGE_PREFIX, InvalidNodeValue
 from replog.security import acl_records
-from replog.security.acls import (
-    AccessControlEntry,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
+from replog.security.acls import (AccessControlEntry, AclOperation, AclPermissionType, PatternType, ResourcePattern,
+                                  ResourceType)
 
 ALICE_READS = AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
 BOB_DENIED = AccessControlEntry("User:bob", "10.0.0.1", AclOperation.CLUSTER_ACTION, AclPermissionType.DENY)

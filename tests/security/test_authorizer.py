@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from replog.security.acls import (
-    AccessControlEntry,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
+from replog.security.acls import (AccessControlEntry, AclOperation, AclPermissionType, PatternType, ResourcePattern,
+                                  ResourceType)
 from replog.security.authorizer import AclAuthorizer
 
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY

@@ -27,19 +27,9 @@ from replog.coord_backends.paths import (
     acl_resources,
     unsanitized,
 )
-from replog.security.acls import (
-    BINDABLE_OPERATIONS,
-    BINDABLE_PERMISSIONS,
-    BINDABLE_RESOURCE_TYPES,
-    AccessControlEntry,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-    name_of,
-    parse_name,
-)
+from replog.security.acls import (BINDABLE_OPERATIONS, BINDABLE_PERMISSIONS, BINDABLE_RESOURCE_TYPES, AccessControlEntry,
+                                  AclOperation, AclPermissionType, PatternType, ResourcePattern, ResourceType, name_of,
+                                  parse_name)
 
 logger = logging.getLogger(__name__)
 
