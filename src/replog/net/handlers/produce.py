@@ -14,6 +14,10 @@ Before the partitions, the request's own rules (Kafka's ProduceRequest.validateR
 KafkaApis): a partition named twice in one request is refused in every entry, as nothing could
 say which of its batches came first; zstd needs Produce v7+ (UNSUPPORTED_COMPRESSION_TYPE).
 
+First of all, authorization (net/authorization.py), as Kafka's: a transactional request needs
+Write on its transactional id (every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise),
+and each topic Write (its partitions TOPIC_AUTHORIZATION_FAILED otherwise), asked once per topic.
+
 NOT_LEADER_OR_FOLLOWER names the leader to go to (KIP-951: `current_leader` per partition and
 `node_endpoints`, Produce v10+), once this broker's metadata knows one. A leader that stops
 taking writes (controlled shutdown, resignation, fencing) does so before the store names its
