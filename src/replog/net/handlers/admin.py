@@ -37,7 +37,7 @@ from replog.admin.errors import store_failure
 from replog.config import DEFAULT_SOURCE, BrokerConfig, format_value, is_sensitive
 from replog.coord_backends import StoreError
 from replog.replication.metadata_cache import each_seen
-from replog.security.acls import AclOperation, ResourceType
+from replog.security.acls import AclOperation, ResourceType, name_of
 
 from ..authorization import authorized, authorized_on_cluster
 from ..codec import ApiKey, Request
@@ -76,7 +76,7 @@ def _may(services, request: Request, operation: AclOperation, topic: str) -> boo
 
 def _denied_topic(operation: AclOperation) -> dict:
     return {"error_code": ErrorCode.topic_authorization_failed,
-            "error_message": f"Authorization failed: {operation.name} on the topic"}
+            "error_message": f"Authorization failed: {name_of(operation)} on the topic"}
 
 
 def _failure(request: Request, subject: str, error: AdminError | StoreError) -> dict:
@@ -244,7 +244,7 @@ def _config_refusal(services, request: Request, operation: AclOperation, resourc
         return _denied_topic(operation)
     if resource.resource_type == RESOURCE_BROKER and not authorized_on_cluster(services, request, operation):
         return {"error_code": ErrorCode.cluster_authorization_failed,
-                "error_message": f"Authorization failed: {operation.name} on the cluster"}
+                "error_message": f"Authorization failed: {name_of(operation)} on the cluster"}
     return {}
 
 
