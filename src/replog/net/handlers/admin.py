@@ -37,9 +37,9 @@ from replog.admin.errors import store_failure
 from replog.config import DEFAULT_SOURCE, BrokerConfig, format_value, is_sensitive
 from replog.coord_backends import StoreError
 from replog.replication.metadata_cache import each_seen
-from replog.security.acls import AclOperation, ResourceType, name_of
+from replog.security.acls import AclOperation, ResourceType
 
-from ..authorization import authorized, authorized_on_cluster
+from ..authorization import REFUSAL_MESSAGES, authorized, authorized_on_cluster
 from ..codec import ApiKey, Request
 from ..loop_slices import LoopSlices, respond
 from . import NO_TOPIC_ID, handles, log_refusal, topic_id_of, unknown_partition
@@ -74,9 +74,9 @@ def _may(services, request: Request, operation: AclOperation, topic: str) -> boo
     return authorized(services, request, operation, ResourceType.TOPIC, topic)
 
 
-def _denied_topic(operation: AclOperation) -> dict:
-    return {"error_code": ErrorCode.topic_authorization_failed,
-            "error_message": f"Authorization failed: {name_of(operation)} on the topic"}
+def _denied_topic(message: str | None = REFUSAL_MESSAGES[ErrorCode.topic_authorization_failed]) -> dict:
+    """The error fields of a topic refused, with Kafka's message for the API (some have none)."""
+    return {"error_code": ErrorCode.topic_authorization_failed, "error_message": message}
 
 
 def _failure(request: Request, subject: str, error: AdminError | StoreError) -> dict:
@@ -106,7 +106,7 @@ async def create_topics(services, request: Request):
         result = {"name": topic.name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None,
                   "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1, "configs": None}
         if not (may_create_any or _may(services, request, AclOperation.CREATE, topic.name)):
-            results.append(result | _denied_topic(AclOperation.CREATE))
+            results.append(result | _denied_topic("Authorization failed.") | {"configs": []})
             continue
         overrides = {config.name: config.value for config in topic.configs if config.value is not None}  # null: not set
         try:
@@ -150,10 +150,10 @@ async def delete_topics(services, request: Request):
                                 "error_message": "This server does not host this topic ID."})
                 continue
             if not _may(services, request, AclOperation.DESCRIBE, name):  # the id is no secret, the name is
-                results.append({"name": None, "topic_id": topic_id} | _denied_topic(AclOperation.DESCRIBE))
+                results.append({"name": None, "topic_id": topic_id} | _denied_topic())
                 continue
         if not _may(services, request, AclOperation.DELETE, name):
-            results.append({"name": name, "topic_id": topic_id or NO_TOPIC_ID} | _denied_topic(AclOperation.DELETE))
+            results.append({"name": name, "topic_id": topic_id or NO_TOPIC_ID} | _denied_topic())
             continue
         names.append(name)
         result = {"name": name, "topic_id": topic_id_of(services, name), "error_code": ErrorCode.none, "error_message": None}
@@ -181,7 +181,7 @@ async def create_partitions(services, request: Request):
             assignment = {first_new + i: list(entry.broker_ids) for i, entry in enumerate(topic.assignments)}
         result = {"name": topic.name, "error_code": ErrorCode.none, "error_message": None}
         if not _may(services, request, AclOperation.ALTER, topic.name):
-            results.append(result | _denied_topic(AclOperation.ALTER))
+            results.append(result | _denied_topic(None))
             continue
         try:
             if body.validate_only:
@@ -241,10 +241,10 @@ def _config_refusal(services, request: Request, operation: AclOperation, resourc
     """The error fields of a topic's or broker's configs the client may not see or change, else
     {}: Kafka's rule, on the topic, or for a broker on the cluster."""
     if resource.resource_type == RESOURCE_TOPIC and not _may(services, request, operation, resource.resource_name):
-        return _denied_topic(operation)
+        return _denied_topic()
     if resource.resource_type == RESOURCE_BROKER and not authorized_on_cluster(services, request, operation):
-        return {"error_code": ErrorCode.cluster_authorization_failed,
-                "error_message": f"Authorization failed: {name_of(operation)} on the cluster"}
+        error = ErrorCode.cluster_authorization_failed
+        return {"error_code": error, "error_message": REFUSAL_MESSAGES[error]}
     return {}
 
 
