@@ -152,6 +152,10 @@ _BY_NAME: dict[str, Any] = {
     "assignment": b"",
     "auth_bytes": b"n,,n=hostile,r=hostile-nonce",  # SaslAuthenticate's: SCRAM's client-first message
     "mechanism": 2, "iterations": 4096, "salt": b"hostile-salt", "salted_password": bytes(64),  # SCRAM-SHA-512's
+    # ACLs: a literal Read on the target topic, and filters selecting it
+    "resource_type_filter": 2, "resource_name_filter": _NULL, "pattern_type_filter": 3, "resource_pattern_type": 3,
+    "principal": "User:hostile", "host": "*", "principal_filter": _NULL, "host_filter": _NULL, "operation": 3,
+    "permission_type": 3,
 }
 _GROUP_FIELDS = {"group_id", "key", "groups", "groups_names", "coordinator_keys"}
 _TOPIC_FIELDS = {"topic", "resource_name", "topic_names"}

@@ -1,5 +1,5 @@
 """The `replog` command: one module per command group (coord, broker, tools, topics, reassign,
-cluster, groups, users). A command parses its options, calls into the package and prints the outcome;
+cluster, groups, users, acls). A command parses its options, calls into the package and prints the outcome;
 the broker's runtime is replog.runtime, the admin commands' client side is admin_client.py and
 its neighbours here."""
 
@@ -11,7 +11,7 @@ import click
 
 from replog import __version__
 
-from . import broker, cluster, coord, groups, reassign, tools, topics, users
+from . import acls, broker, cluster, coord, groups, reassign, tools, topics, users
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -27,8 +27,10 @@ def main() -> None:
     # Kafka's state-change log: every start-replica and close-replica, requested, received and
     # completed, is worth an operator's eyes.
     logging.getLogger("replog.state_change").setLevel(logging.INFO)
+    # The audit trail: every ACL change, every request refused for want of a permission.
+    logging.getLogger("replog.audit").setLevel(logging.INFO)
 
 
 for command in (coord.coord, broker.broker, *tools.COMMANDS, topics.topics, reassign.reassign, cluster.cluster,
-                groups.groups, users.users):
+                groups.groups, users.users, acls.acls):
     main.add_command(command)

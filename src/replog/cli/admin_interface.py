@@ -33,6 +33,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.admin import AdminError, TopicAlreadyExists, UnknownTopicOrPartition
 from replog.admin import cluster
+from replog.admin.acls import DeletedBindings
 from replog.admin.assignment import BrokerRack
 from replog.admin.planner import Plan
 from replog.admin.errors import error_for_code
@@ -48,6 +49,7 @@ from replog.admin.topic_configs import ConfigOperation, ConfigSource
 from replog.admin.topics import PartitionDescription, check_given_assignment, validate_topic_name
 from replog.net.client import BrokerConnection
 from replog.net.client_properties import ClientProperties
+from replog.security.acls import AclBinding, AclBindingFilter
 
 from . import replica_logs, state_change_reader
 from .group_admin import ConsumerGroups
@@ -291,6 +293,20 @@ class Admin(abc.ABC):
     @abc.abstractmethod
     async def _queued_state_changes(self, topic: str | None, partition: int | None) -> list[state_change_reader.Queued]:
         """The requests of the topic and partition (None: all) waiting in the brokers' queues."""
+
+    # -- ACLs: `replog acls` (admin/acls.py's results, through either door) -----------------------
+
+    @abc.abstractmethod
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AdminError | None]:
+        """Add the bindings; per binding, its refusal or None."""
+
+    @abc.abstractmethod
+    async def describe_acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
+        """The bindings the filter selects, sorted."""
+
+    @abc.abstractmethod
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[DeletedBindings | AdminError]:
+        """Remove what the filters select; per filter, its refusal or the bindings it removed."""
 
     # -- users' SCRAM credentials: `replog users` ------------------------------------------------
 

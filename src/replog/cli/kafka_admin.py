@@ -18,6 +18,7 @@ from confluent_kafka.admin import ScramMechanism as KafkaScramMechanism
 from kio.schema.errors import ErrorCode
 
 from replog.admin import AdminError, UnknownTopicOrPartition, cluster
+from replog.admin.acls import DeletedBindings
 from replog.admin.assignment import BrokerRack
 from replog.admin.errors import error_for_code
 from replog.admin.planner import Plan
@@ -32,10 +33,11 @@ from replog.net.client import BrokerUnavailable
 from replog.net.client_properties import ClientProperties
 from replog.net.codec import ApiKey
 from replog.net.replog_apis import ALL_PARTITIONS
+from replog.security.acls import AclBinding, AclBindingFilter
 from replog.tools import ToolError
 from replog.tools.kafka_client import NotAuthenticated, admin_client, answered_metadata
 
-from . import replica_logs, state_change_reader
+from . import acl_requests, replica_logs, state_change_reader
 from .admin_interface import (
     OPERATION_TIMEOUT_S,
     REQUEST_TIMEOUT_S,
@@ -305,6 +307,20 @@ class KafkaAdmin(Admin):
 
     async def _cluster_outcome(self, future):
         return await outcome(future, lambda error: f"{self.where}: {error.str()}")
+
+    # -- ACLs: replog's own client, whose answers keep Kafka's codes and words ---------------------
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AdminError | None]:
+        body = acl_requests.creations(bindings)
+        return acl_requests.created(await self._ask_any(lambda connection: connection.request(ApiKey.CREATE_ACLS, None, body)))
+
+    async def describe_acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
+        body = acl_requests.filter_fields(acl_filter)
+        return acl_requests.described(await self._ask_any(lambda connection: connection.request(ApiKey.DESCRIBE_ACLS, None, body)))
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[DeletedBindings | AdminError]:
+        body = {"filters": [acl_requests.filter_fields(acl_filter) for acl_filter in filters]}
+        return acl_requests.deleted(await self._ask_any(lambda connection: connection.request(ApiKey.DELETE_ACLS, None, body)))
 
     # -- users' SCRAM credentials: librdkafka salts the password ---------------------------------
 

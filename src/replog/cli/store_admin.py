@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from replog.admin import AdminError, UnknownTopicOrPartition, broker_configs, cluster, reassignment, topic_configs, topics
+from replog.admin import AdminError, UnknownTopicOrPartition, acls, broker_configs, cluster, reassignment, topic_configs, topics
 from replog.admin.assignment import BrokerRack
 from replog.admin.planner import Plan
 from replog.admin.reassignment import PartitionKey, ReassignmentStatus, cluster_brokers
@@ -24,6 +24,7 @@ from replog.config import load_broker_config
 from replog.coord_backends import Store, StoreError
 from replog.coord_backends.paths import BrokerRegistration
 from replog.net.client_properties import ClientProperties
+from replog.security.acls import AclBinding, AclBindingFilter
 
 from . import state_change_reader
 from .admin_interface import ELECTION_TIMEOUT_S, Admin, AdminUnreachable, NewTopic, topic_status
@@ -140,6 +141,17 @@ class StoreAdmin(Admin):
 
     async def _queued_state_changes(self, topic: str | None, partition: int | None) -> list[state_change_reader.Queued]:
         return await queued_state_changes(self.store, topic, partition)
+
+    # -- ACLs: no principal asks through the store --------------------------------------------------
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AdminError | None]:
+        return await acls.create_acls(self.store, bindings)
+
+    async def describe_acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
+        return await acls.describe_acls(self.store, acl_filter)
+
+    async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[acls.DeletedBindings | AdminError]:
+        return await acls.delete_acls(self.store, filters)
 
     # -- users' SCRAM credentials ---------------------------------------------------------------
 
