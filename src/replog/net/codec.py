@@ -283,6 +283,9 @@ class Request:
     # Set by the connection of a SASL listener for SaslHandshake and SaslAuthenticate: its
     # session (net/sasl_session.py), which they advance. None elsewhere.
     sasl: Any = None
+    # The request's frame, size prefix excluded: what a Produce counts against producer_byte_rate,
+    # as Kafka counts a request's size. 0 for a request built directly.
+    size_bytes: int = 0
 
 
 def _load_request_schema(api_key: int, api_version: int) -> type:
@@ -338,7 +341,8 @@ def decode_request(frame: memoryview | bytes, listener: str = "", principal: str
         body = own_decoder(frame, header_size, api_version) if own_decoder else read_body(frame, header_size)[0]
     except Exception as error:  # kio raises several types for truncated or garbled input
         raise FrameError(f"malformed api {api_key} v{api_version} request: {type(error).__name__}: {error}") from None
-    return Request(api_key, api_version, correlation_id, header.client_id, body, listener=listener, principal=principal)
+    return Request(api_key, api_version, correlation_id, header.client_id, body, listener=listener, principal=principal,
+                   size_bytes=len(frame))
 
 
 def response_schema(api_key: int, api_version: int) -> type:
@@ -351,6 +355,16 @@ class EncodedBody(NamedTuple):
 
     parts: list[bytes]
     error_code: int = 0  # the response's own, which the server counts as it does an entity's
+    # Where in parts[0] the body's throttle_time_ms is, which the server sets for a client over
+    # its quota (net/client_throttles.py); None where the version has none.
+    throttle_at: int | None = None
+
+
+@cache
+def leads_with_throttle(schema: type) -> bool:
+    """Whether a response body of `schema` begins with its throttle_time_ms, as most do."""
+    fields = dataclasses.fields(schema)
+    return bool(fields) and fields[0].name == "throttle_time"
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> list[bytes]:

@@ -108,7 +108,7 @@ class MetadataBodyEncoder:
         if 8 <= self.version <= 10:
             self.out += _I32.pack(_OPERATIONS_NOT_REQUESTED)  # cluster_authorized_operations
         self.out += self._tags
-        return EncodedBody([bytes(self.out)])
+        return EncodedBody([bytes(self.out)], throttle_at=0 if self.version >= 3 else None)
 
 
 def _requested_topics(request: Request) -> list[str | uuid.UUID] | None:
