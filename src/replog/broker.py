@@ -77,6 +77,8 @@ from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
 from replog.replica.producer_ids import ProducerIdAllocator
 from replog.security import inter_broker
+from replog.security.client_quotas import ClientQuotas
+from replog.security.quota_manager import ClientQuotaManagers
 from replog.security.sasl import ListenerSasl
 from replog.security.sasl_mechanisms import listener_mechanisms
 from replog.storage.data_dir_lock import DataDirectoryLock
@@ -163,6 +165,9 @@ class Broker:
         self.metadata = MetadataCache(self.store)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
         self.fetch_sessions = FetchSessions()
+        # The client quotas set in the store, and the rates and throttles they are enforced by.
+        self.client_quotas = ClientQuotas()
+        self.quotas = ClientQuotaManagers(self.client_quotas, config, observer=self.metrics)
         self.groups = GroupCoordinator(self.broker_id, group_coordinator_config(config), self.replicas.hosted,
                                        self._offsets_partition_count, monotonic_ms, wall_clock_ms)
         self.replicas.on_replica_changed = self.groups.partition_changed
@@ -176,7 +181,7 @@ class Broker:
                         metrics=self.metrics, settings=config, on_failure=lambda: self.failed.set(),
                         listener=endpoint.name, tls=self._listener_tls(endpoint.name),
                         identify=self._listener_principals(endpoint.name), sasl=self._listener_sasl(endpoint.name),
-                        broker_connections=connections)
+                        broker_connections=connections, quotas=self.quotas)
             for endpoint in config["listeners"]
         ]
         self.server = self.servers[0]

@@ -104,9 +104,9 @@ def test_entities_are_bounded_and_expire_with_their_metrics():
         manager.record("", f"invented-{index}", 1)
     assert manager.entity_count == 100
     assert len(observer.measured) == 100
-    assert ("consumer_byte_rate", "", "invented-0") in observer.expired
-    assert ("consumer_byte_rate", "", "invented-999") in observer.measured
+    assert ("fetch", "", "invented-0") in observer.expired
+    assert ("fetch", "", "invented-999") in observer.measured
     clock.now_s += INACTIVE_SENSOR_EXPIRATION_S
     manager.record("", "late", 1)
     assert manager.entity_count == 1
-    assert list(observer.measured) == [("consumer_byte_rate", "", "late")]
+    assert list(observer.measured) == [("fetch", "", "late")]

@@ -33,6 +33,9 @@ from .quota_limits import QuotaEntity, QuotaLimits, QuotaType
 INACTIVE_SENSOR_EXPIRATION_S = 3600.0  # Kafka's ClientQuotaManagerConfig.InactiveSensorExpirationTimeSeconds
 QUOTA_ENTITIES_MAX = 10_000  # per quota type
 NANOS_TO_PERCENTAGE = 100.0  # a second of handler time is 100% of one handler's second
+# The quota type as the metrics name it (obs/metrics.py), Kafka's QuotaType names in lower case.
+METRIC_TYPES = {QuotaType.PRODUCE: "produce", QuotaType.FETCH: "fetch", QuotaType.REQUEST: "request",
+                QuotaType.CONTROLLER_MUTATION: "controller_mutation"}
 
 
 class QuotaObserver(Protocol):
@@ -129,7 +132,7 @@ class _Entities:
                 return
             del self._by_entity[entity]
             if self._observer is not None:
-                self._observer.quota_expired(self._quota_type.value, *entity)
+                self._observer.quota_expired(METRIC_TYPES[self._quota_type], *entity)
 
 
 class ClientQuotaManager:
@@ -169,7 +172,7 @@ class ClientQuotaManager:
             if self._max_throttle_ms is not None:
                 throttle_ms = min(throttle_ms, self._max_throttle_ms)
         if self._observer is not None:
-            self._observer.quota_measured(self.quota_type.value, *entity, measured, throttle_ms)
+            self._observer.quota_measured(METRIC_TYPES[self.quota_type], *entity, measured, throttle_ms)
         return int(throttle_ms)
 
 
