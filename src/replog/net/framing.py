@@ -49,7 +49,8 @@ bytes than were read (the client fetches again).
 Muting (client quotas, KIP-219): `mute` stops the connection taking requests for a time, as
 Kafka mutes a throttled client's channel: frames that arrive meanwhile wait in the buffer, and
 reading pauses once it holds them. The mute ends on a timer of the event loop, whatever else
-the broker is doing; answers already under way are written meanwhile.
+the broker is doing; answers already under way are written meanwhile. Requests taken before
+the mute began may wait for its end (`unmuted`), one at a time (`turns`).
 
 SASL, on a SASL listener: the session (sasl_session.py) says which requests a connection not yet
 authenticated may send, one at a time, each of sasl.server.max.receive.size at most; any other
@@ -173,6 +174,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._draining = False
         self._unmute: asyncio.TimerHandle | None = None  # while muted (see Muting)
+        self._mute_ended: asyncio.Future | None = None  # while muted, for those waiting for its end
+        self.turns = asyncio.Lock()
         self._closed = self._loop.create_future()
 
     # transport callbacks
@@ -200,6 +203,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._failure_close.cancel()
         if self._unmute is not None:
             self._unmute.cancel()
+            self._unmuted()
         self._memory.stop_waiting(self)
         for pending in self._in_order:
             if pending.done() and not pending.cancelled() and pending.exception() is None:
@@ -525,12 +529,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if self._unmute is not None:
             self._unmute.cancel()
+        else:
+            self._mute_ended = self._loop.create_future()
         self._unmute = self._loop.call_at(until_s, self._unmuted)
         self._update_reading()
 
     def _unmuted(self) -> None:
         self._unmute = None
+        self._mute_ended.set_result(None)
+        self._mute_ended = None
         self._resume()
+
+    async def unmuted(self) -> None:
+        """Return once the connection is not muted."""
+        while self._mute_ended is not None:  # a mute that ends may be followed by another
+            await asyncio.shield(self._mute_ended)
 
     @property
     def _closing(self) -> bool:

@@ -34,7 +34,9 @@ the connection consults before it reads a request.
 Client quotas (client_throttles.py), when the broker enforces them: each request counted is
 recorded against its client's quotas once handled; over one, its answer carries the throttle
 time and the connection is muted for it (framing.py), or, for a client too old to wait by
-itself, the answer is held back that long.
+itself, the answer is held back that long. A client with a quota has its requests handled one
+at a time, as Kafka handles a connection's, each once the connection's mute is over: else the
+requests it had sent before the mute began would all pass at once, each mute.
 
 Both run in one task group from start to stop, with the TLS handshakes under way: one that ends
 otherwise (a bug) would leave the broker unable to accept, or to bound its connections, so it
@@ -59,10 +61,11 @@ from replog.obs import BrokerMetrics
 from replog.obs.logs import LineBudget
 from replog.tasks import cancel_and_wait
 
+from replog.security.quota_limits import user_of_principal
 from replog.security.quota_manager import ClientQuotaManagers
 
 from . import codec
-from .client_throttles import client_throttles, counted, run_timed, throttle_time_ms, with_throttle
+from .client_throttles import client_throttles, counted, run_timed, set_throttle_ms, throttle_time_ms, with_throttle
 from .connection_limits import (
     DESCRIPTORS_EXHAUSTED,
     BrokerConnections,
@@ -312,10 +315,20 @@ class KafkaServer:
         if self._quotas is None or not counted(request):
             body = await HANDLERS[request.api_key](self._services, request)
             throttle_ms = 0
+        elif not self._quotas.limit(user_of_principal(request.principal), request.client_id or ""):
+            body = await HANDLERS[request.api_key](self._services, request)
+            throttle_ms = set_throttle_ms(body)  # the controller mutation quota's, if any
         else:
-            spent_s = [0.0]
-            body = await run_timed(HANDLERS[request.api_key](self._services, request), spent_s)
-            throttle_ms = throttle_time_ms(self._quotas, request, body, spent_s[0])
+            # As Kafka reads a throttled client's next request only once the throttle is over:
+            # one request at a time, each after the mute, which requests read before it began
+            # would otherwise escape.
+            async with connection.turns:
+                await connection.unmuted()
+                spent_s = [0.0]
+                body = await run_timed(HANDLERS[request.api_key](self._services, request), spent_s)
+                throttle_ms = throttle_time_ms(self._quotas, request, body, spent_s[0])
+                if throttle_ms > 0:
+                    connection.mute(throttle_ms / 1000)
         api, handled_s = API_NAMES[request.api_key], time.perf_counter()
         self._metrics.request_handled(api, request.api_version, received_s, started_s, handled_s)
         handled[asyncio.current_task()] = (api, received_s, handled_s)

@@ -247,7 +247,13 @@ class ClientQuotaManagers:
         self.produce = rate(QuotaType.PRODUCE)
         self.fetch = rate(QuotaType.FETCH)
         self.request = rate(QuotaType.REQUEST, max_throttle_ms=int(window_s * 1000))
+        self._limits = limits
         self.controller_mutation = ControllerMutationQuotaManager(
             limits, samples=settings["controller.quota.window.num"],
             window_s=settings["controller.quota.window.size.seconds"], clock=clock, entities_max=entities_max,
             observer=observer)
+
+    def limit(self, user: str, client_id: str) -> bool:
+        """Whether a byte rate or request-time quota applies to `user` from `client_id`."""
+        return any(self._limits.quota(quota_type, user, client_id) is not None
+                   for quota_type in (QuotaType.PRODUCE, QuotaType.FETCH, QuotaType.REQUEST))

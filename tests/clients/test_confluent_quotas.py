@@ -1,0 +1,118 @@
+"""Client quotas with real clients (confluent-kafka): on one broker, a producer whose client id
+has producer_byte_rate 1 MB/s is throttled to about that while another producer is not, and
+the same for consumers with consumer_byte_rate. Each rate is measured over 10 s and printed;
+the test asserts only that the limited client was told a throttle time (librdkafka's
+throttle_cb) and that its rate stayed below 2 MB/s.
+
+The broker runs in the test's process, where the quotas are set in its memory (as the store's
+quota feed sets them); the clients run in threads of their own, their calls blocking. Its rates
+are measured over 2 windows of a second (quota.window.num): with Kafka's 11, a client's first
+burst may carry 10 s worth of its quota before it is throttled, and a rate measured over the
+first 10 s would show that burst rather than the rate the quota converges to."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import NamedTuple
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from replog.security.client_quotas import ClientQuotaEntity
+from replog.security.quota_limits import QuotaType
+from tests.clients.conftest import create_topic
+from tests.net.in_process_broker import in_process_broker
+
+LIMIT_BYTES_PER_S = 1_000_000
+MEASURED_S = 10.0
+VALUE = b"q" * 10_000
+FREE_BYTES_MAX = 40_000_000  # what the unlimited producer writes at most: disk, not rate, bounds it
+ASSERTED_BYTES_PER_S = 2_000_000
+
+
+class Measured(NamedTuple):
+    bytes_per_s: float
+    throttles_ms: list[int]
+
+
+def _ms(event) -> int:
+    return round(event.throttle_time * 1000)  # confluent-kafka's ThrottleEvent gives seconds
+
+
+def _produce(bootstrap: str, client_id: str, topic: str) -> Measured:
+    throttles: list[int] = []
+    delivered = [0]
+
+    def done(error, message) -> None:
+        if error is None:
+            delivered[0] += len(message.value())
+
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5, "acks": 1,
+                         "queue.buffering.max.kbytes": 2048,
+                         "throttle_cb": lambda event: throttles.append(_ms(event))})
+    written = 0
+    ends_s = time.monotonic() + MEASURED_S
+    while time.monotonic() < ends_s:  # bounded by the measured time
+        if written < FREE_BYTES_MAX:
+            try:
+                producer.produce(topic, VALUE, on_delivery=done)
+                written += len(VALUE)
+            except BufferError:  # the queue is full: the broker holds it back
+                producer.poll(0.05)
+                continue
+        producer.poll(0 if written < FREE_BYTES_MAX else 0.1)
+    measured = delivered[0] / MEASURED_S
+    producer.purge(in_queue=True)
+    producer.flush(30)
+    return Measured(measured, throttles)
+
+
+def _consume(bootstrap: str, client_id: str, topic: str) -> Measured:
+    throttles: list[int] = []
+    consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False,
+                         "throttle_cb": lambda event: throttles.append(_ms(event))})
+    read = 0
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        ends_s = time.monotonic() + MEASURED_S
+        while time.monotonic() < ends_s:  # bounded by the measured time
+            for message in consumer.consume(100, timeout=0.2):
+                assert message.error() is None, message.error()
+                read += len(message.value())
+    finally:
+        consumer.close()
+    return Measured(read / MEASURED_S, throttles)
+
+
+async def test_a_client_over_its_byte_rate_is_throttled_and_another_is_not(tmp_path):
+    async with in_process_broker(tmp_path, **{"quota.window.num": "2"}) as broker:
+        limited, free = f"limited-{uuid.uuid4().hex[:6]}", f"free-{uuid.uuid4().hex[:6]}"
+        broker.client_quotas.set_entity(ClientQuotaEntity(None, limited), {
+            QuotaType.PRODUCE: LIMIT_BYTES_PER_S, QuotaType.FETCH: LIMIT_BYTES_PER_S})
+        bootstrap = f"127.0.0.1:{broker.server.port}"
+        limited_topic, free_topic = (await asyncio.gather(*(
+            asyncio.to_thread(create_topic, bootstrap, f"t-{uuid.uuid4().hex[:10]}") for _ in range(2))))
+
+        produced_limited, produced_free = await asyncio.gather(
+            asyncio.to_thread(_produce, bootstrap, limited, limited_topic),
+            asyncio.to_thread(_produce, bootstrap, free, free_topic))
+        print(f"\nproduce over {MEASURED_S:g} s: {limited} (producer_byte_rate {LIMIT_BYTES_PER_S} B/s) "
+              f"{produced_limited.bytes_per_s / 1e6:.2f} MB/s, throttled {len(produced_limited.throttles_ms)} times, "
+              f"up to {max(produced_limited.throttles_ms, default=0)} ms; {free} "
+              f"{produced_free.bytes_per_s / 1e6:.2f} MB/s (at most {FREE_BYTES_MAX / 1e6:g} MB written), "
+              f"throttled {len(produced_free.throttles_ms)} times")
+        assert any(throttle_ms > 0 for throttle_ms in produced_limited.throttles_ms)
+        assert produced_limited.bytes_per_s < ASSERTED_BYTES_PER_S
+
+        # Both read the unlimited producer's topic, which holds more than 10 s at the quota.
+        consumed_limited, consumed_free = await asyncio.gather(
+            asyncio.to_thread(_consume, bootstrap, limited, free_topic),
+            asyncio.to_thread(_consume, bootstrap, free, free_topic))
+        print(f"fetch over {MEASURED_S:g} s: {limited} (consumer_byte_rate {LIMIT_BYTES_PER_S} B/s) "
+              f"{consumed_limited.bytes_per_s / 1e6:.2f} MB/s, throttled {len(consumed_limited.throttles_ms)} times, "
+              f"up to {max(consumed_limited.throttles_ms, default=0)} ms; {free} "
+              f"{consumed_free.bytes_per_s / 1e6:.2f} MB/s, throttled {len(consumed_free.throttles_ms)} times")
+        assert any(throttle_ms > 0 for throttle_ms in consumed_limited.throttles_ms)
+        assert consumed_limited.bytes_per_s < ASSERTED_BYTES_PER_S
