@@ -77,6 +77,20 @@ async def test_a_throttled_connection_takes_its_next_request_after_the_throttle(
         await server.stop()
 
 
+async def test_requests_sent_together_are_each_handled_after_the_throttle(monkeypatch):
+    server, handled = await _serving(monkeypatch)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(_list_groups(1, 4) + _list_groups(2, 4) + _list_groups(3, 4))  # taken before any mute
+        for correlation_id in (1, 2, 3):
+            assert (await asyncio.wait_for(_answer(reader, 4), 10))[0] == correlation_id
+        assert handled[1] - handled[0] >= THROTTLE_MS / 1000 - 0.01
+        assert handled[2] - handled[1] >= THROTTLE_MS / 1000 - 0.01
+        writer.close()
+    finally:
+        await server.stop()
+
+
 async def test_an_old_client_gets_its_answer_after_the_throttle(monkeypatch):
     server, handled = await _serving(monkeypatch)
     loop = asyncio.get_running_loop()
