@@ -86,6 +86,19 @@ def _consume(bootstrap: str, client_id: str, topic: str) -> Measured:
     return Measured(read / MEASURED_S, throttles)
 
 
+async def _compare(what: str, run, bootstrap: str, limited: tuple[str, str], free: tuple[str, str]) -> None:
+    """Run the limited and the free client (client id, topic) at once; print both rates, check
+    the limited one's."""
+    on_limited, on_free = await asyncio.gather(asyncio.to_thread(run, bootstrap, *limited),
+                                               asyncio.to_thread(run, bootstrap, *free))
+    print(f"\n{what} over {MEASURED_S:g} s: {limited[0]} (quota {LIMIT_BYTES_PER_S} B/s) "
+          f"{on_limited.bytes_per_s / 1e6:.2f} MB/s, throttled {len(on_limited.throttles_ms)} times, up to "
+          f"{max(on_limited.throttles_ms, default=0)} ms; {free[0]} {on_free.bytes_per_s / 1e6:.2f} MB/s, throttled "
+          f"{len(on_free.throttles_ms)} times (a producer writes at most {FREE_BYTES_MAX / 1e6:g} MB)")
+    assert any(throttle_ms > 0 for throttle_ms in on_limited.throttles_ms)
+    assert on_limited.bytes_per_s < ASSERTED_BYTES_PER_S
+
+
 async def test_a_client_over_its_byte_rate_is_throttled_and_another_is_not(tmp_path):
     async with in_process_broker(tmp_path, **{"quota.window.num": "2"}) as broker:
         limited, free = f"limited-{uuid.uuid4().hex[:6]}", f"free-{uuid.uuid4().hex[:6]}"
@@ -95,24 +108,6 @@ async def test_a_client_over_its_byte_rate_is_throttled_and_another_is_not(tmp_p
         limited_topic, free_topic = (await asyncio.gather(*(
             asyncio.to_thread(create_topic, bootstrap, f"t-{uuid.uuid4().hex[:10]}") for _ in range(2))))
 
-        produced_limited, produced_free = await asyncio.gather(
-            asyncio.to_thread(_produce, bootstrap, limited, limited_topic),
-            asyncio.to_thread(_produce, bootstrap, free, free_topic))
-        print(f"\nproduce over {MEASURED_S:g} s: {limited} (producer_byte_rate {LIMIT_BYTES_PER_S} B/s) "
-              f"{produced_limited.bytes_per_s / 1e6:.2f} MB/s, throttled {len(produced_limited.throttles_ms)} times, "
-              f"up to {max(produced_limited.throttles_ms, default=0)} ms; {free} "
-              f"{produced_free.bytes_per_s / 1e6:.2f} MB/s (at most {FREE_BYTES_MAX / 1e6:g} MB written), "
-              f"throttled {len(produced_free.throttles_ms)} times")
-        assert any(throttle_ms > 0 for throttle_ms in produced_limited.throttles_ms)
-        assert produced_limited.bytes_per_s < ASSERTED_BYTES_PER_S
-
+        await _compare("produce", _produce, bootstrap, (limited, limited_topic), (free, free_topic))
         # Both read the unlimited producer's topic, which holds more than 10 s at the quota.
-        consumed_limited, consumed_free = await asyncio.gather(
-            asyncio.to_thread(_consume, bootstrap, limited, free_topic),
-            asyncio.to_thread(_consume, bootstrap, free, free_topic))
-        print(f"fetch over {MEASURED_S:g} s: {limited} (consumer_byte_rate {LIMIT_BYTES_PER_S} B/s) "
-              f"{consumed_limited.bytes_per_s / 1e6:.2f} MB/s, throttled {len(consumed_limited.throttles_ms)} times, "
-              f"up to {max(consumed_limited.throttles_ms, default=0)} ms; {free} "
-              f"{consumed_free.bytes_per_s / 1e6:.2f} MB/s, throttled {len(consumed_free.throttles_ms)} times")
-        assert any(throttle_ms > 0 for throttle_ms in consumed_limited.throttles_ms)
-        assert consumed_limited.bytes_per_s < ASSERTED_BYTES_PER_S
+        await _compare("fetch", _consume, bootstrap, (limited, free_topic), (free, free_topic))
