@@ -74,9 +74,11 @@ from replog.net.principals import certificate_principals
 from replog.net.connection_limits import BrokerConnections
 from replog.net.sasl_session import SaslSession
 from replog.net.server import KafkaServer
+from replog.net.services import Authorizes
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
 from replog.replica.producer_ids import ProducerIdAllocator
 from replog.security import inter_broker
+from replog.security.client_quota_feed import ClientQuotaFeed
 from replog.security.client_quotas import ClientQuotas
 from replog.security.quota_manager import ClientQuotaManagers
 from replog.security.sasl import ListenerSasl
@@ -165,12 +167,13 @@ class Broker:
         self.metadata = MetadataCache(self.store)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
         self.fetch_sessions = FetchSessions()
-        # The client quotas set in the store, and the rates and throttles they are enforced by.
-        self.client_quotas = ClientQuotas()
-        self.quotas = ClientQuotaManagers(self.client_quotas, config, observer=self.metrics)
         self.groups = GroupCoordinator(self.broker_id, group_coordinator_config(config), self.replicas.hosted,
                                        self._offsets_partition_count, monotonic_ms, wall_clock_ms)
         self.replicas.on_replica_changed = self.groups.partition_changed
+        self.client_quotas = ClientQuotas()
+        # The rates and throttles the client quotas are enforced by.
+        self.quotas = ClientQuotaManagers(self.client_quotas, config, observer=self.metrics)
+        self._client_quota_feed: asyncio.Task | None = None
         self._group_coordinator: asyncio.Task | None = None
         self._creating_offsets_topic: asyncio.Task | None = None
         # One server per listener; `server` is the first listener's. max.connections is the
@@ -307,6 +310,7 @@ class Broker:
         # Without it the broker would go on refusing produce after space returned, or never refuse.
         self._disk_space_watch = self._run_until_stopped(self.disk_space.watch(), "disk space watch")
         self.replicas.start()
+        await self._load_client_quotas()
         # Both retry store failures themselves: only a bug ends them. Without the first, the rates
         # an operator sets would no longer reach the moves; without the second, groups would lose
         # their timers and be served wrong.
@@ -337,6 +341,17 @@ class Broker:
         self._warn_of_inter_broker_authentication()
         logger.info("broker started broker=%d listeners=%s metrics=%s data_dir=%s", self.broker_id,
                     ",".join(str(endpoint) for endpoint in self.bound_listeners), self.metrics_address or "off", self.data_dir)
+
+    async def _load_client_quotas(self) -> None:
+        """Before any listener accepts, so that the first requests are held to the quotas set; at
+        most one session timeout, for a store that does not answer (the feed goes on trying).
+        The feed then keeps them current; without it, a quota changed would never apply."""
+        feed = ClientQuotaFeed(self.store, self.client_quotas)
+        self._client_quota_feed = self._run_until_stopped(feed.run(), "client quota feed")
+        try:
+            await asyncio.wait_for(feed.loaded.wait(), self.store.session_timeout_ms / 1000)
+        except TimeoutError:
+            logger.warning("serving before the client quotas were loaded broker=%d", self.broker_id)
 
     @property
     def bound_listeners(self) -> list[Endpoint]:
@@ -406,6 +421,8 @@ class Broker:
         self.leader_connections.close()
         await self.metadata.close()
         await self.replicas.shutdown()
+        if self._client_quota_feed is not None:
+            await cancel_and_wait(self._client_quota_feed)
         if self._disk_space_watch is not None:
             await cancel_and_wait(self._disk_space_watch)
         await self._end_session()
@@ -625,6 +642,8 @@ class Broker:
         self.metrics.state_change_queue_oldest_seconds.set(oldest_ms / 1000)
 
     # services for the request handlers
+    authorizer: Authorizes | None = None  # no authorizer: every request allowed
+
     def _offsets_partition_count(self) -> int:
         """The setting, always: Kafka takes the topic's count once it exists, but the metadata
         cache learns a new topic's partitions one by one, and a count that grows while groups

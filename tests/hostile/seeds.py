@@ -152,6 +152,7 @@ _BY_NAME: dict[str, Any] = {
     "assignment": b"",
     "auth_bytes": b"n,,n=hostile,r=hostile-nonce",  # SaslAuthenticate's: SCRAM's client-first message
     "mechanism": 2, "iterations": 4096, "salt": b"hostile-salt", "salted_password": bytes(64),  # SCRAM-SHA-512's
+    "entity_type": "user", "entity_name": "hostile", "match_type": 0, "match": "hostile",  # client quotas'
 }
 _GROUP_FIELDS = {"group_id", "key", "groups", "groups_names", "coordinator_keys"}
 _TOPIC_FIELDS = {"topic", "resource_name", "topic_names"}
@@ -189,7 +190,7 @@ def _primitive(entity: str, name: str, kafka_type: str, context: _Context) -> An
 # Config entries: a harmless change to the target topic (IncrementalAlterConfigs), a topic
 # created only to be validated (CreateTopics).
 _CONFIG_NAMES = {"AlterableConfig": "retention.ms", "CreatableTopicConfig": "cleanup.policy"}
-_CONFIG_VALUES = {"AlterableConfig": "604800000", "CreatableTopicConfig": "delete"}
+_CONFIG_VALUES = {"AlterableConfig": "604800000", "CreatableTopicConfig": "delete", "OpData": 1048576.0}
 
 
 def _name(entity: str, context: _Context) -> str:
