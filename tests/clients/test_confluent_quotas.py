@@ -4,8 +4,9 @@ the same for consumers with consumer_byte_rate. Each rate is measured over 10 s 
 the test asserts only that the limited client was told a throttle time (librdkafka's
 throttle_cb) and that its rate stayed below 2 MB/s.
 
-The broker runs in the test's process, where the quotas are set in its memory (as the store's
-quota feed sets them); the clients run in threads of their own, their calls blocking. Its rates
+The broker runs in the test's process; the quotas are set in the store, as `replog quotas`
+sets them, and reach the broker by its quota feed. The clients run in threads of their own,
+their calls blocking. The broker's rates
 are measured over 2 windows of a second (quota.window.num): with Kafka's 11, a client's first
 burst may carry 10 s worth of its quota before it is throttled, and a rate measured over the
 first 10 s would show that burst rather than the rate the quota converges to."""
@@ -19,10 +20,11 @@ from typing import NamedTuple
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from replog.security.client_quotas import ClientQuotaEntity
+from replog.admin.client_quotas import QuotaAlteration, alter_client_quotas
 from replog.security.quota_limits import QuotaType
 from tests.clients.conftest import create_topic
 from tests.net.in_process_broker import in_process_broker
+from tests.support.polling import eventually
 
 LIMIT_BYTES_PER_S = 1_000_000
 MEASURED_S = 10.0
@@ -102,8 +104,10 @@ async def _compare(what: str, run, bootstrap: str, limited: tuple[str, str], fre
 async def test_a_client_over_its_byte_rate_is_throttled_and_another_is_not(tmp_path):
     async with in_process_broker(tmp_path, **{"quota.window.num": "2"}) as broker:
         limited, free = f"limited-{uuid.uuid4().hex[:6]}", f"free-{uuid.uuid4().hex[:6]}"
-        broker.client_quotas.set_entity(ClientQuotaEntity(None, limited), {
-            QuotaType.PRODUCE: LIMIT_BYTES_PER_S, QuotaType.FETCH: LIMIT_BYTES_PER_S})
+        assert await alter_client_quotas(broker.store, [QuotaAlteration((("client-id", limited),), (
+            (QuotaType.PRODUCE.value, LIMIT_BYTES_PER_S), (QuotaType.FETCH.value, LIMIT_BYTES_PER_S)))]) == [None]
+        await eventually(lambda: broker.client_quotas.quota(QuotaType.FETCH, "ANONYMOUS", limited) is not None, 10,
+                         "the quotas reached the broker")
         bootstrap = f"127.0.0.1:{broker.server.port}"
         limited_topic, free_topic = (await asyncio.gather(*(
             asyncio.to_thread(create_topic, bootstrap, f"t-{uuid.uuid4().hex[:10]}") for _ in range(2))))
