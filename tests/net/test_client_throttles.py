@@ -12,7 +12,7 @@ import types
 
 from replog.config import defaults
 from replog.net import codec
-from replog.net.client_throttles import counted, set_throttle_ms, with_throttle
+from replog.net.client_throttles import client_throttles, counted, set_throttle_ms, with_throttle
 from replog.net.codec import ApiKey, EncodedBody
 from replog.net.handlers import HANDLERS
 from replog.net.server import KafkaServer
@@ -143,3 +143,14 @@ def test_a_throttle_is_set_in_bodies_the_handlers_encoded():
     throttled = with_throttle(body, 1234)
     assert set_throttle_ms(throttled) == 1234 and throttled.parts[1:] == [b"log bytes"]
     assert with_throttle(EncodedBody([b"v0"]), 1234) == EncodedBody([b"v0"])
+
+
+def test_who_waits_is_kafkas_per_api_and_version():
+    def throttles_itself(api_key: int, version: int) -> bool:
+        return client_throttles(codec.Request(api_key, version, 1, "client", None))
+
+    assert not throttles_itself(ApiKey.PRODUCE, 5) and throttles_itself(ApiKey.PRODUCE, 6)
+    assert not throttles_itself(ApiKey.FETCH, 7) and throttles_itself(ApiKey.FETCH, 8)
+    assert throttles_itself(ApiKey.ELECT_LEADERS, 0)
+    assert not throttles_itself(ApiKey.DESCRIBE_CLUSTER, 2)  # Kafka's response does not say so: the broker waits
+    assert not throttles_itself(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4)

@@ -10,9 +10,10 @@ requests a client sends before it may be throttled (ApiVersions, SASL). A handle
 a throttle of its own (the controller mutation quota); the response carries the largest.
 
 Who waits (KIP-219): from the versions in CLIENT_THROTTLES_FROM on, the client does: the answer
-goes at once, and the broker mutes the connection meanwhile. Before them the client does not
-know to wait, so the broker holds the answer back for the throttle time, muted too, as Kafka
-does. A throttled Fetch still carries its records (Kafka answers it empty): the connection's
+goes at once, and the broker mutes the connection meanwhile. Before them, and for the APIs not
+there (Kafka's responses that do not say their client throttles, replog's own), the client
+does not know to wait, so the broker holds the answer back for the throttle time, muted too,
+as Kafka does. A throttled Fetch still carries its records (Kafka answers it empty): the connection's
 mute holds the rate to the quota all the same, and no fetch session has to forget what it sent.
 """
 
@@ -37,20 +38,23 @@ _I32 = struct.Struct(">i")
 EXEMPT_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 # The first version of each API whose client waits out the throttle itself (Kafka's
-# AbstractResponse.shouldClientThrottle, per response); an API not here: every version.
+# shouldClientThrottle, per response, as Kafka 4 has it); an API not here: none.
 CLIENT_THROTTLES_FROM: dict[int, int] = {
     ApiKey.PRODUCE: 6, ApiKey.FETCH: 8, ApiKey.LIST_OFFSETS: 3, ApiKey.METADATA: 6, ApiKey.OFFSET_COMMIT: 4,
     ApiKey.OFFSET_FETCH: 4, ApiKey.FIND_COORDINATOR: 2, ApiKey.JOIN_GROUP: 3, ApiKey.HEARTBEAT: 2,
     ApiKey.LEAVE_GROUP: 2, ApiKey.SYNC_GROUP: 2, ApiKey.DESCRIBE_GROUPS: 2, ApiKey.LIST_GROUPS: 2,
-    ApiKey.CREATE_TOPICS: 3, ApiKey.DELETE_TOPICS: 2, ApiKey.INIT_PRODUCER_ID: 1, ApiKey.OFFSET_FOR_LEADER_EPOCH: 4,
-    ApiKey.DESCRIBE_CONFIGS: 2, ApiKey.ALTER_CONFIGS: 1, ApiKey.DESCRIBE_LOG_DIRS: 1, ApiKey.CREATE_PARTITIONS: 1,
-    ApiKey.DELETE_GROUPS: 1,
+    ApiKey.CREATE_TOPICS: 3, ApiKey.DELETE_TOPICS: 2, ApiKey.INIT_PRODUCER_ID: 1, ApiKey.DESCRIBE_CONFIGS: 2,
+    ApiKey.ALTER_CONFIGS: 1, ApiKey.DESCRIBE_LOG_DIRS: 1, ApiKey.CREATE_PARTITIONS: 1, ApiKey.DELETE_GROUPS: 1,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: 0, ApiKey.OFFSET_DELETE: 0, ApiKey.ELECT_LEADERS: 0,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0, ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0, ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0, ApiKey.UNREGISTER_BROKER: 0,
 }
 
 
 def client_throttles(request: Request) -> bool:
     """Whether the client of `request` waits out a throttle itself (KIP-219)."""
-    return request.api_version >= CLIENT_THROTTLES_FROM.get(request.api_key, 0)
+    first = CLIENT_THROTTLES_FROM.get(request.api_key)
+    return first is not None and request.api_version >= first
 
 
 def counted(request: Request) -> bool:
