@@ -59,10 +59,9 @@ from kio.schema.errors import ErrorCode
 from replog.config import defaults
 from replog.obs import BrokerMetrics
 from replog.obs.logs import LineBudget
-from replog.tasks import cancel_and_wait
-
 from replog.security.quota_limits import user_of_principal
 from replog.security.quota_manager import ClientQuotaManagers
+from replog.tasks import cancel_and_wait
 
 from . import codec
 from .client_throttles import client_throttles, counted, run_timed, set_throttle_ms, throttle_time_ms, with_throttle
@@ -318,6 +317,8 @@ class KafkaServer:
         elif not self._quotas.limit(user_of_principal(request.principal), request.client_id or ""):
             body = await HANDLERS[request.api_key](self._services, request)
             throttle_ms = set_throttle_ms(body)  # the controller mutation quota's, if any
+            if throttle_ms > 0:
+                connection.mute(throttle_ms / 1000)
         else:
             # As Kafka reads a throttled client's next request only once the throttle is over:
             # one request at a time, each after the mute, which requests read before it began
@@ -334,7 +335,6 @@ class KafkaServer:
         handled[asyncio.current_task()] = (api, received_s, handled_s)
         if throttle_ms > 0:
             body = with_throttle(body, throttle_ms)
-            connection.mute(throttle_ms / 1000)
             if not client_throttles(request):
                 await asyncio.sleep(throttle_ms / 1000)
         if body is None:
