@@ -382,6 +382,13 @@ SETTINGS: dict[str, Setting] = {
         Setting("queued.max.request.bytes", _int64(1), 512 * 1024 * 1024,
                 "bytes of requests being read or waiting for their answer, over all connections: past it, connections "
                 "read no more requests until answers free some"),
+        # Client quotas (security/quota_manager.py): the windows rates are measured over, Kafka's.
+        Setting("quota.window.num", _int32(1), 11, "samples a client quota's rate is measured over"),
+        Setting("quota.window.size.seconds", _int32(1), 1, "time span of each sample of a client quota's rate"),
+        Setting("controller.quota.window.num", _int32(1), 11,
+                "samples of the controller mutation quota: its token bucket holds this many windows of the quota"),
+        Setting("controller.quota.window.size.seconds", _int32(1), 1,
+                "time span of each sample of the controller mutation quota"),
         # Kafka's: 1 MiB, and the 12 bytes (offset, length) that frame a batch in the log.
         Setting("message.max.bytes", _int32(0), 1024 * 1024 + 12, "largest record batch accepted"),
         Setting("log.message.timestamp.before.max.ms", _int64(0), LONG_MAX,
