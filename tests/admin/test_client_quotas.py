@@ -9,6 +9,7 @@ import json
 import pytest
 from kio.schema.errors import ErrorCode
 
+from replog.admin import AdminError
 from replog.admin.client_quotas import (
     MATCH_DEFAULT,
     MATCH_EXACT,
@@ -18,7 +19,7 @@ from replog.admin.client_quotas import (
     alter_client_quotas,
     describe_client_quotas,
 )
-from replog.admin.scram_credentials import alter_user_scram_credentials, describe_user_scram_credentials
+from replog.admin.scram_credentials import ScramDeletion, alter_user_scram_credentials, describe_user_scram_credentials
 from replog.coord_backends import paths
 from replog.security import client_quota_records as records
 from replog.security.client_quotas import ClientQuotaEntity
@@ -110,7 +111,7 @@ async def test_a_removal_of_what_is_not_set_is_no_change(store):
 DESCRIBED = [
     (ALICE, {"producer_byte_rate": 10.0}),
     (ALICE_APP, {"producer_byte_rate": 20.0}),
-    (((("user", "alice"), ("client-id", None))), {"producer_byte_rate": 30.0}),
+    ((("user", "alice"), ("client-id", None)), {"producer_byte_rate": 30.0}),
     ((("user", None),), {"consumer_byte_rate": 40.0}),
     (DEFAULT_USER_DEFAULT_CLIENT, {"request_percentage": 50.0}),
     (APP, {"producer_byte_rate": 60.0}),
@@ -153,7 +154,7 @@ async def test_describe_filters_as_kafka(store, components, strict, expected):
      "filter component."),
 ])
 async def test_describe_refuses_kafkas_bad_filters(store, components, code, message):
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(AdminError) as raised:
         await describe_client_quotas(store, QuotaFilter(components, False))
     assert (raised.value.code, raised.value.message) == (code, message)
 
@@ -182,6 +183,5 @@ async def test_scram_credentials_and_quotas_share_a_users_node_undisturbed(store
     assert await records.read_quotas(store, ClientQuotaEntity("bob", "app")) == {"producer_byte_rate": "2"}
 
 
-def _deletion(user: str):
-    from replog.admin.scram_credentials import ScramDeletion
+def _deletion(user: str) -> ScramDeletion:
     return ScramDeletion(user, upsertion(user).mechanism)

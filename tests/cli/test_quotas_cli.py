@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pathlib
+import shutil
+import subprocess
+
+import pytest
 
 from replog.security.quota_limits import QuotaType
 from tests.cli.test_users_cli import replog
@@ -14,6 +19,8 @@ from tests.net.in_process_broker import in_process_broker
 from tests.support.polling import eventually
 
 ALICE = ("--entity-type", "users", "--entity-name", "alice")
+KAFKA = pathlib.Path(__file__).resolve().parents[2] / "bench" / "peers" / "kafka" / "kafka"
+JAVA_TIMEOUT_S = 120
 
 SCRIPT = [
     ("quotas", "alter", *ALICE, "--add-config", "producer_byte_rate=1048576,request_percentage=50"),
@@ -85,3 +92,25 @@ async def test_entities_are_named_as_kafka_configs_names_them(tmp_path):
         assert (status, err) == (2, f"replog: quotas alter: {words}\n")
     status, _, err = await replog("quotas", "alter", *ALICE, *door)
     assert (status, err) == (2, "replog: quotas alter: give --add-config or --delete-config\n")
+
+
+async def kafka_configs(port: int, *args: str) -> tuple[int, str]:
+    """(status, stdout) of Kafka's own kafka-configs (ConfigCommand) against the broker."""
+    classpath = subprocess.run([str(KAFKA), "classpath"], capture_output=True, text=True, check=True).stdout.strip()
+    process = await asyncio.create_subprocess_exec(
+        "java", "-cp", classpath, "org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", f"127.0.0.1:{port}", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, _ = await asyncio.wait_for(process.communicate(), JAVA_TIMEOUT_S)
+    return process.returncode, out.decode()
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="java is not installed")
+async def test_kafkas_own_kafka_configs_sets_and_describes_quotas(tmp_path):
+    async with in_process_broker(tmp_path) as broker:
+        port = broker.server.port
+        assert await kafka_configs(port, "--alter", *ALICE, "--entity-type", "clients", "--entity-default",
+                                   "--add-config", "producer_byte_rate=1024") == (0, "Completed updating config for user alice.\n")
+        assert await kafka_configs(port, "--describe", *ALICE, "--entity-type", "clients") == (
+            0, "Quota configs for user-principal 'alice', the default client-id are producer_byte_rate=1024.0\n")
+        await eventually(lambda: broker.client_quotas.quota(QuotaType.PRODUCE, "alice", "app") == (("alice", "app"), 1024.0),
+                         10, "the broker to apply the quota")

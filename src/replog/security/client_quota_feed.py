@@ -32,7 +32,8 @@ class ClientQuotaFeed:
     async def _reload(self) -> None:
         stored = await records.stored_quotas(self._store)
         self._quotas.replace_all((entity, quotas_of(configs)) for entity, configs in stored.items())
-        logger.info("client quotas loaded entities=%d", len(stored))
+        # A broker without quotas, the common case, says nothing of them when it starts.
+        logger.log(logging.INFO if stored else logging.DEBUG, "client quotas loaded entities=%d", len(stored))
 
     async def _apply(self, notification: bytes) -> None:
         try:

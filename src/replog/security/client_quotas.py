@@ -83,15 +83,16 @@ class ClientQuotas:
         limits = self._limits[quota_type]
         if not limits:
             return None
+        # Plain tuples: equal to the entities they stand for, and several times cheaper to make.
         for entity, tags in (
-            (ClientQuotaEntity(user, client_id), (user, client_id)),
-            (ClientQuotaEntity(user, DEFAULT_ENTITY), (user, client_id)),
-            (ClientQuotaEntity(user, None), (user, "")),
-            (ClientQuotaEntity(DEFAULT_ENTITY, client_id), (user, client_id)),
-            (ClientQuotaEntity(DEFAULT_ENTITY, DEFAULT_ENTITY), (user, client_id)),
-            (ClientQuotaEntity(DEFAULT_ENTITY, None), (user, "")),
-            (ClientQuotaEntity(None, client_id), ("", client_id)),
-            (ClientQuotaEntity(None, DEFAULT_ENTITY), ("", client_id)),
+            ((user, client_id), (user, client_id)),
+            ((user, DEFAULT_ENTITY), (user, client_id)),
+            ((user, None), (user, "")),
+            ((DEFAULT_ENTITY, client_id), (user, client_id)),
+            ((DEFAULT_ENTITY, DEFAULT_ENTITY), (user, client_id)),
+            ((DEFAULT_ENTITY, None), (user, "")),
+            ((None, client_id), ("", client_id)),
+            ((None, DEFAULT_ENTITY), ("", client_id)),
         ):
             limit = limits.get(entity)
             if limit is not None:
