@@ -353,11 +353,12 @@ class Broker:
         """Before any listener accepts: a request is never checked against ACLs not yet read.
         The feed then keeps them current; without it, an ACL removed would go on granting."""
         feed = AclFeed(self.store, self.authorizer)
-        await feed.load()
+        self._acl_feed = self._run_until_stopped(feed.run(), "ACL feed")
+        await feed.loaded.wait()
         logger.info("authorizer loaded broker=%d acls=%d super_users=%d allow_everyone_if_no_acl_found=%s",
                     self.broker_id, self.authorizer.acl_count, len(self.authorizer.super_users),
                     self.authorizer.allow_everyone_if_no_acl_found)
-        self._acl_feed = self._run_until_stopped(feed.run(), "ACL feed")
+
     async def _load_client_quotas(self) -> None:
         """Before any listener accepts, so that the first requests are held to the quotas set; at
         most one session timeout, for a store that does not answer (the feed goes on trying).

@@ -52,6 +52,8 @@ async def follow_notifications(store: Store, prefix: str, apply: Callable[[bytes
                 async for children in watch:
                     names = sorted(child for child in children if child.startswith(name_prefix))
                     if last is None or (last and last not in names and names and names[0] > last):
+                        if last is not None:
+                            logger.info("change notifications missed, loading everything again path=%s", parent)
                         await reload()  # at the start, or notifications were pruned unseen
                         last = names[-1] if names else ""
                         if loaded is not None:
