@@ -16,9 +16,10 @@ on every group. The others name other principals, half PREFIXED (some on prefixe
 that the index finds entries and checks them) and half LITERAL. Topic `perf` has 16 partitions.
 Then R rounds, the brokers' order rotating between rounds (so that a machine growing busier or
 quieter weighs on all alike): `replog perf produce` of N records of 1 KiB with acks=1, then
-`replog perf consume` of them, on each broker. Prints each run, then the medians and each
-configuration's share of "off". Figures are printed, never asserted; the brokers and the tools
-share this machine's CPUs, so read them with `nproc` in mind.
+`replog perf consume` of them, on each broker, and the broker's CPU time (user + system, from
+/proc) over each, per megabyte. Prints each run, then the medians of rate and CPU per megabyte,
+with the median of each configuration's over "off"'s in the same round. Figures are printed, never
+asserted; the brokers and the tools share this machine's CPUs, so read them with `nproc` in mind.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.broker_perf import TOPIC, create_topic, run  # noqa: E402
+from bench.replication import cpu_seconds  # noqa: E402
 from replog.coord_backends.base import CreateOp, commit_in_batches  # noqa: E402
 from replog.coord_backends.memory import MemoryStore  # noqa: E402
 from replog.net.codec import ANONYMOUS  # noqa: E402
@@ -141,7 +143,10 @@ def main() -> None:
     options = parser.parse_args()
     print(f"{os.cpu_count()} CPUs; brokers and tools share them", flush=True)
     measure_checks(options.checks)
-    rates: dict[str, dict[str, list[float]]] = {step: {name: [] for name in CONFIGURATIONS} for step in ("produce", "consume")}
+    steps = ("produce", "consume")
+    rates: dict[str, dict[str, list[float]]] = {step: {name: [] for name in CONFIGURATIONS} for step in steps}
+    cpu_ms_per_mb: dict[str, dict[str, list[float]]] = {step: {name: [] for name in CONFIGURATIONS} for step in steps}
+    megabytes = options.num_records * RECORD_BYTES / 1e6
     with tempfile.TemporaryDirectory(prefix="replog-bench-authorizer-") as scratch, contextlib.ExitStack() as brokers:
         by_configuration = {name: brokers.enter_context(broker_of(pathlib.Path(scratch), name)) for name in CONFIGURATIONS}
         records = str(options.num_records)
@@ -149,16 +154,25 @@ def main() -> None:
             shift = round_index % len(CONFIGURATIONS)
             for name in CONFIGURATIONS[shift:] + CONFIGURATIONS[:shift]:
                 print(f"# authorizer {name}", flush=True)
+                broker = by_configuration[name]
                 # Each round appends N more: the consume reads the first N, there from the first round on.
-                common = ("--bootstrap-server", by_configuration[name].bootstrap, "--topic", TOPIC, "--num-records", records)
-                rates["produce"][name].append(run("perf", "produce", *common, "--record-size", str(RECORD_BYTES), "--acks", "1"))
-                rates["consume"][name].append(run("perf", "consume", *common))
-    for step, by_name in rates.items():
-        medians = {name: statistics.median(values) for name, values in by_name.items()}
-        shown = ", ".join(f"{name} {median * RECORD_BYTES / 1e6:.1f} MB/s ({median / medians['off']:.1%} of off)"
-                          for name, median in medians.items())
-        print(f"{step}, {PARTITIONS} partitions, {RECORD_BYTES} B records, median of {options.rounds}: {shown}", flush=True)
+                common = ("--bootstrap-server", broker.bootstrap, "--topic", TOPIC, "--num-records", records)
+                for step, extra in (("produce", ("--record-size", str(RECORD_BYTES), "--acks", "1")), ("consume", ())):
+                    cpu_before_s = cpu_seconds(broker.process.pid)
+                    rates[step][name].append(run("perf", step, *common, *extra))
+                    cpu_ms_per_mb[step][name].append((cpu_seconds(broker.process.pid) - cpu_before_s) / megabytes * 1e3)
+    for step in steps:
+        print(f"{step}, {PARTITIONS} partitions, {RECORD_BYTES} B records, median of {options.rounds}: "
+              f"{_against_off(rates[step], lambda rate: f'{rate * RECORD_BYTES / 1e6:.1f} MB/s')}; broker CPU "
+              f"{_against_off(cpu_ms_per_mb[step], lambda cost: f'{cost:.1f} ms/MB')}", flush=True)
 
+
+def _against_off(by_name: dict[str, list[float]], shown) -> str:
+    """Each configuration's median, and the median of its ratio to "off" within a round: runs back
+    to back are the least disturbed by whatever else the machine does, which shifts whole rounds."""
+    return ", ".join(f"{name} {shown(statistics.median(values))} "
+                     f"({statistics.median(value / off for value, off in zip(values, by_name['off'])):.1%} of off)"
+                     for name, values in by_name.items())
 
 if __name__ == "__main__":
     main()

@@ -74,11 +74,15 @@ from replog.net.principals import certificate_principals
 from replog.net.connection_limits import BrokerConnections
 from replog.net.sasl_session import SaslSession
 from replog.net.server import KafkaServer
+from replog.net.services import Authorizes
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
 from replog.replica.producer_ids import ProducerIdAllocator
 from replog.security import inter_broker
 from replog.security.acl_feed import AclFeed
 from replog.security.authorizer import AclAuthorizer
+from replog.security.client_quota_feed import ClientQuotaFeed
+from replog.security.client_quotas import ClientQuotas
+from replog.security.quota_manager import ClientQuotaManagers
 from replog.security.sasl import ListenerSasl
 from replog.security.sasl_mechanisms import listener_mechanisms
 from replog.storage.data_dir_lock import DataDirectoryLock
@@ -171,6 +175,10 @@ class Broker:
         self.groups = GroupCoordinator(self.broker_id, group_coordinator_config(config), self.replicas.hosted,
                                        self._offsets_partition_count, monotonic_ms, wall_clock_ms)
         self.replicas.on_replica_changed = self.groups.partition_changed
+        self.client_quotas = ClientQuotas()
+        # The rates and throttles the client quotas are enforced by.
+        self.quotas = ClientQuotaManagers(self.client_quotas, config, observer=self.metrics)
+        self._client_quota_feed: asyncio.Task | None = None
         self._group_coordinator: asyncio.Task | None = None
         self._creating_offsets_topic: asyncio.Task | None = None
         # One server per listener; `server` is the first listener's. max.connections is the
@@ -181,7 +189,7 @@ class Broker:
                         metrics=self.metrics, settings=config, on_failure=lambda: self.failed.set(),
                         listener=endpoint.name, tls=self._listener_tls(endpoint.name),
                         identify=self._listener_principals(endpoint.name), sasl=self._listener_sasl(endpoint.name),
-                        broker_connections=connections)
+                        broker_connections=connections, quotas=self.quotas)
             for endpoint in config["listeners"]
         ]
         self.server = self.servers[0]
@@ -307,6 +315,7 @@ class Broker:
         # Without it the broker would go on refusing produce after space returned, or never refuse.
         self._disk_space_watch = self._run_until_stopped(self.disk_space.watch(), "disk space watch")
         self.replicas.start()
+        await self._load_client_quotas()
         # Both retry store failures themselves: only a bug ends them. Without the first, the rates
         # an operator sets would no longer reach the moves; without the second, groups would lose
         # their timers and be served wrong.
@@ -344,11 +353,22 @@ class Broker:
         """Before any listener accepts: a request is never checked against ACLs not yet read.
         The feed then keeps them current; without it, an ACL removed would go on granting."""
         feed = AclFeed(self.store, self.authorizer)
-        await feed.load()
+        self._acl_feed = self._run_until_stopped(feed.run(), "ACL feed")
+        await feed.loaded.wait()
         logger.info("authorizer loaded broker=%d acls=%d super_users=%d allow_everyone_if_no_acl_found=%s",
                     self.broker_id, self.authorizer.acl_count, len(self.authorizer.super_users),
                     self.authorizer.allow_everyone_if_no_acl_found)
-        self._acl_feed = self._run_until_stopped(feed.run(), "ACL feed")
+
+    async def _load_client_quotas(self) -> None:
+        """Before any listener accepts, so that the first requests are held to the quotas set; at
+        most one session timeout, for a store that does not answer (the feed goes on trying).
+        The feed then keeps them current; without it, a quota changed would never apply."""
+        feed = ClientQuotaFeed(self.store, self.client_quotas)
+        self._client_quota_feed = self._run_until_stopped(feed.run(), "client quota feed")
+        try:
+            await asyncio.wait_for(feed.loaded.wait(), self.store.session_timeout_ms / 1000)
+        except TimeoutError:
+            logger.warning("serving before the client quotas were loaded broker=%d", self.broker_id)
 
     @property
     def bound_listeners(self) -> list[Endpoint]:
@@ -418,6 +438,8 @@ class Broker:
         self.leader_connections.close()
         await self.metadata.close()
         await self.replicas.shutdown()
+        if self._client_quota_feed is not None:
+            await cancel_and_wait(self._client_quota_feed)
         if self._disk_space_watch is not None:
             await cancel_and_wait(self._disk_space_watch)
         await self._end_session()
@@ -637,6 +659,8 @@ class Broker:
         self.metrics.state_change_queue_oldest_seconds.set(oldest_ms / 1000)
 
     # services for the request handlers
+    authorizer: Authorizes | None = None  # no authorizer: every request allowed
+
     def _offsets_partition_count(self) -> int:
         """The setting, always: Kafka takes the topic's count once it exists, but the metadata
         cache learns a new topic's partitions one by one, and a count that grows while groups

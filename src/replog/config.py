@@ -37,6 +37,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Callable, NamedTuple
 
 from replog import inter_broker_settings, listener_settings, sasl_settings, tls_settings
+from replog.listener_overrides import listener_values, overridden_setting
 from replog.coord_backends import hide_credentials
 from replog.coord_backends.base import SESSION_TIMEOUT_MS_DEFAULT
 from replog.coord_backends.security import StoreSecurity
@@ -381,6 +382,13 @@ SETTINGS: dict[str, Setting] = {
         Setting("queued.max.request.bytes", _int64(1), 512 * 1024 * 1024,
                 "bytes of requests being read or waiting for their answer, over all connections: past it, connections "
                 "read no more requests until answers free some"),
+        # Client quotas (security/quota_manager.py): the windows rates are measured over, Kafka's.
+        Setting("quota.window.num", _int32(1), 11, "samples a client quota's rate is measured over"),
+        Setting("quota.window.size.seconds", _int32(1), 1, "time span of each sample of a client quota's rate"),
+        Setting("controller.quota.window.num", _int32(1), 11,
+                "samples of the controller mutation quota: its token bucket holds this many windows of the quota"),
+        Setting("controller.quota.window.size.seconds", _int32(1), 1,
+                "time span of each sample of the controller mutation quota"),
         # Kafka's: 1 MiB, and the 12 bytes (offset, length) that frame a batch in the log.
         Setting("message.max.bytes", _int32(0), 1024 * 1024 + 12, "largest record batch accepted"),
         Setting("log.message.timestamp.before.max.ms", _int64(0), LONG_MAX,
@@ -644,31 +652,22 @@ def parse_dynamic_broker_setting(name: str, text: str | None) -> int:
 
 OAUTHBEARER_SETTING_NAMES = tuple(name for name in SETTINGS if name.startswith("sasl.oauthbearer."))
 # Kafka's per-listener, per-mechanism prefix for them.
-_OAUTHBEARER_OVERRIDE = re.compile(r"listener\.name\.([a-z0-9_\-]+)\.oauthbearer\.(sasl\.oauthbearer\..+)")
 
 
 def oauthbearer_overridden(name: str) -> str | None:
     """The sasl.oauthbearer.* setting that `listener.name.<listener>.oauthbearer.sasl.oauthbearer.*`
     overrides; None for any other name."""
-    matched = _OAUTHBEARER_OVERRIDE.fullmatch(name)
-    return matched[2] if matched is not None and matched[2] in OAUTHBEARER_SETTING_NAMES else None
+    return overridden_setting(name, OAUTHBEARER_SETTING_NAMES, "oauthbearer")
 
 
 def oauthbearer_settings_of(settings: Mapping[str, Any], listener: str) -> dict[str, Any]:
     """The sasl.oauthbearer.* values of listener `listener`: its own where set, else the broker's."""
-    prefix = f"listener.name.{listener.lower()}.oauthbearer."
-    return {name: settings.get(prefix + name, settings[name]) for name in OAUTHBEARER_SETTING_NAMES}
+    return listener_values(settings, listener, OAUTHBEARER_SETTING_NAMES, "oauthbearer")
 
 
 # What a listener may set for itself besides ssl.* (tls_settings.py), with Kafka's prefix
 # listener.name.<lower-case name>.: the connections it holds (net/connection_limits.py).
 LISTENER_SETTINGS = frozenset({"max.connections"})
-_LISTENER_OVERRIDE = re.compile(r"listener\.name\.[a-z0-9_\-]+\.(.+)")
-
-
-def _listener_overridden(name: str) -> str | None:
-    matched = _LISTENER_OVERRIDE.fullmatch(name)
-    return matched[1] if matched is not None and matched[1] in LISTENER_SETTINGS else None
 
 
 def _lookup(name: str) -> Setting:
@@ -676,7 +675,7 @@ def _lookup(name: str) -> Setting:
     if setting is not None:
         return setting
     overridden = (tls_settings.overridden(name) or sasl_settings.overridden(name) or oauthbearer_overridden(name)
-                  or _listener_overridden(name))
+                  or overridden_setting(name, LISTENER_SETTINGS))
     if overridden is not None:
         return dataclasses.replace(SETTINGS[overridden], name=name)
     if sasl_settings.is_jaas_config(name):

@@ -17,6 +17,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Callable
 
+from replog.listener_overrides import listener_values, overridden_setting
+
 
 def _mechanisms(text: str) -> tuple[str, ...]:
     names = tuple(part.strip().upper() for part in text.split(",") if part.strip())
@@ -64,14 +66,12 @@ SPECS: dict[str, tuple[Callable[[str], Any], Any, str, bool]] = {
                                      "one closes it, so that a client without credentials cannot make the broker "
                                      "read socket.request.max.bytes", False),
 }
-_OVERRIDE = re.compile(r"listener\.name\.([a-z0-9_\-]+)\.(.+)")
 _JAAS = re.compile(r"listener\.name\.([a-z0-9_\-]+)\.([a-z0-9\-]+)\.sasl\.jaas\.config")
 
 
 def overridden(name: str) -> str | None:
     """The SASL setting that `listener.name.<listener>.<setting>` overrides; None for any other name."""
-    matched = _OVERRIDE.fullmatch(name)
-    return matched[2] if matched is not None and matched[2] in SPECS else None
+    return overridden_setting(name, SPECS)
 
 
 def is_jaas_config(name: str) -> bool:
@@ -85,5 +85,4 @@ def jaas_config_name(listener: str, mechanism: str) -> str:
 
 def settings_of(settings: Mapping[str, Any], listener: str) -> dict[str, Any]:
     """The SASL values of listener `listener`: its own where set, else the broker's."""
-    prefix = f"listener.name.{listener.lower()}."
-    return {name: settings.get(prefix + name, settings[name]) for name in SASL_SETTING_NAMES}
+    return listener_values(settings, listener, SASL_SETTING_NAMES)

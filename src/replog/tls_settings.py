@@ -16,9 +16,10 @@ passwords are Secrets: their text shows as Kafka's "[hidden]" wherever a value i
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
+
+from replog.listener_overrides import listener_values, overridden_setting
 
 
 class Secret(str):
@@ -152,16 +153,13 @@ SPECS: dict[str, tuple[Callable[[str], Any], Any, str, bool]] = {
                                               "https: a broker checks that another broker's certificate names the "
                                               "host it connects to; empty: it does not", False),
 }
-_OVERRIDE = re.compile(r"listener\.name\.([a-z0-9_\-]+)\.(ssl\..+)")
 
 
 def overridden(name: str) -> str | None:
     """The ssl.* setting that `listener.name.<listener>.ssl.*` overrides; None for any other name."""
-    matched = _OVERRIDE.fullmatch(name)
-    return matched[2] if matched is not None and matched[2] in SPECS else None
+    return overridden_setting(name, SPECS)
 
 
 def settings_of(settings: Mapping[str, Any], listener: str) -> dict[str, Any]:
     """The ssl.* values of listener `listener`: its own where set, else the broker's."""
-    prefix = f"listener.name.{listener.lower()}."
-    return {name: settings.get(prefix + name, settings[name]) for name in SSL_SETTING_NAMES}
+    return listener_values(settings, listener, SSL_SETTING_NAMES)

@@ -10,9 +10,8 @@ import logging
 import pytest
 from kio.schema.errors import ErrorCode
 
-from replog.admin import acls as admin_acls
 from replog.admin.acls import create_acls, delete_acls, describe_acls
-from replog.coord_backends import paths
+from replog.coord_backends import change_notifications, paths
 from replog.security.acl_records import changed_pattern, node_path
 from replog.security.acls import (
     AccessControlEntry,
@@ -149,7 +148,7 @@ async def test_concurrent_writers_of_one_pattern_lose_nothing(store, connect):
 
 
 async def test_the_writer_keeps_only_the_newest_notifications(store, monkeypatch):
-    monkeypatch.setattr(admin_acls, "CHANGE_NOTICES_KEPT", 3)
+    monkeypatch.setattr(change_notifications, "NOTIFICATIONS_KEPT", 3)
     for index in range(6):
         assert await create_acls(store, [binding(f"t{index}", pattern_type=LITERAL)]) == [None]
     assert [pattern.name for pattern in await notices(store)] == ["t3", "t4", "t5"]

@@ -21,9 +21,9 @@ async def test_a_change_reaches_another_clients_authorizer(connect, backend):
     writer, reader = await connect(), await connect()
     authorizer = AclAuthorizer()
     feed = AclFeed(reader, authorizer)
-    await feed.load()
     following = asyncio.create_task(feed.run())
     try:
+        await feed.loaded.wait()
         started_s = time.perf_counter()
         await set_acls(writer, ORDERS, [ALICE_WRITES])
         await eventually(lambda: may_write(authorizer, "orders-1"), WAIT_S, "the new ACL applied")

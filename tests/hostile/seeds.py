@@ -156,6 +156,7 @@ _BY_NAME: dict[str, Any] = {
     "resource_type_filter": 2, "resource_name_filter": _NULL, "pattern_type_filter": 3, "resource_pattern_type": 3,
     "principal": "User:hostile", "host": "*", "principal_filter": _NULL, "host_filter": _NULL, "operation": 3,
     "permission_type": 3,
+    "entity_type": "user", "entity_name": "hostile", "match_type": 0, "match": "hostile",  # client quotas'
 }
 _GROUP_FIELDS = {"group_id", "key", "groups", "groups_names", "coordinator_keys"}
 _TOPIC_FIELDS = {"topic", "resource_name", "topic_names"}
@@ -193,7 +194,7 @@ def _primitive(entity: str, name: str, kafka_type: str, context: _Context) -> An
 # Config entries: a harmless change to the target topic (IncrementalAlterConfigs), a topic
 # created only to be validated (CreateTopics).
 _CONFIG_NAMES = {"AlterableConfig": "retention.ms", "CreatableTopicConfig": "cleanup.policy"}
-_CONFIG_VALUES = {"AlterableConfig": "604800000", "CreatableTopicConfig": "delete"}
+_CONFIG_VALUES = {"AlterableConfig": "604800000", "CreatableTopicConfig": "delete", "OpData": 1048576.0}
 
 
 def _name(entity: str, context: _Context) -> str:

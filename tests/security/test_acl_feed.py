@@ -36,8 +36,8 @@ async def running(store):
     async def start():
         authorizer = AclAuthorizer()
         feed = AclFeed(store, authorizer)
-        await feed.load()
         tasks.append(asyncio.create_task(feed.run()))
+        await feed.loaded.wait()
         return authorizer
 
     yield start

@@ -8,7 +8,7 @@
 Every change of a pattern's node is a compare-and-set on the version read, read again on a
 conflict, so that two brokers and the CLI adding to one pattern at once lose nothing; then a
 sequential AclChange notification tells every broker to read that node again. The writer keeps
-the newest CHANGE_NOTICES_KEPT notifications and removes older ones, as Kafka's writer does: a
+the newest notifications and removes older ones (change_notifications.py), as Kafka's writer does: a
 broker that lags further behind reads every pattern again. A node left without entries is
 deleted. Each binding added or removed is one line on the `replog.audit` logger.
 """
@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.coord_backends import BadVersion, NodeExists, NoNode, Store, StoreError
 from replog.coord_backends import paths
+from replog.coord_backends.change_notifications import notify
 from replog.security.acl_records import change_notice, encoded, node_path, read_entries, read_many, stored_patterns
 from replog.security.acls import (
     BINDABLE_OPERATIONS,
@@ -47,7 +48,6 @@ audit = logging.getLogger("replog.audit")
 # Writers of one pattern at once: every broker and CLI of the cluster; each conflict means another
 # writer's change went in, so a writer that keeps losing is a sign of a runaway loop elsewhere.
 WRITE_ATTEMPTS_MAX = 64
-CHANGE_NOTICES_KEPT = 1000
 UNKNOWN_REQUESTER = "-"  # the audit line's `by` when no principal made the change (the store door)
 
 DeletedBindings = list[tuple[AclBinding, AdminError | None]]
@@ -176,21 +176,9 @@ async def _change(store: Store, pattern: ResourcePattern,
                 await store.delete(path, version)
         except (NodeExists, BadVersion, NoNode):
             continue
-        await _notify(store, pattern)
+        await notify(store, paths.ACL_CHANGE_PREFIX, change_notice(pattern))
         return before, after
     raise AdminError(ErrorCode.unknown_server_error, f"the ACLs of {pattern} kept changing meanwhile; try again")
-
-
-async def _notify(store: Store, pattern: ResourcePattern) -> None:
-    """The change notification of `pattern`, then the oldest ones beyond CHANGE_NOTICES_KEPT gone
-    (another writer pruning at once may have removed some already)."""
-    await store.create(paths.ACL_CHANGE_PREFIX, change_notice(pattern), sequential=True, make_parents=True)
-    notices = await store.children(paths.ACL_CHANGES)
-    for name in sorted(notices)[:max(0, len(notices) - CHANGE_NOTICES_KEPT)]:
-        try:
-            await store.delete(f"{paths.ACL_CHANGES}/{name}")
-        except NoNode:
-            continue
 
 
 def _audit(event: str, requester: str | None, pattern: ResourcePattern, entries: Iterable[AccessControlEntry]) -> None:

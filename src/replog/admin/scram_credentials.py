@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from replog.coord_backends import TRANSACTION_OPS_MAX, BadVersion, NodeExists, NoNode, Store, StoreError
+from replog.coord_backends import TRANSACTION_OPS_MAX, BadVersion, NodeExists, NoNode, NotEmpty, Store, StoreError
 from replog.coord_backends import paths
 from replog.coord_backends.paths import InvalidNodeValue, UserConfig
 
@@ -167,13 +167,21 @@ async def _alter_user(store: Store, user: str, changes: list[ScramDeletion | Scr
             elif config:
                 await store.set(path, UserConfig(config).encode(), node[1])
             else:
-                await store.delete(path, node[1])
+                await _delete_user_node(store, path, node[1])
         except (NodeExists, BadVersion, NoNode):
             continue
         logger.info("altered SCRAM credentials user=%r upserted=%s deleted=%s", user, _names(changes, ScramUpsertion),
                     _names(changes, ScramDeletion))
         return None
     return AdminError(ErrorCode.unknown_server_error, f"user {user!r}'s credentials kept changing meanwhile; try again")
+
+
+async def _delete_user_node(store: Store, path: str, version: int) -> None:
+    """A user with quotas on its client ids keeps its node, their parent, with no config."""
+    try:
+        await store.delete(path, version)
+    except NotEmpty:
+        await store.set(path, UserConfig({}).encode(), version)
 
 
 def _names(changes: list[ScramDeletion | ScramUpsertion], kind: type) -> str:

@@ -38,6 +38,7 @@ from replog.admin.assignment import BrokerRack
 from replog.admin.planner import Plan
 from replog.admin.errors import error_for_code
 from replog.admin.reassignment import PartitionKey, ReassignmentStatus
+from replog.admin.client_quotas import EntityNames, QuotaFilter
 from replog.admin.scram_credentials import (
     UserScramCredentials,
     description_refusal,
@@ -352,6 +353,23 @@ class Admin(abc.ABC):
     @abc.abstractmethod
     async def _describe_users(self, names: Sequence[str]) -> list[UserScramCredentials]:
         """Each named user's credentials or refusal, in order (none named: every user's, by name)."""
+
+
+    # -- client quotas: `replog quotas` --------------------------------------------------------
+
+    async def alter_client_quotas(self, entity: EntityNames, ops: Sequence[tuple[str, float | None]]) -> None:
+        """Set (a value) or remove (None) the entity's quotas, all or none of them."""
+        error = await self._alter_client_quotas(entity, tuple(ops))
+        if error is not None:
+            raise error_for_code(error.code, error.message)
+
+    @abc.abstractmethod
+    async def _alter_client_quotas(self, entity: EntityNames, ops: tuple[tuple[str, float | None], ...]) -> AdminError | None:
+        """The change made, or the refusal in Kafka's words."""
+
+    @abc.abstractmethod
+    async def describe_client_quotas(self, quota_filter: QuotaFilter) -> list[tuple[EntityNames, dict[str, float]]]:
+        """Each entity with quotas that the filter selects, with its quotas."""
 
 
 def _raise_for(user: str, error: AdminError | None) -> None:

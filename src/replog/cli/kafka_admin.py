@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 from replog.admin import AdminError, UnknownTopicOrPartition, cluster
 from replog.admin.acls import DeletedBindings
 from replog.admin.assignment import BrokerRack
+from replog.admin.client_quotas import EntityNames, QuotaFilter
 from replog.admin.errors import error_for_code
 from replog.admin.planner import Plan
 from replog.admin.reassignment import PartitionKey, ReassignmentStatus
@@ -357,6 +358,25 @@ class KafkaAdmin(Admin):
                     error = description_refusal(error.code, user)  # librdkafka's copy of the message runs on
                 results.append(UserScramCredentials(user, error=error))
         return results
+
+    # -- client quotas: confluent-kafka has no call for them -------------------------------------
+
+    async def _alter_client_quotas(self, entity: EntityNames, ops: tuple[tuple[str, float | None], ...]) -> AdminError | None:
+        answer = await self._ask_any(lambda connection: connection.request(ApiKey.ALTER_CLIENT_QUOTAS, None, {
+            "validate_only": False, "entries": [{
+                "entity": [{"entity_type": entity_type, "entity_name": name} for entity_type, name in entity],
+                "ops": [{"key": key, "value": 0.0 if value is None else value, "remove": value is None} for key, value in ops]}]}))
+        [result] = answer.entries
+        return None if result.error_code == ErrorCode.none else error_for_code(int(result.error_code), result.error_message or "")
+
+    async def describe_client_quotas(self, quota_filter: QuotaFilter) -> list[tuple[EntityNames, dict[str, float]]]:
+        answer = await self._ask_any(lambda connection: connection.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, None, {
+            "strict": quota_filter.strict, "components": [
+                {"entity_type": entity_type, "match_type": match_type, "match": match}
+                for entity_type, match_type, match in quota_filter.components]}))
+        _raise_for(answer, "DescribeClientQuotas")
+        return [(tuple((part.entity_type, part.entity_name) for part in entry.entity),
+                 {value.key: value.value for value in entry.values}) for entry in answer.entries]
 
 
 def _bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from replog.admin import AdminError, UnknownTopicOrPartition, acls, broker_configs, cluster, reassignment, topic_configs, topics
+from replog.admin import (AdminError, UnknownTopicOrPartition, acls, broker_configs, client_quotas, cluster, reassignment,
+                          topic_configs, topics)
+from replog.admin.client_quotas import EntityNames, QuotaAlteration, QuotaFilter
 from replog.admin.assignment import BrokerRack
 from replog.admin.planner import Plan
 from replog.admin.reassignment import PartitionKey, ReassignmentStatus, cluster_brokers
@@ -166,6 +168,15 @@ class StoreAdmin(Admin):
 
     async def _describe_users(self, names: Sequence[str]) -> list[UserScramCredentials]:
         return await describe_user_scram_credentials(self.store, names)
+
+    # -- client quotas ----------------------------------------------------------------------------
+
+    async def _alter_client_quotas(self, entity: EntityNames, ops: tuple[tuple[str, float | None], ...]) -> AdminError | None:
+        [error] = await client_quotas.alter_client_quotas(self.store, [QuotaAlteration(entity, ops)])
+        return error
+
+    async def describe_client_quotas(self, quota_filter: QuotaFilter) -> list[tuple[EntityNames, dict[str, float]]]:
+        return await client_quotas.describe_client_quotas(self.store, quota_filter)
 
 
 def _listener_address(registration: BrokerRegistration, protocol: str) -> tuple[str, int]:

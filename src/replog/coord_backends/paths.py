@@ -14,7 +14,10 @@ configurable root:
     /brokers/state/[broker_id]/[seq]                    StateChangeRequest   (persistent queue)
     /config/topics/[topic]                              TopicConfig
     /config/brokers/[broker_id or <default>]            DynamicBrokerConfig
-    /config/users/[user, URL-encoded]                   UserConfig           (SCRAM credentials)
+    /config/users/[user, URL-encoded]                   UserConfig           (SCRAM credentials, quotas)
+    /config/users/[user]/clients/[client id, encoded]   ClientConfig         (a user's client's quotas)
+    /config/clients/[client id, URL-encoded]            ClientConfig         (quotas)
+    /config/changes/config_change_[seq]                 ConfigChange         (an entity's configs changed)
     /kafka-acl/[resource type]/[name, URL-encoded]      AclEntries           (LITERAL bindings)
     /kafka-acl-extended/prefixed/[type]/[name, encoded] AclEntries           (PREFIXED bindings)
     /kafka-acl-extended-changes/acl_changes_[seq]       AclChange            (a resource's ACLs changed)
@@ -289,6 +292,23 @@ class UserConfig(NodeValue):
 
 
 @dataclasses.dataclass(frozen=True)
+class ClientConfig(NodeValue):
+    """A client id's configs (its quotas), or a user's client's, as Kafka keeps them."""
+
+    config: dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigChange(NodeValue):
+    """Tells every broker that one entity's configs changed: Kafka's notification, naming the
+    entity's node below /config (users/alice, clients/app, users/alice/clients/<default>)."""
+
+    FORMAT_VERSION: ClassVar[int] = 2  # Kafka's: version 2 carries entity_path
+
+    entity_path: str
+
+
+@dataclasses.dataclass(frozen=True)
 class AclEntries(NodeValue):
     """The ACL entries of one resource pattern, as Kafka keeps them in ZooKeeper: each a dict of
     "principal" (User:alice), "host" (* for any), "operation" and "permissionType", by their
@@ -331,6 +351,10 @@ TOPIC_CONFIGS = "/config/topics"
 BROKER_CONFIGS = "/config/brokers"
 DEFAULT_BROKER_CONFIG = "<default>"  # Kafka's name of the cluster-wide default's node
 USER_CONFIGS = "/config/users"
+CLIENT_CONFIGS = "/config/clients"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = f"{CONFIG_CHANGES}/config_change_"
+DEFAULT_ENTITY = "<default>"  # Kafka's name of the default user's or client id's node, never encoded
 TOPIC_CHANGES = "/admin/topic_changes"
 LITERAL_ACLS = "/kafka-acl"
 PREFIXED_ACLS = "/kafka-acl-extended/prefixed"
@@ -400,6 +424,39 @@ def user_config(user: str) -> str:
     `*` as %2A) so that any user name is one path segment; "." and ".." fully encoded, which
     no store takes as a name."""
     return f"{USER_CONFIGS}/{sanitized(user)}"
+
+
+def quota_entity_path(user: str | None, client_id: str | None) -> str:
+    """A quota entity's node below /config, as a ConfigChange names it: users/<user>,
+    clients/<client id> or users/<user>/clients/<client id> (None: the entity has no such part;
+    DEFAULT_ENTITY: the default's node)."""
+    parts = ([] if user is None else ["users", _entity_segment(user)]) + (
+        [] if client_id is None else ["clients", _entity_segment(client_id)])
+    return "/".join(parts)
+
+
+def quota_entity_config(user: str | None, client_id: str | None) -> str:
+    return f"/config/{quota_entity_path(user, client_id)}"
+
+
+def user_clients(user: str) -> str:
+    """The parent of a user's client ids' nodes."""
+    return f"/config/users/{_entity_segment(user)}/clients"
+
+
+def quota_entity_of(entity_path: str) -> tuple[str | None, str | None]:
+    """(user, client id) of a quota_entity_path; ValueError for anything else."""
+    parts = entity_path.split("/")
+    if len(parts) == 2 and parts[0] in ("users", "clients") and parts[1]:
+        name = unsanitized(parts[1])
+        return (name, None) if parts[0] == "users" else (None, name)
+    if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients" and parts[1] and parts[3]:
+        return unsanitized(parts[1]), unsanitized(parts[3])
+    raise ValueError(f"not a quota entity: {entity_path!r}")
+
+
+def _entity_segment(name: str) -> str:
+    return name if name == DEFAULT_ENTITY else sanitized(name)
 
 
 def sanitized(name: str) -> str:

@@ -78,6 +78,8 @@ class ApiKey(enum.IntEnum):
     ELECT_LEADERS = 43
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     SASL_AUTHENTICATE = 36
@@ -124,6 +126,8 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ELECT_LEADERS: (0, 2),
@@ -290,6 +294,9 @@ class Request:
     # Set by the connection of a SASL listener for SaslHandshake and SaslAuthenticate: its
     # session (net/sasl_session.py), which they advance. None elsewhere.
     sasl: Any = None
+    # The request's frame, size prefix excluded: what a Produce counts against producer_byte_rate,
+    # as Kafka counts a request's size. 0 for a request built directly.
+    size_bytes: int = 0
 
 
 def _load_request_schema(api_key: int, api_version: int) -> type:
@@ -347,7 +354,7 @@ def decode_request(frame: memoryview | bytes, listener: str = "", principal: str
     except Exception as error:  # kio raises several types for truncated or garbled input
         raise FrameError(f"malformed api {api_key} v{api_version} request: {type(error).__name__}: {error}") from None
     return Request(api_key, api_version, correlation_id, header.client_id, body, listener=listener, principal=principal,
-                   client_host=client_host)
+                   client_host=client_host, size_bytes=len(frame))
 
 
 def response_schema(api_key: int, api_version: int) -> type:
@@ -360,6 +367,16 @@ class EncodedBody(NamedTuple):
 
     parts: list[bytes]
     error_code: int = 0  # the response's own, which the server counts as it does an entity's
+    # Where in parts[0] the body's throttle_time_ms is, which the server sets for a client over
+    # its quota (net/client_throttles.py); None where the version has none.
+    throttle_at: int | None = None
+
+
+@cache
+def leads_with_throttle(schema: type) -> bool:
+    """Whether a response body of `schema` begins with its throttle_time_ms, as most do."""
+    fields = dataclasses.fields(schema)
+    return bool(fields) and fields[0].name == "throttle_time"
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> list[bytes]:

@@ -46,6 +46,12 @@ waited on the disk for each (2.2-3.8 ms per MB; 0.9-1.3 read ahead). A
 held range a truncation rewrote since it was read closes the connection rather than send other
 bytes than were read (the client fetches again).
 
+Muting (client quotas, KIP-219): `mute` stops the connection taking requests for a time, as
+Kafka mutes a throttled client's channel: frames that arrive meanwhile wait in the buffer, and
+reading pauses once it holds them. The mute ends on a timer of the event loop, whatever else
+the broker is doing; answers already under way are written meanwhile. Requests taken before
+the mute began may wait for its end (`unmuted`), one at a time (`turns`).
+
 SASL, on a SASL listener: the session (sasl_session.py) says which requests a connection not yet
 authenticated may send, one at a time, each of sasl.server.max.receive.size at most; any other
 closes it. After a SaslHandshake v0, frames are the session's raw tokens until the exchange
@@ -166,6 +172,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._reading_paused = False
         self._draining = False
+        self._unmute: asyncio.TimerHandle | None = None  # while muted (see Muting)
+        self._mute_ended: asyncio.Future | None = None  # while muted, for those waiting for its end
+        self.turns = asyncio.Lock()
         self._closed = self._loop.create_future()
 
     # transport callbacks
@@ -190,6 +199,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._registry.closed(self)
         if self._failure_close is not None:
             self._failure_close.cancel()
+        if self._unmute is not None:
+            self._unmute.cancel()
+            self._unmuted()
         self._memory.stop_waiting(self)
         for pending in self._in_order:
             if pending.done() and not pending.cancelled() and pending.exception() is None:
@@ -294,7 +306,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _may_take(self, frame_bytes: int) -> bool:
         """Whether the complete frame at the head may be decoded now (see Backpressure)."""
-        if self._writing_paused or len(self._in_order) >= self._in_flight_max:
+        if self._writing_paused or len(self._in_order) >= self._in_flight_max or self._unmute is not None:
             return False
         if self._sasl is not None and (self._sasl.failed or (self._sasl.serial and self._in_order)):
             return False  # before authentication, one request at a time; after a failure, none
@@ -498,13 +510,36 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._closing:
             return
         should_pause = (self._writing_paused or len(self._in_order) >= self._in_flight_max or self._held_back
-                        or self._draining or (self._sasl is not None and self._sasl.failed))
+                        or self._unmute is not None or self._draining or (self._sasl is not None and self._sasl.failed))
         if should_pause and not self._reading_paused:
             self._transport.pause_reading()
             self._reading_paused = True
         elif not should_pause and self._reading_paused:
             self._transport.resume_reading()
             self._reading_paused = False
+
+    def mute(self, duration_s: float) -> None:
+        """Take no request for `duration_s` from now (or until a later mute ends); see Muting."""
+        until_s = self._loop.time() + duration_s
+        if self._closing or (self._unmute is not None and self._unmute.when() >= until_s):
+            return
+        if self._unmute is not None:
+            self._unmute.cancel()
+        else:
+            self._mute_ended = self._loop.create_future()
+        self._unmute = self._loop.call_at(until_s, self._unmuted)
+        self._update_reading()
+
+    def _unmuted(self) -> None:
+        self._unmute = None
+        self._mute_ended.set_result(None)
+        self._mute_ended = None
+        self._resume()
+
+    async def unmuted(self) -> None:
+        """Return once the connection is not muted."""
+        while self._mute_ended is not None:  # a mute that ends may be followed by another
+            await asyncio.shield(self._mute_ended)
 
     @property
     def _closing(self) -> bool:

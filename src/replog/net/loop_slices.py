@@ -43,10 +43,12 @@ class LoopSlices:
 async def respond(request: codec.Request, values: dict, slices: LoopSlices | None = None) -> codec.EncodedBody:
     """The response `codec.build_response(request, values)` would be, encoded in slices."""
     slices = slices or LoopSlices()
-    steps = codec.body_encoding(codec.response_schema(request.api_key, request.api_version), values)
+    schema = codec.response_schema(request.api_key, request.api_version)
+    steps = codec.body_encoding(schema, values)
     while True:  # bounded by the response's steps
         try:
             next(steps)
         except StopIteration as done:
-            return codec.EncodedBody([done.value], int(values.get("error_code", 0)))
+            return codec.EncodedBody([done.value], int(values.get("error_code", 0)),
+                                     0 if codec.leads_with_throttle(schema) else None)
         await slices.pause()

@@ -31,6 +31,13 @@ for the handshake timeout. A
 SASL_PLAINTEXT or SASL_SSL listener gives each connection a SASL session (sasl_session.py), which
 the connection consults before it reads a request.
 
+Client quotas (client_throttles.py), when the broker enforces them: each request counted is
+recorded against its client's quotas once handled; over one, its answer carries the throttle
+time and the connection is muted for it (framing.py), or, for a client too old to wait by
+itself, the answer is held back that long. A client with a quota has its requests handled one
+at a time, as Kafka handles a connection's, each once the connection's mute is over: else the
+requests it had sent before the mute began would all pass at once, each mute.
+
 Both run in one task group from start to stop, with the TLS handshakes under way: one that ends
 otherwise (a bug) would leave the broker unable to accept, or to bound its connections, so it
 is logged and `on_failure` is told (the broker stops).
@@ -52,9 +59,12 @@ from kio.schema.errors import ErrorCode
 from replog.config import defaults
 from replog.obs import BrokerMetrics
 from replog.obs.logs import LineBudget
+from replog.security.quota_limits import user_of_principal
+from replog.security.quota_manager import ClientQuotaManagers
 from replog.tasks import cancel_and_wait
 
 from . import codec
+from .client_throttles import client_throttles, counted, run_timed, set_throttle_ms, throttle_time_ms, with_throttle
 from .connection_limits import (
     DESCRIPTORS_EXHAUSTED,
     BrokerConnections,
@@ -98,7 +108,7 @@ class KafkaServer:
                  listener: str = "PLAINTEXT", tls: ssl.SSLContext | None = None,
                  identify: Callable[[asyncio.BaseTransport], str | None] | None = None,
                  sasl: Callable[[], SaslSession] | None = None,
-                 broker_connections: BrokerConnections | None = None):
+                 broker_connections: BrokerConnections | None = None, quotas: ClientQuotaManagers | None = None):
         """`settings`: the listener's limits by Kafka name (max.connections, max.connections.per.ip
         and its overrides, connections.max.idle.ms, queued.max.request.bytes); None: their defaults.
         `listener`: the listener's name; `tls`: the context an SSL listener serves with (None:
@@ -106,9 +116,10 @@ class KafkaServer:
         principal of a new connection (principals.py; None: User:ANONYMOUS); `sasl`: makes each
         new connection's SASL session, on a SASL_PLAINTEXT or SASL_SSL listener;
         `broker_connections`: every listener's, held to the broker-wide max.connections (None:
-        this listener's alone)."""
+        this listener's alone). `quotas`: the client quotas enforced (None: none)."""
         settings = defaults() if settings is None else settings
         self._services = services
+        self._quotas = quotas
         self.listener = listener
         self.tls = tls
         self._identify = identify
@@ -266,7 +277,7 @@ class KafkaServer:
             # Called as the frame is decoded; the coroutine runs when the loop gets to it (queued).
             if not follower and (broker_id := registered_follower(request.client_id, lambda: self._services.metadata.brokers)) is not None:
                 follower.append(broker_id)
-            return self._dispatch(request, time.perf_counter(), handled)
+            return self._dispatch(request, time.perf_counter(), handled, connection)
 
         def answered(task: asyncio.Future) -> None:
             timing = handled.pop(task, None)  # None for an answer the connection made itself
@@ -278,7 +289,7 @@ class KafkaServer:
                 # Perhaps its process died: the broker finds out at once (LeaderConnections).
                 self._services.follower_connection_lost(follower[0])
 
-        return KafkaConnection(
+        connection = KafkaConnection(
             dispatch,
             unsupported_version_answer,
             max_request_bytes=self._max_request_bytes,
@@ -294,14 +305,38 @@ class KafkaServer:
             on_lost=lost,
             on_answered=answered,
         )
+        return connection
 
     async def _dispatch(self, request: codec.Request, received_s: float,
-                        handled: dict[asyncio.Future, tuple[str, float, float]]) -> list[bytes] | None:
+                        handled: dict[asyncio.Future, tuple[str, float, float]],
+                        connection: KafkaConnection) -> list[bytes] | None:
         started_s = time.perf_counter()
-        body = await HANDLERS[request.api_key](self._services, request)
+        if self._quotas is None or not counted(request):
+            body = await HANDLERS[request.api_key](self._services, request)
+            throttle_ms = 0
+        elif not self._quotas.limit(user_of_principal(request.principal), request.client_id or ""):
+            body = await HANDLERS[request.api_key](self._services, request)
+            throttle_ms = set_throttle_ms(body)  # the controller mutation quota's, if any
+            if throttle_ms > 0:
+                connection.mute(throttle_ms / 1000)
+        else:
+            # As Kafka reads a throttled client's next request only once the throttle is over:
+            # one request at a time, each after the mute, which requests read before it began
+            # would otherwise escape.
+            async with connection.turns:
+                await connection.unmuted()
+                spent_s = [0.0]
+                body = await run_timed(HANDLERS[request.api_key](self._services, request), spent_s)
+                throttle_ms = throttle_time_ms(self._quotas, request, body, spent_s[0])
+                if throttle_ms > 0:
+                    connection.mute(throttle_ms / 1000)
         api, handled_s = API_NAMES[request.api_key], time.perf_counter()
         self._metrics.request_handled(api, request.api_version, received_s, started_s, handled_s)
         handled[asyncio.current_task()] = (api, received_s, handled_s)
+        if throttle_ms > 0:
+            body = with_throttle(body, throttle_ms)
+            if not client_throttles(request):
+                await asyncio.sleep(throttle_ms / 1000)
         if body is None:
             return None
         count_error(self._metrics, request, getattr(body, "error_code", ErrorCode.none))  # not every response has one

@@ -14,6 +14,8 @@ from replog.obs import BrokerMetrics, StateChangeEvents
 from replog.replica.producer_ids import ProducerIdAllocator
 from replog.replica.manager import ReplicaManager
 from replog.security.acls import AclOperation, ResourceType
+from replog.security.quota_limits import QuotaLimits
+from replog.security.quota_manager import ClientQuotaManagers
 
 
 class PresumedGone(Protocol):
@@ -45,6 +47,8 @@ class Services(Protocol):
     metrics: BrokerMetrics
     state_change_events: StateChangeEvents
     authorizer: Authorizes | None  # None: no authorizer.class.name, every request allowed
+    client_quotas: QuotaLimits  # the client quotas in force, from the store
+    quotas: ClientQuotaManagers  # the client quotas enforced (the controller mutation quota, for admin handlers)
 
     def now_ms(self) -> int: ...
 

@@ -19,7 +19,8 @@ Two kinds, as Kafka's and Redpanda's brokers keep them:
 
 Cardinality is bounded by what the operator creates: series per topic (bytes and records),
 per API and version, per API and error code, per consumer group; per partition only with
-`metrics.per.partition.enable` (follower lag, each group's committed offsets and lag).
+`metrics.per.partition.enable` (follower lag, each group's committed offsets and lag). Series
+per client quota entity are bounded by the quota managers, which drop an entity's series with it.
 
 This module imports nothing of replog's but what it reads through `StateSources`, so any
 layer may hold a `BrokerMetrics` (as any may use config).
@@ -221,6 +222,15 @@ class BrokerMetrics:
         self._sasl_authentication_failures = Counter(
             "replog_sasl_authentication_failures", "SASL authentications that failed (the connection is closed), by "
             "listener and mechanism", ["listener", "mechanism"], registry=registry)
+        # Client quotas (security/quota_manager.py), as Kafka's throttle-time and byte-rate /
+        # request-time per user and client-id: one series per entity tracked, dropped with it.
+        quota_labels = ["type", "user", "client_id"]
+        self._quota_throttle_time = Gauge(
+            "replog_quota_throttle_time_ms", "the throttle time last answered to a quota entity, by quota type "
+            "(produce, fetch, request) and the entity's user and client id", quota_labels, registry=registry)
+        self._quota_rate = Gauge(
+            "replog_quota_rate", "a quota entity's measured rate: bytes/s for produce and fetch, percent of one "
+            "handler's time for request", quota_labels, registry=registry)
         self._children: dict[tuple, Any] = {}
         self._request_phases: dict[str, tuple[Any, ...]] = {}  # by API: its histograms, in PHASES order
 
@@ -293,6 +303,17 @@ class BrokerMetrics:
 
     def sasl_authentication_failed(self, listener: str, mechanism: str) -> None:
         self._child(self._sasl_authentication_failures, listener, mechanism).inc()
+
+    def quota_measured(self, quota_type: str, user: str, client_id: str, rate: float, throttle_ms: int) -> None:
+        self._quota_rate.labels(quota_type, user, client_id).set(rate)
+        self._quota_throttle_time.labels(quota_type, user, client_id).set(throttle_ms)
+
+    def quota_expired(self, quota_type: str, user: str, client_id: str) -> None:
+        for family in (self._quota_rate, self._quota_throttle_time):
+            try:
+                family.remove(quota_type, user, client_id)
+            except KeyError:  # never measured (the controller mutation quota reports none)
+                pass
 
     def _phases(self, api: str) -> tuple[Any, ...]:
         phases = self._request_phases.get(api)

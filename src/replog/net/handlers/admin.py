@@ -21,6 +21,13 @@ TOPIC_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED otherwise.
 
 A request may name 50,000 topics, partitions or resources: each is answered in slices
 (loop_slices.py).
+
+The controller mutation quota (KIP-599, security/quota_manager.py): each topic created, grown
+or deleted first takes a token per partition it creates or deletes. From CreateTopics v6,
+CreatePartitions v3 and DeleteTopics v5 on, the client retries what is refused: a topic asked
+while the quota is exhausted is refused with THROTTLING_QUOTA_EXCEEDED and not acted on; older
+versions act on every topic, then are throttled. The response's throttle_time_ms is the
+quota's (the server mutes the connection for it).
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from replog.config import DEFAULT_SOURCE, BrokerConfig, format_value, is_sensiti
 from replog.coord_backends import StoreError
 from replog.replication.metadata_cache import each_seen
 from replog.security.acls import AclOperation, ResourceType
+from replog.security.quota_limits import user_of_principal
+from replog.security.quota_manager import MutationQuota, ThrottlingQuotaExceeded
 
 from ..authorization import REFUSAL_MESSAGES, authorized, authorized_on_cluster
 from ..codec import ApiKey, Request
@@ -47,6 +56,8 @@ from . import NO_TOPIC_ID, handles, log_refusal, topic_id_of, unknown_partition
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 DEFAULT_COUNT = -1  # "use the broker's default" in CreateTopics
+# The first version of each whose client retries a topic the controller mutation quota refused.
+STRICT_MUTATION_QUOTA_FROM = {ApiKey.CREATE_TOPICS: 6, ApiKey.CREATE_PARTITIONS: 3, ApiKey.DELETE_TOPICS: 5}
 
 
 def _timeout_s(request: Request) -> float:
@@ -79,6 +90,21 @@ def _denied_topic(message: str | None = REFUSAL_MESSAGES[ErrorCode.topic_authori
     return {"error_code": ErrorCode.topic_authorization_failed, "error_message": message}
 
 
+def _mutation_quota(services, request: Request) -> MutationQuota:
+    return services.quotas.controller_mutation.quota(user_of_principal(request.principal), request.client_id or "",
+                                                     strict=request.api_version >= STRICT_MUTATION_QUOTA_FROM[request.api_key])
+
+
+def _quota_refusal(request: Request, quota: MutationQuota, subject: str, partitions: int) -> dict | None:
+    """Take `partitions` tokens for `subject`; the result fields refusing it if the quota does."""
+    try:
+        quota.record(partitions)
+    except ThrottlingQuotaExceeded:
+        log_refusal(request, "ThrottlingQuotaExceeded", subject, ErrorCode.throttling_quota_exceeded)
+        return {"error_code": ErrorCode.throttling_quota_exceeded, "error_message": "The throttling quota has been exceeded."}
+    return None
+
+
 def _failure(request: Request, subject: str, error: AdminError | StoreError) -> dict:
     """The result fields of a refused or failed subject: a store failure too gets a Kafka error
     with its message, rather than the connection closing on the client."""
@@ -93,6 +119,7 @@ async def create_topics(services, request: Request):
     body = request.body
     validate_only = getattr(body, "validate_only", False)
     may_create_any = authorized_on_cluster(services, request, AclOperation.CREATE, audit=False)
+    quota = _mutation_quota(services, request)
     slices = LoopSlices()
     results = []
     for topic in body.topics:
@@ -109,6 +136,11 @@ async def create_topics(services, request: Request):
             results.append(result | _denied_topic("Authorization failed.") | {"configs": []})
             continue
         overrides = {config.name: config.value for config in topic.configs if config.value is not None}  # null: not set
+        refusal = None if validate_only else _quota_refusal(request, quota, topic.name,
+                                                             len(assignment) if assignment else partitions)
+        if refusal is not None:
+            results.append(result | refusal)
+            continue
         try:
             planned = await admin.create_topic(
                 services.store, topic.name, partitions, replication, overrides,
@@ -130,7 +162,7 @@ async def create_topics(services, request: Request):
             await _wait_for_leaders(services, topic.name, len(planned), _timeout_s(request))
             result["topic_id"] = topic_id_of(services, topic.name)
         results.append(result)
-    return await respond(request, {"throttle_time": 0, "topics": results}, slices)
+    return await respond(request, {"throttle_time": quota.throttle_time_ms, "topics": results}, slices)
 
 
 @handles(ApiKey.DELETE_TOPICS)
@@ -139,6 +171,7 @@ async def delete_topics(services, request: Request):
     # Version 6 on may name a topic by its id alone (KIP-516).
     asked = [(state.name, state.topic_id) for state in body.topics] if hasattr(body, "topics") else \
         [(name, None) for name in body.topic_names]
+    quota = _mutation_quota(services, request)
     slices = LoopSlices()
     results, names = [], []
     for name, topic_id in asked:
@@ -155,8 +188,12 @@ async def delete_topics(services, request: Request):
         if not _may(services, request, AclOperation.DELETE, name):
             results.append({"name": name, "topic_id": topic_id or NO_TOPIC_ID} | _denied_topic())
             continue
-        names.append(name)
         result = {"name": name, "topic_id": topic_id_of(services, name), "error_code": ErrorCode.none, "error_message": None}
+        refusal = _quota_refusal(request, quota, name, len(services.metadata.topics.get(name, ())))
+        if refusal is not None:
+            results.append(result | refusal)
+            continue
+        names.append(name)
         try:
             await admin.delete_topic(services.store, name, limits=services.state_change_limits(_timeout_s(request)))
         except (AdminError, StoreError) as error:
@@ -165,12 +202,13 @@ async def delete_topics(services, request: Request):
     for name in names:
         await slices.pause()
         await services.metadata.wait_for(lambda name=name: name not in services.metadata.topics, _timeout_s(request))
-    return await respond(request, {"throttle_time": 0, "responses": results}, slices)
+    return await respond(request, {"throttle_time": quota.throttle_time_ms, "responses": results}, slices)
 
 
 @handles(ApiKey.CREATE_PARTITIONS)
 async def create_partitions(services, request: Request):
     body = request.body
+    quota = _mutation_quota(services, request)
     slices = LoopSlices()
     results = []
     for topic in body.topics:
@@ -183,6 +221,11 @@ async def create_partitions(services, request: Request):
         if not _may(services, request, AclOperation.ALTER, topic.name):
             results.append(result | _denied_topic(None))
             continue
+        added = topic.count - len(services.metadata.topics.get(topic.name, ()))
+        refusal = None if body.validate_only else _quota_refusal(request, quota, topic.name, max(0, added))
+        if refusal is not None:
+            results.append(result | refusal)
+            continue
         try:
             if body.validate_only:
                 await admin.describe_topic(services.store, topic.name)  # existence only; growth is checked on apply
@@ -193,7 +236,7 @@ async def create_partitions(services, request: Request):
         except (AdminError, StoreError) as error:
             result |= _failure(request, topic.name, error)
         results.append(result)
-    return await respond(request, {"throttle_time": 0, "results": results}, slices)
+    return await respond(request, {"throttle_time": quota.throttle_time_ms, "results": results}, slices)
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS)

@@ -196,7 +196,7 @@ class FetchBodyEncoder:
     def finish(self) -> EncodedBody:
         self._tagged_fields()
         self.parts.append(bytes(self._pending))
-        return EncodedBody(self.parts)
+        return EncodedBody(self.parts, throttle_at=0)  # every version replog offers begins with it
 
 
 async def _encode(api_version: int, results: list[_Read], session: SessionFetch, by_follower: bool,

@@ -115,7 +115,7 @@ class MetadataBodyEncoder:
         if FIRST_OPERATIONS_VERSION <= self.version <= LAST_CLUSTER_OPERATIONS_VERSION:
             self.out += _I32.pack(cluster_authorized_operations)
         self.out += self._tags
-        return EncodedBody([bytes(self.out)])
+        return EncodedBody([bytes(self.out)], throttle_at=0 if self.version >= 3 else None)
 
 
 def _requested_topics(request: Request) -> list[str | uuid.UUID] | None:
