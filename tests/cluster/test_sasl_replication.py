@@ -6,7 +6,11 @@ made in the store before any broker starts (`replog users create --coord`, with 
 --coord-config for an authenticated store); clients (confluent-kafka) authenticate as another
 user. A topic replicates, and a
 SIGKILL of a leader under acks=all writes loses nothing acknowledged (test_failover's check).
-A client with a wrong password, and one speaking PLAINTEXT to the port, get nothing."""
+A client with a wrong password, and one speaking PLAINTEXT to the port, get nothing.
+
+The authorizer is on: brokers pass as super users, the client by ACLs written in the store
+before the brokers start (`replog acls add --coord`). An ACL added through one broker (CreateAcls)
+takes effect on all three: how long it took each is printed."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import asyncio
 import ssl
 import subprocess
 import sys
+import time
 
 import pytest
 import trustme
@@ -33,11 +38,19 @@ MECHANISM = "SCRAM-SHA-512"
 WAIT_S = 30
 
 
+def replog_command(*arguments: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "replog", *arguments], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
 def create_user(coord_url: str, user: str, password_file, coord_config: tuple[str, ...]) -> None:
-    created = subprocess.run([sys.executable, "-m", "replog", "users", "create", user, "--mechanism", MECHANISM,
-                              "--password-file", str(password_file), "--coord", coord_url, *coord_config],
-                             capture_output=True, text=True, timeout=60)
-    assert created.returncode == 0, created.stderr
+    replog_command("users", "create", user, "--mechanism", MECHANISM, "--password-file", str(password_file),
+                   "--coord", coord_url, *coord_config)
+
+
+# What the application user may do: everything on topics and groups, create topics; nothing else
+# on the cluster.
+APP_ACLS = (("--topic", "*"), ("--group", "*"), ("--cluster", "--operation", "Create"))
 
 
 STORES = {"zk": "zookeeper_server", "secure-zk": "secure_zookeeper_server", "secure-etcd": "secure_etcd_server"}
@@ -59,6 +72,8 @@ def sasl_ssl_cluster(request, tmp_path):
     coord_url = f"{request.param.removeprefix('secure-')}://{server.address}{unique_root()}"
     for user in ("broker", "app"):
         create_user(coord_url, user, tmp_path / f"{user}.password", coord_config)
+    for resource in APP_ACLS:
+        replog_command("acls", "add", "--allow-principal", "User:app", *resource, "--coord", coord_url, *coord_config)
     cluster = Cluster(coord_url, tmp_path, 3, (
         *(argument for name, value in store_settings.items() for argument in ("--set", f"{name}={value}")),
         "--set", f"ssl.keystore.location={tmp_path / 'broker.pem'}", "--set", f"ssl.truststore.location={tmp_path / 'ca.pem'}",
@@ -66,7 +81,7 @@ def sasl_ssl_cluster(request, tmp_path):
         "--set", "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config="
                  "org.apache.kafka.common.security.scram.ScramLoginModule required username=broker;",
         "--set", f"sasl.inter.broker.password.file={tmp_path / 'broker.password'}",
-        "--set", "super.users=User:broker",
+        "--set", "super.users=User:broker", "--set", "authorizer.class.name=StandardAuthorizer",
     ), QUICK_SETTINGS, listeners=("SASL_SSL",), client_security={
         "security.protocol": "SASL_SSL", "sasl.mechanism": MECHANISM, "sasl.username": "app",
         "sasl.password": CLIENT_PASSWORD, "ssl.ca.location": str(tmp_path / "ca.pem"),
@@ -77,6 +92,39 @@ def sasl_ssl_cluster(request, tmp_path):
         yield cluster
     finally:
         cluster.stop()
+
+
+def secured(user: str, password: str, ca_file: str) -> ClientSecurity:
+    return ClientSecurity("SASL_SSL", ssl.create_default_context(cafile=ca_file), MECHANISM, user, Secret(password))
+
+
+async def denial_reaches_every_broker(ports: list[int], topic: str, ca_file: str) -> list[float]:
+    """Deny the application Describe on `topic` through the first broker (as the broker user, a
+    super user); the seconds until each broker's Metadata stops showing it the topic."""
+    opened_s = time.perf_counter()
+    connections = [await BrokerConnection.open("127.0.0.1", port, request_timeout_s=WAIT_S,
+                                               security=secured("app", CLIENT_PASSWORD, ca_file)) for port in ports]
+    admin = await BrokerConnection.open("127.0.0.1", ports[0], request_timeout_s=WAIT_S,
+                                        security=secured("broker", BROKER_PASSWORD, ca_file))
+    try:
+        for connection in connections:  # a restarted broker's metadata may lag a moment
+            while topic not in (await connection.metadata(None)).topics:
+                assert time.perf_counter() - opened_s < WAIT_S, "a broker's metadata never showed the topic"
+        denial = {"resource_type": 2, "resource_name": topic, "resource_pattern_type": 3, "principal": "User:app",
+                  "host": "*", "operation": 8, "permission_type": 2}  # Topic, LITERAL, Describe, Deny
+        answer = await admin.request(30, None, {"creations": [denial]})  # CreateAcls
+        assert [result.error_code for result in answer.results] == [0]
+        added_s = time.perf_counter()
+        took_s: list[float | None] = [None] * len(ports)
+        while None in took_s:
+            assert time.perf_counter() - added_s < WAIT_S, f"the denial reached only brokers at {took_s}"
+            for index, connection in enumerate(connections):
+                if took_s[index] is None and topic not in (await connection.metadata(None)).topics:
+                    took_s[index] = time.perf_counter() - added_s
+        return took_s
+    finally:
+        for connection in (*connections, admin):
+            connection.close()
 
 
 async def refused_without_credentials(port: int, ca_file: str) -> None:
@@ -98,3 +146,8 @@ def test_brokers_replicate_over_sasl_ssl_and_a_leader_killed_loses_nothing_ackno
         assert not [secret for secret in cluster.secrets if secret in output]
     asyncio.run(refused_without_credentials(cluster.brokers[0].port, str(tmp_path / "ca.pem")))
     kill_under_writes(cluster, "over-sasl", leaders[0])
+    cluster.brokers[leaders[0]].restart()
+    ports = [cluster.brokers[broker].port for broker in sorted(cluster.brokers)]
+    took_s = asyncio.run(denial_reaches_every_broker(ports, "over-sasl", str(tmp_path / "ca.pem")))
+    print(f"an ACL added through broker 0 took effect on brokers 0, 1, 2 after "
+          f"{', '.join(f'{seconds * 1000:.0f}' for seconds in took_s)} ms")

@@ -292,7 +292,7 @@ async def test_a_parked_fetch_counts_when_it_arrives_and_not_again_after_its_wai
     services = SimpleNamespace(replicas=SimpleNamespace(get_partition=lambda topic, partition_id: partition,
                                                         topic_of_id=lambda topic_id: TOPIC),
                                metadata=registered(FOLLOWER), now_ms=leading.clock, metrics=BrokerMetrics(),
-                               config=defaults())
+                               config=defaults(), authorizer=None)
     version = SUPPORTED_VERSIONS[ApiKey.FETCH][1]
     wire = encode_fetch_request(version, 1, client_id_of(FOLLOWER), replica_id=FOLLOWER, max_wait_ms=60_000,
                                 min_bytes=1, max_bytes=1 << 20, isolation_level=0,
@@ -323,7 +323,8 @@ def fetch_request(client_id: str | None, offset: int, leader_epoch: int) -> code
 def leader_services(leading: Leading, metadata: SimpleNamespace) -> SimpleNamespace:
     partition = leading.partition
     return SimpleNamespace(replicas=SimpleNamespace(get_partition=lambda topic, partition_id: partition),
-                           metadata=metadata, now_ms=leading.clock, metrics=BrokerMetrics(), config=defaults())
+                           metadata=metadata, now_ms=leading.clock, metrics=BrokerMetrics(), config=defaults(),
+                           authorizer=None)
 
 
 REFUSED = (ErrorCode.topic_authorization_failed, -1, b"")

@@ -33,7 +33,7 @@ NEW, OLD = uuid.uuid4(), uuid.uuid4()
 async def fetch(manager: ReplicaManager, topic_id: uuid.UUID, partition: int, offset: int) -> FetchedPartition:
     """A follower's fetch as replog's followers send it, answered by the leader's handler."""
     services = SimpleNamespace(
-        replicas=manager, now_ms=manager._clock, metrics=BrokerMetrics(), config=defaults(),
+        replicas=manager, now_ms=manager._clock, metrics=BrokerMetrics(), config=defaults(), authorizer=None,
         metadata=registered(FOLLOWER),
         unknown_partition_error=lambda topic, partition: ErrorCode.unknown_topic_or_partition)
     wire = encode_fetch_request(FIRST_TOPIC_ID_VERSION, 1, client_id_of(FOLLOWER), replica_id=FOLLOWER,
