@@ -82,6 +82,9 @@ async def test_metadata_tells_only_topics_a_principal_may_describe_and_what_it_m
         secret_id = uuid.UUID(hex=broker.metadata.topic_id("secret"))
         by_id = await ask(broker, ApiKey.METADATA, 12, _metadata([{"name": None, "topic_id": secret_id}]), ALICE)
         assert [(topic.name, topic.error_code) for topic in by_id.topics] == [(None, ErrorCode.topic_authorization_failed)]
+        unknown = await ask(broker, ApiKey.METADATA, 12, _metadata([{"name": None, "topic_id": uuid.uuid4()}]), ALICE)
+        assert [(topic.error_code, topic.topic_authorized_operations) for topic in unknown.topics] == [
+            (ErrorCode.unknown_topic_id, OPERATIONS_NOT_REQUESTED)]
 
         nothing = await ask(broker, ApiKey.METADATA, 10, _metadata(None), MALLORY)
         assert nothing.topics == () and nothing.cluster_authorized_operations == 0

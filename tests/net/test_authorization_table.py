@@ -5,8 +5,7 @@ is asked by a principal with all of its ACLs (no authorization error anywhere in
 and by one with all but each in turn (that one's error somewhere in the answer).
 
 An API in codec.SUPPORTED_VERSIONS with neither a row nor a reason to be unchecked fails the
-test, so that an API added later without a check is noticed. The ACL and client-quota APIs have
-rows before their handlers are on this branch (PENDING): asked once served.
+test, so that an API added later without a check is noticed.
 """
 
 from __future__ import annotations
@@ -202,24 +201,20 @@ TABLE: tuple[Row, ...] = (
     Row(ApiKey.STATE_CHANGE_EVENTS, 0, {"max_events": 10}, (on_cluster(AclOperation.DESCRIBE),)),
     Row(ApiKey.OFFSET_DELETE, 0, {"group_id": GROUP, "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}]},
         (on_group(AclOperation.DELETE), on_topic(AclOperation.READ))),
-    # The ACL and client-quota APIs (handlers/acls.py and the quota handlers, others' branches).
-    Row(29, 3, {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+    Row(ApiKey.DESCRIBE_ACLS, 3, {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
                 "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1},
         (on_cluster(AclOperation.DESCRIBE),)),
-    Row(30, 3, {"creations": [{"resource_type": 2, "resource_name": "acl-made", "resource_pattern_type": 3,
+    Row(ApiKey.CREATE_ACLS, 3, {"creations": [{"resource_type": 2, "resource_name": "acl-made", "resource_pattern_type": 3,
                                "principal": "User:carol", "host": "*", "operation": 3, "permission_type": 3}]},
         (on_cluster(AclOperation.ALTER),)),
-    Row(31, 3, {"filters": [{"resource_type_filter": 2, "resource_name_filter": "acl-made", "pattern_type_filter": 3,
+    Row(ApiKey.DELETE_ACLS, 3, {"filters": [{"resource_type_filter": 2, "resource_name_filter": "acl-made", "pattern_type_filter": 3,
                              "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}]},
         (on_cluster(AclOperation.ALTER),)),
-    Row(48, 1, {"components": [], "strict": False}, (on_cluster(AclOperation.DESCRIBE_CONFIGS),)),
-    Row(49, 1, {"entries": [{"entity": [{"entity_type": "user", "entity_name": "carol"}],
+    Row(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False}, (on_cluster(AclOperation.DESCRIBE_CONFIGS),)),
+    Row(ApiKey.ALTER_CLIENT_QUOTAS, 1, {"entries": [{"entity": [{"entity_type": "user", "entity_name": "carol"}],
                              "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}],
                 "validate_only": True}, (on_cluster(AclOperation.ALTER_CONFIGS),)),
 )
-
-# Their handlers are on other branches: their rows are asked once codec.SUPPORTED_VERSIONS has them.
-PENDING = {29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls", 48: "DescribeClientQuotas", 49: "AlterClientQuotas"}
 
 UNCHECKED = {
     ApiKey.API_VERSIONS: "asked before anything else, to learn what to ask; Kafka checks nothing",
@@ -235,10 +230,9 @@ FILTERING = {ApiKey.LIST_GROUPS: "lists only the groups a principal may Describe
 
 def test_every_served_api_has_a_row_or_a_reason():
     covered = {row.api_key for row in TABLE} | set(UNCHECKED) | set(FILTERING)
-    missing = sorted(ApiKey(key).name if key in ApiKey._value2member_map_ else key
-                     for key in codec.SUPPORTED_VERSIONS if key not in covered)
+    missing = sorted(ApiKey(key).name for key in codec.SUPPORTED_VERSIONS if key not in covered)
     assert not missing, f"APIs without an authorization row: {missing}"
-    assert not {row.api_key for row in TABLE} - set(codec.SUPPORTED_VERSIONS) - set(PENDING)
+    assert {row.api_key for row in TABLE} <= set(codec.SUPPORTED_VERSIONS)
 
 
 def _error_codes(entity) -> set[int]:
@@ -296,8 +290,7 @@ async def prepared_broker(broker) -> AclAuthorizer:
 
 
 def _name(row: Row) -> str:
-    api = ApiKey(row.api_key).name if row.api_key in ApiKey._value2member_map_ else PENDING[row.api_key]
-    return f"{api} v{row.version}" + (f" ({row.why})" if row.why else "")
+    return f"{ApiKey(row.api_key).name} v{row.version}" + (f" ({row.why})" if row.why else "")
 
 
 async def test_each_api_refuses_without_each_acl_it_needs_and_not_with_them(tmp_path):
@@ -305,8 +298,6 @@ async def test_each_api_refuses_without_each_acl_it_needs_and_not_with_them(tmp_
     async with in_process_broker(tmp_path, **{"auto.create.topics.enable": "true"}) as broker:
         authorizer = await prepared_broker(broker)
         for row in TABLE:
-            if row.api_key not in codec.SUPPORTED_VERSIONS:
-                continue  # PENDING
             principal = f"User:p-{uuid.uuid4().hex[:8]}"  # a fresh one: no decision remembered
             for missing in row.needs:
                 grant(authorizer, principal, tuple(need for need in row.needs if need is not missing))

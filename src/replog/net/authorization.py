@@ -19,6 +19,8 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
+from kio.schema.errors import ErrorCode
+
 from replog.inter_broker_settings import acts_as_broker
 from replog.obs.logs import OncePerInterval
 from replog.security.acls import CLUSTER_NAME, AclOperation, ResourceType, name_of
@@ -46,6 +48,14 @@ SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
                            AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
                            AclOperation.DESCRIBE),
     ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
+}
+
+# Kafka's words for each authorization error, where its answers carry a message.
+REFUSAL_MESSAGES = {
+    ErrorCode.topic_authorization_failed: "Topic authorization failed.",
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+    ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
+    ErrorCode.transactional_id_authorization_failed: "Transactional Id authorization failed.",
 }
 
 _API_NAMES = {int(api_key): api_key.name.lower() for api_key in ApiKey}

@@ -48,7 +48,7 @@ from replog.security.acls import AclOperation, ResourceType
 from replog.security.quota_limits import user_of_principal
 from replog.security.quota_manager import MutationQuota, ThrottlingQuotaExceeded
 
-from ..authorization import authorized, authorized_on_cluster
+from ..authorization import REFUSAL_MESSAGES, authorized, authorized_on_cluster
 from ..codec import ApiKey, Request
 from ..loop_slices import LoopSlices, respond
 from . import NO_TOPIC_ID, handles, log_refusal, topic_id_of, unknown_partition
@@ -85,9 +85,11 @@ def _may(services, request: Request, operation: AclOperation, topic: str) -> boo
     return authorized(services, request, operation, ResourceType.TOPIC, topic)
 
 
-def _denied_topic(operation: AclOperation) -> dict:
-    return {"error_code": ErrorCode.topic_authorization_failed,
-            "error_message": f"Authorization failed: {operation.name} on the topic"}
+def _denied_topic(message: str | None = REFUSAL_MESSAGES[ErrorCode.topic_authorization_failed]) -> dict:
+    """The error fields of a topic refused, with Kafka's message for the API (some have none)."""
+    return {"error_code": ErrorCode.topic_authorization_failed, "error_message": message}
+
+
 def _mutation_quota(services, request: Request) -> MutationQuota:
     return services.quotas.controller_mutation.quota(user_of_principal(request.principal), request.client_id or "",
                                                      strict=request.api_version >= STRICT_MUTATION_QUOTA_FROM[request.api_key])
@@ -131,7 +133,7 @@ async def create_topics(services, request: Request):
         result = {"name": topic.name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None,
                   "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1, "configs": None}
         if not (may_create_any or _may(services, request, AclOperation.CREATE, topic.name)):
-            results.append(result | _denied_topic(AclOperation.CREATE))
+            results.append(result | _denied_topic("Authorization failed.") | {"configs": []})
             continue
         overrides = {config.name: config.value for config in topic.configs if config.value is not None}  # null: not set
         refusal = None if validate_only else _quota_refusal(request, quota, topic.name,
@@ -181,10 +183,10 @@ async def delete_topics(services, request: Request):
                                 "error_message": "This server does not host this topic ID."})
                 continue
             if not _may(services, request, AclOperation.DESCRIBE, name):  # the id is no secret, the name is
-                results.append({"name": None, "topic_id": topic_id} | _denied_topic(AclOperation.DESCRIBE))
+                results.append({"name": None, "topic_id": topic_id} | _denied_topic())
                 continue
         if not _may(services, request, AclOperation.DELETE, name):
-            results.append({"name": name, "topic_id": topic_id or NO_TOPIC_ID} | _denied_topic(AclOperation.DELETE))
+            results.append({"name": name, "topic_id": topic_id or NO_TOPIC_ID} | _denied_topic())
             continue
         result = {"name": name, "topic_id": topic_id_of(services, name), "error_code": ErrorCode.none, "error_message": None}
         refusal = _quota_refusal(request, quota, name, len(services.metadata.topics.get(name, ())))
@@ -217,7 +219,7 @@ async def create_partitions(services, request: Request):
             assignment = {first_new + i: list(entry.broker_ids) for i, entry in enumerate(topic.assignments)}
         result = {"name": topic.name, "error_code": ErrorCode.none, "error_message": None}
         if not _may(services, request, AclOperation.ALTER, topic.name):
-            results.append(result | _denied_topic(AclOperation.ALTER))
+            results.append(result | _denied_topic(None))
             continue
         added = topic.count - len(services.metadata.topics.get(topic.name, ()))
         refusal = None if body.validate_only else _quota_refusal(request, quota, topic.name, max(0, added))
@@ -282,10 +284,10 @@ def _config_refusal(services, request: Request, operation: AclOperation, resourc
     """The error fields of a topic's or broker's configs the client may not see or change, else
     {}: Kafka's rule, on the topic, or for a broker on the cluster."""
     if resource.resource_type == RESOURCE_TOPIC and not _may(services, request, operation, resource.resource_name):
-        return _denied_topic(operation)
+        return _denied_topic()
     if resource.resource_type == RESOURCE_BROKER and not authorized_on_cluster(services, request, operation):
-        return {"error_code": ErrorCode.cluster_authorization_failed,
-                "error_message": f"Authorization failed: {operation.name} on the cluster"}
+        error = ErrorCode.cluster_authorization_failed
+        return {"error_code": error, "error_message": REFUSAL_MESSAGES[error]}
     return {}
 
 

@@ -24,7 +24,13 @@ from kio.schema.errors import ErrorCode
 from replog.groups import OFFSETS_TOPIC, GroupState, JoinRequest
 from replog.security.acls import AclOperation, ResourceType
 
-from ..authorization import OPERATIONS_NOT_REQUESTED, authorized, authorized_on_cluster, authorized_operations
+from ..authorization import (
+    OPERATIONS_NOT_REQUESTED,
+    REFUSAL_MESSAGES,
+    authorized,
+    authorized_on_cluster,
+    authorized_operations,
+)
 from ..codec import ApiKey, Request, build_response
 from ..loop_slices import LoopSlices, respond
 from . import handles, log_refusal
@@ -77,7 +83,7 @@ async def _coordinator_for(services, request: Request, key: str, key_type: int) 
 
 
 def _refused(error: ErrorCode) -> dict:
-    return {"error_code": error, "error_message": None, "node_id": -1, "host": "", "port": -1}
+    return {"error_code": error, "error_message": REFUSAL_MESSAGES[error], "node_id": -1, "host": "", "port": -1}
 
 
 def _not_available(message: str) -> dict:

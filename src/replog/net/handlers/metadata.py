@@ -213,7 +213,7 @@ async def metadata(services, request: Request):
     for error, name, topic_id in topics:
         await slices.pause()
         operations = OPERATIONS_NOT_REQUESTED
-        if with_operations and error != ErrorCode.topic_authorization_failed:
+        if with_operations and name is not None and error != ErrorCode.topic_authorization_failed:
             operations = authorized_operations(services, request, ResourceType.TOPIC, name)
         body.topic(error, name, topic_id, name == OFFSETS_TOPIC,
                    partition_entries(services, name, request.listener, unavailable) if error == ErrorCode.none else [],

@@ -191,11 +191,12 @@ async def produce(services, request: Request):
     async with asyncio.TaskGroup() as appending:
         async with request.appends_in_order or contextlib.nullcontext():
             for topic in body.topic_data:
+                denied_error = denied.get(topic.name, 0) if denied else 0
                 for data in topic.partition_data:
                     topics.append(topic.name)
                     appends.append(appending.create_task(_append(services, request, topic.name, data.index, data.records,
                                                                  appended, named[topic.name, data.index] > 1,
-                                                                 denied.get(topic.name, 0))))
+                                                                 denied_error)))
                     await slices.pause()
     answers = [append.result() for append in appends]
     if appended_s:
