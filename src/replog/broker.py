@@ -77,6 +77,8 @@ from replog.net.server import KafkaServer
 from replog.obs import BrokerMetrics, MetricsServer, StateChangeEvents, StateSources, UnservedMetrics
 from replog.replica.producer_ids import ProducerIdAllocator
 from replog.security import inter_broker
+from replog.security.acl_feed import AclFeed
+from replog.security.authorizer import AclAuthorizer
 from replog.security.sasl import ListenerSasl
 from replog.security.sasl_mechanisms import listener_mechanisms
 from replog.storage.data_dir_lock import DataDirectoryLock
@@ -163,6 +165,9 @@ class Broker:
         self.metadata = MetadataCache(self.store)
         self.producer_ids = ProducerIdAllocator(self.store, self.broker_id)
         self.fetch_sessions = FetchSessions()
+        self.authorizer = (None if config["authorizer.class.name"] is None
+                           else AclAuthorizer(config["super.users"], config["allow.everyone.if.no.acl.found"]))
+        self._acl_feed: asyncio.Task | None = None
         self.groups = GroupCoordinator(self.broker_id, group_coordinator_config(config), self.replicas.hosted,
                                        self._offsets_partition_count, monotonic_ms, wall_clock_ms)
         self.replicas.on_replica_changed = self.groups.partition_changed
@@ -308,6 +313,8 @@ class Broker:
         self._throttle_rates = self._run_until_stopped(
             ThrottleRates(self.store, self.broker_id, self.replicas.replication_throttle).run(), "throttle rate watch")
         self._group_coordinator = self._run_until_stopped(self.groups.run(), "group coordinator")
+        if self.authorizer is not None:
+            await self._load_acls()
         await self.state_changes.listen()
         self._session_follower = asyncio.create_task(self._follow_session(), name="session-follower")
         self._session_follower.add_done_callback(self._session_follower_ended)
@@ -332,6 +339,16 @@ class Broker:
         self._warn_of_inter_broker_authentication()
         logger.info("broker started broker=%d listeners=%s metrics=%s data_dir=%s", self.broker_id,
                     ",".join(str(endpoint) for endpoint in self.bound_listeners), self.metrics_address or "off", self.data_dir)
+
+    async def _load_acls(self) -> None:
+        """Before any listener accepts: a request is never checked against ACLs not yet read.
+        The feed then keeps them current; without it, an ACL removed would go on granting."""
+        feed = AclFeed(self.store, self.authorizer)
+        await feed.load()
+        logger.info("authorizer loaded broker=%d acls=%d super_users=%d allow_everyone_if_no_acl_found=%s",
+                    self.broker_id, self.authorizer.acl_count, len(self.authorizer.super_users),
+                    self.authorizer.allow_everyone_if_no_acl_found)
+        self._acl_feed = self._run_until_stopped(feed.run(), "ACL feed")
 
     @property
     def bound_listeners(self) -> list[Endpoint]:
@@ -379,7 +396,7 @@ class Broker:
 
     async def _stop_components(self) -> None:
         for task in (self._session_follower, self._registering, self._throttle_rates, self._creating_offsets_topic,
-                     self._certificate_watch):
+                     self._certificate_watch, self._acl_feed):
             if task is not None:
                 await cancel_and_wait(task)
         await self.state_changes.close()

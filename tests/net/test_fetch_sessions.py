@@ -84,7 +84,7 @@ async def leading(tmp_path, sessions: FetchSessions, followers: tuple[int, ...] 
     services = SimpleNamespace(
         replicas=manager, now_ms=manager._clock, metrics=BrokerMetrics(), fetch_sessions=sessions, config=defaults(),
         metadata=registered(*followers),
-        unknown_partition_error=lambda topic, partition: ErrorCode.unknown_topic_or_partition)
+        unknown_partition_error=lambda topic, partition: ErrorCode.unknown_topic_or_partition, authorizer=None)
     return manager, leaders, services
 
 

@@ -89,7 +89,7 @@ def _missing_partitions_services():
 
     return types.SimpleNamespace(replicas=types.SimpleNamespace(get_partition=get_partition),
                                  unknown_partition_error=lambda topic, partition: ErrorCode.unknown_topic_or_partition,
-                                 metrics=BrokerMetrics(), now_ms=lambda: 0,
+                                 metrics=BrokerMetrics(), now_ms=lambda: 0, authorizer=None,
                                  metadata=types.SimpleNamespace(brokers={}, lives={}, topics={}))
 
 

@@ -39,6 +39,7 @@ def services(cluster_id: str | None, presumed_gone: frozenset[int] = frozenset()
             topic_of_id={topic_id: name for name, topic_id in TOPIC_IDS.items()}.get,
             brokers={broker_id: BrokerRegistration(host, port, rack) for broker_id, (host, port, rack) in LIVE.items()}),
         leader_connections=types.SimpleNamespace(presumed_gone=presumed_gone.__contains__),
+        authorizer=None,
         serving=lambda topic, partition: (topic, partition) not in not_served,
         # A refused name's error is a plain int code, as the broker's refusals give it.
         topic_missing=lambda name, allow_auto_create: _answer(ErrorCode.invalid_topic_exception.value if " " in name

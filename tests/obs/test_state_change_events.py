@@ -162,7 +162,7 @@ async def test_the_ring_and_the_queues_are_served_and_a_restarted_ring_is_read_f
         record(ring, "t", partition, EventKind.COMPLETED)
     queued = await send_state_change(store, CLOSE_REPLICA, DOWN, "t", [1], FROM_ADMIN, FROM_ADMIN, queue_max_requests=10)
     await send_state_change(store, CLOSE_REPLICA, DOWN, "other", [0], FROM_ADMIN, FROM_ADMIN, queue_max_requests=10)
-    services = SimpleNamespace(broker_id=ME, state_change_events=ring, store=store)
+    services = SimpleNamespace(broker_id=ME, state_change_events=ring, store=store, authorizer=None)
     server = KafkaServer(services, "127.0.0.1", 0, max_request_bytes=1 << 20, metrics=BrokerMetrics())
     await server.start()
     try:

@@ -9,14 +9,8 @@ import pytest
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import ACL_CHANGE_PREFIX, InvalidNodeValue
 from replog.security import acl_records
-from replog.security.acls import (
-    AccessControlEntry,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-)
+from replog.security.acls import (AccessControlEntry, AclOperation, AclPermissionType, PatternType, ResourcePattern,
+                                  ResourceType)
 
 ALICE_READS = AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
 BOB_DENIED = AccessControlEntry("User:bob", "10.0.0.1", AclOperation.CLUSTER_ACTION, AclPermissionType.DENY)
@@ -68,7 +62,7 @@ async def test_a_corrupt_node_reads_as_empty_with_its_version_and_unknown_types_
     entries, version = await acl_records.read_entries(store, ORDERS)
     assert entries == () and version is not None
     assert await acl_records.stored_patterns(store) == [ORDERS]
-    assert await acl_records.read_many(store, [ORDERS]) == {}
+    assert await acl_records.read_many(store, [ORDERS, ODD_NAME]) == {ORDERS: (), ODD_NAME: ()}
 
 
 async def test_a_change_notice_names_its_pattern(store):

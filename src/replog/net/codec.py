@@ -274,7 +274,8 @@ class Request:
     # Set by the connection (net/framing.py) for a request that may wait; None where nothing
     # can overtake it (a handler called directly).
     overtaken: Overtaken | None = None
-    # The peer's host, set by the connection for JoinGroup only (a group member's client_host).
+    # The peer's IP address, set by the connection: the host ACLs name (net/authorization.py).
+    # "" for a handler called directly.
     client_host: str = ""
     # Set by the connection for Produce: held while a request's appends are started, so that one
     # answered in slices keeps its appends ahead of the connection's next request's, in arrival
@@ -321,9 +322,10 @@ def peek(frame: memoryview | bytes) -> tuple[int, int, int]:
     return _REQUEST_PREFIX.unpack_from(frame)
 
 
-def decode_request(frame: memoryview | bytes, listener: str = "", principal: str = ANONYMOUS) -> Request:
-    """Decode one request frame, which `principal` sent on `listener`; trailing bytes after the
-    body are ignored, as Kafka does.
+def decode_request(frame: memoryview | bytes, listener: str = "", principal: str = ANONYMOUS,
+                   client_host: str = "") -> Request:
+    """Decode one request frame, which `principal` sent on `listener` from `client_host`;
+    trailing bytes after the body are ignored, as Kafka does.
 
     The frame is checked first (frame_check): a length or count the bytes left cannot hold, a
     null the schema does not allow, or more than frame_check.ITEMS_MAX items is a FrameError
@@ -344,7 +346,8 @@ def decode_request(frame: memoryview | bytes, listener: str = "", principal: str
         body = own_decoder(frame, header_size, api_version) if own_decoder else read_body(frame, header_size)[0]
     except Exception as error:  # kio raises several types for truncated or garbled input
         raise FrameError(f"malformed api {api_key} v{api_version} request: {type(error).__name__}: {error}") from None
-    return Request(api_key, api_version, correlation_id, header.client_id, body, listener=listener, principal=principal)
+    return Request(api_key, api_version, correlation_id, header.client_id, body, listener=listener, principal=principal,
+                   client_host=client_host)
 
 
 def response_schema(api_key: int, api_version: int) -> type:

@@ -154,8 +154,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._socket_fd = -1  # for sendfile; -1 where the transport has no socket
         self._peer = "?"
-        self.peer_address = ""  # the peer's IP address, for per-address limits
-        self._peer_host = ""  # as Kafka names a group member's host: "/127.0.0.1"
+        self.peer_address = ""  # the peer's IP address, for per-address limits and the host ACLs name
         self._in_order: collections.deque[asyncio.Future] = collections.deque()
         # The request memory each of `_in_order` holds, in the same order, and their sum.
         self._in_order_bytes: collections.deque[int] = collections.deque()
@@ -180,7 +179,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.peer_address = peer[0] if peer else ""
-        self._peer_host = f"/{peer[0]}" if peer else ""
         self._registry.opened(self)
         principal = self._identify(transport) if self._identify is not None else ANONYMOUS
         if principal is None:
@@ -370,7 +368,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         try:
             request = codec.decode_request(frame, self._listener,
-                                           self.principal if self._sasl is None else self._sasl.principal)
+                                           self.principal if self._sasl is None else self._sasl.principal, self.peer_address)
         except codec.UnsupportedVersion as unsupported:
             answer = self._on_unsupported(unsupported)
             if answer is None:
@@ -395,8 +393,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if request.api_key == codec.ApiKey.FETCH:
             self._may_wait = codec.Overtaken()
             request = dataclasses.replace(request, overtaken=self._may_wait)
-        elif request.api_key == codec.ApiKey.JOIN_GROUP:
-            request = dataclasses.replace(request, client_host=self._peer_host)
         elif request.api_key == codec.ApiKey.PRODUCE:
             request = dataclasses.replace(request, appends_in_order=self._appends_in_order)
         self._enqueue_task(asyncio.ensure_future(self._dispatch(request)), len(frame))

@@ -105,6 +105,31 @@ class LineBudget:
         return True
 
 
+class OncePerInterval:
+    """Whether a line about `key` may go out now: once per key per interval, the keys remembered
+    bounded (the oldest forgotten first), and the lines of an interval across keys within a
+    LineBudget, for lines each naming a subject a client chooses (a topic, a group)."""
+
+    def __init__(self, logger: logging.Logger, kind: str, keys_max: int, lines_max: int,
+                 interval_s: float = REPEAT_INTERVAL_S, clock: Callable[[], float] = time.monotonic):
+        self._keys_max, self._interval_s, self._clock = keys_max, interval_s, clock
+        self._last_logged: collections.OrderedDict[tuple, float] = collections.OrderedDict()
+        self._budget = LineBudget(logger, kind, lines_max, interval_s, clock)
+
+    def allows(self, key: tuple) -> bool:
+        now_s = self._clock()
+        last = self._last_logged.get(key)
+        if last is not None and now_s - last < self._interval_s:
+            return False
+        if not self._budget.allows():
+            return False
+        self._last_logged[key] = now_s
+        self._last_logged.move_to_end(key)
+        while len(self._last_logged) > self._keys_max:
+            self._last_logged.popitem(last=False)
+        return True
+
+
 def configure_logging(log_format: str) -> None:
     """Every handler of the root logger (the one basicConfig made): formatted as asked, and
     holding back repeated warnings."""

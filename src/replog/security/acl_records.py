@@ -27,19 +27,9 @@ from replog.coord_backends.paths import (
     acl_resources,
     unsanitized,
 )
-from replog.security.acls import (
-    BINDABLE_OPERATIONS,
-    BINDABLE_PERMISSIONS,
-    BINDABLE_RESOURCE_TYPES,
-    AccessControlEntry,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourceType,
-    name_of,
-    parse_name,
-)
+from replog.security.acls import (BINDABLE_OPERATIONS, BINDABLE_PERMISSIONS, BINDABLE_RESOURCE_TYPES, AccessControlEntry,
+                                  AclOperation, AclPermissionType, PatternType, ResourcePattern, ResourceType, name_of,
+                                  parse_name)
 
 logger = logging.getLogger(__name__)
 
@@ -106,14 +96,13 @@ def _entries_or_none(raw: bytes, path: str) -> tuple[AccessControlEntry, ...]:
 
 
 async def read_many(store: Store, patterns: list[ResourcePattern]) -> dict[ResourcePattern, tuple[AccessControlEntry, ...]]:
-    """The entries of each of `patterns` that has a node and readable entries."""
+    """The entries of each of `patterns`: none for one without a node or readable entries."""
     found: dict[ResourcePattern, tuple[AccessControlEntry, ...]] = {}
-    for start in range(0, len(patterns), TRANSACTION_OPS_MAX):
+    for start in range(0, len(patterns), TRANSACTION_OPS_MAX):  # bounded by the patterns asked for
         batch = patterns[start:start + TRANSACTION_OPS_MAX]
         paths = [node_path(pattern) for pattern in batch]
         for pattern, path, answer in zip(batch, paths, await store.get_many(paths)):
-            if answer is not None and (entries := _entries_or_none(answer[0], path)):
-                found[pattern] = entries
+            found[pattern] = () if answer is None else _entries_or_none(answer[0], path)
     return found
 
 

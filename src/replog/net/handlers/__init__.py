@@ -6,7 +6,6 @@ ApiVersions advertises, and adds its handlers to HANDLERS.
 
 from __future__ import annotations
 
-import collections
 import logging
 import time
 import uuid
@@ -16,7 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.net.leader_connections import client_id_for_logs
 from replog.obs import BrokerMetrics
-from replog.obs.logs import LineBudget
+from replog.obs.logs import OncePerInterval
 
 from ..codec import ApiKey, Request
 
@@ -37,24 +36,13 @@ class RefusalLog:
     """The lines log_refusal writes, within the bounds above."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic):
-        self._clock = clock
-        self._last_logged: collections.OrderedDict[tuple, float] = collections.OrderedDict()
-        self._budget = LineBudget(logger, "refusal", REFUSAL_LINES_PER_INTERVAL_MAX, REFUSAL_LOG_INTERVAL_S, clock)
+        self._lines = OncePerInterval(logger, "refusal", REFUSAL_SUBJECTS_MAX, REFUSAL_LINES_PER_INTERVAL_MAX,
+                                      REFUSAL_LOG_INTERVAL_S, clock)
 
     def log(self, request: Request, what: str, subject: str, error_code: int) -> None:
-        key = (request.api_key, what, subject)
-        now_s = self._clock()
-        last = self._last_logged.get(key)
-        if last is not None and now_s - last < REFUSAL_LOG_INTERVAL_S:
-            return
-        if not self._budget.allows():
-            return
-        self._last_logged[key] = now_s
-        self._last_logged.move_to_end(key)
-        while len(self._last_logged) > REFUSAL_SUBJECTS_MAX:
-            self._last_logged.popitem(last=False)
-        logger.warning("refused %s subject=%s error=%d client=%s principal=%s api=%d v%d", what, subject, error_code,
-                       client_id_for_logs(request.client_id), request.principal, request.api_key, request.api_version)
+        if self._lines.allows((request.api_key, what, subject)):
+            logger.warning("refused %s subject=%s error=%d client=%s principal=%s api=%d v%d", what, subject, error_code,
+                           client_id_for_logs(request.client_id), request.principal, request.api_key, request.api_version)
 
 
 _refusals = RefusalLog()

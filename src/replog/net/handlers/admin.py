@@ -12,6 +12,13 @@ for every new partition, so a client can produce straight after; if that wait ru
 topic still exists and the answer is success, as Kafka's is once the controller has accepted
 the change.
 
+Each checks before acting, as Kafka's (net/authorization.py): CreateTopics Create on the
+cluster or the topic (and DescribeConfigs on it for the configs in the answer), DeleteTopics
+Delete on the topic, CreatePartitions Alter on it, DescribeConfigs and (Incremental)AlterConfigs
+DescribeConfigs or AlterConfigs on the topic, or on the cluster for a broker's configs (the
+reassignment throttle), and the reassignment APIs Alter or Describe on the cluster:
+TOPIC_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED otherwise.
+
 A request may name 50,000 topics, partitions or resources: each is answered in slices
 (loop_slices.py).
 """
@@ -30,7 +37,9 @@ from replog.admin.errors import store_failure
 from replog.config import DEFAULT_SOURCE, BrokerConfig, format_value, is_sensitive
 from replog.coord_backends import StoreError
 from replog.replication.metadata_cache import each_seen
+from replog.security.acls import AclOperation, ResourceType
 
+from ..authorization import authorized, authorized_on_cluster
 from ..codec import ApiKey, Request
 from ..loop_slices import LoopSlices, respond
 from . import NO_TOPIC_ID, handles, log_refusal, topic_id_of, unknown_partition
@@ -61,6 +70,15 @@ async def _wait_for_leaders(services, topic: str, partition_count: int, timeout_
     await services.metadata.wait_for(all_served, timeout_s)
 
 
+def _may(services, request: Request, operation: AclOperation, topic: str) -> bool:
+    return authorized(services, request, operation, ResourceType.TOPIC, topic)
+
+
+def _denied_topic(operation: AclOperation) -> dict:
+    return {"error_code": ErrorCode.topic_authorization_failed,
+            "error_message": f"Authorization failed: {operation.name} on the topic"}
+
+
 def _failure(request: Request, subject: str, error: AdminError | StoreError) -> dict:
     """The result fields of a refused or failed subject: a store failure too gets a Kafka error
     with its message, rather than the connection closing on the client."""
@@ -74,6 +92,7 @@ def _failure(request: Request, subject: str, error: AdminError | StoreError) -> 
 async def create_topics(services, request: Request):
     body = request.body
     validate_only = getattr(body, "validate_only", False)
+    may_create_any = authorized_on_cluster(services, request, AclOperation.CREATE, audit=False)
     slices = LoopSlices()
     results = []
     for topic in body.topics:
@@ -86,6 +105,9 @@ async def create_topics(services, request: Request):
             replication = services.config["default.replication.factor"] if replication is None else replication
         result = {"name": topic.name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None,
                   "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1, "configs": None}
+        if not (may_create_any or _may(services, request, AclOperation.CREATE, topic.name)):
+            results.append(result | _denied_topic(AclOperation.CREATE))
+            continue
         overrides = {config.name: config.value for config in topic.configs if config.value is not None}  # null: not set
         try:
             planned = await admin.create_topic(
@@ -96,10 +118,14 @@ async def create_topics(services, request: Request):
         except (AdminError, StoreError) as error:
             results.append(result | _failure(request, topic.name, error))
             continue
-        # Java's admin client reads the topic's configs whenever the partitions are given (v5+).
-        configs = [{"name": entry.name, "value": entry.value, "read_only": False, "config_source": int(entry.source),
-                    "is_sensitive": False} for entry in admin.topic_config_entries(services.config, overrides)]
-        result |= {"num_partitions": len(planned), "replication_factor": len(next(iter(planned.values()))), "configs": configs}
+        result |= {"num_partitions": len(planned), "replication_factor": len(next(iter(planned.values())))}
+        if _may(services, request, AclOperation.DESCRIBE_CONFIGS, topic.name):
+            # Java's admin client reads the topic's configs whenever the partitions are given (v5+).
+            result["configs"] = [{"name": entry.name, "value": entry.value, "read_only": False,
+                                  "config_source": int(entry.source), "is_sensitive": False}
+                                 for entry in admin.topic_config_entries(services.config, overrides)]
+        else:
+            result["topic_config_error_code"] = ErrorCode.topic_authorization_failed
         if not validate_only:
             await _wait_for_leaders(services, topic.name, len(planned), _timeout_s(request))
             result["topic_id"] = topic_id_of(services, topic.name)
@@ -123,6 +149,12 @@ async def delete_topics(services, request: Request):
                 results.append({"name": None, "topic_id": topic_id, "error_code": ErrorCode.unknown_topic_id,
                                 "error_message": "This server does not host this topic ID."})
                 continue
+            if not _may(services, request, AclOperation.DESCRIBE, name):  # the id is no secret, the name is
+                results.append({"name": None, "topic_id": topic_id} | _denied_topic(AclOperation.DESCRIBE))
+                continue
+        if not _may(services, request, AclOperation.DELETE, name):
+            results.append({"name": name, "topic_id": topic_id or NO_TOPIC_ID} | _denied_topic(AclOperation.DELETE))
+            continue
         names.append(name)
         result = {"name": name, "topic_id": topic_id_of(services, name), "error_code": ErrorCode.none, "error_message": None}
         try:
@@ -148,6 +180,9 @@ async def create_partitions(services, request: Request):
             first_new = topic.count - len(topic.assignments)
             assignment = {first_new + i: list(entry.broker_ids) for i, entry in enumerate(topic.assignments)}
         result = {"name": topic.name, "error_code": ErrorCode.none, "error_message": None}
+        if not _may(services, request, AclOperation.ALTER, topic.name):
+            results.append(result | _denied_topic(AclOperation.ALTER))
+            continue
         try:
             if body.validate_only:
                 await admin.describe_topic(services.store, topic.name)  # existence only; growth is checked on apply
@@ -181,6 +216,10 @@ async def describe_configs(services, request: Request):
                                      "error_message": f"resource {resource.resource_name!r} named twice in one request"})
             continue
         seen.add(key)
+        denied = _config_refusal(services, request, AclOperation.DESCRIBE_CONFIGS, resource)
+        if denied:
+            results.append(result | denied)
+            continue
         wanted = set(resource.configuration_keys) if resource.configuration_keys is not None else None
         try:
             entries = await _config_entries(services, resource.resource_type, resource.resource_name)
@@ -196,6 +235,17 @@ async def describe_configs(services, request: Request):
         ]
         results.append(result)
     return await respond(request, {"throttle_time": 0, "results": results}, slices)
+
+
+def _config_refusal(services, request: Request, operation: AclOperation, resource) -> dict:
+    """The error fields of a topic's or broker's configs the client may not see or change, else
+    {}: Kafka's rule, on the topic, or for a broker on the cluster."""
+    if resource.resource_type == RESOURCE_TOPIC and not _may(services, request, operation, resource.resource_name):
+        return _denied_topic(operation)
+    if resource.resource_type == RESOURCE_BROKER and not authorized_on_cluster(services, request, operation):
+        return {"error_code": ErrorCode.cluster_authorization_failed,
+                "error_message": f"Authorization failed: {operation.name} on the cluster"}
+    return {}
 
 
 def _static_source(config: BrokerConfig, setting: str) -> int:
@@ -236,7 +286,7 @@ async def incremental_alter_configs(services, request: Request):
             await admin.alter_topic_config(services.store, resource.resource_name, operations,
                                            broker_config=services.config, validate_only=request.body.validate_only)
 
-    return await _alter_each_resource(request, alter)
+    return await _alter_each_resource(services, request, alter)
 
 
 @handles(ApiKey.ALTER_CONFIGS)
@@ -252,7 +302,7 @@ async def alter_configs(services, request: Request):
             await admin.replace_topic_config(services.store, resource.resource_name, configs,
                                              validate_only=request.body.validate_only)
 
-    return await _alter_each_resource(request, alter)
+    return await _alter_each_resource(services, request, alter)
 
 
 def _configs_to_replace(entries) -> dict[str, str]:
@@ -268,7 +318,7 @@ def _configs_to_replace(entries) -> dict[str, str]:
     return configs
 
 
-async def _alter_each_resource(request: Request, alter: Callable[[Any], Awaitable[None]]):
+async def _alter_each_resource(services, request: Request, alter: Callable[[Any], Awaitable[None]]):
     """Answer each resource of an (Incremental)AlterConfigs request on its own: one refused
     changes nothing and leaves the others' answers as they are."""
     slices = LoopSlices()
@@ -281,6 +331,10 @@ async def _alter_each_resource(request: Request, alter: Callable[[Any], Awaitabl
             if resource.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER):
                 raise AdminError(ErrorCode.invalid_request, f"cannot alter resource type {resource.resource_type}: only "
                                                             "topics' and brokers' configs")
+            denied = _config_refusal(services, request, AclOperation.ALTER_CONFIGS, resource)
+            if denied:
+                results.append(result | denied)
+                continue
             await alter(resource)
         except (AdminError, StoreError) as error:
             result |= _failure(request, resource.resource_name, error)
@@ -293,6 +347,12 @@ async def alter_partition_reassignments(services, request: Request):
     """Accepted once written to the store: the partitions' leaders carry the moves out
     (replication/reassignment.py), and ListPartitionReassignments follows them. Partitions this
     broker's metadata does not know are answered here (handlers.unknown_partition)."""
+    if not authorized_on_cluster(services, request, AclOperation.ALTER):
+        return await respond(request, {
+            "throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+            "responses": [{"name": topic.name, "partitions": [
+                {"partition_index": partition.partition_index, "error_code": ErrorCode.cluster_authorization_failed,
+                 "error_message": None} for partition in topic.partitions]} for topic in request.body.topics]})
     slices = LoopSlices()
     targets = {}
     for topic in request.body.topics:
@@ -325,6 +385,9 @@ async def alter_partition_reassignments(services, request: Request):
 async def list_partition_reassignments(services, request: Request):
     """The moves in flight of the partitions asked (all when `topics` is null), among those this
     broker's metadata knows: the store is read for the cluster's partitions at most."""
+    if not authorized_on_cluster(services, request, AclOperation.DESCRIBE):
+        return await respond(request, {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                                       "error_message": None, "topics": []})
     slices = LoopSlices()
     asked = None
     if request.body.topics is not None:

@@ -1,5 +1,8 @@
 """The cluster as a whole: ElectLeaders, DescribeCluster and UnregisterBroker, answered from the
-store through replog.admin, as `replog cluster` answers them with --coord."""
+store through replog.admin, as `replog cluster` answers them with --coord. ElectLeaders and
+UnregisterBroker need Alter on the cluster (CLUSTER_AUTHORIZATION_FAILED otherwise); DescribeCluster
+needs nothing, as Kafka's, and tells the cluster's authorized operations when asked
+(net/authorization.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +11,14 @@ from kio.schema.errors import ErrorCode
 from replog import admin
 from replog.admin import AdminError, ElectionType
 from replog.admin.reassignment import cluster_brokers
+from replog.security.acls import AclOperation
+
+from ..authorization import authorized_on_cluster
 
 from ..codec import ApiKey, Request, build_response
 from ..loop_slices import LoopSlices, respond
 from . import handles, log_refusal, unknown_partition
-from .metadata import broker_addresses
+from .metadata import broker_addresses, cluster_operations
 
 
 @handles(ApiKey.ELECT_LEADERS)
@@ -23,6 +29,12 @@ async def elect_leaders(services, request: Request):
     may be lost. Partitions this broker's metadata does not know are answered here
     (handlers.unknown_partition)."""
     body = request.body
+    if not authorized_on_cluster(services, request, AclOperation.ALTER):
+        error = ErrorCode.cluster_authorization_failed
+        return await respond(request, {"throttle_time": 0, "error_code": error, "replica_election_results": [
+            {"topic": topic.topic, "partition_result": [{"partition_id": partition, "error_code": error, "error_message": None}
+                                                        for partition in topic.partitions]}
+            for topic in body.topic_partitions or ()]})
     election_type_value = getattr(body, "election_type", ElectionType.PREFERRED)
     if election_type_value not in ElectionType.__members__.values():
         # Kafka's ElectionType.valueOf refuses it; the request as a whole is answered, not closed.
@@ -76,6 +88,7 @@ async def describe_cluster(services, request: Request):
     return build_response(request, {
         "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
         "cluster_id": services.cluster_id or "", "controller_id": services.broker_id, "brokers": brokers,
+        "cluster_authorized_operations": cluster_operations(services, request),
     })
 
 
@@ -86,6 +99,9 @@ async def unregister_broker(services, request: Request):
     consume its queue (v0 carries no timeout). BROKER_ID_NOT_REGISTERED for a broker without
     that path: not in the cluster, or removed already."""
     broker_id = request.body.broker_id
+    if not authorized_on_cluster(services, request, AclOperation.ALTER):
+        return build_response(request, {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                                        "error_message": None})
     try:
         removal = await admin.finish_removal(services.store, [broker_id], services.state_change_limits(0))
         if not removal.queues_deleted:

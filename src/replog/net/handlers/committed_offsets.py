@@ -1,6 +1,11 @@
 """OffsetCommit, OffsetFetch and OffsetDelete: a group's committed offsets, through the group
 coordinator (groups/coordinator.py); answered in slices (loop_slices.py), as a request may name
-50,000 partitions."""
+50,000 partitions.
+
+Each checks the group, then each topic, before acting, as Kafka's (net/authorization.py):
+OffsetCommit needs Read on both, OffsetFetch Describe on both (a topic the client may not
+Describe is left out of "every committed offset"), OffsetDelete Delete on the group and Read on
+the topic; GROUP_AUTHORIZATION_FAILED or TOPIC_AUTHORIZATION_FAILED otherwise."""
 
 from __future__ import annotations
 
@@ -9,7 +14,9 @@ import datetime
 from kio.schema.errors import ErrorCode
 
 from replog.groups import OffsetCommit
+from replog.security.acls import AclOperation, ResourceType
 
+from ..authorization import authorized, denied_names
 from ..codec import ApiKey, Request
 from ..loop_slices import LoopSlices, respond
 from . import handles, log_refusal
@@ -23,27 +30,41 @@ FIRST_BATCHED_OFFSET_FETCH_VERSION = 8
 async def offset_commit(services, request: Request):
     body = request.body
     slices = LoopSlices()
-    commits, exists = [], []
+    group_denied = not authorized(services, request, AclOperation.READ, ResourceType.GROUP, body.group_id)
+    denied = frozenset() if group_denied else denied_names(services, request, AclOperation.READ, ResourceType.TOPIC,
+                                                           (topic.name for topic in body.topics))
+    commits, refusals = [], []
     for topic in body.topics:
         for partition in topic.partitions:
             await slices.pause()
             commit = OffsetCommit(topic.name, partition.partition_index, partition.committed_offset,
                                   getattr(partition, "committed_leader_epoch", NO_LEADER_EPOCH), partition.committed_metadata)
             commits.append(commit)
-            exists.append(_exists(services, commit))  # Kafka's rule: offsets of partitions that do not exist are not kept
-    known_errors = iter(await services.groups.commit(
+            refusals.append(_commit_refusal(services, commit, group_denied, denied))
+    known_errors = iter(() if group_denied else await services.groups.commit(
         body.group_id, body.member_id, getattr(body, "group_instance_id", None), body.generation_id_or_member_epoch,
-        [commit for commit, known in zip(commits, exists) if known]))
-    errors = [next(known_errors) if known else ErrorCode.unknown_topic_or_partition for known in exists]
+        [commit for commit, refusal in zip(commits, refusals) if not refusal]))
+    errors = [refusal or next(known_errors) for refusal in refusals]
     by_topic: dict[str, list[dict]] = {}
     for commit, error in zip(commits, errors):
         await slices.pause()
         by_topic.setdefault(commit.topic, []).append({"partition_index": commit.partition, "error_code": error})
-        if error != ErrorCode.none:
+        if error not in (ErrorCode.none, ErrorCode.group_authorization_failed, ErrorCode.topic_authorization_failed):
             log_refusal(request, "offset commit", f"{body.group_id}/{commit.topic}-{commit.partition}", error)
     return await respond(request, {"throttle_time": _NO_THROTTLE,
                                    "topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]},
                          slices)
+
+
+def _commit_refusal(services, commit: OffsetCommit, group_denied: bool, denied_topics: frozenset[str]) -> int:
+    """The error a commit is answered without asking the coordinator, or 0."""
+    if group_denied:
+        return ErrorCode.group_authorization_failed
+    if commit.topic in denied_topics:
+        return ErrorCode.topic_authorization_failed
+    if not _exists(services, commit):  # Kafka's rule: offsets of partitions that do not exist are not kept
+        return ErrorCode.unknown_topic_or_partition
+    return ErrorCode.none
 
 
 def _exists(services, commit: OffsetCommit) -> bool:
@@ -58,11 +79,22 @@ async def _fetched(services, request: Request, group_id: str, topics, slices: Lo
         for topic in topics:
             await slices.pause()
             asked += [(topic.name, index) for index in topic.partition_indexes]
-    error, committed = services.groups.fetch(group_id, asked)
+    denied = frozenset()
+    if not authorized(services, request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        error, committed = ErrorCode.group_authorization_failed, {}
+    else:
+        if asked is not None:
+            denied = denied_names(services, request, AclOperation.DESCRIBE, ResourceType.TOPIC, (name for name, _ in asked))
+        error, committed = services.groups.fetch(group_id, asked if not denied else [key for key in asked if key[0] not in denied])
+        if error != ErrorCode.none:
+            log_refusal(request, "offset fetch", group_id, error)
     if error != ErrorCode.none:
-        log_refusal(request, "offset fetch", group_id, error)
         # Before v2 there is no group-level error: each partition carries it.
         committed = {key: None for key in asked or ()}
+    elif asked is None and services.authorizer is not None:  # every committed offset: of the topics it may Describe
+        may_describe = {name for name, _ in committed
+                        if authorized(services, request, AclOperation.DESCRIBE, ResourceType.TOPIC, name, audit=False)}
+        committed = {key: value for key, value in committed.items() if key[0] in may_describe}
     by_topic: dict[str, list[dict]] = {}
     for (topic, partition), value in committed.items():
         await slices.pause()
@@ -73,6 +105,14 @@ async def _fetched(services, request: Request, group_id: str, topics, slices: Lo
             "metadata": "" if value is None else value.metadata,
             "error_code": error,
         })
+    # A group error alone is the answer, as Kafka's; else the partitions of topics it may not
+    # Describe are answered as such.
+    refused = [key for key in asked or () if key[0] in denied] if error == ErrorCode.none else []
+    for topic, partition in refused:
+        await slices.pause()
+        by_topic.setdefault(topic, []).append({
+            "partition_index": partition, "committed_offset": -1, "committed_leader_epoch": NO_LEADER_EPOCH,
+            "metadata": "", "error_code": ErrorCode.topic_authorization_failed})
     return {"group_id": group_id, "error_code": error,
             "topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]}
 
@@ -102,12 +142,20 @@ async def offset_fetch(services, request: Request):
 @handles(ApiKey.OFFSET_DELETE)
 async def offset_delete(services, request: Request):
     body = request.body
+    if not authorized(services, request, AclOperation.DELETE, ResourceType.GROUP, body.group_id):
+        return await respond(request, {"throttle_time": _NO_THROTTLE, "error_code": ErrorCode.group_authorization_failed,
+                                       "topics": []})
+    denied = denied_names(services, request, AclOperation.READ, ResourceType.TOPIC, (topic.name for topic in body.topics))
     slices = LoopSlices()
     asked = []
     for topic in body.topics:
         await slices.pause()
         asked += [(topic.name, partition.partition_index) for partition in topic.partitions]
-    error, errors = await services.groups.delete_offsets(body.group_id, asked)
+    error, known_errors = await services.groups.delete_offsets(body.group_id, [key for key in asked if key[0] not in denied])
+    known = iter(known_errors)
+    # A group error alone answers no partition, as the coordinator answers none.
+    errors = [ErrorCode.topic_authorization_failed if topic in denied else next(known) for topic, _ in asked] \
+        if error == ErrorCode.none else []
     by_topic: dict[str, list[dict]] = {}
     for (topic, partition), partition_error in zip(asked, errors):
         await slices.pause()

@@ -25,8 +25,10 @@ reads the session's partitions, and an incremental one's answer carries only tho
 something to say; a request the session refuses (unknown id, out-of-order epoch) is answered
 with the error alone, and its fetcher starts a new session.
 
-A fetch naming a replica id is a follower's only from a principal in super.users (while that
-is set: inter_broker_settings.py), on a connection of that broker's registered life, or of an
+A consumer reads only the topics it may Read: the partitions of any other are answered
+TOPIC_AUTHORIZATION_FAILED (net/authorization.py). A fetch naming a replica id is a follower's
+only from a principal with ClusterAction on the cluster (without an authorizer: in super.users,
+while that is set: inter_broker_settings.py), on a connection of that broker's registered life, or of an
 earlier life (answered, never recorded: Partition.read_for_follower). One whose client id names a life of the broker not seen registered (a restarted broker fetches before it
 registers) is read as a consumer's: up to the high watermark, nothing recorded, so that the
 restarted follower catches up to it before its registration is seen, and a client posing as it
@@ -50,15 +52,17 @@ import asyncio
 import logging
 import struct
 import uuid
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
-from replog.inter_broker_settings import acts_as_broker
 from replog.net.leader_connections import client_id_for_logs, fetch_from
 from replog.replica.manager import UnknownTopicOrPartitionError
 from replog.replica.partition import FetchFrom, FetchResult, Partition, ReadWaiter
+from replog.security.acls import AclOperation, ResourceType
 from replog.storage.segment import HeldSlice
+
+from ..authorization import authorized, authorized_as_broker
 
 from ..codec import ApiKey, EncodedBody, Request, wire_length, wire_string
 from ..fetch_decoding import FIRST_FLEXIBLE_VERSION, FIRST_SESSION_VERSION, FIRST_TOPIC_ID_VERSION, PARTITION_HEAD
@@ -103,10 +107,12 @@ def _read(services, topic: str, topic_id: str | None, fetch: object, replica_id:
 
 
 async def _read_all(services, body, topics: list[tuple[str | uuid.UUID, list]], now_ms: int, life: FetchFrom,
-                    slices: LoopSlices, *, record: bool = True) -> tuple[list[_Read], int]:
+                    slices: LoopSlices, may_read: Callable[[str], bool] | None, *,
+                    record: bool = True) -> tuple[list[_Read], int]:
     """(what was read of each partition of `topics`, total bytes read); `topics`: (topic as
     named: its name, or from version 13 on its id, [partition]); `life`: which life of a
-    follower's broker the fetch comes from (leader_connections.fetch_from)."""
+    follower's broker the fetch comes from (leader_connections.fetch_from); `may_read`: whether
+    the consumer may read a topic, None when nothing is checked per topic."""
     remaining_bytes = getattr(body, "max_bytes", 0x7FFFFFFF)
     results, total_bytes = [], 0
     for named, partitions in topics:
@@ -116,6 +122,9 @@ async def _read_all(services, body, topics: list[tuple[str | uuid.UUID, list]], 
         else:  # named by id, from version 13 on
             topic_id = named.hex
             name = services.replicas.topic_of_id(topic_id)
+        if name is not None and may_read is not None and not may_read(name):
+            results += [_Read(name, named, fetch, None, ErrorCode.topic_authorization_failed) for fetch in partitions]
+            continue
         for index, fetch in enumerate(partitions):
             if not index % PARTITIONS_BETWEEN_PAUSES:
                 await slices.pause()
@@ -234,8 +243,8 @@ def _refused(api_version: int, error: ErrorCode) -> EncodedBody:
 
 
 async def _not_a_replica(services, request: Request, why: str) -> EncodedBody:
-    """The answer to a fetch naming a replica id from a principal not in super.users, or from a
-    connection of no life of that broker: every partition it names refused (see the module
+    """The answer to a fetch naming a replica id from a principal that may not act as a broker,
+    or from a connection of no life of that broker: every partition it names refused (see the module
     docstring)."""
     error = ErrorCode.topic_authorization_failed
     log_refusal(request, f"fetch as a replica {why}", f"replica {request.body.replica_id} principal {request.principal}", error)
@@ -252,8 +261,8 @@ async def fetch(services, request: Request):
     body = request.body
     life = FetchFrom.REGISTERED  # a consumer's: read as it is
     if body.replica_id >= 0:
-        if not acts_as_broker(services.config, request.principal):
-            return await _not_a_replica(services, request, "by a principal not in super.users")
+        if not authorized_as_broker(services, request):
+            return await _not_a_replica(services, request, "by a principal that may not act as a broker")
         life = fetch_from(services.metadata.brokers, services.metadata.lives, body.replica_id, request.client_id)
         if life is None:
             return await _not_a_replica(services, request, "from no known life of the broker")
@@ -279,7 +288,10 @@ async def _answer(services, request: Request, session: SessionFetch, life: Fetch
     now_ms = services.now_ms()
     topics = session.to_read(quiet_from, now_ms, record=True)
     slices = LoopSlices()
-    results, total_bytes = await _read_all(services, body, topics, now_ms, life, slices)
+    may_read = None
+    if body.replica_id < 0 and services.authorizer is not None:
+        may_read = lambda name: authorized(services, request, AclOperation.READ, ResourceType.TOPIC, name)  # noqa: E731
+    results, total_bytes = await _read_all(services, body, topics, now_ms, life, slices, may_read)
     if total_bytes < body.min_bytes and loop.time() < deadline and not _any_error(results):
         with ReadWaiter() as waiter, session.parked(waiter):
             now_ms = services.now_ms()
@@ -293,9 +305,9 @@ async def _answer(services, request: Request, session: SessionFetch, life: Fetch
             await waiter.wait(max(0.0, deadline - loop.time()))
         now_ms = services.now_ms()
         topics = session.to_read(quiet_from, now_ms, record=False)  # recorded above
-        results, _ = await _read_all(services, body, topics, now_ms, life, slices, record=False)
+        results, _ = await _read_all(services, body, topics, now_ms, life, slices, may_read, record=False)
     for topic, _, fetch, partition, result in results:
-        if partition is None:
+        if partition is None and result != ErrorCode.topic_authorization_failed:  # audited
             what = "fetch naming another topic id" if result in _OTHER_TOPIC else "fetch from a partition not led here"
             log_refusal(request, what, f"{topic}-{fetch.partition}", result)
         if isinstance(result, FetchResult):

@@ -6,6 +6,11 @@ FindCoordinator creates __consumer_offsets on first use (in the background: the 
 COORDINATOR_NOT_AVAILABLE, which clients retry) and names the leader of the group's partition.
 Only groups have coordinators here: transactions are not implemented.
 
+Each checks its group before acting, as Kafka's (net/authorization.py): Describe for
+FindCoordinator and DescribeGroups, Read to join, sync, heartbeat or leave, Delete to delete,
+GROUP_AUTHORIZATION_FAILED otherwise; ListGroups lists every group to a client that may Describe
+the cluster, else those it may Describe.
+
 A request may name 50,000 groups, keys or members: those are answered in slices
 (loop_slices.py).
 """
@@ -17,28 +22,38 @@ import datetime
 from kio.schema.errors import ErrorCode
 
 from replog.groups import OFFSETS_TOPIC, GroupState, JoinRequest
+from replog.security.acls import AclOperation, ResourceType
 
+from ..authorization import OPERATIONS_NOT_REQUESTED, authorized, authorized_on_cluster, authorized_operations
 from ..codec import ApiKey, Request, build_response
 from ..loop_slices import LoopSlices, respond
 from . import handles, log_refusal
 
-GROUP_KEY_TYPE = 0
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
 CLASSIC_GROUP_TYPE = "classic"
 FIRST_BATCHED_FIND_COORDINATOR_VERSION = 4
 FIRST_MEMBER_ID_REQUIRED_VERSION = 4
 FIRST_BATCHED_LEAVE_VERSION = 3
 _NO_THROTTLE = datetime.timedelta(0)
-_OPERATIONS_NOT_REQUESTED = -(2**31)  # Kafka's "not requested"
 
 
 def _ms(value: datetime.timedelta) -> int:
     return int(value.total_seconds() * 1000)
 
 
+def _may(services, request: Request, operation: AclOperation, group_id: str) -> bool:
+    return authorized(services, request, operation, ResourceType.GROUP, group_id)
+
+
 # -- FindCoordinator ------------------------------------------------------------------------
 
 
 async def _coordinator_for(services, request: Request, key: str, key_type: int) -> dict:
+    if key_type == GROUP_KEY_TYPE and not _may(services, request, AclOperation.DESCRIBE, key):
+        return _refused(ErrorCode.group_authorization_failed)
+    if key_type == TRANSACTION_KEY_TYPE and not authorized(services, request, AclOperation.DESCRIBE,
+                                                           ResourceType.TRANSACTIONAL_ID, key):
+        return _refused(ErrorCode.transactional_id_authorization_failed)
     if key_type != GROUP_KEY_TYPE:
         log_refusal(request, "find coordinator of a non-group key", key, ErrorCode.invalid_request)
         return {"error_code": ErrorCode.invalid_request, "error_message": "only group coordinators exist here",
@@ -59,6 +74,10 @@ async def _coordinator_for(services, request: Request, key: str, key_type: int) 
         return _not_available(f"the coordinator, broker {view.leader}, has no listener {request.listener}")
     return {"error_code": ErrorCode.none, "error_message": None, "node_id": view.leader, "host": endpoint[0],
             "port": endpoint[1]}
+
+
+def _refused(error: ErrorCode) -> dict:
+    return {"error_code": error, "error_message": None, "node_id": -1, "host": "", "port": -1}
 
 
 def _not_available(message: str) -> dict:
@@ -85,11 +104,16 @@ async def find_coordinator(services, request: Request):
 @handles(ApiKey.JOIN_GROUP)
 async def join_group(services, request: Request):
     body = request.body
+    if not _may(services, request, AclOperation.READ, body.group_id):
+        return build_response(request, {
+            "throttle_time": _NO_THROTTLE, "error_code": ErrorCode.group_authorization_failed, "generation_id": -1,
+            "protocol_type": None, "protocol_name": None if request.api_version >= 7 else "", "leader": "",
+            "skip_assignment": False, "member_id": body.member_id, "members": []})
     join = JoinRequest(
         member_id=body.member_id,
         group_instance_id=getattr(body, "group_instance_id", None),
         client_id=request.client_id or "",
-        client_host=request.client_host,
+        client_host=f"/{request.client_host}" if request.client_host else "",  # as Kafka names a member's host
         session_timeout_ms=_ms(body.session_timeout),
         rebalance_timeout_ms=_ms(body.rebalance_timeout),
         protocol_type=body.protocol_type,
@@ -117,6 +141,9 @@ async def join_group(services, request: Request):
 @handles(ApiKey.SYNC_GROUP)
 async def sync_group(services, request: Request):
     body = request.body
+    if not _may(services, request, AclOperation.READ, body.group_id):
+        return build_response(request, {"throttle_time": _NO_THROTTLE, "error_code": ErrorCode.group_authorization_failed,
+                                        "protocol_type": None, "protocol_name": None, "assignment": b""})
     assignments = {assignment.member_id: assignment.assignment for assignment in body.assignments}
     result = await services.groups.sync(body.group_id, body.member_id, getattr(body, "group_instance_id", None),
                                         body.generation_id, getattr(body, "protocol_type", None),
@@ -131,6 +158,8 @@ async def sync_group(services, request: Request):
 @handles(ApiKey.HEARTBEAT)
 async def heartbeat(services, request: Request):
     body = request.body
+    if not _may(services, request, AclOperation.READ, body.group_id):
+        return build_response(request, {"throttle_time": _NO_THROTTLE, "error_code": ErrorCode.group_authorization_failed})
     error = services.groups.heartbeat(body.group_id, body.member_id, getattr(body, "group_instance_id", None),
                                       body.generation_id)
     if error not in (ErrorCode.none, ErrorCode.rebalance_in_progress):
@@ -141,6 +170,9 @@ async def heartbeat(services, request: Request):
 @handles(ApiKey.LEAVE_GROUP)
 async def leave_group(services, request: Request):
     body = request.body
+    if not _may(services, request, AclOperation.READ, body.group_id):
+        return build_response(request, {"throttle_time": _NO_THROTTLE, "error_code": ErrorCode.group_authorization_failed,
+                                        "members": []})
     batched = request.api_version >= FIRST_BATCHED_LEAVE_VERSION
     members = [(member.member_id, member.group_instance_id) for member in body.members] if batched \
         else [(body.member_id, None)]
@@ -167,13 +199,18 @@ async def list_groups(services, request: Request):
     error, groups = services.groups.list_groups()
     if types and CLASSIC_GROUP_TYPE not in types:
         groups = []
+    if not authorized_on_cluster(services, request, AclOperation.DESCRIBE, audit=False):
+        groups = [group for group in groups if authorized(services, request, AclOperation.DESCRIBE, ResourceType.GROUP,
+                                                          group.group_id, audit=False)]
     listed = [{"group_id": group.group_id, "protocol_type": group.protocol_type, "group_state": group.state,
                "group_type": CLASSIC_GROUP_TYPE}
               for group in groups if not states or group.state.lower() in states]
     return build_response(request, {"throttle_time": _NO_THROTTLE, "error_code": error, "groups": listed})
 
 
-def _description(services, group_id: str) -> dict:
+def _description(services, request: Request, group_id: str) -> dict:
+    if not _may(services, request, AclOperation.DESCRIBE, group_id):
+        return _no_description(group_id, ErrorCode.group_authorization_failed, "")
     error, group = services.groups.describe(group_id)
     if group is None:
         return _no_description(group_id, error, GroupState.DEAD.value if error == ErrorCode.none else "")
@@ -188,12 +225,14 @@ def _description(services, group_id: str) -> dict:
     } for member in group.members.values()]
     return {"error_code": ErrorCode.none, "group_id": group_id, "group_state": group.state.value,
             "protocol_type": group.protocol_type or "", "protocol_data": group.protocol_name or "",
-            "members": members, "authorized_operations": _OPERATIONS_NOT_REQUESTED}
+            "members": members, "authorized_operations":
+                authorized_operations(services, request, ResourceType.GROUP, group_id)
+                if getattr(request.body, "include_authorized_operations", False) else OPERATIONS_NOT_REQUESTED}
 
 
 def _no_description(group_id: str, error: int, state: str) -> dict:
     return {"error_code": error, "group_id": group_id, "group_state": state, "protocol_type": "", "protocol_data": "",
-            "members": [], "authorized_operations": _OPERATIONS_NOT_REQUESTED}
+            "members": [], "authorized_operations": OPERATIONS_NOT_REQUESTED}
 
 
 @handles(ApiKey.DESCRIBE_GROUPS)
@@ -211,7 +250,7 @@ async def describe_groups(services, request: Request):
             groups.append(_no_description(group_id, ErrorCode.invalid_request, ""))
             continue
         seen.add(group_id)
-        groups.append(_description(services, group_id))
+        groups.append(_description(services, request, group_id))
     return await respond(request, {"throttle_time": _NO_THROTTLE, "groups": groups}, slices)
 
 
@@ -221,5 +260,7 @@ async def delete_groups(services, request: Request):
     results = []
     for group_id in request.body.groups_names:
         await slices.pause()
-        results.append({"group_id": group_id, "error_code": await services.groups.delete_group(group_id)})
+        error = ErrorCode.group_authorization_failed if not _may(services, request, AclOperation.DELETE, group_id) \
+            else await services.groups.delete_group(group_id)
+        results.append({"group_id": group_id, "error_code": error})
     return await respond(request, {"throttle_time": _NO_THROTTLE, "results": results}, slices)

@@ -1,7 +1,8 @@
 """DescribeLogDirs: the replicas this broker hosts, with the size of each one's log, as
 `kafka-log-dirs --describe` shows them. replog has one log directory per broker (its data
 directory), and no future logs (AlterReplicaLogDirs moves none). Answered in slices
-(loop_slices.py): a broker may host 10,000 partitions, and a request may name 50,000."""
+(loop_slices.py): a broker may host 10,000 partitions, and a request may name 50,000. A client
+that may not Describe the cluster is answered CLUSTER_AUTHORIZATION_FAILED and no directory."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import shutil
 
 from kio.schema.errors import ErrorCode
 
+from replog.security.acls import AclOperation
+
+from ..authorization import authorized_on_cluster
 from ..codec import ApiKey, Request
 from ..loop_slices import LoopSlices, respond
 from . import handles
@@ -19,6 +23,9 @@ from . import handles
 async def describe_log_dirs(services, request: Request):
     """The partitions asked for (every hosted one when `topics` is null) that this broker hosts;
     those it does not host are left out, as Kafka leaves them out."""
+    if not authorized_on_cluster(services, request, AclOperation.DESCRIBE):
+        return await respond(request, {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                                       "results": []})
     asked = None if request.body.topics is None else {
         (topic.topic, partition) for topic in request.body.topics for partition in topic.partitions}
     slices = LoopSlices()

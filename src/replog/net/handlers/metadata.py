@@ -14,6 +14,11 @@ A request naming many topics is answered in slices (loop_slices.py), and names e
 however often it was asked: a name repeated many times would otherwise make an answer many
 times the topic's size, written while the loop waits. Kafka too reads the names asked as a set.
 
+A topic the client may not Describe is left out of an answer listing every topic, and answered
+TOPIC_AUTHORIZATION_FAILED when named; one that does not exist is created only for a client
+that may Create it (on the cluster or the topic), as Kafka answers (net/authorization.py).
+Authorized operations are told when asked (v8+), as Kafka's bit fields.
+
 Each topic is answered with the id it was created with (KIP-516, from version 10), and a topic
 may be asked by id alone (version 12 on): a topic deleted and created again under its name has
 a new id, which is how clients (librdkafka) learn that its partitions are not the old ones.
@@ -28,14 +33,15 @@ from functools import lru_cache
 from kio.schema.errors import ErrorCode
 
 from replog.groups import OFFSETS_TOPIC
+from replog.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
+from ..authorization import OPERATIONS_NOT_REQUESTED, authorized, authorized_on_cluster, authorized_operations
 from ..codec import ApiKey, EncodedBody, Request, wire_length, wire_string
 from ..loop_slices import LoopSlices
 from . import NO_TOPIC_ID, handles, log_refusal, topic_id_of
 
 FIRST_FLEXIBLE_VERSION = 9
-# What kio writes for the authorized operations nobody asked for (Kafka's "not requested").
-_OPERATIONS_NOT_REQUESTED = -(2**31)
+FIRST_OPERATIONS_VERSION, LAST_CLUSTER_OPERATIONS_VERSION = 8, 10
 _NO_ERROR, _LEADER_NOT_AVAILABLE = ErrorCode.none.value, ErrorCode.leader_not_available.value
 _LISTENER_NOT_FOUND = ErrorCode.listener_not_found.value
 FIRST_LISTENER_NOT_FOUND_VERSION = 6
@@ -83,7 +89,8 @@ class MetadataBodyEncoder:
         self.out += wire_length(topic_count, self.flexible, _I32)
 
     def topic(self, error: int, name: str | None, topic_id: uuid.UUID, is_internal: bool,
-              partitions: list[tuple[int, int, int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]]) -> None:
+              partitions: list[tuple[int, int, int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]],
+              authorized_operations: int = OPERATIONS_NOT_REQUESTED) -> None:
         """`partitions`: (error code, index, leader_id, leader_epoch, replicas, isr, offline replicas)."""
         self.out += _I16.pack(int(error))  # an ErrorCode, or a StoreError's code (services.topic_missing)
         # A topic asked by id alone has no name to give; before version 12 the name may not be null.
@@ -101,12 +108,12 @@ class MetadataBodyEncoder:
                          + (_int32_array(offline, flexible) if with_offline else b"") + tags)
         self.out += b"".join(parts)
         if self.version >= 8:
-            self.out += _I32.pack(_OPERATIONS_NOT_REQUESTED)  # topic_authorized_operations
+            self.out += _I32.pack(authorized_operations)  # topic_authorized_operations
         self.out += self._tags
 
-    def finish(self) -> EncodedBody:
-        if 8 <= self.version <= 10:
-            self.out += _I32.pack(_OPERATIONS_NOT_REQUESTED)  # cluster_authorized_operations
+    def finish(self, cluster_authorized_operations: int = OPERATIONS_NOT_REQUESTED) -> EncodedBody:
+        if FIRST_OPERATIONS_VERSION <= self.version <= LAST_CLUSTER_OPERATIONS_VERSION:
+            self.out += _I32.pack(cluster_authorized_operations)
         self.out += self._tags
         return EncodedBody([bytes(self.out)])
 
@@ -181,8 +188,18 @@ async def metadata(services, request: Request):
             if name is None or name not in services.metadata.topics:
                 topics.append((ErrorCode.unknown_topic_id, None, named))
                 continue
+            if not _may_describe(services, request, name, True):
+                topics.append((ErrorCode.topic_authorization_failed, None, named))  # ids are not secret, names are
+                continue
+        elif not _may_describe(services, request, name, names is not None):
+            if names is not None:
+                topics.append((ErrorCode.topic_authorization_failed, name, NO_TOPIC_ID))
+            continue
         elif name not in services.metadata.topics:
-            error = await services.topic_missing(name, allow_auto_create)
+            if allow_auto_create and not _may_create(services, request, name):
+                error = ErrorCode.topic_authorization_failed
+            else:
+                error = await services.topic_missing(name, allow_auto_create)
             if error == ErrorCode.invalid_topic_exception:
                 log_refusal(request, "metadata for an invalid topic name", name, error)
         topics.append((error, name, topic_id_of(services, name) if error == ErrorCode.none else NO_TOPIC_ID))
@@ -192,8 +209,36 @@ async def metadata(services, request: Request):
                # replog has no controller (docs/design.md §4.1): every broker acts on the store itself, so any
                # broker can take the admin requests clients send to "the controller".
                services.cluster_id, services.broker_id, len(topics))
+    with_operations = getattr(request.body, "include_topic_authorized_operations", False)
     for error, name, topic_id in topics:
         await slices.pause()
+        operations = OPERATIONS_NOT_REQUESTED
+        if with_operations and error != ErrorCode.topic_authorization_failed:
+            operations = authorized_operations(services, request, ResourceType.TOPIC, name)
         body.topic(error, name, topic_id, name == OFFSETS_TOPIC,
-                   partition_entries(services, name, request.listener, unavailable) if error == ErrorCode.none else [])
-    return body.finish()
+                   partition_entries(services, name, request.listener, unavailable) if error == ErrorCode.none else [],
+                   operations)
+    return body.finish(cluster_operations(services, request))
+
+
+def _may_describe(services, request: Request, name: str, audit: bool) -> bool:
+    return authorized(services, request, AclOperation.DESCRIBE, ResourceType.TOPIC, name, audit=audit)
+
+
+def _may_create(services, request: Request, name: str) -> bool:
+    """Whether a client may have a missing topic made by asking for it, as Kafka decides it:
+    Create on the cluster, or on the topic."""
+    if services.authorizer is None or not services.config["auto.create.topics.enable"]:
+        return True
+    return (authorized_on_cluster(services, request, AclOperation.CREATE, audit=False)
+            or authorized(services, request, AclOperation.CREATE, ResourceType.TOPIC, name))
+
+
+def cluster_operations(services, request: Request) -> int:
+    """The cluster_authorized_operations of a Metadata (v8 to v10) or DescribeCluster answer:
+    Kafka's "not requested" unless asked; 0 to a client that may not Describe the cluster."""
+    if not getattr(request.body, "include_cluster_authorized_operations", False):
+        return OPERATIONS_NOT_REQUESTED
+    if not authorized_on_cluster(services, request, AclOperation.DESCRIBE):
+        return 0
+    return authorized_operations(services, request, ResourceType.CLUSTER, CLUSTER_NAME)

@@ -1,8 +1,10 @@
 """ListOffsets (earliest, latest, by timestamp) and OffsetForLeaderEpoch (KIP-101), answered in
 slices (loop_slices.py): a request may name 200,000 partitions.
 
+Both need Describe on each topic asked (TOPIC_AUTHORIZATION_FAILED for its partitions), or for
+OffsetForLeaderEpoch ClusterAction on the cluster, as Kafka's (net/authorization.py).
 OffsetForLeaderEpoch naming a replica id (v3+) is a follower's, and only brokers may ask as one
-(inter_broker_settings.acts_as_broker): from any other principal each partition is answered
+(authorization.authorized_as_broker): from any other principal each partition is answered
 TOPIC_AUTHORIZATION_FAILED, as Kafka answers a client without the CLUSTER_ACTION right that
 may not describe the topic."""
 
@@ -10,9 +12,10 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from replog.inter_broker_settings import acts_as_broker
 from replog.replica.manager import UnknownTopicOrPartitionError
+from replog.security.acls import AclOperation, ResourceType
 
+from ..authorization import authorized_as_broker, authorized_on_cluster, denied_names
 from ..codec import ApiKey, Request
 from ..loop_slices import LoopSlices, respond
 from . import count_error, handles, log_refusal
@@ -34,13 +37,16 @@ def _partition_or_error(services, topic: str, partition_index: int):
 @handles(ApiKey.LIST_OFFSETS)
 async def list_offsets(services, request: Request):
     any_replica = request.body.replica_id == DEBUGGING_REPLICA_ID
+    denied = denied_names(services, request, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                          (topic.name for topic in request.body.topics))
     slices = LoopSlices()
     topics = []
     for topic in request.body.topics:
         answers = []
         for asked in topic.partitions:
             await slices.pause()
-            partition, error = _partition_or_error(services, topic.name, asked.partition_index)
+            partition, error = (None, ErrorCode.topic_authorization_failed) if topic.name in denied else \
+                _partition_or_error(services, topic.name, asked.partition_index)
             if partition is None:
                 answers.append({"partition_index": asked.partition_index, "error_code": error, "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
@@ -62,17 +68,22 @@ async def list_offsets(services, request: Request):
 @handles(ApiKey.OFFSET_FOR_LEADER_EPOCH)
 async def offset_for_leader_epoch(services, request: Request):
     replica_id = getattr(request.body, "replica_id", CONSUMER_REPLICA_ID)
-    refused = replica_id >= 0 and not acts_as_broker(services.config, request.principal)
+    refused = replica_id >= 0 and not authorized_as_broker(services, request)
     if refused:
-        log_refusal(request, "epoch end offsets asked as a replica by a principal not in super.users",
+        log_refusal(request, "epoch end offsets asked as a replica by a principal that may not act as a broker",
                     f"replica {replica_id} principal {request.principal}", ErrorCode.topic_authorization_failed)
+    denied = frozenset()
+    if not refused and replica_id < 0 and not authorized_on_cluster(services, request, AclOperation.CLUSTER_ACTION,
+                                                                    audit=False):
+        denied = denied_names(services, request, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                              (topic.topic for topic in request.body.topics))
     slices = LoopSlices()
     topics = []
     for topic in request.body.topics:
         answers = []
         for asked in topic.partitions:
             await slices.pause()
-            if refused:
+            if refused or topic.topic in denied:
                 count_error(services.metrics, request, ErrorCode.topic_authorization_failed)
                 answers.append({"error_code": ErrorCode.topic_authorization_failed, "partition": asked.partition,
                                 "leader_epoch": -1, "end_offset": -1})

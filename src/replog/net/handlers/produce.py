@@ -14,6 +14,10 @@ Before the partitions, the request's own rules (Kafka's ProduceRequest.validateR
 KafkaApis): a partition named twice in one request is refused in every entry, as nothing could
 say which of its batches came first; zstd needs Produce v7+ (UNSUPPORTED_COMPRESSION_TYPE).
 
+First of all, authorization (net/authorization.py), as Kafka's: a transactional request needs
+Write on its transactional id (every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise),
+and each topic Write (its partitions TOPIC_AUTHORIZATION_FAILED otherwise), asked once per topic.
+
 NOT_LEADER_OR_FOLLOWER names the leader to go to (KIP-951: `current_leader` per partition and
 `node_endpoints`, Produce v10+), once this broker's metadata knows one. A leader that stops
 taking writes (controlled shutdown, resignation, fencing) does so before the store names its
@@ -35,6 +39,9 @@ from kio.schema.errors import ErrorCode
 
 from replog.groups import OFFSETS_TOPIC
 from replog.replica.manager import UnknownTopicOrPartitionError
+from replog.security.acls import AclOperation, ResourceType
+
+from ..authorization import authorized, denied_names
 
 from ..codec import BODY_DECODERS, ApiKey, Request, WireReader, build_response
 from ..loop_slices import LoopSlices, respond
@@ -95,8 +102,10 @@ def decode_produce_body(frame: memoryview | bytes, position: int, api_version: i
 
 
 async def _append(services, request: Request, topic: str, partition_index: int, records: bytearray | None,
-                  appended: Callable[[], None] | None, named_twice: bool) -> dict:
+                  appended: Callable[[], None] | None, named_twice: bool, denied_error: int) -> dict:
     answer = {"index": partition_index, "base_offset": -1, "log_append_time": None, "log_start_offset": -1, "record_errors": ()}
+    if denied_error:
+        return answer | {"error_code": denied_error}
     subject = f"{topic}-{partition_index}"
     if named_twice:
         log_refusal(request, "produce naming a partition twice", subject, ErrorCode.invalid_record)
@@ -176,6 +185,7 @@ async def produce(services, request: Request):
     appended_s: list[float] = []
     appended = (lambda: appended_s.append(time.perf_counter())) if body.acks == -1 else None
     named = collections.Counter((topic.name, data.index) for topic in body.topic_data for data in topic.partition_data)
+    denied = _denied(services, request)
     slices = LoopSlices()
     topics, appends = [], []
     async with asyncio.TaskGroup() as appending:
@@ -184,7 +194,8 @@ async def produce(services, request: Request):
                 for data in topic.partition_data:
                     topics.append(topic.name)
                     appends.append(appending.create_task(_append(services, request, topic.name, data.index, data.records,
-                                                                 appended, named[topic.name, data.index] > 1)))
+                                                                 appended, named[topic.name, data.index] > 1,
+                                                                 denied.get(topic.name, 0))))
                     await slices.pause()
     answers = [append.result() for append in appends]
     if appended_s:
@@ -204,6 +215,21 @@ async def produce(services, request: Request):
     if len(answers) <= ANSWERED_AT_ONCE_MAX:
         return build_response(request, values)
     return await respond(request, values, slices)
+
+
+def _denied(services, request: Request) -> dict[str, int]:
+    """The error of each topic the request may not write to, as Kafka decides it: all of them
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED when it may not write as its transactional id, else
+    those without Write TOPIC_AUTHORIZATION_FAILED; asked once per topic, not per partition."""
+    if services.authorizer is None:
+        return {}
+    body = request.body
+    names = (topic.name for topic in body.topic_data)
+    if body.transactional_id is not None and not authorized(services, request, AclOperation.WRITE,
+                                                            ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+        return dict.fromkeys(names, ErrorCode.transactional_id_authorization_failed)
+    return dict.fromkeys(denied_names(services, request, AclOperation.WRITE, ResourceType.TOPIC, names),
+                         ErrorCode.topic_authorization_failed)
 
 
 def _endpoints(services, answers: list[dict], listener: str) -> list[dict]:

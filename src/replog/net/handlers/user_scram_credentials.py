@@ -1,7 +1,8 @@
 """DescribeUserScramCredentials and AlterUserScramCredentials: users' SCRAM credentials in the
 coordination store (admin/scram_credentials.py), as `kafka-configs --entity-type users` and
 confluent-kafka's AdminClient manage them. Any broker answers, as it answers the topic admin
-requests.
+requests, to a client that may Describe (or Alter) the cluster: CLUSTER_AUTHORIZATION_FAILED
+otherwise, as Kafka answers.
 
 An upsertion carries the salt and the salted password the client made, never the password;
 neither reaches a log line: a refusal logs the user and Kafka's words only. A request may name
@@ -16,8 +17,10 @@ from replog.admin import scram_credentials
 from replog.admin.errors import AdminError, store_failure
 from replog.admin.scram_credentials import ScramDeletion, ScramUpsertion
 from replog.coord_backends import StoreError
+from replog.security.acls import AclOperation
 from replog.security.scram import MECHANISMS_BY_NAME
 
+from ..authorization import authorized_on_cluster
 from ..codec import ApiKey, Request
 from ..loop_slices import LoopSlices, respond
 from . import handles, log_refusal
@@ -35,6 +38,9 @@ def _result(request: Request, user: str, error: AdminError | None) -> dict:
 async def describe_user_scram_credentials(services, request: Request):
     """Each named user once, or with none named (null or empty) every user with a credential:
     its mechanisms and iterations."""
+    if not authorized_on_cluster(services, request, AclOperation.DESCRIBE):
+        return await respond(request, {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                                       "error_message": None, "results": []})
     users = None if request.body.users is None else [user.name for user in request.body.users]
     try:
         described = await scram_credentials.describe_user_scram_credentials(services.store, users)
@@ -57,6 +63,10 @@ async def alter_user_scram_credentials(services, request: Request):
     """One result per user named, in the order first named."""
     body = request.body
     slices = LoopSlices()
+    if not authorized_on_cluster(services, request, AclOperation.ALTER):
+        users = dict.fromkeys(change.name for change in (*body.deletions, *body.upsertions))
+        return await respond(request, {"throttle_time": 0, "results": [
+            {"user": user, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None} for user in users]})
     outcomes = await scram_credentials.alter_user_scram_credentials(
         services.store,
         [ScramDeletion(deletion.name, deletion.mechanism) for deletion in body.deletions],
