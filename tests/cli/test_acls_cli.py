@@ -117,7 +117,6 @@ async def test_both_doors_answer_the_script_alike(tmp_path, caplog):
     store_file.parent.mkdir()
     caplog.set_level(logging.INFO, logger="replog.audit")
     async with in_process_broker(tmp_path / "broker") as broker:
-        broker.authorizer = None
         through_store, through_broker = await asyncio.gather(  # each door's commands in order, the doors side by side
             run_script(["--coord", f"memory://{store_file}"]),
             run_script(["--bootstrap-server", f"127.0.0.1:{broker.server.port}"]))

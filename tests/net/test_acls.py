@@ -22,6 +22,7 @@ from kafka.admin import ResourcePatternFilter, ResourceType as KafkaPythonResour
 from kio.schema.errors import ErrorCode
 
 from replog.admin.acls import describe_acls
+from replog.net import authorization
 from replog.net.client import BrokerConnection
 from replog.net.codec import ApiKey
 from replog.security.acls import AclBindingFilter, AclOperation, ResourceType
@@ -48,7 +49,6 @@ class ClusterAdmins:
 @pytest.fixture
 async def broker(tmp_path):
     async with in_process_broker(tmp_path) as started:
-        started.authorizer = None
         yield started
 
 
@@ -121,11 +121,16 @@ async def test_kafka_pythons_admin_client_manages_acls(broker):
     assert await describe_acls(broker.store, AclBindingFilter()) == []
 
 
-async def test_an_authorizer_requires_alter_or_describe_on_the_cluster(broker, caplog):
+async def test_an_authorizer_requires_alter_or_describe_on_the_cluster(broker, caplog, monkeypatch):
+    monkeypatch.setattr(authorization, "_denials", authorization.DenialLog())  # the budget of lines others spent is not ours
     broker.authorizer = ClusterAdmins(("User:ANONYMOUS", AclOperation.DESCRIBE))
     async with await BrokerConnection.open("127.0.0.1", broker.server.port) as connection:
-        created = await connection.request(ApiKey.CREATE_ACLS, None, {"creations": [creation(), creation(operation=3)]})
+        with caplog.at_level(logging.INFO, logger="replog.audit"):
+            created = await connection.request(ApiKey.CREATE_ACLS, None, {"creations": [creation(), creation(operation=3)]})
         assert [result.error_code for result in created.results] == [ErrorCode.cluster_authorization_failed] * 2
+        assert "denied principal=User:ANONYMOUS host=127.0.0.1 operation=Alter resource_type=Cluster resource=kafka-cluster " \
+               "api=create_acls" in caplog.text
+        caplog.clear()
         deleted = await connection.request(ApiKey.DELETE_ACLS, None, {"filters": [wire_filter()]})
         assert [result.error_code for result in deleted.filter_results] == [ErrorCode.cluster_authorization_failed]
         described = await connection.request(ApiKey.DESCRIBE_ACLS, None, wire_filter())

@@ -34,16 +34,6 @@ from replog.security.acls import (
 
 from .common import AdminCommand, admin_options, through_admin
 
-# The operations each resource type has (All besides), as kafka-acls checks them (AclEntry).
-SUPPORTED_OPERATIONS = {
-    ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
-                         AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS),
-    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
-    ResourceType.CLUSTER: (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
-                           AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
-                           AclOperation.DESCRIBE),
-    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
-}
 # kafka-acls' conveniences: what a producer and a consumer need, by resource type.
 PRODUCER_OPERATIONS = {ResourceType.TOPIC: (AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE),
                        ResourceType.TRANSACTIONAL_ID: (AclOperation.WRITE, AclOperation.DESCRIBE)}
@@ -141,6 +131,8 @@ def _operations_by_type(resources: list[ResourcePattern], operation_names: tuple
     """The operations of each resource type named, as kafka-acls would grant them; --producer
     --idempotent adds the cluster to `resources`."""
     types = {resource.resource_type for resource in resources}
+    from replog.net.authorization import SUPPORTED_OPERATIONS  # the operations kafka-acls allows each type
+
     if idempotent and not producer:
         raise click.UsageError("--idempotent goes with --producer")
     if producer or consumer:
