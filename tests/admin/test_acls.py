@@ -5,6 +5,7 @@ notifications written and pruned, empty nodes removed, one audit line per change
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 import pytest
@@ -12,6 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.admin.acls import create_acls, delete_acls, describe_acls
 from replog.coord_backends import change_notifications, paths
+from replog.obs.logs import JsonFormatter
 from replog.security.acl_records import changed_pattern, node_path
 from replog.security.acls import (
     AccessControlEntry,
@@ -74,10 +76,14 @@ async def test_bindings_are_kept_in_kafkas_nodes_and_each_write_notifies(store, 
     assert await store.exists("/kafka-acl/Topic/clicks") is not None
     assert await store.exists("/kafka-acl/Cluster/kafka-cluster") is not None
     assert sorted(await notices(store)) == sorted({entry.pattern for entry in created})  # one per pattern written
-    audit = [record.getMessage() for record in caplog.records if record.name == "replog.audit"]
+    audit = [record for record in caplog.records if record.name == "replog.audit"]
     assert len(audit) == 4
     assert ("ACL added by=User:admin principal=User:bob host=* operation=Write permission=Allow resource_type=Topic "
-            "pattern_type=PREFIXED resource=orders-") in audit
+            "pattern_type=PREFIXED resource=orders-") in [record.getMessage() for record in audit]
+    line = json.loads(JsonFormatter().format(audit[-1]))  # as `--log-format json` writes it
+    assert {key: line[key] for key in ("logger", "event", "by", "principal", "operation", "resource_type", "resource")} == {
+        "logger": "replog.audit", "event": "ACL added", "by": "User:admin", "principal": "User:alice",
+        "operation": "Alter", "resource_type": "Cluster", "resource": "kafka-cluster"}
 
     before = len(await notices(store))
     assert await create_acls(store, [binding()]) == [None]  # already there: no write

@@ -1,6 +1,7 @@
 """`replog acls add|remove|list` through both doors: the store itself (--coord, no broker
 running) and a broker in this process (--bootstrap-server). One script of commands runs through
-each, and both answer it alike, word for word, with kafka-acls' options and output."""
+each, and both answer it alike, word for word, with kafka-acls' options and output (Kafka 4.4's
+AclCommand printed the texts expected here)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from tests.cli.test_users_cli import replog
 from tests.net.in_process_broker import in_process_broker
 
 ORDERS = "ResourcePattern(resourceType=TOPIC, name=orders-, patternType=PREFIXED)"
+CLICKS = "ResourcePattern(resourceType=TOPIC, name=clicks, patternType=LITERAL)"
+BILLING = "ResourcePattern(resourceType=GROUP, name=billing, patternType=LITERAL)"
+CAROL = "(principal=User:carol, host=10.0.0.2, operation={}, permissionType=ALLOW)"
 
 SCRIPT: list[tuple[tuple[str, ...], str | None]] = [
     (("list", "--output", "json"), None),
@@ -27,6 +31,7 @@ SCRIPT: list[tuple[tuple[str, ...], str | None]] = [
     (("add", "--deny-principal", "User:mallory", "--topic", "*"), None),
     (("list", "--topic", "orders-1", "--resource-pattern-type", "match"), None),
     (("list", "--principal", "User:bob", "--output", "json"), None),
+    (("list", "--principal", "User:carol"), None),
     (("add", "--allow-principal", "alice", "--topic", "t"), None),
     (("add", "--allow-principal", "User:dave", "--operation", "ClusterAction", "--topic", "t"), None),
     (("add", "--allow-principal", "User:dave", "--resource-pattern-type", "match", "--topic", "t"), None),
@@ -49,31 +54,32 @@ def document(key: str, acls: list[dict]) -> str:
     return json.dumps({key: acls}, indent=2) + "\n"
 
 
-EXPECTED: list[tuple[int, str | None, str]] = [
+EXPECTED: list[tuple[int, str, str]] = [
     (0, document("acls", []), ""),
     (0, f"Adding ACLs for resource `{ORDERS}`: \n"
         " \t(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)\n"
-        "\t(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW) \n\n"
-        f"Current ACLs for resource `{ORDERS}`: \n"
-        " \t(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)\n"
-        "\t(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW) \n\n", ""),
+        "\t(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW)\n\n", ""),
     (0, document("created", [acl("Topic", "payments", "User:bob", "Write"), acl("Topic", "payments", "User:bob", "Describe"),
                              acl("Topic", "payments", "User:bob", "Create"),
                              acl("TransactionalId", "tx-1", "User:bob", "Write"),
                              acl("TransactionalId", "tx-1", "User:bob", "Describe"),
                              acl("Cluster", "kafka-cluster", "User:bob", "IdempotentWrite")]), ""),
-    (0, None, ""),
-    (0, None, ""),
-    (0, "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=*, patternType=LITERAL)`: \n"
-        " \t(principal=User:mallory, host=*, operation=ALL, permissionType=DENY) \n\n"
-        f"Current ACLs for resource `{ORDERS}`: \n"
-        " \t(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)\n"
-        "\t(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW) \n\n", ""),
+    (0, f"Adding ACLs for resource `{CLICKS}`: \n \t{CAROL.format('READ')}\n\t{CAROL.format('DESCRIBE')}\n\n"
+        f"Adding ACLs for resource `{BILLING}`: \n \t{CAROL.format('READ')}\n\n", ""),
+    (0, "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=*, patternType=LITERAL)`: \n"
+        " \t(principal=User:mallory, host=*, operation=ALL, permissionType=DENY)\n\n", ""),
+    (0, "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=*, patternType=LITERAL)`:\n"
+        "\t(principal=User:mallory, host=*, operation=ALL, permissionType=DENY)\n\n"
+        f"Current ACLs for resource `{ORDERS}`:\n"
+        "\t(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)\n"
+        "\t(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW)\n\n", ""),
     (0, document("acls", [acl("Topic", "payments", "User:bob", "Write"), acl("Topic", "payments", "User:bob", "Create"),
                           acl("Topic", "payments", "User:bob", "Describe"),
                           acl("Cluster", "kafka-cluster", "User:bob", "IdempotentWrite"),
                           acl("TransactionalId", "tx-1", "User:bob", "Write"),
                           acl("TransactionalId", "tx-1", "User:bob", "Describe")]), ""),
+    (0, f"ACLs for principal `User:carol`\nCurrent ACLs for resource `{CLICKS}`:\n\t{CAROL.format('READ')}\n"
+        f"\t{CAROL.format('DESCRIBE')}\n\nCurrent ACLs for resource `{BILLING}`:\n\t{CAROL.format('READ')}\n\n", ""),
     (1, "", "replog: ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL) (principal=alice, host=*, "
             "operation=ALL, permissionType=ALLOW): Could not parse principal from `alice` (no colon is present separating "
             "the principal type from the principal name)\n"),
@@ -83,8 +89,8 @@ EXPECTED: list[tuple[int, str | None, str]] = [
     (2, "", "replog: acls add: with --consumer you must specify a --group\n"),
     (0, document("deleted", [acl("Topic", "orders-", "User:alice", "Write", pattern_type="PREFIXED")]), ""),
     (0, "Are you sure you want to delete all ACLs for resource filter "
-        "`ResourcePatternFilter(resourceType=TOPIC, name=payments, patternType=LITERAL)`? [y/N]: ", ""),
-    (0, None, ""),
+        "`ResourcePattern(resourceType=TOPIC, name=payments, patternType=LITERAL)`? (y/n)\n", ""),
+    (0, f"Are you sure you want to delete all ACLs for resource filter `{CLICKS}`? (y/n)\n", ""),
     (0, document("acls", [acl("Topic", "*", "User:mallory", "All", permission="Deny"),
                           acl("Topic", "clicks", "User:carol", "Read", host="10.0.0.2"),
                           acl("Topic", "clicks", "User:carol", "Describe", host="10.0.0.2"),
@@ -103,17 +109,7 @@ async def run_script(door: list[str]) -> list[tuple[int, str, str]]:
 def check(answers: list[tuple[int, str, str]]) -> None:
     for answer, (status, out, err) in zip(answers, EXPECTED, strict=True):
         assert answer[0] == status, answer
-        assert out is None or answer[1] == out, answer
-        assert err is None or answer[2] == err, answer
-    assert answers[3][1].startswith(
-        "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=clicks, patternType=LITERAL)`: \n"
-        " \t(principal=User:carol, host=10.0.0.2, operation=READ, permissionType=ALLOW)\n"
-        "\t(principal=User:carol, host=10.0.0.2, operation=DESCRIBE, permissionType=ALLOW) \n\n"
-        "Adding ACLs for resource `ResourcePattern(resourceType=GROUP, name=billing, patternType=LITERAL)`: \n"
-        " \t(principal=User:carol, host=10.0.0.2, operation=READ, permissionType=ALLOW) \n\n")
-    assert answers[13][1].startswith("Are you sure you want to delete all ACLs for resource filter "
-                                     "`ResourcePatternFilter(resourceType=TOPIC, name=clicks, patternType=LITERAL)`? "
-                                     "[y/N]: Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=clicks")
+        assert answer[1:] == (out, err), answer
 
 
 async def test_both_doors_answer_the_script_alike(tmp_path, caplog):
@@ -121,7 +117,6 @@ async def test_both_doors_answer_the_script_alike(tmp_path, caplog):
     store_file.parent.mkdir()
     caplog.set_level(logging.INFO, logger="replog.audit")
     async with in_process_broker(tmp_path / "broker") as broker:
-        broker.authorizer = None
         through_store, through_broker = await asyncio.gather(  # each door's commands in order, the doors side by side
             run_script(["--coord", f"memory://{store_file}"]),
             run_script(["--bootstrap-server", f"127.0.0.1:{broker.server.port}"]))

@@ -22,10 +22,12 @@ from kafka.admin import ResourcePatternFilter, ResourceType as KafkaPythonResour
 from kio.schema.errors import ErrorCode
 
 from replog.admin.acls import describe_acls
+from replog.net import authorization
 from replog.net.client import BrokerConnection
 from replog.net.codec import ApiKey
 from replog.security.acls import AclBindingFilter, AclOperation, ResourceType
 from tests.net.in_process_broker import in_process_broker
+from tests.support.polling import eventually
 
 TIMEOUT_S = 30
 
@@ -48,7 +50,6 @@ class ClusterAdmins:
 @pytest.fixture
 async def broker(tmp_path):
     async with in_process_broker(tmp_path) as started:
-        started.authorizer = None
         yield started
 
 
@@ -121,11 +122,16 @@ async def test_kafka_pythons_admin_client_manages_acls(broker):
     assert await describe_acls(broker.store, AclBindingFilter()) == []
 
 
-async def test_an_authorizer_requires_alter_or_describe_on_the_cluster(broker, caplog):
+async def test_an_authorizer_requires_alter_or_describe_on_the_cluster(broker, caplog, monkeypatch):
+    monkeypatch.setattr(authorization, "_denials", authorization.DenialLog())  # the budget of lines others spent is not ours
     broker.authorizer = ClusterAdmins(("User:ANONYMOUS", AclOperation.DESCRIBE))
     async with await BrokerConnection.open("127.0.0.1", broker.server.port) as connection:
-        created = await connection.request(ApiKey.CREATE_ACLS, None, {"creations": [creation(), creation(operation=3)]})
+        with caplog.at_level(logging.INFO, logger="replog.audit"):
+            created = await connection.request(ApiKey.CREATE_ACLS, None, {"creations": [creation(), creation(operation=3)]})
         assert [result.error_code for result in created.results] == [ErrorCode.cluster_authorization_failed] * 2
+        assert "denied principal=User:ANONYMOUS host=127.0.0.1 operation=Alter resource_type=Cluster resource=kafka-cluster " \
+               "api=create_acls" in caplog.text
+        caplog.clear()
         deleted = await connection.request(ApiKey.DELETE_ACLS, None, {"filters": [wire_filter()]})
         assert [result.error_code for result in deleted.filter_results] == [ErrorCode.cluster_authorization_failed]
         described = await connection.request(ApiKey.DESCRIBE_ACLS, None, wire_filter())
@@ -169,3 +175,20 @@ async def test_codes_kafka_does_not_know_are_invalid_requests_per_item(broker):
         assert second.error_code == ErrorCode.none
         assert [(acl.resource_name, acl.pattern_type, acl.operation, acl.error_code) for acl in second.matching_acls] == \
             [("orders-1", 3, 4, ErrorCode.none)]
+
+
+async def test_what_the_apis_change_the_brokers_authorizer_follows(tmp_path):
+    async with in_process_broker(tmp_path, **{"authorizer.class.name": "StandardAuthorizer",
+                                              "super.users": "User:ANONYMOUS"}) as broker:
+        def may_write(topic: str) -> bool:
+            return broker.authorizer.authorize("User:alice", "10.0.0.7", AclOperation.WRITE, ResourceType.TOPIC, topic)
+
+        async with await BrokerConnection.open("127.0.0.1", broker.server.port) as connection:
+            created = await connection.request(ApiKey.CREATE_ACLS, None, {"creations": [creation()]})
+            assert [result.error_code for result in created.results] == [ErrorCode.none]
+            await eventually(lambda: may_write("orders-1"), TIMEOUT_S, "the created ACL followed")
+            assert not may_write("payments")
+
+            deleted = await connection.request(ApiKey.DELETE_ACLS, None, {"filters": [wire_filter(principal="User:alice")]})
+            assert len(deleted.filter_results[0].matching_acls) == 1
+            await eventually(lambda: not may_write("orders-1"), TIMEOUT_S, "the deleted ACL followed")

@@ -6,8 +6,8 @@ A command names resources (--topic, --group, --transactional-id, each repeatable
 none is named), for operations (All when none is named, or --producer / --consumer's). `add`
 creates every combination; `remove` removes every binding matching one (all of a resource's
 when no principal is named), after asking unless --force; `list` shows the bindings of the
-resources named (every one when none is), of --principal's only if given. After `add` and
-`remove`, the resources' ACLs are listed, as kafka-acls does.
+resources named (every one when none is), of --principal's only if given. The output is
+kafka-acls' (4.4), word for word: `add` prints what it adds, `remove` what it asks.
 """
 
 from __future__ import annotations
@@ -34,16 +34,6 @@ from replog.security.acls import (
 
 from .common import AdminCommand, admin_options, through_admin
 
-# The operations each resource type has (All besides), as kafka-acls checks them (AclEntry).
-SUPPORTED_OPERATIONS = {
-    ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
-                         AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS),
-    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
-    ResourceType.CLUSTER: (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
-                           AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
-                           AclOperation.DESCRIBE),
-    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
-}
 # kafka-acls' conveniences: what a producer and a consumer need, by resource type.
 PRODUCER_OPERATIONS = {ResourceType.TOPIC: (AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE),
                        ResourceType.TRANSACTIONAL_ID: (AclOperation.WRITE, AclOperation.DESCRIBE)}
@@ -66,9 +56,11 @@ def acls() -> None:
 
 def _resource_options(command):
     options = (
-        click.option("--topic", "topics", multiple=True, metavar="NAME", help="a topic (a prefix with --resource-pattern-type prefixed); repeatable"),
+        click.option("--topic", "topics", multiple=True, metavar="NAME",
+                     help="a topic (a prefix with --resource-pattern-type prefixed); repeatable"),
         click.option("--group", "groups", multiple=True, metavar="NAME", help="a consumer group; repeatable"),
-        click.option("--transactional-id", "transactional_ids", multiple=True, metavar="ID", help="a transactional id; repeatable"),
+        click.option("--transactional-id", "transactional_ids", multiple=True, metavar="ID",
+                     help="a transactional id; repeatable"),
         click.option("--cluster", is_flag=True, help="the cluster (Kafka's kafka-cluster resource)"),
         click.option("--resource-pattern-type", "pattern_type", type=click.Choice(PATTERN_TYPES, case_sensitive=False),
                      help="literal or prefixed names; to remove and list also match (every pattern that applies to the "
@@ -95,7 +87,8 @@ def _entry_options(command):
         click.option("--producer", is_flag=True, help="a producer's operations: Write, Describe, Create on the topics, "
                                                       "Write, Describe on the transactional ids"),
         click.option("--idempotent", is_flag=True, help="with --producer: IdempotentWrite on the cluster as well"),
-        click.option("--consumer", is_flag=True, help="a consumer's operations: Read, Describe on the topics, Read on the groups"),
+        click.option("--consumer", is_flag=True,
+                     help="a consumer's operations: Read, Describe on the topics, Read on the groups"),
     )
     for option in reversed(options):
         command = option(command)
@@ -138,6 +131,10 @@ def _operations_by_type(resources: list[ResourcePattern], operation_names: tuple
     """The operations of each resource type named, as kafka-acls would grant them; --producer
     --idempotent adds the cluster to `resources`."""
     types = {resource.resource_type for resource in resources}
+    from replog.net.authorization import SUPPORTED_OPERATIONS  # the operations kafka-acls allows each type
+
+    if idempotent and not producer:
+        raise click.UsageError("--idempotent goes with --producer")
     if producer or consumer:
         if operation_names:
             raise click.UsageError("--producer and --consumer name their operations: leave out --operation")
@@ -145,14 +142,12 @@ def _operations_by_type(resources: list[ResourcePattern], operation_names: tuple
             raise click.UsageError("--producer and --consumer need --topic")
         if consumer and ResourceType.GROUP not in types:
             raise click.UsageError("with --consumer you must specify a --group")
-        if producer and idempotent and ResourceType.CLUSTER not in types:
+        if idempotent and ResourceType.CLUSTER not in types:
             resources.append(ResourcePattern(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL))
-        conveniences = ([PRODUCER_OPERATIONS] if producer else []) + ([IDEMPOTENT_OPERATIONS] if producer and idempotent else []) \
-            + ([CONSUMER_OPERATIONS] if consumer else [])
-        return {resource.resource_type: [operation for each in conveniences for operation in each.get(resource.resource_type, ())]
-                for resource in resources}
-    if idempotent:
-        raise click.UsageError("--idempotent goes with --producer")
+        conveniences = [*([PRODUCER_OPERATIONS] if producer else []), *([IDEMPOTENT_OPERATIONS] if idempotent else []),
+                        *([CONSUMER_OPERATIONS] if consumer else [])]
+        return {resource.resource_type: [operation for each in conveniences
+                                         for operation in each.get(resource.resource_type, ())] for resource in resources}
     operations = _operations(operation_names)
     for resource_type in types:
         supported = {*SUPPORTED_OPERATIONS[resource_type], AclOperation.ALL}
@@ -169,9 +164,10 @@ def _entries(allow_principals, deny_principals, allow_hosts, deny_hosts) -> list
         [(principal, host, AclPermissionType.DENY) for principal in deny_principals for host in deny_hosts or (WILDCARD_HOST,)]
 
 
-def kafka_pattern(resource_type: ResourceType, name: str | None, pattern_type: PatternType, kind: str = "ResourcePattern") -> str:
-    """A pattern (or filter, `kind` ResourcePatternFilter) as kafka-acls prints it."""
-    return f"{kind}(resourceType={resource_type.name}, name={'<any>' if name is None else name}, patternType={pattern_type.name})"
+def kafka_pattern(pattern: ResourcePattern) -> str:
+    """A pattern as kafka-acls prints it (a resource filter too)."""
+    return (f"ResourcePattern(resourceType={pattern.resource_type.name}, name={pattern.name}, "
+            f"patternType={pattern.pattern_type.name})")
 
 
 def kafka_entry(entry: AccessControlEntry) -> str:
@@ -186,11 +182,11 @@ def _binding_json(binding: AclBinding) -> dict:
             "permission": name_of(entry.permission)}
 
 
-def _print_listing(bindings: list[AclBinding]) -> None:
-    for pattern, group in itertools.groupby(sorted(bindings), key=lambda binding: binding.pattern):
+def _print_bindings(heading: str, separator: str, bindings: list[AclBinding]) -> None:
+    """Each pattern's bindings under `heading`, as kafka-acls prints them."""
+    for pattern, group in itertools.groupby(bindings, key=lambda binding: binding.pattern):
         entries = "\n".join(f"\t{kafka_entry(binding.entry)}" for binding in group)
-        click.echo(f"Current ACLs for resource `{kafka_pattern(pattern.resource_type, pattern.name, pattern.pattern_type)}`: "
-                   f"\n {entries} \n")
+        click.echo(f"{heading} `{kafka_pattern(pattern)}`:{separator}{entries}\n")
 
 
 async def _listed(admin, filters: list[AclBindingFilter]) -> list[AclBinding]:
@@ -209,7 +205,7 @@ def _raise_first(bindings: list[AclBinding], results) -> None:
 
     for binding, error in zip(bindings, results):
         if error is not None:
-            raise error_for_code(error.code, f"{kafka_pattern(binding.pattern.resource_type, binding.pattern.name, binding.pattern.pattern_type)} "
+            raise error_for_code(error.code, f"{kafka_pattern(binding.pattern)} "
                                              f"{kafka_entry(binding.entry)}: {error.message}")
 
 
@@ -241,19 +237,14 @@ def acls_add(topics, groups, transactional_ids, cluster, pattern_type, allow_pri
 
     async def add(admin):
         _raise_first(bindings, await admin.create_acls(bindings))
-        return await _listed(admin, _resource_filters(patterns))
 
-    listed = through_admin(coord_url, bootstrap, add)
+    through_admin(coord_url, bootstrap, add)
     if output == "json":
         from .render import print_json
 
         print_json({"created": [_binding_json(binding) for binding in bindings]})
-        return
-    for pattern, group in itertools.groupby(bindings, key=lambda binding: binding.pattern):
-        entries_text = "\n".join(f"\t{kafka_entry(binding.entry)}" for binding in group)
-        click.echo(f"Adding ACLs for resource `{kafka_pattern(pattern.resource_type, pattern.name, pattern.pattern_type)}`: "
-                   f"\n {entries_text} \n")
-    _print_listing(listed)
+    else:
+        _print_bindings("Adding ACLs for resource", " \n ", bindings)
 
 
 @acls.command("remove", cls=AdminCommand)
@@ -276,18 +267,18 @@ def acls_remove(topics, groups, transactional_ids, cluster, pattern_type, allow_
     by_type = _operations_by_type(resources, operations, producer, idempotent, consumer) if entries else {}
     filters = []
     for resource in resources:
-        described = kafka_pattern(resource.resource_type, resource.name, resource.pattern_type, "ResourcePatternFilter")
+        described = kafka_pattern(resource)
         if entries:
             removed = [AccessControlEntry(principal, host, operation, permission) for principal, host, permission in entries
                        for operation in by_type[resource.resource_type]]
             listing = "\n".join(f"\t{kafka_entry(entry)}" for entry in removed)
-            question = f"Are you sure you want to remove ACLs: \n {listing} \n from resource filter `{described}`?"
+            question = f"Are you sure you want to remove ACLs: \n {listing}\n from resource filter `{described}`? (y/n)"
             chosen = [AclBindingFilter(resource.resource_type, resource.name, resource.pattern_type, entry.principal,
                                        entry.host, entry.operation, entry.permission) for entry in removed]
         else:
-            question = f"Are you sure you want to delete all ACLs for resource filter `{described}`?"
+            question = f"Are you sure you want to delete all ACLs for resource filter `{described}`? (y/n)"
             chosen = _resource_filters([resource])
-        if force or click.confirm(question):
+        if force or click.confirm(question, show_default=False, prompt_suffix="\n"):
             filters += chosen
 
     async def remove(admin):
@@ -297,15 +288,13 @@ def acls_remove(topics, groups, transactional_ids, cluster, pattern_type, allow_
             raise failed
         pairs = [pair for outcome in outcomes for pair in outcome]
         _raise_first([binding for binding, _ in pairs], [error for _, error in pairs])
-        return sorted({binding for binding, _ in pairs}), await _listed(admin, _resource_filters(resources))
+        return sorted({binding for binding, _ in pairs})
 
-    removed, listed = through_admin(coord_url, bootstrap, remove)
+    removed = through_admin(coord_url, bootstrap, remove)
     if output == "json":
         from .render import print_json
 
         print_json({"deleted": [_binding_json(binding) for binding in removed]})
-    else:
-        _print_listing(listed)
 
 
 @acls.command("list", cls=AdminCommand)
@@ -325,13 +314,20 @@ def acls_list(topics, groups, transactional_ids, cluster, pattern_type, principa
         filters = _resource_filters(resources)
     else:
         filters = [AclBindingFilter(pattern_type=_pattern_type(pattern_type, PatternType.ANY))]
-    if principals:
-        filters = [AclBindingFilter(each.resource_type, each.name, each.pattern_type, principal)
-                   for each in filters for principal in principals]
-    listed = through_admin(coord_url, bootstrap, lambda admin: _listed(admin, filters))
+    by_principal = {principal: [AclBindingFilter(each.resource_type, each.name, each.pattern_type, principal)
+                                for each in filters] for principal in principals} or {None: filters}
+
+    async def listed(admin):
+        return {principal: await _listed(admin, chosen) for principal, chosen in by_principal.items()}
+
+    found = through_admin(coord_url, bootstrap, listed)
     if output == "json":
         from .render import print_json
 
-        print_json({"acls": [_binding_json(binding) for binding in listed]})
-    else:
-        _print_listing(listed)
+        print_json({"acls": [_binding_json(binding) for binding in sorted({binding for bindings in found.values()
+                                                                           for binding in bindings})]})
+        return
+    for principal, bindings in found.items():
+        if principal is not None:
+            click.echo(f"ACLs for principal `{principal}`")
+        _print_bindings("Current ACLs for resource", "\n", bindings)

@@ -313,15 +313,18 @@ class KafkaAdmin(Admin):
 
     async def create_acls(self, bindings: Sequence[AclBinding]) -> list[AdminError | None]:
         body = acl_requests.creations(bindings)
-        return acl_requests.created(await self._ask_any(lambda connection: connection.request(ApiKey.CREATE_ACLS, None, body)))
+        answer = await self._ask_any(lambda connection: connection.request(ApiKey.CREATE_ACLS, None, body))
+        return acl_requests.created(answer)
 
     async def describe_acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
         body = acl_requests.filter_fields(acl_filter)
-        return acl_requests.described(await self._ask_any(lambda connection: connection.request(ApiKey.DESCRIBE_ACLS, None, body)))
+        answer = await self._ask_any(lambda connection: connection.request(ApiKey.DESCRIBE_ACLS, None, body))
+        return acl_requests.described(answer)
 
     async def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[DeletedBindings | AdminError]:
         body = {"filters": [acl_requests.filter_fields(acl_filter) for acl_filter in filters]}
-        return acl_requests.deleted(await self._ask_any(lambda connection: connection.request(ApiKey.DELETE_ACLS, None, body)))
+        answer = await self._ask_any(lambda connection: connection.request(ApiKey.DELETE_ACLS, None, body))
+        return acl_requests.deleted(answer)
 
     # -- users' SCRAM credentials: librdkafka salts the password ---------------------------------
 

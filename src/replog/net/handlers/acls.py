@@ -4,7 +4,7 @@ answers; every broker's authorizer learns the change from the store.
 
 With an authorizer, the caller needs Alter on the Cluster to create or delete ACLs and Describe
 on it to list them, as in Kafka; refused, each item (CreateAcls, DeleteAcls) or the whole answer
-(DescribeAcls) is CLUSTER_AUTHORIZATION_FAILED. A code the wire carries that Kafka does not know
+(DescribeAcls) is CLUSTER_AUTHORIZATION_FAILED, and the denial audited (net/authorization.py). A code the wire carries that Kafka does not know
 reads as UNKNOWN, which the checks refuse with INVALID_REQUEST (Kafka closes the connection).
 """
 
@@ -18,7 +18,6 @@ from replog.admin import acls
 from replog.admin.errors import AdminError, store_failure
 from replog.coord_backends import StoreError
 from replog.security.acls import (
-    CLUSTER_NAME,
     AccessControlEntry,
     AclBinding,
     AclBindingFilter,
@@ -29,6 +28,7 @@ from replog.security.acls import (
     ResourceType,
 )
 
+from ..authorization import authorized_on_cluster
 from ..codec import ApiKey, Request
 from ..loop_slices import LoopSlices, respond
 from . import handles, log_refusal
@@ -41,16 +41,6 @@ def _code(kind: type[enum.IntEnum], value: int) -> enum.IntEnum:
         return kind(value)
     except ValueError:
         return kind(0)  # UNKNOWN
-
-
-def _refused(services, request: Request, operation: AclOperation) -> bool:
-    """Whether the authorizer refuses the caller `operation` on the Cluster."""
-    authorizer = services.authorizer
-    if authorizer is None or authorizer.authorize(request.principal, request.client_host, operation, ResourceType.CLUSTER,
-                                                  CLUSTER_NAME):
-        return False
-    log_refusal(request, "ACLs", CLUSTER_NAME, ErrorCode.cluster_authorization_failed)
-    return True
 
 
 def _error_fields(error: AdminError | None) -> dict:
@@ -72,7 +62,7 @@ def _filter(resource_type: int, name: str | None, pattern_type: int, principal: 
 async def create_acls(services, request: Request):
     """One result per creation, in order."""
     creations = request.body.creations
-    if _refused(services, request, AclOperation.ALTER):
+    if not authorized_on_cluster(services, request, AclOperation.ALTER):
         results = [_CLUSTER_REFUSED] * len(creations)
     else:
         bindings = [AclBinding(ResourcePattern(_code(ResourceType, creation.resource_type), creation.resource_name,
@@ -93,7 +83,8 @@ async def describe_acls(services, request: Request):
     body = request.body
     acl_filter = _filter(body.resource_type_filter, body.resource_name_filter, body.pattern_type_filter,
                          body.principal_filter, body.host_filter, body.operation, body.permission_type)
-    error = _CLUSTER_REFUSED if _refused(services, request, AclOperation.DESCRIBE) else acls.filter_refusal(acl_filter)
+    refused = not authorized_on_cluster(services, request, AclOperation.DESCRIBE)
+    error = _CLUSTER_REFUSED if refused else acls.filter_refusal(acl_filter)
     found: list[AclBinding] = []
     if error is None:
         try:
@@ -118,7 +109,7 @@ async def delete_acls(services, request: Request):
     filters = [_filter(each.resource_type_filter, each.resource_name_filter, each.pattern_type_filter,
                        each.principal_filter, each.host_filter, each.operation, each.permission_type)
                for each in request.body.filters]
-    if _refused(services, request, AclOperation.ALTER):
+    if not authorized_on_cluster(services, request, AclOperation.ALTER):
         outcomes = [_CLUSTER_REFUSED] * len(filters)
     else:
         try:
