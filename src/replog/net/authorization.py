@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 
 from kio.schema.errors import ErrorCode
 
+from replog.admin.errors import AdminError
 from replog.inter_broker_settings import acts_as_broker
 from replog.obs.logs import OncePerInterval
 from replog.security.acls import CLUSTER_NAME, AclOperation, ResourceType, name_of
@@ -57,6 +58,10 @@ REFUSAL_MESSAGES = {
     ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
     ErrorCode.transactional_id_authorization_failed: "Transactional Id authorization failed.",
 }
+
+# The refusal of an admin request answered per item as the store-side admin answers its own.
+CLUSTER_REFUSED = AdminError(ErrorCode.cluster_authorization_failed,
+                             REFUSAL_MESSAGES[ErrorCode.cluster_authorization_failed])
 
 _API_NAMES = {int(api_key): api_key.name.lower() for api_key in ApiKey}
 

@@ -28,12 +28,11 @@ from replog.security.acls import (
     ResourceType,
 )
 
-from ..authorization import authorized_on_cluster
+from ..authorization import CLUSTER_REFUSED, authorized_on_cluster
 from ..codec import ApiKey, Request
 from ..loop_slices import LoopSlices, respond
 from . import handles, log_refusal
 
-CLUSTER_REFUSAL = "Cluster authorization failed."  # Kafka's words for CLUSTER_AUTHORIZATION_FAILED
 
 
 def _code(kind: type[enum.IntEnum], value: int) -> enum.IntEnum:
@@ -49,9 +48,6 @@ def _error_fields(error: AdminError | None) -> dict:
     return {"error_code": error.code, "error_message": error.message}
 
 
-_CLUSTER_REFUSED = AdminError(ErrorCode.cluster_authorization_failed, CLUSTER_REFUSAL)
-
-
 def _filter(resource_type: int, name: str | None, pattern_type: int, principal: str | None, host: str | None,
             operation: int, permission: int) -> AclBindingFilter:
     return AclBindingFilter(_code(ResourceType, resource_type), name, _code(PatternType, pattern_type), principal, host,
@@ -63,7 +59,7 @@ async def create_acls(services, request: Request):
     """One result per creation, in order."""
     creations = request.body.creations
     if not authorized_on_cluster(services, request, AclOperation.ALTER):
-        results = [_CLUSTER_REFUSED] * len(creations)
+        results = [CLUSTER_REFUSED] * len(creations)
     else:
         bindings = [AclBinding(ResourcePattern(_code(ResourceType, creation.resource_type), creation.resource_name,
                                                _code(PatternType, creation.resource_pattern_type)),
@@ -84,7 +80,7 @@ async def describe_acls(services, request: Request):
     acl_filter = _filter(body.resource_type_filter, body.resource_name_filter, body.pattern_type_filter,
                          body.principal_filter, body.host_filter, body.operation, body.permission_type)
     refused = not authorized_on_cluster(services, request, AclOperation.DESCRIBE)
-    error = _CLUSTER_REFUSED if refused else acls.filter_refusal(acl_filter)
+    error = CLUSTER_REFUSED if refused else acls.filter_refusal(acl_filter)
     found: list[AclBinding] = []
     if error is None:
         try:
@@ -110,7 +106,7 @@ async def delete_acls(services, request: Request):
                        each.principal_filter, each.host_filter, each.operation, each.permission_type)
                for each in request.body.filters]
     if not authorized_on_cluster(services, request, AclOperation.ALTER):
-        outcomes = [_CLUSTER_REFUSED] * len(filters)
+        outcomes = [CLUSTER_REFUSED] * len(filters)
     else:
         try:
             outcomes = await acls.delete_acls(services.store, filters, request.principal)

@@ -16,18 +16,11 @@ from replog.admin import client_quotas
 from replog.admin.client_quotas import QuotaAlteration, QuotaFilter
 from replog.admin.errors import AdminError, store_failure
 from replog.coord_backends import StoreError
-from replog.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from replog.security.acls import AclOperation
 
+from ..authorization import CLUSTER_REFUSED, authorized_on_cluster
 from ..codec import ApiKey, Request, build_response
 from . import handles, log_refusal
-
-DENIED = "Cluster authorization failed."
-
-
-def _cluster_allowed(services, request: Request, operation: AclOperation) -> bool:
-    authorizer = services.authorizer
-    return authorizer is None or authorizer.authorize(request.principal, request.client_host, operation,
-                                                      ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 def _names(entity) -> tuple[tuple[str, str | None], ...]:
@@ -40,8 +33,8 @@ async def describe_client_quotas(services, request: Request):
     error, with null entries."""
     body = request.body
     try:
-        if not _cluster_allowed(services, request, AclOperation.DESCRIBE_CONFIGS):
-            raise AdminError(ErrorCode.cluster_authorization_failed, DENIED)
+        if not authorized_on_cluster(services, request, AclOperation.DESCRIBE_CONFIGS):
+            raise CLUSTER_REFUSED
         described = await client_quotas.describe_client_quotas(services.store, QuotaFilter(
             tuple((component.entity_type, component.match_type, component.match) for component in body.components),
             body.strict))
@@ -60,12 +53,12 @@ async def describe_client_quotas(services, request: Request):
 async def alter_client_quotas(services, request: Request):
     """One result per entry, in request order."""
     body = request.body
-    if _cluster_allowed(services, request, AclOperation.ALTER_CONFIGS):
+    if authorized_on_cluster(services, request, AclOperation.ALTER_CONFIGS):
         outcomes = await client_quotas.alter_client_quotas(services.store, [
             QuotaAlteration(_names(entry.entity), tuple((op.key, None if op.remove else op.value) for op in entry.ops))
             for entry in body.entries], body.validate_only)
     else:
-        outcomes = [AdminError(ErrorCode.cluster_authorization_failed, DENIED)] * len(body.entries)
+        outcomes = [CLUSTER_REFUSED] * len(body.entries)
     results = []
     for entry, error in zip(body.entries, outcomes):
         if error is not None:
