@@ -3,13 +3,15 @@ made with trustme): ACLs created with confluent-kafka's AdminClient by a super u
 the others may do. alice, allowed only Write on the prefix orders-, produces to orders-1 and is
 refused payments (confluent-kafka, kcat, kafka-python); bob, allowed Read on a group and on
 orders-1, consumes it with the group, and does not see payments in Metadata; a Deny beats
-alice's Allow; carol, with no ACL at all, is refused every admin API, through confluent-kafka's
-AdminClient and `replog --command-config`, with the error Kafka answers; the super user does
-everything."""
+alice's Allow; carol, who may only look at payments, is refused every admin API, through
+confluent-kafka's AdminClient, `replog --command-config` and Kafka's own kafka-cluster
+unregister, with the error Kafka answers; the super user gets past the authorizer each time."""
 
 from __future__ import annotations
 
 import json
+import pathlib
+import shutil
 import subprocess
 import sys
 import uuid
@@ -87,7 +89,8 @@ def broker(tmp_path_factory, tls):  # noqa: F811
         for future in admin.create_acls(allows, request_timeout=WAIT_S).values():
             future.result(WAIT_S)
         for user, topic in (("alice", "orders-1"), ("bob", "orders-1"), ("carol", "payments")):
-            wait_until(lambda: topic in topics_seen(broker, user), f"{user}'s ACLs in the authorizer", WAIT_S)
+            wait_until(lambda user=user, topic=topic: topic in topics_seen(broker, user), f"{user}'s ACLs in the authorizer",
+                       WAIT_S)
         yield broker
     finally:
         output = "".join(process.output)
@@ -187,17 +190,18 @@ def test_kafka_python_producer_and_group_consumer_get_kafkas_errors(broker):
     finally:
         producer.close()
 
-    def consumed_with(group: str) -> list[bytes]:
+    def first_record(group: str) -> bytes:
         consumer = KafkaConsumer("orders-1", **kafka_python(broker, "bob"), group_id=group, auto_offset_reset="earliest",
                                  consumer_timeout_ms=WAIT_S * 1000)
         try:
-            return [next(consumer).value]  # bounded: StopIteration after consumer_timeout_ms
+            return next(consumer).value  # bounded: StopIteration after consumer_timeout_ms
         finally:
             consumer.close()
 
-    assert consumed_with(GROUP)  # orders-1 has a record whichever test ran first
+    # orders-1's first record, whichever client's test ran first
+    assert first_record(GROUP) in {b"value-orders-1", b"by-kcat", b"by-kafka-python"}
     with pytest.raises(GroupAuthorizationFailedError):
-        consumed_with("not-bobs")
+        first_record("not-bobs")
 
 
 def admin_calls(admin: AdminClient, topic: str) -> dict[str, object]:
@@ -287,3 +291,23 @@ def test_replogs_admin_commands_are_refused_without_their_permission_and_pass_fo
 def said(done: subprocess.CompletedProcess) -> str:
     """What a command printed, Kafka's error names and messages alike in lower case and words."""
     return (done.stdout + done.stderr).lower().replace("_", " ")
+
+
+KAFKA = pathlib.Path(__file__).resolve().parents[2] / "bench" / "peers" / "kafka" / "kafka"
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="java is not installed")
+def test_kafkas_own_kafka_cluster_unregister_is_refused_without_alter_on_the_cluster(broker, tmp_path):
+    classpath = subprocess.run([str(KAFKA), "classpath"], capture_output=True, text=True, check=True).stdout.strip()
+
+    def unregister(user: str) -> subprocess.CompletedProcess:
+        config = write_properties(tmp_path / f"{user}.properties", sasl_ssl_properties(broker.tls, "PLAIN", user, PASSWORDS[user]))
+        return subprocess.run(["java", "-cp", classpath, "org.apache.kafka.tools.ClusterTool", "unregister",
+                               "--bootstrap-server", broker.address, "--command-config", str(config), "--id", "0"],
+                              capture_output=True, text=True, timeout=WAIT_S * 2)
+
+    with ThreadPoolExecutor(2) as pool:
+        refused, passed = pool.map(unregister, ("carol", "admin"))
+    assert refused.returncode == 1 and "ClusterAuthorizationException" in refused.stderr, refused.stderr
+    # past the authorizer, the broker's own refusal: it holds the only replicas
+    assert "AuthorizationException" not in passed.stderr and "still hold a replica" in passed.stderr, passed.stderr
