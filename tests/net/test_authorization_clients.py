@@ -16,6 +16,7 @@ import subprocess
 import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import NamedTuple
 
 import pytest
@@ -37,7 +38,8 @@ from confluent_kafka.admin import (
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.polling import wait_until
-from tests.support.secured_broker import TlsFiles, sasl_ssl_address, sasl_ssl_properties, tls, write_properties  # noqa: F401 (tls: a fixture)
+from tests.support.secured_broker import TlsFiles, sasl_ssl_address, sasl_ssl_properties, write_properties
+from tests.support.secured_broker import tls  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cluster  # one broker process, shared by the module
 
@@ -204,10 +206,11 @@ def test_kafka_python_producer_and_group_consumer_get_kafkas_errors(broker):
         first_record("not-bobs")
 
 
-def admin_calls(admin: AdminClient, topic: str) -> dict[str, object]:
-    """Each admin API on `topic` (and the broker's configs, and an ACL), name -> its future."""
+def admin_calls(admin: AdminClient, topic: str) -> dict[str, Callable[[], object]]:
+    """Each admin API on `topic` (and the broker's configs, and an ACL), name -> what asks it and
+    returns its future or futures."""
     acl = binding("User:nobody", AclOperation.READ, ResourceType.TOPIC, topic)
-    calls = {"CreateTopics": lambda: admin.create_topics([NewTopic(topic, 1, 1)])[topic],
+    return {"CreateTopics": lambda: admin.create_topics([NewTopic(topic, 1, 1)])[topic],
              "CreatePartitions": lambda: admin.create_partitions([NewPartitions(topic, 2)])[topic],
              "DescribeConfigs topic": lambda: admin.describe_configs([ConfigResource("topic", topic)]),
              "IncrementalAlterConfigs topic": lambda: admin.incremental_alter_configs([ConfigResource(
@@ -222,7 +225,6 @@ def admin_calls(admin: AdminClient, topic: str) -> dict[str, object]:
                  ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:nobody", "*", AclOperation.ANY,
                  AclPermissionType.ANY)]).values())),
              "DeleteTopics": lambda: admin.delete_topics([topic])[topic]}
-    return calls
 
 
 def error_of(future_or_map) -> int | None:
@@ -264,6 +266,8 @@ def test_replogs_admin_commands_are_refused_without_their_permission_and_pass_fo
     plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "payments", "partition": 0, "replicas": [0]}]}))
     commands = {
         "reassign": ("reassign", "execute", "--reassignment-json-file", str(plan)),
+        # AlterPartitionReassignments itself: the plan moves nothing, so execute stops at ListPartitionReassignments
+        "reassign cancel": ("reassign", "cancel", "--reassignment-json-file", str(plan)),
         "elect-leaders": ("cluster", "elect-leaders", "--preferred", "--topic", "payments"),
         "remove-brokers": ("cluster", "remove-brokers", "0", "--dry-run"),
         "quotas alter": ("quotas", "alter", "--entity-type", "users", "--entity-name", "carol", "--add-config",
@@ -271,10 +275,13 @@ def test_replogs_admin_commands_are_refused_without_their_permission_and_pass_fo
         "acls add": ("acls", "add", "--allow-principal", "User:carol", "--operation", "Read", "--topic", "payments"),
     }
 
+    configs = {user: write_properties(tmp_path / f"{user}.properties",
+                                      sasl_ssl_properties(broker.tls, "PLAIN", user, PASSWORDS[user]))
+               for user in ("carol", "admin")}
+
     def run(user: str, command: tuple[str, ...]) -> subprocess.CompletedProcess:
-        config = write_properties(tmp_path / f"{user}.properties", sasl_ssl_properties(broker.tls, "PLAIN", user, PASSWORDS[user]))
         return subprocess.run([sys.executable, "-m", "replog", *command, "--bootstrap-server", broker.address,
-                               "--command-config", str(config)], capture_output=True, text=True, timeout=WAIT_S * 2)
+                               "--command-config", str(configs[user])], capture_output=True, text=True, timeout=WAIT_S * 2)
 
     with ThreadPoolExecutor(2) as pool:  # two cores: two replog processes at a time
         refused = dict(zip(commands, pool.map(lambda command: run("carol", command), commands.values())))
