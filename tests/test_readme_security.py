@@ -1,6 +1,7 @@
 """The README's Security section, run as written: its `secure.toml` block is written to that
 file and its shell block's commands are run in order, in a fresh directory, as a new operator
-would (openssl, `replog users`, three brokers, clients with and without credentials).
+would (openssl, `replog users`, ACLs and a quota in the store, three brokers with an authorizer,
+clients with and without credentials, and with and without an ACL for what they ask).
 
 The broker lines each run as a process of their own until the others are done, then stop with
 SIGTERM. Changed in the text: the ZooKeeper address and chroot become the tests' shared
@@ -71,6 +72,8 @@ def test_the_security_section_works_as_written(tmp_path, zookeeper_server, monke
             assert done.returncode == 0, f"{line}\nexited {done.returncode}: {done.stdout}{done.stderr}"
             if line.startswith("replog consume"):  # what the produce line sent, in any order across partitions
                 assert sorted(done.stdout.split()) == ["paid", "shipped"], done.stdout
+            if line.startswith("! replog topics create"):  # refused by the authorizer, not for another reason
+                assert "authorization failed" in done.stderr.lower(), done.stderr
             if line.startswith("kcat"):  # authenticated, it sees the cluster and the topic
                 assert "3 brokers" in done.stdout and '"payments"' in done.stdout, done.stdout
     finally:
