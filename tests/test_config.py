@@ -452,6 +452,13 @@ def test_a_broker_may_lower_the_segment_bytes_floor_for_its_clients():
     assert load_broker_config(None, {})["internal.segment.bytes.min"] == 1048576
 
 
+def test_an_offsets_topic_below_the_segment_bytes_floor_is_refused_at_start():
+    with pytest.raises(ConfigError, match=r"offsets.topic.segment.bytes \(from --set\): 16384 is below .* 1048576"):
+        load_broker_config(None, {"offsets.topic.segment.bytes": "16384"})
+    lowered = load_broker_config(None, {"offsets.topic.segment.bytes": "16384", "internal.segment.bytes.min": "16384"})
+    assert lowered["offsets.topic.segment.bytes"] == 16384
+
+
 def test_a_segment_size_the_store_already_holds_still_applies_below_the_floor():
     """Written before the floor rose, or through a broker that lowered it: the partitions keep it."""
     settings = effective_topic_config(load_broker_config(None, {}), {"segment.bytes": "1024"})

@@ -875,6 +875,12 @@ def load_broker_config(
         listener_settings.resolve(values)
     except ValueError as error:
         raise ConfigError(str(error)) from None
+    # The broker makes __consumer_offsets as any topic is made, held to the same floor: below it,
+    # the topic would never be made and no group could find its coordinator.
+    if values["offsets.topic.segment.bytes"] < values["internal.segment.bytes.min"]:
+        raise ConfigError(f"offsets.topic.segment.bytes (from {sources['offsets.topic.segment.bytes']}): "
+                          f"{values['offsets.topic.segment.bytes']} is below the least segment.bytes a topic may "
+                          f"have, {values['internal.segment.bytes.min']} (internal.segment.bytes.min)")
     return BrokerConfig(types.MappingProxyType(values), types.MappingProxyType(sources))
 
 
