@@ -21,7 +21,7 @@ from replog.storage import log as log_module
 from replog.storage import segment as segment_module
 from replog.storage.records import COMPILED, PURE_PYTHON
 from tests.support.broker_process import BrokerProcess
-from tests.support.servers import ServerProcess
+from tests.support.servers import ServerProcess, stop_side_by_side
 
 TESTS = pathlib.Path(__file__).resolve().parent
 # Every test in these folders runs broker processes, real clients against them, or Spark/Kafka.
@@ -74,13 +74,31 @@ def _server(kind: str, tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="session")
-def zookeeper_server(tmp_path_factory):
-    yield from _server("zookeeper", tmp_path_factory)
+def shared_servers():
+    """The servers the whole run shares (append each once started), stopped side by side when
+    the run ends: set up before them, this fixture is torn down after them."""
+    servers: list[ServerProcess] = []
+    try:
+        yield servers
+    finally:
+        stop_side_by_side(servers)
+
+
+def _shared_server(kind: str, tmp_path_factory: pytest.TempPathFactory, shared_servers: list[ServerProcess]):
+    server = ServerProcess(kind, tmp_path_factory.mktemp(kind))
+    server.start()
+    shared_servers.append(server)
+    return server
 
 
 @pytest.fixture(scope="session")
-def etcd_server(tmp_path_factory):
-    yield from _server("etcd", tmp_path_factory)
+def zookeeper_server(tmp_path_factory, shared_servers):
+    return _shared_server("zookeeper", tmp_path_factory, shared_servers)
+
+
+@pytest.fixture(scope="session")
+def etcd_server(tmp_path_factory, shared_servers):
+    return _shared_server("etcd", tmp_path_factory, shared_servers)
 
 
 @pytest.fixture

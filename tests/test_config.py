@@ -57,7 +57,8 @@ def test_values_are_parsed():
         ("ssl.enabled.protocols", "TLSv1.1", "older versions are not offered"),
         ("metrics.listeners", "host", "host:port"),
         ("log.segment.bytes", str(2**31), "at most 2147483647"),
-        ("log.segment.bytes", "13", "at least 14"),
+        ("log.segment.bytes", "1048575", "at least 1048576"),
+        ("internal.segment.bytes.min", "13", "at least 14"),
         ("state.change.queue.max.requests", "0", "at least 1"),
         ("auto.create.topics.enable", "yes", "true or false"),
         ("log.message.timestamp.type", "createtime", "CreateTime, LogAppendTime"),
@@ -323,12 +324,12 @@ def test_effective_topic_config_prefers_the_topics_overrides():
 
 
 def test_log_config_carries_every_log_setting():
-    broker_config = load_broker_config(None, {"log.segment.bytes": "4096", "log.flush.interval.ms": "100"})
+    broker_config = load_broker_config(None, {"log.segment.bytes": "2097152", "log.flush.interval.ms": "100"})
     settings = effective_topic_config(
         broker_config, {"retention.ms": "-1", "index.interval.bytes": "0", "max.message.bytes": "2048"}
     )
     assert LogConfig.from_topic_settings(settings) == LogConfig(
-        segment_bytes=4096, flush_ms=100, retention_ms=-1, index_interval_bytes=0, max_message_bytes=2048
+        segment_bytes=2097152, flush_ms=100, retention_ms=-1, index_interval_bytes=0, max_message_bytes=2048
     )
     assert LogConfig.from_topic_settings(effective_topic_config(load_broker_config(None, {}), {})) == LogConfig()
 
@@ -408,19 +409,30 @@ def test_values_kafka_accepts_are_accepted(name, text):
 # "Invalid value 0 for configuration compression.gzip.level: Value must be between 1 and 9 or
 # equal to -1", "Unknown topic config name: foo.bar".
 @pytest.mark.parametrize("name, text, complaint", [
-    ("compression.type", "bogus", "Invalid value bogus for configuration compression.type: value must be one of "
+    ("compression.type", "bogus", "Invalid value bogus for configuration compression.type: Value must be one of "
                                   "uncompressed, zstd, lz4, snappy, gzip, producer"),
     ("compression.type", "none", "must be one of"),  # the producer's name for it, not the topic's
-    ("compression.gzip.level", "0", "Invalid value 0 for configuration compression.gzip.level: value must be between "
+    ("compression.gzip.level", "0", "Invalid value 0 for configuration compression.gzip.level: Value must be between "
                                     "1 and 9 or equal to -1"),
-    ("compression.gzip.level", "fast", "value is not an integer"),
+    ("compression.gzip.level", "fast", "Value is not an integer"),
     ("compression.lz4.level", "18", "must be between 1 and 17"),
     ("compression.zstd.level", "23", "must be between -131072 and 22"),
-    ("file.delete.delay.ms", "-1", "Invalid value -1 for configuration file.delete.delay.ms: value must be at least 0"),
+    ("file.delete.delay.ms", "-1", "Invalid value -1 for configuration file.delete.delay.ms: Value must be at least 0"),
     ("max.compaction.lag.ms", "0", "must be at least 1"),
     ("min.compaction.lag.ms", "-1", "must be at least 0"),
-    ("preallocate", "yes", "Invalid value yes for configuration preallocate: value must be true or false"),
+    ("preallocate", "yes", "Invalid value yes for configuration preallocate: Value must be true or false"),
     ("segment.index.bytes", "3", "must be at least 4"),
+    # Kafka 4's floor (KIP-1030), and the others that keep one principal from hurting the brokers.
+    ("segment.bytes", "1048575", "Invalid value 1048575 for configuration segment.bytes: Value must be at least 1048576"),
+    ("segment.ms", "0", "Invalid value 0 for configuration segment.ms: Value must be at least 1"),
+    ("flush.messages", "0", "must be at least 1"),
+    ("flush.ms", "-1", "must be at least 0"),
+    ("min.insync.replicas", "0", "must be at least 1"),
+    ("index.interval.bytes", "-1", "must be at least 0"),
+    ("max.message.bytes", "-1", "must be at least 0"),
+    ("retention.ms", "-2", "must be at least -1"),
+    ("delete.retention.ms", "-1", "must be at least 0"),
+    ("message.timestamp.after.max.ms", "-1", "must be at least 0"),
     ("max.decompressed.message.bytes", "2147483640", "must be at most 2147483639"),
     ("local.retention.ms", "-3", "must be at least -2"),
     ("remote.copy.lag.ms", "-2", "must be at least -1"),
@@ -430,6 +442,29 @@ def test_values_kafka_refuses_are_refused_as_kafka_words_it(name, text, complain
     with pytest.raises(ConfigError) as caught:
         validate_topic_configs({name: text})
     assert complaint in str(caught.value)
+
+
+def test_a_broker_may_lower_the_segment_bytes_floor_for_its_clients():
+    assert validate_topic_configs({"segment.bytes": "1048576"}) == {"segment.bytes": 1048576}
+    assert validate_topic_configs({"segment.bytes": "16384"}, segment_bytes_min=1024) == {"segment.bytes": 16384}
+    with pytest.raises(ConfigError, match="Value must be at least 1024"):
+        validate_topic_configs({"segment.bytes": "1023"}, segment_bytes_min=1024)
+    assert load_broker_config(None, {})["internal.segment.bytes.min"] == 1048576
+
+
+def test_an_offsets_topic_below_the_segment_bytes_floor_is_refused_at_start():
+    with pytest.raises(ConfigError, match=r"offsets.topic.segment.bytes \(from --set\): 16384 is below .* 1048576"):
+        load_broker_config(None, {"offsets.topic.segment.bytes": "16384"})
+    lowered = load_broker_config(None, {"offsets.topic.segment.bytes": "16384", "internal.segment.bytes.min": "16384"})
+    assert lowered["offsets.topic.segment.bytes"] == 16384
+
+
+def test_a_segment_size_the_store_already_holds_still_applies_below_the_floor():
+    """Written before the floor rose, or through a broker that lowered it: the partitions keep it."""
+    settings = effective_topic_config(load_broker_config(None, {}), {"segment.bytes": "1024"})
+    assert LogConfig.from_topic_settings(settings).segment_bytes == 1024
+    with pytest.raises(ConfigError, match="at least 14"):
+        effective_topic_config(load_broker_config(None, {}), {"segment.bytes": "13"})
 
 
 @pytest.mark.parametrize("configs, complaint", [
@@ -468,7 +503,7 @@ def test_the_timestamp_bounds_are_topic_settings_with_kafkas_broker_synonyms():
         ({"message.timestamp.type": "Now"}, "CreateTime, LogAppendTime"),
         ({"flush.messages": "0"}, "flush.messages"),
         ({"leader.replication.throttled.replicas": "0-1"},
-         "Invalid value 0-1 for configuration leader.replication.throttled.replicas: value is not '*' or "
+         "Invalid value 0-1 for configuration leader.replication.throttled.replicas: Value is not '*' or "
          "PARTITION:BROKER pairs, comma-separated (e.g. 0:1,1:2)"),
         ({"follower.replication.throttled.replicas": "*,0:1"}, "follower.replication.throttled.replicas"),
     ],

@@ -693,7 +693,7 @@ class Broker:
                                    "only %d brokers are registered broker=%d", OFFSETS_TOPIC, factor, wanted, factor,
                                    self.broker_id)
                 await admin.create_topic(self.store, OFFSETS_TOPIC, total, factor, self._offsets_topic_config(),
-                                         limits=self.state_change_limits(0))
+                                         limits=self.state_change_limits(0), broker_config=self.config)
             elif initial < total:  # made in steps by an earlier replog, cut short
                 await admin.create_partitions(self.store, OFFSETS_TOPIC, total, limits=self.state_change_limits(0))
         except (AdminError, StoreError) as error:

@@ -72,6 +72,14 @@ DEFAULT_METRICS_PORT = 9644  # Redpanda's, so dashboards and scrape configs writ
 # many development disks and small cloud volumes have spare; a machine with less than 1 GiB free
 # is one write burst from full anyway.
 LOG_DIR_MIN_FREE_BYTES_DEFAULT = 1 << 30
+# Kafka 4's floor for segment.bytes and log.segment.bytes (KIP-1030; 14 bytes before): a topic of
+# tiny segments costs every replica a file, an index and a descriptor per few records, so one
+# principal could exhaust its brokers' descriptors. `internal.segment.bytes.min` lowers it on a
+# broker whose operator wants small segments (tests, small disks).
+SEGMENT_BYTES_MIN = 1 << 20
+# The smallest segment a log can run with (a batch header): what a value the store already holds
+# is held to, such as one written before the floor rose.
+SEGMENT_BYTES_RUNNABLE_MIN = 14
 
 
 class HostPort(NamedTuple):
@@ -395,7 +403,12 @@ SETTINGS: dict[str, Setting] = {
                 "how far before now a record's CreateTime may lie (INVALID_TIMESTAMP past it)"),
         Setting("log.message.timestamp.after.max.ms", _int64(0), 3600 * 1000,
                 "how far after now a record's CreateTime may lie (INVALID_TIMESTAMP past it)"),
-        Setting("log.segment.bytes", _int32(14), 1 << 30, "size at which a segment rolls"),
+        Setting("log.segment.bytes", _int32(SEGMENT_BYTES_MIN), 1 << 30, "size at which a segment rolls"),
+        # Kafka's counterpart is internal.segment.bytes, a hidden topic config its tests set on
+        # each topic; here only the broker's operator can lower the floor, never a client.
+        Setting("internal.segment.bytes.min", _int32(SEGMENT_BYTES_RUNNABLE_MIN), SEGMENT_BYTES_MIN,
+                "testing only: the least segment.bytes a topic created or altered through this broker may have "
+                "(Kafka's floor, 1 MiB, by default)"),
         Setting("log.roll.ms", _int64(1), 7 * _DAY_MS, "age at which a segment rolls"),
         Setting("log.retention.ms", _int64(-1), 7 * _DAY_MS, "age at which segments are deleted (-1: never)"),
         Setting(
@@ -700,17 +713,20 @@ def parse_setting(name: str, text: str) -> Any:
     return _parse(_lookup(name), text)
 
 
-def parse_topic_setting(name: str, text: str) -> Any:
-    """The value of topic setting `name` written as `text`; the ConfigError's message is worded
-    as Kafka's broker words it, for clients and tools that show or match it."""
+def parse_topic_setting(name: str, text: str, segment_bytes_min: int = SEGMENT_BYTES_MIN) -> Any:
+    """The value of topic setting `name` written as `text`, segment.bytes held to
+    `segment_bytes_min`; the ConfigError's message is worded as Kafka's broker words it, for
+    clients and tools that show or match it."""
     setting = TOPIC_SETTINGS.get(name)
     if setting is None:
         hint = "; that is a broker setting" if name in SETTINGS else ""
         raise ConfigError(f"Unknown topic config name: {name}{hint}")
+    if name == "segment.bytes":
+        setting = dataclasses.replace(setting, parse=_int32(segment_bytes_min))
     try:
         return setting.parse(text)
     except ValueError as error:
-        raise ConfigError(f"Invalid value {text} for configuration {name}: value {error}") from None
+        raise ConfigError(f"Invalid value {text} for configuration {name}: Value {error}") from None
 
 
 # The settings Kafka types PASSWORD, whose values DescribeConfigs never tells (KIP-651's inline PEM
@@ -859,6 +875,12 @@ def load_broker_config(
         listener_settings.resolve(values)
     except ValueError as error:
         raise ConfigError(str(error)) from None
+    # The broker makes __consumer_offsets as any topic is made, held to the same floor: below it,
+    # the topic would never be made and no group could find its coordinator.
+    if values["offsets.topic.segment.bytes"] < values["internal.segment.bytes.min"]:
+        raise ConfigError(f"offsets.topic.segment.bytes (from {sources['offsets.topic.segment.bytes']}): "
+                          f"{values['offsets.topic.segment.bytes']} is below the least segment.bytes a topic may "
+                          f"have, {values['internal.segment.bytes.min']} (internal.segment.bytes.min)")
     return BrokerConfig(types.MappingProxyType(values), types.MappingProxyType(sources))
 
 
@@ -894,13 +916,13 @@ def store_security(settings: Mapping[str, Any], environ: Mapping[str, str] = os.
         raise ConfigError(str(error)) from None
 
 
-def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, Any]:
+def validate_topic_configs(configs: Mapping[str, str], segment_bytes_min: int = SEGMENT_BYTES_MIN) -> dict[str, Any]:
     """Parse a topic's overrides (CreateTopics, AlterConfigs); ConfigError names the first bad one,
     or says which two conflict, in Kafka's words (its LogConfig.validateValues).
 
     A request handler answers a ConfigError with Kafka's INVALID_CONFIG (40).
     """
-    parsed = {name: parse_topic_setting(name, text) for name, text in configs.items()}
+    parsed = {name: parse_topic_setting(name, text, segment_bytes_min) for name, text in configs.items()}
     lags = [parsed.get(name, TOPIC_ONLY_SETTINGS[name].default) for name in ("min.compaction.lag.ms", "max.compaction.lag.ms")]
     if lags[0] > lags[1]:
         raise ConfigError(f"conflict topic config setting min.compaction.lag.ms ({lags[0]}) > max.compaction.lag.ms ({lags[1]})")
@@ -914,8 +936,11 @@ TOPIC_SOURCE = "topic"
 
 
 def effective_topic_config(broker_config: BrokerConfig, topic_overrides: Mapping[str, str]) -> TopicSettings:
-    """Every topic setting: the topic's override where it has one, else the broker's value."""
-    overrides = validate_topic_configs(topic_overrides)
+    """Every topic setting: the topic's override where it has one, else the broker's value.
+
+    The overrides are those the store holds, checked when they were written: a segment.bytes
+    below today's floor (written before it rose, or through a broker that lowered it) still runs."""
+    overrides = validate_topic_configs(topic_overrides, SEGMENT_BYTES_RUNNABLE_MIN)
     values, sources = {}, {}
     for name, setting in TOPIC_SETTINGS.items():
         if name in overrides:

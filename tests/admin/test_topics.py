@@ -591,6 +591,30 @@ async def test_bad_alterations_change_nothing(store, operation, complaint):
     assert await stored_overrides(store, "tuned") == {"retention.ms": "1000"}
 
 
+async def test_segment_bytes_below_the_floor_of_the_broker_asked_is_refused(store, register_brokers):
+    """Kafka's 1 MiB away from any broker (replog topics --coord) and on a broker left at its
+    defaults; a broker whose operator lowered internal.segment.bytes.min takes down to it."""
+    await register_brokers({1: None})
+    small = {"segment.bytes": "16384"}
+    lowered = load_broker_config(None, {"internal.segment.bytes.min": "1024"})
+    for broker_config in (None, load_broker_config(None, {})):
+        with pytest.raises(InvalidConfig, match="Value must be at least 1048576") as caught:
+            await create_topic(store, "small", 1, 1, small, broker_config=broker_config)
+        assert caught.value.code == 40
+    assert await list_topics(store) == []
+    await create_topic(store, "small", 1, 1, small, broker_config=lowered)
+
+    smaller = [ConfigOperation("segment.bytes", AlterOp.SET, "2048")]
+    with pytest.raises(InvalidConfig, match="Value must be at least 1048576"):
+        await alter_topic_config(store, "small", smaller)
+    with pytest.raises(InvalidConfig, match="Value must be at least 1048576"):
+        await replace_topic_config(store, "small", {"segment.bytes": "2048"})
+    assert await stored_overrides(store, "small") == small
+    assert await alter_topic_config(store, "small", smaller, broker_config=lowered) == {"segment.bytes": "2048"}
+    assert await replace_topic_config(store, "small", {"segment.bytes": "4096"}, broker_config=lowered) == {
+        "segment.bytes": "4096"}
+
+
 async def test_append_to_a_list_setting_keeps_known_items_once(store):
     await create_topic(store, "listy", None, None, replica_assignment={0: [1]})
     operation = ConfigOperation("cleanup.policy", AlterOp.APPEND, "delete")

@@ -162,6 +162,8 @@ def test_alter_adds_partitions_and_sets_and_deletes_configs_all_or_nothing(door)
     (["create", "no spaces", "--partitions", "1", "--replication-factor", "1"], 1, "illegal"),
     (["create", "wide", "--partitions", "1", "--replication-factor", "4"], 1, "replication factor 4 is larger than the 3"),
     (["create", "odd", "--partitions", "1", "--replication-factor", "1", "--config", "no.such.setting=1"], 1, "no.such.setting"),
+    (["create", "odd", "--partitions", "1", "--replication-factor", "1", "--config", "segment.bytes=1024"], 1,
+     "Invalid value 1024 for configuration segment.bytes: Value must be at least 1048576"),
     (["create", "odd", "--config", "retention.ms"], 2, "key=value"),
     (["create", "odd", "--replica-assignment", "0:x"], 2, "'0:x' is not broker ids"),
     (["create", "odd", "--replica-assignment", "0:0"], 1, "distinct"),

@@ -41,7 +41,9 @@ def group_broker(tmp_path_factory):
 
 @pytest.fixture
 def own_broker(tmp_path):
-    process = _started(tmp_path / "data")
+    """A broker of its own, on which clients may make segments of 1 KiB and more: several
+    segments from a few records, for tests of what a restart reads back."""
+    process = _started(tmp_path / "data", ("--set", "internal.segment.bytes.min=1024"))
     yield process
     process.stop()
 

@@ -103,7 +103,7 @@ class TestConfluent(ClientSuite):
         """IncrementalAlterConfigs takes effect without a restart, as in Kafka:
         min.insync.replicas at the next acks=all produce, segment.bytes at the next append."""
         name = make_topic()
-        record = [Record(b"k", b"v" * 300)]
+        record = [Record(b"k", b"v" * 400_000)]
         self.client.set_config(broker.bootstrap, name, "min.insync.replicas", "2")
 
         def refused_for_too_few_replicas() -> bool:
@@ -121,9 +121,9 @@ class TestConfluent(ClientSuite):
 
         wait_until(refused_for_too_few_replicas, "acks=all refused under min.insync.replicas=2", 10)
         self.client.set_config(broker.bootstrap, name, "min.insync.replicas", "1")
-        self.client.set_config(broker.bootstrap, name, "segment.bytes", "1024")
+        self.client.set_config(broker.bootstrap, name, "segment.bytes", "1048576")  # Kafka 4's least
         wait_until(accepted, "acks=all accepted again under min.insync.replicas=1", 10)
-        for _ in range(5):  # one batch each, each smaller than segment.bytes: 1024 bytes hold three
+        for _ in range(3):  # one batch each, each smaller than segment.bytes: 1 MiB holds two
             self.client.produce(broker.bootstrap, name, record, acks="all")
         segments = list((broker.data_dir / f"{name}-0").glob("*.log"))
         assert len(segments) > 1, "the active segment rolled by the new segment.bytes"

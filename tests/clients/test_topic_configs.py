@@ -83,9 +83,9 @@ def test_configs_kafka_accepts_are_accepted_at_creation_and_by_incremental_alter
 
 
 @pytest.mark.parametrize("configs, says", [
-    ({"compression.type": "bogus"}, "Invalid value bogus for configuration compression.type: value must be one of "
+    ({"compression.type": "bogus"}, "Invalid value bogus for configuration compression.type: Value must be one of "
                                     "uncompressed, zstd, lz4, snappy, gzip, producer"),
-    ({"compression.gzip.level": "0"}, "Invalid value 0 for configuration compression.gzip.level: value must be "
+    ({"compression.gzip.level": "0"}, "Invalid value 0 for configuration compression.gzip.level: Value must be "
                                       "between 1 and 9 or equal to -1"),
     ({"remote.storage.enable": "true"}, "Tiered Storage functionality is disabled in the broker. Topic cannot be "
                                         "configured with remote log storage."),
@@ -151,6 +151,23 @@ def exchange(broker, api_key: int, version: int, values: dict):
         return decode_response(api_key, version, connection.recv(size, socket.MSG_WAITALL))[1]
 
 
+def test_segments_below_kafkas_floor_are_refused_at_every_door(broker, make_topic, topic_name):
+    """Kafka 4's 1 MiB floor (KIP-1030): a client cannot give a topic tiny segments, which cost
+    every replica a file and a descriptor per few records. Kafka 4.4's words."""
+    says = "Invalid value 1048575 for configuration segment.bytes: Value must be at least 1048576"
+    error = refusal(lambda: create(broker, topic_name, {"segment.bytes": "1048575"}))
+    assert error.code() == KafkaError.INVALID_CONFIG and says in error.str()
+    topic = make_topic({"segment.bytes": "1048576"})
+    entry = ConfigEntry("segment.bytes", "1048575", incremental_operation=AlterConfigOpType.SET)
+    error = refusal(lambda: admin_call(broker, "incremental_alter_configs",
+                                       [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])]))
+    assert error.code() == KafkaError.INVALID_CONFIG and says in error.str()
+    answer = exchange(broker, ApiKey.ALTER_CONFIGS, 2, {"validate_only": False, "resources": [
+        {"resource_type": RESOURCE_TOPIC, "resource_name": topic, "configs": [{"name": "segment.bytes", "value": "1048575"}]}]})
+    assert int(answer.responses[0].error_code) == 40 and says in answer.responses[0].error_message
+    assert overrides(broker, topic) == {"segment.bytes": "1048576"}
+
+
 def test_api_versions_advertises_alter_configs_0_to_2_as_kafka_4(broker):
     answer = exchange(broker, ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     assert {(key.api_key, key.min_version, key.max_version) for key in answer.api_keys} >= {(33, 0, 2)}
@@ -173,7 +190,7 @@ def test_each_resource_of_an_alter_configs_request_is_answered_on_its_own(broker
     assert [(response.resource_name, int(response.error_code)) for response in answer.responses] == [
         (good, 0), (bad, 40), (bad, 42), (bad, 42), ("no-such-topic", 3), ("g", 42), ("x", 42)]
     messages = [response.error_message or "" for response in answer.responses]
-    assert "Invalid value 0 for configuration segment.ms: value must be at least 1" in messages[1]
+    assert "Invalid value 0 for configuration segment.ms: Value must be at least 1" in messages[1]
     assert (messages[2], messages[3]) == ("Null value not supported for : flush.ms", "Error due to duplicate config keys")
     assert overrides(broker, good) == {"max.compaction.lag.ms": "60000"}
     assert overrides(broker, bad) == {"retention.ms": "1000"}

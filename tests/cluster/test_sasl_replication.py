@@ -6,7 +6,9 @@ made in the store before any broker starts (`replog users create --coord`, with 
 --coord-config for an authenticated store); clients (confluent-kafka) authenticate as another
 user. A topic replicates, and a
 SIGKILL of a leader under acks=all writes loses nothing acknowledged (test_failover's check).
-A client with a wrong password, and one speaking PLAINTEXT to the port, get nothing.
+A client with a wrong password, and one speaking PLAINTEXT to the port, get nothing. Over an
+authenticated store, the admin commands' store door works with the brokers' --coord-config and
+not without it, and no password reaches the brokers' logs or the commands' output.
 
 The authorizer is on: brokers pass as super users, the client by ACLs written in the store
 before the brokers start (`replog acls add --coord`). An ACL added through one broker (CreateAcls)
@@ -87,11 +89,29 @@ def sasl_ssl_cluster(request, tmp_path):
         "sasl.password": CLIENT_PASSWORD, "ssl.ca.location": str(tmp_path / "ca.pem"),
     })
     cluster.secrets = [BROKER_PASSWORD, CLIENT_PASSWORD, *(server.passwords.values() if secured else ())]
+    cluster.coord_config = coord_config
     cluster.start()
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+def cluster_status(cluster, *options: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "replog", "cluster", "status", "--coord", cluster.coord_url, *options],
+                          capture_output=True, text=True, timeout=60)
+
+
+def assert_the_store_door_needs_the_brokers_coord_config(cluster) -> str:
+    """`replog cluster status` lists every broker with the brokers' --coord-config, none without;
+    returns what both printed."""
+    status = cluster_status(cluster, *cluster.coord_config)
+    assert status.returncode == 0, status.stderr
+    for broker in cluster.brokers.values():
+        assert f"127.0.0.1:{broker.port}" in status.stdout
+    anonymous = cluster_status(cluster)
+    assert anonymous.returncode != 0 and f"127.0.0.1:{cluster.brokers[0].port}" not in anonymous.stdout
+    return status.stdout + status.stderr + anonymous.stdout + anonymous.stderr
 
 
 def secured(user: str, password: str, ca_file: str) -> ClientSecurity:
@@ -138,12 +158,10 @@ async def refused_without_credentials(port: int, ca_file: str) -> None:
 
 def test_brokers_replicate_over_sasl_ssl_and_a_leader_killed_loses_nothing_acknowledged(sasl_ssl_cluster, tmp_path):
     cluster = sasl_ssl_cluster
+    printed = assert_the_store_door_needs_the_brokers_coord_config(cluster) if cluster.coord_config else ""
+    assert not [secret for secret in cluster.secrets if secret in printed]
     create_topic(cluster.bootstrap, "over-sasl", PARTITIONS)
     leaders = {index: meta.leader for index, meta in wait_until_in_sync(cluster.bootstrap, "over-sasl").items()}
-    for broker in cluster.brokers.values():
-        output = "".join(broker.output)
-        assert "super.users is empty" not in output and "cannot authenticate to other brokers" not in output
-        assert not [secret for secret in cluster.secrets if secret in output]
     asyncio.run(refused_without_credentials(cluster.brokers[0].port, str(tmp_path / "ca.pem")))
     kill_under_writes(cluster, "over-sasl", leaders[0])
     cluster.brokers[leaders[0]].restart()
@@ -151,3 +169,8 @@ def test_brokers_replicate_over_sasl_ssl_and_a_leader_killed_loses_nothing_ackno
     took_s = asyncio.run(denial_reaches_every_broker(ports, "over-sasl", str(tmp_path / "ca.pem")))
     print(f"an ACL added through broker 0 took effect on brokers 0, 1, 2 after "
           f"{', '.join(f'{seconds * 1000:.0f}' for seconds in took_s)} ms")
+    for broker in cluster.brokers.values():  # all each printed, through the failover and the restart
+        output = "".join(broker.output)
+        assert "super.users is empty" not in output and "cannot authenticate to other brokers" not in output
+        assert "zookeeper session state=connected" in output or "etcd session lease=" in output
+        assert not [secret for secret in cluster.secrets if secret in output]

@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 
 from replog import admin
+from replog.config import BrokerConfig
 from replog.coord_backends import Store
 
 # Far below Kafka's 30 s request timeout: the fault phase lasts 20 s, and a short wait leaves
@@ -27,7 +28,7 @@ CREATE_RETRY_PAUSE_S = 1.0
 
 
 async def recreate_topic(store: Store, topic: str, assignment: Mapping[int, Sequence[int]], overrides: Mapping[str, str],
-                         note: Callable[[str], None]) -> None:
+                         note: Callable[[str], None], broker_config: BrokerConfig) -> None:
     """Delete `topic` and create it again; returns in the step whose transaction created it.
     Retries the create until it succeeds: the caller bounds it (brokers down now are back after
     the heal, and then consume in time)."""
@@ -39,7 +40,8 @@ async def recreate_topic(store: Store, topic: str, assignment: Mapping[int, Sequ
     note(f"recreate: {topic} deleted")
     while True:  # bounded by the caller
         try:
-            await admin.create_topic(store, topic, None, None, overrides, replica_assignment=assignment, limits=limits)
+            await admin.create_topic(store, topic, None, None, overrides, replica_assignment=assignment, limits=limits,
+                                     broker_config=broker_config)
             return
         except (admin.RequestTimedOut, admin.TopicAlreadyExists) as refused:  # the latter: still being deleted
             note(f"recreate: {refused.message}")

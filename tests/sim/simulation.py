@@ -81,6 +81,7 @@ ALTERED_COMPACTED_SETTINGS = {**ALTERED_SETTINGS, "cleanup.policy": ("compact", 
 KEYS = tuple(f"key-{index}".encode() for index in range(8))
 VALUE = b"v" * 16
 BROKER_SETTINGS = {
+    "internal.segment.bytes.min": "512",  # ALTERED_SETTINGS' and COMPACTED_OVERRIDES' small segments
     "replica.lag.time.max.ms": "2000",
     "preferred.replica.election.wait.ms": "50",
     "auto.leader.rebalance.enable": "true",
@@ -244,7 +245,8 @@ class Simulation:
         # No broker runs yet: each finds its start-replicas in its queue when it starts.
         assignment = {partition: [BROKER_IDS[(partition + index) % len(BROKER_IDS)] for index in range(len(BROKER_IDS))]
                       for partition in range(PARTITIONS)}
-        await admin.create_topic(self._observer, TOPIC, None, None, self._overrides, replica_assignment=assignment)
+        await admin.create_topic(self._observer, TOPIC, None, None, self._overrides, replica_assignment=assignment,
+                                 broker_config=self._config)
         for broker_id in BROKER_IDS:
             self._start_broker(broker_id)
         producers = [asyncio.create_task(self._keep_producing(partition)) for partition in range(PARTITIONS)]
@@ -366,7 +368,7 @@ class Simulation:
         self._recreates.append(asyncio.create_task(self._recreate(assignment)))
 
     async def _recreate(self, assignment: dict[int, list[int]]) -> None:
-        await recreate_topic(self._observer, TOPIC, assignment, self._overrides, self.note)
+        await recreate_topic(self._observer, TOPIC, assignment, self._overrides, self.note, self._config)
         # In the step of the create's commit: no replica of the new topic can be open yet.
         self.checker.incarnations.begin_next(
             [replica for broker in self.brokers.values() for replica in broker.replicas.partitions], self._next_record + 1)

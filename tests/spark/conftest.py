@@ -51,10 +51,11 @@ def spark():
 
 @pytest.fixture(scope="module")
 def replog_cluster(zookeeper_server, tmp_path_factory):
-    # Retention checked every 100 ms rather than Kafka's 5 minutes, so that a test can see a
-    # topic with a small retention.bytes lose its oldest segments; other topics keep everything.
+    # Retention checked every 100 ms rather than Kafka's 5 minutes, and segments allowed below
+    # Kafka's 1 MiB, so that a test can see a topic with a small retention.bytes lose its oldest
+    # segments soon; other topics keep everything.
     running = Cluster(f"zk://{zookeeper_server.address}{unique_root()}", tmp_path_factory.mktemp("spark-cluster"), 3,
-                      ("--set", "log.retention.check.interval.ms=100"))
+                      ("--set", "log.retention.check.interval.ms=100", "--set", "internal.segment.bytes.min=1024"))
     running.start()
     yield running
     running.stop()

@@ -18,6 +18,7 @@ CLEANER_SETTINGS = (
     "--set", "log.cleaner.backoff.ms=100",
     "--set", "log.flush.offset.checkpoint.interval.ms=100",
     "--set", f"offsets.topic.segment.bytes={SEGMENT_BYTES}",
+    "--set", f"internal.segment.bytes.min={SEGMENT_BYTES}",  # below Kafka's 1 MiB floor
 )
 COMPACT_TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES),
                         "min.cleanable.dirty.ratio": "0.01"}

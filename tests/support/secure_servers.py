@@ -104,8 +104,10 @@ def running_secure_server(kind: str, tmp_path_factory):
 
 def _shared(kind: str, name: str):
     @pytest.fixture(scope="session", name=name)
-    def fixture(tmp_path_factory):
-        yield from running_secure_server(kind, tmp_path_factory)
+    def fixture(tmp_path_factory, shared_servers):  # shared_servers: tests/conftest.py
+        server = start_secure_server(kind, tmp_path_factory.mktemp(f"secure-{kind}"))
+        shared_servers.append(server.process)
+        return server
 
     return fixture
 

@@ -148,26 +148,26 @@ async def alter_topic_config(
             _apply_operation(name, overrides, operation, broker_config)
         return overrides
 
-    return await _rewrite_topic_config(store, name, altered, validate_only)
+    return await _rewrite_topic_config(store, name, altered, validate_only, broker_config)
 
 
 async def replace_topic_config(store: Store, name: str, configs: Mapping[str, str], *,
-                               validate_only: bool = False) -> dict[str, str]:
+                               broker_config: BrokerConfig | None = None, validate_only: bool = False) -> dict[str, str]:
     """Make `configs` the topic's whole set of overrides, as Kafka's legacy AlterConfigs does:
     every override not named goes back to the broker's value. Validated first, like
     alter_topic_config; returns the new overrides."""
-    return await _rewrite_topic_config(store, name, lambda overrides: dict(configs), validate_only)
+    return await _rewrite_topic_config(store, name, lambda overrides: dict(configs), validate_only, broker_config)
 
 
 async def _rewrite_topic_config(store: Store, name: str, change: Callable[[dict[str, str]], dict[str, str]],
-                                validate_only: bool) -> dict[str, str]:
+                                validate_only: bool, broker_config: BrokerConfig | None) -> dict[str, str]:
     """Read the topic's overrides (UNKNOWN_TOPIC_OR_PARTITION if there is no topic), `change` them,
     validate the result and write it compare-and-set, reading again after another's write."""
 
     async def attempt() -> dict[str, str]:
         overrides, version = await _topic_overrides(store, name)
         overrides = change(overrides)
-        _topic_config_errors(name, overrides)
+        _topic_config_errors(name, overrides, broker_config)
         if validate_only:
             return overrides
         encoded = TopicConfig(overrides).encode()

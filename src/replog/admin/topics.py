@@ -49,7 +49,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
-from replog.config import SETTINGS, ConfigError, validate_topic_configs
+from replog.config import SEGMENT_BYTES_MIN, SETTINGS, BrokerConfig, ConfigError, validate_topic_configs
 from replog.coord_backends import (BadVersion, NodeExists, NoNode, NotEmpty, Store, Transaction, commit_groups,
                                   commit_in_batches, commit_ops)
 from replog.coord_backends import paths
@@ -202,9 +202,12 @@ async def _partition_ids(store: Store, name: str) -> list[int]:
     return sorted(partition for partition in map(int, children) if record[0].counts(partition))
 
 
-def _topic_config_errors(name: str, configs: Mapping[str, str]) -> None:
+def _topic_config_errors(name: str, configs: Mapping[str, str], broker_config: BrokerConfig | None) -> None:
+    """Without `broker_config` (an admin command run away from any broker), Kafka's floor for
+    segment.bytes holds; a broker holds its clients to its own."""
+    segment_bytes_min = SEGMENT_BYTES_MIN if broker_config is None else broker_config["internal.segment.bytes.min"]
     try:
-        validate_topic_configs(configs)
+        validate_topic_configs(configs, segment_bytes_min)
     except ConfigError as error:
         raise InvalidConfig(f"topic {name!r}: {error}") from None
 
@@ -435,6 +438,7 @@ async def create_topic(
     replica_assignment: Mapping[int, Sequence[int]] | None = None,
     validate_only: bool = False,
     limits: StateChangeLimits = StateChangeLimits(),
+    broker_config: BrokerConfig | None = None,
 ) -> dict[int, list[int]]:
     """Create a topic and return its replica assignment; with `validate_only`, only check and plan.
 
@@ -445,7 +449,7 @@ async def create_topic(
     """
     validate_topic_name(name)
     overrides = dict(configs or {})
-    _topic_config_errors(name, overrides)
+    _topic_config_errors(name, overrides, broker_config)
     assignment = await _plan_assignment(store, name, partitions, replication_factor, replica_assignment)
 
     async def refuse_existing() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from replog.config import LONG_MAX, TopicSettings, topic_default
+from replog.config import LONG_MAX, SEGMENT_BYTES_RUNNABLE_MIN, TopicSettings, topic_default
 from replog.storage.batch_format import TOPIC_CODECS
 
 NEVER = LONG_MAX  # "no limit" for the flush settings
@@ -49,7 +49,7 @@ class LogConfig:
     max_compaction_lag_ms: int = topic_default("max.compaction.lag.ms")
 
     def __post_init__(self) -> None:
-        minimums = {"segment_bytes": 14, "segment_ms": 1, "index_interval_bytes": 0, "flush_messages": 1,
+        minimums = {"segment_bytes": SEGMENT_BYTES_RUNNABLE_MIN, "segment_ms": 1, "index_interval_bytes": 0, "flush_messages": 1,
                     "flush_ms": 0, "retention_ms": -1, "retention_bytes": -1, "max_message_bytes": 0,
                     "message_timestamp_before_max_ms": 0, "message_timestamp_after_max_ms": 0,
                     "delete_retention_ms": 0, "min_cleanable_dirty_ratio": 0, "min_compaction_lag_ms": 0,

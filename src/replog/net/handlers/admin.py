@@ -145,7 +145,7 @@ async def create_topics(services, request: Request):
             planned = await admin.create_topic(
                 services.store, topic.name, partitions, replication, overrides,
                 replica_assignment=assignment, validate_only=validate_only,
-                limits=services.state_change_limits(_timeout_s(request)),
+                limits=services.state_change_limits(_timeout_s(request)), broker_config=services.config,
             )
         except (AdminError, StoreError) as error:
             results.append(result | _failure(request, topic.name, error))
@@ -343,7 +343,7 @@ async def alter_configs(services, request: Request):
                                                        configs, validate_only=request.body.validate_only)
         else:
             await admin.replace_topic_config(services.store, resource.resource_name, configs,
-                                             validate_only=request.body.validate_only)
+                                             broker_config=services.config, validate_only=request.body.validate_only)
 
     return await _alter_each_resource(services, request, alter)
 
