@@ -38,10 +38,10 @@ class SimNetwork:
 
     async def connect(self, source: int, target: int) -> Any:
         """A connection from `source` to the process running as `target` now: refused when none
-        runs; a paused one accepts, as its kernel does."""
+        runs, or it does not listen yet; a paused one accepts, as its kernel does."""
         await self._travel(source, target, "connect")
         broker = self.brokers.get(target)
-        if broker is None or broker.owner.crashed or target in self.refusing:
+        if broker is None or broker.owner.crashed or not broker.listening or target in self.refusing:
             raise ConnectionRefusedError(f"broker {target} is not running, or its port refuses")
         return broker
 

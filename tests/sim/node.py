@@ -13,9 +13,10 @@ Partition on real logs in a directory, over a client of the shared in-process st
 
 broker.py parts mirrored here: its start-up order (the queue drained before the metadata cache
 first reconciles, so that the close-replicas of a topic deleted while the broker was down delete
-their logs before anything opens them), registration under /brokers/ids after the replicas
-started, the session follower (every leadership hears every session state; after a lost session
-the broker registers again), and LeaderConnections (which brokers are presumed gone, and the
+their logs before anything opens them; the port accepting connections once the metadata cache
+started, where broker.py starts its listeners), registration under /brokers/ids after the
+replicas started, the session follower (every leadership hears every session state; after a
+lost session the broker registers again), and LeaderConnections (which brokers are presumed gone, and the
 deposal and shrinking that follow), here over connections through the simulated network
 (network.py) to the leader broker's partitions; a crash closes the connections from the
 crashed broker, which the others probe.
@@ -64,6 +65,7 @@ class SimBroker:
         # Requests this broker is serving, in arrival order (a set would fail them in address order).
         self._answers: dict[asyncio.Future, None] = {}
         self.lost_power = False  # crashed with its machine: its files lost what was not flushed
+        self.listening = False  # whether its port accepts connections: from where broker.py starts its servers
         # The periodic chores keep their Kafka intervals, in virtual time, but the flush's,
         # which the simulation shortens so that a power loss finds logs flushed part-way, and the
         # cleaner's, so that compacted logs are cleaned during the faults (both read as the broker reads them).
@@ -102,6 +104,7 @@ class SimBroker:
         self.metadata.on_assignment_changed = self.hosted.assignment_changed
         self.metadata.on_brokers_changed = self.hosted.brokers_changed
         await self.metadata.start()
+        self.listening = True
         await self._register_until_done()
 
     def crash(self) -> None:
