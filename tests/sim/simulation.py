@@ -22,6 +22,12 @@ turn compaction off and on again there. Every cleaning pass that changed a log i
 counted (`Outcome.cleanings`, `records_removed`): test_simulation.py requires that most compacted
 schedules remove records, so that their invariants are tested on cleaned logs.
 
+The brokers run with Kafka's authorizer and authenticate to one another as BROKER_PRINCIPAL,
+which BROKER_ACLS (written to the store as CreateAcls writes them) allows ClusterAction on the
+cluster: an ACL, not super.users, so that every follower request goes through the ACL checks.
+A follower request refused (network.py) fails the schedule at once: a broker's own traffic
+refused is a broken check, not a fault to survive.
+
 After every step the invariants of invariants.py are checked. Then everything heals (faults
 off, links mended, sessions reconnected, paused brokers resumed, crashed ones restarted from
 their directories, recovery running as after a real crash) and liveness is required: within
@@ -47,11 +53,14 @@ import shutil
 from kio.schema.errors import ErrorCode
 
 from replog import admin
+from replog.admin.acls import create_acls
 from replog.config import load_broker_config
 from replog.coord_backends import NoNode, paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
 from replog.replica.partition import Partition, ReplicaState
+from replog.security.acls import CLUSTER_NAME, AccessControlEntry, AclBinding, AclOperation, AclPermissionType
+from replog.security.acls import PatternType, ResourcePattern, ResourceType
 from replog.spark_io.records import OutgoingRecord, encode_batch
 from replog.storage.log import Log
 from tests.sim.disk import PageCache
@@ -89,7 +98,11 @@ BROKER_SETTINGS = {
     "coord.session.timeout.ms": str(SESSION_TIMEOUT_MS),
     "log.flush.offset.checkpoint.interval.ms": "2000",
     "log.cleaner.backoff.ms": "1000",
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
 }
+BROKER_PRINCIPAL = "User:broker"
+BROKER_ACLS = (AclBinding(ResourcePattern(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL),
+                          AccessControlEntry(BROKER_PRINCIPAL, "*", AclOperation.CLUSTER_ACTION, AclPermissionType.ALLOW)),)
 FAULT_PHASE_S = 20.0
 LIVENESS_S = 60.0
 PRODUCE_TIMEOUT_MS = 3_000
@@ -116,8 +129,9 @@ class Outcome:
 
 
 class Simulation:
-    def __init__(self, seed: int, root: pathlib.Path):
+    def __init__(self, seed: int, root: pathlib.Path, acls: tuple[AclBinding, ...] = BROKER_ACLS):
         self.seed = seed
+        self._acls = acls
         self.rng = random.Random(seed)
         self.compacted = seed % COMPACTED_EVERY == 0
         self._overrides = {**TOPIC_OVERRIDES, **COMPACTED_OVERRIDES} if self.compacted else TOPIC_OVERRIDES
@@ -222,6 +236,8 @@ class Simulation:
             raise Violation(f"livelock: {LIVELOCK_STEPS} steps without virtual time passing")
         if self._unhandled:
             raise Violation(f"unhandled in the event loop: {self._unhandled[0]}")
+        if self.network.refusals:
+            raise Violation(f"follower traffic refused by the authorizer: {self.network.refusals[0]}")
         self.checker.check_step(self.brokers, self._partitions, now - START_S)
 
     def _loop_exception(self, loop, context) -> None:
@@ -242,6 +258,8 @@ class Simulation:
         await self._observer.start()
         make_watch_order_deterministic(self._observer._tree)
         await self._observer.create(paths.BROKER_IDS, b"", make_parents=True)
+        refusals = await create_acls(self._observer, self._acls)
+        assert not any(refusals), refusals
         # No broker runs yet: each finds its start-replicas in its queue when it starts.
         assignment = {partition: [BROKER_IDS[(partition + index) % len(BROKER_IDS)] for index in range(len(BROKER_IDS))]
                       for partition in range(PARTITIONS)}
@@ -281,7 +299,7 @@ class Simulation:
         self._stores.append(store)
         self._lives[broker_id] += 1
         broker = SimBroker(broker_id, self.root / f"broker-{broker_id}", self._config, store, self.network, self._now_ms,
-                           f"boot-{broker_id}-{self._boots[broker_id]}", f"life{self._lives[broker_id]}")
+                           f"boot-{broker_id}-{self._boots[broker_id]}", f"life{self._lives[broker_id]}", BROKER_PRINCIPAL)
         self.brokers[broker_id] = broker
         self.network.brokers[broker_id] = broker
         broker.start()
