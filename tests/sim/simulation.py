@@ -26,7 +26,9 @@ The brokers run with Kafka's authorizer and authenticate to one another as BROKE
 which BROKER_ACLS (written to the store as CreateAcls writes them) allows ClusterAction on the
 cluster: an ACL, not super.users, so that every follower request goes through the ACL checks.
 A follower request refused (network.py) fails the schedule at once: a broker's own traffic
-refused is a broken check, not a fault to survive.
+refused is a broken check, not a fault to survive. The nemesis's alter_acls adds and removes an
+operator's ACL beside the brokers', so that the node holding theirs is rewritten and read again
+by every broker's ACL feed while the faults go on.
 
 After every step the invariants of invariants.py are checked. Then everything heals (faults
 off, links mended, sessions reconnected, paused brokers resumed, crashed ones restarted from
@@ -53,13 +55,13 @@ import shutil
 from kio.schema.errors import ErrorCode
 
 from replog import admin
-from replog.admin.acls import create_acls
+from replog.admin.acls import create_acls, delete_acls
 from replog.config import load_broker_config
 from replog.coord_backends import NoNode, paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
 from replog.replica.partition import Partition, ReplicaState
-from replog.security.acls import CLUSTER_NAME, AccessControlEntry, AclBinding, AclOperation, AclPermissionType
+from replog.security.acls import CLUSTER_NAME, AccessControlEntry, AclBinding, AclBindingFilter, AclOperation, AclPermissionType
 from replog.security.acls import PatternType, ResourcePattern, ResourceType
 from replog.spark_io.records import OutgoingRecord, encode_batch
 from replog.storage.log import Log
@@ -103,6 +105,9 @@ BROKER_SETTINGS = {
 BROKER_PRINCIPAL = "User:broker"
 BROKER_ACLS = (AclBinding(ResourcePattern(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL),
                           AccessControlEntry(BROKER_PRINCIPAL, "*", AclOperation.CLUSTER_ACTION, AclPermissionType.ALLOW)),)
+OPERATOR_PRINCIPAL = "User:admin"
+OPERATOR_ACL = AclBinding(BROKER_ACLS[0].pattern,
+                          AccessControlEntry(OPERATOR_PRINCIPAL, "*", AclOperation.ALTER, AclPermissionType.ALLOW))
 FAULT_PHASE_S = 20.0
 LIVENESS_S = 60.0
 PRODUCE_TIMEOUT_MS = 3_000
@@ -110,7 +115,7 @@ POLL_S = 0.1
 FAULT_GAP_S = (0.1, 1.5)
 LIVELOCK_STEPS = 50_000  # a healthy schedule never spins this long at one instant
 FAULTS = ("alter_config", "flaky_store", "cut_link", "isolate", "suspend", "expire", "pause", "crash", "power_loss",
-          "recreate_topic", "refuse_connections", "reassign")
+          "recreate_topic", "refuse_connections", "reassign", "alter_acls")
 REASSIGNMENT_CANCEL_CHANCE = 0.3
 RECREATES_MAX = 2
 
@@ -409,6 +414,25 @@ class Simulation:
             self._observer, {(TOPIC, partition): target}, limits=admin.StateChangeLimits(timeout_s=3.0)))[TOPIC, partition]
         what = "cancel" if target is None else f"reassignment to {target}"
         self.note(f"{what} of {TOPIC}-{partition}: {'accepted' if outcome is None else outcome.message}")
+
+    def _alter_acls(self, broker: SimBroker) -> None:
+        """An operator's ACL on the cluster added or removed (not `broker`'s alone: ACLs are
+        cluster-wide), in the node that holds the brokers' ACL."""
+        adding = self.rng.random() < 0.5
+        self.note(f"fault: ACL {OPERATOR_ACL} {'to be added' if adding else 'to be removed'}")
+        self._in_background(self._change_operator_acl(adding))
+
+    async def _change_operator_acl(self, adding: bool) -> None:
+        """Through the harness's fault-free store client: a failure is a bug, and fails the schedule."""
+        if adding:
+            failures = await create_acls(self._observer, [OPERATOR_ACL])
+            assert failures == [None], failures
+        else:
+            pattern = OPERATOR_ACL.pattern
+            (removed,) = await delete_acls(self._observer, [AclBindingFilter(pattern.resource_type, pattern.name,
+                                                                             pattern.pattern_type, OPERATOR_PRINCIPAL)])
+            assert all(failure is None for _, failure in removed), removed
+        self.note(f"operator's ACL {'added' if adding else 'removed'}")
 
     def _flaky_store(self, broker: SimBroker) -> None:
         duration = self.rng.uniform(0.5, 4)
