@@ -1,9 +1,14 @@
 """Broker-to-broker messages of the simulation: the follower's Fetch and OffsetForLeaderEpoch.
 
 A request travels for a drawn delay, is served by the leader broker as its handlers serve it
-(net/handlers/fetch.py, net/handlers/offsets.py: the Partition methods, the long poll of a fetch
-that found nothing, the file slices' bytes), and the answer travels back for another drawn
-delay. The serving runs as the leader broker's own task, so a paused leader answers late and a
+(net/handlers/fetch.py, net/handlers/offsets.py: the authorizer's ClusterAction check, the
+Partition methods, the long poll of a fetch that found nothing, the file slices' bytes), and the
+answer travels back for another drawn delay. A request the check refuses is answered as the
+handlers answer it, every partition TOPIC_AUTHORIZATION_FAILED, and noted in `refusals`: the
+simulation fails the schedule on it, for a broker's own traffic refused means a broken check or
+a cluster without the ACLs brokers need.
+
+The serving runs as the leader broker's own task, so a paused leader answers late and a
 crashed one never: its callers' requests fail with a connection error, as the kernel's reset of
 a killed process's sockets does, and a new connection to it is refused. A message crossing a cut link, or dropped, fails the call with
 ConnectionError (the fetcher backs off and retries); an answer not back within
@@ -19,7 +24,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from replog.replication.fetcher import FetchReply, FetchSpec
+from replog.replication.fetcher import EpochAsk, FetchReply, FetchSpec
 from replog.replica.partition import EpochEndOffset, FetchFrom, FetchResult, ReadWaiter
 
 DELAY_MAX_S = 0.01
@@ -35,13 +40,14 @@ class SimNetwork:
         self.cut: set[frozenset[int]] = set()  # links that carry nothing
         self.refusing: set[int] = set()  # brokers whose port refuses and resets connections, running or not
         self.faults_on = True
+        self.refusals: list[str] = []  # follower requests the leader's authorizer refused
 
     async def connect(self, source: int, target: int) -> Any:
         """A connection from `source` to the process running as `target` now: refused when none
-        runs; a paused one accepts, as its kernel does."""
+        runs, or it does not listen yet; a paused one accepts, as its kernel does."""
         await self._travel(source, target, "connect")
         broker = self.brokers.get(target)
-        if broker is None or broker.owner.crashed or target in self.refusing:
+        if broker is None or broker.owner.crashed or not broker.listening or target in self.refusing:
             raise ConnectionRefusedError(f"broker {target} is not running, or its port refuses")
         return broker
 
@@ -75,16 +81,18 @@ class SimNetwork:
 # -- the leader's side, as its request handlers do it ---------------------------------------------
 
 async def serve_replica_fetch(replicas, replica_id: int, specs: list[FetchSpec], max_wait_ms: int,
-                              now_ms: Callable[[], int], life: FetchFrom | None) -> dict[tuple[str, int], FetchReply]:
+                              now_ms: Callable[[], int], life: FetchFrom | None,
+                              as_broker: bool) -> dict[tuple[str, int], FetchReply]:
     """The leader's side of a follower's fetch of several partitions: answered at once if any
     has data or an error, else once the first gets data or after `max_wait_ms` (the broker's
     Fetch handler). A replica of another topic id than the spec names is not read: Fetch v13
     refuses it (handlers/fetch.py), a leader problem to the follower as NOT_LEADER_OR_FOLLOWER is.
     A fetch from a life of its broker the leader has not seen registered (a restarted broker's,
     before the leader sees its registration: FetchFrom.UNSEEN) is read as a consumer's, and one
-    naming no life (`life` None) is refused whole, as the handler does.
+    naming no life (`life` None), or from a principal that may not act as a broker (`as_broker`
+    False), is refused whole, as the handler does.
     """
-    if life is None:
+    if not as_broker or life is None:
         return {(spec.topic, spec.partition): FetchReply(TOPIC_AUTHORIZATION_FAILED, -1, -1, b"") for spec in specs}
     as_follower = life is not FetchFrom.UNSEEN
 
@@ -119,7 +127,15 @@ def _reply(result: FetchResult) -> FetchReply:
                       b"".join(piece.read() for piece in result.slices))
 
 
-async def serve_epoch_end(replicas, topic: str, partition: int, leader_epoch: int, current_leader_epoch: int) -> EpochEndOffset:
+async def serve_epoch_ends(replicas, asks: list[EpochAsk], as_broker: bool) -> dict[tuple[str, int], EpochEndOffset]:
+    """The leader's side of a follower's OffsetForLeaderEpoch: every partition refused when the
+    principal may not act as a broker, as the handler refuses it."""
+    if not as_broker:
+        return {(ask.topic, ask.partition): EpochEndOffset(TOPIC_AUTHORIZATION_FAILED, -1, -1) for ask in asks}
+    return {(ask.topic, ask.partition): _epoch_end(replicas, *ask) for ask in asks}
+
+
+def _epoch_end(replicas, topic: str, partition: int, leader_epoch: int, current_leader_epoch: int) -> EpochEndOffset:
     hosted = replicas.hosted(topic, partition)
     if hosted is None:
         return EpochEndOffset(ErrorCode.not_leader_or_follower, -1, -1)

@@ -13,12 +13,17 @@ Partition on real logs in a directory, over a client of the shared in-process st
 
 broker.py parts mirrored here: its start-up order (the queue drained before the metadata cache
 first reconciles, so that the close-replicas of a topic deleted while the broker was down delete
-their logs before anything opens them), registration under /brokers/ids after the replicas
-started, the session follower (every leadership hears every session state; after a lost session
-the broker registers again), and LeaderConnections (which brokers are presumed gone, and the
-deposal and shrinking that follow), here over connections through the simulated network
-(network.py) to the leader broker's partitions; a crash closes the connections from the
-crashed broker, which the others probe.
+their logs before anything opens them; the port accepting connections once the metadata cache
+started, where broker.py starts its listeners, so never before the ACLs are loaded),
+registration under /brokers/ids after the replicas started, the session follower (every
+leadership hears every session state; after a lost session the broker registers again), and
+LeaderConnections (which brokers are presumed gone, and the deposal and shrinking that follow),
+here over connections through the simulated network (network.py) to the leader broker's
+partitions; a crash closes the connections from the crashed broker, which the others probe.
+With an authorizer configured, broker.py's AclAuthorizer, loaded from the store by its AclFeed
+before the port accepts and kept current by the feed, which the leader asks of every follower
+request as the handlers ask it (net/authorization.authorized_as_broker, with this broker as the
+handlers' services): the follower's principal is its broker's, from its broker's host.
 
 Every task of the broker runs in its Owner's context (loop.py), so that a pause holds all of
 them and a crash stops all of them without any cleanup running, as SIGKILL does.
@@ -36,7 +41,9 @@ from replog.coord_backends import NodeExists, SessionState, StoreError, paths
 from replog.coord_backends.joined import JoinedStore
 from replog.coord_backends.paths import BrokerRegistration
 from replog.replication.metadata_cache import MetadataCache
+from replog.net.authorization import authorized_as_broker
 from replog.net.client import BrokerRefused, BrokerUnavailable
+from replog.net.codec import ApiKey, Request
 from replog.net.fetch_rounds import RoundAnswer, RoundChanges
 from replog.net.leader_connections import LeaderConnections, fetch_from, follower_client_id
 from replog.replication.fetcher import EpochAsk, FetchSpec
@@ -45,18 +52,25 @@ from replog.replica.partition import EpochEndOffset
 from replog.replication.driver import LeadershipContext
 from replog.replication.hosted import HostedPartitions
 from replog.replication.state_changes import StateChangeListener
+from replog.security.acl_feed import AclFeed
+from replog.security.authorizer import AclAuthorizer
 from tests.sim.loop import Owner
-from tests.sim.network import SimNetwork, serve_epoch_end, serve_replica_fetch
+from tests.sim.network import SimNetwork, serve_epoch_ends, serve_replica_fetch
 from tests.sim.store import SimStore
 
 STORE_RETRY_S = 0.2
+HOST = "127.0.0.1"  # every broker's, as registered and as its peers' ACLs see it
 
 
 class SimBroker:
     def __init__(self, broker_id: int, data_dir: pathlib.Path, config: BrokerConfig, store: SimStore,
-                 network: SimNetwork, clock_ms: Callable[[], int], boot_id: str, life_id: str):
+                 network: SimNetwork, clock_ms: Callable[[], int], boot_id: str, life_id: str, principal: str):
         self.broker_id = broker_id
         self.life_id = life_id
+        self.principal = principal  # the user its inter-broker client authenticates as
+        self.config = config
+        self.authorizer = (None if config["authorizer.class.name"] is None
+                           else AclAuthorizer(config["super.users"], config["allow.everyone.if.no.acl.found"]))
         self.now_ms = clock_ms  # virtual time
         self.owner = Owner()
         self.store = store
@@ -64,6 +78,7 @@ class SimBroker:
         # Requests this broker is serving, in arrival order (a set would fail them in address order).
         self._answers: dict[asyncio.Future, None] = {}
         self.lost_power = False  # crashed with its machine: its files lost what was not flushed
+        self.listening = False  # whether its port accepts connections: from where broker.py starts its servers
         # The periodic chores keep their Kafka intervals, in virtual time, but the flush's,
         # which the simulation shortens so that a power loss finds logs flushed part-way, and the
         # cleaner's, so that compacted logs are cleaned during the faults (both read as the broker reads them).
@@ -96,12 +111,17 @@ class SimBroker:
         (they inherit the Owner's context this runs in)."""
         await self.store.start()
         self.replicas.start()
+        if self.authorizer is not None:
+            feed = AclFeed(self.store, self.authorizer)
+            self.spawn(feed.run())
+            await feed.loaded.wait()
         await self.state_changes.listen()
         self.spawn(self._follow_session())
         await self.state_changes.drain()
         self.metadata.on_assignment_changed = self.hosted.assignment_changed
         self.metadata.on_brokers_changed = self.hosted.brokers_changed
         await self.metadata.start()
+        self.listening = True
         await self._register_until_done()
 
     def crash(self) -> None:
@@ -149,7 +169,7 @@ class SimBroker:
                     self.spawn(self._register_until_done())
 
     async def _register_until_done(self) -> None:
-        registration = BrokerRegistration("127.0.0.1", 9000 + self.broker_id, None, self.life_id).encode()
+        registration = BrokerRegistration(HOST, 9000 + self.broker_id, None, self.life_id).encode()
         try:
             await self._retry_store(lambda: self.store.create(paths.broker(self.broker_id), registration, ephemeral=True))
         except NodeExists:
@@ -168,6 +188,15 @@ class SimBroker:
                 await asyncio.sleep(STORE_RETRY_S)
 
     # -- serving the network's requests -------------------------------------------------------------
+
+    def authorizes_as_broker(self, request: Request) -> bool:
+        """The Fetch and OffsetForLeaderEpoch handlers' check of a request naming a replica id;
+        a refusal is noted in the network, for the simulation to fail the schedule on."""
+        if authorized_as_broker(self, request):
+            return True
+        self.network.refusals.append(f"broker {self.broker_id} refused {ApiKey(request.api_key).name} as a replica from "
+                                     f"{request.client_id} principal {request.principal} host {request.client_host}")
+        return False
 
     def answer_later(self, serve, answer: asyncio.Future) -> None:
         """Serve a request as this broker's task; `answer` gets the result."""
@@ -207,15 +236,21 @@ class _Connection:
     async def fetch_as_replica(self, replica_id: int, specs: list[FetchSpec], max_wait_ms: int, max_bytes: int,
                                changes: RoundChanges | None = None) -> RoundAnswer:
         """Outside any fetch session: the answer names every partition asked (`changes` unused)."""
-        client_id = follower_client_id(self._source.broker_id, self._source.life_id)
+        request = self._request(ApiKey.FETCH)
         return RoundAnswer(await self._call(lambda leader: serve_replica_fetch(
             leader.replicas, replica_id, specs, max_wait_ms, leader.now_ms,
-            fetch_from(leader.metadata.brokers, leader.metadata.lives, replica_id, client_id))))
+            fetch_from(leader.metadata.brokers, leader.metadata.lives, replica_id, request.client_id),
+            leader.authorizes_as_broker(request))))
 
     async def offsets_for_leader_epochs(self, asks: list[EpochAsk], replica_id: int) -> dict[tuple[str, int], EpochEndOffset]:
-        async def serve(leader) -> dict[tuple[str, int], EpochEndOffset]:
-            return {(ask.topic, ask.partition): await serve_epoch_end(leader.replicas, *ask) for ask in asks}
-        return await self._call(serve)
+        request = self._request(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+        return await self._call(lambda leader: serve_epoch_ends(leader.replicas, asks, leader.authorizes_as_broker(request)))
+
+    def _request(self, api_key: ApiKey) -> Request:
+        """What the leader's handlers check of a request: who sent it, from where (the body
+        travels as the serving function's arguments)."""
+        return Request(api_key, 0, 0, follower_client_id(self._source.broker_id, self._source.life_id), None,
+                       client_host=HOST, principal=self._source.principal)
 
     async def _call(self, serve):
         if self.closed:

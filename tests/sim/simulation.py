@@ -22,6 +22,14 @@ turn compaction off and on again there. Every cleaning pass that changed a log i
 counted (`Outcome.cleanings`, `records_removed`): test_simulation.py requires that most compacted
 schedules remove records, so that their invariants are tested on cleaned logs.
 
+The brokers run with Kafka's authorizer and authenticate to one another as BROKER_PRINCIPAL,
+which BROKER_ACLS (written to the store as CreateAcls writes them) allows ClusterAction on the
+cluster: an ACL, not super.users, so that every follower request goes through the ACL checks.
+A follower request refused (network.py) fails the schedule at once: a broker's own traffic
+refused is a broken check, not a fault to survive. The nemesis's alter_acls adds and removes an
+operator's ACL beside the brokers', so that the node holding theirs is rewritten and read again
+by every broker's ACL feed while the faults go on.
+
 After every step the invariants of invariants.py are checked. Then everything heals (faults
 off, links mended, sessions reconnected, paused brokers resumed, crashed ones restarted from
 their directories, recovery running as after a real crash) and liveness is required: within
@@ -47,11 +55,14 @@ import shutil
 from kio.schema.errors import ErrorCode
 
 from replog import admin
+from replog.admin.acls import create_acls, delete_acls
 from replog.config import load_broker_config
 from replog.coord_backends import NoNode, paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
 from replog.replica.partition import Partition, ReplicaState
+from replog.security.acls import CLUSTER_NAME, AccessControlEntry, AclBinding, AclBindingFilter, AclOperation, AclPermissionType
+from replog.security.acls import PatternType, ResourcePattern, ResourceType
 from replog.spark_io.records import OutgoingRecord, encode_batch
 from replog.storage.log import Log
 from tests.sim.disk import PageCache
@@ -89,7 +100,14 @@ BROKER_SETTINGS = {
     "coord.session.timeout.ms": str(SESSION_TIMEOUT_MS),
     "log.flush.offset.checkpoint.interval.ms": "2000",
     "log.cleaner.backoff.ms": "1000",
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
 }
+BROKER_PRINCIPAL = "User:broker"
+BROKER_ACLS = (AclBinding(ResourcePattern(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL),
+                          AccessControlEntry(BROKER_PRINCIPAL, "*", AclOperation.CLUSTER_ACTION, AclPermissionType.ALLOW)),)
+OPERATOR_PRINCIPAL = "User:admin"
+OPERATOR_ACL = AclBinding(BROKER_ACLS[0].pattern,
+                          AccessControlEntry(OPERATOR_PRINCIPAL, "*", AclOperation.ALTER, AclPermissionType.ALLOW))
 FAULT_PHASE_S = 20.0
 LIVENESS_S = 60.0
 PRODUCE_TIMEOUT_MS = 3_000
@@ -97,7 +115,7 @@ POLL_S = 0.1
 FAULT_GAP_S = (0.1, 1.5)
 LIVELOCK_STEPS = 50_000  # a healthy schedule never spins this long at one instant
 FAULTS = ("alter_config", "flaky_store", "cut_link", "isolate", "suspend", "expire", "pause", "crash", "power_loss",
-          "recreate_topic", "refuse_connections", "reassign")
+          "recreate_topic", "refuse_connections", "reassign", "alter_acls")
 REASSIGNMENT_CANCEL_CHANCE = 0.3
 RECREATES_MAX = 2
 
@@ -116,8 +134,9 @@ class Outcome:
 
 
 class Simulation:
-    def __init__(self, seed: int, root: pathlib.Path):
+    def __init__(self, seed: int, root: pathlib.Path, acls: tuple[AclBinding, ...] = BROKER_ACLS):
         self.seed = seed
+        self._acls = acls
         self.rng = random.Random(seed)
         self.compacted = seed % COMPACTED_EVERY == 0
         self._overrides = {**TOPIC_OVERRIDES, **COMPACTED_OVERRIDES} if self.compacted else TOPIC_OVERRIDES
@@ -222,6 +241,8 @@ class Simulation:
             raise Violation(f"livelock: {LIVELOCK_STEPS} steps without virtual time passing")
         if self._unhandled:
             raise Violation(f"unhandled in the event loop: {self._unhandled[0]}")
+        if self.network.refusals:
+            raise Violation(f"follower traffic refused by the authorizer: {self.network.refusals[0]}")
         self.checker.check_step(self.brokers, self._partitions, now - START_S)
 
     def _loop_exception(self, loop, context) -> None:
@@ -242,6 +263,8 @@ class Simulation:
         await self._observer.start()
         make_watch_order_deterministic(self._observer._tree)
         await self._observer.create(paths.BROKER_IDS, b"", make_parents=True)
+        refusals = await create_acls(self._observer, self._acls)
+        assert not any(refusals), refusals
         # No broker runs yet: each finds its start-replicas in its queue when it starts.
         assignment = {partition: [BROKER_IDS[(partition + index) % len(BROKER_IDS)] for index in range(len(BROKER_IDS))]
                       for partition in range(PARTITIONS)}
@@ -281,7 +304,7 @@ class Simulation:
         self._stores.append(store)
         self._lives[broker_id] += 1
         broker = SimBroker(broker_id, self.root / f"broker-{broker_id}", self._config, store, self.network, self._now_ms,
-                           f"boot-{broker_id}-{self._boots[broker_id]}", f"life{self._lives[broker_id]}")
+                           f"boot-{broker_id}-{self._boots[broker_id]}", f"life{self._lives[broker_id]}", BROKER_PRINCIPAL)
         self.brokers[broker_id] = broker
         self.network.brokers[broker_id] = broker
         broker.start()
@@ -391,6 +414,25 @@ class Simulation:
             self._observer, {(TOPIC, partition): target}, limits=admin.StateChangeLimits(timeout_s=3.0)))[TOPIC, partition]
         what = "cancel" if target is None else f"reassignment to {target}"
         self.note(f"{what} of {TOPIC}-{partition}: {'accepted' if outcome is None else outcome.message}")
+
+    def _alter_acls(self, broker: SimBroker) -> None:
+        """An operator's ACL on the cluster added or removed (not `broker`'s alone: ACLs are
+        cluster-wide), in the node that holds the brokers' ACL."""
+        adding = self.rng.random() < 0.5
+        self.note(f"fault: ACL {OPERATOR_ACL} {'to be added' if adding else 'to be removed'}")
+        self._in_background(self._change_operator_acl(adding))
+
+    async def _change_operator_acl(self, adding: bool) -> None:
+        """Through the harness's fault-free store client: a failure is a bug, and fails the schedule."""
+        if adding:
+            failures = await create_acls(self._observer, [OPERATOR_ACL])
+            assert failures == [None], failures
+        else:
+            pattern = OPERATOR_ACL.pattern
+            (removed,) = await delete_acls(self._observer, [AclBindingFilter(pattern.resource_type, pattern.name,
+                                                                             pattern.pattern_type, OPERATOR_PRINCIPAL)])
+            assert all(failure is None for _, failure in removed), removed
+        self.note(f"operator's ACL {'added' if adding else 'removed'}")
 
     def _flaky_store(self, broker: SimBroker) -> None:
         duration = self.rng.uniform(0.5, 4)

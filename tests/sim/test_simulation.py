@@ -30,7 +30,8 @@ import traceback
 
 import pytest
 
-from tests.sim.simulation import Outcome, Simulation
+from replog.security.acls import AclBinding, AclPermissionType
+from tests.sim.simulation import BROKER_ACLS, Outcome, Simulation
 
 FAST_SCHEDULES = 300  # the first tenth of CI's seeds
 SCHEDULES = int(os.environ.get("REPLOG_SIM_RUNS", FAST_SCHEDULES))
@@ -83,8 +84,8 @@ def run_seeds(seeds: range) -> list[Summary]:
     return summaries
 
 
-def run_one(seed: int, root: str) -> Outcome:
-    return Simulation(seed, pathlib.Path(root)).run()
+def run_one(seed: int, root: str, acls: tuple[AclBinding, ...] = BROKER_ACLS) -> Outcome:
+    return Simulation(seed, pathlib.Path(root), acls).run()
 
 
 @contextlib.contextmanager
@@ -181,3 +182,20 @@ def test_a_seed_replays_exactly(tmp_path):
         second = pool.submit(run_one, seed, str(tmp_path / "second")).result()
     assert first.trace == second.trace
     assert (first.steps, first.virtual_s) == (second.steps, second.virtual_s)
+
+
+# The brokers' ClusterAction denied beside its ALLOW: a DENY wins.
+BROKERS_DENIED = BROKER_ACLS + tuple(dataclasses.replace(binding, entry=dataclasses.replace(
+    binding.entry, permission=AclPermissionType.DENY)) for binding in BROKER_ACLS)
+
+
+@pytest.mark.parametrize("acls", [(), BROKERS_DENIED], ids=["brokers-acl-removed", "brokers-denied"])
+def test_refused_follower_traffic_fails_the_seed(tmp_path, acls):
+    """Without the ACL that lets brokers act as brokers, the first follower request is refused
+    and the schedule fails on it, naming it: a missing ACL or a broken check is not taken for a
+    fault the cluster survived (its partitions would merely stop replicating)."""
+    with schedule_pool(1) as pool:
+        outcome = pool.submit(run_one, FIRST_SEED, str(tmp_path), acls).result()
+    assert outcome.violation is not None
+    assert "follower traffic refused by the authorizer" in outcome.violation
+    assert "principal User:broker" in outcome.violation
