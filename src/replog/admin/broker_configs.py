@@ -18,13 +18,13 @@ from collections.abc import Mapping, Sequence
 from kio.schema.errors import ErrorCode
 
 from replog.config import DYNAMIC_BROKER_SETTINGS, ConfigError, dynamic_broker_setting, parse_dynamic_broker_setting
-from replog.coord_backends import BadVersion, NodeExists, NoNode, Store
+from replog.coord_backends import BadVersion, NodeExists, NoNode, Store, children_or_empty
 from replog.coord_backends import paths
 from replog.coord_backends.paths import DynamicBrokerConfig
 
 from .errors import AdminError, InvalidConfig
 from .topic_configs import AlterOp, ConfigOperation, ConfigSource
-from .topics import CONFLICT_ATTEMPTS_MAX, _children_or_none, _get_or_none
+from .topics import CONFLICT_ATTEMPTS_MAX, _get_or_none
 
 
 def broker_resource(name: str) -> int | None:
@@ -104,7 +104,7 @@ async def remove_throttle_rates(store: Store) -> list[str]:
     """Delete the throttle rates from every broker's dynamic configs and the default's; the nodes
     that had one, by name."""
     removed = []
-    for child in sorted(await _children_or_none(store, paths.BROKER_CONFIGS)):
+    for child in sorted(await children_or_empty(store, paths.BROKER_CONFIGS)):
         broker = None if child == paths.DEFAULT_BROKER_CONFIG else int(child)
         node = await _get_or_none(store, paths.broker_config(broker))
         if node is not None and set(DynamicBrokerConfig.decode(node[0]).configs) & set(DYNAMIC_BROKER_SETTINGS):

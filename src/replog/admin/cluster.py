@@ -31,7 +31,7 @@ import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from replog import listener_settings
-from replog.coord_backends import BadVersion, NodeExists, NoNode, Store
+from replog.coord_backends import BadVersion, NodeExists, NoNode, Store, children_or_empty
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration, ClusterId, IsrRecord, LeaderRecord
 from replog.replication.election import next_leader_epoch
@@ -55,7 +55,6 @@ from .reassignment import cluster_brokers, list_partition_reassignments
 from .topics import (
     PartitionDescription,
     StateChangeLimits,
-    _children_or_none,
     _get_or_none,
     _partition_ids,
     describe_topic,
@@ -158,7 +157,7 @@ async def cluster_status(store: Store) -> ClusterStatus:
             partitions += (await describe_topic(store, topic)).partitions
         except UnknownTopicOrPartition:
             continue  # deleted since the listing
-    depths = {broker: len(await _children_or_none(store, paths.state_queue(broker))) for broker in sorted(known)}
+    depths = {broker: len(await children_or_empty(store, paths.state_queue(broker))) for broker in sorted(known)}
     cluster_id = await _get_or_none(store, paths.CLUSTER_ID)
     return summarize(ClusterId.decode(cluster_id[0]).cluster_id if cluster_id else None, registered, known,
                      partitions, depths, len(await list_partition_reassignments(store)))
@@ -484,7 +483,7 @@ async def finish_removal(store: Store, brokers: Collection[int], limits: StateCh
             raise ReassignmentInProgress(f"brokers {left} still hold a replica of {key[0]}-{key[1]} (a topic created "
                                          "meanwhile?): remove them again")
     running = [broker for broker in sorted(brokers) if await store.exists(paths.broker(broker)) is not None]
-    queued = {broker: await _children_or_none(store, paths.state_queue(broker)) for broker in running}
+    queued = {broker: await children_or_empty(store, paths.state_queue(broker)) for broker in running}
     await wait_till_state_change_requests_consumed(store, queued, limits.timeout_s)
     deleted = []
     for broker in sorted(brokers):
@@ -493,7 +492,7 @@ async def finish_removal(store: Store, brokers: Collection[int], limits: StateCh
         except NoNode:
             continue
         deleted.append(broker)
-    finished = [topic for topic in sorted(await _children_or_none(store, paths.TOPIC_DELETIONS))
+    finished = [topic for topic in sorted(await children_or_empty(store, paths.TOPIC_DELETIONS))
                 if await finish_topic_deletion(store, topic)]
     logger.info("brokers removed brokers=%s queues_deleted=%s deletions_finished=%s", sorted(brokers), deleted, finished)
     return Removal(tuple(sorted(brokers)), tuple(deleted), tuple(finished))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
-from replog.coord_backends import BadVersion, NodeExists, NoNode, Store
+from replog.coord_backends import BadVersion, NodeExists, NoNode, Store, children_or_empty
 from replog.coord_backends import paths
 from replog.coord_backends.paths import PartitionReassignment
 
@@ -28,7 +28,7 @@ from .errors import (
     ReassignmentInProgress,
     UnknownTopicOrPartition,
 )
-from .topics import StateChangeLimits, _changing_topic, _children_or_none, _partition_ids, read_replicas
+from .topics import StateChangeLimits, _changing_topic, _partition_ids, read_replicas
 
 PartitionKey = tuple[str, int]
 
@@ -72,7 +72,7 @@ async def cluster_brokers(store: Store) -> set[int]:
     """The brokers of the cluster, running or not: those registered, and those with a state-change
     queue (made at a broker's first start, deleted when it is removed: docs/design.md §12)."""
     return {int(child) for path in (paths.STATE_QUEUES, paths.BROKER_IDS)
-            for child in await _children_or_none(store, path) if child.isdigit()}
+            for child in await children_or_empty(store, path) if child.isdigit()}
 
 
 async def _refusal(store: Store, topic: str, partition: int, target: Sequence[int] | None,
@@ -141,8 +141,8 @@ async def _reassignment(store: Store, topic: str, partition: int) -> tuple[Parti
 async def list_partition_reassignments(store: Store, partitions: Iterable[PartitionKey] | None = None) -> list[ReassignmentStatus]:
     """The moves in flight, of the given partitions or of all."""
     if partitions is None:
-        partitions = [(topic, int(child)) for topic in await _children_or_none(store, paths.PARTITIONS_REASSIGNED)
-                      for child in await _children_or_none(store, paths.reassigned_topic(topic))]
+        partitions = [(topic, int(child)) for topic in await children_or_empty(store, paths.PARTITIONS_REASSIGNED)
+                      for child in await children_or_empty(store, paths.reassigned_topic(topic))]
     statuses = []
     for topic, partition in sorted(partitions):  # bounded by the partitions
         current = await _reassignment(store, topic, partition)

@@ -24,7 +24,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from replog.coord_backends import TRANSACTION_OPS_MAX, BadVersion, NodeExists, NoNode, NotEmpty, Store, StoreError
+from replog.coord_backends import (TRANSACTION_OPS_MAX, BadVersion, NodeExists, NoNode, NotEmpty, Store, StoreError,
+                                   children_or_empty)
 from replog.coord_backends import paths
 from replog.coord_backends.paths import InvalidNodeValue, UserConfig
 
@@ -42,7 +43,7 @@ from replog.security.scram import (
 )
 
 from .errors import AdminError, store_failure
-from .topics import CONFLICT_ATTEMPTS_MAX, _children_or_none, _get_or_none
+from .topics import CONFLICT_ATTEMPTS_MAX, _get_or_none
 
 logger = logging.getLogger(__name__)
 
@@ -215,7 +216,7 @@ async def describe_user_scram_credentials(store: Store, users: Sequence[str] | N
     user named twice, named empty or without credentials; with none named, every user that has
     a credential, by name. Never a salt or a key."""
     if not users:
-        everyone = sorted(paths.unsanitized(child) for child in await _children_or_none(store, paths.USER_CONFIGS))
+        everyone = sorted(paths.unsanitized(child) for child in await children_or_empty(store, paths.USER_CONFIGS))
         described = map(_described, everyone, await _user_nodes(store, everyone))
         return [credentials for credentials in described if credentials is not None]
     named = list(dict.fromkeys(users))

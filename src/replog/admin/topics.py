@@ -50,8 +50,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
 from replog.config import SEGMENT_BYTES_MIN, SETTINGS, BrokerConfig, ConfigError, validate_topic_configs
-from replog.coord_backends import (BadVersion, NodeExists, NoNode, NotEmpty, Store, Transaction, commit_groups,
-                                  commit_in_batches, commit_ops)
+from replog.coord_backends import (BadVersion, NodeExists, NoNode, NotEmpty, Store, Transaction, children_or_empty,
+                                  commit_groups, commit_in_batches, commit_ops)
 from replog.coord_backends import paths
 from replog.coord_backends.base import CreateOp, DeleteOp, TxnOp
 from replog.coord_backends.paths import (
@@ -143,13 +143,6 @@ async def _retrying(attempt: Callable[[], Awaitable[T]]) -> T:
     return await attempt()
 
 
-async def _children_or_none(store: Store, path: str) -> list[str]:
-    try:
-        return await store.children(path)
-    except NoNode:
-        return []
-
-
 async def _get_or_none(store: Store, path: str) -> tuple[bytes, int] | None:
     try:
         return await store.get(path)
@@ -168,7 +161,7 @@ async def _ensure_exists(store: Store, path: str) -> None:
 async def registered_brokers(store: Store) -> dict[int, BrokerRegistration]:
     """Every registered broker's registration, by id."""
     registered = {}
-    for child in await _children_or_none(store, paths.BROKER_IDS):
+    for child in await children_or_empty(store, paths.BROKER_IDS):
         node = await _get_or_none(store, paths.broker(int(child)))
         if node is not None:  # None: the broker's session ended since the listing
             registered[int(child)] = BrokerRegistration.decode(node[0])
@@ -182,8 +175,8 @@ async def live_brokers(store: Store) -> list[BrokerRack]:
 
 async def list_topics(store: Store) -> list[str]:
     """The topics, but those marked for deletion and those being created (count 0)."""
-    marked = set(await _children_or_none(store, paths.TOPIC_DELETIONS))
-    names = [topic for topic in await _children_or_none(store, paths.TOPICS) if topic not in marked]
+    marked = set(await children_or_empty(store, paths.TOPIC_DELETIONS))
+    names = [topic for topic in await children_or_empty(store, paths.TOPICS) if topic not in marked]
     records = await asyncio.gather(*(read_topic_record(store, topic) for topic in names))
     return [topic for topic, record in zip(names, records) if record is not None and record[0].partitions != 0]
 
@@ -308,7 +301,7 @@ async def _wait_for_registered(store: Store, name: str, sent: Mapping[int, list[
 
 async def _staged(store: Store, name: str) -> dict[int, list[int]]:
     staged = {}
-    for child in await _children_or_none(store, paths.reassigned_topic(name)):
+    for child in await children_or_empty(store, paths.reassigned_topic(name)):
         replicas = await read_replicas(store, paths.reassigned_partition(name, int(child)))
         if replicas is not None:
             staged[int(child)] = list(replicas)
@@ -325,7 +318,7 @@ async def clean_failed_topic_creation_attempt(store: Store, name: str, limits: S
     record = await read_topic_record(store, name)
     uncounted = {} if record is None else {
         partition_id: list(await read_replicas(store, paths.replicas(name, partition_id)) or ())
-        for partition_id in map(int, await _children_or_none(store, paths.topic(name)))
+        for partition_id in map(int, await children_or_empty(store, paths.topic(name)))
         if not record[0].counts(partition_id)
     }
     staged = await _staged(store, name)
@@ -529,7 +522,7 @@ async def _mark_for_deletion(store: Store, name: str, limits: StateChangeLimits)
         await store.create(paths.topic_deletion(name), TopicDeletion().encode())
         marked = await read_deletion(store, name)
     assignment = await _staged(store, name)
-    for partition_id in await _children_or_none(store, paths.topic(name)):
+    for partition_id in await children_or_empty(store, paths.topic(name)):
         replicas = await read_replicas(store, paths.replicas(name, int(partition_id)))
         if replicas is not None:
             assignment[int(partition_id)] = sorted({*assignment.get(int(partition_id), ()), *replicas})

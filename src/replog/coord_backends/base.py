@@ -202,6 +202,14 @@ class Transaction:
         return await self._apply(list(self.ops))
 
 
+async def children_or_empty(store: Store, path: str) -> list[str]:
+    """`store.children(path)`, none for a node that does not exist."""
+    try:
+        return await store.children(path)
+    except NoNode:
+        return []
+
+
 async def commit_ops(store: Store, ops: list[TxnOp]) -> list[object]:
     """`ops` built elsewhere, committed in one transaction (Transaction.commit's results)."""
     transaction = store.transaction()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Iterable
 
-from replog.coord_backends.base import TRANSACTION_OPS_MAX, NoNode, Store
+from replog.coord_backends.base import TRANSACTION_OPS_MAX, NoNode, Store, children_or_empty
 from replog.coord_backends.paths import (
     LITERAL_ACLS,
     PREFIXED_ACLS,
@@ -110,7 +110,7 @@ async def stored_patterns(store: Store) -> list[ResourcePattern]:
     """Every resource pattern with a node, literal and prefixed, of the types ACLs are kept for."""
     patterns = []
     for pattern_type, root in _PATTERN_ROOTS.items():
-        for type_name in await _children(store, root):
+        for type_name in await children_or_empty(store, root):
             try:
                 resource_type = ResourceType(parse_name(ResourceType, type_name))
             except ValueError:
@@ -120,15 +120,8 @@ async def stored_patterns(store: Store) -> list[ResourcePattern]:
                 continue
             parent = acl_resources(type_name, pattern_type == PatternType.PREFIXED)
             patterns.extend(ResourcePattern(resource_type, unsanitized(child), pattern_type)
-                            for child in await _children(store, parent))
+                            for child in await children_or_empty(store, parent))
     return patterns
-
-
-async def _children(store: Store, path: str) -> list[str]:
-    try:
-        return await store.children(path)
-    except NoNode:
-        return []
 
 
 def change_notice(pattern: ResourcePattern) -> bytes:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from replog.coord_backends import TRANSACTION_OPS_MAX, NoNode, Store
+from replog.coord_backends import TRANSACTION_OPS_MAX, NoNode, Store, children_or_empty
 from replog.coord_backends import paths
 from replog.coord_backends.paths import ClientConfig, ConfigChange, InvalidNodeValue, UserConfig
 
@@ -61,12 +61,12 @@ async def read_quotas(store: Store, entity: ClientQuotaEntity) -> dict[str, str]
 
 async def stored_quotas(store: Store) -> dict[ClientQuotaEntity, dict[str, str]]:
     """Every entity with a quota, and its quota configs as stored."""
-    entities = [ClientQuotaEntity(None, paths.unsanitized(child)) for child in await _children(store, paths.CLIENT_CONFIGS)]
-    for child in await _children(store, paths.USER_CONFIGS):
+    entities = [ClientQuotaEntity(None, paths.unsanitized(child)) for child in await children_or_empty(store, paths.CLIENT_CONFIGS)]
+    for child in await children_or_empty(store, paths.USER_CONFIGS):
         user = paths.unsanitized(child)
         entities.append(ClientQuotaEntity(user, None))
         entities.extend(ClientQuotaEntity(user, paths.unsanitized(client))
-                        for client in await _children(store, paths.user_clients(user)))
+                        for client in await children_or_empty(store, paths.user_clients(user)))
     found = {}
     for start in range(0, len(entities), TRANSACTION_OPS_MAX):
         batch = entities[start:start + TRANSACTION_OPS_MAX]
@@ -74,13 +74,6 @@ async def stored_quotas(store: Store) -> dict[ClientQuotaEntity, dict[str, str]]
             if answer is not None and (quotas := _quota_configs(entity, answer[0])):
                 found[entity] = quotas
     return found
-
-
-async def _children(store: Store, path: str) -> list[str]:
-    try:
-        return await store.children(path)
-    except NoNode:
-        return []
 
 
 def change_notice(entity: ClientQuotaEntity) -> bytes:
