@@ -24,8 +24,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from replog.coord_backends import (TRANSACTION_OPS_MAX, BadVersion, NodeExists, NoNode, NotEmpty, Store, StoreError,
-                                   children_or_empty)
+from replog.coord_backends import (BadVersion, NodeExists, NoNode, NotEmpty, Store, StoreError, children_or_empty,
+                                   get_all)
 from replog.coord_backends import paths
 from replog.coord_backends.paths import InvalidNodeValue, UserConfig
 
@@ -205,10 +205,7 @@ def _described(user: str, node: tuple[bytes, int] | None) -> UserScramCredential
 
 
 async def _user_nodes(store: Store, users: Sequence[str]) -> list[tuple[bytes, int] | None]:
-    nodes = []
-    for start in range(0, len(users), TRANSACTION_OPS_MAX):
-        nodes += await store.get_many([paths.user_config(user) for user in users[start:start + TRANSACTION_OPS_MAX]])
-    return nodes
+    return await get_all(store, [paths.user_config(user) for user in users])
 
 
 async def describe_user_scram_credentials(store: Store, users: Sequence[str] | None = None) -> list[UserScramCredentials]:

@@ -37,6 +37,7 @@ from .base import (
     commit_groups,
     commit_in_batches,
     commit_ops,
+    get_all,
     validate_path,
 )
 from .observed import ObservedStore
@@ -67,6 +68,7 @@ __all__ = [
     "commit_groups",
     "commit_in_batches",
     "commit_ops",
+    "get_all",
     "hide_credentials",
     "open_store",
 ]

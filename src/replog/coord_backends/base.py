@@ -210,6 +210,14 @@ async def children_or_empty(store: Store, path: str) -> list[str]:
         return []
 
 
+async def get_all(store: Store, paths: list[str]) -> list[tuple[bytes, int] | None]:
+    """`store.get_many` of any number of paths: in batches of TRANSACTION_OPS_MAX, in turn."""
+    answers: list[tuple[bytes, int] | None] = []
+    for start in range(0, len(paths), TRANSACTION_OPS_MAX):  # bounded by the paths asked for
+        answers += await store.get_many(paths[start:start + TRANSACTION_OPS_MAX])
+    return answers
+
+
 async def commit_ops(store: Store, ops: list[TxnOp]) -> list[object]:
     """`ops` built elsewhere, committed in one transaction (Transaction.commit's results)."""
     transaction = store.transaction()

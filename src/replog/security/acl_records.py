@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Iterable
 
-from replog.coord_backends.base import TRANSACTION_OPS_MAX, NoNode, Store, children_or_empty
+from replog.coord_backends.base import NoNode, Store, children_or_empty, get_all
 from replog.coord_backends.paths import (
     LITERAL_ACLS,
     PREFIXED_ACLS,
@@ -97,13 +97,9 @@ def _entries_or_none(raw: bytes, path: str) -> tuple[AccessControlEntry, ...]:
 
 async def read_many(store: Store, patterns: list[ResourcePattern]) -> dict[ResourcePattern, tuple[AccessControlEntry, ...]]:
     """The entries of each of `patterns`: none for one without a node or readable entries."""
-    found: dict[ResourcePattern, tuple[AccessControlEntry, ...]] = {}
-    for start in range(0, len(patterns), TRANSACTION_OPS_MAX):  # bounded by the patterns asked for
-        batch = patterns[start:start + TRANSACTION_OPS_MAX]
-        paths = [node_path(pattern) for pattern in batch]
-        for pattern, path, answer in zip(batch, paths, await store.get_many(paths)):
-            found[pattern] = () if answer is None else _entries_or_none(answer[0], path)
-    return found
+    paths = [node_path(pattern) for pattern in patterns]
+    return {pattern: () if answer is None else _entries_or_none(answer[0], path)
+            for pattern, path, answer in zip(patterns, paths, await get_all(store, paths))}
 
 
 async def stored_patterns(store: Store) -> list[ResourcePattern]:

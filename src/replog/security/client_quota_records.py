@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from replog.coord_backends import TRANSACTION_OPS_MAX, NoNode, Store, children_or_empty
+from replog.coord_backends import NoNode, Store, children_or_empty, get_all
 from replog.coord_backends import paths
 from replog.coord_backends.paths import ClientConfig, ConfigChange, InvalidNodeValue, UserConfig
 
@@ -68,11 +68,9 @@ async def stored_quotas(store: Store) -> dict[ClientQuotaEntity, dict[str, str]]
         entities.extend(ClientQuotaEntity(user, paths.unsanitized(client))
                         for client in await children_or_empty(store, paths.user_clients(user)))
     found = {}
-    for start in range(0, len(entities), TRANSACTION_OPS_MAX):
-        batch = entities[start:start + TRANSACTION_OPS_MAX]
-        for entity, answer in zip(batch, await store.get_many([node_path(entity) for entity in batch])):
-            if answer is not None and (quotas := _quota_configs(entity, answer[0])):
-                found[entity] = quotas
+    for entity, answer in zip(entities, await get_all(store, [node_path(entity) for entity in entities])):
+        if answer is not None and (quotas := _quota_configs(entity, answer[0])):
+            found[entity] = quotas
     return found
 
 
