@@ -1,12 +1,20 @@
 """The log cleaner (storage/cleaner.py) on logs that hold transactions: aborted records go,
 committed ones stay, markers stay while their transaction has a batch and then for
-delete.retention.ms, and nothing at or past the first unstable offset is touched."""
+delete.retention.ms, what a producer's state is rebuilt from stays, and nothing at or past the
+first unstable offset is touched."""
 
 import struct
 
 import pytest
 
-from replog.storage.batch_format import LEADER_EPOCH_POSITION, TRANSACTIONAL_BIT, NewRecord, encode_batch
+from replog.replica.producer_state import ProducerStateManager
+from replog.storage.batch_format import (
+    CONTROL_BATCH_BIT,
+    LEADER_EPOCH_POSITION,
+    TRANSACTIONAL_BIT,
+    NewRecord,
+    encode_batch,
+)
 from replog.storage.control_batches import ControlType, Marker, encode_marker
 from replog.storage.records import batch_headers
 from replog.storage.transaction_index import AbortedTxn, TransactionIndex
@@ -37,10 +45,10 @@ class Transactions:
         self.open.setdefault(producer_id, first)
         return first
 
-    def end(self, producer_id: int, control_type: ControlType) -> int:
-        offset = self._append(encode_marker(Marker(producer_id, 0, control_type, 0), self.clock()))
-        first = self.open.pop(producer_id)
-        if control_type is ControlType.ABORT:
+    def end(self, producer_id: int, control_type: ControlType, epoch: int = 0) -> int:
+        offset = self._append(encode_marker(Marker(producer_id, epoch, control_type, 0), self.clock()))
+        first = self.open.pop(producer_id, None)
+        if control_type is ControlType.ABORT and first is not None:
             self.log.add_aborted(AbortedTxn(producer_id, first, offset, offset + 1))
         return offset
 
@@ -61,7 +69,7 @@ class Transactions:
 
 
 def markers(log) -> list[int]:
-    return [header.base_offset for header in batch_headers(read_all(log, 0)) if header.attributes & 0x20]
+    return [header.base_offset for header in batch_headers(read_all(log, 0)) if header.attributes & CONTROL_BATCH_BIT]
 
 
 @pytest.fixture
@@ -71,7 +79,9 @@ def clock():
 
 @pytest.fixture
 def txns(tmp_path, clock):
-    return Transactions(open_log(tmp_path / "t-0", clock, **COMPACTED), clock)
+    log = open_log(tmp_path / "t-0", clock, **COMPACTED)
+    log.take_recovered_producers()  # the empty log's, which its partition's producer state takes at open
+    return Transactions(log, clock)
 
 
 def test_aborted_records_go_and_never_supersede_committed_ones(txns):
@@ -144,3 +154,41 @@ def test_nothing_at_or_past_the_first_unstable_offset_is_cleaned(txns):
     assert [record for record in after if record[0] >= unstable] == [record for record in before if record[0] >= unstable]
     assert [record for record in after if record[0] < unstable] == [(2, b"k", b"2")]
     assert not clean(txns.log, first_unstable_offset=unstable), "the head below the open transaction is clean"
+
+
+def test_a_producer_state_rebuilt_from_a_cleaned_log_is_the_one_rebuilt_before(tmp_path, txns, clock):
+    txns.plain((b"first", b"x"))
+    txns.write(1, (b"k", b"1"))
+    txns.end(1, ControlType.COMMIT)
+    txns.write(1, (b"k", b"2"))
+    txns.end(1, ControlType.COMMIT)
+    txns.write(2, (b"k", b"aborted"))
+    txns.end(2, ControlType.ABORT)
+    txns.write(3, (b"k", b"3"))
+    txns.end(3, ControlType.COMMIT)
+    # A coordinator that timed producer 3 out bumps its epoch with an abort marker for a
+    # transaction this partition never saw: that marker alone holds the epoch.
+    txns.end(3, ControlType.ABORT, epoch=1)
+    txns.write(4, (b"k", b"4"))  # superseded below, its marker's data gone
+    txns.end(4, ControlType.COMMIT)
+    txns.plain((b"k", b"5"))
+    txns.roll_and_commit()
+
+    def rebuilt(name: str) -> dict:
+        (tmp_path / name).mkdir()  # a directory without snapshots: the state comes from the log alone
+        state = ProducerStateManager(tmp_path / name, txns.log.topic, txns.log.partition)
+        state.load(txns.log)
+        state.on_high_watermark(txns.log.log_end_offset)
+        assert state.first_unstable_offset() is None, "every transaction has ended"
+        return {producer_id: (entry.epoch, entry.last_sequence, entry.last_offset, entry.last_timestamp_ms,
+                              entry.coordinator_epoch, entry.current_txn_first_offset)
+                for producer_id, entry in state.producers.items()}
+
+    before = rebuilt("before")
+    assert before.keys() == {1, 2, 3, 4}
+    assert clean(txns.log)
+    clock.advance(DAY_MS + 1)
+    txns.roll_and_commit()
+    assert clean(txns.log)
+    assert not [record for record in contents(txns.log) if record[1] == b"k" and record[2] != b"5"]
+    assert rebuilt("after") == before
