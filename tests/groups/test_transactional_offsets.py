@@ -77,12 +77,19 @@ def committed(coordinator: GroupCoordinator, *partitions: int) -> dict[int, int 
     return {index: None if value is None else value.offset for (_, index), value in offsets.items()}
 
 
-async def test_a_load_applies_committed_transactions_drops_aborted_ones_and_keeps_open_ones_pending(coordinated):
-    coordinator, partition = coordinated
+def two_open_transactions(partition: Partition) -> LeaderLog:
+    """t-0 committed at 5; producer 7's transaction commits t-0 at 10 and t-1 at 11, producer
+    8's t-2 at 20."""
     written = LeaderLog(partition)
     written.commit({("t", 0): 5})
     written.commit({("t", 0): 10, ("t", 1): 11}, producer_id=7)
     written.commit({("t", 2): 20}, producer_id=8)
+    return written
+
+
+async def test_a_load_applies_committed_transactions_drops_aborted_ones_and_keeps_open_ones_pending(coordinated):
+    coordinator, partition = coordinated
+    written = two_open_transactions(partition)
     written.commit({("t", 1): 30})  # a plain commit after the transaction's: later in the log, it wins
     written.marker(7, ControlType.COMMIT)
     written.commit({("t", 3): 40}, producer_id=9)
@@ -99,10 +106,7 @@ async def test_a_load_applies_committed_transactions_drops_aborted_ones_and_keep
 
 async def test_an_aborted_transaction_leaves_the_offsets_as_they_were_and_a_tombstone_outdates_pending_ones(coordinated):
     coordinator, partition = coordinated
-    written = LeaderLog(partition)
-    written.commit({("t", 0): 5})
-    written.commit({("t", 0): 10, ("t", 1): 11}, producer_id=7)
-    written.commit({("t", 2): 20}, producer_id=8)
+    written = two_open_transactions(partition)
     await lead(coordinator, partition, 2)
     assert coordinator.unstable_offsets("g") == {("t", 0), ("t", 1), ("t", 2)}
 
