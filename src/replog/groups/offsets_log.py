@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -125,9 +126,18 @@ def _next_sequence(partition: Partition, producer_id: int, producer_epoch: int) 
     return increment_sequence(entry.last_sequence, 1)
 
 
-async def load(partition: Partition) -> Table:
-    """The table of a partition this broker leads, read from its log start to its end."""
-    table = Table()
+class AppliesRecords(Protocol):
+    """What a load fills. Markers end a Table's pending offsets; __transaction_state, which the
+    transaction coordinator loads with its own table, never holds one."""
+
+    def apply(self, record_offset: int, key: bytes | None, value: bytes | None,
+              producer_id: int = NO_PRODUCER_ID) -> None: ...
+
+
+async def load(partition: Partition, table: AppliesRecords | None = None) -> Any:
+    """The table of a partition this broker leads, read from its log start to its end: a Table of
+    groups, or `table` (the transaction coordinator reads __transaction_state so)."""
+    table = Table() if table is None else table
     offset = partition.log_start_offset
     epoch = partition.leader_epoch
     while offset < (end := partition.log_end_offset):  # each turn reads at least one batch
@@ -145,7 +155,7 @@ async def load(partition: Partition) -> Table:
     return table
 
 
-def _apply_batches(partition: Partition, table: Table, data: bytes, offset: int) -> int:
+def _apply_batches(partition: Partition, table: AppliesRecords, data: bytes, offset: int) -> int:
     start = offset
     for batch in decode_batches(data):  # bounded by the chunk's size
         if batch.skipped:
