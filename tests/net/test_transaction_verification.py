@@ -36,7 +36,7 @@ class LocalCoordinator:
     def __init__(self, errors: dict):
         self.errors, self.asked = errors, []
 
-    async def verify_partitions(self, transactional_id, producer_id, producer_epoch, partitions):
+    def verify_partitions(self, transactional_id, producer_id, producer_epoch, partitions):
         self.asked.append((transactional_id, producer_id, producer_epoch, sorted(partitions)))
         return {partition: self.errors.get(partition, ErrorCode.none) for partition in partitions}
 

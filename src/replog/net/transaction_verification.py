@@ -23,9 +23,8 @@ Kafka does during an upgrade.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -35,8 +34,6 @@ from replog.transactions import TRANSACTION_STATE_TOPIC, partition_for_transacti
 from .client import BrokerConnection, NoCommonVersion
 from .codec import ApiKey
 
-logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 FIRST_VERIFY_ONLY_VERSION = 4
 TopicPartition = tuple[str, int]
@@ -47,8 +44,8 @@ _REQUEST_ERRORS = {ErrorCode.cluster_authorization_failed: ErrorCode.invalid_txn
 class VerifiesPartitions(Protocol):
     """This broker's transaction coordinator (transactions/coordinator.py), as the verifier asks it."""
 
-    async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                partitions: Collection[TopicPartition]) -> dict[TopicPartition, ErrorCode]: ...
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]: ...
 
 
 Call = Callable[[int, Callable[[BrokerConnection], Awaitable[Any]]], Awaitable[Any]]
@@ -75,7 +72,7 @@ class TransactionVerifier:
         if coordinator is None:
             errors = dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
         elif coordinator == self._broker_id:
-            errors = await self._coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+            errors = self._coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
         else:
             errors = await self._ask(coordinator, transactional_id, producer_id, producer_epoch, partitions)
         unverified = {}
@@ -86,10 +83,6 @@ class TransactionVerifier:
                 error = ErrorCode.invalid_txn_state
             if error != ErrorCode.none:
                 unverified[partition] = ErrorCode(error)
-        if unverified:
-            logger.info("transactional batches not verified transactional_id=%s producer_id=%d epoch=%d coordinator=%s "
-                        "errors=%s", transactional_id, producer_id, producer_epoch, coordinator,
-                        sorted({error.name for error in unverified.values()}))
         return unverified
 
     def _coordinator_of(self, transactional_id: str) -> int | None:
@@ -103,7 +96,7 @@ class TransactionVerifier:
         return view.leader
 
     async def _ask(self, broker_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
-                   partitions: Collection[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+                   partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
