@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -74,9 +75,14 @@ async def append(partition: Partition | None, records: Iterable[tuple[bytes, byt
     return APPEND_ERRORS.get(result.error_code, result.error_code)
 
 
-async def load(partition: Partition) -> Table:
-    """The table of a partition this broker leads, read from its log start to its current end."""
-    table = Table()
+class AppliesRecords(Protocol):
+    def apply(self, key: bytes | None, value: bytes | None) -> None: ...
+
+
+async def load(partition: Partition, table: AppliesRecords | None = None) -> Any:
+    """The table of a partition this broker leads, read from its log start to its current end:
+    a Table of groups, or `table` (the transaction coordinator reads __transaction_state so)."""
+    table = Table() if table is None else table
     offset, end = partition.log_start_offset, partition.log_end_offset
     epoch = partition.leader_epoch
     while offset < end:  # each turn reads at least one batch
@@ -94,7 +100,7 @@ async def load(partition: Partition) -> Table:
     return table
 
 
-def _apply_batches(partition: Partition, table: Table, data: bytes, offset: int) -> int:
+def _apply_batches(partition: Partition, table: AppliesRecords, data: bytes, offset: int) -> int:
     start = offset
     for batch in decode_batches(data):  # bounded by the chunk's size
         if batch.skipped:
