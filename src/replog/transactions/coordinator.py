@@ -125,7 +125,7 @@ class _Table:
     def __init__(self) -> None:
         self.transits: dict[str, TxnTransit] = {}
 
-    def apply(self, key: bytes | None, value: bytes | None) -> None:
+    def apply(self, record_offset: int, key: bytes | None, value: bytes | None, producer_id: int = -1) -> None:
         record = decode_record(key, value)
         if record.value is None:
             self.transits.pop(record.transactional_id, None)
