@@ -217,6 +217,8 @@ TABLE: tuple[Row, ...] = (
         {"name": THROTTLE, "config_operation": 0, "value": "1000000"}]), (on_cluster(AclOperation.ALTER_CONFIGS),),
         "cluster default"),
     Row(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None}, (on_cluster(AclOperation.DESCRIBE),)),
+    Row(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": TOPIC, "partition_indexes": [0]}]},
+        (on_topic(AclOperation.READ),)),
     Row(ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "topic_partitions": [{"topic": TOPIC, "partitions": [0]}],
                                   "timeout": 1000}, (on_cluster(AclOperation.ALTER),)),
     Row(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout": 1000, "topics": [
