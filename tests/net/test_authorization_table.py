@@ -64,6 +64,10 @@ def on_group(operation: AclOperation, name: str = GROUP) -> Need:
     return Need(operation, ResourceType.GROUP, name, GROUP_DENIED)
 
 
+def on_transactional_id(operation: AclOperation) -> Need:
+    return Need(operation, ResourceType.TRANSACTIONAL_ID, TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED)
+
+
 def on_cluster(operation: AclOperation, error: ErrorCode = CLUSTER_DENIED) -> Need:
     return Need(operation, ResourceType.CLUSTER, CLUSTER_NAME, error)
 
@@ -165,6 +169,23 @@ TABLE: tuple[Row, ...] = (
     Row(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout": 60_000, "producer_id": -1,
                                      "producer_epoch": -1},
         (Need(AclOperation.WRITE, ResourceType.TOPIC, TOPIC, CLUSTER_DENIED),), "write on a topic"),
+    Row(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": TRANSACTIONAL_ID, "transaction_timeout": 60_000,
+                                     "producer_id": -1, "producer_epoch": -1},
+        (on_transactional_id(AclOperation.WRITE),), "transactional"),
+    Row(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {"v3_and_below_transactional_id": TRANSACTIONAL_ID, "v3_and_below_producer_id": 1,
+                                          "v3_and_below_producer_epoch": 0,
+                                          "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]},
+        (on_transactional_id(AclOperation.WRITE), on_topic(AclOperation.WRITE)), "client"),
+    Row(ApiKey.ADD_PARTITIONS_TO_TXN, 5, {"transactions": [
+        {"transactional_id": TRANSACTIONAL_ID, "producer_id": 1, "producer_epoch": 0, "verify_only": True,
+         "topics": [{"name": TOPIC, "partitions": [0]}]}]}, (on_cluster(AclOperation.CLUSTER_ACTION),), "broker"),
+    Row(ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": TRANSACTIONAL_ID, "producer_id": 1, "producer_epoch": 0,
+                                       "group_id": GROUP},
+        (on_transactional_id(AclOperation.WRITE), on_group(AclOperation.READ))),
+    Row(ApiKey.END_TXN, 3, {"transactional_id": TRANSACTIONAL_ID, "producer_id": 1, "producer_epoch": 0,
+                            "committed": True}, (on_transactional_id(AclOperation.WRITE),)),
+    Row(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [TRANSACTIONAL_ID]},
+        (on_transactional_id(AclOperation.DESCRIBE),)),
     Row(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, _epochs(-1), (on_topic(AclOperation.DESCRIBE),), "consumer"),
     Row(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, _epochs(-1), (on_cluster(AclOperation.CLUSTER_ACTION, TOPIC_DENIED),),
         "consumer with cluster action"),
@@ -225,7 +246,8 @@ UNCHECKED = {
 }
 
 # Asked besides the rows, in test_authorization_lists.py.
-FILTERING = {ApiKey.LIST_GROUPS: "lists only the groups a principal may Describe, refuses none"}
+FILTERING = {ApiKey.LIST_GROUPS: "lists only the groups a principal may Describe, refuses none",
+             ApiKey.LIST_TRANSACTIONS: "lists only the transactional ids a principal may Describe, refuses none"}
 
 
 def test_every_served_api_has_a_row_or_a_reason():

@@ -122,7 +122,13 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
-    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),  # 6 is KIP-939's two-phase commit, not implemented
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),  # 4+ from brokers only: KIP-890's verification
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    # 5 asks for an epoch bump at every end (KIP-890 part 2, transaction version 2): not implemented.
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.DESCRIBE_ACLS: (1, 3),  # Kafka 4's range: v0 predates pattern types
     ApiKey.CREATE_ACLS: (1, 3),

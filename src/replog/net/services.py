@@ -8,6 +8,7 @@ from typing import Any, Mapping, Protocol
 from replog.admin import StateChangeLimits
 from replog.coord_backends import Store
 from replog.groups import GroupCoordinator
+from replog.transactions import TransactionCoordinator
 from replog.replication.metadata_cache import MetadataCache
 from replog.net.fetch_sessions import FetchSessions
 from replog.obs import BrokerMetrics, StateChangeEvents
@@ -43,6 +44,7 @@ class Services(Protocol):
     producer_ids: ProducerIdAllocator
     leader_connections: PresumedGone
     groups: GroupCoordinator
+    transactions: TransactionCoordinator
     fetch_sessions: FetchSessions
     metrics: BrokerMetrics
     state_change_events: StateChangeEvents
@@ -63,3 +65,5 @@ class Services(Protocol):
     def follower_connection_lost(self, broker_id: int) -> None: ...
 
     def create_offsets_topic(self) -> None: ...
+
+    def create_transaction_state_topic(self) -> None: ...

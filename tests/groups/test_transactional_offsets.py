@@ -1,0 +1,160 @@
+"""Offsets committed in transactions (TxnOffsetCommit) over a real partition log: held pending
+until the producer's marker, applied on commit and dropped on abort, rebuilt by a new leader's
+load from the transactional batches and markers in its log, and answered UNSTABLE while pending;
+KIP-447's fencing of commits from a generation the group has left."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from replog.groups import CoordinatorConfig, GroupCoordinator, GroupLimits, JoinRequest, OffsetCommit
+from replog.groups.records import OffsetKey, OffsetValue, encode_batch, encode_key, encode_offset_value, \
+    encode_transactional_batch
+from replog.replica.partition import Partition, PartitionConfig
+from replog.storage.control_batches import ControlType, Marker, encode_marker
+from replog.storage.log import Log, LogConfig
+from tests.support.log_fixtures import ManualClock
+from tests.support.polling import eventually
+
+HERE, OTHER = 1, 2
+WAIT_S = 5
+NOW_MS = 1_700_000_000_000
+
+
+@pytest.fixture
+async def coordinated(tmp_path):
+    """A one-partition __consumer_offsets whose replica here follows OTHER (tests write the
+    leader's batches into it), and a running coordinator."""
+    log = Log(tmp_path / "__consumer_offsets-0", LogConfig(), ManualClock(NOW_MS))
+    partition = Partition(log, HERE, 0, (HERE, OTHER), (HERE,), 0, PartitionConfig(), now_ms=0)
+    partition.become_follower(OTHER, 1, now_ms=0)
+    coordinator = GroupCoordinator(HERE, CoordinatorConfig(GroupLimits(initial_rebalance_delay_ms=0)),
+                                   lambda topic, index: partition, lambda: 1, lambda: 0, lambda: NOW_MS)
+    running = asyncio.create_task(coordinator.run())
+    yield coordinator, partition
+    running.cancel()
+    await asyncio.gather(running, return_exceptions=True)
+    partition.close()
+
+
+class LeaderLog:
+    """The batches another broker's coordinator wrote, copied into the follower as replication does."""
+
+    def __init__(self, partition: Partition):
+        self.partition = partition
+
+    def _copy(self, batch: bytearray) -> None:
+        struct.pack_into(">q", batch, 0, self.partition.log_end_offset)  # the base offset, outside the CRC
+        self.partition.append_as_follower(bytes(batch), self.partition.log_end_offset + 1_000, 0)
+
+    def commit(self, offsets: dict[tuple[str, int], int], producer_id: int | None = None) -> None:
+        records = [(encode_key(OffsetKey("g", topic, index)), encode_offset_value(OffsetValue(offset, -1, "", NOW_MS)))
+                   for (topic, index), offset in offsets.items()]
+        self._copy(encode_batch(records, NOW_MS) if producer_id is None
+                   else encode_transactional_batch(records, NOW_MS, producer_id, 0, 0))
+
+    def marker(self, producer_id: int, control_type: ControlType) -> None:
+        self._copy(encode_marker(Marker(producer_id, 0, control_type, 0), NOW_MS))
+
+
+async def lead(coordinator: GroupCoordinator, partition: Partition, epoch: int) -> None:
+    partition.become_leader(epoch, (HERE, OTHER), (HERE,), now_ms=0)
+    coordinator.partition_changed(partition)
+
+    async def loaded() -> bool:
+        return coordinator.owns("g") is None
+
+    await eventually(loaded, WAIT_S, "the partition's groups to load")
+
+
+def committed(coordinator: GroupCoordinator, *partitions: int) -> dict[int, int | None]:
+    error, offsets = coordinator.fetch("g", [("t", index) for index in partitions])
+    assert error == ErrorCode.none
+    return {index: None if value is None else value.offset for (_, index), value in offsets.items()}
+
+
+async def test_a_load_applies_committed_transactions_drops_aborted_ones_and_keeps_open_ones_pending(coordinated):
+    coordinator, partition = coordinated
+    written = LeaderLog(partition)
+    written.commit({("t", 0): 5})
+    written.commit({("t", 0): 10, ("t", 1): 11}, producer_id=7)
+    written.commit({("t", 2): 20}, producer_id=8)
+    written.commit({("t", 1): 30})  # a plain commit after the transaction's: later in the log, it wins
+    written.marker(7, ControlType.COMMIT)
+    written.commit({("t", 3): 40}, producer_id=9)
+    written.marker(9, ControlType.ABORT)
+
+    await lead(coordinator, partition, 2)
+    assert committed(coordinator, 0, 1, 2, 3) == {0: 10, 1: 30, 2: None, 3: None}
+    assert coordinator.unstable_offsets("g") == {("t", 2)}  # producer 8's transaction is still open
+
+    coordinator.complete_transaction(8, 0, committed=True)  # its marker, written by this leader
+    assert committed(coordinator, 2) == {2: 20}
+    assert coordinator.unstable_offsets("g") == set()
+
+
+async def test_an_aborted_transaction_leaves_the_offsets_as_they_were_and_a_tombstone_outdates_pending_ones(coordinated):
+    coordinator, partition = coordinated
+    written = LeaderLog(partition)
+    written.commit({("t", 0): 5})
+    written.commit({("t", 0): 10, ("t", 1): 11}, producer_id=7)
+    written.commit({("t", 2): 20}, producer_id=8)
+    await lead(coordinator, partition, 2)
+    assert coordinator.unstable_offsets("g") == {("t", 0), ("t", 1), ("t", 2)}
+
+    coordinator.complete_transaction(7, 0, committed=False)
+    assert committed(coordinator, 0, 1) == {0: 5, 1: None}
+    assert await coordinator.delete_offsets("g", [("t", 2)]) == (ErrorCode.none, [ErrorCode.none])
+    assert coordinator.unstable_offsets("g") == set()
+    coordinator.complete_transaction(8, 0, committed=True)  # deleted meanwhile: nothing comes back
+    assert committed(coordinator, 2) == {2: None}
+
+    partition.become_follower(OTHER, 3, now_ms=0)  # the same, read back from the log with its markers
+    coordinator.partition_changed(partition)
+    written.marker(7, ControlType.ABORT)
+    written.marker(8, ControlType.COMMIT)
+    await lead(coordinator, partition, 4)
+    assert committed(coordinator, 0, 1, 2) == {0: 5, 1: None, 2: None}
+    assert coordinator.unstable_offsets("g") == set()
+
+
+async def test_pending_offsets_leave_with_the_partition_and_markers_are_ignored_elsewhere(coordinated):
+    coordinator, partition = coordinated
+    LeaderLog(partition).commit({("t", 0): 10}, producer_id=7)
+    await lead(coordinator, partition, 2)
+    partition.become_follower(OTHER, 3, now_ms=0)
+    coordinator.partition_changed(partition)
+    coordinator.complete_transaction(7, 0, committed=True)  # not coordinated here any more
+    assert coordinator.unstable_offsets("g") == set()
+    assert coordinator.fetch("g", None) == (ErrorCode.not_coordinator, {})
+
+
+def join_request(member_id: str = "", instance: str | None = None) -> JoinRequest:
+    return JoinRequest(member_id, instance, "client", "/127.0.0.1", 10_000, 10_000, "consumer", (("range", b"sub"),),
+                       require_known_member_id=False)
+
+
+async def test_a_commit_from_a_generation_the_group_has_left_is_fenced(coordinated):
+    """KIP-447: the producer of a consumer that lost its partitions in a rebalance cannot commit
+    offsets for them in its transaction."""
+    coordinator, partition = coordinated
+    await lead(coordinator, partition, 2)
+    joined = await coordinator.join("g", join_request(instance="instance-1"))
+    assert joined.error == ErrorCode.none
+    commit = [OffsetCommit("t", 0, 10, -1, None)]
+
+    async def refusal(member_id: str, instance: str | None, generation: int) -> list[int]:
+        return await coordinator.commit_transactional("g", 7, 0, member_id, instance, generation, commit)
+
+    assert await refusal(joined.member_id, "instance-1", joined.generation + 1) == [ErrorCode.illegal_generation]
+    assert await refusal("someone-else", None, joined.generation) == [ErrorCode.unknown_member_id]
+    assert await refusal("a-replaced-member", "instance-1", joined.generation) == [ErrorCode.fenced_instance_id]
+    assert await coordinator.commit_transactional("other", 7, 0, "m", None, 3, commit) == [ErrorCode.illegal_generation]
+    too_large = [OffsetCommit("t", 0, 10, -1, "x" * 5000)]
+    assert await coordinator.commit_transactional("g", 7, 0, joined.member_id, "instance-1", joined.generation,
+                                                  too_large) == [ErrorCode.offset_metadata_too_large]
+    assert coordinator.unstable_offsets("g") == set()
