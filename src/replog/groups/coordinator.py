@@ -109,8 +109,9 @@ class GroupCoordinator:
         self._offsets: dict[str, dict[tuple[str, int], OffsetValue]] = {}
         self._pending_offsets = PendingOffsets()
         # One transactional write per producer at a time: each batch takes the sequence after
-        # the last one's. Entries go when their write ends.
-        self._producer_writes: dict[int, asyncio.Lock] = {}
+        # the last one's. Producer id -> (its lock, the writes holding or awaiting it); an entry
+        # goes with its last write.
+        self._producer_writes: dict[int, tuple[asyncio.Lock, int]] = {}
         self._tasks: asyncio.TaskGroup | None = None
         self._pending: list[Callable[[asyncio.TaskGroup], None]] = []  # work asked for before `run`
 
@@ -334,7 +335,8 @@ class GroupCoordinator:
         of a generation the group has left behind is fenced by ILLEGAL_GENERATION, or
         FENCED_INSTANCE_ID for a replaced static member). `verify`: asks the transaction
         coordinator whether the transaction is open, for a producer new to the partition."""
-        error = self._commit_refusal(group_id, member_id, group_instance_id, generation, transactional=True)
+        error = ErrorCode.invalid_group_id if not group_id else \
+            self._commit_refusal(group_id, member_id, group_instance_id, generation, transactional=True)
         if error is not None:
             return [error] * len(commits)
         errors, values = self._offset_values(commits)
@@ -359,14 +361,16 @@ class GroupCoordinator:
         partition = self._hosted(OFFSETS_TOPIC, index)
         if partition is None or not isinstance(self._partitions.get(index), _Owned):
             return ErrorCode.not_coordinator, -1
-        lock = self._producer_writes.setdefault(producer_id, asyncio.Lock())
+        lock, writes = self._producer_writes.get(producer_id, (asyncio.Lock(), 0))
+        self._producer_writes[producer_id] = (lock, writes + 1)
         try:
             async with lock:
                 return await offsets_log.append_transactional(partition, records, producer_id, producer_epoch,
                                                               self.config.commit_timeout_ms, self._wall_clock_ms(), verify)
         finally:
-            if not lock.locked() and self._producer_writes.get(producer_id) is lock:
-                del self._producer_writes[producer_id]
+            lock, writes = self._producer_writes.pop(producer_id)
+            if writes > 1:
+                self._producer_writes[producer_id] = (lock, writes - 1)
 
     def complete_transaction(self, producer_id: int, partition_index: int, committed: bool) -> None:
         """The producer's transaction marker is written to partition `partition_index` of
