@@ -30,7 +30,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "src"))
 
-from confluent_kafka import Consumer, Producer  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from bench.compare.clusters import KafkaCluster, ReplogCluster  # noqa: E402
@@ -103,9 +103,9 @@ def end_to_end_latency(bootstrap: str, seconds: float, record_bytes: int) -> lis
     topic = f"txn-latency-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, "isolation.level": "read_committed",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10,
-                         "log_level": 0})
-    consumer.subscribe([topic])
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 10, "log_level": 0})
+    # Assigned, not subscribed: a group's join (and Kafka's initial rebalance delay) would count.
+    consumer.assign([TopicPartition(topic, partition, 0) for partition in range(PARTITIONS)])
     total = int(seconds * LATENCY_RATE)
     latencies: list[float] = []
 
