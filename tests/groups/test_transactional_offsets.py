@@ -77,12 +77,19 @@ def committed(coordinator: GroupCoordinator, *partitions: int) -> dict[int, int 
     return {index: None if value is None else value.offset for (_, index), value in offsets.items()}
 
 
-async def test_a_load_applies_committed_transactions_drops_aborted_ones_and_keeps_open_ones_pending(coordinated):
-    coordinator, partition = coordinated
+def two_open_transactions(partition: Partition) -> LeaderLog:
+    """t-0 committed at 5; producer 7's transaction commits t-0 at 10 and t-1 at 11, producer
+    8's t-2 at 20."""
     written = LeaderLog(partition)
     written.commit({("t", 0): 5})
     written.commit({("t", 0): 10, ("t", 1): 11}, producer_id=7)
     written.commit({("t", 2): 20}, producer_id=8)
+    return written
+
+
+async def test_a_load_applies_committed_transactions_drops_aborted_ones_and_keeps_open_ones_pending(coordinated):
+    coordinator, partition = coordinated
+    written = two_open_transactions(partition)
     written.commit({("t", 1): 30})  # a plain commit after the transaction's: later in the log, it wins
     written.marker(7, ControlType.COMMIT)
     written.commit({("t", 3): 40}, producer_id=9)
@@ -99,10 +106,7 @@ async def test_a_load_applies_committed_transactions_drops_aborted_ones_and_keep
 
 async def test_an_aborted_transaction_leaves_the_offsets_as_they_were_and_a_tombstone_outdates_pending_ones(coordinated):
     coordinator, partition = coordinated
-    written = LeaderLog(partition)
-    written.commit({("t", 0): 5})
-    written.commit({("t", 0): 10, ("t", 1): 11}, producer_id=7)
-    written.commit({("t", 2): 20}, producer_id=8)
+    written = two_open_transactions(partition)
     await lead(coordinator, partition, 2)
     assert coordinator.unstable_offsets("g") == {("t", 0), ("t", 1), ("t", 2)}
 
@@ -158,3 +162,110 @@ async def test_a_commit_from_a_generation_the_group_has_left_is_fenced(coordinat
     assert await coordinator.commit_transactional("g", 7, 0, joined.member_id, "instance-1", joined.generation,
                                                   too_large) == [ErrorCode.offset_metadata_too_large]
     assert coordinator.unstable_offsets("g") == set()
+
+
+@pytest.fixture
+async def led(coordinated):
+    coordinator, partition = coordinated
+    await lead(coordinator, partition, 2)
+    return coordinator, partition
+
+
+async def end(coordinator: GroupCoordinator, partition: Partition, producer_id: int, epoch: int, committed: bool) -> None:
+    """The transaction's marker, as WriteTxnMarkers writes it, then tells the coordinator."""
+    control_type = ControlType.COMMIT if committed else ControlType.ABORT
+    assert await partition.write_txn_marker(Marker(producer_id, epoch, control_type, 0), 5000) == ErrorCode.none
+    coordinator.complete_transaction(producer_id, 0, committed)
+
+
+async def test_offsets_committed_in_a_transaction_apply_only_once_it_commits_here_and_after_failover(led):
+    coordinator, partition = led
+    ok = [ErrorCode.none]
+    assert await coordinator.commit_transactional("g", 7, 0, "", None, -1, [OffsetCommit("t", 0, 10, -1, "")]) == ok
+    assert await coordinator.commit_transactional("g", 7, 0, "", None, -1, [OffsetCommit("t", 1, 11, -1, "")]) == ok
+    assert await coordinator.commit_transactional("g", 8, 0, "", None, -1, [OffsetCommit("t", 2, 20, -1, "")]) == ok
+    assert await coordinator.commit_transactional("g", 9, 0, "", None, -1, [OffsetCommit("t", 3, 30, -1, "")]) == ok
+    assert committed(coordinator, 0, 1, 2, 3) == {0: None, 1: None, 2: None, 3: None}
+    assert coordinator.unstable_offsets("g") == {("t", 0), ("t", 1), ("t", 2), ("t", 3)}
+    assert partition.last_stable_offset == 0  # the partition holds the transactions open too
+
+    await end(coordinator, partition, 7, 0, committed=True)
+    await end(coordinator, partition, 8, 0, committed=False)
+    assert committed(coordinator, 0, 1, 2, 3) == {0: 10, 1: 11, 2: None, 3: None}
+    assert coordinator.unstable_offsets("g") == {("t", 3)}
+
+    partition.become_follower(OTHER, 3, now_ms=0)  # a failover: producer 9's transaction is still open
+    coordinator.partition_changed(partition)
+    await lead(coordinator, partition, 4)
+    assert committed(coordinator, 0, 1, 2, 3) == {0: 10, 1: 11, 2: None, 3: None}
+    assert coordinator.unstable_offsets("g") == {("t", 3)}
+    await end(coordinator, partition, 9, 0, committed=True)  # its marker, from the new leader
+    assert committed(coordinator, 3) == {3: 30}
+    assert coordinator.unstable_offsets("g") == set()
+
+
+async def test_a_plain_commit_written_after_the_transactional_one_wins(led):
+    coordinator, partition = led
+    assert await coordinator.commit_transactional("g", 7, 0, "", None, -1, [OffsetCommit("t", 0, 10, -1, "")]) \
+        == [ErrorCode.none]
+    assert await coordinator.commit("g", "", None, -1, [OffsetCommit("t", 0, 30, -1, "")]) == [ErrorCode.none]
+    await end(coordinator, partition, 7, 0, committed=True)
+    assert committed(coordinator, 0) == {0: 30}
+    partition.become_follower(OTHER, 3, now_ms=0)
+    coordinator.partition_changed(partition)
+    await lead(coordinator, partition, 4)
+    assert committed(coordinator, 0) == {0: 30}
+
+
+async def test_one_producers_commits_take_its_next_sequences_even_when_sent_together(led):
+    coordinator, partition = led
+
+    async def verify() -> int:  # the transaction coordinator's answer comes later
+        await asyncio.sleep(0)
+        return ErrorCode.none
+
+    commits = [coordinator.commit_transactional("g", 7, 0, "", None, -1, [OffsetCommit("t", index, index, -1, "")],
+                                                verify)
+               for index in range(4)]
+    assert await asyncio.gather(*commits) == [[ErrorCode.none]] * 4
+    await end(coordinator, partition, 7, 0, committed=True)
+    assert await coordinator.commit_transactional("g", 7, 0, "", None, -1, [OffsetCommit("t", 0, 100, -1, "")]) \
+        == [ErrorCode.none]  # the next transaction, after the marker
+    await end(coordinator, partition, 7, 0, committed=True)
+    partition.become_follower(OTHER, 3, now_ms=0)  # read back: each batch was written, none taken for a retry
+    coordinator.partition_changed(partition)
+    await lead(coordinator, partition, 4)
+    assert committed(coordinator, 0, 1, 2, 3) == {0: 100, 1: 1, 2: 2, 3: 3}
+
+
+async def test_a_producers_first_commit_to_the_partition_is_verified_and_a_refusal_writes_nothing(led):
+    coordinator, partition = led
+    asked: list[int] = []
+    answers = iter([ErrorCode.invalid_txn_state, ErrorCode.network_exception, ErrorCode.none])
+
+    async def verify() -> int:
+        asked.append(partition.log_end_offset)
+        return next(answers)
+
+    def commit(offset: int):
+        return coordinator.commit_transactional("g", 7, 0, "", None, -1, [OffsetCommit("t", 0, offset, -1, "")], verify)
+
+    assert await commit(10) == [ErrorCode.invalid_txn_state]
+    assert await commit(11) == [ErrorCode.coordinator_load_in_progress]  # retried by the client, as Kafka maps it
+    assert coordinator.unstable_offsets("g") == set() and partition.log_end_offset == 0
+    assert await commit(12) == [ErrorCode.none]
+    assert await commit(13) == [ErrorCode.none]  # its transaction is open here now: not asked again
+    assert len(asked) == 3
+    await end(coordinator, partition, 7, 0, committed=True)
+    assert committed(coordinator, 0) == {0: 13}
+
+
+async def test_a_fenced_producer_commits_nothing(led):
+    coordinator, partition = led
+    assert await coordinator.commit_transactional("g", 7, 1, "", None, -1, [OffsetCommit("t", 0, 10, -1, "")]) \
+        == [ErrorCode.none]
+    await end(coordinator, partition, 7, 2, committed=False)  # aborted with an epoch bump: epoch 1 is a zombie's
+    zombie = await coordinator.commit_transactional("g", 7, 1, "", None, -1, [OffsetCommit("t", 0, 11, -1, "")])
+    assert zombie == [ErrorCode.invalid_producer_epoch]  # as Kafka's log answers an older epoch
+    assert coordinator.unstable_offsets("g") == set()
+    assert committed(coordinator, 0) == {0: None}

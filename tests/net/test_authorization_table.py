@@ -136,6 +136,13 @@ TABLE: tuple[Row, ...] = (
                                       {"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1,
                                        "committed_metadata": ""}]}]},
         (on_group(AclOperation.READ), on_topic(AclOperation.READ))),
+    Row(ApiKey.TXN_OFFSET_COMMIT, 3, {"transactional_id": TRANSACTIONAL_ID, "group_id": GROUP, "producer_id": 1,
+                                      "producer_epoch": 0, "generation_id": 1, "member_id": "m", "group_instance_id": None,
+                                      "topics": [{"name": TOPIC, "partitions": [
+                                          {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                                           "committed_metadata": ""}]}]},
+        (Need(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED),
+         on_group(AclOperation.READ), on_topic(AclOperation.READ))),
     Row(ApiKey.OFFSET_FETCH, 7, {"group_id": GROUP, "topics": [{"name": TOPIC, "partition_indexes": [0]}],
                                  "require_stable": False},
         (on_group(AclOperation.DESCRIBE), on_topic(AclOperation.DESCRIBE))),

@@ -121,8 +121,8 @@ async def append_transactional(partition: Partition | None, records: list[tuple[
 
 def _next_sequence(partition: Partition, producer_id: int, producer_epoch: int) -> int:
     entry = partition.producer_state.producers.get(producer_id)
-    if entry is None or entry.epoch != producer_epoch or not entry.batches:
-        return 0
+    if entry is None or entry.epoch != producer_epoch:
+        return 0  # a new epoch starts its sequences at 0
     return increment_sequence(entry.last_sequence, 1)
 
 
