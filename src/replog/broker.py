@@ -95,6 +95,7 @@ from replog.replication.state_changes import StateChangeListener
 from replog.replication.throttle_rates import ThrottleRates
 from replog.net import high_watermarks
 from replog.net.leader_connections import LeaderConnections
+from replog.net.transaction_verification import TransactionVerifier
 from replog.replication.driver import LeadershipContext
 from replog.replication.hosted import HostedPartitions
 
@@ -257,6 +258,9 @@ class Broker:
             self.state_change_events, self.metadata.seen_partition, self.joined, self.metadata.topic_id,
         ), config)
         self.leader_connections.on_presumed_gone = self.hosted.broker_presumed_gone
+        self.transaction_verifier = (
+            TransactionVerifier(self.broker_id, self.metadata, self.transactions, self.leader_connections.call)
+            if config["transaction.partition.verification.enable"] else None)
         self.state_changes = StateChangeListener(self.store, self.broker_id, self.hosted.start_replica_requested,
                                                  self.hosted.close_replica_requested, self.state_change_events)
         # Set when a task the broker cannot run without ended: the broker must stop (see _follow_session).

@@ -13,6 +13,7 @@ from replog.net.client import (
     ClusterMetadata, PartitionMetadata, ProducerState, TopicMetadata, TransactionDescription, TransactionListing,
 )
 from replog.cli.transaction_requests import AbortSpec, Transactions
+from replog.storage.control_batches import ControlType, Marker
 
 ADDRESSES = {0: ("127.0.0.1", 1000), 1: ("127.0.0.1", 1001), 2: ("127.0.0.1", 1002)}
 LEADER = 2
@@ -46,10 +47,10 @@ class FakeBroker:
     async def list_transactions(self, states, producer_ids, duration_ms):
         return ErrorCode.none, [TransactionListing(f"id-{self.broker_id}", self.broker_id, "Ongoing")]
 
-    async def write_txn_marker(self, producer_id, producer_epoch, coordinator_epoch, committed, partitions):
+    async def write_txn_markers(self, writes):
         assert self.broker_id == LEADER, "a marker written by a broker that does not lead the partition"
-        self.markers.append((producer_id, producer_epoch, coordinator_epoch, committed, tuple(partitions)))
-        return {partition: ErrorCode.none for partition in partitions}
+        self.markers += [(write.marker, tuple(write.partitions)) for write in writes]
+        return {(write.marker.producer_id, *partition): ErrorCode.none for write in writes for partition in write.partitions}
 
 
 def transactions() -> tuple[Transactions, dict[int, FakeBroker]]:
@@ -72,7 +73,7 @@ def test_abort_by_start_offset_has_the_leader_write_the_open_producer_s_abort_ma
     spec, writer = asyncio.run(abort())
     assert spec == AbortSpec(7, 3, 0)  # a producer with no marker yet: coordinator epoch 0, as Kafka's tool sends
     assert writer == LEADER
-    assert brokers[LEADER].markers == [(7, 3, 0, False, (("t", 0),))]
+    assert brokers[LEADER].markers == [(Marker(7, 3, ControlType.ABORT, 0), (("t", 0),))]
 
 
 def test_abort_by_a_start_offset_no_transaction_starts_at_is_refused():

@@ -16,7 +16,7 @@ from replog.storage.control_batches import ControlType, Marker
 from replog.storage.disk_space import NOT_WATCHED
 from replog.storage.log import Log, LogConfig
 from replog.transactions.coordinator import TransactionConfig, TransactionCoordinator
-from replog.transactions.state import EPOCH_EXHAUSTED, TxnState
+from replog.transactions.state import EPOCH_EXHAUSTED
 from tests.support.log_fixtures import ManualClock
 from tests.support.polling import eventually
 

@@ -25,7 +25,8 @@ from kio.schema.errors import ErrorCode
 
 from replog.admin import AdminError
 from replog.admin.errors import UnknownTopicOrPartition, error_for_code
-from replog.net.client import BrokerConnection, BrokerUnavailable, ProducerState, TransactionDescription
+from replog.net.client import BrokerConnection, BrokerUnavailable, MarkerWrite, ProducerState, TransactionDescription
+from replog.storage.control_batches import ControlType, Marker
 
 Connect = Callable[[tuple[str, int]], Awaitable[BrokerConnection]]
 
@@ -95,9 +96,9 @@ class Transactions:
     async def abort(self, topic: str, partition: int, spec: AbortSpec) -> int:
         """The abort marker written by the partition's leader; which broker wrote it."""
         leader = await self._leader(topic, partition)
-        written = await (await self._connect(self._address(leader))).write_txn_marker(
-            spec.producer_id, spec.producer_epoch, spec.coordinator_epoch, False, [(topic, partition)])
-        error = written.get((topic, partition), ErrorCode.unknown_server_error)
+        marker = Marker(spec.producer_id, spec.producer_epoch, ControlType.ABORT, spec.coordinator_epoch)
+        written = await (await self._connect(self._address(leader))).write_txn_markers([MarkerWrite(marker, [(topic, partition)])])
+        error = written[(spec.producer_id, topic, partition)]
         if error != ErrorCode.none:
             raise error_for_code(error, f"{topic}-{partition} on broker {leader}: the abort marker was refused: {error.name}")
         return leader

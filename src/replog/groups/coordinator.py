@@ -1,8 +1,7 @@
 """The group coordinator of one broker: the groups whose __consumer_offsets partition this
 broker leads, their membership (group.py) and their committed offsets.
 
-Ownership follows leadership of the partitions of __consumer_offsets (the replica manager tells
-`partition_changed`):
+Ownership follows leadership of the partitions of __consumer_offsets (ownership.py):
 - immigration: on becoming a partition's leader, its groups and offsets are read from its log
   (offsets_log.load); meanwhile requests for them answer COORDINATOR_LOAD_IN_PROGRESS;
 - emigration: on ceasing to lead it (follower, closed), its groups are dropped, their waiting
@@ -36,13 +35,14 @@ from collections.abc import Callable, Iterable, Iterator
 
 from kio.schema.errors import ErrorCode
 
-from replog.replica.partition import Partition, ReplicaState
+from replog.replica.partition import Partition
 
 from . import offsets_log
 from .offsets_log import Verify
 from .pending_offsets import PendingOffsets
 from .group import (UNKNOWN_MEMBER_ID, Group, GroupLimits, GroupState, JoinRequest, JoinResult, PersistAssignment,
                     SyncResult)
+from .ownership import Owned, PartitionOwner
 from .placement import OFFSETS_TOPIC, partition_for
 from .records import GroupKey, OffsetKey, OffsetValue, encode_group_value, encode_key, encode_offset_value
 from .timers import Timers
@@ -78,33 +78,22 @@ class GroupListing:
     state: str
 
 
-class _Loading:
-    """A partition whose groups are being read; `epoch` tells a stale load from the current one."""
+class GroupCoordinator(PartitionOwner):
+    topic = OFFSETS_TOPIC
+    keys = "groups"
 
-    def __init__(self, epoch: int):
-        self.epoch = epoch
-
-
-class _Owned:
-    def __init__(self, epoch: int):
-        self.epoch = epoch
-
-
-class GroupCoordinator:
     def __init__(self, broker_id: int, config: CoordinatorConfig, hosted: Callable[[str, int], Partition | None],
                  partition_count: Callable[[], int], clock_ms: Callable[[], int], wall_clock_ms: Callable[[], int]):
         """`hosted(topic, partition)`: the replica this broker hosts, if any; `partition_count`:
         the partitions of __consumer_offsets that groups are placed by (offsets.topic.num.partitions);
         `clock_ms` for deadlines, `wall_clock_ms` for commit timestamps."""
-        self.broker_id = broker_id
+        super().__init__(broker_id, partition_count)
         self.config = config
         self._hosted = hosted
-        self._partition_count = partition_count
         self._clock_ms = clock_ms
         self._wall_clock_ms = wall_clock_ms
         self._timers_changed = asyncio.Event()
         self.timers = Timers(self._timers_changed.set)
-        self._partitions: dict[int, _Loading | _Owned] = {}
         self._groups: dict[str, Group] = {}
         self._offsets: dict[str, dict[tuple[str, int], OffsetValue]] = {}
         self._pending_offsets = PendingOffsets()
@@ -112,20 +101,12 @@ class GroupCoordinator:
         # the last one's. Producer id -> (its lock, the writes holding or awaiting it); an entry
         # goes with its last write.
         self._producer_writes: dict[int, tuple[asyncio.Lock, int]] = {}
-        self._tasks: asyncio.TaskGroup | None = None
-        self._pending: list[Callable[[asyncio.TaskGroup], None]] = []  # work asked for before `run`
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Drive the timers and own the loads and writes, until cancelled."""
-        async with asyncio.TaskGroup() as tasks:
-            self._tasks = tasks
-            for start in self._pending:  # bounded by the partitions led before the start
-                start(tasks)
-            self._pending.clear()
-            self._schedule_expiry()
-            tasks.create_task(self._drive_timers(), name="group-timers")
+    def _started(self, tasks: asyncio.TaskGroup) -> None:
+        self._schedule_expiry()
+        tasks.create_task(self._drive_timers(), name="group-timers")
 
     async def _drive_timers(self) -> None:
         while True:  # until cancelled with the coordinator
@@ -139,47 +120,12 @@ class GroupCoordinator:
             except TimeoutError:
                 pass
 
-    def _spawn(self, coroutine_factory: Callable[[], object], name: str) -> None:
-        if self._tasks is None:
-            self._pending.append(lambda tasks: tasks.create_task(coroutine_factory(), name=name))
-        else:
-            self._tasks.create_task(coroutine_factory(), name=name)
-
     # -- immigration and emigration ----------------------------------------------------------
 
-    def partition_changed(self, partition: Partition) -> None:
-        """The replica manager's report of a hosted replica that started, changed leadership or
-        closed."""
-        if partition.topic != OFFSETS_TOPIC:
-            return
-        index = partition.partition_id
-        current = self._partitions.get(index)
-        if partition.state is ReplicaState.LEADER:
-            if isinstance(current, _Owned):
-                current.epoch = partition.leader_epoch  # led here throughout: memory is current
-            elif current is None or current.epoch != partition.leader_epoch:
-                self._immigrate(index, partition)
-        elif current is not None:
-            self._emigrate(index, f"replica is {partition.state.value}")
+    async def _read(self, partition: Partition) -> offsets_log.Table:
+        return await offsets_log.load(partition)
 
-    def _immigrate(self, index: int, partition: Partition) -> None:
-        loading = _Loading(partition.leader_epoch)
-        self._partitions[index] = loading
-        logger.debug("loading groups topic=%s partition=%d broker=%d epoch=%d", OFFSETS_TOPIC, index,
-                    self.broker_id, loading.epoch)
-        self._spawn(lambda: self._load(index, partition, loading), f"load-groups-{index}")
-
-    async def _load(self, index: int, partition: Partition, loading: _Loading) -> None:
-        try:
-            table = await offsets_log.load(partition)
-        except offsets_log.LoadAborted as aborted:
-            logger.warning("group load abandoned topic=%s partition=%d broker=%d epoch=%d reason=%s",
-                           OFFSETS_TOPIC, index, self.broker_id, loading.epoch, aborted)
-            if self._partitions.get(index) is loading:
-                del self._partitions[index]
-            return
-        if self._partitions.get(index) is not loading:
-            return  # emigrated, or loading again at a newer epoch
+    def _loaded(self, index: int, table: offsets_log.Table, epoch: int) -> int:
         for group_id, offsets in table.offsets.items():  # bounded by the partition's groups
             self._offsets[group_id] = offsets
             self._group(group_id)
@@ -189,40 +135,18 @@ class GroupCoordinator:
         for group_id, value in table.groups.items():  # bounded by the partition's groups
             self._groups.pop(group_id, None)
             self._group(group_id).restore(value)
-        self._partitions[index] = _Owned(loading.epoch)
-        logger.info("loaded groups topic=%s partition=%d broker=%d epoch=%d groups=%d", OFFSETS_TOPIC, index,
-                    self.broker_id, loading.epoch, len(set(table.groups) | set(table.offsets)))
+        return len(set(table.groups) | set(table.offsets))
 
-    def _emigrate(self, index: int, reason: str) -> None:
-        del self._partitions[index]
-        count = self._partition_count()
-        leaving = [group_id for group_id in self._groups if partition_for(group_id, count) == index]
+    def _dropped(self, index: int) -> int:
+        leaving = self._placed_in(self._groups, index)
         for group_id in leaving:  # bounded by the partition's groups
             self._groups.pop(group_id).unload(ErrorCode.not_coordinator)
             self._offsets.pop(group_id, None)
-        for group_id in [group_id for group_id in self._offsets if partition_for(group_id, count) == index]:
+        for group_id in self._placed_in(self._offsets, index):  # bounded by the partition's groups
             del self._offsets[group_id]
-        for group_id in [group_id for group_id in self._pending_offsets.groups() if partition_for(group_id, count) == index]:
+        for group_id in self._placed_in(self._pending_offsets.groups(), index):  # bounded by the partition's groups
             self._pending_offsets.discard(group_id)
-        logger.info("dropped groups topic=%s partition=%d broker=%d groups=%d reason=%s", OFFSETS_TOPIC, index,
-                    self.broker_id, len(leaving), reason)
-
-    def close(self) -> None:
-        """The broker is stopping: every group goes, its waiting requests answered NOT_COORDINATOR."""
-        for index in list(self._partitions):  # bounded by the partitions of __consumer_offsets
-            self._emigrate(index, "broker stopping")
-
-    def owns(self, group_id: str) -> int | None:
-        """None if this broker coordinates the group now, else the error to answer."""
-        state = self._partitions.get(self.partition_of(group_id))
-        if state is None:
-            return ErrorCode.not_coordinator
-        if isinstance(state, _Loading):
-            return ErrorCode.coordinator_load_in_progress
-        return None
-
-    def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self._partition_count())
+        return len(leaving)
 
     def _group(self, group_id: str) -> Group:
         group = self._groups.get(group_id)
@@ -359,7 +283,7 @@ class GroupCoordinator:
     async def _write_transactional(self, index: int, producer_id: int, producer_epoch: int,
                                    records: list[tuple[bytes, bytes | None]], verify: Verify | None) -> tuple[int, int]:
         partition = self._hosted(OFFSETS_TOPIC, index)
-        if partition is None or not isinstance(self._partitions.get(index), _Owned):
+        if partition is None or not isinstance(self._partitions.get(index), Owned):
             return ErrorCode.not_coordinator, -1
         lock, writes = self._producer_writes.get(producer_id, (asyncio.Lock(), 0))
         self._producer_writes[producer_id] = (lock, writes + 1)
@@ -376,7 +300,7 @@ class GroupCoordinator:
         """The producer's transaction marker is written to partition `partition_index` of
         __consumer_offsets: its pending offsets of the groups placed there are applied if it
         committed, dropped if not. A partition still loading reads the marker from its log."""
-        if not isinstance(self._partitions.get(partition_index), _Owned):
+        if not isinstance(self._partitions.get(partition_index), Owned):
             return
         count = self._partition_count()
         ended = self._pending_offsets.end(producer_id, committed, self._offsets,
@@ -444,7 +368,7 @@ class GroupCoordinator:
         """(a group error code, the offset of the first record)."""
         index = self.partition_of(group_id)
         partition = self._hosted(OFFSETS_TOPIC, index)
-        if partition is None or not isinstance(self._partitions.get(index), _Owned):
+        if partition is None or not isinstance(self._partitions.get(index), Owned):
             return ErrorCode.not_coordinator, -1
         return await offsets_log.append(partition, records, self.config.commit_timeout_ms, self._wall_clock_ms())
 
@@ -498,7 +422,7 @@ class GroupCoordinator:
     # -- administration ----------------------------------------------------------------------
 
     def list_groups(self) -> tuple[int, list[GroupListing]]:
-        if any(isinstance(state, _Loading) for state in self._partitions.values()):
+        if self.loading:
             return ErrorCode.coordinator_load_in_progress, []
         return ErrorCode.none, [GroupListing(group.group_id, group.protocol_type or "", group.state.value)
                                 for group in self._groups.values()]

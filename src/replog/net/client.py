@@ -41,13 +41,14 @@ import asyncio
 import collections
 import random
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
 from replog import __version__
 from replog.security.sasl import SaslClientError
+from replog.storage.control_batches import Marker
 from replog.security.sasl_client import mechanism_client
 from replog.replication.fetcher import EpochAsk, FetchSpec
 
@@ -71,7 +72,6 @@ FIND_COORDINATOR_VERSION = 3
 DESCRIBE_PRODUCERS_VERSION = 0
 DESCRIBE_TRANSACTIONS_VERSION = 0
 LIST_TRANSACTIONS_VERSION = 1
-WRITE_TXN_MARKERS_VERSION = 1
 API_VERSIONS_PROBE_VERSION = 3
 CLIENT_SOFTWARE_NAME = "replog"
 # The most SaslAuthenticate rounds a mechanism takes (SCRAM: 2; OAUTHBEARER's error: 2).
@@ -153,6 +153,13 @@ class EpochEndOffset(NamedTuple):
 class ProduceResult(NamedTuple):
     error_code: ErrorCode
     base_offset: int
+
+
+class MarkerWrite(NamedTuple):
+    """One marker of a WriteTxnMarkers request, and the partitions it goes to."""
+
+    marker: Marker
+    partitions: Collection[tuple[str, int]]
 
 
 class ListedOffset(NamedTuple):
@@ -761,16 +768,27 @@ class BrokerConnection:
             tuple((topic.topic, int(partition)) for topic in state.topics for partition in topic.partitions))
             for state in answer.transaction_states]
 
-    async def write_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool,
-                               partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
-        """One transaction's marker, written by this broker to those of `partitions` it leads;
-        the error per partition."""
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in partitions:
-            by_topic.setdefault(topic, []).append(partition)
-        answer = await self.request(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, {"markers": [{
-            "producer_id": producer_id, "producer_epoch": producer_epoch, "transaction_result": committed,
-            "coordinator_epoch": coordinator_epoch,
-            "topics": [{"name": topic, "partition_indexes": indexes} for topic, indexes in by_topic.items()]}]})
-        return {(topic.name, int(found.partition_index)): _error_code(found.error_code)
-                for marker in answer.markers for topic in marker.topics for found in topic.partitions}
+    async def write_txn_markers(self, writes: Sequence[MarkerWrite], timeout_s: float | None = None
+                                ) -> dict[tuple[int, str, int], ErrorCode]:
+        """Each marker written to its partitions, led by this broker, in one WriteTxnMarkers: the
+        error of each by (producer id, topic, partition). The answer names markers by producer id
+        alone, so no two writes may share one."""
+        if len({write.marker.producer_id for write in writes}) != len(writes):
+            raise ValueError("two markers of one WriteTxnMarkers request name the same producer")
+        markers = []
+        for write in writes:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in write.partitions:
+                by_topic.setdefault(topic, []).append(partition)
+            marker = write.marker
+            markers.append({"producer_id": marker.producer_id, "producer_epoch": marker.producer_epoch,
+                            "transaction_result": marker.committed, "coordinator_epoch": marker.coordinator_epoch,
+                            "topics": [{"name": topic, "partition_indexes": indexes} for topic, indexes in by_topic.items()]})
+        answer = await self.request(ApiKey.WRITE_TXN_MARKERS, None, {"markers": markers}, timeout_s=timeout_s)
+        found = {(written.producer_id, topic.name, partition.partition_index): _error_code(partition.error_code)
+                 for written in answer.markers for topic in written.topics for partition in topic.partitions}
+        for write in writes:
+            for topic, partition in write.partitions:
+                if (write.marker.producer_id, topic, partition) not in found:
+                    raise self._malformed(f"the answer lacks producer {write.marker.producer_id}'s {topic}-{partition}")
+        return found

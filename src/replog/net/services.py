@@ -11,6 +11,7 @@ from replog.groups import GroupCoordinator
 from replog.transactions import TransactionCoordinator
 from replog.replication.metadata_cache import MetadataCache
 from replog.net.fetch_sessions import FetchSessions
+from replog.net.transaction_verification import TransactionVerifier
 from replog.obs import BrokerMetrics, StateChangeEvents
 from replog.replica.producer_ids import ProducerIdAllocator
 from replog.replica.manager import ReplicaManager
@@ -45,6 +46,9 @@ class Services(Protocol):
     leader_connections: PresumedGone
     groups: GroupCoordinator
     transactions: TransactionCoordinator
+    # Asks coordinators whether transactional batches' partitions are in their transactions
+    # (KIP-890); None with transaction.partition.verification.enable=false.
+    transaction_verifier: TransactionVerifier | None
     fetch_sessions: FetchSessions
     metrics: BrokerMetrics
     state_change_events: StateChangeEvents

@@ -3,14 +3,12 @@ partition this broker leads, their producer ids and epochs, their open transacti
 markers that end them (docs/design.md §16.1).
 
 Ownership follows leadership of the partitions of __transaction_state, as the group
-coordinator's follows __consumer_offsets (the replica manager tells `partition_changed`):
-- immigration: on becoming a partition's leader, its ids are read from its log; meanwhile
-  requests for them answer COORDINATOR_LOAD_IN_PROGRESS. A transaction found in PrepareCommit or
-  PrepareAbort has its markers sent again: its outcome was decided before the failover;
-- emigration: on ceasing to lead it, its ids are dropped and their marker writes cancelled, and
-  requests answer NOT_COORDINATOR, so that clients look up the new coordinator. The partition's
-  leader epoch is the coordinator epoch the markers carry: partitions refuse markers of an older
-  one (TRANSACTION_COORDINATOR_FENCED).
+coordinator's follows __consumer_offsets (groups/ownership.py): ids loaded on immigration
+(COORDINATOR_LOAD_IN_PROGRESS meanwhile), dropped on emigration (NOT_COORDINATOR), their marker
+writes cancelled. A transaction found in PrepareCommit or PrepareAbort on load has its markers
+sent again: its outcome was decided before the failover. The partition's leader epoch is the
+coordinator epoch the markers carry, so partitions refuse an older coordinator's markers
+(TRANSACTION_COORDINATOR_FENCED), and a new leader epoch reads the partition again.
 
 Every transition is written to the id's partition with acks=-1 before it takes effect
 (state.py). Ending a transaction: PrepareCommit/PrepareAbort written -> EndTxn answered ->
@@ -22,7 +20,7 @@ Timers: every transaction.abort.timed.out.transaction.cleanup.interval.ms, ongoi
 open longer than their timeout are aborted at a bumped epoch (fencing their producer); every
 transaction.remove.expired.transaction.cleanup.interval.ms, ids idle for
 transactional.id.expiration.ms are removed (a tombstone). Both, and the loads and marker writes,
-are tasks of the task group `run` owns.
+are tasks of the task group `run` owns (ownership.py).
 
 Kafka's transaction version 2 (KIP-890 part 2: an epoch bump on every EndTxn) is not
 implemented: clients use version 0/1 semantics, where the epoch moves only at InitProducerId
@@ -41,8 +39,9 @@ from kio.schema.errors import ErrorCode
 
 from replog.groups import OFFSETS_TOPIC, partition_for
 from replog.groups import offsets_log
+from replog.groups.ownership import Owned, PartitionOwner
 from replog.groups.records import encode_batch
-from replog.replica.partition import Partition, ReplicaState
+from replog.replica.partition import Partition
 from replog.storage.control_batches import ControlType, Marker
 
 from .markers import WritesMarkers
@@ -109,16 +108,6 @@ class TransactionListing:
     state: str
 
 
-class _Loading:
-    def __init__(self, epoch: int):
-        self.epoch = epoch
-
-
-class _Owned:
-    def __init__(self, epoch: int):
-        self.epoch = epoch
-
-
 class _Table:
     """The latest record per transactional id of one partition, as it is loaded."""
 
@@ -133,134 +122,66 @@ class _Table:
             self.transits[record.transactional_id] = record.value
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(PartitionOwner):
+    topic = TRANSACTION_STATE_TOPIC
+    keys = "transactional_ids"
+    # The partition's leader epoch is the coordinator epoch markers carry: a new one sends them again.
+    reload_on_new_epoch = True
+
     def __init__(self, broker_id: int, config: TransactionConfig, hosted: Callable[[str, int], Partition | None],
                  partition_count: Callable[[], int], clock_ms: Callable[[], int], wall_clock_ms: Callable[[], int],
                  producer_ids: ProducerIds, markers: WritesMarkers):
         """`hosted(topic, partition)`: the replica this broker hosts, if any; `partition_count`:
         the partitions of __transaction_state ids are placed by; `clock_ms` paces the timers,
         `wall_clock_ms` stamps transactions (their timeouts count in it, as Kafka's)."""
-        self.broker_id = broker_id
+        super().__init__(broker_id, partition_count)
         self.config = config
         self._hosted = hosted
-        self._partition_count = partition_count
         self._clock_ms = clock_ms
         self._wall_clock_ms = wall_clock_ms
         self._producer_ids = producer_ids
         self._markers = markers
-        self._partitions: dict[int, _Loading | _Owned] = {}
         self._transactions: dict[str, TransactionMetadata] = {}
         self._marker_writes: dict[str, asyncio.Task] = {}
-        self._tasks: asyncio.TaskGroup | None = None
-        self._pending: list[Callable[[asyncio.TaskGroup], None]] = []  # work asked for before `run`
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Own the loads, marker writes and timers, until cancelled."""
-        async with asyncio.TaskGroup() as tasks:
-            self._tasks = tasks
-            for start in self._pending:  # bounded by the partitions led before the start
-                start(tasks)
-            self._pending.clear()
-            tasks.create_task(self._every(self.config.abort_timed_out_interval_ms, self.abort_timed_out_transactions),
-                              name="abort-timed-out-transactions")
-            tasks.create_task(self._every(self.config.remove_expired_interval_ms, self.remove_expired_transactional_ids),
-                              name="remove-expired-transactional-ids")
+    def _started(self, tasks: asyncio.TaskGroup) -> None:
+        tasks.create_task(self._every(self.config.abort_timed_out_interval_ms, self.abort_timed_out_transactions),
+                          name="abort-timed-out-transactions")
+        tasks.create_task(self._every(self.config.remove_expired_interval_ms, self.remove_expired_transactional_ids),
+                          name="remove-expired-transactional-ids")
 
     async def _every(self, interval_ms: int, action: Callable[[], None]) -> None:
         while True:  # until cancelled with the coordinator
             await asyncio.sleep(interval_ms / 1000)
             action()
 
-    def _spawn(self, coroutine_factory: Callable[[], object], name: str) -> asyncio.Task | None:
-        if self._tasks is None:
-            self._pending.append(lambda tasks: tasks.create_task(coroutine_factory(), name=name))
-            return None
-        return self._tasks.create_task(coroutine_factory(), name=name)
-
-    def close(self) -> None:
-        """The broker is stopping: every id goes, its marker writes cancelled."""
-        for index in list(self._partitions):  # bounded by the partitions of __transaction_state
-            self._emigrate(index, "broker stopping")
-
     # -- immigration and emigration ----------------------------------------------------------
 
-    def partition_changed(self, partition: Partition) -> None:
-        """The replica manager's report of a hosted replica that started, changed leadership or
-        closed."""
-        if partition.topic != TRANSACTION_STATE_TOPIC:
-            return
-        index = partition.partition_id
-        current = self._partitions.get(index)
-        if partition.state is ReplicaState.LEADER:
-            if current is not None and current.epoch == partition.leader_epoch:
-                return
-            if current is not None:
-                # A new epoch: markers already sent carry the old coordinator epoch, so the
-                # ids are read again and their markers sent at the new one.
-                self._emigrate(index, f"leader epoch {partition.leader_epoch}")
-            self._immigrate(index, partition)
-        elif current is not None:
-            self._emigrate(index, f"replica is {partition.state.value}")
+    async def _read(self, partition: Partition) -> _Table:
+        return await offsets_log.load(partition, _Table())
 
-    def _immigrate(self, index: int, partition: Partition) -> None:
-        loading = _Loading(partition.leader_epoch)
-        self._partitions[index] = loading
-        logger.debug("loading transactions topic=%s partition=%d broker=%d epoch=%d", TRANSACTION_STATE_TOPIC, index,
-                     self.broker_id, loading.epoch)
-        self._spawn(lambda: self._load(index, partition, loading), f"load-transactions-{index}")
-
-    async def _load(self, index: int, partition: Partition, loading: _Loading) -> None:
-        try:
-            table = await offsets_log.load(partition, _Table())
-        except offsets_log.LoadAborted as aborted:
-            logger.warning("transaction load abandoned topic=%s partition=%d broker=%d epoch=%d reason=%s",
-                           TRANSACTION_STATE_TOPIC, index, self.broker_id, loading.epoch, aborted)
-            if self._partitions.get(index) is loading:
-                del self._partitions[index]
-            return
-        if self._partitions.get(index) is not loading:
-            return  # emigrated, or loading again at a newer epoch
-        self._partitions[index] = _Owned(loading.epoch)
-        resumed = 0
+    def _loaded(self, index: int, table: _Table, epoch: int) -> int:
+        """A transaction found decided but not complete has its markers sent again."""
         for transactional_id, transit in table.transits.items():  # bounded by the partition's ids
             metadata = TransactionMetadata.from_transit(transactional_id, transit)
             self._transactions[transactional_id] = metadata
             if metadata.state in PREPARED:
-                self._send_markers(metadata, loading.epoch)
-                resumed += 1
-        logger.info("loaded transactions topic=%s partition=%d broker=%d epoch=%d transactional_ids=%d resumed=%d",
-                    TRANSACTION_STATE_TOPIC, index, self.broker_id, loading.epoch, len(table.transits), resumed)
+                self._send_markers(metadata, epoch)
+        return len(table.transits)
 
-    def _emigrate(self, index: int, reason: str) -> None:
-        del self._partitions[index]
-        count = self._partition_count()
-        leaving = [transactional_id for transactional_id in self._transactions
-                   if partition_for(transactional_id, count) == index]
+    def _dropped(self, index: int) -> int:
+        leaving = self._placed_in(self._transactions, index)
         for transactional_id in leaving:  # bounded by the partition's ids
             del self._transactions[transactional_id]
             writing = self._marker_writes.pop(transactional_id, None)
             if writing is not None:
                 writing.cancel()
-        logger.info("dropped transactions topic=%s partition=%d broker=%d transactional_ids=%d reason=%s",
-                    TRANSACTION_STATE_TOPIC, index, self.broker_id, len(leaving), reason)
-
-    def partition_of(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self._partition_count())
-
-    def owns(self, transactional_id: str) -> int | None:
-        """None if this broker coordinates the id now, else the error to answer."""
-        state = self._partitions.get(self.partition_of(transactional_id))
-        if state is None:
-            return ErrorCode.not_coordinator
-        if isinstance(state, _Loading):
-            return ErrorCode.coordinator_load_in_progress
-        return None
+        return len(leaving)
 
     def _coordinator_epoch(self, transactional_id: str) -> int | None:
-        state = self._partitions.get(self.partition_of(transactional_id))
-        return state.epoch if isinstance(state, _Owned) else None
+        return self._owned_epoch(self.partition_of(transactional_id))
 
     def _current(self, transactional_id: str) -> TransactionMetadata | int:
         """The id's metadata, or the error to answer: not coordinated here, or unknown."""
@@ -350,14 +271,9 @@ class TransactionCoordinator:
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: Collection[tuple[str, int]]) -> int:
         """Partitions join the id's transaction (one starts if none is open)."""
-        if not transactional_id:
-            return ErrorCode.invalid_request
-        metadata = self._current(transactional_id)
+        metadata = self._producer(transactional_id, producer_id, producer_epoch)
         if isinstance(metadata, int):
             return metadata
-        error = self._producer_error(metadata, producer_id, producer_epoch)
-        if error is not None:
-            return error
         added = frozenset(partitions)
         if metadata.pending is not None or metadata.state in PREPARED:
             return ErrorCode.concurrent_transactions
@@ -376,38 +292,33 @@ class TransactionCoordinator:
         """AddPartitionsToTxn's verify_only (KIP-890): whether each partition is in the id's open
         transaction (TRANSACTION_ABORTABLE if not), writing nothing."""
         partitions = list(partitions)
-        metadata = ErrorCode.invalid_request if not transactional_id else self._current(transactional_id)
+        metadata = self._producer(transactional_id, producer_id, producer_epoch)
+        if not isinstance(metadata, int) and metadata.state in PREPARED:
+            metadata = ErrorCode.concurrent_transactions
         if isinstance(metadata, int):
             return dict.fromkeys(partitions, metadata)
-        error = self._producer_error(metadata, producer_id, producer_epoch)
-        if error is None and metadata.state in PREPARED:
-            error = ErrorCode.concurrent_transactions
-        if error is not None:
-            return dict.fromkeys(partitions, error)
         return {partition: ErrorCode.none if partition in metadata.partitions else ErrorCode.transaction_abortable
                 for partition in partitions}
 
-    @staticmethod
-    def _producer_error(metadata: TransactionMetadata, producer_id: int, producer_epoch: int) -> int | None:
+    def _producer(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TransactionMetadata | int:
+        """The id's metadata if the producer is its current one, else the error to answer."""
+        metadata = ErrorCode.invalid_request if not transactional_id else self._current(transactional_id)
+        if isinstance(metadata, int):
+            return metadata
         if metadata.producer_id != producer_id:
             return ErrorCode.invalid_producer_id_mapping
         if metadata.producer_epoch != producer_epoch:
             return ErrorCode.producer_fenced
-        return None
+        return metadata
 
     # -- EndTxn ------------------------------------------------------------------------------
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool) -> int:
         """Commit or abort the open transaction: answered once the decision is in the log; the
         markers follow. A retry of an end already complete answers NONE."""
-        if not transactional_id:
-            return ErrorCode.invalid_request
-        metadata = self._current(transactional_id)
+        metadata = self._producer(transactional_id, producer_id, producer_epoch)
         if isinstance(metadata, int):
             return metadata
-        error = self._producer_error(metadata, producer_id, producer_epoch)
-        if error is not None:
-            return error
         if metadata.pending is not None:
             return ErrorCode.concurrent_transactions
         state = metadata.state
@@ -469,7 +380,7 @@ class TransactionCoordinator:
         index = self.partition_of(transactional_id)
         owner = self._partitions.get(index)
         partition = self._hosted(TRANSACTION_STATE_TOPIC, index)
-        if partition is None or not isinstance(owner, _Owned):
+        if partition is None or not isinstance(owner, Owned):
             error = ErrorCode.not_coordinator
         else:
             value = None if transit.state is TxnState.DEAD else encode_value(transit)
@@ -544,7 +455,7 @@ class TransactionCoordinator:
     def list_transactions(self, state_filters: Collection[str] = (), producer_id_filters: Collection[int] = (),
                           duration_filter_ms: int = -1) -> tuple[int, list[str], list[TransactionListing]]:
         """(error, the state filters no state has, the ids that pass every filter)."""
-        if any(isinstance(state, _Loading) for state in self._partitions.values()):
+        if self.loading:
             return ErrorCode.coordinator_load_in_progress, [], []
         by_name = {state.kafka_name: state for state in TxnState}
         unknown = [name for name in state_filters if name not in by_name]

@@ -20,6 +20,7 @@ INVALID_PRODUCER_EPOCH instead, as Kafka answers them.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Awaitable, Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -154,24 +155,25 @@ def _by_topic(errors: dict[tuple[str, int], int]) -> list[dict]:
 @handles(ApiKey.ADD_OFFSETS_TO_TXN)
 async def add_offsets_to_txn(services, request: Request):
     body = request.body
-    if not _may_write(services, request, body.transactional_id):
-        error = ErrorCode.transactional_id_authorization_failed
-    elif not authorized(services, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
-        error = ErrorCode.group_authorization_failed
-    else:
-        error = _for_version(request, await services.transactions.add_offsets(
-            body.transactional_id, body.producer_id, body.producer_epoch, body.group_id))
-    return build_response(request, {"throttle_time": _NO_THROTTLE, "error_code": error})
+    return await _producer_request(services, request, lambda: services.transactions.add_offsets(
+        body.transactional_id, body.producer_id, body.producer_epoch, body.group_id), group_id=body.group_id)
 
 
 @handles(ApiKey.END_TXN)
 async def end_txn(services, request: Request):
     body = request.body
-    if not _may_write(services, request, body.transactional_id):
+    return await _producer_request(services, request, lambda: services.transactions.end_txn(
+        body.transactional_id, body.producer_id, body.producer_epoch, body.committed))
+
+
+async def _producer_request(services, request: Request, act: Callable[[], Awaitable[int]], group_id: str | None = None):
+    """One error for the request: Write on its transactional id (and Read on `group_id`) first."""
+    if not _may_write(services, request, request.body.transactional_id):
         error = ErrorCode.transactional_id_authorization_failed
+    elif group_id is not None and not authorized(services, request, AclOperation.READ, ResourceType.GROUP, group_id):
+        error = ErrorCode.group_authorization_failed
     else:
-        error = _for_version(request, await services.transactions.end_txn(
-            body.transactional_id, body.producer_id, body.producer_epoch, body.committed))
+        error = _for_version(request, await act())
     return build_response(request, {"throttle_time": _NO_THROTTLE, "error_code": error})
 
 
