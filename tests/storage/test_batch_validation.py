@@ -114,10 +114,14 @@ def test_clients_may_not_write_control_batches(codec):
     assert refusal(codec, build_batch(attributes=0x20)) == (87, "clients may not write control batches", None)
 
 
-def test_transactional_batches_are_refused_without_a_transaction_coordinator(codec):
+def test_transactional_batches_are_accepted_from_a_producer(codec):
     batch = build_batch(attributes=0x10, producer_id=5, producer_epoch=0, base_sequence=0)
-    assert refusal(codec, batch) == (
-        48, "transactional batches need a transaction coordinator, which this cluster does not run", None)
+    assert codec.assign_batches(batch, RULES, 7, 0, NOW).last_offset == 7
+
+
+def test_transactional_batches_need_a_producer_id(codec):
+    batch = build_batch(attributes=0x10)
+    assert refusal(codec, batch) == (87, "a transactional batch needs a producer id", None)
 
 
 @pytest.mark.parametrize("producer_id, base_sequence, message", [

@@ -290,6 +290,16 @@ def test_scan_runs_leave_out_batches_without_a_producer_and_control_batches(code
     assert _runs_of(codec, tmp_path, content) == []
 
 
+@pytest.mark.parametrize("attributes", [0x10, 0x30])  # a transactional batch, a transaction marker
+@pytest.mark.parametrize("from_offset, summed_up", [(0, False), (5, True)])
+def test_scan_runs_cannot_sum_up_transactions(codec, tmp_path, attributes, from_offset, summed_up):
+    # Runs know nothing of open transactions and markers: the producer state must read those headers.
+    content = _batches_of([100, 100]) + build_batch(record_count=1, base_offset=4, attributes=attributes,
+                                                    producer_id=9, producer_epoch=0, base_sequence=0)
+    runs = _runs_of(codec, tmp_path, content, from_offset)
+    assert (runs is not None) is summed_up
+
+
 @pytest.mark.parametrize("sizes", [[100, 200], [SCAN_BUFFER_BYTES + 100, SCAN_BUFFER_BYTES, 61]])
 def test_a_file_shorter_than_the_scan_was_told_is_refused_where_its_data_ends(codec, tmp_path, sizes):
     content = _batches_of(sizes)

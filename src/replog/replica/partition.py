@@ -32,6 +32,15 @@ min.insync.replicas (Kafka's DelayedProduce rule). The ISR maintenance (replicat
 lagging followers after replica.lag.time.max.ms, expanding caught-up ones through the store's
 compare-and-set) calls `update_isr`.
 
+Transactions (docs/design.md §16.3): the producer state tracks each producer's open transaction
+from the batches appended or copied, so a follower that becomes leader knows them. The last
+stable offset (LSO) is min(first offset of the oldest transaction open or not yet replicated,
+HW): read_committed reads and ListOffsets stop there, and retention never passes it. The
+coordinator ends a transaction with `write_txn_marker` (acks=-1); an abort goes into the
+aborted-transaction index, which read_committed fetches answer from. KIP-890's verification:
+a transactional batch that opens a transaction here carries the guard its produce took
+(`verification_guard`) before asking the coordinator.
+
 The local log, its producer state and its disk space are ReplicaLog's (replica_log.py); writes
 the data directory cannot take are answered KAFKA_STORAGE_ERROR, partition by partition, and
 leave the partition as it was. Long polls wait in ReadWatches (read_waiters.py). A follower's
@@ -55,6 +64,7 @@ from replog.replica.followers import FollowerReplica, Followers, QuietSnapshot
 from replog.replica.partition_config import PartitionConfig
 from replog.replica.read_waiters import ReadWaiter, ReadWatches
 from replog.replica.replica_log import LocalAppend, ReplicaLog
+from replog.replica.producer_state import ProducerEntry
 from replog.replica.results import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -62,18 +72,22 @@ from replog.replica.results import (
     MAX_TIMESTAMP,
     NO_LEADER_EPOCH,
     NO_TIMESTAMP,
+    READ_COMMITTED,
     UNKNOWN_OFFSET,
+    AbortedTransaction,
     AppendResult,
     EpochEndOffset,
     FetchFrom,
     FetchResult,
     ListOffsetsResult,
+    ProducerStateView,
     TruncationResult,
 )
 from replog.replica.throttle import ReplicationThrottle, ThrottledReplicas
 from replog.storage import compressed_checks
 from replog.storage.checkpoint import UNDEFINED_EPOCH
 from replog.storage.cleaner import Cleaned
+from replog.storage.control_batches import Marker
 from replog.storage.disk_space import NOT_WATCHED, DiskSpace
 from replog.storage.errors import KafkaStorageError, ReplicaError
 from replog.storage.log import Log
@@ -403,7 +417,8 @@ class Partition:
     # -- produce -------------------------------------------------------------------------------
 
     async def append_as_leader(self, batches: bytearray, acks: int, timeout_ms: int,
-                               appended: Callable[[], None] | None = None, *, internal: bool = False) -> AppendResult:
+                               appended: Callable[[], None] | None = None, *, internal: bool = False,
+                               verification_guard: object | None = None) -> AppendResult:
         """Append a producer's batch (docs/design.md §5.2) and answer per `acks`:
         0 and 1 after the local append, -1 once the HW passes the last offset appended (or the
         original offsets of a duplicate), REQUEST_TIMED_OUT after `timeout_ms`. `appended` is
@@ -415,14 +430,16 @@ class Partition:
         earlier append's turn is still running; a compressed one is checked (and re-encoded if
         the topic's compression.type says so) in compressed_checks' threads first, then appends
         in its turn (append_order.py). KAFKA_STORAGE_ERROR when the data directory is low on
-        space or the write failed (replica_log.py)."""
+        space or the write failed (replica_log.py). `verification_guard`: the one this
+        producer's transaction was verified with (`verification_guard`), for a batch
+        `needs_verification` named; INVALID_TXN_STATE if it is no longer the producer's."""
         error = self._refusal_before_append(acks, internal)
         if error is not ErrorCode.none:
             return self._append_error(error)
         if checked_first(batches, self.log.append_rules) or self._append_turns.busy:
-            local = await self._append_in_turn(batches, acks, internal)
+            local = await self._append_in_turn(batches, acks, internal, verification_guard)
         else:
-            local = self._append_locally(batches, None, internal)
+            local = self._append_locally(batches, None, internal, verification_guard)
         if isinstance(local, AppendResult):
             return local
         first_offset, last_offset, record_count, log_append_time_ms = local
@@ -435,18 +452,20 @@ class Partition:
             return AppendResult(error, UNKNOWN_OFFSET, NO_TIMESTAMP, self.log_start_offset, record_count)
         return AppendResult(error, first_offset, log_append_time_ms, self.log_start_offset, record_count)
 
-    def _append_locally(self, batches: bytearray, records_max_timestamp: int | None,
-                        internal: bool) -> LocalAppend | AppendResult:
+    def _append_locally(self, batches: bytearray, records_max_timestamp: int | None, internal: bool,
+                        verification_guard: object | None) -> LocalAppend | AppendResult:
         """The batch appended to the local log (ReplicaLog.append_as_leader); an AppendResult if refused."""
         try:
-            local = self._local.append_as_leader(batches, self.leader_epoch, records_max_timestamp, internal)
+            local = self._local.append_as_leader(batches, self.leader_epoch, records_max_timestamp, internal,
+                                                 verification_guard)
         except KafkaStorageError as failure:
             return self._append_error(failure.error_code)
         except ReplicaError as failure:
             return self._refused(failure)
         return local
 
-    async def _append_in_turn(self, batches: bytearray, acks: int, internal: bool) -> LocalAppend | AppendResult:
+    async def _append_in_turn(self, batches: bytearray, acks: int, internal: bool,
+                              verification_guard: object | None) -> LocalAppend | AppendResult:
         """_append_locally in its turn (append_order.py), a batch that records.checked_first
         names checked (and converted) in another thread meanwhile."""
         with self._append_turns.take() as turn:
@@ -461,7 +480,7 @@ class Partition:
             error = self._refusal_before_append(acks, internal)  # leadership may have moved meanwhile
             if error is not ErrorCode.none:
                 return self._append_error(error)
-            return self._append_locally(batches, records_max_timestamp, internal)
+            return self._append_locally(batches, records_max_timestamp, internal, verification_guard)
 
     def _refused(self, failure: ReplicaError) -> AppendResult:
         logger.debug("refused append topic=%s partition=%d error=%d reason=%s",
@@ -485,6 +504,69 @@ class Partition:
             self._log(logging.WARNING, "commit queue full", hw=self.high_watermark, leo=self.log_end_offset)
             return ErrorCode.request_timed_out
         return ErrorCode.none
+
+    # -- transactions --------------------------------------------------------------------------
+
+    async def write_txn_marker(self, marker: Marker, timeout_ms: int) -> ErrorCode:
+        """Write the coordinator's `marker` (WriteTxnMarkers) as leader and answer once the HW
+        passed it, as an acks=-1 append: NOT_LEADER_OR_FOLLOWER on a follower,
+        INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED if the producer state refuses
+        it (ProducerStateManager.check_marker). It is written even with no transaction of the
+        producer open here, as Kafka does. Its turn comes after appends still being checked."""
+        error = self._refusal_before_append(-1, internal=True)
+        if error is not ErrorCode.none:
+            return error
+        if self._append_turns.busy:
+            with self._append_turns.take() as turn:
+                await turn.come()
+                error = self._refusal_before_append(-1, internal=True)  # leadership may have moved meanwhile
+                if error is not ErrorCode.none:
+                    return error
+                local = self._append_marker(marker)
+        else:
+            local = self._append_marker(marker)
+        if isinstance(local, ErrorCode):
+            return local
+        return await self._wait_for_commit(local.last_offset, timeout_ms)
+
+    def _append_marker(self, marker: Marker) -> LocalAppend | ErrorCode:
+        try:
+            local = self._local.append_marker(marker, self.leader_epoch)
+        except ReplicaError as failure:
+            logger.debug("refused transaction marker topic=%s partition=%d producer=%d error=%d reason=%s",
+                         self.topic, self.partition_id, marker.producer_id, failure.error_code, failure)
+            return ErrorCode(failure.error_code)
+        self._log(logging.DEBUG, "wrote transaction marker", producer=marker.producer_id,
+                  producer_epoch=marker.producer_epoch, committed=marker.committed,
+                  coordinator_epoch=marker.coordinator_epoch, offset=local.last_offset)
+        return local
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first offset of the oldest transaction open or not yet replicated, HW)."""
+        self.producer_state.on_high_watermark(self.high_watermark)
+        first_unstable = self.producer_state.first_unstable_offset()
+        if first_unstable is None or first_unstable > self.high_watermark:
+            return self.high_watermark
+        return max(first_unstable, self.log_start_offset)
+
+    @property
+    def open_transaction_count(self) -> int:
+        return self.producer_state.open_transaction_count
+
+    def producer_states(self) -> list[ProducerStateView]:
+        """The producers this replica knows (DescribeProducers), by producer id."""
+        return [_producer_view(producer_id, entry)
+                for producer_id, entry in sorted(self.producer_state.producers.items())]  # bounded by the producers
+
+    def needs_verification(self, batches) -> tuple[int, int] | None:
+        """(producer id, epoch) of a producer's transactional batch that would open its
+        transaction here, which its coordinator must confirm first (KIP-890); else None."""
+        return self.producer_state.needs_verification(batches)
+
+    def verification_guard(self, producer_id: int) -> object:
+        """The guard to take before asking the coordinator, and to append with after."""
+        return self.producer_state.verification_guard(producer_id)
 
     def _append_error(self, error_code: int) -> AppendResult:
         return AppendResult(error_code, UNKNOWN_OFFSET, NO_TIMESTAMP, self.log_start_offset)
@@ -522,6 +604,7 @@ class Partition:
         logger.debug("advanced high watermark topic=%s partition=%d epoch=%d hw=%d previous_hw=%d",
                      self.topic, self.partition_id, self.leader_epoch, new_high_watermark, self.high_watermark)
         self.high_watermark = new_high_watermark
+        self.producer_state.on_high_watermark(new_high_watermark)
         self.followers.stir(wake=False)
         self._commit_queue.commit(new_high_watermark, self._commit_outcome())
         self._watches.wake_consumers(new_high_watermark)
@@ -529,9 +612,13 @@ class Partition:
     # -- fetch ---------------------------------------------------------------------------------
 
     def read_for_consumer(self, fetch_offset: int, max_bytes: int,
-                          current_leader_epoch: int = NO_LEADER_EPOCH, *, min_one_message: bool = True) -> FetchResult:
+                          current_leader_epoch: int = NO_LEADER_EPOCH, *, min_one_message: bool = True,
+                          isolation_level: int = 0) -> FetchResult:
         """Committed data only: batches below the HW from the one holding `fetch_offset` on;
-        `min_one_message`: as Log.read.
+        `min_one_message`: as Log.read. READ_COMMITTED (`isolation_level` 1) reads below the
+        LSO instead and answers the aborted transactions overlapping what it read (Kafka's
+        rule: those whose markers lie at or after the fetch offset and whose first offset lies
+        before the end of the segments read), for the consumer to drop.
 
         As Kafka, an offset between the HW and the LEO answers empty, not OFFSET_OUT_OF_RANGE: a
         new leader's HW may briefly lag what consumers already read from the old one, and an
@@ -539,10 +626,19 @@ class Partition:
         error = self._refusal_before_read(fetch_offset, current_leader_epoch)
         if error is not ErrorCode.none:
             return self._fetch_error(error)
-        if fetch_offset >= self.high_watermark:
-            return self._fetch_result([])
-        return self._fetch_result(self.log.read(fetch_offset, max_bytes, max_offset=self.high_watermark,
-                                                min_one_message=min_one_message))
+        if isolation_level != READ_COMMITTED:
+            if fetch_offset >= self.high_watermark:
+                return self._fetch_result([], self.last_stable_offset)
+            return self._fetch_result(self.log.read(fetch_offset, max_bytes, max_offset=self.high_watermark,
+                                                    min_one_message=min_one_message), self.last_stable_offset)
+        last_stable_offset = self.last_stable_offset
+        if fetch_offset >= last_stable_offset:
+            return self._fetch_result([], last_stable_offset, ())
+        slices = self.log.read(fetch_offset, max_bytes, max_offset=last_stable_offset, min_one_message=min_one_message)
+        upper_bound = min(last_stable_offset, self.log.end_of_segments_from(fetch_offset, len(slices)))
+        aborted = tuple(AbortedTransaction(txn.producer_id, txn.first_offset)
+                        for txn in self.log.collect_aborted_transactions(fetch_offset, upper_bound))
+        return self._fetch_result(slices, last_stable_offset, aborted)
 
     def read_for_follower(self, replica_id: int, fetch_offset: int, max_bytes: int, now_ms: int,
                           current_leader_epoch: int = NO_LEADER_EPOCH, life: FetchFrom = FetchFrom.REGISTERED,
@@ -563,11 +659,12 @@ class Partition:
             return self._fetch_error(error)
         if fetch_offset == self.log.log_end_offset:
             # Caught up: what most partitions of a fetch round are, and the log has nothing to look up.
-            return self._fetch_result([])
+            return self._fetch_result([], self.high_watermark)
         if self._throttled is None:
-            return self._fetch_result(self.log.read(fetch_offset, max_bytes, min_one_message=min_one_message))
+            return self._fetch_result(self.log.read(fetch_offset, max_bytes, min_one_message=min_one_message),
+                                      self.high_watermark)
         return self._fetch_result(self._throttled.read(self.log, replica_id, self.isr, fetch_offset, max_bytes, now_ms,
-                                                       min_one_message))
+                                                       min_one_message), self.high_watermark)
 
     def throttles(self, replica_id: int, now_ms: int) -> bool:
         """Whether the throttle holds a fetch of `replica_id` back now: a long poll should not
@@ -628,8 +725,13 @@ class Partition:
             return ErrorCode.offset_out_of_range
         return ErrorCode.none
 
-    def _fetch_result(self, slices: list[FileSlice]) -> FetchResult:
-        return FetchResult(ErrorCode.none, self.high_watermark, self.log_start_offset, self.high_watermark, slices)
+    def _fetch_result(self, slices: list[FileSlice], last_stable_offset: int,
+                      aborted_transactions: tuple[AbortedTransaction, ...] | None = None) -> FetchResult:
+        """A read's answer. A follower's carries the HW as its LSO: followers take no LSO from
+        their leader (they track transactions from the batches), and their fetches are the
+        hot path."""
+        return FetchResult(ErrorCode.none, self.high_watermark, self.log_start_offset, last_stable_offset, slices,
+                           aborted_transactions)
 
     def _fetch_error(self, error: ErrorCode) -> FetchResult:
         return FetchResult(error, self.high_watermark, self.log_start_offset, self.high_watermark, [])
@@ -684,6 +786,7 @@ class Partition:
         new_high_watermark = min(leader_high_watermark, self.log_end_offset)
         if new_high_watermark > self.high_watermark:
             self.high_watermark = new_high_watermark
+            self.producer_state.on_high_watermark(new_high_watermark)
         if leader_log_start_offset > self.log_start_offset:
             # Retention on the leader moved its log start: drop what it no longer has, within
             # what we know committed (a segment must not hold data past our HW to go).
@@ -716,10 +819,11 @@ class Partition:
     # -- offsets -------------------------------------------------------------------------------
 
     def list_offsets(self, timestamp: int, current_leader_epoch: int = NO_LEADER_EPOCH, *,
-                     any_replica: bool = False) -> ListOffsetsResult:
+                     any_replica: bool = False, isolation_level: int = 0) -> ListOffsetsResult:
         """ListOffsets for consumers: earliest (-2, and earliest local, -4) is the log start, latest
         (-1) the HW, max (-3) the first record below the HW with the log's largest timestamp,
-        otherwise the first record below the HW whose timestamp is >= `timestamp`.
+        otherwise the first record below the HW whose timestamp is >= `timestamp`. READ_COMMITTED
+        (`isolation_level` 1) puts the LSO in the HW's place, as Kafka's fetchOffsetForTimestamp.
 
         KIP-207: a new leader learns the committed offset from its followers, so its HW may start
         below the one the previous leader reported. Until it reaches the start offset of our epoch
@@ -732,6 +836,8 @@ class Partition:
         if error is not ErrorCode.none:
             return ListOffsetsResult(error, NO_TIMESTAMP, UNKNOWN_OFFSET, UNDEFINED_EPOCH)
         end_offset = self.log_end_offset if any_replica else self.high_watermark
+        if isolation_level == READ_COMMITTED and not any_replica:
+            end_offset = self.last_stable_offset
         end_offset_lags = not any_replica and self.high_watermark < self._leader_epoch_start_offset
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             offset, found_timestamp = self.log_start_offset, NO_TIMESTAMP
@@ -777,3 +883,9 @@ class Partition:
     async def flush_in_background(self) -> bool:
         """The log made durable up to its end, off the event loop (ReplicaLog.flush_in_background)."""
         return await self._local.flush_in_background(lambda: self.state is ReplicaState.CLOSED)
+
+
+def _producer_view(producer_id: int, entry: ProducerEntry) -> ProducerStateView:
+    txn_start_offset = -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset
+    return ProducerStateView(producer_id, entry.epoch, entry.last_sequence, entry.last_timestamp_ms,
+                             entry.coordinator_epoch, txn_start_offset)

@@ -1,6 +1,7 @@
 """One replica's local log and the state that changes with it, as Kafka's UnifiedLog owns its
-ProducerStateManager: the producer state, the data directory's free space, the background
-flush and page-cache eviction, and the lock that keeps a flush's thread and a deletion apart.
+ProducerStateManager: the producer state (and the aborted-transaction index its markers fill),
+the data directory's free space, the background flush and page-cache eviction, and the lock that
+keeps a flush's thread and a deletion apart.
 
 Partition (partition.py) decides what to append, cut or delete and when; ReplicaLog does it
 to the files and keeps the producer state in step. Writes the data directory cannot take raise
@@ -23,9 +24,11 @@ from replog.replica.producer_state import ProducerCheck, ProducerStateManager
 from replog.storage.background_io import PageCacheEvictor, flush_in_background
 from replog.storage.batch_format import NO_TIMESTAMP
 from replog.storage.cleaner import Cleaned
+from replog.storage.control_batches import Marker, encode_marker
 from replog.storage.disk_space import DiskSpace, report_write_failure
 from replog.storage.errors import KafkaStorageError
 from replog.storage.log import Log
+from replog.storage.records import BatchRun
 
 logger = logging.getLogger(__name__)
 
@@ -56,13 +59,14 @@ class ReplicaLog:
         self.producer_state.load(log)
 
     def append_as_leader(self, batches: bytearray, leader_epoch: int, records_max_timestamp: int | None,
-                         internal: bool) -> LocalAppend:
-        """Validate and assign the batch, judge it by the producer state, write it; in that order,
-        as Kafka's UnifiedLog.append. ReplicaError if refused; KafkaStorageError, reported, if the
-        write failed (with `appended` set if its records are in, only the flush after them failed)."""
+                         internal: bool, verification_guard: object | None = None) -> LocalAppend:
+        """Validate and assign the batch, judge it by the producer state (and the guard its
+        transaction was verified with), write it; in that order, as Kafka's UnifiedLog.append.
+        ReplicaError if refused; KafkaStorageError, reported, if the write failed (with
+        `appended` set if its records are in, only the flush after them failed)."""
         try:
             run = self.log.assign_as_leader(batches, leader_epoch, records_max_timestamp)
-            check = self.producer_state.check(batches)
+            check = self.producer_state.check(batches, verification_guard)
             if check.duplicate is not None:
                 self.log.settle_owed_flush()
                 return LocalAppend(check.duplicate.first_offset, check.duplicate.last_offset, 0, NO_TIMESTAMP)
@@ -85,6 +89,29 @@ class ReplicaLog:
         self.page_cache.evict_behind()
         self._appended()
 
+    def append_marker(self, marker: Marker, leader_epoch: int) -> LocalAppend:
+        """Write a transaction marker as leader, once the producer state took it (check_marker),
+        and end the producer's transaction here; an abort goes into the segment's index.
+        ReplicaError if refused; KafkaStorageError, reported, if the write failed."""
+        self.producer_state.check_marker(marker)
+        batch = encode_marker(marker, self.log.now_ms())
+        run = self.log.assign_control(batch, leader_epoch)
+        try:
+            self.log.write_assigned(batch, run, leader_epoch)
+        except KafkaStorageError as failure:
+            if failure.appended is not None:
+                self._after_marker(batch, marker, run)
+            raise self.storage_failed(failure, "transaction marker")
+        self._after_marker(batch, marker, run)
+        return LocalAppend(run.last_offset, run.last_offset, run.record_count, NO_TIMESTAMP)
+
+    def _after_marker(self, batch: bytearray, marker: Marker, run: BatchRun) -> None:
+        self.disk_space.wrote(len(batch))
+        aborted = self.producer_state.record_marker(marker, run.last_offset, run.max_timestamp)
+        if aborted is not None:
+            self.log.add_aborted(aborted)
+        self._appended()
+
     def append_as_follower(self, batches: bytes | bytearray) -> None:
         """Append the leader's batches verbatim, the producer state taking them too."""
         self.refuse_appends_if_low()
@@ -92,11 +119,15 @@ class ReplicaLog:
             self.log.append_as_follower(batches)
         except KafkaStorageError as failure:
             # Whole runs of the fetch may be in the log: the producer state takes those.
-            self.producer_state.record_replicated(batches, end_offset=self.log.log_end_offset)
+            self._record_replicated(batches, self.log.log_end_offset)
             raise self.storage_failed(failure, "follower append")
         self.disk_space.wrote(len(batches))
-        self.producer_state.record_replicated(batches)
+        self._record_replicated(batches, None)
         self.page_cache.evict_behind()
+
+    def _record_replicated(self, batches: bytes | bytearray, end_offset: int | None) -> None:
+        for aborted in self.producer_state.record_replicated(batches, end_offset):  # bounded by the markers
+            self.log.add_aborted(aborted)
 
     def refuse_appends_if_low(self) -> None:
         """KafkaStorageError while the data directory is too low on space for replicated records
@@ -141,8 +172,12 @@ class ReplicaLog:
             self.producer_state.truncate_head(self.log.log_start_offset)
 
     def delete_retained_segments(self, high_watermark: int) -> int:
-        """Apply retention below `high_watermark` and forget producers whose batches it removed."""
-        deleted = self.log.delete_retained_segments(high_watermark=high_watermark)
+        """Apply retention below `high_watermark` and the first open transaction (Kafka never
+        deletes a transaction's start, which read_committed readers still need), and forget
+        producers whose batches it removed."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        bound = high_watermark if first_unstable is None else min(high_watermark, first_unstable)
+        deleted = self.log.delete_retained_segments(high_watermark=bound)
         if deleted:
             self.producer_state.truncate_head(self.log.log_start_offset)
         return deleted

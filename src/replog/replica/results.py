@@ -1,6 +1,7 @@
 """What a partition's requests carry and what it answers (replica/partition.py): the sentinel
 values of Kafka's requests, which life of a follower a fetch comes from, and the results of an
-append, a read, an offset lookup and a KIP-101 truncation round, each with a Kafka error code."""
+append, a read, an offset lookup and a KIP-101 truncation round, each with a Kafka error code,
+and what DescribeProducers shows of a producer."""
 
 import enum
 from typing import NamedTuple
@@ -16,6 +17,9 @@ MAX_TIMESTAMP = -3  # ListOffsets v7+ (KIP-734): the record with the largest tim
 EARLIEST_LOCAL_TIMESTAMP = -4  # v8+ (KIP-405): the local log's start; without tiered storage, the log start
 UNKNOWN_OFFSET = -1
 NO_TIMESTAMP = -1
+# Fetch's and ListOffsets' isolation_level: READ_COMMITTED reads below the last stable offset.
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 
 
 class FetchFrom(enum.Enum):
@@ -45,12 +49,23 @@ class AppendResult(NamedTuple):
     record_errors: tuple[tuple[int, str], ...] = ()
 
 
+class AbortedTransaction(NamedTuple):
+    """An aborted transaction a read_committed fetch answers (Fetch's AbortedTransaction): the
+    consumer drops this producer's records from `first_offset` up to its abort marker."""
+
+    producer_id: int
+    first_offset: int
+
+
 class FetchResult(NamedTuple):
     error_code: ErrorCode
     high_watermark: int
     log_start_offset: int
-    last_stable_offset: int  # = HW: without transactions nothing is unstable below it
+    last_stable_offset: int  # the leader's LSO: below it no transaction is open
     slices: list[FileSlice]  # zero-copy views of the log files, valid until the next truncation
+    # read_committed: the aborted transactions overlapping the fetched range, oldest first;
+    # None for read_uncommitted and followers.
+    aborted_transactions: tuple[AbortedTransaction, ...] | None = None
 
 
 class ListOffsetsResult(NamedTuple):
@@ -58,6 +73,17 @@ class ListOffsetsResult(NamedTuple):
     timestamp: int
     offset: int
     leader_epoch: int
+
+
+class ProducerStateView(NamedTuple):
+    """A producer of a partition as DescribeProducers shows it (KIP-664)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1: no transaction open here
 
 
 class EpochEndOffset(NamedTuple):

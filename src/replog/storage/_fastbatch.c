@@ -377,7 +377,6 @@ typedef enum {
     BATCH_INVALID,
     BATCH_TOO_LARGE,
     BATCH_INVALID_TIMESTAMP,
-    BATCH_INVALID_TXN_STATE,
     BATCH_FAULT_KINDS
 } BatchFault;
 
@@ -404,8 +403,8 @@ static int check_tuple_type(PyObject *type, Py_ssize_t fields, const char *name)
 
 static PyObject *bind(PyObject *module, PyObject *args) {
     PyObject *header, *run, *segment_scan, *rejected, *errors[BATCH_FAULT_KINDS - 1];
-    if (!PyArg_ParseTuple(args, "OOOOOOOOO:bind", &header, &run, &segment_scan, &rejected, &errors[0], &errors[1],
-                          &errors[2], &errors[3], &errors[4]))
+    if (!PyArg_ParseTuple(args, "OOOOOOOO:bind", &header, &run, &segment_scan, &rejected, &errors[0], &errors[1],
+                          &errors[2], &errors[3]))
         return NULL;
     if (check_tuple_type(header, BATCH_HEADER_FIELDS, "BatchHeader") < 0 ||
         check_tuple_type(run, BATCH_RUN_FIELDS, "BatchRun") < 0 ||
@@ -720,13 +719,12 @@ static BatchFault check_producer_batch(const unsigned char *buf, Py_ssize_t leng
                       (int)h->record_count, (long long)h->last_offset_delta + 1);
     if (h->attributes & CONTROL_BATCH_BIT)
         return refuse(refusal, BATCH_INVALID, "clients may not write control batches");
-    if (h->attributes & TRANSACTIONAL_BIT)
-        return refuse(refusal, BATCH_INVALID_TXN_STATE,
-                      "transactional batches need a transaction coordinator, which this cluster does not run");
     int64_t producer_id = read_i64(buf + PRODUCER_ID_POSITION);
     int32_t base_sequence = read_i32(buf + BASE_SEQUENCE_POSITION);
     if (producer_id < NO_PRODUCER_ID)
         return refuse(refusal, BATCH_INVALID, "producer id %lld is not valid", (long long)producer_id);
+    if ((h->attributes & TRANSACTIONAL_BIT) && producer_id == NO_PRODUCER_ID)
+        return refuse(refusal, BATCH_INVALID, "a transactional batch needs a producer id");
     if (producer_id != NO_PRODUCER_ID && base_sequence < 0)
         return refuse(refusal, BATCH_INVALID, "invalid sequence number %d in a batch with producer id %lld",
                       (int)base_sequence, (long long)producer_id);
@@ -1072,6 +1070,9 @@ typedef struct {
 typedef struct {
     ProducerRun *slots; /* open addressing, at most half full */
     size_t capacity, used;
+    /* A transactional batch was scanned: runs cannot sum up open transactions and markers, so
+     * the scan answers none and the producer state reads the headers instead. */
+    int transactional;
 } ProducerRuns;
 
 static ProducerRun *producer_slot(ProducerRuns *runs, int64_t producer_id) {
@@ -1144,8 +1145,11 @@ static int compare_producer_runs(const void *a, const void *b) {
 }
 
 /* [(producer_id, epoch, epoch_changed, ((base_offset, last_offset_delta, max_timestamp,
- * base_sequence), ...)), ...] by producer id, as records._scan_segment_py builds it. */
+ * base_sequence), ...)), ...] by producer id, as records._scan_segment_py builds it; None after
+ * a transactional batch. */
 static PyObject *producer_runs_list(ProducerRuns *runs) {
+    if (runs->transactional)
+        Py_RETURN_NONE;
     size_t count = 0;
     for (size_t i = 0; i < runs->capacity; i++)
         if (runs->slots[i].producer_id != NO_PRODUCER_ID)
@@ -1268,9 +1272,13 @@ static int scan_file(Stream *stream, const ScanRules *rules, ScanState *state, I
             }
             state->index_due_position = position + rules->index_interval_bytes;
         }
-        if (h.base_offset >= rules->producers_from_offset && record_producer_batch(producers, &producer) < 0) {
-            errno = ENOMEM;
-            return -1;
+        if (h.base_offset >= rules->producers_from_offset) {
+            if (h.attributes & TRANSACTIONAL_BIT)
+                producers->transactional = 1;
+            else if (record_producer_batch(producers, &producer) < 0) {
+                errno = ENOMEM;
+                return -1;
+            }
         }
         if (h.max_timestamp > state->max_timestamp)
             state->max_timestamp = h.max_timestamp;
@@ -1532,7 +1540,7 @@ static PyObject *crc32c(PyObject *module, PyObject *args) {
 static PyMethodDef methods[] = {
     {"bind", bind, METH_VARARGS,
      "bind(BatchHeader, BatchRun, SegmentScan, RejectedRecords, CorruptRecordError, InvalidRecordError, RecordTooLargeError, "
-     "InvalidTimestampError, InvalidTxnStateError): the types results and errors are made of."},
+     "InvalidTimestampError): the types results and errors are made of."},
     {"validate_batches", (PyCFunction)(void (*)(void))validate_batches, METH_FASTCALL,
      "validate_batches(buf, max_batch_bytes) -> list[BatchHeader], as records.validate_batches."},
     {"assign_batches", (PyCFunction)(void (*)(void))assign_batches, METH_FASTCALL,

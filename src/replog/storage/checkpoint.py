@@ -93,8 +93,9 @@ def read_file(path: Path | str) -> bytes:
     return b"".join(chunks)
 
 
-def read_checkpoint(path: Path, fields_per_entry: int) -> list[list[str]]:
-    """The entries of a checkpoint file as split lines; [] if missing or unreadable."""
+def read_checkpoint(path: Path, fields_per_entry: int | tuple[int, ...]) -> list[list[str]]:
+    """The entries of a checkpoint file as split lines; [] if missing or unreadable. A tuple of
+    field counts: a format that grew, whose every entry has one of them (all the same)."""
     try:
         lines = read_file(path).decode().splitlines()
     except FileNotFoundError:
@@ -110,7 +111,9 @@ def read_checkpoint(path: Path, fields_per_entry: int) -> list[list[str]]:
         logger.warning("malformed checkpoint header path=%s", path)
         return []
     entries = [line.split() for line in lines[2:]]
-    if version != CHECKPOINT_VERSION or count != len(entries) or any(len(e) != fields_per_entry for e in entries):
+    counts = fields_per_entry if isinstance(fields_per_entry, tuple) else (fields_per_entry,)
+    if (version != CHECKPOINT_VERSION or count != len(entries) or any(len(e) not in counts for e in entries)
+            or len({len(e) for e in entries}) > 1):
         logger.warning("malformed checkpoint path=%s version=%s count=%s lines=%d", path, version, count, len(entries))
         return []
     return entries

@@ -100,8 +100,8 @@ class InvalidTimestampError(ReplicaError):
 
 
 class InvalidTxnStateError(ReplicaError):
-    """A transactional batch: there is no transaction coordinator to have begun its transaction,
-    which is what Kafka answers a partition no transaction was verified for (KIP-890)."""
+    """A batch that does not fit its producer's transaction here: a plain batch while its
+    transaction is open, or a transactional one whose transaction was not verified (KIP-890)."""
 
     error_code = ErrorCode.invalid_txn_state
 

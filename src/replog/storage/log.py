@@ -3,6 +3,7 @@
 Directory `<topic>-<partition>/`:
 
     <20-digit base offset>.log / .index / .timeindex   segments (segment.py, index.py)
+    <20-digit base offset>.txnindex                    aborted transactions (transaction_index.py)
     recovery-point-offset-checkpoint                   offset below which data is flushed
     cleaner-offset-checkpoint                          compacted logs: where cleaning stopped
     leader-epoch-checkpoint                            leader-epoch cache (checkpoint.py)
@@ -10,7 +11,7 @@ Directory `<topic>-<partition>/`:
 Only the last ("active") segment is appended to; a new one is rolled when the next append would
 pass segment.bytes, when the timestamps of the batches span segment.ms, or when an offset would
 no longer fit the indexes' 32-bit relative offsets. Retention deletes whole segments from the
-front, never the active one. A compacted log (cleanup.policy=compact) is cleaned instead: its
+front, never the active one, nor (its owner's bound) past an open transaction. A compacted log (cleanup.policy=compact) is cleaned instead: its
 owner runs a CleanJob (begin_clean, job.run in another thread, complete_clean; log_cleaning.py,
 cleaner.py).
 
@@ -66,11 +67,13 @@ from replog.storage.records import (
     BatchRun,
     CheckedBatch,
     assign_batches,
+    assign_control_batch,
     check_and_convert,
     checked_first,
     run_of,
     validate_batches,
 )
+from replog.storage.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn
 from replog.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -168,6 +171,10 @@ class Log(LogCleaning):
                        if name.endswith(LOG_SUFFIX) and _is_segment_stem(stem := name[:-len(LOG_SUFFIX)]))
         now_ms = self._clock()
         segments = [Segment(self.directory, base, self._segment_limits, now_ms) for base in bases]
+        present = set(names)
+        for segment in segments:  # bounded by the segments
+            if segment.txn_index.path.name in present:
+                segment.txn_index.load()
         if not segments:
             segments = [Segment(self.directory, 0, self._segment_limits, now_ms)]
             self._names_made += 1  # made durable by the first flush, as a roll's
@@ -235,7 +242,7 @@ class Log(LogCleaning):
         kept, present = [], set(names)
         for name in names:  # bounded by the directory's files
             stem, suffix = os.path.splitext(name)
-            orphan_index = suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem + LOG_SUFFIX not in present
+            orphan_index = suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and stem + LOG_SUFFIX not in present
             if orphan_index or name.endswith((TMP_SUFFIX, CLEANED_SUFFIX)):
                 (self.directory / name).unlink()
             else:
@@ -349,8 +356,12 @@ class Log(LogCleaning):
         return assign_batches(batches, self.append_rules, self.log_end_offset, leader_epoch, self._clock(),
                               records_max_timestamp)
 
+    def assign_control(self, batch: bytearray, leader_epoch: int) -> BatchRun:
+        """assign_as_leader for the broker's own control batch (records.assign_control_batch)."""
+        return assign_control_batch(batch, self.log_end_offset, leader_epoch)
+
     def write_assigned(self, batches: bytearray | memoryview, run: BatchRun, leader_epoch: int) -> None:
-        """Write a batch assign_as_leader just assigned `run` to.
+        """Write a batch assign_as_leader (or assign_control) just assigned `run` to.
 
         KafkaStorageError if the directory does not take it: a write that failed is taken back;
         records the error says `appended` are the log's, and what failed after them was the flush
@@ -554,6 +565,43 @@ class Log(LogCleaning):
         if synced:
             self._flushed(time.perf_counter() - started_s)
 
+    # -- aborted transactions ------------------------------------------------------------------
+
+    def add_aborted(self, aborted: AbortedTxn) -> None:
+        """Index a transaction aborted by the marker at `aborted.last_offset`, which the log holds,
+        in that marker's segment."""
+        holding = bisect.bisect_right(self._segment_bases, aborted.last_offset) - 1
+        self._segments[max(holding, 0)].txn_index.append(aborted)
+
+    def truncate_aborted_from(self, offset: int) -> None:
+        """Forget the aborted transactions whose markers are at or after `offset`: the producer
+        state replays the markers from there and indexes them again."""
+        for segment in self._segments_holding(offset, self.log_end_offset + 1):  # bounded by the segments
+            segment.txn_index.truncate_from(offset)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Every aborted transaction overlapping [start_offset, upper_bound_offset), oldest first
+        (Kafka's collectAbortedTransactions): from the segment holding `start_offset` on, since a
+        transaction's entry lies in its marker's segment, until an entry whose LSO reaches the
+        bound says no later one can begin below it."""
+        collected: list[AbortedTxn] = []
+        holding = max(bisect.bisect_right(self._segment_bases, start_offset) - 1, 0)
+        for segment in self._segments[holding:]:  # bounded by the segments
+            if not segment.txn_index.entries:
+                continue
+            overlapping, complete = segment.txn_index.collect(start_offset, upper_bound_offset)
+            collected.extend(overlapping)
+            if complete:
+                break
+        return collected
+
+    def end_of_segments_from(self, offset: int, segment_count: int) -> int:
+        """Where the `segment_count` segments from the one holding `offset` on end: the next
+        segment's base offset, or the log end. What a read of that many segments' slices can
+        have reached (the upper bound of the aborted transactions its reader needs)."""
+        following = max(bisect.bisect_right(self._segment_bases, offset) - 1, 0) + segment_count
+        return self._segment_bases[following] if following < len(self._segments) else self.log_end_offset
+
     def _segments_holding(self, start_offset: int, end_offset: int) -> list[Segment]:
         """The segments holding data between `start_offset` and `end_offset`."""
         return [segment for i, segment in enumerate(self._segments)
@@ -734,7 +782,8 @@ class Log(LogCleaning):
 class RecoveredProducers(NamedTuple):
     """What the batches crash recovery checked from `from_offset` to the log end leave of each
     producer's state: the producer runs of each segment (records.SegmentScan), in log order, so
-    that the producer state need not read those headers again."""
+    that the producer state need not read those headers again (None for a segment whose runs
+    could not sum it up: it holds transactions)."""
 
     from_offset: int
     segment_runs: list[list]

@@ -64,7 +64,6 @@ from replog.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
-    InvalidTxnStateError,
     RecordTooLargeError,
     RejectedRecords,
     ReplicaError,
@@ -203,11 +202,11 @@ def _check_producer_batch(buf, rules: AppendRules) -> BatchHeader:
                                  f"but spans {header.last_offset_delta + 1} offsets")
     if header.attributes & CONTROL_BATCH_BIT:
         raise InvalidRecordError("clients may not write control batches")
-    if header.attributes & TRANSACTIONAL_BIT:
-        raise InvalidTxnStateError("transactional batches need a transaction coordinator, which this cluster does not run")
     fields = producer_fields(buf)
     if fields.producer_id < NO_PRODUCER_ID:
         raise InvalidRecordError(f"producer id {fields.producer_id} is not valid")
+    if header.attributes & TRANSACTIONAL_BIT and fields.producer_id == NO_PRODUCER_ID:
+        raise InvalidRecordError("a transactional batch needs a producer id")
     if fields.producer_id != NO_PRODUCER_ID and fields.base_sequence < 0:
         raise InvalidRecordError(f"invalid sequence number {fields.base_sequence} in a batch with producer id "
                                  f"{fields.producer_id}")
@@ -339,6 +338,18 @@ def _assign_batches_py(buf, rules: AppendRules, first_offset: int, leader_epoch:
     return BatchRun(1, first_offset + header.last_offset_delta, records_max_timestamp, header.record_count)
 
 
+def assign_control_batch(buf: bytearray, first_offset: int, leader_epoch: int) -> BatchRun:
+    """The broker's own control batch (a transaction marker, control_batches.py), one whole batch
+    it built, assigned `first_offset` and `leader_epoch` in place: both lie before the CRC'd
+    range, and none of a producer's batch rules apply to it."""
+    header = parse_header(buf, 0)
+    if not header.attributes & CONTROL_BATCH_BIT or header.size_bytes != len(buf):
+        raise ValueError("only one whole control batch is assigned this way")
+    _BASE_OFFSET.pack_into(buf, 0, first_offset)
+    _LEADER_EPOCH.pack_into(buf, LEADER_EPOCH_POSITION, leader_epoch)
+    return BatchRun(1, first_offset + header.last_offset_delta, header.max_timestamp, header.record_count)
+
+
 class CheckedBatch(NamedTuple):
     """What check_and_convert makes of a producer's batch, for assign_batches."""
 
@@ -385,8 +396,10 @@ class SegmentScan(NamedTuple):
     # What the batches from producers_from_offset on leave of each producer's state (replaying
     # producer_state's _record over them), by producer id: (producer id, epoch, whether the epoch
     # changed among them, ((base offset, last offset delta, max timestamp, base sequence), ...))
-    # with the last PRODUCER_BATCHES_KEPT batches of that epoch, oldest first.
-    producer_runs: list[tuple[int, int, bool, tuple[tuple[int, int, int, int], ...]]]
+    # with the last PRODUCER_BATCHES_KEPT batches of that epoch, oldest first. None if one of
+    # those batches is transactional (or a marker): runs cannot sum up transactions, so the
+    # producer state reads those headers itself.
+    producer_runs: list[tuple[int, int, bool, tuple[tuple[int, int, int, int], ...]]] | None
     refusal: str | None  # why the batch at end_position was refused; None if the file ended
 
 
@@ -438,10 +451,13 @@ class _ProducerRuns:
 
     def __init__(self) -> None:
         self._runs: dict[int, list] = {}
+        self._transactional = False
 
     def record(self, header_bytes: bytes, header: BatchHeader) -> None:
         producer_id, epoch, base_sequence = _PRODUCER_FIELDS.unpack_from(header_bytes, _PRODUCER_FIELDS_POSITION)
-        if producer_id == NO_PRODUCER_ID or header.attributes & CONTROL_BATCH_BIT:
+        if header.attributes & TRANSACTIONAL_BIT:
+            self._transactional = True
+        if producer_id == NO_PRODUCER_ID or header.attributes & (CONTROL_BATCH_BIT | TRANSACTIONAL_BIT):
             return
         run = self._runs.get(producer_id)
         if run is None:
@@ -450,7 +466,9 @@ class _ProducerRuns:
             run[:] = [epoch, True, collections.deque(maxlen=PRODUCER_BATCHES_KEPT)]
         run[2].append((header.base_offset, header.last_offset_delta, header.max_timestamp, base_sequence))
 
-    def as_list(self) -> list[tuple[int, int, bool, tuple[tuple[int, int, int, int], ...]]]:
+    def as_list(self) -> list[tuple[int, int, bool, tuple[tuple[int, int, int, int], ...]]] | None:
+        if self._transactional:
+            return None
         return [(producer_id, epoch, changed, tuple(batches))
                 for producer_id, (epoch, changed, batches) in sorted(self._runs.items())]
 
@@ -566,7 +584,7 @@ def _load_compiled() -> BatchCodec | None:
     except ImportError:  # not built (no C compiler at install): the pure-Python path serves
         return None
     _fastbatch.bind(BatchHeader, BatchRun, SegmentScan, RejectedRecords, CorruptRecordError, InvalidRecordError,
-                    RecordTooLargeError, InvalidTimestampError, InvalidTxnStateError)
+                    RecordTooLargeError, InvalidTimestampError)
     return BatchCodec(f"c/{_fastbatch.CRC32C_IMPLEMENTATIONS[-1]}", _fastbatch.validate_batches,
                       _fastbatch.assign_batches, _fastbatch.check_records, _fastbatch.scan_segment)
 

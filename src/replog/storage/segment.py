@@ -1,4 +1,4 @@
-"""One segment of a partition's log: a `.log` file of whole v2 batches and its two indexes.
+"""One segment of a partition's log: a `.log` file of whole v2 batches and its indexes.
 
 Files, named by the segment's base offset in 20 digits (the offset of its first possible batch):
 
@@ -7,6 +7,8 @@ Files, named by the segment's base offset in 20 digits (the offset of its first 
                                     compacted leader may leave them and followers copy them)
     00000000000000000000.index      sparse offset index (index.py)
     00000000000000000000.timeindex  sparse time index (index.py)
+    00000000000000000000.txnindex   aborted transactions whose markers it holds
+                                    (transaction_index.py), only once there is one
 
 Appends go to the end with one os.pwrite of the caller's buffer; nothing else is written on that
 path, the indexes grow in memory and are written behind (roll, flush, close). A write that fails
@@ -31,6 +33,7 @@ from typing import NamedTuple
 
 from replog.storage.errors import RecordListTooLargeError
 from replog.storage.index import OffsetIndex, TimeIndex
+from replog.storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 from replog.storage.records import (
     HEADER_SIZE_BYTES,
     MAX_RELATIVE_OFFSET,
@@ -191,6 +194,9 @@ class Segment:
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self.offset_index = OffsetIndex(index_path, base_offset)
         self.time_index = TimeIndex(time_index_path, base_offset)
+        # Loaded by whoever opens an existing segment (Log): its owner, the producer state's
+        # replay, keeps it in step with the log.
+        self.txn_index = TransactionIndex(directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX))
         self.created_ms = created_ms
         self.size_bytes = os.fstat(self.fd).st_size
         self.next_offset = base_offset
@@ -460,6 +466,7 @@ class Segment:
         kept_entries = bisect.bisect_left(self.offset_index.values, position)
         self.offset_index.truncate_to_count(kept_entries)
         self.time_index.truncate_to_count(kept_entries)
+        self.txn_index.truncate_from(offset)
         bytes_removed = self.size_bytes - position
         os.ftruncate(self.fd, position)
         os.fsync(self.fd)
@@ -469,13 +476,15 @@ class Segment:
         return bytes_removed
 
     @property
-    def index_paths(self) -> tuple[Path, Path]:
-        return self.offset_index.path, self.time_index.path
+    def index_paths(self) -> tuple[Path, Path, Path]:
+        """The index files a flush makes durable after the `.log` (the transaction index's may be absent)."""
+        return self.offset_index.path, self.time_index.path, self.txn_index.path
 
     def persist_indexes(self) -> None:
         """Write index entries not yet in their files (no fsync): done when a segment rolls."""
         self.offset_index.persist(fsync=False)
         self.time_index.persist(fsync=False)
+        self.txn_index.persist(fsync=False)
 
     def flush(self, with_indexes: bool) -> None:
         """Make the `.log` durable, then (if asked) its indexes, so that an index never runs
@@ -486,6 +495,7 @@ class Segment:
         if with_indexes:
             self.offset_index.persist(fsync=True)
             self.time_index.persist(fsync=True)
+            self.txn_index.persist(fsync=True)
 
     def close(self) -> None:
         self.persist_indexes()
@@ -500,3 +510,4 @@ class Segment:
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
