@@ -35,7 +35,7 @@ from replog.replication.metadata_cache import NO_LEADER, PartitionView
 from replog.storage.control_batches import Marker
 from replog.tasks import TaskOwner, first_failure
 
-from .client import BrokerConnection, MarkerWrite
+from .client import BrokerConnection, MarkerWrite, NoCommonVersion
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -226,6 +226,12 @@ class TxnMarkerChannel:
         except ConnectionError as error:
             logger.info("transaction markers not sent broker=%d destination=%d markers=%d error=%s", self._broker_id,
                         broker_id, len(sent), error)
+            errors = {}
+        except NoCommonVersion as error:
+            # A broker of a version without WriteTxnMarkers, in a rolling upgrade: it may be
+            # upgraded yet, and this sender must go on for the markers queued behind.
+            logger.warning("transaction markers not sent broker=%d destination=%d error=%s", self._broker_id, broker_id,
+                           error)
             errors = {}
         for queued in sent:
             if not queued.answer.done():  # else its writer was cancelled
