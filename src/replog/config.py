@@ -469,6 +469,13 @@ SETTINGS: dict[str, Setting] = {
             "a follower that has not caught up for this long leaves the ISR (docs/design.md §5.3)",
         ),
         Setting(
+            "request.timeout.ms",
+            _int32(1),
+            30_000,
+            "how long a broker's requests to other brokers wait to be done, such as the transaction markers a "
+            "partition leader writes for a transaction coordinator (docs/design.md §16.2)",
+        ),
+        Setting(
             "unclean.leader.election.enable",
             _boolean,
             False,

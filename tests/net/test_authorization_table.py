@@ -110,6 +110,9 @@ def _configs(resource_type: int, name: str, configs: list[dict]) -> dict:
 
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+# To a partition nobody hosts: answered UNKNOWN_TOPIC_OR_PARTITION when allowed, nothing written.
+_MARKERS = {"markers": [{"producer_id": 1, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,
+                         "topics": [{"name": "absent", "partition_indexes": [0]}]}]}
 THROTTLE = "leader.replication.throttled.rate"
 
 # In the order asked: OffsetDelete, which deletes the group's committed offset, after those
@@ -227,6 +230,8 @@ TABLE: tuple[Row, ...] = (
     Row(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None}, (on_cluster(AclOperation.DESCRIBE),)),
     Row(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"deletions": [{"name": "nobody", "mechanism": 1}], "upsertions": []},
         (on_cluster(AclOperation.ALTER),)),
+    Row(ApiKey.WRITE_TXN_MARKERS, 2, _MARKERS, (on_cluster(AclOperation.CLUSTER_ACTION),), "broker"),
+    Row(ApiKey.WRITE_TXN_MARKERS, 2, _MARKERS, (on_cluster(AclOperation.ALTER),), "operator"),
     Row(ApiKey.UNREGISTER_BROKER, 0, {"broker_id": 99}, (on_cluster(AclOperation.ALTER),)),
     Row(ApiKey.STATE_CHANGE_EVENTS, 0, {"max_events": 10}, (on_cluster(AclOperation.DESCRIBE),)),
     Row(ApiKey.OFFSET_DELETE, 0, {"group_id": GROUP, "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}]},

@@ -41,13 +41,14 @@ import asyncio
 import collections
 import random
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
 from replog import __version__
 from replog.security.sasl import SaslClientError
+from replog.storage.control_batches import Marker
 from replog.security.sasl_client import mechanism_client
 from replog.replication.fetcher import EpochAsk, FetchSpec
 
@@ -145,6 +146,13 @@ class EpochEndOffset(NamedTuple):
 class ProduceResult(NamedTuple):
     error_code: ErrorCode
     base_offset: int
+
+
+class MarkerWrite(NamedTuple):
+    """One marker of a WriteTxnMarkers request, and the partitions it goes to."""
+
+    marker: Marker
+    partitions: Collection[tuple[str, int]]
 
 
 class ListedOffset(NamedTuple):
@@ -686,3 +694,28 @@ class BrokerConnection:
         })
         return {(topic.name, found.partition_index): found.offset for topic in answer.topics
                 for found in topic.partitions if found.error_code == ErrorCode.none}
+
+    async def write_txn_markers(self, writes: Sequence[MarkerWrite], timeout_s: float | None = None
+                                ) -> dict[tuple[int, str, int], ErrorCode]:
+        """Each marker written to its partitions, led by this broker, in one WriteTxnMarkers: the
+        error of each by (producer id, topic, partition). The answer names markers by producer id
+        alone, so no two writes may share one."""
+        if len({write.marker.producer_id for write in writes}) != len(writes):
+            raise ValueError("two markers of one WriteTxnMarkers request name the same producer")
+        markers = []
+        for write in writes:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in write.partitions:
+                by_topic.setdefault(topic, []).append(partition)
+            marker = write.marker
+            markers.append({"producer_id": marker.producer_id, "producer_epoch": marker.producer_epoch,
+                            "transaction_result": marker.committed, "coordinator_epoch": marker.coordinator_epoch,
+                            "topics": [{"name": topic, "partition_indexes": indexes} for topic, indexes in by_topic.items()]})
+        answer = await self.request(ApiKey.WRITE_TXN_MARKERS, None, {"markers": markers}, timeout_s=timeout_s)
+        found = {(written.producer_id, topic.name, partition.partition_index): _error_code(partition.error_code)
+                 for written in answer.markers for topic in written.topics for partition in topic.partitions}
+        for write in writes:
+            for topic, partition in write.partitions:
+                if (write.marker.producer_id, topic, partition) not in found:
+                    raise self._malformed(f"the answer lacks producer {write.marker.producer_id}'s {topic}-{partition}")
+        return found

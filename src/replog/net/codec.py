@@ -147,6 +147,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.WRITE_TXN_MARKERS: (1, 2),  # Kafka 4's: v0 went with KIP-896; v2 adds the marker's transaction version
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.UNREGISTER_BROKER: (0, 0),
     ApiKey.STATE_CHANGE_EVENTS: (0, 0),
