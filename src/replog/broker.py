@@ -95,8 +95,8 @@ from replog.replication.state_changes import StateChangeListener
 from replog.replication.throttle_rates import ThrottleRates
 from replog.net import high_watermarks
 from replog.net.leader_connections import LeaderConnections
-from replog.net.transaction_verification import TransactionVerifier
 from replog.net.txn_markers import TxnMarkerChannel
+from replog.net.transaction_verification import TransactionVerifier
 from replog.replication.driver import LeadershipContext
 from replog.replication.hosted import HostedPartitions
 
@@ -190,12 +190,8 @@ class Broker:
         self.groups = GroupCoordinator(self.broker_id, group_coordinator_config(config), self.replicas.hosted,
                                        self._offsets_partition_count, monotonic_ms, wall_clock_ms)
         self.life_id = uuid.uuid4().hex[:16]
-        try:
-            self._inter_broker_credentials = inter_broker.credentials(config)
-        except ValueError as error:
-            raise ConfigError(str(error)) from None
-        self.inter_broker_security = self._inter_broker_security()
-        # Markers go over connections of their own: never behind a follower's parked fetch.
+        # Markers go over connections of their own: a marker must not wait behind a follower's
+        # parked fetch (net/txn_markers.py).
         self.marker_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers,
                                                     config["coord.session.timeout.ms"], life_id=self.life_id,
                                                     security=lambda: self.inter_broker_security)
@@ -257,6 +253,11 @@ class Broker:
         self._session_follower: asyncio.Task | None = None
         self._registered = False
         self._started = False
+        try:
+            self._inter_broker_credentials = inter_broker.credentials(config)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        self.inter_broker_security = self._inter_broker_security()
         self.leader_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers, config["coord.session.timeout.ms"],
                                                     life_id=self.life_id, security=lambda: self.inter_broker_security)
         self.joined = JoinedStore(self.store)
@@ -820,5 +821,3 @@ class Broker:
             if error.code != ErrorCode.topic_already_exists:
                 return error.code
         return ErrorCode.leader_not_available
-
-

@@ -17,9 +17,10 @@ from replog.groups.placement import OFFSETS_TOPIC
 from replog.net.client import BrokerConnection, MarkerWrite, NoCommonVersion
 from replog.net.leader_connections import LeaderConnections
 from replog.net.server import KafkaServer
+from replog.net import txn_markers
 from replog.net.txn_markers import TxnMarkerChannel
 from replog.obs import BrokerMetrics
-from replog.replication.metadata_cache import NO_LEADER, PartitionView
+from replog.replication.metadata_cache import NO_LEADER, MetadataCache, PartitionView
 from replog.storage.control_batches import ControlType, Marker
 from tests.support.polling import eventually
 
@@ -114,14 +115,17 @@ async def test_write_txn_markers_without_alter_or_cluster_action_writes_nothing(
     assert remote["t", 0].written == []
 
 
-class Metadata:
+class Metadata(MetadataCache):
+    """A metadata cache told its partitions' leaders by the test rather than by a store."""
+
     def __init__(self, leaders: dict[tuple[str, int], int]):
-        self.topics: dict[str, dict[int, PartitionView]] = {}
+        super().__init__(store=None)
         for (topic, index), leader in leaders.items():
             self.lead(topic, index, leader)
 
     def lead(self, topic: str, index: int, leader: int) -> None:
         self.topics.setdefault(topic, {})[index] = PartitionView(replicas=(HERE, THERE), leader=leader)
+        self.changed()
 
 
 class Store:
@@ -195,7 +199,8 @@ async def test_two_markers_of_one_producer_go_in_separate_requests_in_their_orde
     assert connections.requests == 2
 
 
-async def test_a_leader_change_is_followed_to_the_new_leader():
+async def test_a_leader_change_is_followed_to_the_new_leader_without_waiting_out_the_backoff(monkeypatch):
+    monkeypatch.setattr(txn_markers, "RETRY_BACKOFF_MS", 3_600_000)
     metadata = Metadata({("t", 0): THERE})
     local = FakePartition("t", 0)
     remote = FakePartition("t", 0, ErrorCode.not_leader_or_follower)
@@ -205,7 +210,7 @@ async def test_a_leader_change_is_followed_to_the_new_leader():
 
     remote.on_write = moved
     async with channel_to(hosting(remote), metadata, [local]) as (channel, _):
-        await channel.write_markers(COMMIT, [("t", 0)])
+        await asyncio.wait_for(channel.write_markers(COMMIT, [("t", 0)]), WAIT_S)
     assert remote.written == [] and local.written == [COMMIT]
 
 

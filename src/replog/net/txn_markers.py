@@ -8,10 +8,11 @@ written directly. Every other one joins the queue of its leader's broker, whose 
 takes what is queued, markers of many transactions, and sends it as one WriteTxnMarkers over a
 connection of its own (not the fetchers': a marker must not wait behind a follower's parked
 fetch), authenticated as the broker's fetches are. An answer other than success or a fence, or a
-failed connection, sends the marker round again after a backoff, to wherever the metadata then
-says the leader is: a leader change is followed, never waited out. A partition the metadata no
-longer shows, and the store no longer holds (or holds marked for deletion), needs no marker:
-the cache may lag the store, and a topic only just made is not one deleted.
+failed connection, sends the marker round again after a backoff, or as soon as the metadata
+names another leader, to wherever it then says the leader is: a leader change is followed,
+never waited out. A partition the metadata no longer shows, and the store no longer holds (or
+holds marked for deletion), needs no marker: the cache may lag the store, and a topic only just
+made is not one deleted.
 
 Writes wait in bounded queues: a coordinator ending transactions faster than a broker takes
 their markers waits for room. The coordinator cancels its write_markers when it loses its
@@ -86,6 +87,8 @@ class SeesPartitions(Protocol):
 
     topics: Mapping[str, Mapping[int, PartitionView]]
 
+    async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> bool: ...
+
 
 async def write_marker(partition: WritesTxnMarkers, groups: CompletesTransactions, marker: Marker,
                        timeout_ms: int) -> ErrorCode:
@@ -137,6 +140,7 @@ class TxnMarkerChannel:
         backoff_ms = RETRY_BACKOFF_MS
         try:
             while True:
+                leaders = {partition: self._leader(partition) for partition in remaining}
                 with first_failure():
                     async with asyncio.TaskGroup() as attempts:
                         done = [attempts.create_task(self._write_once(marker, partition)) for partition in remaining]
@@ -144,7 +148,11 @@ class TxnMarkerChannel:
                 self.pending_markers -= len(done) - len(remaining)
                 if not remaining:
                     return
-                await asyncio.sleep(backoff_ms / 1000)
+                # Sent again after the backoff, or as soon as the metadata names another leader
+                # for one of them: a leader change needs no wait.
+                await self._metadata.wait_for(
+                    lambda: any(self._leader(partition) != leaders[partition] for partition in remaining),
+                    backoff_ms / 1000)
                 backoff_ms = min(2 * backoff_ms, RETRY_BACKOFF_MAX_MS)
         finally:
             self.pending_markers -= len(remaining)
@@ -152,6 +160,11 @@ class TxnMarkerChannel:
     async def close(self) -> None:
         await self._senders.close()
         self._queues.clear()
+
+    def _leader(self, partition: PartitionKey) -> int | None:
+        """The partition's leader as the metadata names it; None if it shows no such partition."""
+        view = self._metadata.topics.get(partition[0], {}).get(partition[1])
+        return None if view is None else view.leader
 
     async def _write_once(self, marker: Marker, partition: PartitionKey) -> bool:
         """Whether `partition` needs `marker` no more after one attempt."""
