@@ -452,11 +452,23 @@ def test_a_broker_may_lower_the_segment_bytes_floor_for_its_clients():
     assert load_broker_config(None, {})["internal.segment.bytes.min"] == 1048576
 
 
-def test_an_offsets_topic_below_the_segment_bytes_floor_is_refused_at_start():
-    with pytest.raises(ConfigError, match=r"offsets.topic.segment.bytes \(from --set\): 16384 is below .* 1048576"):
-        load_broker_config(None, {"offsets.topic.segment.bytes": "16384"})
-    lowered = load_broker_config(None, {"offsets.topic.segment.bytes": "16384", "internal.segment.bytes.min": "16384"})
-    assert lowered["offsets.topic.segment.bytes"] == 16384
+@pytest.mark.parametrize("name", ["offsets.topic.segment.bytes", "transaction.state.log.segment.bytes"])
+def test_an_internal_topic_below_the_segment_bytes_floor_is_refused_at_start(name):
+    with pytest.raises(ConfigError, match=rf"{name} \(from --set\): 16384 is below .* 1048576"):
+        load_broker_config(None, {name: "16384"})
+    lowered = load_broker_config(None, {name: "16384", "internal.segment.bytes.min": "16384"})
+    assert lowered[name] == 16384
+
+
+def test_transaction_settings_have_kafkas_defaults():
+    config = load_broker_config(None, {})
+    assert config["transaction.max.timeout.ms"] == 900_000
+    assert config["transaction.state.log.num.partitions"] == 50
+    assert config["transaction.state.log.replication.factor"] == 3
+    assert config["transaction.state.log.min.isr"] == 2
+    assert config["transactional.id.expiration.ms"] == 604_800_000
+    assert config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] == 10_000
+    assert config["transaction.partition.verification.enable"] is True
 
 
 def test_a_segment_size_the_store_already_holds_still_applies_below_the_floor():

@@ -29,9 +29,10 @@ The data directory is locked (storage/data_dir_lock.py) before anything reads or
 released once the broker has stopped (or failed to be built): a second broker on the same
 directory is refused before it touches a file.
 
-The group coordinator (groups/) follows the replicas of __consumer_offsets through the replica
-manager's `on_replica_changed`, and its task runs from start to stop; the broker makes
-__consumer_offsets when a client first looks for a group's coordinator.
+The group coordinator (groups/) and the transaction coordinator (transactions/) follow the
+replicas of __consumer_offsets and __transaction_state through the replica manager's
+`on_replica_changed`, and their tasks run from start to stop; the broker makes each topic when
+a client first looks for a coordinator in it.
 
 The data directory's free space is read before anything is served and watched from start to
 stop (storage/disk_space.py): below `log.dir.min.free.bytes` produce is refused with
@@ -65,6 +66,7 @@ from replog.coord_backends import paths
 from replog.coord_backends.joined import JoinedStore
 from replog.coord_backends.paths import BrokerRegistration, ClusterId, InvalidNodeValue
 from replog.groups import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, GroupLimits
+from replog.transactions import TRANSACTION_STATE_TOPIC, TransactionConfig, TransactionCoordinator
 from replog.replication.metadata_cache import MetadataCache, each_seen
 from replog.net.fetch_sessions import FetchSessions
 from replog.net import certificate_reload, tls
@@ -93,6 +95,8 @@ from replog.replication.state_changes import StateChangeListener
 from replog.replication.throttle_rates import ThrottleRates
 from replog.net import high_watermarks
 from replog.net.leader_connections import LeaderConnections
+from replog.net.txn_markers import TxnMarkerChannel
+from replog.net.transaction_verification import TransactionVerifier
 from replog.replication.driver import LeadershipContext
 from replog.replication.hosted import HostedPartitions
 
@@ -127,6 +131,17 @@ def group_coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
                              commit_timeout_ms=config["offsets.commit.timeout.ms"],
                              offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
                              offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"])
+
+
+def transaction_coordinator_config(config: BrokerConfig) -> TransactionConfig:
+    return TransactionConfig(
+        max_timeout_ms=config["transaction.max.timeout.ms"],
+        id_expiration_ms=config["transactional.id.expiration.ms"],
+        abort_timed_out_interval_ms=config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+        remove_expired_interval_ms=config["transaction.remove.expired.transaction.cleanup.interval.ms"],
+        write_timeout_ms=config["offsets.commit.timeout.ms"],
+        offsets_topic_partitions=config["offsets.topic.num.partitions"],
+    )
 
 
 class BrokerIdInUse(Exception):
@@ -174,13 +189,26 @@ class Broker:
         self._acl_feed: asyncio.Task | None = None
         self.groups = GroupCoordinator(self.broker_id, group_coordinator_config(config), self.replicas.hosted,
                                        self._offsets_partition_count, monotonic_ms, wall_clock_ms)
-        self.replicas.on_replica_changed = self.groups.partition_changed
+        self.life_id = uuid.uuid4().hex[:16]
+        # Markers go over connections of their own: a marker must not wait behind a follower's
+        # parked fetch (net/txn_markers.py).
+        self.marker_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers,
+                                                    config["coord.session.timeout.ms"], life_id=self.life_id,
+                                                    security=lambda: self.inter_broker_security)
+        self.txn_markers = TxnMarkerChannel(self.broker_id, self.metadata, self.store, self.marker_connections,
+                                            self.replicas.hosted, self.groups, config["request.timeout.ms"])
+        self.transactions = TransactionCoordinator(
+            self.broker_id, transaction_coordinator_config(config), self.replicas.hosted,
+            lambda: self.config["transaction.state.log.num.partitions"], monotonic_ms, wall_clock_ms, self.producer_ids,
+            self.txn_markers)
+        self.replicas.on_replica_changed = self._coordinated_replica_changed
         self.client_quotas = ClientQuotas()
         # The rates and throttles the client quotas are enforced by.
         self.quotas = ClientQuotaManagers(self.client_quotas, config, observer=self.metrics)
         self._client_quota_feed: asyncio.Task | None = None
         self._group_coordinator: asyncio.Task | None = None
-        self._creating_offsets_topic: asyncio.Task | None = None
+        self._transaction_coordinator: asyncio.Task | None = None
+        self._creating_internal_topics: dict[str, asyncio.Task] = {}
         # One server per listener; `server` is the first listener's. max.connections is the
         # broker's, over them all.
         connections = BrokerConnections(config["max.connections"], config["inter.broker.listener.name"])
@@ -214,6 +242,8 @@ class Broker:
             log_dir_space=lambda: (self.disk_space.free_bytes, self.disk_space.state.value),
             log_dir_space_states=tuple(state.value for state in DiskSpaceState),
             queued_request_bytes=lambda: sum(server.queued_request_bytes for server in self.servers),
+            ongoing_transactions=self.transactions.ongoing_count,
+            markers_pending=lambda: self.txn_markers.pending_markers,
         ))
         self.metrics_server = (None if metrics_listener is None
                                else MetricsServer(self.metrics.registry, metrics_listener.host, metrics_listener.port,
@@ -223,7 +253,6 @@ class Broker:
         self._session_follower: asyncio.Task | None = None
         self._registered = False
         self._started = False
-        self.life_id = uuid.uuid4().hex[:16]
         try:
             self._inter_broker_credentials = inter_broker.credentials(config)
         except ValueError as error:
@@ -238,6 +267,9 @@ class Broker:
             self.state_change_events, self.metadata.seen_partition, self.joined, self.metadata.topic_id,
         ), config)
         self.leader_connections.on_presumed_gone = self.hosted.broker_presumed_gone
+        self.transaction_verifier = (
+            TransactionVerifier(self.broker_id, self.metadata, self.transactions, self.leader_connections.call)
+            if config["transaction.partition.verification.enable"] else None)
         self.state_changes = StateChangeListener(self.store, self.broker_id, self.hosted.start_replica_requested,
                                                  self.hosted.close_replica_requested, self.state_change_events)
         # Set when a task the broker cannot run without ended: the broker must stop (see _follow_session).
@@ -322,6 +354,7 @@ class Broker:
         self._throttle_rates = self._run_until_stopped(
             ThrottleRates(self.store, self.broker_id, self.replicas.replication_throttle).run(), "throttle rate watch")
         self._group_coordinator = self._run_until_stopped(self.groups.run(), "group coordinator")
+        self._transaction_coordinator = self._run_until_stopped(self.transactions.run(), "transaction coordinator")
         if self.authorizer is not None:
             await self._load_acls()
         await self.state_changes.listen()
@@ -415,8 +448,8 @@ class Broker:
             logger.info("broker stopped broker=%d", self.broker_id)
 
     async def _stop_components(self) -> None:
-        for task in (self._session_follower, self._registering, self._throttle_rates, self._creating_offsets_topic,
-                     self._certificate_watch, self._acl_feed):
+        for task in (self._session_follower, self._registering, self._throttle_rates,
+                     *self._creating_internal_topics.values(), self._certificate_watch, self._acl_feed):
             if task is not None:
                 await cancel_and_wait(task)
         await self.state_changes.close()
@@ -426,6 +459,7 @@ class Broker:
         # Group requests wait for rebalances: answered NOT_COORDINATOR now, so that the server
         # finishing its requests does not wait for them, and their clients look elsewhere.
         self.groups.close()
+        self.transactions.close()
         await asyncio.gather(*(server.stop() for server in self.servers))
         if self.metrics_server is not None:
             await self.metrics_server.stop()
@@ -433,8 +467,11 @@ class Broker:
         self.metadata.on_brokers_changed = None
         await self.hosted.stop()
         await self.joined.close()
-        if self._group_coordinator is not None:
-            await cancel_and_wait(self._group_coordinator)
+        for coordinator in (self._group_coordinator, self._transaction_coordinator):
+            if coordinator is not None:
+                await cancel_and_wait(coordinator)
+        await self.txn_markers.close()
+        self.marker_connections.close()
         self.leader_connections.close()
         await self.metadata.close()
         await self.replicas.shutdown()
@@ -667,54 +704,74 @@ class Broker:
         are placed by it would move them between coordinators."""
         return self.config["offsets.topic.num.partitions"]
 
+    def _coordinated_replica_changed(self, partition) -> None:
+        self.groups.partition_changed(partition)
+        self.transactions.partition_changed(partition)
+
     def create_offsets_topic(self) -> None:
         """Create __consumer_offsets in the background (a group asked for its coordinator);
         once at a time."""
-        if self._creating_offsets_topic is None or self._creating_offsets_topic.done():
-            self._creating_offsets_topic = asyncio.create_task(self._create_offsets_topic(), name="create-offsets-topic")
-            self._creating_offsets_topic.add_done_callback(self._offsets_topic_creation_ended)
+        self._create_internal_topic(OFFSETS_TOPIC)
 
-    def _offsets_topic_creation_ended(self, task: asyncio.Task) -> None:
+    def create_transaction_state_topic(self) -> None:
+        """Create __transaction_state in the background (a producer asked for its transaction
+        coordinator); once at a time."""
+        self._create_internal_topic(TRANSACTION_STATE_TOPIC)
+
+    def _create_internal_topic(self, topic: str) -> None:
+        creating = self._creating_internal_topics.get(topic)
+        if creating is None or creating.done():
+            creating = asyncio.create_task(self._make_internal_topic(topic), name=f"create-{topic.strip('_')}")
+            creating.add_done_callback(functools.partial(self._internal_topic_creation_ended, topic))
+            self._creating_internal_topics[topic] = creating
+
+    def _internal_topic_creation_ended(self, topic: str, task: asyncio.Task) -> None:
         """Expected failures are logged by the task; anything else is a bug, logged in full (the
         next FindCoordinator tries again)."""
         if not task.cancelled() and task.exception() is not None:
-            logger.error("creating %s failed broker=%d", OFFSETS_TOPIC, self.broker_id, exc_info=task.exception())
+            logger.error("creating %s failed broker=%d", topic, self.broker_id, exc_info=task.exception())
 
-    async def _create_offsets_topic(self) -> None:
+    async def _make_internal_topic(self, topic: str) -> None:
         """Create the topic, or grow it to its count if an earlier creation was cut short."""
-        wanted = self.config["offsets.topic.replication.factor"]
+        prefix = "offsets.topic" if topic == OFFSETS_TOPIC else "transaction.state.log"
+        wanted = self.config[f"{prefix}.replication.factor"]
         factor = min(wanted, max(1, len(self.metadata.brokers)))
-        total = self.config["offsets.topic.num.partitions"]
+        total = self.config[f"{prefix}.num.partitions"]
         try:
-            initial = await self._offsets_topic_partitions()
+            initial = await self._internal_topic_partitions(topic)
             if initial == 0:
                 if factor < wanted:
-                    logger.warning("creating %s with replication factor %d: offsets.topic.replication.factor is %d but "
-                                   "only %d brokers are registered broker=%d", OFFSETS_TOPIC, factor, wanted, factor,
+                    logger.warning("creating %s with replication factor %d: %s.replication.factor is %d but "
+                                   "only %d brokers are registered broker=%d", topic, factor, prefix, wanted, factor,
                                    self.broker_id)
-                await admin.create_topic(self.store, OFFSETS_TOPIC, total, factor, self._offsets_topic_config(),
+                await admin.create_topic(self.store, topic, total, factor, self._internal_topic_config(topic, factor),
                                          limits=self.state_change_limits(0), broker_config=self.config)
             elif initial < total:  # made in steps by an earlier replog, cut short
-                await admin.create_partitions(self.store, OFFSETS_TOPIC, total, limits=self.state_change_limits(0))
+                await admin.create_partitions(self.store, topic, total, limits=self.state_change_limits(0))
         except (AdminError, StoreError) as error:
             # Another broker making it at the same time (it grows it to the full count), or the
             # store failing: a later FindCoordinator for a missing partition tries again.
             racing = isinstance(error, AdminError) and error.code in (ErrorCode.topic_already_exists,
                                                                         ErrorCode.invalid_partitions)
             logger.log(logging.INFO if racing else logging.WARNING, "%s not made or grown here broker=%d error=%s",
-                       OFFSETS_TOPIC, self.broker_id, error)
+                       topic, self.broker_id, error)
             return
         if initial < total:
-            logger.info("made %s partitions=%d (had %d) broker=%d", OFFSETS_TOPIC, total, initial, self.broker_id)
+            logger.info("made %s partitions=%d (had %d) broker=%d", topic, total, initial, self.broker_id)
 
-    def _offsets_topic_config(self) -> dict[str, str]:
+    def _internal_topic_config(self, topic: str, factor: int) -> dict[str, str]:
         """Only the latest value per key matters: compacted, as in Kafka, in small segments so
-        that the cleaner, which never touches the active segment, soon reaches old commits."""
-        return {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
+        that the cleaner, which never touches the active segment, soon reaches old records.
+        __transaction_state's decisions need its min.insync.replicas (at most its replicas, so
+        that a small cluster can still write them)."""
+        if topic == OFFSETS_TOPIC:
+            return {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
+        return {"cleanup.policy": "compact", "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
+                "min.insync.replicas": str(min(factor, self.config["transaction.state.log.min.isr"]))}
 
-    async def _offsets_topic_partitions(self) -> int:
+    async def _internal_topic_partitions(self, topic: str) -> int:
         try:
-            return len((await admin.describe_topic(self.store, OFFSETS_TOPIC)).partitions)
+            return len((await admin.describe_topic(self.store, topic)).partitions)
         except admin.UnknownTopicOrPartition:
             return 0
 
@@ -764,4 +821,3 @@ class Broker:
             if error.code != ErrorCode.topic_already_exists:
                 return error.code
         return ErrorCode.leader_not_available
-

@@ -469,6 +469,13 @@ SETTINGS: dict[str, Setting] = {
             "a follower that has not caught up for this long leaves the ISR (docs/design.md §5.3)",
         ),
         Setting(
+            "request.timeout.ms",
+            _int32(1),
+            30_000,
+            "how long a broker's requests to other brokers wait to be done, such as the transaction markers a "
+            "partition leader writes for a transaction coordinator (docs/design.md §16.2)",
+        ),
+        Setting(
             "unclean.leader.election.enable",
             _boolean,
             False,
@@ -555,6 +562,54 @@ SETTINGS: dict[str, Setting] = {
             _int64(1),
             600_000,
             "how often the group coordinator looks for expired offsets",
+        ),
+        Setting(
+            "transaction.state.log.num.partitions",
+            _int32(1),
+            50,
+            "partitions of __transaction_state, made on first use; a transactional id's partition depends on it, so "
+            "do not change it once the topic exists",
+        ),
+        Setting(
+            "transaction.state.log.replication.factor",
+            _int32(1),
+            3,
+            "replicas of __transaction_state; fewer if fewer brokers are registered when it is made (with a warning)",
+        ),
+        Setting("transaction.state.log.min.isr", _int32(1), 2,
+                "min.insync.replicas of __transaction_state (at most its replication factor when it is made)"),
+        Setting("transaction.state.log.segment.bytes", _int32(14), 104_857_600,
+                "segment size of __transaction_state: small, so that compaction soon reaches ended transactions"),
+        Setting(
+            "transaction.max.timeout.ms",
+            _int32(1),
+            900_000,
+            "longest transaction.timeout.ms a producer may ask for (INVALID_TRANSACTION_TIMEOUT above it)",
+        ),
+        Setting(
+            "transactional.id.expiration.ms",
+            _int32(1),
+            7 * _DAY_MS,
+            "how long the coordinator keeps a transactional id whose producer has sent no transactional request",
+        ),
+        Setting(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            _int32(1),
+            10_000,
+            "how often the transaction coordinator looks for transactions open past their timeout, to abort them",
+        ),
+        Setting(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            _int32(1),
+            3_600_000,
+            "how often the transaction coordinator looks for transactional ids past transactional.id.expiration.ms",
+        ),
+        Setting(
+            "transaction.partition.verification.enable",
+            _boolean,
+            True,
+            "whether a partition leader asks the transaction coordinator that a transactional batch's partition "
+            "was added to its transaction before appending it (KIP-890)",
         ),
     ]
 }
@@ -875,12 +930,13 @@ def load_broker_config(
         listener_settings.resolve(values)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    # The broker makes __consumer_offsets as any topic is made, held to the same floor: below it,
-    # the topic would never be made and no group could find its coordinator.
-    if values["offsets.topic.segment.bytes"] < values["internal.segment.bytes.min"]:
-        raise ConfigError(f"offsets.topic.segment.bytes (from {sources['offsets.topic.segment.bytes']}): "
-                          f"{values['offsets.topic.segment.bytes']} is below the least segment.bytes a topic may "
-                          f"have, {values['internal.segment.bytes.min']} (internal.segment.bytes.min)")
+    # The broker makes __consumer_offsets and __transaction_state as any topic is made, held to the
+    # same floor: below it, the topic would never be made and no group or transactional id could
+    # find its coordinator.
+    for name in ("offsets.topic.segment.bytes", "transaction.state.log.segment.bytes"):
+        if values[name] < values["internal.segment.bytes.min"]:
+            raise ConfigError(f"{name} (from {sources[name]}): {values[name]} is below the least segment.bytes a "
+                              f"topic may have, {values['internal.segment.bytes.min']} (internal.segment.bytes.min)")
     return BrokerConfig(types.MappingProxyType(values), types.MappingProxyType(sources))
 
 

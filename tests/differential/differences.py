@@ -18,10 +18,6 @@ INTENDED: dict[str, dict[str, str]] = {
         "api_versions_range": "replog advertises the ApiVersions versions its codec (kio) has, up to v4; Kafka 4.4 has v5. "
                               "Clients negotiate down to the highest common version",
     },
-    "transactional_id_initialised_twice": {
-        "": "transactions are not implemented: InitProducerId naming a transactional id is refused with "
-            "TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a fatal error the client reports at once (net/handlers/producer_ids.py)",
-    },
     "fetch_out_of_range": {
         "*/high_watermark": "replog's followers continue from the log start named in an OFFSET_OUT_OF_RANGE answer "
                             "(replication/fetcher.py), so the answer carries the partition's offsets; Kafka answers -1 "

@@ -64,6 +64,10 @@ def on_group(operation: AclOperation, name: str = GROUP) -> Need:
     return Need(operation, ResourceType.GROUP, name, GROUP_DENIED)
 
 
+def on_transactional_id(operation: AclOperation) -> Need:
+    return Need(operation, ResourceType.TRANSACTIONAL_ID, TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED)
+
+
 def on_cluster(operation: AclOperation, error: ErrorCode = CLUSTER_DENIED) -> Need:
     return Need(operation, ResourceType.CLUSTER, CLUSTER_NAME, error)
 
@@ -106,6 +110,9 @@ def _configs(resource_type: int, name: str, configs: list[dict]) -> dict:
 
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+# To a partition nobody hosts: answered UNKNOWN_TOPIC_OR_PARTITION when allowed, nothing written.
+_MARKERS = {"markers": [{"producer_id": 1, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,
+                         "topics": [{"name": "absent", "partition_indexes": [0]}]}]}
 THROTTLE = "leader.replication.throttled.rate"
 
 # In the order asked: OffsetDelete, which deletes the group's committed offset, after those
@@ -132,6 +139,13 @@ TABLE: tuple[Row, ...] = (
                                       {"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1,
                                        "committed_metadata": ""}]}]},
         (on_group(AclOperation.READ), on_topic(AclOperation.READ))),
+    Row(ApiKey.TXN_OFFSET_COMMIT, 3, {"transactional_id": TRANSACTIONAL_ID, "group_id": GROUP, "producer_id": 1,
+                                      "producer_epoch": 0, "generation_id": 1, "member_id": "m", "group_instance_id": None,
+                                      "topics": [{"name": TOPIC, "partitions": [
+                                          {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                                           "committed_metadata": ""}]}]},
+        (Need(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED),
+         on_group(AclOperation.READ), on_topic(AclOperation.READ))),
     Row(ApiKey.OFFSET_FETCH, 7, {"group_id": GROUP, "topics": [{"name": TOPIC, "partition_indexes": [0]}],
                                  "require_stable": False},
         (on_group(AclOperation.DESCRIBE), on_topic(AclOperation.DESCRIBE))),
@@ -165,6 +179,23 @@ TABLE: tuple[Row, ...] = (
     Row(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None, "transaction_timeout": 60_000, "producer_id": -1,
                                      "producer_epoch": -1},
         (Need(AclOperation.WRITE, ResourceType.TOPIC, TOPIC, CLUSTER_DENIED),), "write on a topic"),
+    Row(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": TRANSACTIONAL_ID, "transaction_timeout": 60_000,
+                                     "producer_id": -1, "producer_epoch": -1},
+        (on_transactional_id(AclOperation.WRITE),), "transactional"),
+    Row(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {"v3_and_below_transactional_id": TRANSACTIONAL_ID, "v3_and_below_producer_id": 1,
+                                          "v3_and_below_producer_epoch": 0,
+                                          "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]},
+        (on_transactional_id(AclOperation.WRITE), on_topic(AclOperation.WRITE)), "client"),
+    Row(ApiKey.ADD_PARTITIONS_TO_TXN, 5, {"transactions": [
+        {"transactional_id": TRANSACTIONAL_ID, "producer_id": 1, "producer_epoch": 0, "verify_only": True,
+         "topics": [{"name": TOPIC, "partitions": [0]}]}]}, (on_cluster(AclOperation.CLUSTER_ACTION),), "broker"),
+    Row(ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": TRANSACTIONAL_ID, "producer_id": 1, "producer_epoch": 0,
+                                       "group_id": GROUP},
+        (on_transactional_id(AclOperation.WRITE), on_group(AclOperation.READ))),
+    Row(ApiKey.END_TXN, 3, {"transactional_id": TRANSACTIONAL_ID, "producer_id": 1, "producer_epoch": 0,
+                            "committed": True}, (on_transactional_id(AclOperation.WRITE),)),
+    Row(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [TRANSACTIONAL_ID]},
+        (on_transactional_id(AclOperation.DESCRIBE),)),
     Row(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, _epochs(-1), (on_topic(AclOperation.DESCRIBE),), "consumer"),
     Row(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, _epochs(-1), (on_cluster(AclOperation.CLUSTER_ACTION, TOPIC_DENIED),),
         "consumer with cluster action"),
@@ -189,6 +220,8 @@ TABLE: tuple[Row, ...] = (
         {"name": THROTTLE, "config_operation": 0, "value": "1000000"}]), (on_cluster(AclOperation.ALTER_CONFIGS),),
         "cluster default"),
     Row(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None}, (on_cluster(AclOperation.DESCRIBE),)),
+    Row(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": TOPIC, "partition_indexes": [0]}]},
+        (on_topic(AclOperation.READ),)),
     Row(ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "topic_partitions": [{"topic": TOPIC, "partitions": [0]}],
                                   "timeout": 1000}, (on_cluster(AclOperation.ALTER),)),
     Row(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout": 1000, "topics": [
@@ -197,6 +230,8 @@ TABLE: tuple[Row, ...] = (
     Row(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None}, (on_cluster(AclOperation.DESCRIBE),)),
     Row(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"deletions": [{"name": "nobody", "mechanism": 1}], "upsertions": []},
         (on_cluster(AclOperation.ALTER),)),
+    Row(ApiKey.WRITE_TXN_MARKERS, 2, _MARKERS, (on_cluster(AclOperation.CLUSTER_ACTION),), "broker"),
+    Row(ApiKey.WRITE_TXN_MARKERS, 2, _MARKERS, (on_cluster(AclOperation.ALTER),), "operator"),
     Row(ApiKey.UNREGISTER_BROKER, 0, {"broker_id": 99}, (on_cluster(AclOperation.ALTER),)),
     Row(ApiKey.STATE_CHANGE_EVENTS, 0, {"max_events": 10}, (on_cluster(AclOperation.DESCRIBE),)),
     Row(ApiKey.OFFSET_DELETE, 0, {"group_id": GROUP, "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}]},
@@ -225,7 +260,8 @@ UNCHECKED = {
 }
 
 # Asked besides the rows, in test_authorization_lists.py.
-FILTERING = {ApiKey.LIST_GROUPS: "lists only the groups a principal may Describe, refuses none"}
+FILTERING = {ApiKey.LIST_GROUPS: "lists only the groups a principal may Describe, refuses none",
+             ApiKey.LIST_TRANSACTIONS: "lists only the transactional ids a principal may Describe, refuses none"}
 
 
 def test_every_served_api_has_a_row_or_a_reason():

@@ -47,6 +47,27 @@ def test_encoding_matches_kio_for_every_version(version):
         assert decoded.session_id == 0
 
 
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+def test_aborted_transactions_are_written_for_read_committed(version):
+    topic = ORDERS_ID if version >= FIRST_TOPIC_ID_VERSION else "orders"
+    encoder = FetchBodyEncoder(version)
+    encoder.begin(1)
+    encoder.topic(topic, 3)
+    encoder.partition(0, 0, 120, 90, 7, [b"batch"], ((4000, 90), (4001, 112)))
+    encoder.partition(1, 0, 50, 50, 0, [b"other"], ())
+    encoder.partition(2, 0, 60, 60, 0, [])
+    encoder.end_topic()
+    body = b"".join(encoder.finish().parts)
+
+    decoded, size = entity_reader(load_response_schema(ApiKey.FETCH, version))(body, 0)
+    assert size == len(body)
+    aborted, none_aborted, uncommitted = decoded.responses[0].partitions
+    assert [(each.producer_id, each.first_offset) for each in aborted.aborted_transactions] == [(4000, 90), (4001, 112)]
+    assert (aborted.last_stable_offset, aborted.high_watermark, aborted.records) == (90, 120, b"batch")
+    assert (none_aborted.aborted_transactions, none_aborted.records) == ((), b"other")
+    assert uncommitted.aborted_transactions == (), "read_uncommitted's answer is unchanged"
+
+
 def test_builder_fills_nullable_arrays_of_entities():
     from replog.net import codec
 

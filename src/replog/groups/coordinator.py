@@ -1,8 +1,7 @@
 """The group coordinator of one broker: the groups whose __consumer_offsets partition this
 broker leads, their membership (group.py) and their committed offsets.
 
-Ownership follows leadership of the partitions of __consumer_offsets (the replica manager tells
-`partition_changed`):
+Ownership follows leadership of the partitions of __consumer_offsets (ownership.py):
 - immigration: on becoming a partition's leader, its groups and offsets are read from its log
   (offsets_log.load); meanwhile requests for them answer COORDINATOR_LOAD_IN_PROGRESS;
 - emigration: on ceasing to lead it (follower, closed), its groups are dropped, their waiting
@@ -11,6 +10,9 @@ Ownership follows leadership of the partitions of __consumer_offsets (the replic
 
 Writes (committed offsets, each generation's assignment, deletions) are appended to the
 partition with acks=-1 and applied to memory once committed; reads are served from memory.
+Offsets committed in a transaction (TxnOffsetCommit) are written as the producer's transactional
+batch and held pending (pending_offsets.py) until the transaction's marker is written to the
+partition: `complete_transaction` then applies or drops them (docs/design.md §16.6).
 
 Offsets expire as in Kafka (KIP-211): those of a group that has stayed empty for
 offsets.retention.minutes, and each offset committed outside any group (no members ever) that
@@ -33,11 +35,14 @@ from collections.abc import Callable, Iterable, Iterator
 
 from kio.schema.errors import ErrorCode
 
-from replog.replica.partition import Partition, ReplicaState
+from replog.replica.partition import Partition
 
 from . import offsets_log
+from .offsets_log import Verify
+from .pending_offsets import PendingOffsets
 from .group import (UNKNOWN_MEMBER_ID, Group, GroupLimits, GroupState, JoinRequest, JoinResult, PersistAssignment,
                     SyncResult)
+from .ownership import Owned, PartitionOwner
 from .placement import OFFSETS_TOPIC, partition_for
 from .records import GroupKey, OffsetKey, OffsetValue, encode_group_value, encode_key, encode_offset_value
 from .timers import Timers
@@ -73,49 +78,35 @@ class GroupListing:
     state: str
 
 
-class _Loading:
-    """A partition whose groups are being read; `epoch` tells a stale load from the current one."""
+class GroupCoordinator(PartitionOwner):
+    topic = OFFSETS_TOPIC
+    keys = "groups"
 
-    def __init__(self, epoch: int):
-        self.epoch = epoch
-
-
-class _Owned:
-    def __init__(self, epoch: int):
-        self.epoch = epoch
-
-
-class GroupCoordinator:
     def __init__(self, broker_id: int, config: CoordinatorConfig, hosted: Callable[[str, int], Partition | None],
                  partition_count: Callable[[], int], clock_ms: Callable[[], int], wall_clock_ms: Callable[[], int]):
         """`hosted(topic, partition)`: the replica this broker hosts, if any; `partition_count`:
         the partitions of __consumer_offsets that groups are placed by (offsets.topic.num.partitions);
         `clock_ms` for deadlines, `wall_clock_ms` for commit timestamps."""
-        self.broker_id = broker_id
+        super().__init__(broker_id, partition_count)
         self.config = config
         self._hosted = hosted
-        self._partition_count = partition_count
         self._clock_ms = clock_ms
         self._wall_clock_ms = wall_clock_ms
         self._timers_changed = asyncio.Event()
         self.timers = Timers(self._timers_changed.set)
-        self._partitions: dict[int, _Loading | _Owned] = {}
         self._groups: dict[str, Group] = {}
         self._offsets: dict[str, dict[tuple[str, int], OffsetValue]] = {}
-        self._tasks: asyncio.TaskGroup | None = None
-        self._pending: list[Callable[[asyncio.TaskGroup], None]] = []  # work asked for before `run`
+        self._pending_offsets = PendingOffsets()
+        # One transactional write per producer at a time: each batch takes the sequence after
+        # the last one's. Producer id -> (its lock, the writes holding or awaiting it); an entry
+        # goes with its last write.
+        self._producer_writes: dict[int, tuple[asyncio.Lock, int]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Drive the timers and own the loads and writes, until cancelled."""
-        async with asyncio.TaskGroup() as tasks:
-            self._tasks = tasks
-            for start in self._pending:  # bounded by the partitions led before the start
-                start(tasks)
-            self._pending.clear()
-            self._schedule_expiry()
-            tasks.create_task(self._drive_timers(), name="group-timers")
+    def _started(self, tasks: asyncio.TaskGroup) -> None:
+        self._schedule_expiry()
+        tasks.create_task(self._drive_timers(), name="group-timers")
 
     async def _drive_timers(self) -> None:
         while True:  # until cancelled with the coordinator
@@ -129,85 +120,33 @@ class GroupCoordinator:
             except TimeoutError:
                 pass
 
-    def _spawn(self, coroutine_factory: Callable[[], object], name: str) -> None:
-        if self._tasks is None:
-            self._pending.append(lambda tasks: tasks.create_task(coroutine_factory(), name=name))
-        else:
-            self._tasks.create_task(coroutine_factory(), name=name)
-
     # -- immigration and emigration ----------------------------------------------------------
 
-    def partition_changed(self, partition: Partition) -> None:
-        """The replica manager's report of a hosted replica that started, changed leadership or
-        closed."""
-        if partition.topic != OFFSETS_TOPIC:
-            return
-        index = partition.partition_id
-        current = self._partitions.get(index)
-        if partition.state is ReplicaState.LEADER:
-            if isinstance(current, _Owned):
-                current.epoch = partition.leader_epoch  # led here throughout: memory is current
-            elif current is None or current.epoch != partition.leader_epoch:
-                self._immigrate(index, partition)
-        elif current is not None:
-            self._emigrate(index, f"replica is {partition.state.value}")
+    async def _read(self, partition: Partition) -> offsets_log.Table:
+        return await offsets_log.load(partition)
 
-    def _immigrate(self, index: int, partition: Partition) -> None:
-        loading = _Loading(partition.leader_epoch)
-        self._partitions[index] = loading
-        logger.debug("loading groups topic=%s partition=%d broker=%d epoch=%d", OFFSETS_TOPIC, index,
-                    self.broker_id, loading.epoch)
-        self._spawn(lambda: self._load(index, partition, loading), f"load-groups-{index}")
-
-    async def _load(self, index: int, partition: Partition, loading: _Loading) -> None:
-        try:
-            table = await offsets_log.load(partition)
-        except offsets_log.LoadAborted as aborted:
-            logger.warning("group load abandoned topic=%s partition=%d broker=%d epoch=%d reason=%s",
-                           OFFSETS_TOPIC, index, self.broker_id, loading.epoch, aborted)
-            if self._partitions.get(index) is loading:
-                del self._partitions[index]
-            return
-        if self._partitions.get(index) is not loading:
-            return  # emigrated, or loading again at a newer epoch
+    def _loaded(self, index: int, table: offsets_log.Table, epoch: int) -> int:
         for group_id, offsets in table.offsets.items():  # bounded by the partition's groups
             self._offsets[group_id] = offsets
+            self._group(group_id)
+        self._pending_offsets.merge(table.pending)
+        for group_id in table.pending.groups():  # bounded by the partition's groups
             self._group(group_id)
         for group_id, value in table.groups.items():  # bounded by the partition's groups
             self._groups.pop(group_id, None)
             self._group(group_id).restore(value)
-        self._partitions[index] = _Owned(loading.epoch)
-        logger.info("loaded groups topic=%s partition=%d broker=%d epoch=%d groups=%d", OFFSETS_TOPIC, index,
-                    self.broker_id, loading.epoch, len(set(table.groups) | set(table.offsets)))
+        return len(set(table.groups) | set(table.offsets))
 
-    def _emigrate(self, index: int, reason: str) -> None:
-        del self._partitions[index]
-        count = self._partition_count()
-        leaving = [group_id for group_id in self._groups if partition_for(group_id, count) == index]
+    def _dropped(self, index: int) -> int:
+        leaving = self._placed_in(self._groups, index)
         for group_id in leaving:  # bounded by the partition's groups
             self._groups.pop(group_id).unload(ErrorCode.not_coordinator)
             self._offsets.pop(group_id, None)
-        for group_id in [group_id for group_id in self._offsets if partition_for(group_id, count) == index]:
+        for group_id in self._placed_in(self._offsets, index):  # bounded by the partition's groups
             del self._offsets[group_id]
-        logger.info("dropped groups topic=%s partition=%d broker=%d groups=%d reason=%s", OFFSETS_TOPIC, index,
-                    self.broker_id, len(leaving), reason)
-
-    def close(self) -> None:
-        """The broker is stopping: every group goes, its waiting requests answered NOT_COORDINATOR."""
-        for index in list(self._partitions):  # bounded by the partitions of __consumer_offsets
-            self._emigrate(index, "broker stopping")
-
-    def owns(self, group_id: str) -> int | None:
-        """None if this broker coordinates the group now, else the error to answer."""
-        state = self._partitions.get(self.partition_of(group_id))
-        if state is None:
-            return ErrorCode.not_coordinator
-        if isinstance(state, _Loading):
-            return ErrorCode.coordinator_load_in_progress
-        return None
-
-    def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self._partition_count())
+        for group_id in self._placed_in(self._pending_offsets.groups(), index):  # bounded by the partition's groups
+            self._pending_offsets.discard(group_id)
+        return len(leaving)
 
     def _group(self, group_id: str) -> Group:
         group = self._groups.get(group_id)
@@ -220,7 +159,7 @@ class GroupCoordinator:
         """A group made by a join that was refused holds nothing worth keeping: memory is
         bounded by real groups, not by refused requests."""
         if group.state is GroupState.EMPTY and group.is_empty and not self._offsets.get(group.group_id) \
-                and group.generation == 0 and self._groups.get(group.group_id) is group:
+                and not self._pending_offsets.pending(group.group_id) and group.generation == 0 and self._groups.get(group.group_id) is group:
             del self._groups[group.group_id]
             group.unload(ErrorCode.unknown_member_id)
 
@@ -299,27 +238,94 @@ class GroupCoordinator:
         error = self._commit_refusal(group_id, member_id, group_instance_id, generation)
         if error is not None:
             return [error] * len(commits)
-        errors = [ErrorCode.offset_metadata_too_large
-                  if len((commit.metadata or "").encode("utf-8")) > self.config.offset_metadata_max_bytes
-                  else ErrorCode.none for commit in commits]
-        accepted = [commit for commit, error in zip(commits, errors) if error == ErrorCode.none]
-        if not accepted:
+        errors, values = self._offset_values(commits)
+        if not values:
             return errors
-        now_ms = self._wall_clock_ms()
-        values = {(commit.topic, commit.partition): OffsetValue(commit.offset, commit.leader_epoch, commit.metadata or "", now_ms)
-                  for commit in accepted}
-        records = [(encode_key(OffsetKey(group_id, topic, partition)), encode_offset_value(value))
-                   for (topic, partition), value in values.items()]
         owner = self._partitions.get(self.partition_of(group_id))
-        write_error = await self._write(group_id, records)
+        write_error, base_offset = await self._write_at(group_id, self._offset_records(group_id, values))
         if write_error == ErrorCode.none and self._partitions.get(self.partition_of(group_id)) is owner:
-            self._offsets.setdefault(group_id, {}).update(values)
+            self._offsets.setdefault(group_id, {}).update(_written_at(values, base_offset))
             self._group(group_id)
         logger.debug("committed offsets group=%s generation=%d member=%s partitions=%d error=%d",
                      group_id, generation, member_id or "-", len(values), write_error)
         return [write_error if error == ErrorCode.none else error for error in errors]
 
-    def _commit_refusal(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> int | None:
+    async def commit_transactional(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                                   group_instance_id: str | None, generation: int, commits: list[OffsetCommit],
+                                   verify: Verify | None = None) -> list[int]:
+        """TxnOffsetCommit: an error per commit, in order. The offsets are written in the
+        producer's open transaction and held pending until its marker (`complete_transaction`).
+        A member's commit must come from the group's current generation (KIP-447: a producer
+        of a generation the group has left behind is fenced by ILLEGAL_GENERATION, or
+        FENCED_INSTANCE_ID for a replaced static member). `verify`: asks the transaction
+        coordinator whether the transaction is open, for a producer new to the partition."""
+        error = ErrorCode.invalid_group_id if not group_id else \
+            self._commit_refusal(group_id, member_id, group_instance_id, generation, transactional=True)
+        if error is not None:
+            return [error] * len(commits)
+        errors, values = self._offset_values(commits)
+        if not values:
+            return errors
+        index = self.partition_of(group_id)
+        owner = self._partitions.get(index)
+        write_error, base_offset = await self._write_transactional(index, producer_id, producer_epoch,
+                                                                   self._offset_records(group_id, values), verify)
+        # Nothing is awaited between the write's answer and this: a marker after these offsets
+        # is answered later (the commit queue answers in log order), so it finds them pending.
+        if write_error == ErrorCode.none and self._partitions.get(index) is owner:
+            self._pending_offsets.add(producer_id, group_id, _written_at(values, base_offset))
+            self._group(group_id)
+        logger.debug("committed offsets in a transaction group=%s generation=%d member=%s producer=%d epoch=%d "
+                     "partitions=%d error=%d", group_id, generation, member_id or "-", producer_id, producer_epoch,
+                     len(values), write_error)
+        return [write_error if error == ErrorCode.none else error for error in errors]
+
+    async def _write_transactional(self, index: int, producer_id: int, producer_epoch: int,
+                                   records: list[tuple[bytes, bytes | None]], verify: Verify | None) -> tuple[int, int]:
+        partition = self._hosted(OFFSETS_TOPIC, index)
+        if partition is None or not isinstance(self._partitions.get(index), Owned):
+            return ErrorCode.not_coordinator, -1
+        lock, writes = self._producer_writes.get(producer_id, (asyncio.Lock(), 0))
+        self._producer_writes[producer_id] = (lock, writes + 1)
+        try:
+            async with lock:
+                return await offsets_log.append_transactional(partition, records, producer_id, producer_epoch,
+                                                              self.config.commit_timeout_ms, self._wall_clock_ms(), verify)
+        finally:
+            lock, writes = self._producer_writes.pop(producer_id)
+            if writes > 1:
+                self._producer_writes[producer_id] = (lock, writes - 1)
+
+    def complete_transaction(self, producer_id: int, partition_index: int, committed: bool) -> None:
+        """The producer's transaction marker is written to partition `partition_index` of
+        __consumer_offsets: its pending offsets of the groups placed there are applied if it
+        committed, dropped if not. A partition still loading reads the marker from its log."""
+        if not isinstance(self._partitions.get(partition_index), Owned):
+            return
+        count = self._partition_count()
+        ended = self._pending_offsets.end(producer_id, committed, self._offsets,
+                                          lambda group_id: partition_for(group_id, count) == partition_index)
+        if ended:
+            logger.debug("ended a transaction's offsets topic=%s partition=%d producer=%d committed=%s groups=%d",
+                         OFFSETS_TOPIC, partition_index, producer_id, committed, len(ended))
+
+    def _offset_values(self, commits: list[OffsetCommit]) -> tuple[list[int], dict[tuple[str, int], OffsetValue]]:
+        """(an error per commit, the value of each accepted one's partition)."""
+        errors = [ErrorCode.offset_metadata_too_large
+                  if len((commit.metadata or "").encode("utf-8")) > self.config.offset_metadata_max_bytes
+                  else ErrorCode.none for commit in commits]
+        now_ms = self._wall_clock_ms()
+        values = {(commit.topic, commit.partition): OffsetValue(commit.offset, commit.leader_epoch, commit.metadata or "", now_ms)
+                  for commit, error in zip(commits, errors) if error == ErrorCode.none}
+        return errors, values
+
+    @staticmethod
+    def _offset_records(group_id: str, values: dict[tuple[str, int], OffsetValue]) -> list[tuple[bytes, bytes | None]]:
+        return [(encode_key(OffsetKey(group_id, topic, partition)), encode_offset_value(value))
+                for (topic, partition), value in values.items()]
+
+    def _commit_refusal(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
+                        transactional: bool = False) -> int | None:
         error = self.owns(group_id)
         if error is not None:
             return error
@@ -330,7 +336,7 @@ class GroupCoordinator:
             if generation >= 0:
                 return ErrorCode.illegal_generation
             return ErrorCode.coordinator_not_available if len(self._groups) >= self.config.groups_max else None
-        return group.commit_refusal(member_id, group_instance_id, generation)
+        return group.commit_refusal(member_id, group_instance_id, generation, transactional)
 
     def fetch(self, group_id: str, partitions: list[tuple[str, int]] | None) -> tuple[int, dict[tuple[str, int], OffsetValue | None]]:
         """(group error, committed offset per asked partition, None where none); every
@@ -343,6 +349,11 @@ class GroupCoordinator:
             return ErrorCode.none, dict(committed)
         return ErrorCode.none, {key: committed.get(key) for key in partitions}
 
+    def unstable_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        """The group's partitions with offsets committed in a transaction not ended yet, which
+        OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT (KIP-447)."""
+        return self._pending_offsets.pending(group_id)
+
     def committed_offsets(self) -> Iterator[tuple[str, str, int, int]]:
         """(group, topic, partition, offset) of every offset committed to a group coordinated
         here (held only while its partition is led and loaded here), for the lag metrics."""
@@ -351,10 +362,14 @@ class GroupCoordinator:
                 yield group_id, topic, partition, value.offset
 
     async def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
+        return (await self._write_at(group_id, records))[0]
+
+    async def _write_at(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
+        """(a group error code, the offset of the first record)."""
         index = self.partition_of(group_id)
         partition = self._hosted(OFFSETS_TOPIC, index)
-        if partition is None or not isinstance(self._partitions.get(index), _Owned):
-            return ErrorCode.not_coordinator
+        if partition is None or not isinstance(self._partitions.get(index), Owned):
+            return ErrorCode.not_coordinator, -1
         return await offsets_log.append(partition, records, self.config.commit_timeout_ms, self._wall_clock_ms())
 
     # -- offset expiry -------------------------------------------------------------------------
@@ -369,8 +384,11 @@ class GroupCoordinator:
             if self.owns(group_id) is not None or group.state is not GroupState.EMPTY or not group.is_empty:
                 continue
             committed = self._offsets.get(group_id, {})
-            expired = {key: value for key, value in committed.items() if self._expired(group, value, now_ms, wall_ms)}
-            if expired or not committed:
+            # Kafka's: an offset with a transactional one pending stays, and so does its group.
+            pending = self._pending_offsets.pending(group_id)
+            expired = {key: value for key, value in committed.items()
+                       if key not in pending and self._expired(group, value, now_ms, wall_ms)}
+            if expired or not (committed or pending):
                 self._spawn(lambda group=group, expired=expired: self._delete_expired(group, expired),
                             f"expire-offsets-{group_id}")
         self._schedule_expiry()
@@ -384,7 +402,7 @@ class GroupCoordinator:
     async def _delete_expired(self, group: Group, expired: dict[tuple[str, int], OffsetValue]) -> None:
         group_id = group.group_id
         committed = self._offsets.get(group_id, {})
-        goes = len(expired) == len(committed)
+        goes = len(expired) == len(committed) and not self._pending_offsets.pending(group_id)
         tombstones = [(encode_key(OffsetKey(group_id, topic, partition)), None) for topic, partition in expired]
         if goes:
             tombstones.append((encode_key(GroupKey(group_id)), None))
@@ -393,7 +411,8 @@ class GroupCoordinator:
         for key, value in expired.items():  # bounded by the group's offsets
             if committed.get(key) is value:  # not committed again meanwhile
                 del committed[key]
-        if goes and not committed and self._groups.get(group_id) is group and group.is_empty:
+        if goes and not committed and not self._pending_offsets.pending(group_id) \
+                and self._groups.get(group_id) is group and group.is_empty:
             del self._groups[group_id]
             self._offsets.pop(group_id, None)
             group.unload(ErrorCode.coordinator_not_available)
@@ -403,7 +422,7 @@ class GroupCoordinator:
     # -- administration ----------------------------------------------------------------------
 
     def list_groups(self) -> tuple[int, list[GroupListing]]:
-        if any(isinstance(state, _Loading) for state in self._partitions.values()):
+        if self.loading:
             return ErrorCode.coordinator_load_in_progress, []
         return ErrorCode.none, [GroupListing(group.group_id, group.protocol_type or "", group.state.value)
                                 for group in self._groups.values()]
@@ -423,14 +442,16 @@ class GroupCoordinator:
             return ErrorCode.group_id_not_found
         if group.state is not GroupState.EMPTY or not group.is_empty:
             return ErrorCode.non_empty_group
+        # Kafka's: pending transactional offsets go too, their tombstones outdating them.
         tombstones = [(encode_key(OffsetKey(group_id, topic, partition)), None)
-                      for topic, partition in self._offsets.get(group_id, {})]
+                      for topic, partition in set(self._offsets.get(group_id, {})) | self._pending_offsets.pending(group_id)]
         tombstones.append((encode_key(GroupKey(group_id)), None))
         error = await self._write(group_id, tombstones)
         if error == ErrorCode.none and self._groups.get(group_id) is group and group.state is GroupState.EMPTY:
             group.unload(ErrorCode.group_id_not_found)
             del self._groups[group_id]
             self._offsets.pop(group_id, None)
+            self._pending_offsets.discard(group_id)
             logger.info("deleted group group=%s generation=%d", group_id, group.generation)
         return error
 
@@ -445,13 +466,21 @@ class GroupCoordinator:
         if group.state is not GroupState.EMPTY:
             return ErrorCode.none, [ErrorCode.group_subscribed_to_topic for _ in partitions]
         committed = self._offsets.get(group_id, {})
-        present = [key for key in partitions if key in committed]
+        pending = self._pending_offsets.pending(group_id)
+        present = [key for key in partitions if key in committed or key in pending]
         error = await self._write(group_id, [(encode_key(OffsetKey(group_id, *key)), None) for key in present]) \
             if present else ErrorCode.none
         if error == ErrorCode.none:
             for key in present:  # bounded by the request's partitions
                 committed.pop(key, None)
+            self._pending_offsets.discard(group_id, present)
         return ErrorCode.none, [error for _ in partitions]
+
+
+def _written_at(values: dict[tuple[str, int], OffsetValue], base_offset: int) -> dict[tuple[str, int], OffsetValue]:
+    """`values` with the log offsets their records took, in order from `base_offset`."""
+    return {key: dataclasses.replace(value, record_offset=base_offset + position)
+            for position, (key, value) in enumerate(values.items())}
 
 
 def _resolver(future: asyncio.Future) -> Callable[[object], None]:

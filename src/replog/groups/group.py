@@ -532,19 +532,23 @@ class Group:
         self._remove_member_and_rebalance(self.members[member_id], "left the group")
         return ErrorCode.none
 
-    def commit_refusal(self, member_id: str, group_instance_id: str | None, generation: int) -> int | None:
-        """Whether an OffsetCommit may write for this group: a commit from outside any
-        generation (generation -1, no member: an admin or a consumer that assigns itself
-        partitions) only while the group has no members; a member's only for its generation."""
+    def commit_refusal(self, member_id: str, group_instance_id: str | None, generation: int,
+                       transactional: bool = False) -> int | None:
+        """Whether an OffsetCommit (TxnOffsetCommit if `transactional`) may write for this group:
+        a commit from outside any generation (generation -1, no member: an admin or a consumer
+        that assigns itself partitions) only while the group has no members; a member's only for
+        its generation. Kafka's validateOffsetCommit: a transactional commit naming no member
+        passes (TxnOffsetCommit before v3 cannot name one), and the group's state is not checked
+        for it: the transaction's end decides."""
         if self.state is GroupState.DEAD:
             return ErrorCode.coordinator_not_available
         if generation < 0 and member_id == UNKNOWN_MEMBER_ID and group_instance_id is None:
             # Kafka's validateOffsetCommit: once the group has members, only they commit.
-            return None if self.state is GroupState.EMPTY else ErrorCode.unknown_member_id
+            return None if transactional or self.state is GroupState.EMPTY else ErrorCode.unknown_member_id
         error = self._member_refusal(member_id, group_instance_id, generation)
         if error is not None:
             return error
-        if self.state is GroupState.COMPLETING_REBALANCE:
+        if self.state is GroupState.COMPLETING_REBALANCE and not transactional:
             return ErrorCode.rebalance_in_progress
         return None
 

@@ -15,8 +15,10 @@ table: only the latest value per key matters, and a null value (tombstone) delet
 Older value versions Kafka wrote (offset values v0-v2, group values v0-v2) are not read: this
 topic is only ever written by replog's coordinators, which write the versions above.
 
-Batches are written uncompressed, without producer ids, by the coordinator only (clients may
-not produce to the topic); anything else found on load is skipped with the reason.
+Batches are written uncompressed by the coordinator only (clients may not produce to the topic):
+without a producer id, or, for offsets committed in a transaction, as that producer's
+transactional batch, which the transaction's marker (a control batch) later commits or aborts
+(docs/design.md §16.6). Anything else found on load is skipped with the reason.
 """
 
 from __future__ import annotations
@@ -33,10 +35,14 @@ from replog.storage.batch_format import (
     HEADER_SIZE_BYTES,
     LOG_OVERHEAD_BYTES,
     MAGIC_V2,
+    NO_PRODUCER_ID,
+    TRANSACTIONAL_BIT,
     NewRecord,
     encode_batch as encode_record_batch,
+    producer_fields,
     records_of,
 )
+from replog.storage.control_batches import Marker, decode_marker
 from replog.storage.errors import ReplicaError
 
 OFFSET_KEY_VERSION = 1
@@ -68,6 +74,10 @@ class OffsetValue:
     leader_epoch: int
     metadata: str
     commit_timestamp_ms: int
+    # Where the record is in the log, not part of its encoding: of a plain commit and a
+    # transactional one of the same partition, the one later in the log wins when the
+    # transaction commits, as in Kafka (pending_offsets.py).
+    record_offset: int = dataclasses.field(default=-1, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,12 +202,12 @@ def encode_offset_value(value: OffsetValue) -> bytes:
     return bytes(writer.string(value.metadata).i64(value.commit_timestamp_ms).out)
 
 
-def decode_offset_value(data: bytes) -> OffsetValue:
+def decode_offset_value(data: bytes, record_offset: int = -1) -> OffsetValue:
     reader = _Reader(data)
     version = reader.i16()
     if version != OFFSET_VALUE_VERSION:
         raise RecordFormatError(f"unknown offset value version {version}")
-    return OffsetValue(reader.i64(), reader.i32(), reader.string() or "", reader.i64())
+    return OffsetValue(reader.i64(), reader.i32(), reader.string() or "", reader.i64(), record_offset)
 
 
 def encode_group_value(value: GroupValue) -> bytes:
@@ -236,15 +246,25 @@ def encode_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -
     return encode_record_batch([NewRecord(key, value) for key, value in records], timestamp_ms)
 
 
+def encode_transactional_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int, producer_id: int,
+                               producer_epoch: int, base_sequence: int) -> bytearray:
+    """encode_batch as a producer's batch in its open transaction."""
+    return encode_record_batch([NewRecord(key, value) for key, value in records], timestamp_ms,
+                               producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                               attributes=TRANSACTIONAL_BIT)
+
+
 class DecodedBatch(NamedTuple):
     next_offset: int
     records: list[tuple[int, bytes | None, bytes | None]]  # (offset, key, value)
     skipped: str | None  # why its records were not read (compressed, old format, unreadable); None if read
+    producer_id: int = NO_PRODUCER_ID  # the transaction's producer, for a transactional batch
+    marker: Marker | None = None  # what a control batch says
 
 
 def decode_batches(data: bytes) -> Iterator[DecodedBatch]:
     """The complete batches at the start of `data`; a partial trailing batch is left for the
-    next read. Control batches carry no group records: they come back empty."""
+    next read. Control batches carry no group records: they come back with their marker."""
     position = 0
     while position + HEADER_SIZE_BYTES <= len(data):  # each turn consumes one batch
         (base_offset, length, _, magic, _, attributes, last_offset_delta, _, _, _, _, _,
@@ -256,7 +276,12 @@ def decode_batches(data: bytes) -> Iterator[DecodedBatch]:
         if magic != MAGIC_V2 or attributes & CODEC_MASK:
             yield DecodedBatch(next_offset, [], f"batch at offset {base_offset} is not an uncompressed v2 batch")
         elif attributes & CONTROL_BATCH_BIT:
-            yield DecodedBatch(next_offset, [], None)
+            try:
+                marker = decode_marker(memoryview(data)[position:end])
+            except ReplicaError as error:
+                yield DecodedBatch(next_offset, [], f"control batch at offset {base_offset} cannot be read: {error}")
+            else:
+                yield DecodedBatch(next_offset, [], None, marker=marker)
         else:
             try:
                 records = [(base_offset + record.offset_delta, record.key, record.value)
@@ -264,5 +289,7 @@ def decode_batches(data: bytes) -> Iterator[DecodedBatch]:
             except ReplicaError as error:
                 yield DecodedBatch(next_offset, [], f"batch at offset {base_offset} cannot be read: {error}")
             else:
-                yield DecodedBatch(next_offset, records, None)
+                producer_id = producer_fields(data, position).producer_id if attributes & TRANSACTIONAL_BIT \
+                    else NO_PRODUCER_ID
+                yield DecodedBatch(next_offset, records, None, producer_id)
         position = end

@@ -117,12 +117,19 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),  # 5 only as 4: transactions v2 (KIP-890 part 2) are not offered
     ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
-    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),  # 6 is KIP-939's two-phase commit, not implemented
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),  # 4+ from brokers only: KIP-890's verification
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    # 5 asks for an epoch bump at every end (KIP-890 part 2, transaction version 2): not implemented.
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.DESCRIBE_ACLS: (1, 3),  # Kafka 4's range: v0 predates pattern types
     ApiKey.CREATE_ACLS: (1, 3),
@@ -130,6 +137,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
@@ -139,6 +147,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.WRITE_TXN_MARKERS: (1, 2),  # Kafka 4's: v0 went with KIP-896; v2 adds the marker's transaction version
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.UNREGISTER_BROKER: (0, 0),
     ApiKey.STATE_CHANGE_EVENTS: (0, 0),

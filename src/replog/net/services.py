@@ -8,8 +8,10 @@ from typing import Any, Mapping, Protocol
 from replog.admin import StateChangeLimits
 from replog.coord_backends import Store
 from replog.groups import GroupCoordinator
+from replog.transactions import TransactionCoordinator
 from replog.replication.metadata_cache import MetadataCache
 from replog.net.fetch_sessions import FetchSessions
+from replog.net.transaction_verification import TransactionVerifier
 from replog.obs import BrokerMetrics, StateChangeEvents
 from replog.replica.producer_ids import ProducerIdAllocator
 from replog.replica.manager import ReplicaManager
@@ -43,6 +45,10 @@ class Services(Protocol):
     producer_ids: ProducerIdAllocator
     leader_connections: PresumedGone
     groups: GroupCoordinator
+    transactions: TransactionCoordinator
+    # Asks coordinators whether transactional batches' partitions are in their transactions
+    # (KIP-890); None with transaction.partition.verification.enable=false.
+    transaction_verifier: TransactionVerifier | None
     fetch_sessions: FetchSessions
     metrics: BrokerMetrics
     state_change_events: StateChangeEvents
@@ -63,3 +69,5 @@ class Services(Protocol):
     def follower_connection_lost(self, broker_id: int) -> None: ...
 
     def create_offsets_topic(self) -> None: ...
+
+    def create_transaction_state_topic(self) -> None: ...

@@ -100,5 +100,5 @@ def handles(api_key: int) -> Callable[[Handler], Handler]:
 # Importing the modules registers their handlers.
 from . import (  # noqa: E402,F401
     acls, admin, api_versions, client_quotas, cluster, committed_offsets, fetch, groups, log_dirs, metadata, offsets, produce,
-    producer_ids, sasl, state_change_events, user_scram_credentials,
+    producers, sasl, state_change_events, transactions, txn_markers, txn_offsets, user_scram_credentials,
 )

@@ -1,6 +1,9 @@
 """OffsetCommit, OffsetFetch and OffsetDelete: a group's committed offsets, through the group
 coordinator (groups/coordinator.py); answered in slices (loop_slices.py), as a request may name
-50,000 partitions.
+50,000 partitions. OffsetFetch with require_stable (v7+, KIP-447) answers a partition with an
+offset committed in a transaction not ended yet UNSTABLE_OFFSET_COMMIT, which the consumer
+retries, rather than the offset before it (docs/design.md §16.6). TxnOffsetCommit
+(txn_offsets.py) reads and answers its commits as OffsetCommit does.
 
 Each checks the group, then each topic, before acting, as Kafka's (net/authorization.py):
 OffsetCommit needs Read on both, OffsetFetch Describe on both (a topic the client may not
@@ -16,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from replog.groups import OffsetCommit
 from replog.security.acls import AclOperation, ResourceType
 
+from .. import codec
 from ..authorization import authorized, denied_names
 from ..codec import ApiKey, Request
 from ..loop_slices import LoopSlices, respond
@@ -24,6 +28,9 @@ from . import handles, log_refusal
 _NO_THROTTLE = datetime.timedelta(0)
 NO_LEADER_EPOCH = -1
 FIRST_BATCHED_OFFSET_FETCH_VERSION = 8
+# Answers not worth a line in the refusal log (net/authorization.py audits denials).
+_AUTHORIZATION_ERRORS = frozenset({ErrorCode.none, ErrorCode.group_authorization_failed, ErrorCode.topic_authorization_failed,
+                                   ErrorCode.transactional_id_authorization_failed})
 
 
 @handles(ApiKey.OFFSET_COMMIT)
@@ -31,8 +38,24 @@ async def offset_commit(services, request: Request):
     body = request.body
     slices = LoopSlices()
     group_denied = not authorized(services, request, AclOperation.READ, ResourceType.GROUP, body.group_id)
-    denied = frozenset() if group_denied else denied_names(services, request, AclOperation.READ, ResourceType.TOPIC,
-                                                           (topic.name for topic in body.topics))
+    commits, refusals = await requested_commits(services, request,
+                                                ErrorCode.group_authorization_failed if group_denied else ErrorCode.none,
+                                                slices)
+    known_errors = iter(() if group_denied else await services.groups.commit(
+        body.group_id, body.member_id, getattr(body, "group_instance_id", None), body.generation_id_or_member_epoch,
+        [commit for commit, refusal in zip(commits, refusals) if not refusal]))
+    errors = [refusal or next(known_errors) for refusal in refusals]
+    return await commit_answer(request, "offset commit", commits, errors, slices)
+
+
+async def requested_commits(services, request: Request, refusal: int,
+                            slices: LoopSlices) -> tuple[list[OffsetCommit], list[int]]:
+    """The commits an OffsetCommit or TxnOffsetCommit names, each with the error it is answered
+    without asking the coordinator, or 0: `refusal` for every one if set (the request's), else
+    its topic's (Read on it, the partition's existence)."""
+    body = request.body
+    denied = frozenset() if refusal else denied_names(services, request, AclOperation.READ, ResourceType.TOPIC,
+                                                      (topic.name for topic in body.topics))
     commits, refusals = [], []
     for topic in body.topics:
         for partition in topic.partitions:
@@ -40,39 +63,35 @@ async def offset_commit(services, request: Request):
             commit = OffsetCommit(topic.name, partition.partition_index, partition.committed_offset,
                                   getattr(partition, "committed_leader_epoch", NO_LEADER_EPOCH), partition.committed_metadata)
             commits.append(commit)
-            refusals.append(_commit_refusal(services, commit, group_denied, denied))
-    known_errors = iter(() if group_denied else await services.groups.commit(
-        body.group_id, body.member_id, getattr(body, "group_instance_id", None), body.generation_id_or_member_epoch,
-        [commit for commit, refusal in zip(commits, refusals) if not refusal]))
-    errors = [refusal or next(known_errors) for refusal in refusals]
+            refusals.append(refusal or _partition_refusal(services, commit, denied))
+    return commits, refusals
+
+
+def _partition_refusal(services, commit: OffsetCommit, denied_topics: frozenset[str]) -> int:
+    if commit.topic in denied_topics:
+        return ErrorCode.topic_authorization_failed
+    if commit.partition not in services.metadata.topics.get(commit.topic, {}):
+        return ErrorCode.unknown_topic_or_partition  # Kafka's rule: offsets of partitions that do not exist are not kept
+    return ErrorCode.none
+
+
+async def commit_answer(request: Request, what: str, commits: list[OffsetCommit], errors: list[int],
+                        slices: LoopSlices) -> codec.EncodedBody:
+    """The answer of an OffsetCommit or TxnOffsetCommit: an error per commit."""
     by_topic: dict[str, list[dict]] = {}
     for commit, error in zip(commits, errors):
         await slices.pause()
         by_topic.setdefault(commit.topic, []).append({"partition_index": commit.partition, "error_code": error})
-        if error not in (ErrorCode.none, ErrorCode.group_authorization_failed, ErrorCode.topic_authorization_failed):
-            log_refusal(request, "offset commit", f"{body.group_id}/{commit.topic}-{commit.partition}", error)
+        if error not in _AUTHORIZATION_ERRORS:
+            log_refusal(request, what, f"{request.body.group_id}/{commit.topic}-{commit.partition}", error)
     return await respond(request, {"throttle_time": _NO_THROTTLE,
                                    "topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]},
                          slices)
 
 
-def _commit_refusal(services, commit: OffsetCommit, group_denied: bool, denied_topics: frozenset[str]) -> int:
-    """The error a commit is answered without asking the coordinator, or 0."""
-    if group_denied:
-        return ErrorCode.group_authorization_failed
-    if commit.topic in denied_topics:
-        return ErrorCode.topic_authorization_failed
-    if not _exists(services, commit):  # Kafka's rule: offsets of partitions that do not exist are not kept
-        return ErrorCode.unknown_topic_or_partition
-    return ErrorCode.none
-
-
-def _exists(services, commit: OffsetCommit) -> bool:
-    return commit.partition in services.metadata.topics.get(commit.topic, {})
-
-
 async def _fetched(services, request: Request, group_id: str, topics, slices: LoopSlices) -> dict:
     """One group's committed offsets: all of them for `topics` None (v2+), else those asked."""
+    require_stable = getattr(request.body, "require_stable", False)
     asked = None
     if topics is not None:
         asked = []
@@ -95,15 +114,20 @@ async def _fetched(services, request: Request, group_id: str, topics, slices: Lo
         may_describe = {name for name, _ in committed
                         if authorized(services, request, AclOperation.DESCRIBE, ResourceType.TOPIC, name, audit=False)}
         committed = {key: value for key, value in committed.items() if key[0] in may_describe}
+    unstable = services.groups.unstable_offsets(group_id) if require_stable and error == ErrorCode.none else set()
     by_topic: dict[str, list[dict]] = {}
     for (topic, partition), value in committed.items():
         await slices.pause()
+        if (topic, partition) in unstable:
+            value, partition_error = None, ErrorCode.unstable_offset_commit
+        else:
+            partition_error = error
         by_topic.setdefault(topic, []).append({
             "partition_index": partition,
             "committed_offset": -1 if value is None else value.offset,
             "committed_leader_epoch": NO_LEADER_EPOCH if value is None else value.leader_epoch,
             "metadata": "" if value is None else value.metadata,
-            "error_code": error,
+            "error_code": partition_error,
         })
     # A group error alone is the answer, as Kafka's; else the partitions of topics it may not
     # Describe are answered as such.

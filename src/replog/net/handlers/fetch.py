@@ -14,6 +14,16 @@ A later request on the same connection cuts the wait short (codec.Overtaken): re
 leave in request order, and a follower sends its next fetch round, or a new partition's
 OffsetForLeaderEpoch, while an idle round is parked (net/fetch_rounds.py).
 
+Isolation (Fetch v4+): a read_committed consumer reads below the last stable offset (the first
+offset of the oldest transaction still open, or the high watermark), and each partition's answer
+lists the aborted transactions whose records it may carry (`aborted_transactions`: producer id
+and first offset, from the partition's aborted-transaction index), so that the client drops
+their records; read_uncommitted reads as before, with no list (docs/design.md §16.5). A
+read_committed long poll whose fetch offset has reached the last stable offset waits for the
+high watermark to move past where it is now, since the last stable offset moves only when it
+does (a marker ends a transaction by being appended and committed): then it reads again, even
+if the transaction is still open (an answer with nothing, as at the end of the wait).
+
 Version 13 names topics by id (KIP-516), and a partition is read only if its log is tagged with
 the id named: a follower whose log belongs to a deleted topic of the same name (a broker that
 missed the deletion) is answered INCONSISTENT_TOPIC_ID or UNKNOWN_TOPIC_ID, so that it neither
@@ -59,6 +69,7 @@ from kio.schema.errors import ErrorCode
 from replog.net.leader_connections import client_id_for_logs, fetch_from
 from replog.replica.manager import UnknownTopicOrPartitionError
 from replog.replica.partition import FetchFrom, FetchResult, Partition, ReadWaiter
+from replog.replica.results import READ_COMMITTED
 from replog.security.acls import AclOperation, ResourceType
 from replog.storage.segment import HeldSlice
 
@@ -78,6 +89,7 @@ NO_EPOCH = -1
 PARTITIONS_BETWEEN_PAUSES = 64
 NO_REPLICA = -1
 _OTHER_TOPIC = (ErrorCode.unknown_topic_id, ErrorCode.inconsistent_topic_id)
+_ABORTED_TRANSACTION = struct.Struct(">qq")  # producer_id, first_offset
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 
 
@@ -89,8 +101,9 @@ class _Read(NamedTuple):
     result: FetchResult | int  # an error code for a partition not read
 
 
-def _read(services, topic: str, topic_id: str | None, fetch: object, replica_id: int, byte_budget: int,
-          min_one_message: bool, now_ms: int, life: FetchFrom, record: bool) -> tuple[Partition | None, FetchResult | int]:
+def _read(services, topic: str, topic_id: str | None, fetch: object, replica_id: int, isolation_level: int,
+          byte_budget: int, min_one_message: bool, now_ms: int, life: FetchFrom,
+          record: bool) -> tuple[Partition | None, FetchResult | int]:
     try:
         partition = services.replicas.get_partition(topic, fetch.partition)
     except UnknownTopicOrPartitionError:
@@ -103,7 +116,8 @@ def _read(services, topic: str, topic_id: str | None, fetch: object, replica_id:
     if replica_id >= 0 and life is not FetchFrom.UNSEEN:
         return partition, partition.read_for_follower(replica_id, fetch.fetch_offset, byte_budget, now_ms, epoch, life,
                                                           record=record, min_one_message=min_one_message)
-    return partition, partition.read_for_consumer(fetch.fetch_offset, byte_budget, epoch, min_one_message=min_one_message)
+    return partition, partition.read_for_consumer(fetch.fetch_offset, byte_budget, epoch, min_one_message=min_one_message,
+                                                  isolation_level=isolation_level)
 
 
 async def _read_all(services, body, topics: list[tuple[str | uuid.UUID, list]], now_ms: int, life: FetchFrom,
@@ -135,8 +149,8 @@ async def _read_all(services, body, topics: list[tuple[str | uuid.UUID, list]], 
             # smaller of its own and the response's remaining bytes, except that the first batch
             # of the first partition with data is read whole, whatever its size.
             budget = max(min(fetch.partition_max_bytes, remaining_bytes), 0)
-            partition, result = _read(services, name, topic_id, fetch, body.replica_id, budget, not total_bytes, now_ms,
-                                      life, record)
+            partition, result = _read(services, name, topic_id, fetch, body.replica_id, body.isolation_level, budget,
+                                      not total_bytes, now_ms, life, record)
             size = sum(piece.size_bytes for piece in result.slices) if isinstance(result, FetchResult) else 0
             total_bytes += size
             remaining_bytes -= size
@@ -177,11 +191,19 @@ class FetchBodyEncoder:
         self._length(partition_count, _I32)
 
     def partition(self, index: int, error_code: int, high_watermark: int, last_stable_offset: int,
-                  log_start_offset: int, records: list[bytes | HeldSlice]) -> None:
+                  log_start_offset: int, records: list[bytes | HeldSlice],
+                  aborted_transactions: tuple[tuple[int, int], ...] | None = None) -> None:
+        """`aborted_transactions`: (producer id, first offset) of each, for read_committed."""
         self._pending += PARTITION_HEAD.pack(index, error_code, high_watermark, last_stable_offset)
         if self.version >= 5:
             self._pending += _I64.pack(log_start_offset)
-        self._length(0, _I32)  # aborted_transactions: none, as there are no transactions
+        if aborted_transactions:
+            self._length(len(aborted_transactions), _I32)
+            for producer_id, first_offset in aborted_transactions:  # bounded by the segments read
+                self._pending += _ABORTED_TRANSACTION.pack(producer_id, first_offset)
+                self._tagged_fields()
+        else:
+            self._length(0, _I32)
         if self.version >= 11:
             self._pending += _I32.pack(NO_REPLICA)  # preferred_read_replica
         self._length(sum(len(piece) for piece in records), _I32)
@@ -217,7 +239,8 @@ async def _encode(api_version: int, results: list[_Read], session: SessionFetch,
                 await slices.pause()
             if isinstance(result, FetchResult):
                 encoder.partition(fetch.partition, result.error_code, result.high_watermark, result.last_stable_offset,
-                                  result.log_start_offset, partition.log.hold(result.slices) if result.slices else [])
+                                  result.log_start_offset, partition.log.hold(result.slices) if result.slices else [],
+                                  result.aborted_transactions)
             else:
                 # Empty, never null, records: some clients cannot parse null here.
                 encoder.partition(fetch.partition, result, -1, -1, -1, [])
@@ -295,7 +318,7 @@ async def _answer(services, request: Request, session: SessionFetch, life: Fetch
     if total_bytes < body.min_bytes and loop.time() < deadline and not _any_error(results):
         with ReadWaiter() as waiter, session.parked(waiter):
             now_ms = services.now_ms()
-            for partition, fetch_offset in _waits(results):
+            for partition, fetch_offset in _waits(results, body.isolation_level):
                 # A partition whose data the reassignment throttle holds back would wake this
                 # poll at once, again and again: it waits out the poll instead.
                 if not (by_follower and partition.throttles(body.replica_id, now_ms)):
@@ -319,12 +342,14 @@ async def _answer(services, request: Request, session: SessionFetch, life: Fetch
     return await _encode(request.api_version, results, session, by_follower, slices)
 
 
-def _waits(results: list[_Read]):
-    """(partition, fetch offset) of every partition a parked fetch waits on, besides those its
-    session holds quiet (SessionFetch.parked)."""
-    for _, _, fetch, partition, _ in results:
+def _waits(results: list[_Read], isolation_level: int):
+    """(partition, offset its high watermark must pass) of every partition a parked fetch waits
+    on, besides those its session holds quiet (SessionFetch.parked). A read_committed fetch at
+    the last stable offset waits for the next move of the high watermark (module docstring)."""
+    committed = isolation_level == READ_COMMITTED
+    for _, _, fetch, partition, result in results:
         if partition is not None:
-            yield partition, fetch.fetch_offset
+            yield partition, max(fetch.fetch_offset, result.high_watermark) if committed else fetch.fetch_offset
 
 
 def _any_error(results: list) -> bool:

@@ -2,9 +2,9 @@
 DescribeGroups, DeleteGroups. Thin: they translate requests for the group coordinator
 (groups/coordinator.py), which holds every rule.
 
-FindCoordinator creates __consumer_offsets on first use (in the background: the answer is
-COORDINATOR_NOT_AVAILABLE, which clients retry) and names the leader of the group's partition.
-Only groups have coordinators here: transactions are not implemented.
+FindCoordinator creates __consumer_offsets (for a group) or __transaction_state (for a
+transactional id, key type 1) on first use, in the background: the answer is
+COORDINATOR_NOT_AVAILABLE, which clients retry. It names the leader of the key's partition.
 
 Each checks its group before acting, as Kafka's (net/authorization.py): Describe for
 FindCoordinator and DescribeGroups, Read to join, sync, heartbeat or leave, Delete to delete,
@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from replog.groups import OFFSETS_TOPIC, GroupState, JoinRequest
 from replog.security.acls import AclOperation, ResourceType
+from replog.transactions import TRANSACTION_STATE_TOPIC
 
 from ..authorization import (
     OPERATIONS_NOT_REQUESTED,
@@ -60,21 +61,25 @@ async def _coordinator_for(services, request: Request, key: str, key_type: int) 
     if key_type == TRANSACTION_KEY_TYPE and not authorized(services, request, AclOperation.DESCRIBE,
                                                            ResourceType.TRANSACTIONAL_ID, key):
         return _refused(ErrorCode.transactional_id_authorization_failed)
-    if key_type != GROUP_KEY_TYPE:
-        log_refusal(request, "find coordinator of a non-group key", key, ErrorCode.invalid_request)
-        return {"error_code": ErrorCode.invalid_request, "error_message": "only group coordinators exist here",
+    if key_type == GROUP_KEY_TYPE:
+        topic, partition, create = OFFSETS_TOPIC, services.groups.partition_of(key), services.create_offsets_topic
+    elif key_type == TRANSACTION_KEY_TYPE:
+        topic, partition = TRANSACTION_STATE_TOPIC, services.transactions.partition_of(key)
+        create = services.create_transaction_state_topic
+    else:
+        log_refusal(request, "find coordinator of an unknown key type", key, ErrorCode.invalid_request)
+        return {"error_code": ErrorCode.invalid_request, "error_message": f"unknown key type {key_type}",
                 "node_id": -1, "host": "", "port": -1}
-    partition = services.groups.partition_of(key)
-    view = services.metadata.topics.get(OFFSETS_TOPIC, {}).get(partition)
+    view = services.metadata.topics.get(topic, {}).get(partition)
     if view is None:
         # Not made yet, or made in steps and not grown to this partition yet (or a creation
         # was cut short): made or grown in the background, while clients retry.
-        services.create_offsets_topic()
-        return _not_available(f"partition {partition} of __consumer_offsets is being created")
+        create()
+        return _not_available(f"partition {partition} of {topic} is being created")
     broker = services.metadata.brokers.get(view.leader)
     # As Metadata answers: a leader whose process is gone is not named until its successor is.
-    if broker is None or services.leader_connections.presumed_gone(view.leader) or not services.serving(OFFSETS_TOPIC, partition):
-        return _not_available(f"partition {partition} of __consumer_offsets has no leader")
+    if broker is None or services.leader_connections.presumed_gone(view.leader) or not services.serving(topic, partition):
+        return _not_available(f"partition {partition} of {topic} has no leader")
     endpoint = broker.endpoint(request.listener)
     if endpoint is None:  # as Kafka answers a client of a listener the coordinator lacks
         return _not_available(f"the coordinator, broker {view.leader}, has no listener {request.listener}")

@@ -33,6 +33,7 @@ from functools import lru_cache
 from kio.schema.errors import ErrorCode
 
 from replog.groups import OFFSETS_TOPIC
+from replog.transactions import TRANSACTION_STATE_TOPIC
 from replog.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 from ..authorization import OPERATIONS_NOT_REQUESTED, authorized, authorized_on_cluster, authorized_operations
@@ -215,7 +216,7 @@ async def metadata(services, request: Request):
         operations = OPERATIONS_NOT_REQUESTED
         if with_operations and name is not None and error != ErrorCode.topic_authorization_failed:
             operations = authorized_operations(services, request, ResourceType.TOPIC, name)
-        body.topic(error, name, topic_id, name == OFFSETS_TOPIC,
+        body.topic(error, name, topic_id, name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC),
                    partition_entries(services, name, request.listener, unavailable) if error == ErrorCode.none else [],
                    operations)
     return body.finish(cluster_operations(services, request))

@@ -1,6 +1,10 @@
 """ListOffsets (earliest, latest, by timestamp) and OffsetForLeaderEpoch (KIP-101), answered in
 slices (loop_slices.py): a request may name 200,000 partitions.
 
+ListOffsets v2+ carries the consumer's isolation level: read_committed's latest offset is the
+last stable offset, and no offset by timestamp is found at or past it, as Kafka's
+(docs/design.md §16.5).
+
 Both need Describe on each topic asked (TOPIC_AUTHORIZATION_FAILED for its partitions), or for
 OffsetForLeaderEpoch ClusterAction on the cluster, as Kafka's (net/authorization.py).
 OffsetForLeaderEpoch naming a replica id (v3+) is a follower's, and only brokers may ask as one
@@ -13,6 +17,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from replog.replica.manager import UnknownTopicOrPartitionError
+from replog.replica.results import READ_UNCOMMITTED
 from replog.security.acls import AclOperation, ResourceType
 
 from ..authorization import authorized_as_broker, authorized_on_cluster, denied_names
@@ -37,6 +42,7 @@ def _partition_or_error(services, topic: str, partition_index: int):
 @handles(ApiKey.LIST_OFFSETS)
 async def list_offsets(services, request: Request):
     any_replica = request.body.replica_id == DEBUGGING_REPLICA_ID
+    isolation_level = getattr(request.body, "isolation_level", READ_UNCOMMITTED)  # v2+
     denied = denied_names(services, request, AclOperation.DESCRIBE, ResourceType.TOPIC,
                           (topic.name for topic in request.body.topics))
     slices = LoopSlices()
@@ -51,7 +57,7 @@ async def list_offsets(services, request: Request):
                 answers.append({"partition_index": asked.partition_index, "error_code": error, "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
             found = partition.list_offsets(asked.timestamp, getattr(asked, "current_leader_epoch", NO_EPOCH),
-                                           any_replica=any_replica)
+                                           any_replica=any_replica, isolation_level=isolation_level)
             answers.append(
                 {
                     "partition_index": asked.partition_index,

@@ -18,6 +18,15 @@ First of all, authorization (net/authorization.py), as Kafka's: a transactional 
 Write on its transactional id (every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise),
 and each topic Write (its partitions TOPIC_AUTHORIZATION_FAILED otherwise), asked once per topic.
 
+A transactional batch that would open its producer's transaction in a partition is appended
+only once the transaction coordinator confirmed the partition is in that transaction (KIP-890,
+net/transaction_verification.py), with the partition's verification guard taken before asking:
+an append the guard no longer matches (the transaction ended meanwhile) is refused. Errors as
+Kafka's: INVALID_TXN_STATE when the partition is not in the transaction; the coordinator's
+retriable errors as NOT_ENOUGH_REPLICAS, which every client retries without a metadata refresh.
+The request's appends wait for the answer (they start in request order: a producer's next
+batches to the partition must not overtake it), but only those of such batches do.
+
 NOT_LEADER_OR_FOLLOWER names the leader to go to (KIP-951: `current_leader` per partition and
 `node_endpoints`, Produce v10+), once this broker's metadata knows one. A leader that stops
 taking writes (controlled shutdown, resignation, fencing) does so before the store names its
@@ -38,6 +47,7 @@ from typing import Callable, NamedTuple
 from kio.schema.errors import ErrorCode
 
 from replog.groups import OFFSETS_TOPIC
+from replog.transactions import TRANSACTION_STATE_TOPIC
 from replog.replica.manager import UnknownTopicOrPartitionError
 from replog.security.acls import AclOperation, ResourceType
 
@@ -51,6 +61,7 @@ from .metadata import broker_addresses
 FIRST_FLEXIBLE_VERSION = 9
 FIRST_STORAGE_ERROR_VERSION = 4  # KAFKA_STORAGE_ERROR: "the requestor must be prepared to handle" it from v4
 FIRST_ZSTD_VERSION = 7
+FIRST_ABORTABLE_VERSION = 11  # TRANSACTION_ABORTABLE (KIP-890): older clients take INVALID_TXN_STATE
 _CODEC_BYTE_POSITION, _CODEC_MASK, _ZSTD = 22, 0x07, 4  # the low byte of a batch's attributes
 # What a batch a partition refused is logged as (once per subject and interval).
 _BATCH_REFUSALS = frozenset({ErrorCode.invalid_record, ErrorCode.corrupt_message, ErrorCode.invalid_timestamp,
@@ -62,6 +73,13 @@ SUCCESSOR_WAIT_S = 1.0
 # few); more in slices.
 ANSWERED_AT_ONCE_MAX = 1000
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
+# Only the coordinators write their topics; clients may read them.
+_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+# The coordinator's retriable answers, which clients too old for them would not retry: Kafka
+# answers NOT_ENOUGH_REPLICAS instead, retried by every client without a metadata refresh.
+_RETRIABLE_UNVERIFIED = frozenset({ErrorCode.concurrent_transactions, ErrorCode.network_exception,
+                                   ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+                                   ErrorCode.not_coordinator})
 
 
 class PartitionData(NamedTuple):
@@ -102,17 +120,22 @@ def decode_produce_body(frame: memoryview | bytes, position: int, api_version: i
 
 
 async def _append(services, request: Request, topic: str, partition_index: int, records: bytearray | None,
-                  appended: Callable[[], None] | None, named_twice: bool, denied_error: int) -> dict:
+                  appended: Callable[[], None] | None, named_twice: bool, denied_error: int,
+                  verification: object | None) -> dict:
+    """`verification`: for a batch the coordinator had to verify, the partition's guard, or the
+    error it was not verified with."""
     answer = {"index": partition_index, "base_offset": -1, "log_append_time": None, "log_start_offset": -1, "record_errors": ()}
     if denied_error:
         return answer | {"error_code": denied_error}
     subject = f"{topic}-{partition_index}"
+    if isinstance(verification, ErrorCode):
+        log_refusal(request, "produce of a transactional batch not verified", subject, verification)
+        return answer | _unverified(verification)
     if named_twice:
         log_refusal(request, "produce naming a partition twice", subject, ErrorCode.invalid_record)
         return answer | {"error_code": ErrorCode.invalid_record,
                          "error_message": f"partition {subject} is named more than once in the request"}
-    if topic == OFFSETS_TOPIC:
-        # Kafka's rule: only the group coordinator writes its topic; clients may read it.
+    if topic in _INTERNAL_TOPICS:
         log_refusal(request, "produce to an internal topic", f"{topic}-{partition_index}", ErrorCode.invalid_topic_exception)
         return answer | {"error_code": ErrorCode.invalid_topic_exception,
                          "error_message": f"Cannot append to internal topic {topic}"}
@@ -133,7 +156,7 @@ async def _append(services, request: Request, topic: str, partition_index: int, 
             answer |= await _current_leader(services, topic, partition_index)
         return answer | {"error_code": error}
     acks, timeout_ms = request.body.acks, request.body.timeout_ms
-    result = await partition.append_as_leader(records, acks, timeout_ms, appended)
+    result = await partition.append_as_leader(records, acks, timeout_ms, appended, verification_guard=verification)
     if result.record_count:
         services.metrics.produced(topic, len(records), result.record_count)
     if result.error_code == ErrorCode.not_leader_or_follower:
@@ -151,6 +174,17 @@ async def _append(services, request: Request, topic: str, partition_index: int, 
         error_code = ErrorCode.not_leader_or_follower
     return answer | {"error_code": error_code, "base_offset": result.base_offset,
                      "log_append_time": result.log_append_time_ms, "log_start_offset": result.log_start_offset}
+
+
+def _unverified(error: ErrorCode) -> dict:
+    """The answer to a batch the coordinator did not verify, as Kafka's handleProduceAppend words it."""
+    if error == ErrorCode.invalid_txn_state:
+        return {"error_code": error, "error_message": "Partition was not added to the transaction"}
+    if error in _RETRIABLE_UNVERIFIED:
+        return {"error_code": ErrorCode.not_enough_replicas,
+                "error_message": f"Unable to verify the partition has been added to the transaction. Underlying error: "
+                                 f"{error.name.upper()}"}
+    return {"error_code": error}
 
 
 async def _current_leader(services, topic: str, partition_index: int) -> dict:
@@ -190,13 +224,14 @@ async def produce(services, request: Request):
     topics, appends = [], []
     async with asyncio.TaskGroup() as appending:
         async with request.appends_in_order or contextlib.nullcontext():
+            verifications = await _verifications(services, request, denied) if body.transactional_id is not None else {}
             for topic in body.topic_data:
                 denied_error = denied.get(topic.name, 0) if denied else 0
                 for data in topic.partition_data:
                     topics.append(topic.name)
                     appends.append(appending.create_task(_append(services, request, topic.name, data.index, data.records,
                                                                  appended, named[topic.name, data.index] > 1,
-                                                                 denied_error)))
+                                                                 denied_error, verifications.get((topic.name, data.index)))))
                     await slices.pause()
     answers = [append.result() for append in appends]
     if appended_s:
@@ -216,6 +251,37 @@ async def produce(services, request: Request):
     if len(answers) <= ANSWERED_AT_ONCE_MAX:
         return build_response(request, values)
     return await respond(request, values, slices)
+
+
+async def _verifications(services, request: Request, denied: dict[str, int]) -> dict[tuple[str, int], object]:
+    """For each partition whose batch would open its producer's transaction there: the
+    partition's verification guard once the coordinator verified it, else the error it gave.
+    Kafka's rule: the transactional batches of one request are one producer's
+    (INVALID_PRODUCER_ID_MAPPING otherwise)."""
+    verifier = services.transaction_verifier
+    if verifier is None:  # transaction.partition.verification.enable=false
+        return {}
+    guards, producers = {}, set()
+    for topic in request.body.topic_data:
+        if denied.get(topic.name):
+            continue
+        for data in topic.partition_data:  # bounded by the request's partitions
+            if data.records is None:
+                continue
+            try:
+                partition = services.replicas.get_partition(topic.name, data.index)
+            except UnknownTopicOrPartitionError:
+                continue  # answered by _append
+            producer = partition.needs_verification(data.records)
+            if producer is not None:
+                producers.add(producer)
+                guards[topic.name, data.index] = partition.verification_guard(producer[0])
+    if len(producers) != 1:
+        return dict.fromkeys(guards, ErrorCode.invalid_producer_id_mapping)
+    ((producer_id, producer_epoch),) = producers
+    errors = await verifier.verify(request.body.transactional_id, producer_id, producer_epoch, list(guards),
+                                   abortable_known=request.api_version >= FIRST_ABORTABLE_VERSION)
+    return guards | errors
 
 
 def _denied(services, request: Request) -> dict[str, int]:
