@@ -25,7 +25,7 @@ import asyncio
 import collections
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -168,18 +168,18 @@ class TxnMarkerChannel:
 
     async def _write_once(self, marker: Marker, partition: PartitionKey) -> bool:
         """Whether `partition` needs `marker` no more after one attempt."""
-        view = self._metadata.topics.get(partition[0], {}).get(partition[1])
-        if view is None:
+        leader = self._leader(partition)
+        if leader is None:
             return await self._gone(partition)
-        if view.leader == NO_LEADER:
+        if leader == NO_LEADER:
             return False
-        if view.leader == self._broker_id:
+        if leader == self._broker_id:
             hosted = self._hosted(*partition)
             error = (ErrorCode.not_leader_or_follower if hosted is None
                      else await write_marker(hosted, self._groups, marker, self._timeout_ms))
         else:
-            error = await self._sent(view.leader, marker, partition)
-        return self._settled(view.leader, marker, partition, error)
+            error = await self._sent(leader, marker, partition)
+        return self._settled(leader, marker, partition, error)
 
     async def _gone(self, partition: PartitionKey) -> bool:
         topic, index = partition
@@ -234,7 +234,7 @@ class TxnMarkerChannel:
         # REQUEST_TIMED_OUT: that answer, not the connection's end, is what to wait for.
         timeout_s = ANSWER_WAIT_FACTOR * self._timeout_ms / 1000
         try:
-            errors: Mapping[tuple[int, str, int], Any] = await self._connections.call(
+            errors: Mapping[tuple[int, str, int], ErrorCode] = await self._connections.call(
                 broker_id, lambda connection: connection.write_txn_markers(writes, timeout_s))
         except ConnectionError as error:
             logger.info("transaction markers not sent broker=%d destination=%d markers=%d error=%s", self._broker_id,
