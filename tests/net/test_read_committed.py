@@ -10,9 +10,7 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader
 
 from replog.config import defaults
 from replog.net import codec

@@ -9,18 +9,23 @@ from types import SimpleNamespace
 
 from kio.schema.errors import ErrorCode
 
+from replog import admin
 from replog.coord_backends.paths import BrokerRegistration
 from replog.net import codec
-from replog.net.client import NoCommonVersion
+from replog.net.client import BrokerConnection, NoCommonVersion
 from replog.net.codec import ApiKey
 from replog.net.transaction_verification import TransactionVerifier
 from replog.replication.metadata_cache import MetadataCache, PartitionView
 from replog.transactions import TRANSACTION_STATE_TOPIC, partition_for_transactional_id
+from tests.net.in_process_broker import in_process_broker
+from tests.support.polling import eventually
+from tests.support.transactional_ids import begin_transaction
 
 THIS_BROKER, OTHER_BROKER = 0, 1
 STATE_PARTITIONS = 4
 TXN_ID, PRODUCER_ID, EPOCH = "pipeline-1", 4000, 3
 ORDERS_0, ORDERS_1, OUT_0 = ("orders", 0), ("orders", 1), ("out", 0)
+WAIT_S = 30
 
 
 def metadata_led_by(leader: int | None) -> MetadataCache:
@@ -162,3 +167,21 @@ async def test_a_coordinator_too_old_to_verify_lets_the_batches_through():
         remote = RemoteCoordinator(answering({ORDERS_0: ErrorCode.invalid_txn_state}), version=version)
         assert await verify(verifier(OTHER_BROKER, remote=remote), [ORDERS_0]) == {}
         assert remote.requests == []
+
+
+async def test_another_brokers_coordinator_answers_over_the_wire(tmp_path):
+    """Against a real broker's AddPartitionsToTxn handler and coordinator: a partition its
+    producer added is verified, one it did not add is not."""
+    async with in_process_broker(tmp_path, **{"transaction.state.log.num.partitions": "1"}) as broker:
+        await admin.create_topic(broker.store, "orders", 2, 1)
+        await eventually(lambda: broker.serving("orders", 1), WAIT_S, "the topic led there")
+        async with await BrokerConnection.open("127.0.0.1", broker.server.port) as connection:
+            producer = await begin_transaction(broker, connection, TXN_ID, "orders", [0])
+
+            async def call(broker_id, send):
+                assert broker_id == broker.broker_id
+                return await send(connection)
+            checker = TransactionVerifier(broker.broker_id + 1, broker.metadata, LocalCoordinator({}), call)
+            unverified = await checker.verify(TXN_ID, producer.producer_id, producer.producer_epoch, [ORDERS_0, ORDERS_1],
+                                              abortable_known=False)
+            assert unverified == {ORDERS_1: ErrorCode.invalid_txn_state}

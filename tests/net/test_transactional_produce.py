@@ -11,16 +11,23 @@ from types import SimpleNamespace
 
 from kio.schema.errors import ErrorCode
 
+from replog import admin
+from replog.net.client import BrokerConnection
 from replog.net.codec import ApiKey, Request
 from replog.net.handlers.produce import PartitionData, ProduceBody, TopicData, produce
 from replog.obs import BrokerMetrics
 from replog.replica.manager import UnknownTopicOrPartitionError
 from replog.replica.results import AppendResult
 from replog.transactions import TRANSACTION_STATE_TOPIC
+from tests.net.in_process_broker import in_process_broker
 from tests.support.polling import eventually
+from tests.support.transactional_ids import begin_transaction
+from tests.support.producer_batches import producer_batch
 
 TXN_ID, PRODUCER, OTHER_PRODUCER = "pipeline-1", (4000, 3), (4001, 0)
 BATCH = bytearray(b"a transactional batch")
+TRANSACTIONAL = 0x10  # the batch attributes' transactional bit
+WAIT_S = 30
 
 
 class TxnPartition:
@@ -158,3 +165,22 @@ async def test_the_connections_next_appends_wait_for_a_verification():
     released.set()
     await asyncio.gather(verified, following)
     assert first.appended_with != [None] and second.appended_with == [None]
+
+
+async def test_a_broker_verifies_with_its_own_coordinator(tmp_path):
+    """The whole chain on one broker: its coordinator knows the partition the producer added,
+    so that batch is appended; the batch for a partition it never added is refused."""
+    async with in_process_broker(tmp_path, **{"transaction.state.log.num.partitions": "1"}) as broker:
+        await admin.create_topic(broker.store, "orders", 2, 1)
+        await eventually(lambda: broker.serving("orders", 1), WAIT_S, "the topic led here")
+        async with await BrokerConnection.open("127.0.0.1", broker.server.port) as connection:
+            producer = await begin_transaction(broker, connection, TXN_ID, "orders", [0])
+            batch = bytes(producer_batch(2, producer.producer_id, producer.producer_epoch, 0, attributes=TRANSACTIONAL))
+            answer = await connection.request(ApiKey.PRODUCE, 9, {
+                "transactional_id": TXN_ID, "acks": -1, "timeout": 5000, "topic_data": [
+                    {"name": "orders", "partition_data": [{"index": 0, "records": batch}, {"index": 1, "records": batch}]}]})
+            answers = {each.index: each for each in answer.responses[0].partition_responses}
+            assert (answers[0].error_code, answers[0].base_offset) == (ErrorCode.none, 0)
+            assert (answers[1].error_code, answers[1].error_message) == (
+                ErrorCode.invalid_txn_state, "Partition was not added to the transaction")
+            assert broker.replicas.get_partition("orders", 1).log_end_offset == 0

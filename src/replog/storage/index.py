@@ -29,6 +29,23 @@ from pathlib import Path
 from typing import ClassVar
 
 
+def write_behind(path: Path, position: int, encoded: bytes, fsync: bool) -> None:
+    """Write the entries `encoded` at `position` of an index file written behind its segment
+    (made if missing; emptied first when `position` is 0), and with fsync make it durable."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        if position == 0:
+            os.ftruncate(fd, 0)
+        if os.pwrite(fd, encoded, position) != len(encoded):
+            # The file system filled up: the entries count as unwritten, and the next persist
+            # writes them over the torn tail.
+            raise OSError(errno.ENOSPC, "short write of index entries", str(path))
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class SparseIndex:
     """Sorted (key, value) entries mirrored to a file of fixed-size records."""
 
@@ -89,19 +106,7 @@ class SparseIndex:
         pending = len(self.keys) - self._persisted_count
         if pending == 0 and not fsync:
             return
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            if self._persisted_count == 0:
-                os.ftruncate(fd, 0)
-            encoded = self._encode(self._persisted_count)
-            if os.pwrite(fd, encoded, self._persisted_count * self.ENTRY.size) != len(encoded):
-                # The file system filled up: the entries count as unwritten, and the next persist
-                # writes them over the torn tail.
-                raise OSError(errno.ENOSPC, "short write of index entries", str(self.path))
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_behind(self.path, self._persisted_count * self.ENTRY.size, self._encode(self._persisted_count), fsync)
         self._persisted_count = len(self.keys)
 
     def delete(self) -> None:

@@ -18,11 +18,12 @@ segment without aborted transactions has no file.
 Concurrency: owned by one segment and used from one thread; no locking.
 """
 
-import errno
 import os
 import struct
 from pathlib import Path
 from typing import NamedTuple
+
+from replog.storage.index import write_behind
 
 TXN_INDEX_SUFFIX = ".txnindex"
 _VERSION = 0
@@ -108,17 +109,9 @@ class TransactionIndex:
         """Write the entries the file lacks (the file is made on the first), fsync'd if asked."""
         if self._persisted_count == len(self.entries) and not (fsync and self.entries):
             return
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-        try:
-            pending = self.entries[self._persisted_count:]
-            if pending:
-                data = b"".join(_ENTRY.pack(_VERSION, *entry) for entry in pending)
-                if os.write(fd, data) != len(data):
-                    raise OSError(errno.ENOSPC, "short write of a transaction index", str(self.path))
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        pending = self.entries[self._persisted_count:]
+        write_behind(self.path, self._persisted_count * ENTRY_SIZE_BYTES,
+                     b"".join(_ENTRY.pack(_VERSION, *entry) for entry in pending), fsync)
         self._persisted_count = len(self.entries)
 
     def delete(self) -> None:
