@@ -532,7 +532,9 @@ class ProducerStateManager:
                     "producers=%d", self.topic, self.partition, origin, batches_read, producers_recovered,
                     len(self._producers))
         if batches_read or producers_recovered:
-            # Another load of this log (a crash before the next background flush) starts here.
+            # Another load of this log (a crash before the next background flush) starts here,
+            # so the aborted transactions indexed from `offset` must be on disk by then.
+            log.persist_aborted_from(offset)
             self.take_snapshot(log.log_end_offset)
 
     def _apply_runs(self, runs) -> None:
