@@ -2,8 +2,6 @@
 read_committed reads and the aborted-transaction index, KIP-890's verification guards, and
 what followers, truncation, crash recovery and snapshots keep of them."""
 
-import random
-
 import pytest
 
 from kio.schema.errors import ErrorCode
@@ -15,14 +13,12 @@ from replog.storage.batch_format import TRANSACTIONAL_BIT
 from replog.storage.control_batches import ControlType, Marker
 from replog.storage.log import Log, LogConfig
 from replog.storage.transaction_index import ENTRY_SIZE_BYTES, AbortedTxn
-from tests.sim.disk import PageCache
 from tests.support.log_fixtures import ManualClock
 from tests.support.producer_batches import producer_batch
 
 LEADER, FOLLOWER = 1, 2
 PID, OTHER_PID = 4000, 4001
 TIMEOUT_MS = 5000
-POWER_LOSS_SEEDS = 10
 
 
 def make_partition(directory, leader_id=LEADER, name="orders-0", clock=None, **log_settings) -> Partition:
@@ -280,24 +276,6 @@ async def test_an_aborted_index_rebuilt_by_recovery_survives_the_next_crash(tmp_
         reopened.close()
 
 
-async def test_an_abort_in_the_active_segment_survives_a_close_then_a_power_loss(tmp_path):
-    """A close checkpoints the recovery point past the marker: the index entry below it, which no
-    recovery rebuilds, must be durable by then, its file's name included."""
-    for seed in range(POWER_LOSS_SEEDS):  # the model's random cuts: enough to lose what is not durable
-        directory = tmp_path / str(seed)
-        with PageCache(directory, random.Random(seed)).installed() as cache:
-            partition = make_partition(directory)
-            await append(partition, txn_batch(0, records=2))  # 0-1
-            assert await partition.write_txn_marker(marker(ControlType.ABORT), TIMEOUT_MS) == ErrorCode.none  # 2
-            partition.close()
-            cache.lose_unflushed(directory)
-        reopened = make_partition(directory)
-        try:
-            assert reopened.log.collect_aborted_transactions(0, 3) == [AbortedTxn(PID, 0, 2, 3)], seed
-        finally:
-            reopened.close()
-
-
 async def test_a_clean_restart_keeps_transactions_in_the_snapshot(tmp_path):
     partition = make_partition(tmp_path)
     await append(partition, txn_batch(0, records=2, epoch=1))
@@ -337,3 +315,43 @@ async def test_snapshots_written_before_transactions_still_load(tmp_path):
         await append(reopened, plain_batch(2))
     finally:
         reopened.close()
+
+
+async def test_a_kill_during_close_never_leaves_a_snapshot_ahead_of_the_aborted_index(tmp_path, monkeypatch):
+    partition = make_partition(tmp_path)
+    await append(partition, txn_batch(0, records=2))
+    assert await partition.write_txn_marker(marker(ControlType.ABORT), TIMEOUT_MS) == ErrorCode.none  # 2
+    log = partition.log
+
+    def killed() -> None:
+        log.close_handles()
+        raise KeyboardInterrupt("killed while closing")
+
+    monkeypatch.setattr(log, "close", killed)
+    with pytest.raises(KeyboardInterrupt):
+        partition.close()
+    monkeypatch.undo()
+
+    reopened = make_partition(tmp_path)
+    try:
+        assert reopened.log.collect_aborted_transactions(0, 3) == [AbortedTxn(PID, 0, 2, 3)]
+    finally:
+        reopened.close()
+
+
+async def test_the_flush_that_makes_an_aborted_index_file_syncs_its_name(leader, monkeypatch):
+    """The producer snapshot the background flush installs is past the abort: a crash that
+    kept the snapshot but lost the index's name would lose the abort for good."""
+    from replog.storage import background_io
+
+    await append(leader, txn_batch(0))
+    job = leader.log.begin_flush()
+    job.run()
+    leader.log.complete_flush(job)
+    synced: list[object] = []
+    monkeypatch.setattr(background_io, "fsync_directory", lambda directory: synced.append(directory))
+    assert await leader.write_txn_marker(marker(ControlType.ABORT), TIMEOUT_MS) == ErrorCode.none
+    job = leader.log.begin_flush()
+    job.run()
+    assert synced == [leader.log.directory]
+    assert leader.log.segments[0].txn_index.path.stat().st_size == ENTRY_SIZE_BYTES

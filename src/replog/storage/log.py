@@ -554,11 +554,10 @@ class Log(LogCleaning):
             self._names_synced = self._names_made
         if offset > self.recovery_point:
             active = self._segments[-1]
-            # flush.messages may ask for this on every append: the active segment's indexes
-            # are left to the background flush, and recovery rescans from its last entry.
-            if any([segment.flush(with_indexes=segment is not active)
-                    for segment in self._segments_holding(self.recovery_point, offset)]):
-                fsync_directory(self.directory)  # a transaction index's file made: its name is durable first
+            for segment in self._segments_holding(self.recovery_point, offset):
+                # flush.messages may ask for this on every append: the active segment's indexes
+                # are left to the background flush, and recovery rescans from its last entry.
+                segment.flush(with_indexes=segment is not active)
         self._flush_due_ms = self._clock() + self.config.flush_ms
         self._unflushed_records = 0
         self._flush_owed = False
@@ -584,9 +583,8 @@ class Log(LogCleaning):
         """Write, fsync'd, the aborted-transaction indexes of the segments holding `offset` on: a
         load that rebuilt them snapshots the producer state, and the next load replays only
         from that snapshot, while segments below the recovery point are never flushed again."""
-        rebuilt = self._segments_holding(offset, self.log_end_offset + 1)
-        if any([segment.txn_index.persist(fsync=True) for segment in rebuilt]):  # bounded by the segments
-            fsync_directory(self.directory)
+        for segment in self._segments_holding(offset, self.log_end_offset + 1):  # bounded by the segments
+            segment.txn_index.persist(fsync=True)
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Every aborted transaction overlapping [start_offset, upper_bound_offset), oldest first
@@ -628,8 +626,11 @@ class Log(LogCleaning):
         if offset <= self._background_flushed_offset:
             return None
         segments = self._segments_holding(self._background_flushed_offset, offset)
-        if any([segment.persist_indexes() for segment in segments]):  # bounded by the segments
-            self._names_made += 1  # a transaction index's file: the job syncs the directory
+        for segment in segments:  # bounded by the segments
+            if segment.persist_indexes():
+                # The flush syncs the directory then, before the producer snapshot past the
+                # aborted transactions in that file is installed.
+                self._names_made += 1
         return FlushJob(offset, self._truncations, [os.dup(segment.fd) for segment in segments],
                         [path for segment in segments for path in segment.index_paths],
                         self.directory if self._names_made != self._names_synced else None, self._names_made,
@@ -769,11 +770,6 @@ class Log(LogCleaning):
         open may be told the log was closed cleanly."""
         self._closed = True
         self.flush()
-        # The flush leaves the active segment's indexes to the background flush, and recovery
-        # rebuilds the offset indexes from the log, but not the aborted transactions below the
-        # recovery point: those are made durable before the recovery point covers them.
-        if self._segments[-1].txn_index.persist(fsync=True):
-            fsync_directory(self.directory)
         self.checkpoint_recovery_point()
         for segment in self._segments:
             segment.close()

@@ -482,22 +482,22 @@ class Segment:
 
     def persist_indexes(self) -> bool:
         """Write index entries not yet in their files (no fsync): done when a segment rolls.
-        Whether the transaction index's file was made (TransactionIndex.persist)."""
+        Whether it made the transaction index's file (the others are rebuilt by any recovery;
+        that one only from the producer snapshot on, so its name must be made durable)."""
         self.offset_index.persist(fsync=False)
         self.time_index.persist(fsync=False)
         return self.txn_index.persist(fsync=False)
 
-    def flush(self, with_indexes: bool) -> bool:
+    def flush(self, with_indexes: bool) -> None:
         """Make the `.log` durable, then (if asked) its indexes, so that an index never runs
         ahead of its log. Without them the indexes stay in memory: that is for the active
         segment under flush.messages, whose every flush should cost one fsync; recovery rebuilds
         the entries after the last ones a background flush wrote (Log.begin_flush)."""
         os.fsync(self.fd)
-        if not with_indexes:
-            return False
-        self.offset_index.persist(fsync=True)
-        self.time_index.persist(fsync=True)
-        return self.txn_index.persist(fsync=True)
+        if with_indexes:
+            self.offset_index.persist(fsync=True)
+            self.time_index.persist(fsync=True)
+            self.txn_index.persist(fsync=True)
 
     def close(self) -> None:
         self.persist_indexes()

@@ -106,12 +106,12 @@ class TransactionIndex:
         return overlapping, False
 
     def persist(self, fsync: bool) -> bool:
-        """Write the entries the file lacks (the file is made on the first), fsync'd if asked.
-        Whether it made the file: its name is durable only once the directory is synced, and
-        until then a power loss takes every entry with it."""
+        """Write the entries the file lacks (the file is made on the first), fsync'd if asked;
+        whether that made the file, whose name the caller must then make durable before anything
+        relies on the entries (a producer snapshot past them)."""
         if self._persisted_count == len(self.entries) and not (fsync and self.entries):
             return False
-        made = self._persisted_count == 0 and bool(self.entries)
+        made = self._persisted_count == 0
         pending = self.entries[self._persisted_count:]
         write_behind(self.path, self._persisted_count * ENTRY_SIZE_BYTES,
                      b"".join(_ENTRY.pack(_VERSION, *entry) for entry in pending), fsync)
