@@ -72,9 +72,9 @@ from replog.coord_backends import NoNode, paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
 from replog.replica.partition import Partition, ReplicaState
+from replog.replica.results import AppendResult
 from replog.security.acls import CLUSTER_NAME, AccessControlEntry, AclBinding, AclBindingFilter, AclOperation, AclPermissionType
 from replog.security.acls import PatternType, ResourcePattern, ResourceType
-from replog.replica.results import AppendResult
 from replog.spark_io.records import OutgoingRecord, encode_batch
 from replog.storage.log import Log
 from tests.sim.disk import PageCache
@@ -130,8 +130,8 @@ FAULT_GAP_S = (0.1, 1.5)
 LIVELOCK_STEPS = 50_000  # a healthy schedule never spins this long at one instant
 FAULTS = ("alter_config", "flaky_store", "cut_link", "isolate", "suspend", "expire", "pause", "crash", "power_loss",
           "recreate_topic", "refuse_connections", "reassign", "alter_acls")
-# Transactional schedules: seeds TRANSACTIONAL_SEED modulo TRANSACTIONAL_EVERY (coprime with
-# COMPACTED_EVERY's 0: the cleaner's transactional rules are not what they test).
+# Transactional schedules: the seeds equal to TRANSACTIONAL_SEED modulo TRANSACTIONAL_EVERY, none of
+# them a multiple of COMPACTED_EVERY (the cleaner's transactional rules are not what they test).
 TRANSACTIONAL_EVERY = 12
 TRANSACTIONAL_SEED = 1
 TRANSACTIONAL_FAULTS = tuple(fault for fault in FAULTS if fault != "recreate_topic") + (
