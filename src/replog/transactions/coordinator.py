@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
@@ -331,18 +331,23 @@ class TransactionCoordinator(PartitionOwner):
             return ErrorCode.concurrent_transactions if same else ErrorCode.invalid_txn_state
         return ErrorCode.invalid_txn_state  # Empty: nothing to end
 
-    async def _end(self, metadata: TransactionMetadata, committed: bool, fencing: bool = False) -> int:
-        """Write PrepareCommit/PrepareAbort, then send the markers in the background."""
+    def _end(self, metadata: TransactionMetadata, committed: bool, fencing: bool = False) -> Awaitable[int]:
+        """Decide now (the transition pending from here on), then write PrepareCommit/PrepareAbort
+        and send the markers in the background: what the returned awaitable does."""
         coordinator_epoch = self._coordinator_epoch(metadata.transactional_id)
         if fencing:
             metadata.fence_epoch()
         transit = metadata.prepare_end(committed, self._wall_clock_ms())
+        return self._write_end(metadata, transit, coordinator_epoch, fencing)
+
+    async def _write_end(self, metadata: TransactionMetadata, transit: TxnTransit, coordinator_epoch: int,
+                         fencing: bool) -> int:
         error = await self._write(metadata, transit, fencing=fencing)
         if error != ErrorCode.none:
             return error
         logger.info("ending transaction transactional_id=%s producer_id=%d epoch=%d result=%s partitions=%d "
                     "coordinator_epoch=%d broker=%d", metadata.transactional_id, metadata.producer_id,
-                    metadata.producer_epoch, "commit" if committed else "abort", len(metadata.partitions),
+                    metadata.producer_epoch, transit.state.kafka_name, len(metadata.partitions),
                     coordinator_epoch, self.broker_id)
         self._send_markers(metadata, coordinator_epoch)
         return ErrorCode.none
@@ -406,8 +411,8 @@ class TransactionCoordinator(PartitionOwner):
                     and metadata.start_timestamp_ms + metadata.timeout_ms < now_ms):
                 logger.info("aborting timed out transaction transactional_id=%s producer_id=%d epoch=%d broker=%d",
                             metadata.transactional_id, metadata.producer_id, metadata.producer_epoch, self.broker_id)
-                self._spawn(lambda metadata=metadata: self._end(metadata, False, fencing=True),
-                            f"abort-timed-out-{metadata.transactional_id}")
+                aborting = self._end(metadata, False, fencing=True)
+                self._spawn(lambda aborting=aborting: aborting, f"abort-timed-out-{metadata.transactional_id}")
 
     def abort_ongoing(self, transactional_id: str) -> int:
         """Abort the id's open transaction now, fencing its producer (an operator's choice)."""
@@ -416,7 +421,8 @@ class TransactionCoordinator(PartitionOwner):
             return metadata
         if metadata.state is not TxnState.ONGOING or metadata.pending is not None:
             return ErrorCode.invalid_txn_state
-        self._spawn(lambda: self._end(metadata, False, fencing=True), f"abort-{transactional_id}")
+        aborting = self._end(metadata, False, fencing=True)
+        self._spawn(lambda: aborting, f"abort-{transactional_id}")
         return ErrorCode.none
 
     def remove_expired_transactional_ids(self) -> None:
@@ -425,10 +431,12 @@ class TransactionCoordinator(PartitionOwner):
             if (metadata.state in EXPIRABLE and metadata.pending is None
                     and self.owns(metadata.transactional_id) is None
                     and metadata.last_update_timestamp_ms + self.config.id_expiration_ms <= now_ms):
-                self._spawn(lambda metadata=metadata: self._expire(metadata), f"expire-{metadata.transactional_id}")
+                dead = metadata.prepare_dead()
+                self._spawn(lambda metadata=metadata, dead=dead: self._expire(metadata, dead),
+                            f"expire-{metadata.transactional_id}")
 
-    async def _expire(self, metadata: TransactionMetadata) -> None:
-        if await self._write(metadata, metadata.prepare_dead()) != ErrorCode.none:
+    async def _expire(self, metadata: TransactionMetadata, dead: TxnTransit) -> None:
+        if await self._write(metadata, dead) != ErrorCode.none:
             return  # the next check tries again
         if self._transactions.get(metadata.transactional_id) is metadata:
             del self._transactions[metadata.transactional_id]
