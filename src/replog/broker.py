@@ -242,6 +242,8 @@ class Broker:
             log_dir_space=lambda: (self.disk_space.free_bytes, self.disk_space.state.value),
             log_dir_space_states=tuple(state.value for state in DiskSpaceState),
             queued_request_bytes=lambda: sum(server.queued_request_bytes for server in self.servers),
+            ongoing_transactions=self.transactions.ongoing_count,
+            markers_pending=lambda: self.txn_markers.pending_markers,
         ))
         self.metrics_server = (None if metrics_listener is None
                                else MetricsServer(self.metrics.registry, metrics_listener.host, metrics_listener.port,

@@ -53,14 +53,16 @@ def sample(metrics: BrokerMetrics, name: str, **labels: str) -> float | None:
 # --- scrape-time gauges --------------------------------------------------------------------------
 
 
-def hosted(topic: str, leader: int, assigned: tuple[int, ...], isr: tuple[int, ...], min_isr: int = 1):
+def hosted(topic: str, leader: int, assigned: tuple[int, ...], isr: tuple[int, ...], min_isr: int = 1,
+           high_watermark: int = 0, last_stable_offset: int = 0, open_transactions: int = 0):
     return SimpleNamespace(topic=topic, partition_id=0, leader_id=leader, local_broker_id=ME, isr=frozenset(isr),
                            assigned_replicas=assigned, config=PartitionConfig(min_insync_replicas=min_isr),
-                           follower_lags=lambda now_ms: [(OTHER, 5, 1500)])
+                           follower_lags=lambda now_ms: [(OTHER, 5, 1500)], high_watermark=high_watermark,
+                           last_stable_offset=last_stable_offset, open_transaction_count=open_transactions)
 
 
 def metrics_over(partitions=(), cluster=None, registered=(ME, OTHER, THIRD), per_partition=False, committed=(),
-                 high_watermarks=None) -> BrokerMetrics:
+                 high_watermarks=None, ongoing_transactions=0, markers_pending=0) -> BrokerMetrics:
     metrics = BrokerMetrics(per_partition=per_partition)
     metrics.watch(StateSources(
         broker_id=ME,
@@ -75,6 +77,8 @@ def metrics_over(partitions=(), cluster=None, registered=(ME, OTHER, THIRD), per
         committed_offsets=lambda: committed,
         high_watermarks=lambda: high_watermarks or {},
         fetch_sessions=lambda: (2, 3300),
+        ongoing_transactions=lambda: ongoing_transactions,
+        markers_pending=lambda: markers_pending,
     ))
     return metrics
 
@@ -94,6 +98,33 @@ def test_hosted_led_under_replicated_and_under_min_isr_partitions_are_counted_by
     assert (sample(metrics, "replog_fetch_sessions"), sample(metrics, "replog_fetch_session_partitions")) == (2, 3300)
     assert sample(metrics, "replog_store_session_state", state="suspended") == 1
     assert sample(metrics, "replog_store_session_state", state="connected") == 0
+
+
+def test_transactions_open_in_led_partitions_and_their_lso_lag_are_counted_by_the_leader():
+    partitions = [
+        hosted("a", ME, (ME, OTHER), (ME, OTHER), high_watermark=120, last_stable_offset=100, open_transactions=2),
+        hosted("b", ME, (ME, OTHER), (ME, OTHER), high_watermark=50, last_stable_offset=50),
+        hosted("c", OTHER, (OTHER, ME), (OTHER, ME), high_watermark=9, last_stable_offset=1, open_transactions=4),
+    ]
+    metrics = metrics_over(partitions, ongoing_transactions=3, markers_pending=5)
+    assert sample(metrics, "replog_ongoing_transactions") == 3
+    assert sample(metrics, "replog_transaction_markers_pending") == 5
+    assert sample(metrics, "replog_open_transactions") == 2  # "c" is its leader's to count
+    assert sample(metrics, "replog_last_stable_offset_lag_records", topic="a", partition="0") is None  # per partition only
+    per_partition = metrics_over(partitions, per_partition=True)
+    assert sample(per_partition, "replog_last_stable_offset_lag_records", topic="a", partition="0") == 20
+    assert sample(per_partition, "replog_last_stable_offset_lag_records", topic="b", partition="0") == 0
+    assert sample(per_partition, "replog_last_stable_offset_lag_records", topic="c", partition="0") is None
+
+
+def test_the_coordinator_s_commits_and_aborts_are_counted_by_cause():
+    metrics = BrokerMetrics()
+    metrics.transaction_commits.inc()
+    for cause in ("client", "timeout", "timeout"):
+        metrics.transaction_aborted(cause)
+    assert sample(metrics, "replog_transaction_commits_total") == 1
+    assert sample(metrics, "replog_transaction_aborts_total", cause="timeout") == 2
+    assert sample(metrics, "replog_transaction_aborts_total", cause="client") == 1
 
 
 def test_the_data_directory_s_free_space_and_state_are_gauges_read_at_scrape_time(tmp_path):

@@ -48,11 +48,12 @@ A violation raises Violation at the step that broke the rule, which ends the sch
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from replog.coord_backends.paths import LeaderRecord
 from replog.replica.partition import Partition, ReplicaState
+from replog.storage.batch_format import CONTROL_BATCH_BIT
 from replog.storage.records import batch_headers
 from tests.sim.incarnations import Incarnations
 
@@ -75,7 +76,8 @@ class Ack:
 
 
 def records_below(replica: Partition, end: int) -> dict[int, int]:
-    """offset -> record number, of the log's batches below `end` (one record per batch)."""
+    """offset -> record number, of the log's producer batches below `end` (one record per batch;
+    transaction markers are no producer's records)."""
     found: dict[int, int] = {}
     if end <= replica.log_start_offset:
         return found
@@ -83,8 +85,18 @@ def records_below(replica: Partition, end: int) -> dict[int, int]:
         for header in batch_headers(piece.read()):
             if header.base_offset >= end:
                 return found
-            found[header.base_offset] = header.max_timestamp
+            if not header.attributes & CONTROL_BATCH_BIT:
+                found[header.base_offset] = header.max_timestamp
     return found
+
+
+def running_leaders(brokers: Mapping[int, Any]) -> Iterator[tuple[int, Partition]]:
+    """(broker id, replica) of every replica that leads on a broker not crashed."""
+    for broker in brokers.values():
+        if not broker.owner.crashed:
+            for replica in broker.replicas.partitions:
+                if replica.state is ReplicaState.LEADER:
+                    yield broker.broker_id, replica
 
 
 def record_at(replica: Partition, offset: int) -> int | None:
@@ -203,12 +215,8 @@ class Checker:
     def check_step(self, brokers: Mapping[int, Any], partitions: list[tuple[str, int]], now_s: float) -> None:
         if self._found:
             raise Violation(self._found[0])
-        for broker in brokers.values():
-            if broker.owner.crashed:
-                continue
-            for replica in broker.replicas.partitions:
-                if replica.state is ReplicaState.LEADER:
-                    self._check_leader(broker.broker_id, replica)
+        for broker_id, replica in running_leaders(brokers):
+            self._check_leader(broker_id, replica)
         for topic, partition in partitions:
             self._check_named_leader(brokers, topic, partition)
             self._check_isr_members(brokers, topic, partition)

@@ -52,9 +52,11 @@ def committed(log) -> int:
     return log.log_end_offset
 
 
-def clean(log, high_watermark: int | None = None, map_max_bytes: int = MAP_BYTES) -> bool:
+def clean(log, high_watermark: int | None = None, map_max_bytes: int = MAP_BYTES,
+          first_unstable_offset: int | None = None) -> bool:
     """One pass as the partition runs it, with the job run here rather than in another thread."""
-    job = log.begin_clean(log.log_end_offset if high_watermark is None else high_watermark, map_max_bytes)
+    job = log.begin_clean(log.log_end_offset if high_watermark is None else high_watermark, map_max_bytes,
+                          first_unstable_offset)
     if job is None:
         return False
     return log.complete_clean(job, job.run())
@@ -176,12 +178,12 @@ def test_the_last_batch_of_each_producer_stays_as_an_empty_batch(tmp_path, clock
 def test_a_log_truncated_or_closed_during_a_pass_refuses_its_result(tmp_path, clock):
     log = overwritten_log(tmp_path, clock)
     end = committed(log)
-    job = log.begin_clean(end, MAP_BYTES)
+    job = log.begin_clean(end, MAP_BYTES, None)
     result = job.run()
     log.truncate_to(end - 1)
     assert not log.complete_clean(job, result)
     assert not any(path.name.endswith(CLEANED_SUFFIX) for path in (tmp_path / "t-0").iterdir())
-    job = log.begin_clean(end - 1, MAP_BYTES)
+    job = log.begin_clean(end - 1, MAP_BYTES, None)
     result = job.run()
     log.close()
     assert not log.complete_clean(job, result)
@@ -196,7 +198,7 @@ def test_a_crash_after_a_merge_renamed_its_segment_leaves_a_log_without_the_merg
     overwrite(log, 20, range(30, 60))
     before = contents(log)
     end = committed(log)
-    job = log.begin_clean(end, MAP_BYTES)
+    job = log.begin_clean(end, MAP_BYTES, None)
     result = job.run()
     merged = next(cleaned for cleaned in result.cleaned if len(cleaned.replaced) > 1)
     directory = tmp_path / "t-0"
@@ -232,7 +234,7 @@ def test_a_log_that_is_not_compacted_is_never_cleaned(tmp_path, clock):
     log = open_log(tmp_path / "t-0", clock, segment_bytes=200)
     for value in range(10):
         log.append(batch((b"a", b"%d" % value)), leader_epoch=0)
-    assert log.begin_clean(committed(log), MAP_BYTES) is None
+    assert log.begin_clean(committed(log), MAP_BYTES, None) is None
 
 
 @pytest.mark.parametrize("compression", ["none", "gzip"])

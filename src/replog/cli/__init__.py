@@ -1,5 +1,5 @@
 """The `replog` command: one module per command group (coord, broker, tools, topics, reassign,
-cluster, groups, users, acls, quotas). A command parses its options, calls into the package and prints the outcome;
+cluster, groups, users, acls, quotas, transactions). A command parses its options, calls into the package and prints the outcome;
 the broker's runtime is replog.runtime, the admin commands' client side is admin_client.py and
 its neighbours here."""
 
@@ -11,7 +11,7 @@ import click
 
 from replog import __version__
 
-from . import acls, broker, cluster, coord, groups, quotas, reassign, tools, topics, users
+from . import acls, broker, cluster, coord, groups, quotas, reassign, tools, topics, transactions, users
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,5 +32,5 @@ def main() -> None:
 
 
 for command in (coord.coord, broker.broker, *tools.COMMANDS, topics.topics, reassign.reassign, cluster.cluster,
-                groups.groups, users.users, acls.acls, quotas.quotas):
+                groups.groups, users.users, acls.acls, quotas.quotas, transactions.transactions):
     main.add_command(command)

@@ -52,7 +52,7 @@ from replog.net.client import BrokerConnection
 from replog.net.client_properties import ClientProperties
 from replog.security.acls import AclBinding, AclBindingFilter
 
-from . import replica_logs, state_change_reader
+from . import replica_logs, state_change_reader, transaction_requests
 from .group_admin import ConsumerGroups
 from .replica_logs import ReplicaKey, ReplicaLog
 from .topic_status import TopicStatus
@@ -204,6 +204,11 @@ class Admin(abc.ABC):
     async def group_admin(self) -> ConsumerGroups:
         """Consumer groups live in the brokers (their coordinators, __consumer_offsets): the
         group requests, sent to them."""
+
+    async def transactions(self) -> transaction_requests.Transactions:
+        """Transactions live in the brokers (their coordinators, the partitions' leaders): the
+        transaction requests, sent to them."""
+        return transaction_requests.Transactions(await self._broker_addresses(), self._connection)
 
     async def _connection(self, address: tuple[str, int]) -> BrokerConnection:
         connection = self._connections.get(address)

@@ -19,6 +19,7 @@ from replog.admin.cluster import ClusterStatus, ElectionResult
 from replog.admin.planner import Plan
 from replog.admin.scram_credentials import UserScramCredentials
 from replog.admin.state_change_events import event_json
+from replog.net.client import ProducerState, TransactionDescription
 from replog.replication.state_changes import FROM_ADMIN
 
 from .group_admin import GroupDescription, GroupListing, OffsetReset
@@ -34,6 +35,7 @@ from .state_change_reader import (
     unreachable_json,
 )
 from .topic_status import TopicStatus
+from .transaction_requests import Listed
 
 UNKNOWN = "-"  # a value the Admin asked cannot tell
 
@@ -315,3 +317,35 @@ def follow_json(update: Update) -> dict:
                     "from_broker": request.from_broker, "to_broker": to_broker, "epoch": request.leader_epoch,
                     "queue_sequence": name}
     return {"update": "event"} | event_json(update)
+
+
+# -- replog transactions ---------------------------------------------------------------------------
+
+def print_transaction_listings(listed: Sequence[Listed]) -> None:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("TRANSACTIONAL-ID", overflow="fold")
+    for header in ("COORDINATOR", "PRODUCER-ID"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("STATE", no_wrap=True)
+    for found in listed:
+        table.add_row(found.transactional_id, str(found.coordinator), str(found.producer_id), found.state)
+    console().print(table)
+
+
+def print_transaction_description(coordinator: int, described: TransactionDescription) -> None:
+    started = "-" if described.start_time_ms < 0 else _clock(described.start_time_ms)
+    partitions = ", ".join(f"{topic}-{partition}" for topic, partition in described.partitions) or "-"
+    console().print(f"[bold]{described.transactional_id}[/bold]  coordinator: {coordinator}  state: {described.state}  "
+                    f"producer: {described.producer_id} epoch {described.producer_epoch}  "
+                    f"timeout: {described.timeout_ms} ms  started: {started}  partitions: {partitions}")
+
+
+def print_producers(leader: int, producers: Sequence[ProducerState]) -> None:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title=f"leader: broker {leader}")
+    for header in ("PRODUCER-ID", "EPOCH", "COORDINATOR-EPOCH", "LAST-SEQUENCE", "LAST-TIMESTAMP", "TXN-START-OFFSET"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for producer in producers:
+        table.add_row(str(producer.producer_id), str(producer.producer_epoch), str(producer.coordinator_epoch),
+                      str(producer.last_sequence), str(producer.last_timestamp_ms),
+                      "-" if producer.current_txn_start_offset < 0 else str(producer.current_txn_start_offset))
+    console().print(table)

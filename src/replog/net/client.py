@@ -65,6 +65,13 @@ NO_LEADER_EPOCH = -1
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 READ_UNCOMMITTED = 0
+TRANSACTION_COORDINATOR_KEY = 1  # FindCoordinator's key type for a transactional id
+# The transaction requests' versions, fixed: the first each Kafka 4 broker answers, and all
+# that an operator's tool needs of them.
+FIND_COORDINATOR_VERSION = 3
+DESCRIBE_PRODUCERS_VERSION = 0
+DESCRIBE_TRANSACTIONS_VERSION = 0
+LIST_TRANSACTIONS_VERSION = 1
 API_VERSIONS_PROBE_VERSION = 3
 CLIENT_SOFTWARE_NAME = "replog"
 # The most SaslAuthenticate rounds a mechanism takes (SCRAM: 2; OAUTHBEARER's error: 2).
@@ -159,6 +166,33 @@ class ListedOffset(NamedTuple):
     error_code: ErrorCode
     offset: int
     timestamp: int
+
+
+class ProducerState(NamedTuple):
+    """One producer of a partition, as its leader describes it (DescribeProducers, KIP-664)."""
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1: no transaction open in the partition
+
+
+class TransactionListing(NamedTuple):
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+class TransactionDescription(NamedTuple):
+    error_code: ErrorCode
+    transactional_id: str
+    state: str
+    timeout_ms: int
+    start_time_ms: int  # -1 while no transaction is open
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[tuple[str, int], ...]
 
 
 class BrokerAddress(NamedTuple):
@@ -694,6 +728,45 @@ class BrokerConnection:
         })
         return {(topic.name, found.partition_index): found.offset for topic in answer.topics
                 for found in topic.partitions if found.error_code == ErrorCode.none}
+
+    # -- transactions: what an operator's tool asks (cli/transactions.py) --------------------
+
+    async def find_transaction_coordinator(self, transactional_id: str) -> tuple[ErrorCode, int]:
+        """(error, broker id) of the coordinator of `transactional_id`."""
+        answer = await self.request(ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION,
+                                    {"key": transactional_id, "key_type": TRANSACTION_COORDINATOR_KEY})
+        return _error_code(answer.error_code), int(answer.node_id)
+
+    async def describe_producers(self, topic: str, partition: int) -> tuple[ErrorCode, list[ProducerState]]:
+        """The partition's active producers, asked of its leader."""
+        answer = await self.request(ApiKey.DESCRIBE_PRODUCERS, DESCRIBE_PRODUCERS_VERSION,
+                                    {"topics": [{"name": topic, "partition_indexes": [partition]}]})
+        found = self._find(self._find(answer.topics, "name", topic, "topic").partitions, "partition_index", partition, "partition")
+        return _error_code(found.error_code), [
+            ProducerState(int(state.producer_id), int(state.producer_epoch), int(state.last_sequence),
+                          int(state.last_timestamp), int(state.coordinator_epoch), int(state.current_txn_start_offset))
+            for state in found.active_producers]
+
+    async def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                                duration_ms: int = -1) -> tuple[ErrorCode, list[TransactionListing]]:
+        """The transactions this broker coordinates, filtered by state, producer id and (unless -1)
+        having run at least `duration_ms`."""
+        answer = await self.request(ApiKey.LIST_TRANSACTIONS, LIST_TRANSACTIONS_VERSION, {
+            "state_filters": list(states), "producer_id_filters": list(producer_ids), "duration_filter": duration_ms})
+        return _error_code(answer.error_code), [
+            TransactionListing(state.transactional_id, int(state.producer_id), state.transaction_state)
+            for state in answer.transaction_states]
+
+    async def describe_transactions(self, transactional_ids: Iterable[str]) -> list[TransactionDescription]:
+        """The named transactions, asked of their coordinator."""
+        answer = await self.request(ApiKey.DESCRIBE_TRANSACTIONS, DESCRIBE_TRANSACTIONS_VERSION,
+                                    {"transactional_ids": list(transactional_ids)})
+        return [TransactionDescription(
+            _error_code(state.error_code), state.transactional_id, state.transaction_state,
+            int(state.transaction_timeout.total_seconds() * 1000), int(state.transaction_start_time.timestamp() * 1000),
+            int(state.producer_id), int(state.producer_epoch),
+            tuple((topic.topic, int(partition)) for topic in state.topics for partition in topic.partitions))
+            for state in answer.transaction_states]
 
     async def write_txn_markers(self, writes: Sequence[MarkerWrite], timeout_s: float | None = None
                                 ) -> dict[tuple[int, str, int], ErrorCode]:

@@ -10,7 +10,7 @@ Two kinds, as Kafka's and Redpanda's brokers keep them:
   formats and locks on every call. A broker serving no metrics does not count its requests
   (`UnservedMetrics`).
 - State (partitions hosted, led, under-replicated, offline; connections; the store session;
-  the data directory's free space; consumer group lag) is computed at scrape time by `StateCollector`, on the event loop that
+  the data directory's free space; consumer group lag; transactions open and markers pending) is computed at scrape time by `StateCollector`, on the event loop that
   owns that state (the endpoint, obs/metrics_http.py, serves from the broker's loop), so no
   task keeps gauges up to date and nothing reads the broker's state from another thread. What
   only a store read can tell (the state-change queue) is set by the broker just before each
@@ -19,7 +19,8 @@ Two kinds, as Kafka's and Redpanda's brokers keep them:
 
 Cardinality is bounded by what the operator creates: series per topic (bytes and records),
 per API and version, per API and error code, per consumer group; per partition only with
-`metrics.per.partition.enable` (follower lag, each group's committed offsets and lag). Series
+`metrics.per.partition.enable` (follower lag, each group's committed offsets and lag, the LSO's
+lag behind the high watermark). Series
 per client quota entity are bounded by the quota managers, which drop an entity's series with it.
 
 This module imports nothing of replog's but what it reads through `StateSources`, so any
@@ -74,6 +75,9 @@ class HostedPartition(Protocol):
     leader_id: int | None
     isr: frozenset[int]
     assigned_replicas: tuple[int, ...]
+    high_watermark: int
+    last_stable_offset: int  # below it, no transaction is open (docs/design.md §16.3)
+    open_transaction_count: int
 
     def follower_lags(self, now_ms: int) -> Iterable[tuple[int, int, int]]: ...
 
@@ -117,6 +121,10 @@ class StateSources:
     log_dir_space: Callable[[], tuple[int | None, str]] = lambda: (None, "ok")
     log_dir_space_states: tuple[str, ...] = ()
     queued_request_bytes: Callable[[], int] = lambda: 0  # what queued.max.request.bytes bounds
+    # Transactions coordinated here and not complete (Ongoing, PrepareCommit, PrepareAbort), and
+    # the partitions whose marker the coordinator is waiting to see written (docs/design.md §16.7).
+    ongoing_transactions: Callable[[], int] = lambda: 0
+    markers_pending: Callable[[], int] = lambda: 0
 
 
 class BrokerMetrics:
@@ -231,6 +239,13 @@ class BrokerMetrics:
         self._quota_rate = Gauge(
             "replog_quota_rate", "a quota entity's measured rate: bytes/s for produce and fetch, percent of one "
             "handler's time for request", quota_labels, registry=registry)
+        # Transactions this broker's coordinator ended (docs/design.md §16.7).
+        self.transaction_commits = Counter("replog_transaction_commits", "transactions committed by this broker's "
+                                           "coordinator", registry=registry)
+        self._transaction_aborts = Counter(
+            "replog_transaction_aborts", "transactions aborted by this broker's coordinator, by cause: client (EndTxn), "
+            "timeout (open past its transaction.timeout.ms), fenced (InitProducerId of the same transactional id "
+            "while it was open)", ["cause"], registry=registry)
         self._children: dict[tuple, Any] = {}
         self._request_phases: dict[str, tuple[Any, ...]] = {}  # by API: its histograms, in PHASES order
 
@@ -284,6 +299,9 @@ class BrokerMetrics:
         self._child(self._store_operation_duration, operation).observe(duration_s)
         if error is not None:
             self._child(self._store_operation_errors, operation, error).inc()
+
+    def transaction_aborted(self, cause: str) -> None:
+        self._child(self._transaction_aborts, cause).inc()
 
     def connection_refused(self, limit: str) -> None:
         self._child(self._connections_refused, limit).inc()
@@ -398,6 +416,7 @@ class StateCollector:
         yield session
         yield from self._log_dir_space()
         yield from self._consumer_group_lags()
+        yield from self._transactions(led)
         if self._per_partition:
             yield from self._follower_lags(led)
 
@@ -445,6 +464,26 @@ class StateCollector:
         yield records
         yield lag_ms
 
+    def _transactions(self, led: list[HostedPartition]) -> Iterator[Metric]:
+        yield _gauge("replog_ongoing_transactions",
+                     "transactions this broker coordinates that are not complete: ongoing, or preparing to commit or "
+                     "abort", self._sources.ongoing_transactions())
+        yield _gauge("replog_transaction_markers_pending",
+                     "partitions whose commit or abort marker this broker's coordinator waits to see written",
+                     self._sources.markers_pending())
+        yield _gauge("replog_open_transactions",
+                     "transactions open in the partitions this broker leads, one per producer and partition",
+                     sum(partition.open_transaction_count for partition in led))
+        if not self._per_partition:
+            return
+        lso_lag = GaugeMetricFamily("replog_last_stable_offset_lag_records",
+                                    "records of a partition this broker leads that read_committed consumers cannot "
+                                    "read yet: its high watermark less its last stable offset",
+                                    labels=["topic", "partition"])
+        for partition in led:  # bounded by the partitions led here
+            lso_lag.add_metric([partition.topic, str(partition.partition_id)],
+                               partition.high_watermark - partition.last_stable_offset)
+        yield lso_lag
 
     def _consumer_group_lags(self) -> Iterator[Metric]:
         """Each group's lag, exported by its coordinator alone, so that a sum over the cluster

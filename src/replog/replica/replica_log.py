@@ -183,9 +183,10 @@ class ReplicaLog:
         return deleted
 
     async def clean(self, high_watermark: int, map_max_bytes: int) -> Cleaned | None:
-        """One cleaning pass of a compacted log (storage/cleaner.py), its disk work in another
-        thread; what it removed, or None if there was nothing to clean or the log changed meanwhile."""
-        job = self.log.begin_clean(high_watermark, map_max_bytes)
+        """One cleaning pass of a compacted log (storage/cleaner.py) below the first unstable
+        offset, its disk work in another thread; what it removed, or None if there was nothing to
+        clean or the log changed meanwhile."""
+        job = self.log.begin_clean(high_watermark, map_max_bytes, self.producer_state.first_unstable_offset())
         if job is None:
             return None
         result = await asyncio.to_thread(job.run)

@@ -21,10 +21,20 @@ One pass (CleanJob.run, in a worker thread, on descriptors of its own):
    the log learns where each epoch starts from those batches, and one that learnt a later start
    would answer OffsetForLeaderEpoch with it, so that a replica behind with a divergent tail
    below it would keep that tail (KIP-101's truncation, docs/design.md §6.2; found by the
-   simulator's compacted schedules). Control batches are kept.
+   simulator's compacted schedules).
+   Transactions (docs/design.md §16.4), as Kafka's cleaner: the head ends below the first
+   unstable offset, so every transaction in it has ended. An aborted transaction's batches go
+   (the log's aborted-transaction index names them, and the offset map skips them, so that an
+   aborted record never supersedes a committed one). A marker stays while any batch of its
+   transaction does (even one kept empty: a producer state rebuilt from the log would otherwise
+   see that transaction open forever), then until delete.retention.ms after it was written, as
+   a tombstone. A marker that must stay is kept whole, never emptied, so that a marker is
+   always a marker to whoever reads it. An aborted transaction whose marker stays because this
+   pass removed its batches keeps its entry in the new segment's index.
 3. Write the survivors of consecutive segments into one new segment while their sizes before
    cleaning add up to at most segment.bytes, so that the segment count shrinks too. Each new
-   segment is written and fsynced, indexes included, as `<base>.log.cleaned` beside the log.
+   segment is written and fsynced, indexes included (its `.txnindex` only if it keeps an aborted
+   transaction), as `<base>.log.cleaned` beside the log.
 
 Then the log's owner swaps them in on its own thread (Log.complete_clean): for each new segment,
 the old first segment's index files go, the new `.log` is renamed over it, its new indexes are
@@ -39,6 +49,8 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -52,6 +64,7 @@ from replog.storage.batch_format import (
     NO_PRODUCER_ID,
     NO_TIMESTAMP,
     PRODUCER_ID_POSITION,
+    TRANSACTIONAL_BIT,
     Scratch,
     body_of,
     compress,
@@ -59,10 +72,12 @@ from replog.storage.batch_format import (
     records_of,
     with_payload,
 )
-from replog.storage.errors import CorruptRecordError
+from replog.storage.control_batches import ControlType, decode_marker
+from replog.storage.errors import CorruptRecordError, InvalidRecordError
 from replog.storage.index import OffsetIndex, TimeIndex
 from replog.storage.records import MAX_RELATIVE_OFFSET
-from replog.storage.segment import segment_paths
+from replog.storage.segment import segment_file_name, segment_paths
+from replog.storage.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +125,8 @@ class CleanJob:
 
     def __init__(self, directory: Path, segments: list[SegmentFile], end_offset: int, first_dirty: int, now_ms: int,
                  delete_retention_ms: int, segment_bytes: int, index_interval_bytes: int, map_max_bytes: int,
-                 epoch_starts: frozenset[int], identity: object, uncompressed_bytes_max: int):
+                 epoch_starts: frozenset[int], identity: object, uncompressed_bytes_max: int,
+                 aborted: Iterable[AbortedTxn]):
         self.directory = directory
         self.segments = segments
         self._end_offset = end_offset  # the base of the first segment after the head
@@ -124,6 +140,8 @@ class CleanJob:
         # Where compressed batches are decompressed, bounded as on the append path: a batch the
         # log took before the bound existed fails the pass rather than exhaust memory.
         self._uncompressed_bytes_max = uncompressed_bytes_max
+        # The aborted transactions overlapping the head, by first offset.
+        self._aborted = sorted(aborted, key=lambda txn: txn.first_offset)
         self._scratch: Scratch | None = None
 
     def run(self) -> CleanResult:
@@ -133,7 +151,7 @@ class CleanJob:
             offset_map, cleaned_count = self._map_dirty_part()
             map_end = self.segments[cleaned_count].base_offset if cleaned_count < len(self.segments) else self._end_offset
             kept_empty = self._last_batches_of_producers(cleaned_count) | self._epoch_starts
-            cleaned, records_removed = self._rewrite(cleaned_count, offset_map, kept_empty)
+            cleaned, records_removed = self._rewrite(cleaned_count, offset_map, kept_empty, _Transactions(self._aborted))
             return CleanResult(cleaned, map_end, records_removed)
         finally:
             self.close()
@@ -157,14 +175,20 @@ class CleanJob:
         the head it covers (all but the tail of dirty segments past a full map)."""
         offset_map: dict[bytes, int] = {}
         map_bytes = 0
+        transactions = None
         for index, segment in enumerate(self.segments):  # bounded by the head's segments
             next_base = self.segments[index + 1].base_offset if index + 1 < len(self.segments) else self._end_offset
             if next_base <= self._first_dirty:
                 continue
             if map_bytes > self._map_max_bytes:
                 return offset_map, index
+            if transactions is None:  # an aborted transaction ended before the map starts has no batch in it
+                transactions = _Transactions(txn for txn in self._aborted if txn.last_offset >= segment.base_offset)
             for header, batch in _batches(segment):  # bounded by the segment's batches
                 if header.attributes & CONTROL_BATCH_BIT:
+                    transactions.marker_discardable(header, batch)
+                    continue
+                if transactions.aborted(header, batch):
                     continue
                 for record in self._records(header, batch):  # bounded by the batch's records
                     if record.key is not None:
@@ -178,19 +202,24 @@ class CleanJob:
         return offset_map, len(self.segments)
 
     def _last_batches_of_producers(self, count: int) -> set[int]:
-        """Base offsets of the last batch of each producer id in the first `count` segments."""
+        """Base offsets of the last batch and of the last data batch of each producer id in the
+        first `count` segments: the one holds its epoch (a marker may have bumped it), the other
+        its last sequence."""
         last: dict[int, int] = {}
+        last_data: dict[int, int] = {}
         for segment in self.segments[:count]:  # bounded by the head's segments
             for header, batch in _batches(segment):  # bounded by the segment's batches
                 (producer_id,) = _PRODUCER_ID.unpack_from(batch, PRODUCER_ID_POSITION)
                 if producer_id != NO_PRODUCER_ID:
                     last[producer_id] = header.base_offset
-        return set(last.values())
+                    if not header.attributes & CONTROL_BATCH_BIT:
+                        last_data[producer_id] = header.base_offset
+        return set(last.values()) | set(last_data.values())
 
     # -- 2 and 3. rewriting ---------------------------------------------------------------------
 
-    def _rewrite(self, count: int, offset_map: dict[bytes, int],
-                 kept_empty: set[int]) -> tuple[list[CleanedSegment], int]:
+    def _rewrite(self, count: int, offset_map: dict[bytes, int], kept_empty: set[int],
+                 transactions: _Transactions) -> tuple[list[CleanedSegment], int]:
         cleaned = []
         records_removed = 0
         start = 0
@@ -207,13 +236,15 @@ class CleanJob:
                 changed = end - start > 1
                 for segment in self.segments[start:end]:  # bounded by the group
                     for header, batch in _batches(segment):  # bounded by the segment's batches
-                        kept, removed = self._clean_batch(header, batch, offset_map, kept_empty)
+                        kept, removed = self._clean_batch(header, batch, offset_map, kept_empty, transactions)
                         records_removed += removed
                         changed = changed or kept is not batch
                         if kept is not None:
                             writer.append(kept)
+                aborted = transactions.take_kept_aborted()
                 if changed:
-                    cleaned.append(CleanedSegment(self.segments[start].base_offset, range(start, end), writer.finish()))
+                    cleaned.append(CleanedSegment(self.segments[start].base_offset, range(start, end),
+                                                  writer.finish(aborted)))
                 else:
                     writer.discard()
             except BaseException:
@@ -222,30 +253,91 @@ class CleanJob:
             start = end
         return cleaned, records_removed
 
-    def _clean_batch(self, header, batch: memoryview, offset_map: dict[bytes, int],
-                     kept_empty: set[int]) -> tuple[memoryview | bytes | None, int]:
+    def _clean_batch(self, header, batch: memoryview, offset_map: dict[bytes, int], kept_empty: set[int],
+                     transactions: _Transactions) -> tuple[memoryview | bytes | None, int]:
         """The batch as it stays (itself if whole, rebuilt if some records go, None if it goes
         entirely) and how many records it lost."""
+        expired = 0 <= header.max_timestamp < self._tombstone_horizon_ms
         if header.attributes & CONTROL_BATCH_BIT:
+            if transactions.marker_discardable(header, batch) and expired and header.base_offset not in kept_empty:
+                return None, header.record_count
             return batch, 0
-        codec = header.attributes & CODEC_MASK
-        body = body_of(batch, self._scratch)
         kept_spans = []
-        tombstones_expire = 0 <= header.max_timestamp < self._tombstone_horizon_ms
-        for record in records_of(body, header.record_count):  # bounded by the batch's records
-            offset = header.base_offset + record.offset_delta
-            superseded = record.key is None or offset_map.get(record.key, offset) > offset
-            if not superseded and not (record.value is None and tombstones_expire):
-                kept_spans.append((record.start, record.end))
+        if not transactions.aborted(header, batch):
+            body = body_of(batch, self._scratch)
+            for record in records_of(body, header.record_count):  # bounded by the batch's records
+                offset = header.base_offset + record.offset_delta
+                superseded = record.key is None or offset_map.get(record.key, offset) > offset
+                if not superseded and not (record.value is None and expired):
+                    kept_spans.append((record.start, record.end))
         removed = header.record_count - len(kept_spans)
         if removed == 0:
             return batch, 0
         if not kept_spans and header.base_offset not in kept_empty:
             return None, removed
-        records = b"".join(body[start:end] for start, end in kept_spans)
-        if not records:  # an empty batch is stored uncompressed
+        if not kept_spans:  # an empty batch is stored uncompressed
             return with_payload(batch, b"", CODEC_NONE, 0), removed
+        codec = header.attributes & CODEC_MASK
+        records = b"".join(body[start:end] for start, end in kept_spans)
         return with_payload(batch, compress(codec, records), codec, len(kept_spans)), removed
+
+
+class _Transactions:
+    """Which transactions a walk over the head, oldest batch first, is inside of: Kafka's
+    CleanedTransactionMetadata. Says of each data batch whether it belongs to an aborted
+    transaction, and of each marker whether its transaction has no batch left, so that it may
+    go (once old enough)."""
+
+    def __init__(self, aborted: Iterable[AbortedTxn]):
+        self._not_started = deque(aborted)  # by first offset
+        self._ongoing_committed: set[int] = set()  # producer ids with a batch seen and no marker yet
+        # Per producer id: its aborted transaction the walk is inside of, and whether a batch of it was seen.
+        self._ongoing_aborted: dict[int, list] = {}
+        self._kept_aborted: list[AbortedTxn] = []
+
+    def _start_up_to(self, offset: int) -> None:
+        while self._not_started and self._not_started[0].first_offset <= offset:  # bounded by the index
+            txn = self._not_started.popleft()
+            self._ongoing_aborted.setdefault(txn.producer_id, [txn, False])
+
+    def aborted(self, header, batch) -> bool:
+        """Whether this data batch belongs to an aborted transaction."""
+        self._start_up_to(header.last_offset)
+        if not header.attributes & TRANSACTIONAL_BIT:
+            return False
+        (producer_id,) = _PRODUCER_ID.unpack_from(batch, PRODUCER_ID_POSITION)
+        ongoing = self._ongoing_aborted.get(producer_id)
+        if ongoing is None:
+            self._ongoing_committed.add(producer_id)
+            return False
+        ongoing[1] = True
+        return True
+
+    def marker_discardable(self, header, batch) -> bool:
+        """Whether the walk saw no batch of the transaction this marker ends."""
+        self._start_up_to(header.last_offset)
+        if header.record_count == 0:  # a marker Kafka's cleaner emptied: its transaction was gone already
+            return True
+        try:
+            marker = decode_marker(batch)
+        except InvalidRecordError:  # a control batch of a kind this broker does not know stays, as with Kafka
+            return False
+        if marker.control_type is ControlType.ABORT:
+            ongoing = self._ongoing_aborted.pop(marker.producer_id, None)
+            if ongoing is not None and ongoing[1]:
+                self._kept_aborted.append(ongoing[0])
+                return False
+            return True
+        if marker.producer_id in self._ongoing_committed:
+            self._ongoing_committed.remove(marker.producer_id)
+            return False
+        return True
+
+    def take_kept_aborted(self) -> tuple[AbortedTxn, ...]:
+        """The aborted transactions whose markers stay because the walk removed their batches,
+        since the last call: what the new segment's aborted-transaction index holds."""
+        kept, self._kept_aborted = tuple(self._kept_aborted), []
+        return kept
 
 
 def _next_base(segments: list[SegmentFile], index: int, end_offset: int) -> int:
@@ -283,6 +375,7 @@ class _SegmentWriter:
 
     def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int):
         self.log_path, index_path, time_index_path = (cleaned_path(path) for path in segment_paths(directory, base_offset))
+        self._txn_index_path = cleaned_path(txn_index_path(directory, base_offset))
         self._fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         self._offset_index = OffsetIndex(index_path, base_offset)
         self._time_index = TimeIndex(time_index_path, base_offset)
@@ -315,23 +408,32 @@ class _SegmentWriter:
         self._pending = []
         self._pending_bytes = 0
 
-    def finish(self) -> int:
-        """Write and fsync everything; the new segment's size."""
+    def finish(self, aborted: tuple[AbortedTxn, ...]) -> int:
+        """Write and fsync everything, with `aborted` as the segment's aborted-transaction index;
+        the new segment's size."""
         self._write_pending()
         os.fsync(self._fd)
         os.close(self._fd)
         self._fd = -1
         self._offset_index.persist(fsync=True)
         self._time_index.persist(fsync=True)
+        txn_index = TransactionIndex(self._txn_index_path)
+        for txn in aborted:  # bounded by the aborted transactions of the head
+            txn_index.append(txn)
+        txn_index.persist(fsync=True)
         return self._position
 
     def discard(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-        for path in (self.log_path, self._offset_index.path, self._time_index.path):
+        for path in (self.log_path, self._offset_index.path, self._time_index.path, self._txn_index_path):
             path.unlink(missing_ok=True)
 
 
 def cleaned_path(path: Path) -> Path:
     return path.with_name(path.name + CLEANED_SUFFIX)
+
+
+def txn_index_path(directory: Path, base_offset: int) -> Path:
+    return directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX)

@@ -16,10 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from replog.storage.checkpoint import LeaderEpochCache, OffsetCheckpoint, fsync_directory
-from replog.storage.cleaner import CleanJob, Cleaned, CleanResult, SegmentFile, cleaned_path
+from replog.storage.cleaner import CleanJob, Cleaned, CleanResult, SegmentFile, cleaned_path, txn_index_path
 from replog.storage.log_config import LogConfig
 from replog.storage.records import AppendRules
 from replog.storage.segment import Segment, SegmentLimits, segment_paths
+from replog.storage.transaction_index import AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -45,16 +46,21 @@ class LogCleaning:
     _truncations: int
     _cleaner_checkpoint: OffsetCheckpoint
     _cleaned_up_to: int | None
+    collect_aborted_transactions: Callable[[int, int], list[AbortedTxn]]
 
-    def begin_clean(self, high_watermark: int, map_max_bytes: int) -> CleanJob | None:
-        """A cleaning pass over the whole segments below both `high_watermark` and the recovery
-        point (cleaner.py says why those) and older than min.compaction.lag.ms, or None if the log
-        is not compacted or too little of that head is dirty (min.cleanable.dirty.ratio) and none
-        of it has waited past max.compaction.lag.ms. Run the job in another thread, then hand its
-        result to complete_clean."""
+    def begin_clean(self, high_watermark: int, map_max_bytes: int,
+                    first_unstable_offset: int | None) -> CleanJob | None:
+        """A cleaning pass over the whole segments below `high_watermark`, the recovery point
+        and `first_unstable_offset` (the first offset of a transaction not yet ended, None if
+        there is none: docs/design.md §16.4), and older than min.compaction.lag.ms (cleaner.py
+        says why those), or None if the log is not compacted or too little of that head is dirty
+        (min.cleanable.dirty.ratio) and none of it has waited past max.compaction.lag.ms. Run the
+        job in another thread, then hand its result to complete_clean."""
         if not self.config.compact or self._closed:
             return None
         limit = min(high_watermark, self.recovery_point, self.log_end_offset)
+        if first_unstable_offset is not None:
+            limit = min(limit, first_unstable_offset)
         count = bisect.bisect_right(self._segment_bases, limit) - 1  # segments wholly below the limit
         if count <= 0:
             return None
@@ -81,7 +87,8 @@ class LogCleaning:
                         end_offset, first_dirty, now_ms, self.config.delete_retention_ms,
                         self.config.segment_bytes, self.config.index_interval_bytes, map_max_bytes,
                         frozenset(entry.start_offset for entry in self.leader_epoch_cache.entries),
-                        (self._truncations, tuple(head)), self.append_rules.uncompressed_bytes_max)
+                        (self._truncations, tuple(head)), self.append_rules.uncompressed_bytes_max,
+                        self.collect_aborted_transactions(head[0].base_offset, end_offset))
 
     def _below_compaction_lag(self, first_dirty_index: int, count: int, now_ms: int) -> int:
         """How many of the first `count` segments the cleaner may take: up to the first dirty one
@@ -107,18 +114,19 @@ class LogCleaning:
         head = self._segments[:len(job.segments)]
         if self._closed or (self._truncations, tuple(head)) != job.identity:
             for cleaned in result.cleaned:
-                for path in segment_paths(self.directory, cleaned.base_offset):
+                for path in _cleaned_files(self.directory, cleaned.base_offset):
                     cleaned_path(path).unlink(missing_ok=True)
             return None
         size_before = self.size_bytes
         now_ms = self._clock()
         for cleaned in result.cleaned:  # bounded by the head's segments
-            log_path, *index_paths = segment_paths(self.directory, cleaned.base_offset)
+            log_path, *index_paths = _cleaned_files(self.directory, cleaned.base_offset)
             for path in index_paths:  # the old indexes must never describe the new file
                 path.unlink(missing_ok=True)
             os.replace(cleaned_path(log_path), log_path)
             for path in index_paths:
-                os.replace(cleaned_path(path), path)
+                if cleaned_path(path).exists():  # an aborted-transaction index only if it has an entry
+                    os.replace(cleaned_path(path), path)
             head[cleaned.replaced[0]].close_handle()
         # The merged segments' names are durable before the segments they hold are deleted.
         fsync_directory(self.directory)
@@ -127,6 +135,7 @@ class LogCleaning:
                 head[i].delete()
             replacement = Segment(self.directory, cleaned.base_offset, self._segment_limits, now_ms)
             opened = replacement.load()
+            replacement.txn_index.load()
             if opened.cut is not None:
                 self._log_cut(replacement, opened.cut)
             for i in cleaned.replaced:
@@ -140,3 +149,8 @@ class LogCleaning:
         logger.debug("cleaned log topic=%s partition=%d segments=%d segments_now=%d bytes_removed=%d records_removed=%d",
                      self.topic, self.partition, len(job.segments), len(self._segments), *cleaned)
         return cleaned
+
+
+def _cleaned_files(directory: Path, base_offset: int) -> tuple[Path, ...]:
+    """The `.log` a pass writes for the segment at `base_offset`, then the indexes beside it."""
+    return (*segment_paths(directory, base_offset), txn_index_path(directory, base_offset))

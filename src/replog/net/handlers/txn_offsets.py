@@ -58,7 +58,7 @@ def _request_refusal(services, request: Request) -> int:
 def _verify(services, request: Request):
     """How the coordinator asks whether the producer's transaction is open, for the group's
     partition of __consumer_offsets; None when verification is off."""
-    verifier = getattr(services, "transaction_verifier", None)
+    verifier = services.transaction_verifier
     if verifier is None:  # transaction.partition.verification.enable=false
         return None
     body = request.body
