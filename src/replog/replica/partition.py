@@ -873,7 +873,7 @@ class Partition:
         return deleted
 
     async def clean(self, map_max_bytes: int) -> Cleaned | None:
-        """One cleaning pass below the HW (ReplicaLog.clean)."""
+        """One cleaning pass below the HW and the first unstable offset (ReplicaLog.clean)."""
         return await self._local.clean(self.high_watermark, map_max_bytes)
 
     def remove_expired_producers(self, now_ms: int) -> int:
