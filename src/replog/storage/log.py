@@ -627,7 +627,10 @@ class Log(LogCleaning):
             return None
         segments = self._segments_holding(self._background_flushed_offset, offset)
         for segment in segments:  # bounded by the segments
-            segment.persist_indexes()
+            if segment.persist_indexes():
+                # The flush syncs the directory then, before the producer snapshot past the
+                # aborted transactions in that file is installed.
+                self._names_made += 1
         return FlushJob(offset, self._truncations, [os.dup(segment.fd) for segment in segments],
                         [path for segment in segments for path in segment.index_paths],
                         self.directory if self._names_made != self._names_synced else None, self._names_made,
