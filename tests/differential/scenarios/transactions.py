@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from replog.net.codec import ApiKey
 
+from tests.support.polling import wait_until
+
 from ..protocol import TRANSACTION_KEY, coordinated, create_topic
-from ..targets import Target
+from ..targets import TOPIC_READY_TIMEOUT_S, Target
 from .registry import scenario
 
 TRANSACTION_TIMEOUT_MS = 60_000
@@ -80,3 +82,29 @@ def zombie_producer_fenced(target: Target) -> dict:
             "end_v3": _end(target, transactional_id, zombie, committed=False),
             "end_v1": _end(target, transactional_id, zombie, committed=False, version=1),
             "unknown_id": _end(target, "differential-never-initialised", zombie, committed=False)}
+
+
+@scenario
+def open_transaction_aborted_by_a_new_producer(target: Target) -> dict:
+    """InitProducerId with a transaction open aborts it at an epoch no client gets, answering
+    CONCURRENT_TRANSACTIONS until the abort's markers are written; the retry gets the epoch after."""
+    topic, transactional_id = "differential-new-producer", "differential-new-producer"
+    create_topic(target, topic)
+    first = _init(target, transactional_id)
+    added = _add(target, transactional_id, first, {topic: [0]})
+
+    def init() -> dict:
+        return target.request(ApiKey.INIT_PRODUCER_ID, 4, {
+            "transactional_id": transactional_id, "transaction_timeout": TRANSACTION_TIMEOUT_MS, "producer_id": -1,
+            "producer_epoch": -1})
+
+    def ended() -> dict | None:
+        answer = init()
+        return None if answer["error_code"] == "concurrent_transactions" else answer
+
+    first_answer = init()["error_code"]
+    second = wait_until(ended, f"the abort of the open transaction on {target.name}", TOPIC_READY_TIMEOUT_S)
+    return {"added": added, "first_answer": first_answer, "last_answer": second["error_code"],
+            "epochs_later": second["producer_epoch"] - first["producer_epoch"],
+            "same_producer_id": second["producer_id"] == first["producer_id"],
+            "old_commits": _end(target, transactional_id, first, committed=True)}
