@@ -43,7 +43,7 @@ def measure(directory: pathlib.Path, megabytes: int, keys: int, value_bytes: int
     log.flush()
     size_before = log.size_bytes
     started = time.perf_counter()
-    job = log.begin_clean(log.log_end_offset, MAP_MAX_BYTES)
+    job = log.begin_clean(log.log_end_offset, MAP_MAX_BYTES, None)  # no transaction is open
     cleaned = log.complete_clean(job, job.run())
     elapsed = time.perf_counter() - started
     head_mib = sum(segment.size_bytes for segment in job.segments) / 2**20

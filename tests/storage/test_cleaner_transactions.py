@@ -9,6 +9,8 @@ import pytest
 
 from replog.replica.producer_state import ProducerStateManager
 from replog.storage.batch_format import (
+    CODEC_GZIP,
+    CODEC_NONE,
     CONTROL_BATCH_BIT,
     LEADER_EPOCH_POSITION,
     TRANSACTIONAL_BIT,
@@ -36,10 +38,10 @@ class Transactions:
         self.open: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.sequences: dict[int, int] = {}
 
-    def write(self, producer_id: int, *records: tuple[bytes, bytes | None]) -> int:
+    def write(self, producer_id: int, *records: tuple[bytes, bytes | None], codec: int = CODEC_NONE) -> int:
         sequence = self.sequences.get(producer_id, 0)
         self.sequences[producer_id] = sequence + len(records)
-        first = self._append(encode_batch([NewRecord(key, value) for key, value in records], self.clock(),
+        first = self._append(encode_batch([NewRecord(key, value) for key, value in records], self.clock(), codec,
                                           producer_id=producer_id, producer_epoch=0, base_sequence=sequence,
                                           attributes=TRANSACTIONAL_BIT))
         self.open.setdefault(producer_id, first)
@@ -106,6 +108,23 @@ def test_aborted_records_go_and_never_supersede_committed_ones(txns):
     assert reread.entries == cleaned.txn_index.entries
 
 
+def test_interleaved_transactions_are_told_apart_by_producer_compressed_or_not(txns):
+    txns.plain((b"first", b"x"))  # 0
+    txns.write(1, (b"a", b"aborted-1"), codec=CODEC_GZIP)  # 1
+    txns.write(2, (b"a", b"committed-2"), (b"b", b"committed-2"), codec=CODEC_GZIP)  # 2-3
+    txns.write(1, (b"b", b"aborted-1"), (b"c", b"aborted-1"))  # 4-5
+    txns.write(1, (b"d", b"aborted-1"), codec=CODEC_GZIP)  # 6: producer 1's last data batch
+    txns.end(1, ControlType.ABORT)  # 7
+    txns.write(2, (b"c", b"committed-2"))  # 8
+    txns.end(2, ControlType.COMMIT)  # 9
+    txns.roll_and_commit()
+    assert clean(txns.log)
+    assert [(offset, key, value) for offset, key, value in contents(txns.log) if key != b"tail"] == [
+        (0, b"first", b"x"), (2, b"a", b"committed-2"), (3, b"b", b"committed-2"), (8, b"c", b"committed-2")]
+    assert [(header.base_offset, header.record_count) for header in batch_headers(read_all(txns.log, 0))
+            if header.base_offset < 10] == [(0, 1), (2, 2), (6, 0), (7, 1), (8, 1), (9, 1)]
+
+
 def test_a_marker_stays_while_its_transaction_has_a_batch_then_for_delete_retention(txns, clock):
     txns.plain((b"first", b"x"))  # 0: the first batch of the leader epoch, kept whatever comes
     txns.write(1, (b"k", b"1"))  # 1
@@ -151,7 +170,7 @@ def test_nothing_at_or_past_the_first_unstable_offset_is_cleaned(txns):
     before = contents(txns.log)
     assert clean(txns.log, first_unstable_offset=unstable)
     after = contents(txns.log)
-    assert [record for record in after if record[0] >= unstable] == [record for record in before if record[0] >= unstable]
+    assert [record for record in after if record[0] >= unstable] == [r for r in before if r[0] >= unstable]
     assert [record for record in after if record[0] < unstable] == [(2, b"k", b"2")]
     assert not clean(txns.log, first_unstable_offset=unstable), "the head below the open transaction is clean"
 
