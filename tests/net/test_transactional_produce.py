@@ -137,6 +137,21 @@ async def test_nothing_is_verified_for_a_request_without_a_transactional_id_or_w
     assert verifier.asked == [] and partition.appended_with == [None, None]
 
 
+async def test_a_transactional_batch_without_a_transactional_id_is_refused():
+    """Kafka's rule: it would open a transaction no coordinator knows of, which no marker ends."""
+    partitions = {("orders", 0): TxnPartition(), ("orders", 1): TxnPartition()}
+    transactional = producer_batch(1, 4000, 0, 0, attributes=TRANSACTIONAL)
+    plain = producer_batch(1)
+    body = ProduceBody(None, -1, 1000, [TopicData("orders", [PartitionData(0, plain), PartitionData(1, transactional)])])
+    answered = await answers(services_of(partitions, Verifier()), Request(ApiKey.PRODUCE, 11, 1, "producer", body))
+    assert {answer.error_code for answer in answered.values()} == {ErrorCode.transactional_id_authorization_failed}
+    assert [partition.appended_with for partition in partitions.values()] == [[], []]
+
+    body = ProduceBody(None, -1, 1000, [TopicData("orders", [PartitionData(0, plain)])])
+    answered = await answers(services_of(partitions, Verifier()), Request(ApiKey.PRODUCE, 11, 1, "producer", body))
+    assert answered["orders", 0].error_code == ErrorCode.none
+
+
 async def test_batches_of_two_producers_in_one_request_are_refused():
     services = services_of({("orders", 0): TxnPartition(needs=PRODUCER), ("orders", 1): TxnPartition(needs=OTHER_PRODUCER)},
                            Verifier())

@@ -62,7 +62,8 @@ FIRST_FLEXIBLE_VERSION = 9
 FIRST_STORAGE_ERROR_VERSION = 4  # KAFKA_STORAGE_ERROR: "the requestor must be prepared to handle" it from v4
 FIRST_ZSTD_VERSION = 7
 FIRST_ABORTABLE_VERSION = 11  # TRANSACTION_ABORTABLE (KIP-890): older clients take INVALID_TXN_STATE
-_CODEC_BYTE_POSITION, _CODEC_MASK, _ZSTD = 22, 0x07, 4  # the low byte of a batch's attributes
+_ATTRIBUTES_LOW_BYTE = 22  # of a batch's attributes: its codec and its transactional bit
+_CODEC_MASK, _ZSTD, _TRANSACTIONAL_BIT = 0x07, 4, 0x10
 # What a batch a partition refused is logged as (once per subject and interval).
 _BATCH_REFUSALS = frozenset({ErrorCode.invalid_record, ErrorCode.corrupt_message, ErrorCode.invalid_timestamp,
                              ErrorCode.message_too_large, ErrorCode.invalid_txn_state})
@@ -142,8 +143,8 @@ async def _append(services, request: Request, topic: str, partition_index: int, 
     if records is None:
         log_refusal(request, "produce of null records", subject, ErrorCode.invalid_record)
         return answer | {"error_code": ErrorCode.invalid_record, "error_message": "null records"}
-    if (request.api_version < FIRST_ZSTD_VERSION and len(records) > _CODEC_BYTE_POSITION
-            and records[_CODEC_BYTE_POSITION] & _CODEC_MASK == _ZSTD):
+    if (request.api_version < FIRST_ZSTD_VERSION and len(records) > _ATTRIBUTES_LOW_BYTE
+            and records[_ATTRIBUTES_LOW_BYTE] & _CODEC_MASK == _ZSTD):
         log_refusal(request, "produce of zstd before v7", subject, ErrorCode.unsupported_compression_type)
         return answer | {"error_code": ErrorCode.unsupported_compression_type,
                          "error_message": f"Produce v{request.api_version} cannot carry zstd batches (v7+)"}
@@ -286,17 +287,29 @@ async def _verifications(services, request: Request, denied: dict[str, int]) -> 
 
 def _denied(services, request: Request) -> dict[str, int]:
     """The error of each topic the request may not write to, as Kafka decides it: all of them
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED when it may not write as its transactional id, else
-    those without Write TOPIC_AUTHORIZATION_FAILED; asked once per topic, not per partition."""
-    if services.authorizer is None:
-        return {}
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED when it may not write as its transactional id, or
+    carries a transactional batch without one (which would open a transaction no coordinator
+    knows of, holding the partition's last stable offset for good), else those without Write
+    TOPIC_AUTHORIZATION_FAILED; asked once per topic, not per partition."""
     body = request.body
     names = (topic.name for topic in body.topic_data)
+    if body.transactional_id is None and _any_transactional(body):
+        return dict.fromkeys(names, ErrorCode.transactional_id_authorization_failed)
+    if services.authorizer is None:
+        return {}
     if body.transactional_id is not None and not authorized(services, request, AclOperation.WRITE,
                                                             ResourceType.TRANSACTIONAL_ID, body.transactional_id):
         return dict.fromkeys(names, ErrorCode.transactional_id_authorization_failed)
     return dict.fromkeys(denied_names(services, request, AclOperation.WRITE, ResourceType.TOPIC, names),
                          ErrorCode.topic_authorization_failed)
+
+
+def _any_transactional(body: ProduceBody) -> bool:
+    """Whether the first batch of any partition's records is transactional (Kafka's
+    RequestUtils.hasTransactionalRecords)."""
+    return any(data.records is not None and len(data.records) > _ATTRIBUTES_LOW_BYTE
+               and data.records[_ATTRIBUTES_LOW_BYTE] & _TRANSACTIONAL_BIT
+               for topic in body.topic_data for data in topic.partition_data)
 
 
 def _endpoints(services, answers: list[dict], listener: str) -> list[dict]:
