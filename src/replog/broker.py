@@ -95,6 +95,7 @@ from replog.replication.state_changes import StateChangeListener
 from replog.replication.throttle_rates import ThrottleRates
 from replog.net import high_watermarks
 from replog.net.leader_connections import LeaderConnections
+from replog.net.txn_markers import TxnMarkerChannel
 from replog.net.transaction_verification import TransactionVerifier
 from replog.replication.driver import LeadershipContext
 from replog.replication.hosted import HostedPartitions
@@ -188,10 +189,18 @@ class Broker:
         self._acl_feed: asyncio.Task | None = None
         self.groups = GroupCoordinator(self.broker_id, group_coordinator_config(config), self.replicas.hosted,
                                        self._offsets_partition_count, monotonic_ms, wall_clock_ms)
+        self.life_id = uuid.uuid4().hex[:16]
+        # Markers go over connections of their own: a marker must not wait behind a follower's
+        # parked fetch (net/txn_markers.py).
+        self.marker_connections = LeaderConnections(self.broker_id, lambda: self.metadata.brokers,
+                                                    config["coord.session.timeout.ms"], life_id=self.life_id,
+                                                    security=lambda: self.inter_broker_security)
+        self.txn_markers = TxnMarkerChannel(self.broker_id, self.metadata, self.store, self.marker_connections,
+                                            self.replicas.hosted, self.groups, config["request.timeout.ms"])
         self.transactions = TransactionCoordinator(
             self.broker_id, transaction_coordinator_config(config), self.replicas.hosted,
             lambda: self.config["transaction.state.log.num.partitions"], monotonic_ms, wall_clock_ms, self.producer_ids,
-            self._marker_channel())
+            self.txn_markers)
         self.replicas.on_replica_changed = self._coordinated_replica_changed
         self.client_quotas = ClientQuotas()
         # The rates and throttles the client quotas are enforced by.
@@ -234,6 +243,7 @@ class Broker:
             log_dir_space_states=tuple(state.value for state in DiskSpaceState),
             queued_request_bytes=lambda: sum(server.queued_request_bytes for server in self.servers),
             ongoing_transactions=self.transactions.ongoing_count,
+            markers_pending=lambda: self.txn_markers.pending_markers,
         ))
         self.metrics_server = (None if metrics_listener is None
                                else MetricsServer(self.metrics.registry, metrics_listener.host, metrics_listener.port,
@@ -243,7 +253,6 @@ class Broker:
         self._session_follower: asyncio.Task | None = None
         self._registered = False
         self._started = False
-        self.life_id = uuid.uuid4().hex[:16]
         try:
             self._inter_broker_credentials = inter_broker.credentials(config)
         except ValueError as error:
@@ -461,6 +470,8 @@ class Broker:
         for coordinator in (self._group_coordinator, self._transaction_coordinator):
             if coordinator is not None:
                 await cancel_and_wait(coordinator)
+        await self.txn_markers.close()
+        self.marker_connections.close()
         self.leader_connections.close()
         await self.metadata.close()
         await self.replicas.shutdown()
@@ -697,9 +708,6 @@ class Broker:
         self.groups.partition_changed(partition)
         self.transactions.partition_changed(partition)
 
-    def _marker_channel(self):
-        return _NoMarkerChannel()
-
     def create_offsets_topic(self) -> None:
         """Create __consumer_offsets in the background (a group asked for its coordinator);
         once at a time."""
@@ -813,14 +821,3 @@ class Broker:
             if error.code != ErrorCode.topic_already_exists:
                 return error.code
         return ErrorCode.leader_not_available
-
-
-
-class _NoMarkerChannel:
-    """Until the inter-broker marker channel exists: a transaction's end is decided and logged,
-    but its markers are never written, so its partitions stay unstable."""
-
-    async def write_markers(self, marker, partitions) -> None:
-        logger.error("no transaction marker channel: markers not written producer_id=%d partitions=%d",
-                     marker.producer_id, len(partitions))
-        await asyncio.Event().wait()

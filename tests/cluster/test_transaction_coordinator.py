@@ -35,14 +35,14 @@ def transaction_cluster(request, tmp_path_factory):
 @pytest.fixture
 def topic(transaction_cluster) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"
-    AdminClient({"bootstrap.servers": transaction_cluster.bootstrap}).create_topics(
-        [NewTopic(name, PARTITIONS, 3)])[name].result(WAIT_S)
+    admin = AdminClient({"bootstrap.servers": transaction_cluster.bootstrap})  # kept until the result
+    admin.create_topics([NewTopic(name, PARTITIONS, 3)])[name].result(WAIT_S)
     return name
 
 
 def transactional_producer(bootstrap: str, transactional_id: str) -> Producer:
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
-                         "transaction.timeout.ms": 60_000, "message.timeout.ms": WAIT_S * 1000})
+                         "transaction.timeout.ms": WAIT_S * 1000, "message.timeout.ms": WAIT_S * 1000})
     producer.init_transactions(WAIT_S)
     return producer
 
@@ -51,6 +51,7 @@ def send_transaction(producer: Producer, topic: str, values: list[str], commit: 
     producer.begin_transaction()
     for index, value in enumerate(values):
         producer.produce(topic, value.encode(), partition=index % PARTITIONS)
+    producer.flush(WAIT_S)  # an abort would drop what is still unsent
     if commit:
         producer.commit_transaction(WAIT_S)
     else:

@@ -14,12 +14,13 @@ from kio.schema.errors import ErrorCode
 from replog.coord_backends import paths
 from replog.coord_backends.paths import BrokerRegistration
 from replog.groups.placement import OFFSETS_TOPIC
-from replog.net.client import BrokerConnection, MarkerWrite
+from replog.net.client import BrokerConnection, MarkerWrite, NoCommonVersion
 from replog.net.leader_connections import LeaderConnections
 from replog.net.server import KafkaServer
+from replog.net import txn_markers
 from replog.net.txn_markers import TxnMarkerChannel
 from replog.obs import BrokerMetrics
-from replog.replication.metadata_cache import NO_LEADER, PartitionView
+from replog.replication.metadata_cache import NO_LEADER, MetadataCache, PartitionView
 from replog.storage.control_batches import ControlType, Marker
 from tests.support.polling import eventually
 
@@ -114,14 +115,17 @@ async def test_write_txn_markers_without_alter_or_cluster_action_writes_nothing(
     assert remote["t", 0].written == []
 
 
-class Metadata:
+class Metadata(MetadataCache):
+    """A metadata cache told its partitions' leaders by the test rather than by a store."""
+
     def __init__(self, leaders: dict[tuple[str, int], int]):
-        self.topics: dict[str, dict[int, PartitionView]] = {}
+        super().__init__(store=None)
         for (topic, index), leader in leaders.items():
             self.lead(topic, index, leader)
 
     def lead(self, topic: str, index: int, leader: int) -> None:
         self.topics.setdefault(topic, {})[index] = PartitionView(replicas=(HERE, THERE), leader=leader)
+        self.changed()
 
 
 class Store:
@@ -135,28 +139,28 @@ class Store:
 
 
 class CountedConnections:
-    """LeaderConnections, counting the requests sent through it; the first `failures` fail as a
-    broken connection does."""
+    """LeaderConnections, counting the requests sent through it; the first `failures` fail with
+    `failure` (as a broken connection does, by default)."""
 
-    def __init__(self, connections: LeaderConnections, failures: int = 0):
-        self.connections, self.failures, self.requests = connections, failures, 0
+    def __init__(self, connections: LeaderConnections, failures: int = 0, failure: Exception = ConnectionError("reset")):
+        self.connections, self.failures, self.failure, self.requests = connections, failures, failure, 0
 
     async def call(self, broker_id: int, request):
         self.requests += 1
         if self.failures:
             self.failures -= 1
-            raise ConnectionError("connection reset")
+            raise self.failure
         return await self.connections.call(broker_id, request)
 
 
 @contextlib.asynccontextmanager
 async def channel_to(remote: dict[tuple[str, int], FakePartition], metadata: Metadata, local=(), store: Store = Store(),
-                     failures: int = 0):
+                     failures: int = 0, failure: Exception = ConnectionError("reset")):
     """A channel on broker HERE (hosting `local`), whose other broker THERE hosts `remote`."""
     groups = FakeGroups()
     async with serving(broker_services(remote, FakeGroups())) as server:
         connections = LeaderConnections(HERE, lambda: {THERE: BrokerRegistration("127.0.0.1", server.port)}, 60_000)
-        counted = CountedConnections(connections, failures)
+        counted = CountedConnections(connections, failures, failure)
         here = hosting(*local)
         channel = TxnMarkerChannel(HERE, metadata, store, counted, lambda topic, index: here.get((topic, index)), groups,
                                    TIMEOUT_MS)
@@ -195,7 +199,8 @@ async def test_two_markers_of_one_producer_go_in_separate_requests_in_their_orde
     assert connections.requests == 2
 
 
-async def test_a_leader_change_is_followed_to_the_new_leader():
+async def test_a_leader_change_is_followed_to_the_new_leader_without_waiting_out_the_backoff(monkeypatch):
+    monkeypatch.setattr(txn_markers, "RETRY_BACKOFF_MS", 3_600_000)
     metadata = Metadata({("t", 0): THERE})
     local = FakePartition("t", 0)
     remote = FakePartition("t", 0, ErrorCode.not_leader_or_follower)
@@ -205,7 +210,7 @@ async def test_a_leader_change_is_followed_to_the_new_leader():
 
     remote.on_write = moved
     async with channel_to(hosting(remote), metadata, [local]) as (channel, _):
-        await channel.write_markers(COMMIT, [("t", 0)])
+        await asyncio.wait_for(channel.write_markers(COMMIT, [("t", 0)]), WAIT_S)
     assert remote.written == [] and local.written == [COMMIT]
 
 
@@ -220,6 +225,15 @@ async def test_a_failed_connection_a_timeout_and_no_leader_are_retried_until_wri
         await asyncio.wait_for(writing, WAIT_S)
     assert remote.written == [COMMIT]
     assert connections.requests == 4  # the failed connection, the two refusals, the write
+
+
+async def test_a_broker_that_speaks_no_write_txn_markers_is_asked_again_and_its_queue_goes_on():
+    remote = FakePartition("t", 0)
+    async with channel_to(hosting(remote), Metadata({("t", 0): THERE}), failures=1,
+                          failure=NoCommonVersion("WriteTxnMarkers: none in common")) as (channel, connections):
+        await asyncio.wait_for(channel.write_markers(COMMIT, [("t", 0)]), WAIT_S)
+        await asyncio.wait_for(channel.write_markers(ABORT, [("t", 0)]), WAIT_S)
+    assert remote.written == [COMMIT, ABORT] and connections.requests == 3
 
 
 async def test_a_fenced_marker_is_not_retried():

@@ -8,10 +8,11 @@ written directly. Every other one joins the queue of its leader's broker, whose 
 takes what is queued, markers of many transactions, and sends it as one WriteTxnMarkers over a
 connection of its own (not the fetchers': a marker must not wait behind a follower's parked
 fetch), authenticated as the broker's fetches are. An answer other than success or a fence, or a
-failed connection, sends the marker round again after a backoff, to wherever the metadata then
-says the leader is: a leader change is followed, never waited out. A partition the metadata no
-longer shows, and the store no longer holds (or holds marked for deletion), needs no marker:
-the cache may lag the store, and a topic only just made is not one deleted.
+failed connection, sends the marker round again after a backoff, or as soon as the metadata
+names another leader, to wherever it then says the leader is: a leader change is followed,
+never waited out. A partition the metadata no longer shows, and the store no longer holds (or
+holds marked for deletion), needs no marker: the cache may lag the store, and a topic only just
+made is not one deleted.
 
 Writes wait in bounded queues: a coordinator ending transactions faster than a broker takes
 their markers waits for room. The coordinator cancels its write_markers when it loses its
@@ -24,7 +25,7 @@ import asyncio
 import collections
 import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -35,7 +36,7 @@ from replog.replication.metadata_cache import NO_LEADER, PartitionView
 from replog.storage.control_batches import Marker
 from replog.tasks import TaskOwner, first_failure
 
-from .client import BrokerConnection, MarkerWrite
+from .client import BrokerConnection, MarkerWrite, NoCommonVersion
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -85,6 +86,8 @@ class SeesPartitions(Protocol):
     """The metadata cache (replication/metadata_cache.py)."""
 
     topics: Mapping[str, Mapping[int, PartitionView]]
+
+    async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> bool: ...
 
 
 async def write_marker(partition: WritesTxnMarkers, groups: CompletesTransactions, marker: Marker,
@@ -137,6 +140,7 @@ class TxnMarkerChannel:
         backoff_ms = RETRY_BACKOFF_MS
         try:
             while True:
+                leaders = {partition: self._leader(partition) for partition in remaining}
                 with first_failure():
                     async with asyncio.TaskGroup() as attempts:
                         done = [attempts.create_task(self._write_once(marker, partition)) for partition in remaining]
@@ -144,7 +148,11 @@ class TxnMarkerChannel:
                 self.pending_markers -= len(done) - len(remaining)
                 if not remaining:
                     return
-                await asyncio.sleep(backoff_ms / 1000)
+                # Sent again after the backoff, or as soon as the metadata names another leader
+                # for one of them: a leader change needs no wait.
+                await self._metadata.wait_for(
+                    lambda: any(self._leader(partition) != leaders[partition] for partition in remaining),
+                    backoff_ms / 1000)
                 backoff_ms = min(2 * backoff_ms, RETRY_BACKOFF_MAX_MS)
         finally:
             self.pending_markers -= len(remaining)
@@ -153,20 +161,25 @@ class TxnMarkerChannel:
         await self._senders.close()
         self._queues.clear()
 
+    def _leader(self, partition: PartitionKey) -> int | None:
+        """The partition's leader as the metadata names it; None if it shows no such partition."""
+        view = self._metadata.topics.get(partition[0], {}).get(partition[1])
+        return None if view is None else view.leader
+
     async def _write_once(self, marker: Marker, partition: PartitionKey) -> bool:
         """Whether `partition` needs `marker` no more after one attempt."""
-        view = self._metadata.topics.get(partition[0], {}).get(partition[1])
-        if view is None:
+        leader = self._leader(partition)
+        if leader is None:
             return await self._gone(partition)
-        if view.leader == NO_LEADER:
+        if leader == NO_LEADER:
             return False
-        if view.leader == self._broker_id:
+        if leader == self._broker_id:
             hosted = self._hosted(*partition)
             error = (ErrorCode.not_leader_or_follower if hosted is None
                      else await write_marker(hosted, self._groups, marker, self._timeout_ms))
         else:
-            error = await self._sent(view.leader, marker, partition)
-        return self._settled(view.leader, marker, partition, error)
+            error = await self._sent(leader, marker, partition)
+        return self._settled(leader, marker, partition, error)
 
     async def _gone(self, partition: PartitionKey) -> bool:
         topic, index = partition
@@ -221,11 +234,17 @@ class TxnMarkerChannel:
         # REQUEST_TIMED_OUT: that answer, not the connection's end, is what to wait for.
         timeout_s = ANSWER_WAIT_FACTOR * self._timeout_ms / 1000
         try:
-            errors: Mapping[tuple[int, str, int], Any] = await self._connections.call(
+            errors: Mapping[tuple[int, str, int], ErrorCode] = await self._connections.call(
                 broker_id, lambda connection: connection.write_txn_markers(writes, timeout_s))
         except ConnectionError as error:
             logger.info("transaction markers not sent broker=%d destination=%d markers=%d error=%s", self._broker_id,
                         broker_id, len(sent), error)
+            errors = {}
+        except NoCommonVersion as error:
+            # A broker of a version without WriteTxnMarkers, in a rolling upgrade: it may be
+            # upgraded yet, and this sender must go on for the markers queued behind.
+            logger.warning("transaction markers not sent broker=%d destination=%d error=%s", self._broker_id, broker_id,
+                           error)
             errors = {}
         for queued in sent:
             if not queued.answer.done():  # else its writer was cancelled
