@@ -244,3 +244,45 @@ def test_a_second_instance_with_the_same_group_instance_id_fences_the_first(grou
         old.close()
         if new is not None:
             new.close()
+
+
+def test_offsets_sent_in_a_transaction_apply_on_commit_and_a_left_generations_are_refused(group_broker):
+    """confluent-kafka's send_offsets_to_transaction: the offsets are the group's once the
+    transaction commits, not if it aborts; and once a rebalance has moved the group to a new
+    generation, offsets sent with the consumer's old group metadata are refused (KIP-447), an
+    error the producer must abort on."""
+    bootstrap, topic, group = group_broker.bootstrap, new_topic(group_broker), f"g-{uuid.uuid4().hex[:8]}"
+    first = confluent_consumer(bootstrap, group, topic)
+    second: Consumer | None = None
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex[:8]}"})
+    read: dict[int, list[str]] = {}
+    try:
+        poll_until([first], read, lambda: len(assigned(first)) == PARTITIONS, "the consumer to own every partition")
+        old_generation = first.consumer_group_metadata()
+        producer.init_transactions(WAIT_S)
+
+        def in_transaction(offset: int, metadata, commit: bool) -> None:
+            producer.begin_transaction()
+            producer.send_offsets_to_transaction([TopicPartition(topic, 0, offset)], metadata, WAIT_S)
+            producer.commit_transaction(WAIT_S) if commit else producer.abort_transaction(WAIT_S)
+
+        in_transaction(5, old_generation, commit=True)
+        in_transaction(6, old_generation, commit=False)
+        (committed,) = first.committed([TopicPartition(topic, 0)], WAIT_S)
+        assert committed.offset == 5
+
+        second = confluent_consumer(bootstrap, group, topic)
+        poll_until([first, second], read, lambda: shared_by([first, second]), "a rebalance to a new generation")
+        producer.begin_transaction()
+        with pytest.raises(KafkaException) as refused:
+            producer.send_offsets_to_transaction([TopicPartition(topic, 0, 7)], old_generation, WAIT_S)
+        assert refused.value.args[0].code() == KafkaError.ILLEGAL_GENERATION, refused.value
+        assert refused.value.args[0].txn_requires_abort()
+        producer.abort_transaction(WAIT_S)
+        in_transaction(8, first.consumer_group_metadata(), commit=True)  # the current generation's
+        (committed,) = second.committed([TopicPartition(topic, 0)], WAIT_S)
+        assert committed.offset == 8
+    finally:
+        first.close()
+        if second is not None:
+            second.close()

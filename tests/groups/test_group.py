@@ -119,6 +119,19 @@ def test_stale_generation_and_unknown_member_are_refused():
     assert harness.group.state is GroupState.STABLE  # refusals change nothing
 
 
+def test_a_transactional_commit_ignores_the_groups_state_and_may_name_no_member():
+    """Kafka's validateOffsetCommit with isTransactional: TxnOffsetCommit before v3 names no
+    member, and a transaction's offsets wait for its end whatever the group's state then."""
+    harness = Harness()
+    (member,) = formed(harness, harness.join_new())
+    assert harness.group.state is GroupState.COMPLETING_REBALANCE
+    assert harness.group.commit_refusal(member.member_id, None, 1) == ErrorCode.rebalance_in_progress
+    assert harness.group.commit_refusal(member.member_id, None, 1, transactional=True) is None
+    assert harness.group.commit_refusal(UNKNOWN_MEMBER_ID, None, -1) == ErrorCode.unknown_member_id
+    assert harness.group.commit_refusal(UNKNOWN_MEMBER_ID, None, -1, transactional=True) is None
+    assert harness.group.commit_refusal(member.member_id, None, 0, transactional=True) == ErrorCode.illegal_generation
+
+
 def test_session_expiry_removes_the_silent_member_and_the_rest_rebalance():
     harness = Harness()
     one, two = stable_group(harness)

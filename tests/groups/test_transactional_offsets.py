@@ -64,11 +64,14 @@ class LeaderLog:
 async def lead(coordinator: GroupCoordinator, partition: Partition, epoch: int) -> None:
     partition.become_leader(epoch, (HERE, OTHER), (HERE,), now_ms=0)
     coordinator.partition_changed(partition)
+    await loaded(coordinator)
 
-    async def loaded() -> bool:
+
+async def loaded(coordinator: GroupCoordinator) -> None:
+    async def owned() -> bool:
         return coordinator.owns("g") is None
 
-    await eventually(loaded, WAIT_S, "the partition's groups to load")
+    await eventually(owned, WAIT_S, "the partition's groups to load")
 
 
 def committed(coordinator: GroupCoordinator, *partitions: int) -> dict[int, int | None]:
@@ -269,3 +272,25 @@ async def test_a_fenced_producer_commits_nothing(led):
     assert zombie == [ErrorCode.invalid_producer_epoch]  # as Kafka's log answers an older epoch
     assert coordinator.unstable_offsets("g") == set()
     assert committed(coordinator, 0) == {0: None}
+
+
+async def test_a_marker_written_while_the_partition_loads_is_read_by_the_load(led):
+    """WriteTxnMarkers may write to a partition whose groups are still loading: the coordinator
+    ignores that completion, and the load, which reads until it has caught up with the log,
+    reads the marker itself."""
+    coordinator, partition = led
+    assert await coordinator.commit_transactional("g", 7, 0, "", None, -1, [OffsetCommit("t", 0, 10, -1, "")]) \
+        == [ErrorCode.none]
+    partition.become_follower(OTHER, 3, now_ms=0)
+    coordinator.partition_changed(partition)
+    partition.become_leader(4, (HERE, OTHER), (HERE,), now_ms=0)
+    coordinator.partition_changed(partition)  # the load runs first, and reads the log without the marker
+
+    async def marker_during_the_load() -> int:
+        await end(coordinator, partition, 7, 0, committed=True)
+        return coordinator.owns("g")
+
+    assert await asyncio.create_task(marker_during_the_load()) == ErrorCode.coordinator_load_in_progress
+    await loaded(coordinator)
+    assert committed(coordinator, 0) == {0: 10}
+    assert coordinator.unstable_offsets("g") == set()

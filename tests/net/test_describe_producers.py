@@ -1,6 +1,6 @@
 """DescribeProducers (KIP-664): a leader lists its partitions' producers with their open
-transactions' first offsets; a follower, an unknown partition and a topic the client may not
-Read are refused as Kafka refuses them. The handler is called directly and its answer read
+transactions' first offsets; a follower, an unknown partition or topic and a topic the client
+may not Read are refused as Kafka 4.4 refuses them, word for word. The handler is called directly and its answer read
 back with kio."""
 
 from __future__ import annotations
@@ -56,15 +56,19 @@ async def test_a_leader_lists_its_producers_and_their_open_transactions():
             raise UnknownTopicOrPartitionError(f"{topic}-{index}") from None
 
     services = SimpleNamespace(replicas=SimpleNamespace(get_partition=get_partition), metrics=BrokerMetrics(),
-                               authorizer=Authorizer({"orders"}),
+                               authorizer=Authorizer({"orders", "absent"}),
+                               metadata=SimpleNamespace(topics={"orders": {}, "secret": {}}),
                                unknown_partition_error=lambda topic, index: ErrorCode.unknown_topic_or_partition)
-    answered = await describe(services, {"orders": [0, 1, 7], "secret": [0]})
+    answered = await describe(services, {"orders": [0, 1, 7], "secret": [0], "absent": [0]})
     leader = answered["orders", 0]
     assert leader.error_code == ErrorCode.none
     assert [(state.producer_id, state.producer_epoch, state.last_sequence, state.last_timestamp, state.coordinator_epoch,
              state.current_txn_start_offset) for state in leader.active_producers] == [
         (4000, 3, 41, 1_700_000_000_000, 2, 120), (4001, 0, 9, 1_700_000_000_500, -1, -1)]
     assert answered["orders", 1].error_code == ErrorCode.not_leader_or_follower
-    assert answered["orders", 7].error_code == ErrorCode.unknown_topic_or_partition
-    assert (answered["secret", 0].error_code, answered["secret", 0].active_producers) == (
-        ErrorCode.topic_authorization_failed, ())
+    assert (answered["orders", 7].error_code, answered["orders", 7].error_message) == (
+        ErrorCode.unknown_topic_or_partition, None)
+    assert (answered["secret", 0].error_code, answered["secret", 0].error_message, answered["secret", 0].active_producers) == (
+        ErrorCode.topic_authorization_failed, "Topic authorization failed.", ())
+    assert (answered["absent", 0].error_code, answered["absent", 0].error_message) == (
+        ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")

@@ -71,13 +71,20 @@ async def ask(services, api_key: int, version: int, values: dict):
     return codec.decode_response(api_key, version, raw[4:])[1]
 
 
-async def fetch(services, offset: int, isolation_level: int, max_wait_ms: int = 0):
-    answer = await ask(services, ApiKey.FETCH, FETCH_VERSION, {
+async def fetch_in_session(services, offset: int | None, isolation_level: int, session_id: int = 0, epoch: int = -1,
+                           max_wait_ms: int = 0):
+    """The answer to a consumer's fetch; `offset` None names no partition (an incremental
+    fetch of a session with nothing changed)."""
+    named = [] if offset is None else [
+        {"topic": TOPIC, "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+                                         "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]
+    return await ask(services, ApiKey.FETCH, FETCH_VERSION, {
         "replica_id": -1, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": isolation_level,
-        "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "", "topics": [
-            {"topic": TOPIC, "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
-                                             "last_fetched_epoch": -1, "log_start_offset": -1,
-                                             "partition_max_bytes": 1 << 20}]}]})
+        "session_id": session_id, "session_epoch": epoch, "forgotten_topics_data": [], "rack_id": "", "topics": named})
+
+
+async def fetch(services, offset: int, isolation_level: int, max_wait_ms: int = 0):
+    answer = await fetch_in_session(services, offset, isolation_level, max_wait_ms=max_wait_ms)
     [partition] = answer.responses[0].partitions
     return partition
 
@@ -123,3 +130,20 @@ async def test_a_parked_read_committed_fetch_wakes_when_a_marker_moves_the_last_
     answer = await asyncio.wait_for(parked, WAKE_BOUND_S)
     assert (answer.last_stable_offset, answer.high_watermark, answer.aborted_transactions) == (4, 4, ())
     assert answer.records, "the committed transaction's records and the marker"
+
+
+async def test_a_read_committed_session_carries_the_partition_when_its_last_stable_offset_moves(leader):
+    partition, services = leader
+    await append(partition, producer_batch(1))  # 0
+    await append(partition, transactional(OPEN_PRODUCER, 2))  # 1-2, open
+    opened = await fetch_in_session(services, 0, READ_COMMITTED, epoch=0)
+    [first] = opened.responses[0].partitions
+    assert (opened.session_id != 0, first.last_stable_offset) == (True, 1)
+
+    at_the_end = await fetch_in_session(services, 1, READ_COMMITTED, opened.session_id, 1)  # read up to the LSO
+    assert at_the_end.responses == (), "nothing to tell: no records below the LSO, nothing moved"
+    await end(partition, OPEN_PRODUCER, ControlType.ABORT)  # 3
+    moved = await fetch_in_session(services, None, READ_COMMITTED, opened.session_id, 2)
+    [carried] = moved.responses[0].partitions
+    assert (carried.last_stable_offset, [(each.producer_id, each.first_offset) for each in carried.aborted_transactions]) == (
+        4, [(OPEN_PRODUCER, 1)])

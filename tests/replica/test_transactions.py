@@ -259,6 +259,45 @@ async def test_crash_recovery_rebuilds_open_transactions_the_lso_and_the_aborted
     assert holding_marker.txn_index.path.stat().st_size == ENTRY_SIZE_BYTES
 
 
+async def test_an_aborted_index_rebuilt_by_recovery_survives_the_next_crash(tmp_path):
+    """The load that rebuilt it snapshots the producer state, and the next load replays only from
+    that snapshot: the rebuilt entries must be on disk by then, as no flush rewrites them."""
+    partition = make_partition(tmp_path, segment_bytes=300)
+    await append(partition, txn_batch(0, records=2))  # 0-1
+    assert await partition.write_txn_marker(marker(ControlType.ABORT), TIMEOUT_MS) == ErrorCode.none  # 2
+    await append(partition, plain_batch(5, pid=PID + 2))
+    partition.log.close_handles()  # killed: no snapshot, no index written
+    make_partition(tmp_path, segment_bytes=300).log.close_handles()  # rebuilt, then killed again
+
+    reopened = make_partition(tmp_path, segment_bytes=300)
+    try:
+        assert reopened.log.collect_aborted_transactions(0, 4) == [AbortedTxn(PID, 0, 2, 3)]
+    finally:
+        reopened.close()
+
+
+async def test_a_kill_during_close_never_leaves_a_snapshot_ahead_of_the_aborted_index(tmp_path, monkeypatch):
+    partition = make_partition(tmp_path)
+    await append(partition, txn_batch(0, records=2))
+    assert await partition.write_txn_marker(marker(ControlType.ABORT), TIMEOUT_MS) == ErrorCode.none  # 2
+    log = partition.log
+
+    def killed() -> None:
+        log.close_handles()
+        raise KeyboardInterrupt("killed while closing")
+
+    monkeypatch.setattr(log, "close", killed)
+    with pytest.raises(KeyboardInterrupt):
+        partition.close()
+    monkeypatch.undo()
+
+    reopened = make_partition(tmp_path)
+    try:
+        assert reopened.log.collect_aborted_transactions(0, 3) == [AbortedTxn(PID, 0, 2, 3)]
+    finally:
+        reopened.close()
+
+
 async def test_a_clean_restart_keeps_transactions_in_the_snapshot(tmp_path):
     partition = make_partition(tmp_path)
     await append(partition, txn_batch(0, records=2, epoch=1))

@@ -544,8 +544,7 @@ class Partition:
     @property
     def last_stable_offset(self) -> int:
         """min(first offset of the oldest transaction open or not yet replicated, HW)."""
-        self.producer_state.on_high_watermark(self.high_watermark)
-        first_unstable = self.producer_state.first_unstable_offset()
+        first_unstable = self.producer_state.first_unstable_offset(self.high_watermark)
         if first_unstable is None or first_unstable > self.high_watermark:
             return self.high_watermark
         return max(first_unstable, self.log_start_offset)
@@ -874,7 +873,7 @@ class Partition:
         return deleted
 
     async def clean(self, map_max_bytes: int) -> Cleaned | None:
-        """One cleaning pass below the HW (ReplicaLog.clean)."""
+        """One cleaning pass below the HW and the first unstable offset (ReplicaLog.clean)."""
         return await self._local.clean(self.high_watermark, map_max_bytes)
 
     def remove_expired_producers(self, now_ms: int) -> int:

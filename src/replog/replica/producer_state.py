@@ -309,9 +309,14 @@ class ProducerStateManager:
     def open_transaction_count(self) -> int:
         return len(self._ongoing)
 
-    def first_unstable_offset(self) -> int | None:
+    def first_unstable_offset(self, high_watermark: int | None = None) -> int | None:
         """The first offset of the oldest transaction open here or ended by a marker the high
-        watermark has not passed; None if there is none."""
+        watermark (`high_watermark`, if given, else as last told) has not passed; None if there
+        is none."""
+        if not self._ongoing and not self._unreplicated:  # most partitions, on every consumer fetch
+            return None
+        if high_watermark is not None:
+            self.on_high_watermark(high_watermark)
         first = min(self._ongoing.values(), default=None)
         if self._unreplicated:
             oldest = min(first_offset for first_offset, _ in self._unreplicated)  # bounded by unreplicated markers
@@ -338,13 +343,14 @@ class ProducerStateManager:
         duplicate = entry.find_duplicate(batch) if entry is not None else None
         if duplicate is not None:
             return ProducerCheck(duplicate, None)
-        in_transaction = entry is not None and entry.in_transaction(batch.producer_epoch)
-        if (batch.transactional and not in_transaction and verification_guard is not None
+        transactional = batch.attributes & TRANSACTIONAL_BIT
+        if (transactional and verification_guard is not None
+                and not (entry is not None and entry.in_transaction(batch.producer_epoch))
                 and verification_guard is not self._guards.get(batch.producer_id)):
             raise InvalidTxnStateError(f"producer {batch.producer_id} epoch {batch.producer_epoch}: the batch is not "
                                        "part of a transaction verified with its coordinator")
         _check_sequence(entry, batch)
-        if not batch.transactional and entry is not None and entry.current_txn_first_offset is not None:
+        if not transactional and entry is not None and entry.current_txn_first_offset is not None:
             raise InvalidTxnStateError(f"producer {batch.producer_id} sent a non-transactional batch while its "
                                        f"transaction from offset {entry.current_txn_first_offset} is open")
         return ProducerCheck(None, batch)
@@ -424,7 +430,9 @@ class ProducerStateManager:
         return entry
 
     def _record(self, batch: ProducerBatch) -> None:
-        entry = self._entry_for(batch)
+        entry = self._producers.get(batch.producer_id)
+        if entry is None or entry.epoch != batch.producer_epoch:
+            entry = self._entry_for(batch)
         last_offset = batch.base_offset + batch.last_offset_delta
         entry.batches.append(BatchMetadata(batch.base_sequence, batch.last_sequence, batch.base_offset, last_offset))
         entry.last_timestamp_ms = batch.max_timestamp
@@ -532,7 +540,9 @@ class ProducerStateManager:
                     "producers=%d", self.topic, self.partition, origin, batches_read, producers_recovered,
                     len(self._producers))
         if batches_read or producers_recovered:
-            # Another load of this log (a crash before the next background flush) starts here.
+            # Another load of this log (a crash before the next background flush) starts here,
+            # so the aborted transactions indexed from `offset` must be on disk by then.
+            log.persist_aborted_from(offset)
             self.take_snapshot(log.log_end_offset)
 
     def _apply_runs(self, runs) -> None:

@@ -198,10 +198,12 @@ class ReplicaLog:
         return await flush_in_background(self.log, self.producer_state.prepare_snapshot, self._directory_lock, closed)
 
     def close(self) -> None:
-        """Write the producer snapshot and close the log cleanly, from any thread."""
+        """Close the log cleanly, then write the producer snapshot, from any thread: in that order,
+        so that a snapshot at the log end never exists without the aborted-transaction index
+        entries the log's close writes (a load replays nothing after such a snapshot)."""
         with self._directory_lock:  # a background flush's fsyncs may still run in a worker thread
-            self.producer_state.take_snapshot(self.log.log_end_offset)
             self.log.close()
+            self.producer_state.take_snapshot(self.log.log_end_offset)
 
     def delete(self) -> None:
         """Remove the log and its directory, from any thread."""

@@ -579,6 +579,13 @@ class Log(LogCleaning):
         for segment in self._segments_holding(offset, self.log_end_offset + 1):  # bounded by the segments
             segment.txn_index.truncate_from(offset)
 
+    def persist_aborted_from(self, offset: int) -> None:
+        """Write, fsync'd, the aborted-transaction indexes of the segments holding `offset` on: a
+        load that rebuilt them snapshots the producer state, and the next load replays only
+        from that snapshot, while segments below the recovery point are never flushed again."""
+        for segment in self._segments_holding(offset, self.log_end_offset + 1):  # bounded by the segments
+            segment.txn_index.persist(fsync=True)
+
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Every aborted transaction overlapping [start_offset, upper_bound_offset), oldest first
         (Kafka's collectAbortedTransactions): from the segment holding `start_offset` on, since a

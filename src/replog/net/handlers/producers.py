@@ -3,7 +3,8 @@ offset of each one's open transaction, which is what `replog transactions descri
 shows and `abort --start-offset` looks for (docs/design.md §16.5).
 
 As Kafka's: a topic the client may not Read is answered TOPIC_AUTHORIZATION_FAILED in every
-partition asked; a partition this broker does not lead NOT_LEADER_OR_FOLLOWER (or
+partition asked, one the metadata does not know UNKNOWN_TOPIC_OR_PARTITION, both with Kafka's
+message for the error; a partition this broker does not lead NOT_LEADER_OR_FOLLOWER (or
 UNKNOWN_TOPIC_OR_PARTITION when no broker has it), so that the client asks its leader.
 Answered in slices (loop_slices.py): a request may name many partitions.
 """
@@ -21,6 +22,12 @@ from ..codec import ApiKey, Request
 from ..loop_slices import LoopSlices, respond
 from . import count_error, handles
 
+# Kafka's messages for the errors of a whole topic (its ApiError's default message).
+_TOPIC_ERROR_MESSAGES = {
+    ErrorCode.topic_authorization_failed: "Topic authorization failed.",
+    ErrorCode.unknown_topic_or_partition: "This server does not host this topic-partition.",
+}
+
 
 @handles(ApiKey.DESCRIBE_PRODUCERS)
 async def describe_producers(services, request: Request):
@@ -29,13 +36,15 @@ async def describe_producers(services, request: Request):
     slices = LoopSlices()
     topics = []
     for topic in request.body.topics:
+        topic_error = ErrorCode.topic_authorization_failed if topic.name in denied else \
+            ErrorCode.unknown_topic_or_partition if topic.name not in services.metadata.topics else None
         answers = []
         for index in topic.partition_indexes:
             await slices.pause()
-            if topic.name in denied:
-                answer = _refused(index, ErrorCode.topic_authorization_failed)
-            else:
+            if topic_error is None:
                 answer = _producers(services, topic.name, index)
+            else:
+                answer = _refused(index, topic_error) | {"error_message": _TOPIC_ERROR_MESSAGES[topic_error]}
             count_error(services.metrics, request, answer["error_code"])
             answers.append(answer)
         topics.append({"name": topic.name, "partitions": answers})
