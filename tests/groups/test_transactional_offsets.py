@@ -17,6 +17,7 @@ from replog.groups.records import OffsetKey, OffsetValue, encode_batch, encode_k
 from replog.replica.partition import Partition, PartitionConfig
 from replog.storage.control_batches import ControlType, Marker, encode_marker
 from replog.storage.log import Log, LogConfig
+from tests.storage.test_cleaner import contents
 from tests.support.log_fixtures import ManualClock
 from tests.support.polling import eventually
 
@@ -26,10 +27,15 @@ NOW_MS = 1_700_000_000_000
 
 
 @pytest.fixture
-async def coordinated(tmp_path):
+def log_config() -> LogConfig:
+    return LogConfig()
+
+
+@pytest.fixture
+async def coordinated(tmp_path, log_config):
     """A one-partition __consumer_offsets whose replica here follows OTHER (tests write the
     leader's batches into it), and a running coordinator."""
-    log = Log(tmp_path / "__consumer_offsets-0", LogConfig(), ManualClock(NOW_MS))
+    log = Log(tmp_path / "__consumer_offsets-0", log_config, ManualClock(NOW_MS))
     partition = Partition(log, HERE, 0, (HERE, OTHER), (HERE,), 0, PartitionConfig(), now_ms=0)
     partition.become_follower(OTHER, 1, now_ms=0)
     coordinator = GroupCoordinator(HERE, CoordinatorConfig(GroupLimits(initial_rebalance_delay_ms=0)),
@@ -294,3 +300,39 @@ async def test_a_marker_written_while_the_partition_loads_is_read_by_the_load(le
     await loaded(coordinator)
     assert committed(coordinator, 0) == {0: 10}
     assert coordinator.unstable_offsets("g") == set()
+
+
+@pytest.mark.parametrize("log_config", [LogConfig(compact=True, min_cleanable_dirty_ratio=0)])
+async def test_a_cleaned_partition_loads_the_offsets_it_held_before(led):
+    """__consumer_offsets is compacted: the cleaner removes an aborted transaction's offsets and
+    keeps an open one's, so that a load after cleaning finds what one before would."""
+    coordinator, partition = led
+
+    async def written(answer) -> None:
+        assert set(await answer) == {ErrorCode.none}
+        partition.log.roll()  # each write alone in its segment: all but the last cleanable
+
+    await written(coordinator.commit("g", "", None, -1, [OffsetCommit("t", 0, 1, -1, "")]))
+    await written(coordinator.commit_transactional("g", 7, 0, "", None, -1, [OffsetCommit("t", 0, 10, -1, ""),
+                                                                             OffsetCommit("t", 1, 11, -1, "")]))
+    await end(coordinator, partition, 7, 0, committed=True)
+    await written(coordinator.commit_transactional("g", 8, 0, "", None, -1, [OffsetCommit("t", 0, 20, -1, "")]))
+    await end(coordinator, partition, 8, 0, committed=False)
+    await written(coordinator.commit("g", "", None, -1, [OffsetCommit("t", 1, 30, -1, "")]))
+    await written(coordinator.commit_transactional("g", 9, 0, "", None, -1, [OffsetCommit("t", 2, 40, -1, "")]))
+    await written(coordinator.commit("g", "", None, -1, [OffsetCommit("t", 3, 50, -1, "")]))
+    expected = {0: 10, 1: 30, 2: None, 3: 50}
+    assert committed(coordinator, 0, 1, 2, 3) == expected
+
+    partition.log.flush()
+    assert await partition.clean(64 << 20)
+    # Left: t-0's committed 10 (the aborted 20 gone, the first 1 outdated), t-1's 30 (the
+    # transaction's 11 outdated), the open transaction's t-2, and t-3's 50 (the active segment).
+    assert sorted(offset for offset, _, _ in contents(partition.log)) == [1, 6, 7, 8]
+    partition.become_follower(OTHER, 3, now_ms=0)
+    coordinator.partition_changed(partition)
+    await lead(coordinator, partition, 4)
+    assert committed(coordinator, 0, 1, 2, 3) == expected
+    assert coordinator.unstable_offsets("g") == {("t", 2)}
+    await end(coordinator, partition, 9, 0, committed=True)
+    assert committed(coordinator, 2) == {2: 40}

@@ -24,9 +24,6 @@ class PendingOffsets:
         self._by_producer: dict[int, Committed] = {}
         self._producers_by_group: dict[str, set[int]] = {}
 
-    def __bool__(self) -> bool:
-        return bool(self._by_producer)
-
     def add(self, producer_id: int, group_id: str, values: Mapping[Key, OffsetValue]) -> None:
         """Offsets the producer committed for the group in its open transaction; a later value
         of a partition replaces an earlier one, as the log reads."""
