@@ -69,3 +69,26 @@ async def test_cleaning_stops_at_an_open_transaction_and_then_removes_it_aborted
         assert read.aborted_transactions[0].producer_id == PID
     finally:
         partition.close()
+
+
+async def test_read_committed_finds_an_aborted_transaction_past_segments_the_cleaner_emptied(tmp_path):
+    """A read skips empty segments: the aborted transactions it answers must still reach as far
+    as its slices do."""
+    # Segments of one batch each, that a pass cannot merge.
+    log = Log(tmp_path / "t-0", LogConfig(compact=True, min_cleanable_dirty_ratio=0, segment_bytes=100), ManualClock())
+    partition = Partition(log, 1, 0, (1,), (1,), 0, PartitionConfig(min_insync_replicas=1), now_ms=0, leader_id=1)
+    try:
+        await append(partition, log, keyed(b"first"))  # the first batch of the epoch: stays, empty
+        for value in (b"0", b"1", b"2", b"3"):
+            await append(partition, log, keyed(value))
+        log.flush()
+        assert await partition.clean(MAP_BYTES)
+        assert [segment.size_bytes for segment in log.segments][1:4] == [0, 0, 0], "a pass left empty segments"
+        first = await append(partition, log, transactional(b"aborted"))
+        assert await partition.write_txn_marker(Marker(PID, 0, ControlType.ABORT, 0), TIMEOUT_MS) == ErrorCode.none
+        log.roll()
+        await append(partition, log, keyed(b"after"))
+        read = partition.read_for_consumer(0, 1 << 20, isolation_level=READ_COMMITTED)
+        assert [(aborted.producer_id, aborted.first_offset) for aborted in read.aborted_transactions] == [(PID, first)]
+    finally:
+        partition.close()

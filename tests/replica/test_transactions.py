@@ -276,28 +276,6 @@ async def test_an_aborted_index_rebuilt_by_recovery_survives_the_next_crash(tmp_
         reopened.close()
 
 
-async def test_a_kill_during_close_never_leaves_a_snapshot_ahead_of_the_aborted_index(tmp_path, monkeypatch):
-    partition = make_partition(tmp_path)
-    await append(partition, txn_batch(0, records=2))
-    assert await partition.write_txn_marker(marker(ControlType.ABORT), TIMEOUT_MS) == ErrorCode.none  # 2
-    log = partition.log
-
-    def killed() -> None:
-        log.close_handles()
-        raise KeyboardInterrupt("killed while closing")
-
-    monkeypatch.setattr(log, "close", killed)
-    with pytest.raises(KeyboardInterrupt):
-        partition.close()
-    monkeypatch.undo()
-
-    reopened = make_partition(tmp_path)
-    try:
-        assert reopened.log.collect_aborted_transactions(0, 3) == [AbortedTxn(PID, 0, 2, 3)]
-    finally:
-        reopened.close()
-
-
 async def test_a_clean_restart_keeps_transactions_in_the_snapshot(tmp_path):
     partition = make_partition(tmp_path)
     await append(partition, txn_batch(0, records=2, epoch=1))
@@ -337,3 +315,43 @@ async def test_snapshots_written_before_transactions_still_load(tmp_path):
         await append(reopened, plain_batch(2))
     finally:
         reopened.close()
+
+
+async def test_a_kill_during_close_never_leaves_a_snapshot_ahead_of_the_aborted_index(tmp_path, monkeypatch):
+    partition = make_partition(tmp_path)
+    await append(partition, txn_batch(0, records=2))
+    assert await partition.write_txn_marker(marker(ControlType.ABORT), TIMEOUT_MS) == ErrorCode.none  # 2
+    log = partition.log
+
+    def killed() -> None:
+        log.close_handles()
+        raise KeyboardInterrupt("killed while closing")
+
+    monkeypatch.setattr(log, "close", killed)
+    with pytest.raises(KeyboardInterrupt):
+        partition.close()
+    monkeypatch.undo()
+
+    reopened = make_partition(tmp_path)
+    try:
+        assert reopened.log.collect_aborted_transactions(0, 3) == [AbortedTxn(PID, 0, 2, 3)]
+    finally:
+        reopened.close()
+
+
+async def test_the_flush_that_makes_an_aborted_index_file_syncs_its_name(leader, monkeypatch):
+    """The producer snapshot the background flush installs is past the abort: a crash that
+    kept the snapshot but lost the index's name would lose the abort for good."""
+    from replog.storage import background_io
+
+    await append(leader, txn_batch(0))
+    job = leader.log.begin_flush()
+    job.run()
+    leader.log.complete_flush(job)
+    synced: list[object] = []
+    monkeypatch.setattr(background_io, "fsync_directory", lambda directory: synced.append(directory))
+    assert await leader.write_txn_marker(marker(ControlType.ABORT), TIMEOUT_MS) == ErrorCode.none
+    job = leader.log.begin_flush()
+    job.run()
+    assert synced == [leader.log.directory]
+    assert leader.log.segments[0].txn_index.path.stat().st_size == ENTRY_SIZE_BYTES

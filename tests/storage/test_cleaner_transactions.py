@@ -151,7 +151,7 @@ def test_nothing_at_or_past_the_first_unstable_offset_is_cleaned(txns):
     before = contents(txns.log)
     assert clean(txns.log, first_unstable_offset=unstable)
     after = contents(txns.log)
-    assert [record for record in after if record[0] >= unstable] == [record for record in before if record[0] >= unstable]
+    assert [record for record in after if record[0] >= unstable] == [r for r in before if r[0] >= unstable]
     assert [record for record in after if record[0] < unstable] == [(2, b"k", b"2")]
     assert not clean(txns.log, first_unstable_offset=unstable), "the head below the open transaction is clean"
 

@@ -266,16 +266,6 @@ def _check_sequence(entry: ProducerEntry | None, batch: ProducerBatch) -> None:
         )
 
 
-class CompletedTxn(NamedTuple):
-    """A transaction a marker ended here: its first offset (the marker's own for a transaction
-    with no data here) and its marker's offset."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    aborted: bool
-
-
 class ProducerStateManager:
     """Producer id -> ProducerEntry for one partition's log. See the module docstring."""
 

@@ -1,11 +1,12 @@
 """Log compaction (cleanup.policy=compact): Kafka's log cleaner, for one log at a time.
 
 A compacted log keeps at least the latest record of every key. The cleaner works on the log's
-"cleanable" head: the whole segments below both the high watermark (so that nothing it removes
-can be needed again after a truncation: a record is only superseded by a committed one) and the
+"cleanable" head: the whole segments below the high watermark (so that nothing it removes can
+be needed again after a truncation: a record is only superseded by a committed one), the
 recovery point (so that crash recovery never rescans what it rewrote, whose producer state a
-snapshot holds). The head splits at the cleaner checkpoint `first_dirty`: below it lies what an
-earlier pass cleaned, above it what arrived since ("dirty").
+snapshot holds) and the first unstable offset (so that every transaction in it has ended, and
+its outcome is known). The head splits at the cleaner checkpoint `first_dirty`: below it lies
+what an earlier pass cleaned, above it what arrived since ("dirty").
 
 One pass (CleanJob.run, in a worker thread, on descriptors of its own):
 
@@ -16,14 +17,14 @@ One pass (CleanJob.run, in a worker thread, on descriptors of its own):
    is a tombstone (null value) older than delete.retention.ms. A batch keeps its base offset,
    last offset delta, timestamps and producer fields, so offsets never move and followers and
    consumers see gaps, as with Kafka; one left with no record is dropped, but for the last batch
-   of each producer, kept empty so that its sequence survives, and the first batch of each
+   and the last data batch of each producer, kept empty so that its epoch and sequence survive
+   (a marker, kept whole), and the first batch of each
    leader epoch (the log's leader-epoch cache names them), kept empty too: a follower copying
    the log learns where each epoch starts from those batches, and one that learnt a later start
    would answer OffsetForLeaderEpoch with it, so that a replica behind with a divergent tail
    below it would keep that tail (KIP-101's truncation, docs/design.md §6.2; found by the
    simulator's compacted schedules).
-   Transactions (docs/design.md §16.4), as Kafka's cleaner: the head ends below the first
-   unstable offset, so every transaction in it has ended. An aborted transaction's batches go
+   Transactions (docs/design.md §16.4), as Kafka's cleaner: an aborted transaction's batches go
    (the log's aborted-transaction index names them, and the offset map skips them, so that an
    aborted record never supersedes a committed one). A marker stays while any batch of its
    transaction does (even one kept empty: a producer state rebuilt from the log would otherwise
@@ -151,7 +152,8 @@ class CleanJob:
             offset_map, cleaned_count = self._map_dirty_part()
             map_end = self.segments[cleaned_count].base_offset if cleaned_count < len(self.segments) else self._end_offset
             kept_empty = self._last_batches_of_producers(cleaned_count) | self._epoch_starts
-            cleaned, records_removed = self._rewrite(cleaned_count, offset_map, kept_empty, _Transactions(self._aborted))
+            transactions = _Transactions(self._aborted)
+            cleaned, records_removed = self._rewrite(cleaned_count, offset_map, kept_empty, transactions)
             return CleanResult(cleaned, map_end, records_removed)
         finally:
             self.close()

@@ -603,11 +603,19 @@ class Log(LogCleaning):
         return collected
 
     def end_of_segments_from(self, offset: int, segment_count: int) -> int:
-        """Where the `segment_count` segments from the one holding `offset` on end: the next
-        segment's base offset, or the log end. What a read of that many segments' slices can
-        have reached (the upper bound of the aborted transactions its reader needs)."""
-        following = max(bisect.bisect_right(self._segment_bases, offset) - 1, 0) + segment_count
-        return self._segment_bases[following] if following < len(self._segments) else self.log_end_offset
+        """Where a `read` from `offset` that answered `segment_count` slices can have reached: the
+        base offset of the segment after the last slice's, or the log end (the upper bound of the
+        aborted transactions its reader needs). As the read, it skips the segments with nothing
+        at or after `offset`, which the cleaner can leave, so they are not counted."""
+        located = self._locate(offset)
+        if located is None or segment_count <= 0:
+            return offset
+        index, taken = located[0], 1
+        while taken < segment_count and index + 1 < len(self._segments):  # bounded by the segments
+            index += 1
+            if self._segments[index].size_bytes:
+                taken += 1
+        return self._segment_bases[index + 1] if index + 1 < len(self._segments) else self.log_end_offset
 
     def _segments_holding(self, start_offset: int, end_offset: int) -> list[Segment]:
         """The segments holding data between `start_offset` and `end_offset`."""
@@ -627,7 +635,10 @@ class Log(LogCleaning):
             return None
         segments = self._segments_holding(self._background_flushed_offset, offset)
         for segment in segments:  # bounded by the segments
-            segment.persist_indexes()
+            if segment.persist_indexes():
+                # The flush syncs the directory then, before the producer snapshot past the
+                # aborted transactions in that file is installed.
+                self._names_made += 1
         return FlushJob(offset, self._truncations, [os.dup(segment.fd) for segment in segments],
                         [path for segment in segments for path in segment.index_paths],
                         self.directory if self._names_made != self._names_synced else None, self._names_made,

@@ -480,11 +480,13 @@ class Segment:
         """The index files a flush makes durable after the `.log` (the transaction index's may be absent)."""
         return self.offset_index.path, self.time_index.path, self.txn_index.path
 
-    def persist_indexes(self) -> None:
-        """Write index entries not yet in their files (no fsync): done when a segment rolls."""
+    def persist_indexes(self) -> bool:
+        """Write index entries not yet in their files (no fsync): done when a segment rolls.
+        Whether it made the transaction index's file (the others are rebuilt by any recovery;
+        that one only from the producer snapshot on, so its name must be made durable)."""
         self.offset_index.persist(fsync=False)
         self.time_index.persist(fsync=False)
-        self.txn_index.persist(fsync=False)
+        return self.txn_index.persist(fsync=False)
 
     def flush(self, with_indexes: bool) -> None:
         """Make the `.log` durable, then (if asked) its indexes, so that an index never runs

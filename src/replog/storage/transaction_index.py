@@ -105,14 +105,18 @@ class TransactionIndex:
                 return overlapping, True
         return overlapping, False
 
-    def persist(self, fsync: bool) -> None:
-        """Write the entries the file lacks (the file is made on the first), fsync'd if asked."""
+    def persist(self, fsync: bool) -> bool:
+        """Write the entries the file lacks (the file is made on the first), fsync'd if asked;
+        whether that made the file, whose name the caller must then make durable before anything
+        relies on the entries (a producer snapshot past them)."""
         if self._persisted_count == len(self.entries) and not (fsync and self.entries):
-            return
+            return False
+        made = self._persisted_count == 0
         pending = self.entries[self._persisted_count:]
         write_behind(self.path, self._persisted_count * ENTRY_SIZE_BYTES,
                      b"".join(_ENTRY.pack(_VERSION, *entry) for entry in pending), fsync)
         self._persisted_count = len(self.entries)
+        return made
 
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)
