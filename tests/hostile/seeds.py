@@ -157,6 +157,10 @@ _BY_NAME: dict[str, Any] = {
     "principal": "User:hostile", "host": "*", "principal_filter": _NULL, "host_filter": _NULL, "operation": 3,
     "permission_type": 3,
     "entity_type": "user", "entity_name": "hostile", "match_type": 0, "match": "hostile",  # client quotas'
+    # transactions: an id never initialised, so each request is refused without writing
+    "v3_and_below_transactional_id": "hostile-transaction", "v3_and_below_producer_id": -1,
+    "v3_and_below_producer_epoch": -1, "transactional_ids": ["hostile-transaction"], "state_filters": [],
+    "producer_id_filters": [], "duration_filter": -1, "coordinator_epoch": 0, "transaction_result": False, "transaction_version": 0,
 }
 _GROUP_FIELDS = {"group_id", "key", "groups", "groups_names", "coordinator_keys"}
 _TOPIC_FIELDS = {"topic", "resource_name", "topic_names"}
