@@ -139,6 +139,10 @@ _BY_NAME: dict[str, Any] = {
     "session_id": 0, "session_epoch": -1,  # a full fetch, outside any session
     "fetch_offset": 0, "log_start_offset": -1, "committed_offset": 1, "timestamp": -1,
     "producer_id": -1, "producer_epoch": -1,
+    "coordinator_epoch": 0, "transaction_version": 0,  # WriteTxnMarkers': an abort marker, as a coordinator sends
+    "v3_and_below_transactional_id": "hostile-txn", "transactional_ids": ["hostile-txn"], "state_filters": [],
+    "producer_id_filters": [], "duration_filter": -1, "verify_only": False,
+    "v3_and_below_producer_id": -1, "v3_and_below_producer_epoch": -1,
     "max_events": 10, "incarnation": 0, "since_cursor": 0,
     "isolation_level": 0, "key_type": 0, "resource_type": 2, "config_operation": 0, "election_type": 0,
     "endpoint_type": 1,
