@@ -30,6 +30,16 @@ refused is a broken check, not a fault to survive. The nemesis's alter_acls adds
 operator's ACL beside the brokers', so that the node holding theirs is rewritten and read again
 by every broker's ACL feed while the faults go on.
 
+One schedule in TRANSACTIONAL_EVERY (by seed, never a compacted one) also runs transactions
+(transactions.py): transactional producers writing to both partitions beside the plain producer,
+a modelled transaction coordinator writing the markers with replog's partitions' own
+write_txn_marker, and the faults of transactions: coordinator failovers, lost marker replies,
+zombie producers and producers stalled past their transaction timeout. The topic is never
+deleted there (a transaction across a topic's recreation is not what is tested). After every
+step the invariants of transaction_invariants.py are checked as well, and after the liveness of
+the partitions every transaction must end within LIVENESS_S: nothing unstable left, and each
+committed transaction visible to read_committed on all its partitions.
+
 After every step the invariants of invariants.py are checked. Then everything heals (faults
 off, links mended, sessions reconnected, paused brokers resumed, crashed ones restarted from
 their directories, recovery running as after a real crash) and liveness is required: within
@@ -51,6 +61,7 @@ import logging
 import pathlib
 import random
 import shutil
+from collections.abc import Awaitable, Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -61,6 +72,7 @@ from replog.coord_backends import NoNode, paths
 from replog.coord_backends.memory import MemoryStore
 from replog.coord_backends.paths import IsrRecord, LeaderRecord, ReplicaAssignment, TopicConfig
 from replog.replica.partition import Partition, ReplicaState
+from replog.replica.results import AppendResult
 from replog.security.acls import CLUSTER_NAME, AccessControlEntry, AclBinding, AclBindingFilter, AclOperation, AclPermissionType
 from replog.security.acls import PatternType, ResourcePattern, ResourceType
 from replog.spark_io.records import OutgoingRecord, encode_batch
@@ -72,6 +84,8 @@ from tests.sim.network import SimNetwork
 from tests.sim.node import SimBroker
 from tests.sim.recreate import recreate_topic
 from tests.sim.store import SimStore, make_watch_order_deterministic
+from tests.sim.transaction_invariants import TransactionChecker
+from tests.sim.transactions import ModelCoordinator, TransactionalProducers
 
 TOPIC = "sim"
 PARTITIONS = 2
@@ -116,6 +130,12 @@ FAULT_GAP_S = (0.1, 1.5)
 LIVELOCK_STEPS = 50_000  # a healthy schedule never spins this long at one instant
 FAULTS = ("alter_config", "flaky_store", "cut_link", "isolate", "suspend", "expire", "pause", "crash", "power_loss",
           "recreate_topic", "refuse_connections", "reassign", "alter_acls")
+# Transactional schedules: the seeds equal to TRANSACTIONAL_SEED modulo TRANSACTIONAL_EVERY, none of
+# them a multiple of COMPACTED_EVERY (the cleaner's transactional rules are not what they test).
+TRANSACTIONAL_EVERY = 12
+TRANSACTIONAL_SEED = 1
+TRANSACTIONAL_FAULTS = tuple(fault for fault in FAULTS if fault != "recreate_topic") + (
+    "coordinator_failover", "fence_producer", "stall_producer")
 REASSIGNMENT_CANCEL_CHANCE = 0.3
 RECREATES_MAX = 2
 
@@ -131,6 +151,9 @@ class Outcome:
     compacted: bool  # the topic was created compacted
     cleanings: int  # cleaning passes that changed a log
     records_removed: int  # by those passes
+    transactional: bool  # transactions ran
+    committed: int  # transactions committed
+    aborted: int  # and aborted
 
 
 class Simulation:
@@ -147,6 +170,13 @@ class Simulation:
         self.loop.set_exception_handler(self._loop_exception)
         self._partitions = [(TOPIC, partition) for partition in range(PARTITIONS)]
         self.checker = Checker(self.note, self._store_isr, self._store_leader, self.compacted)
+        self.transactional = seed % TRANSACTIONAL_EVERY == TRANSACTIONAL_SEED
+        self._faults = TRANSACTIONAL_FAULTS if self.transactional else FAULTS
+        self.transaction_checker = TransactionChecker()
+        self._coordinator = ModelCoordinator(self.rng, self.note, self.loop.time, self._named_leader, self.transaction_checker)
+        self._transactional_producers = TransactionalProducers(self.rng, self.note, self._coordinator,
+                                                               self.transaction_checker, self.produce, PARTITIONS,
+                                                               PRODUCE_TIMEOUT_MS)
         self.network = SimNetwork(self.rng)
         self.brokers: dict[int, SimBroker] = {}
         self.page_cache = PageCache(self.root, self.rng)
@@ -193,8 +223,11 @@ class Simulation:
             replog_logger.setLevel(level)
             replog_logger.propagate = propagate
             self._tear_down()
+        transactions = self._coordinator.transactions
         return Outcome(self.seed, self.trace, violation, self.loop.time() - START_S, self._steps, len(self.checker.acks),
-                       self.compacted, self._cleanings, self._records_removed)
+                       self.compacted, self._cleanings, self._records_removed, self.transactional,
+                       sum(1 for transaction in transactions if transaction.committed),
+                       sum(1 for transaction in transactions if transaction.committed is False))
 
     @contextlib.contextmanager
     def _cleanings_counted(self):
@@ -244,6 +277,8 @@ class Simulation:
         if self.network.refusals:
             raise Violation(f"follower traffic refused by the authorizer: {self.network.refusals[0]}")
         self.checker.check_step(self.brokers, self._partitions, now - START_S)
+        if self.transactional:
+            self.transaction_checker.check_step(self.brokers)
 
     def _loop_exception(self, loop, context) -> None:
         """A callback that raised or a task whose failure nobody awaited: a component without
@@ -273,19 +308,26 @@ class Simulation:
         for broker_id in BROKER_IDS:
             self._start_broker(broker_id)
         producers = [asyncio.create_task(self._keep_producing(partition)) for partition in range(PARTITIONS)]
+        if self.transactional:
+            self._coordinator.start()
+            self._transactional_producers.start()
         try:
             await self._nemesis()
         finally:
             for producer in producers:
                 producer.cancel()
             await asyncio.gather(*producers, return_exceptions=True)
+            await self._transactional_producers.stop()
         await self._heal()
         await self._require_liveness()
+        if self.transactional:
+            await self._require_transactions_ended()
         self.checker.check_convergence(self.brokers.values())
         self.note(f"done acknowledged={len(self.checker.acks)}")
 
     def _tear_down(self) -> None:
         self.loop.after_step = None
+        self.loop.run_until_complete(self._coordinator.close())
         for broker in self.brokers.values():
             broker.owner.crash()  # nothing of theirs may run while the store clients close
         for broker in self.brokers.values():
@@ -332,23 +374,28 @@ class Simulation:
 
     async def _produce(self, partition: int) -> bool:
         """One record with acks=all to the leader the store names; True if acknowledged."""
+        return await self.produce(partition, _plain_batch, _append_plain) is not None
+
+    async def produce(self, partition: int, encode: Callable[[int, bytes], bytearray],
+                      serve: Callable[[Partition, bytearray], Awaitable[AppendResult]]) -> Ack | None:
+        """One record to the leader the store names: `encode(number, key)` makes its batch, whose
+        timestamp is the record's number (what the checker reads of every batch), and
+        `serve(replica, batch)` appends it there with acks=all, as the leader broker's task."""
         _, broker, replica = await self._named_leader(partition)
         if replica is None:
-            return False
+            return None
         self._next_record += 1
         number, epoch, incarnation = self._next_record, replica.leader_epoch, self.checker.incarnations.current
         key = self.rng.choice(KEYS)
         self.checker.produced(number, key)
-        # The record's number is the batch's timestamp: what the checker reads of every batch.
-        batch = encode_batch([OutgoingRecord(key, VALUE, None)], "none", timestamp_ms=number)
-        appending = broker.spawn(replica.append_as_leader(bytearray(batch), -1, PRODUCE_TIMEOUT_MS))
+        appending = broker.spawn(serve(replica, encode(number, key)))
         done, _ = await asyncio.wait({appending}, timeout=PRODUCE_TIMEOUT_MS / 1000 + 1)
         if not done or appending.result().error_code != ErrorCode.none:
-            return False
-        offset = appending.result().base_offset
-        self.checker.acknowledged(Ack(number, TOPIC, partition, offset, epoch, incarnation), replica)
-        self.note(f"acked record={number} {TOPIC}-{partition} offset={offset} epoch={epoch} broker={broker.broker_id}")
-        return True
+            return None
+        ack = Ack(number, TOPIC, partition, appending.result().base_offset, epoch, incarnation)
+        self.checker.acknowledged(ack, replica)
+        self.note(f"acked record={number} {TOPIC}-{partition} offset={ack.offset} epoch={epoch} broker={broker.broker_id}")
+        return ack
 
     # -- the nemesis ------------------------------------------------------------------------------
 
@@ -356,7 +403,7 @@ class Simulation:
         end = self.loop.time() + FAULT_PHASE_S
         while self.loop.time() < end:
             await asyncio.sleep(self.rng.uniform(*FAULT_GAP_S))
-            fault = self.rng.choice(FAULTS)
+            fault = self.rng.choice(self._faults)
             broker = self.brokers[self.rng.choice(BROKER_IDS)]
             if broker.owner.crashed or broker.owner.paused:
                 continue
@@ -433,6 +480,16 @@ class Simulation:
                                                                              pattern.pattern_type, OPERATOR_PRINCIPAL)])
             assert all(failure is None for _, failure in removed), removed
         self.note(f"operator's ACL {'added' if adding else 'removed'}")
+
+    def _coordinator_failover(self, broker: SimBroker) -> None:
+        """The transaction coordinator moves (not `broker`'s alone: it is modelled, not placed)."""
+        self._coordinator.fail_over()
+
+    def _fence_producer(self, broker: SimBroker) -> None:
+        self._transactional_producers.fence()
+
+    def _stall_producer(self, broker: SimBroker) -> None:
+        self._transactional_producers.stall()
 
     def _flaky_store(self, broker: SimBroker) -> None:
         duration = self.rng.uniform(0.5, 4)
@@ -572,6 +629,30 @@ class Simulation:
                 await asyncio.sleep(POLL_S)
             self.note(f"live {TOPIC}-{partition}")
 
+    async def _require_transactions_ended(self) -> None:
+        """Every transaction ended (the producers' last ones by their timeout) and nothing left
+        unstable on the working leaders: then what read_committed shows must be whole. Not where
+        a partition refuses acks=all writes for good (`_writable`): its markers cannot be written,
+        in Kafka neither."""
+        if not all([await self._writable(partition) for partition in range(PARTITIONS)]):
+            self.note("transactions not required to end: a partition has fewer replicas than min.insync.replicas")
+            return
+        deadline = self.loop.time() + LIVENESS_S
+        while True:
+            leaders = {partition: (await self._named_leader(partition))[2] for partition in range(PARTITIONS)}
+            if self._coordinator.settled() and all([await self._working_leader(partition) for partition in leaders]) and all(
+                    replica.last_stable_offset == replica.high_watermark for replica in leaders.values()):
+                break
+            if self.loop.time() > deadline:
+                raise Violation(f"liveness: transactions not ended {LIVENESS_S:.0f}s after the faults stopped: coordinator "
+                                f"{'settled' if self._coordinator.settled() else 'busy'}; "
+                                + "; ".join(f"{TOPIC}-{partition} LSO={replica.last_stable_offset if replica else None} "
+                                            f"hw={replica.high_watermark if replica else None}"
+                                            for partition, replica in leaders.items()))
+            await asyncio.sleep(POLL_S)
+        self.transaction_checker.finish(leaders, self._coordinator.transactions)
+        self.note(f"transactions ended: {len(self._coordinator.transactions)}")
+
     async def _working_leader(self, partition: int) -> bool:
         record, _, replica = await self._named_leader(partition)
         return (replica is not None and replica.state is ReplicaState.LEADER and not replica.fenced
@@ -590,6 +671,14 @@ class Simulation:
         for broker_id, broker in self.brokers.items():
             parts.append(f"broker {broker_id}: {broker.describe(TOPIC, partition)}")
         return "; ".join(parts)
+
+
+def _plain_batch(number: int, key: bytes) -> bytearray:
+    return bytearray(encode_batch([OutgoingRecord(key, VALUE, None)], "none", timestamp_ms=number))
+
+
+def _append_plain(replica: Partition, batch: bytearray) -> Awaitable[AppendResult]:
+    return replica.append_as_leader(batch, -1, PRODUCE_TIMEOUT_MS)
 
 
 @functools.lru_cache(maxsize=64)

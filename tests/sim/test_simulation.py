@@ -4,8 +4,10 @@ CI runs 3,000 seeded schedules (seeds FIRST_SEED..; scripts/test.sh sets REPLOG_
 bare pytest run FAST_SCHEDULES of them, so that the in-process suite (`pytest -m "not cluster"`)
 stays a matter of minutes. They are spread over one worker process per core; the figures
 (schedules, wall time, virtual time, acknowledged records, compacted schedules and what their
-cleaners did) are printed. Compacted schedules must mostly compact: at least
-COMPACTING_SHARE_MIN of them see a cleaning pass remove records, or their invariants prove little.
+cleaners did, transactional schedules and the transactions they committed and aborted) are
+printed. Compacted schedules must mostly compact: at least COMPACTING_SHARE_MIN of them see a
+cleaning pass remove records, or their invariants prove little. Likewise transactional schedules
+must mostly both commit and abort (TRANSACTING_SHARE_MIN).
 
     REPLOG_SIM_RUNS=100000 pytest tests/sim      # a soak, for humans
     REPLOG_SIM_FIRST_SEED=500000 pytest tests/sim  # other schedules than CI's
@@ -31,7 +33,8 @@ import traceback
 import pytest
 
 from replog.security.acls import AclBinding, AclPermissionType
-from tests.sim.simulation import BROKER_ACLS, Outcome, Simulation
+from replog.replica.partition import Partition
+from tests.sim.simulation import BROKER_ACLS, TRANSACTIONAL_EVERY, TRANSACTIONAL_SEED, Outcome, Simulation
 
 FAST_SCHEDULES = 300  # the first tenth of CI's seeds
 SCHEDULES = int(os.environ.get("REPLOG_SIM_RUNS", FAST_SCHEDULES))
@@ -50,6 +53,9 @@ MEMORY_DIR = "/dev/shm"
 # Most compacted schedules clean; those that do not had their topic switched to delete, or their
 # segments made huge, early on by alter_config, or no segment fell wholly below a HW in time.
 COMPACTING_SHARE_MIN = 0.6
+# Most transactional schedules commit some transactions and abort others; one that does neither
+# lost its leaders or its coordinator for most of its faults.
+TRANSACTING_SHARE_MIN = 0.8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +71,9 @@ class Summary:
     compacted: bool
     cleanings: int
     records_removed: int
+    transactional: bool
+    committed: int
+    aborted: int
 
 
 def run_seeds(seeds: range) -> list[Summary]:
@@ -75,12 +84,13 @@ def run_seeds(seeds: range) -> list[Summary]:
             try:
                 outcome = run_one(seed, root)
             except Exception:  # a bug of the simulator or one it does not catch: still this seed's
-                summaries.append(Summary(seed, traceback.format_exc(), (), 0.0, 0, 0, False, 0, 0))
+                summaries.append(Summary(seed, traceback.format_exc(), (), 0.0, 0, 0, False, 0, 0, False, 0, 0))
                 continue
             # The events before the violation; the acknowledgements, most of a trace, are in the replay.
             tail = tuple([line for line in outcome.trace if " acked " not in line][-TRACE_TAIL:]) if outcome.violation else ()
             summaries.append(Summary(seed, outcome.violation, tail, outcome.virtual_s, outcome.steps, outcome.acknowledged,
-                                     outcome.compacted, outcome.cleanings, outcome.records_removed))
+                                     outcome.compacted, outcome.cleanings, outcome.records_removed,
+                                     outcome.transactional, outcome.committed, outcome.aborted))
     return summaries
 
 
@@ -141,17 +151,23 @@ def test_seeded_schedules_keep_every_invariant(tmp_path, capsys):
     failures = sorted((summary for summary in summaries if summary.violation), key=lambda summary: summary.seed)
     compacted = [summary for summary in summaries if summary.compacted]
     compacting = [summary for summary in compacted if summary.records_removed]
+    transactional = [summary for summary in summaries if summary.transactional]
+    transacting = [summary for summary in transactional if summary.committed and summary.aborted]
     with capsys.disabled():
         print(f"\nsimulation: {len(summaries)} schedules (seeds {seeds.start}..{seeds.stop - 1}) in {elapsed:.1f}s on "
               f"{workers} workers; {sum(summary.virtual_s for summary in summaries):.0f}s of virtual time, "
               f"{sum(summary.steps for summary in summaries)} steps, "
               f"{sum(summary.acknowledged for summary in summaries)} records acknowledged; {len(compacted)} compacted, "
               f"{len(compacting)} of them cleaned: {sum(summary.cleanings for summary in compacted)} passes changed a log, "
-              f"{sum(summary.records_removed for summary in compacted)} records removed; {len(failures)} failed")
+              f"{sum(summary.records_removed for summary in compacted)} records removed; {len(transactional)} "
+              f"transactional, {len(transacting)} of them committed and aborted: "
+              f"{sum(summary.committed for summary in transactional)} transactions committed, "
+              f"{sum(summary.aborted for summary in transactional)} aborted; {len(failures)} failed")
     if failures:
         pytest.fail("\n\n".join(describe(failure, tmp_path / str(failure.seed)) for failure in failures), pytrace=False)
     assert len(summaries) == len(seeds)
     assert len(compacting) >= COMPACTING_SHARE_MIN * len(compacted)
+    assert len(transacting) >= TRANSACTING_SHARE_MIN * len(transactional)
 
 
 @pytest.mark.skipif(REPLAY_SEED is None, reason="set REPLOG_SIM_SEED to replay a seed")
@@ -199,3 +215,42 @@ def test_refused_follower_traffic_fails_the_seed(tmp_path, acls):
     assert outcome.violation is not None
     assert "follower traffic refused by the authorizer" in outcome.violation
     assert "principal User:broker" in outcome.violation
+
+
+def _lso_at_high_watermark() -> None:
+    Partition.last_stable_offset = property(lambda replica: replica.high_watermark)
+
+
+def _aborted_transactions_dropped() -> None:
+    read_for_consumer = Partition.read_for_consumer
+
+    def without_aborted(replica, *args, **kwargs):
+        return read_for_consumer(replica, *args, **kwargs)._replace(aborted_transactions=())
+
+    Partition.read_for_consumer = without_aborted
+
+
+# A rule of transactions broken by hand, and what the invariants must then say.
+BROKEN_RULES = {"lso-at-hw": (_lso_at_high_watermark, "LSO past an open transaction"),
+                "aborted-transactions-dropped": (_aborted_transactions_dropped, "of aborted transaction")}
+BROKEN_RULE_SEEDS = 10  # transactional seeds tried for one that catches the broken rule
+
+
+def run_broken(rule: str, seed: int, root: str) -> Outcome:
+    """In a worker process of its own: the rule stays broken for every seed it runs."""
+    BROKEN_RULES[rule][0]()
+    return run_one(seed, root)
+
+
+@pytest.mark.parametrize("rule", sorted(BROKEN_RULES))
+def test_a_broken_transaction_rule_fails_a_seed(tmp_path, rule):
+    """The transactions' invariants catch a partition that breaks their rules: the first of a few
+    transactional seeds fails on it, naming it."""
+    seeds = range(TRANSACTIONAL_SEED, TRANSACTIONAL_SEED + BROKEN_RULE_SEEDS * TRANSACTIONAL_EVERY, TRANSACTIONAL_EVERY)
+    with schedule_pool(1) as pool:
+        for seed in seeds:
+            outcome = pool.submit(run_broken, rule, seed, str(tmp_path / str(seed))).result()
+            if outcome.violation:
+                break
+    assert outcome.violation is not None, f"seeds {list(seeds)} all passed with {rule}"
+    assert BROKEN_RULES[rule][1] in outcome.violation, outcome.violation

@@ -778,6 +778,11 @@ class Log(LogCleaning):
         open may be told the log was closed cleanly."""
         self._closed = True
         self.flush()
+        # The flush leaves the active segment's indexes to the background flush, and recovery
+        # rebuilds the offset indexes from the log, but not the aborted transactions below the
+        # recovery point: those are made durable before the recovery point covers them.
+        if self._segments[-1].txn_index.persist(fsync=True):
+            fsync_directory(self.directory)
         self.checkpoint_recovery_point()
         for segment in self._segments:
             segment.close()
