@@ -112,7 +112,9 @@ def test_consume_transform_produce_is_exactly_once_through_kills(txn_cluster):
         txn_cluster.kill(coordinator_of(txn_cluster, transactional_id))
         transformed_beyond(0.4, first)
         txn_cluster.restart_stopped()
-        txn_cluster.kill(wait_until(lambda: leaders(txn_cluster.bootstrap, sink).get(0), "a leader of output 0", WAIT_S))
+        output_leader = wait_until(lambda: [leader for partition, leader in leaders(txn_cluster.bootstrap, sink).items()
+                                            if partition == 0], "a leader of output 0", WAIT_S)[0]  # a list: broker 0 is one
+        txn_cluster.kill(output_leader)
         transformed_beyond(0.6, first)
         txn_cluster.restart_stopped()
         first.kill()

@@ -6,7 +6,7 @@ test can SIGKILL midway (tests/cluster/test_transactions.py):
 Reads INPUT read_committed in GROUP, writes each record's value prefixed with "out-" to the same
 partition of OUTPUT, and commits the read offsets in the same transaction, a few records per
 transaction, until killed or SIGTERMed. An abortable error aborts the transaction and rewinds to
-the committed offsets; a retriable one retries the commit; anything else ends the process, with
+the committed offsets; a retriable one retries the call; anything else ends the process, with
 the error on stderr and status 1."""
 
 from __future__ import annotations
@@ -34,10 +34,13 @@ def next_offsets(source: str, messages) -> list[TopicPartition]:
     return [TopicPartition(source, partition, offset) for partition, offset in following.items()]
 
 
-def commit(producer: Producer) -> None:
+def retried(call) -> None:
+    """`call()` again while it fails with a retriable error, as librdkafka asks of
+    send_offsets_to_transaction and commit_transaction (e.g. CONCURRENT_TRANSACTIONS while a
+    new coordinator completes the previous transaction)."""
     while True:  # bounded by the transaction's timeout: past it the error is no longer retriable
         try:
-            producer.commit_transaction(TIMEOUT_S)
+            call()
             return
         except KafkaException as error:
             if not error.args[0].retriable():
@@ -62,9 +65,9 @@ def transform(bootstrap: str, source: str, sink: str, group: str, transactional_
         try:
             for message in messages:
                 producer.produce(sink, value=b"out-" + message.value(), partition=message.partition())
-            producer.send_offsets_to_transaction(next_offsets(source, messages), consumer.consumer_group_metadata(),
-                                                 TIMEOUT_S)
-            commit(producer)
+            offsets = next_offsets(source, messages)
+            retried(lambda: producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), TIMEOUT_S))
+            retried(lambda: producer.commit_transaction(TIMEOUT_S))
         except KafkaException as error:
             if not error.args[0].txn_requires_abort():
                 raise
