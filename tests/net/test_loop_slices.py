@@ -168,7 +168,7 @@ def test_a_produce_answered_in_slices_keeps_its_appends_ahead_of_the_connections
         def __init__(self, index: int):
             self.index = index
 
-        async def append_as_leader(self, records, acks, timeout_ms, appended):
+        async def append_as_leader(self, records, acks, timeout_ms, appended, verification_guard=None):
             appends.append((records[0], self.index))
             return AppendResult(ErrorCode.none, 0, -1, 0, 1)
 
