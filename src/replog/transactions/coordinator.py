@@ -77,7 +77,7 @@ class AbortCause(enum.StrEnum):
     CLIENT = "client"  # EndTxn
     TIMEOUT = "timeout"  # open past its transaction.timeout.ms
     FENCED = "fenced"  # a new producer of the id (InitProducerId) while it was open
-    ADMIN = "admin"  # an operator's abort (abort_ongoing)
+    ADMIN = "admin"  # an operator's abort through the coordinator (abort_ongoing)
 
 
 class TransactionObserver(Protocol):
