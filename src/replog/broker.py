@@ -200,7 +200,7 @@ class Broker:
         self.transactions = TransactionCoordinator(
             self.broker_id, transaction_coordinator_config(config), self.replicas.hosted,
             lambda: self.config["transaction.state.log.num.partitions"], monotonic_ms, wall_clock_ms, self.producer_ids,
-            self.txn_markers)
+            self.txn_markers, self.metrics)
         self.replicas.on_replica_changed = self._coordinated_replica_changed
         self.client_quotas = ClientQuotas()
         # The rates and throttles the client quotas are enforced by.

@@ -13,6 +13,7 @@ next brings it back. REPLOG_TXN_AGAINST_KAFKA=1 runs the same checks against Apa
 from __future__ import annotations
 
 import asyncio
+import json
 import pathlib
 import subprocess
 import sys
@@ -265,6 +266,11 @@ def test_replog_transactions_abort_ends_a_hanging_transaction(txn_cluster, tmp_p
     topic, transactional_id = unique("hanging"), unique("hanging")
     create_topic(bootstrap, topic)
     producer = transactional_producer(bootstrap, transactional_id, {"transaction.timeout.ms": 600_000})
+    idle = subprocess.run([sys.executable, "-m", "replog", "transactions", "describe", "--transactional-id",
+                           transactional_id, "--bootstrap-server", bootstrap, "--output", "json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=WAIT_S)
+    assert idle.returncode == 0, idle.stderr
+    assert json.loads(idle.stdout)["start_time_ms"] == -1  # no transaction open yet: Kafka's null
     producer.begin_transaction()
     offsets = []
     producer.produce(topic, value=b"hanging", partition=0, on_delivery=lambda error, message: offsets.append(message.offset()))

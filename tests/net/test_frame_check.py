@@ -11,7 +11,7 @@ import subprocess
 import sys
 import sysconfig
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -199,7 +199,10 @@ def test_valid_responses_pass_and_decode_as_kio_decodes_them(api_key, version):
             with pytest.raises(codec.FrameError):
                 codec.decode_response(api_key, version, frame)
             return
-        assert codec.decode_response(api_key, version, frame) == (correlation_id, before)
+        decoded_correlation_id, decoded = codec.decode_response(api_key, version, frame)
+        # Field by field: a response may be read with a schema of replog's that takes Kafka's
+        # nulls where kio's does not (DescribeTransactions' start time).
+        assert (decoded_correlation_id, asdict(decoded)) == (correlation_id, asdict(before))
 
     valid()
 

@@ -11,6 +11,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from replog.groups import OFFSETS_TOPIC, partition_for
+from replog.obs.metrics import BrokerMetrics
 from replog.replica.partition import Partition, PartitionConfig
 from replog.storage.control_batches import ControlType, Marker
 from replog.storage.disk_space import NOT_WATCHED
@@ -56,14 +57,19 @@ class FakeProducerIds:
 
 
 @pytest.fixture
-async def led(tmp_path):
+def metrics() -> BrokerMetrics:
+    return BrokerMetrics()
+
+
+@pytest.fixture
+async def led(tmp_path, metrics):
     """Partition 0 of a one-partition __transaction_state led here, and a running coordinator."""
     wall = ManualClock(1_700_000_000_000)  # the log's too: it checks the batches' timestamps against it
     log = Log(tmp_path / "__transaction_state-0", LogConfig(), wall)
     partition = Partition(log, HERE, 0, (HERE, OTHER), (HERE,), 0, PartitionConfig(), now_ms=0, disk_space=NOT_WATCHED)
     markers = FakeMarkers()
     coordinator = TransactionCoordinator(HERE, TransactionConfig(offsets_topic_partitions=50), lambda topic, index: partition,
-                                         lambda: 1, lambda: 0, wall, FakeProducerIds(), markers)
+                                         lambda: 1, lambda: 0, wall, FakeProducerIds(), markers, metrics)
     running = asyncio.create_task(coordinator.run())
     coordinator.partition_changed(partition)
     await owned(coordinator)
@@ -188,6 +194,38 @@ async def test_an_operator_abort_fences_the_producer(led):
     assert coordinator.abort_ongoing(ID) == ErrorCode.none
     await completed(coordinator, "CompleteAbort")
     assert markers.written == [(Marker(init.producer_id, 1, ControlType.ABORT, 0), [("out", 3)])]
+
+
+async def test_each_outcome_is_counted_with_its_cause(led, metrics):
+    coordinator, _, _, wall = led
+
+    def ended() -> dict[str, float | None]:
+        aborts = {cause: metrics.registry.get_sample_value("replog_transaction_aborts_total", {"cause": cause})
+                  for cause in ("client", "timeout", "fenced", "admin")}
+        return {"commit": metrics.registry.get_sample_value("replog_transaction_commits_total")} | aborts
+
+    async def opened(transactional_id: str, timeout_ms: int = TIMEOUT_MS) -> int:
+        init = await coordinator.init_producer_id(transactional_id, timeout_ms)
+        assert await coordinator.add_partitions(transactional_id, init.producer_id, 0, [("out", 0)]) == ErrorCode.none
+        return init.producer_id
+
+    committer = await opened("commits")
+    assert await coordinator.end_txn("commits", committer, 0, committed=True) == ErrorCode.none
+    assert await coordinator.end_txn("aborts", await opened("aborts"), 0, committed=False) == ErrorCode.none
+    await opened("replaced")
+    assert (await coordinator.init_producer_id("replaced", TIMEOUT_MS)).error == ErrorCode.concurrent_transactions
+    await opened("aborted by an operator")
+    assert coordinator.abort_ongoing("aborted by an operator") == ErrorCode.none
+    await opened("expires", timeout_ms=1000)
+    wall.advance(1001)
+    coordinator.abort_timed_out_transactions()
+    once = {"commit": 1, "client": 1, "timeout": 1, "fenced": 1, "admin": 1}
+    await eventually(lambda: ended() == once, WAIT_S, "each outcome to be counted")
+    # A retried end is answered, not counted again.
+    await eventually(lambda: coordinator.describe(["commits"])[0].state == "CompleteCommit", WAIT_S,
+                     "the commit to complete")
+    assert await coordinator.end_txn("commits", committer, 0, committed=True) == ErrorCode.none
+    assert ended() == once
 
 
 async def test_spent_epochs_give_the_id_a_new_producer_id(led):

@@ -83,9 +83,10 @@ async def test_a_transaction_is_begun_and_ended_through_the_coordinator_found_by
     assert [(partition.partition_index, partition.partition_error_code)
             for partition in result.topic_results[0].results_by_partition] == [(0, ErrorCode.none)]
 
-    (state,) = (await connection.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [ID]})).transaction_states
-    assert (state.error_code, state.transaction_state, state.producer_id) == (ErrorCode.none, "Ongoing", producer_id)
-    assert {(topic.topic, tuple(topic.partitions)) for topic in state.topics} >= {(TOPIC, (0, 1))}
+    (state,) = await connection.describe_transactions([ID])
+    assert (state.error_code, state.state, state.producer_id) == (ErrorCode.none, "Ongoing", producer_id)
+    assert state.start_time_ms == broker.transactions.describe([ID])[0].start_timestamp_ms
+    assert set(state.partitions) >= {(TOPIC, 0), (TOPIC, 1)}
     listed = await connection.request(ApiKey.LIST_TRANSACTIONS, 1, {
         "state_filters": ["Ongoing", "Nonsense"], "producer_id_filters": [], "duration_filter": -1})
     assert [(item.transactional_id, item.transaction_state) for item in listed.transaction_states] == [(ID, "Ongoing")]
@@ -104,6 +105,8 @@ async def test_producers_are_fenced_with_the_error_their_version_knows(connectio
     zombie = await init(connection)
     current = await init(connection)
     assert (current.producer_id, current.producer_epoch) == (zombie.producer_id, zombie.producer_epoch + 1)
+    (described,) = await connection.describe_transactions([ID])
+    assert (described.state, described.start_time_ms) == ("Empty", -1)  # no transaction open: Kafka's null
     assert await add_partitions(connection, zombie.producer_id, zombie.producer_epoch,
                                 [{"name": TOPIC, "partitions": [0]}]) == {(TOPIC, 0): ErrorCode.producer_fenced}
     assert await add_partitions(connection, zombie.producer_id, zombie.producer_epoch,

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import datetime
 import random
 import struct
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -107,6 +108,14 @@ def _replica_result(found: FetchedPartition | None) -> ReplicaFetchResult | None
 def _error_code(value: int) -> ErrorCode:
     code = _ERROR_CODES.get(value)
     return ErrorCode(value) if code is None else code  # an unknown code: ValueError, as before
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def _epoch_ms(instant: datetime.datetime | None) -> int:
+    """Milliseconds since the epoch, -1 for Kafka's null (read as None)."""
+    return -1 if instant is None else (instant - _EPOCH) // datetime.timedelta(milliseconds=1)
 
 
 class BrokerUnavailable(ConnectionError):
@@ -763,7 +772,7 @@ class BrokerConnection:
                                     {"transactional_ids": list(transactional_ids)})
         return [TransactionDescription(
             _error_code(state.error_code), state.transactional_id, state.transaction_state,
-            int(state.transaction_timeout.total_seconds() * 1000), int(state.transaction_start_time.timestamp() * 1000),
+            int(state.transaction_timeout.total_seconds() * 1000), _epoch_ms(state.transaction_start_time),
             int(state.producer_id), int(state.producer_epoch),
             tuple((topic.topic, int(partition)) for topic in state.topics for partition in topic.partitions))
             for state in answer.transaction_states]

@@ -33,10 +33,12 @@ from functools import cache
 from typing import Any, Callable, NamedTuple
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.describe_transactions.v0 import response as describe_transactions_v0
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import get_field_tag
 from kio.serial._serialize import get_field_writer
+from kio.static.primitive import TZAware
 
 from . import frame_check, replog_apis
 
@@ -438,9 +440,21 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
     return out.getvalue()
 
 
+# Kafka answers a DescribeTransactions start time of -1 for an id with no open transaction,
+# which kio's schema refuses (its instants are never negative): such responses are read with the
+# field nullable, -1 as None.
+_TransactionStateRead = dataclasses.make_dataclass(
+    "TransactionState", [("transaction_start_time", TZAware | None,
+                          dataclasses.field(metadata={"kafka_type": "datetime_i64"}, default=None))],
+    bases=(describe_transactions_v0.TransactionState,), frozen=True, slots=True, kw_only=True)
+_RESPONSES_READ_AS = {(ApiKey.DESCRIBE_TRANSACTIONS, 0): dataclasses.make_dataclass(
+    "DescribeTransactionsResponse", [("transaction_states", tuple[_TransactionStateRead, ...])],
+    bases=(describe_transactions_v0.DescribeTransactionsResponse,), frozen=True, slots=True, kw_only=True)}
+
+
 @cache
 def _response_readers(api_key: int, api_version: int):
-    schema = _load_response_schema(api_key, api_version)
+    schema = _RESPONSES_READ_AS.get((api_key, api_version)) or _load_response_schema(api_key, api_version)
     program = frame_check.compile_message(schema.__header_schema__, schema)
     return entity_reader(schema.__header_schema__), entity_reader(schema), program
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Protocol
@@ -70,6 +71,21 @@ COMPLETE_RETRY_BACKOFF_MS = 100
 
 class ProducerIds(Protocol):
     async def next_id(self) -> int: ...
+
+
+class AbortCause(enum.StrEnum):
+    CLIENT = "client"  # EndTxn
+    TIMEOUT = "timeout"  # open past its transaction.timeout.ms
+    FENCED = "fenced"  # a new producer of the id (InitProducerId) while it was open
+    ADMIN = "admin"  # an operator's abort through the coordinator (abort_ongoing)
+
+
+class TransactionObserver(Protocol):
+    """Learns each transaction's outcome once it is decided in the log (obs/metrics.py)."""
+
+    def transaction_committed(self) -> None: ...
+
+    def transaction_aborted(self, cause: str) -> None: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +146,7 @@ class TransactionCoordinator(PartitionOwner):
 
     def __init__(self, broker_id: int, config: TransactionConfig, hosted: Callable[[str, int], Partition | None],
                  partition_count: Callable[[], int], clock_ms: Callable[[], int], wall_clock_ms: Callable[[], int],
-                 producer_ids: ProducerIds, markers: WritesMarkers):
+                 producer_ids: ProducerIds, markers: WritesMarkers, observer: TransactionObserver):
         """`hosted(topic, partition)`: the replica this broker hosts, if any; `partition_count`:
         the partitions of __transaction_state ids are placed by; `clock_ms` paces the timers,
         `wall_clock_ms` stamps transactions (their timeouts count in it, as Kafka's)."""
@@ -141,6 +157,7 @@ class TransactionCoordinator(PartitionOwner):
         self._wall_clock_ms = wall_clock_ms
         self._producer_ids = producer_ids
         self._markers = markers
+        self._observer = observer
         self._transactions: dict[str, TransactionMetadata] = {}
         self._marker_writes: dict[str, asyncio.Task] = {}
 
@@ -231,7 +248,7 @@ class TransactionCoordinator(PartitionOwner):
         if metadata.state is TxnState.ONGOING:
             # The epoch this abort bumps to is never handed out: the client retries after
             # CONCURRENT_TRANSACTIONS and gets the next one (or a new id, the epochs spent).
-            error = await self._end(metadata, False, fencing=True)
+            error = await self._end(metadata, False, AbortCause.FENCED)
             return InitResult(error if error != ErrorCode.none else ErrorCode.concurrent_transactions)
         now_ms = self._wall_clock_ms()
         if metadata.epoch_exhausted:
@@ -331,20 +348,28 @@ class TransactionCoordinator(PartitionOwner):
             return ErrorCode.concurrent_transactions if same else ErrorCode.invalid_txn_state
         return ErrorCode.invalid_txn_state  # Empty: nothing to end
 
-    def _end(self, metadata: TransactionMetadata, committed: bool, fencing: bool = False) -> Awaitable[int]:
+    def _end(self, metadata: TransactionMetadata, committed: bool,
+             cause: AbortCause = AbortCause.CLIENT) -> Awaitable[int]:
         """Decide now (the transition pending from here on), then write PrepareCommit/PrepareAbort
-        and send the markers in the background: what the returned awaitable does."""
+        and send the markers in the background: what the returned awaitable does. An abort the
+        client did not ask for fences its producer."""
         coordinator_epoch = self._coordinator_epoch(metadata.transactional_id)
-        if fencing:
+        if cause is not AbortCause.CLIENT:
             metadata.fence_epoch()
         transit = metadata.prepare_end(committed, self._wall_clock_ms())
-        return self._write_end(metadata, transit, coordinator_epoch, fencing)
+        return self._write_end(metadata, transit, coordinator_epoch, cause)
 
     async def _write_end(self, metadata: TransactionMetadata, transit: TxnTransit, coordinator_epoch: int,
-                         fencing: bool) -> int:
-        error = await self._write(metadata, transit, fencing=fencing)
+                         cause: AbortCause) -> int:
+        error = await self._write(metadata, transit, fencing=cause is not AbortCause.CLIENT)
         if error != ErrorCode.none:
             return error
+        # Counted once the outcome is in the log, and only here: a coordinator that completes it
+        # after a failover did not decide it.
+        if transit.state is TxnState.PREPARE_COMMIT:
+            self._observer.transaction_committed()
+        else:
+            self._observer.transaction_aborted(cause)
         logger.info("ending transaction transactional_id=%s producer_id=%d epoch=%d result=%s partitions=%d "
                     "coordinator_epoch=%d broker=%d", metadata.transactional_id, metadata.producer_id,
                     metadata.producer_epoch, transit.state.kafka_name, len(metadata.partitions),
@@ -411,7 +436,7 @@ class TransactionCoordinator(PartitionOwner):
                     and metadata.start_timestamp_ms + metadata.timeout_ms < now_ms):
                 logger.info("aborting timed out transaction transactional_id=%s producer_id=%d epoch=%d broker=%d",
                             metadata.transactional_id, metadata.producer_id, metadata.producer_epoch, self.broker_id)
-                aborting = self._end(metadata, False, fencing=True)
+                aborting = self._end(metadata, False, AbortCause.TIMEOUT)
                 self._spawn(lambda aborting=aborting: aborting, f"abort-timed-out-{metadata.transactional_id}")
 
     def abort_ongoing(self, transactional_id: str) -> int:
@@ -421,7 +446,7 @@ class TransactionCoordinator(PartitionOwner):
             return metadata
         if metadata.state is not TxnState.ONGOING or metadata.pending is not None:
             return ErrorCode.invalid_txn_state
-        aborting = self._end(metadata, False, fencing=True)
+        aborting = self._end(metadata, False, AbortCause.ADMIN)
         self._spawn(lambda: aborting, f"abort-{transactional_id}")
         return ErrorCode.none
 
