@@ -186,22 +186,12 @@ async def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_f
     assert markers.written == [(Marker(pid, 1, ControlType.ABORT, 0), [("out", 0)])]
 
 
-async def test_an_operator_abort_fences_the_producer(led):
-    coordinator, _, markers, _ = led
-    init = await coordinator.init_producer_id(ID, TIMEOUT_MS)
-    assert coordinator.abort_ongoing(ID) == ErrorCode.invalid_txn_state  # nothing open
-    await coordinator.add_partitions(ID, init.producer_id, 0, [("out", 3)])
-    assert coordinator.abort_ongoing(ID) == ErrorCode.none
-    await completed(coordinator, "CompleteAbort")
-    assert markers.written == [(Marker(init.producer_id, 1, ControlType.ABORT, 0), [("out", 3)])]
-
-
 async def test_each_outcome_is_counted_with_its_cause(led, metrics):
     coordinator, _, _, wall = led
 
     def ended() -> dict[str, float | None]:
         aborts = {cause: metrics.registry.get_sample_value("replog_transaction_aborts_total", {"cause": cause})
-                  for cause in ("client", "timeout", "fenced", "admin")}
+                  for cause in ("client", "timeout", "fenced")}
         return {"commit": metrics.registry.get_sample_value("replog_transaction_commits_total")} | aborts
 
     async def opened(transactional_id: str, timeout_ms: int = TIMEOUT_MS) -> int:
@@ -214,12 +204,10 @@ async def test_each_outcome_is_counted_with_its_cause(led, metrics):
     assert await coordinator.end_txn("aborts", await opened("aborts"), 0, committed=False) == ErrorCode.none
     await opened("replaced")
     assert (await coordinator.init_producer_id("replaced", TIMEOUT_MS)).error == ErrorCode.concurrent_transactions
-    await opened("aborted by an operator")
-    assert coordinator.abort_ongoing("aborted by an operator") == ErrorCode.none
     await opened("expires", timeout_ms=1000)
     wall.advance(1001)
     coordinator.abort_timed_out_transactions()
-    once = {"commit": 1, "client": 1, "timeout": 1, "fenced": 1, "admin": 1}
+    once = {"commit": 1, "client": 1, "timeout": 1, "fenced": 1}
     await eventually(lambda: ended() == once, WAIT_S, "each outcome to be counted")
     # A retried end is answered, not counted again.
     await eventually(lambda: coordinator.describe(["commits"])[0].state == "CompleteCommit", WAIT_S,

@@ -245,7 +245,7 @@ class BrokerMetrics:
         self._transaction_aborts = Counter(
             "replog_transaction_aborts", "transactions aborted by this broker's coordinator, by cause: client (EndTxn), "
             "timeout (open past its transaction.timeout.ms), fenced (InitProducerId of the same transactional id "
-            "while it was open), admin (an operator's abort through the coordinator)", ["cause"], registry=registry)
+            "while it was open)", ["cause"], registry=registry)
         self._children: dict[tuple, Any] = {}
         self._request_phases: dict[str, tuple[Any, ...]] = {}  # by API: its histograms, in PHASES order
 

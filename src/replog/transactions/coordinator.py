@@ -77,7 +77,6 @@ class AbortCause(enum.StrEnum):
     CLIENT = "client"  # EndTxn
     TIMEOUT = "timeout"  # open past its transaction.timeout.ms
     FENCED = "fenced"  # a new producer of the id (InitProducerId) while it was open
-    ADMIN = "admin"  # an operator's abort through the coordinator (abort_ongoing)
 
 
 class TransactionObserver(Protocol):
@@ -438,17 +437,6 @@ class TransactionCoordinator(PartitionOwner):
                             metadata.transactional_id, metadata.producer_id, metadata.producer_epoch, self.broker_id)
                 aborting = self._end(metadata, False, AbortCause.TIMEOUT)
                 self._spawn(lambda aborting=aborting: aborting, f"abort-timed-out-{metadata.transactional_id}")
-
-    def abort_ongoing(self, transactional_id: str) -> int:
-        """Abort the id's open transaction now, fencing its producer (an operator's choice)."""
-        metadata = self._current(transactional_id)
-        if isinstance(metadata, int):
-            return metadata
-        if metadata.state is not TxnState.ONGOING or metadata.pending is not None:
-            return ErrorCode.invalid_txn_state
-        aborting = self._end(metadata, False, AbortCause.ADMIN)
-        self._spawn(lambda: aborting, f"abort-{transactional_id}")
-        return ErrorCode.none
 
     def remove_expired_transactional_ids(self) -> None:
         now_ms = self._wall_clock_ms()
