@@ -650,8 +650,8 @@ class Simulation:
                                             f"hw={replica.high_watermark if replica else None}"
                                             for partition, replica in leaders.items()))
             await asyncio.sleep(POLL_S)
-        self.transaction_checker.finish(leaders, self._coordinator.transactions)
-        self.note(f"transactions ended: {len(self._coordinator.transactions)}")
+        offsets = await self.transaction_checker.finish(leaders, self._coordinator.transactions)
+        self.note(f"transactions ended: {len(self._coordinator.transactions)}; groups' offsets {offsets}")
 
     async def _working_leader(self, partition: int) -> bool:
         record, _, replica = await self._named_leader(partition)

@@ -32,12 +32,16 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from replog.groups import offsets_log
+from replog.groups.placement import partition_for
 from replog.replica.partition import Partition
 from replog.replica.results import READ_COMMITTED
 from replog.storage.batch_format import CONTROL_BATCH_BIT, TRANSACTIONAL_BIT, producer_fields
 from replog.storage.control_batches import decode_marker
 from replog.storage.records import batch_headers
 from tests.sim.invariants import READ_ALL_BYTES, Violation, running_leaders
+
+INPUT_TOPIC = "input"  # what the transactional producers' groups consume, committing offsets of
 
 
 @dataclasses.dataclass(eq=False)
@@ -51,6 +55,7 @@ class Transaction:
     committed: bool | None = None  # None until the coordinator decides (writes Prepare*)
     acknowledged: dict[int, int] = dataclasses.field(default_factory=dict)  # record number -> partition
     fenced_records: set[int] = dataclasses.field(default_factory=set)  # appended by its fenced producer
+    offsets: dict[str, int] = dataclasses.field(default_factory=dict)  # group -> the offset it committed, acknowledged
 
 
 @dataclasses.dataclass
@@ -146,9 +151,14 @@ class TransactionChecker:
                 visible.append((header.base_offset, header.max_timestamp))
         return visible
 
-    def finish(self, leaders: Mapping[int, Partition], transactions: list[Transaction]) -> None:
+    async def finish(self, leaders: Mapping[int, Partition], transactions: list[Transaction]) -> dict[str, int]:
         """Every transaction has ended and `leaders` (partition -> its leader replica) lead:
-        nothing is unstable, and each committed transaction is visible on all its partitions."""
+        nothing is unstable, each committed transaction is visible on all its partitions, and
+        the groups' offsets are those of their last committed transactions (group -> offset)."""
+        self._check_visible(leaders, transactions)
+        return await self._check_offsets(leaders, transactions)
+
+    def _check_visible(self, leaders: Mapping[int, Partition], transactions: list[Transaction]) -> None:
         visible: dict[int, set[int]] = {}
         for partition, replica in leaders.items():
             if replica.last_stable_offset != replica.high_watermark:
@@ -168,6 +178,39 @@ class TransactionChecker:
                 raise Violation(f"committed transaction {transaction.name} only partly visible: records {missing} are not "
                                 f"(on partitions {sorted({transaction.acknowledged[number] for number in missing})}), "
                                 f"records {shown} are")
+
+
+    async def _check_offsets(self, leaders: Mapping[int, Partition], transactions: list[Transaction]) -> dict[str, int]:
+        """The table a group coordinator taking each leader's partition over would load holds,
+        of each group, the offset its last committed transaction committed, none if none did:
+        an offset committed in a transaction applies only if the transaction commits."""
+        expected: dict[str, int] = {}
+        for transaction in transactions:  # in the order begun, which is the order ended per transactional id
+            if transaction.committed:
+                expected.update(transaction.offsets)
+        for partition, replica in leaders.items():
+            where = f"{replica.topic}-{partition} broker {replica.local_broker_id} epoch {replica.leader_epoch}"
+            table = await offsets_log.load(replica)
+            if pending := sorted(table.pending.groups()):
+                raise Violation(f"offsets of groups {pending} still pending in {where} after every transaction ended")
+            for group, offsets in table.offsets.items():
+                number = offsets[INPUT_TOPIC, 0].offset
+                transaction = self._transactions.get(number)
+                if transaction is None or not transaction.committed:
+                    state = "no" if transaction is None else "open" if transaction.committed is None else "aborted"
+                    raise Violation(f"group {group} holds offset {number} committed in {state} transaction "
+                                    f"{offsets[INPUT_TOPIC, 0].metadata} at {where}")
+            for group, number in expected.items():
+                held = table.offsets.get(group, {}).get((INPUT_TOPIC, 0))
+                if partition_for(group, len(leaders)) == partition and (held is None or held.offset != number):
+                    raise Violation(f"group {group} holds {held} at {where}, not offset {number} of its last "
+                                    f"committed transaction {self._transactions[number].name}")
+        return expected
+
+
+def group_of(transactional_id: str) -> str:
+    """The group whose input a transactional id's producer consumes, committing its offsets."""
+    return f"{transactional_id}-group"
 
 
 def _scan(view: _LeaderView) -> None:

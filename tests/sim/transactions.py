@@ -39,9 +39,10 @@ from kio.schema.errors import ErrorCode
 
 from replog.replica.partition import Partition
 from replog.replica.results import AppendResult
-from replog.storage.batch_format import TRANSACTIONAL_BIT, NewRecord, encode_batch
+from replog.groups.placement import partition_for
+from replog.groups.records import OffsetKey, OffsetValue, encode_key, encode_offset_value, encode_transactional_batch
 from replog.storage.control_batches import ControlType, Marker
-from tests.sim.transaction_invariants import Transaction, TransactionChecker
+from tests.sim.transaction_invariants import INPUT_TOPIC, Transaction, TransactionChecker, group_of
 
 TRANSACTIONAL_IDS = ("app-0", "app-1")
 FIRST_PRODUCER_ID = 1000
@@ -333,13 +334,18 @@ class TransactionalProducers:
                         failed = True
                         break
                     transaction = added
-                if not await self._append(transactional_id, transaction, partition, sequences):
+                if await self._append(transactional_id, transaction, partition, sequences) is None:
                     failed = True
                     break
                 await asyncio.sleep(self._rng.uniform(*THINK_S) + self._stalls.pop(transactional_id, 0.0))
             if transaction is None:
                 await asyncio.sleep(RETRY_S)
                 continue
+            if not failed:
+                error = await self._commit_offsets(transactional_id, transaction, sequences)
+                if error is ErrorCode.producer_fenced:
+                    return
+                failed = error is not ErrorCode.none
             committed = not failed and self._rng.random() >= VOLUNTARY_ABORT_CHANCE
             error, _ = await _answered(lambda: self._coordinator.end_txn(transactional_id, producer_id, producer_epoch, committed))
             if error is ErrorCode.producer_fenced:
@@ -352,15 +358,39 @@ class TransactionalProducers:
         error, identity = await _answered(lambda: self._coordinator.init_producer_id(transactional_id, current))
         return identity if error is ErrorCode.none else None
 
-    async def _append(self, transactional_id: str, transaction: Transaction, partition: int,
-                      sequences: dict[int, int]) -> bool:
+    async def _commit_offsets(self, transactional_id: str, transaction: Transaction, sequences: dict[int, int]) -> ErrorCode:
+        """sendOffsetsToTransaction: the group's partition added to the transaction (AddOffsetsToTxn),
+        then the offset of its input written there as the producer's batch (TxnOffsetCommit)."""
+        group = group_of(transactional_id)
+        partition = partition_for(group, self._partitions)
+        if partition not in transaction.partitions:
+            error, _ = await _answered(lambda: self._coordinator.add_partition(
+                transactional_id, transaction.producer_id, transaction.producer_epoch, partition))
+            if error is not ErrorCode.none:
+                return error
+
+        def records(number: int, key: bytes) -> list[tuple[bytes, bytes]]:
+            """The offset committed is the record's own number: the checker knows its transaction by it."""
+            value = OffsetValue(number, -1, transaction.name, number)
+            return [(encode_key(OffsetKey(group, INPUT_TOPIC, 0)), encode_offset_value(value))]
+
+        number = await self._append(transactional_id, transaction, partition, sequences, records)
+        if number is None:
+            return ErrorCode.unknown_server_error
+        transaction.offsets[group] = number
+        return ErrorCode.none
+
+    async def _append(self, transactional_id: str, transaction: Transaction, partition: int, sequences: dict[int, int],
+                      records: Callable[[int, bytes], list[tuple[bytes, bytes]]] = lambda number, key: [(key, b"t" * 16)]
+                      ) -> int | None:
+        """The number of the record appended and acknowledged, None if it was not."""
         producer_id, producer_epoch = transaction.producer_id, transaction.producer_epoch
 
         def encode(number: int, key: bytes) -> bytearray:
             fenced = self._coordinator.producer_epoch(transactional_id) != producer_epoch
             self._checker.appended(number, transaction, fenced)
-            return encode_batch([NewRecord(key, b"t" * 16)], number, producer_id=producer_id, producer_epoch=producer_epoch,
-                                base_sequence=sequences.get(partition, 0), attributes=TRANSACTIONAL_BIT)
+            return encode_transactional_batch(records(number, key), number, producer_id, producer_epoch,
+                                              sequences.get(partition, 0))
 
         async def serve(replica: Partition, batch: bytearray) -> AppendResult:
             """The produce handler on the leader: KIP-890's verification, then the append."""
@@ -374,10 +404,10 @@ class TransactionalProducers:
 
         ack = await self._produce(partition, encode, serve)
         if ack is None:
-            return False
+            return None
         sequences[partition] = sequences.get(partition, 0) + 1
         transaction.acknowledged[ack.number] = partition
-        return True
+        return ack.number
 
 
 async def _answered(request: Callable[[], Awaitable[tuple[ErrorCode, object]]]) -> tuple[ErrorCode, object]:
