@@ -14,12 +14,17 @@ batches are never records). On every leader, unfenced, at each step:
   unstable offset also holds back while a marker is above the HW; replog's leaders release a
   transaction once its marker is in their log, which is safe because the coordinator decided
   the outcome before writing any marker and writes it again to the next leader.)
-- the LSO never goes back while the replica leads at one epoch.
+- the LSO never goes back while the replica leads at one epoch;
+- the offsets a group coordinator would load from the leader's log (offsets_log's table, kept
+  up with the log as it grows) hold, as committed, only offsets of transactions the coordinator
+  decided to commit: offsets committed in a transaction apply only if it commits.
 
 After the schedule, once every transaction has ended (finish): every partition's leader has
 LSO = HW, and every acknowledged record of a committed transaction is visible to read_committed
 on every partition the transaction wrote to: a transaction's records become visible on all of
-its partitions or, aborted, on none.
+its partitions or, aborted, on none. And a group coordinator's load of each leader's partition
+(offsets_log.load) holds no offset pending and, of each group, the offset of its last committed
+transaction.
 
 Records are one a batch, numbered by the batch's timestamp as the replication checker reads
 them; the checker reads the log's batch headers and producer fields only, and a marker's
@@ -67,6 +72,7 @@ class _LeaderView:
     read: int  # read_committed has read up to here
     last_stable_offset: int = -1
     open_first_offsets: dict[int, int] = dataclasses.field(default_factory=dict)  # producer id -> first offset
+    offsets: offsets_log.Table = dataclasses.field(default_factory=offsets_log.Table)  # the log scanned, as loaded
 
 
 class TransactionChecker:
@@ -103,6 +109,7 @@ class TransactionChecker:
         view.last_stable_offset = last_stable_offset
         if view.scanned < replica.log_end_offset:
             _scan(view)
+            self._check_applied(view.offsets, where)
         high_watermark = replica.high_watermark
         if last_stable_offset > min([high_watermark, *view.open_first_offsets.values()]):
             raise Violation(f"LSO past an open transaction: {where} LSO={last_stable_offset} hw={high_watermark}, "
@@ -193,19 +200,23 @@ class TransactionChecker:
             table = await offsets_log.load(replica)
             if pending := sorted(table.pending.groups()):
                 raise Violation(f"offsets of groups {pending} still pending in {where} after every transaction ended")
-            for group, offsets in table.offsets.items():
-                number = offsets[INPUT_TOPIC, 0].offset
-                transaction = self._transactions.get(number)
-                if transaction is None or not transaction.committed:
-                    state = "no" if transaction is None else "open" if transaction.committed is None else "aborted"
-                    raise Violation(f"group {group} holds offset {number} committed in {state} transaction "
-                                    f"{offsets[INPUT_TOPIC, 0].metadata} at {where}")
+            self._check_applied(table, where)
             for group, number in expected.items():
                 held = table.offsets.get(group, {}).get((INPUT_TOPIC, 0))
                 if partition_for(group, len(leaders)) == partition and (held is None or held.offset != number):
                     raise Violation(f"group {group} holds {held} at {where}, not offset {number} of its last "
                                     f"committed transaction {self._transactions[number].name}")
         return expected
+
+    def _check_applied(self, table: offsets_log.Table, where: str) -> None:
+        """Every offset the table holds as committed is of a transaction its coordinator decided to commit."""
+        for group, offsets in table.offsets.items():
+            number = offsets[INPUT_TOPIC, 0].offset
+            transaction = self._transactions.get(number)
+            if transaction is None or not transaction.committed:
+                state = "no" if transaction is None else "open" if transaction.committed is None else "aborted"
+                raise Violation(f"group {group} holds offset {number} committed in {state} transaction "
+                                f"{offsets[INPUT_TOPIC, 0].metadata} at {where}")
 
 
 def group_of(transactional_id: str) -> str:
@@ -219,6 +230,7 @@ def _scan(view: _LeaderView) -> None:
     replica = view.replica
     for piece in replica.log.read(view.scanned, READ_ALL_BYTES):
         buf = piece.read()
+        offsets_log.apply_batches(replica, view.offsets, buf, view.scanned)
         for header in batch_headers(buf):
             if header.last_offset < view.scanned or not header.attributes & TRANSACTIONAL_BIT:
                 continue

@@ -19,7 +19,11 @@ writes one to RECORDS_MAX records a transaction, each to a partition it first ad
 transaction (AddPartitionsToTxn), each batch with its producer id, epoch and sequence, appended
 as the produce handler appends it: KIP-890's verification asks the coordinator first when the
 partition says the batch needs it (Partition.needs_verification), and the append carries the
-guard taken before asking. It commits if every record was acknowledged (acks=all), else aborts
+guard taken before asking. Then, as a consume-transform-produce loop does, it commits its group's
+input offset in the transaction: the group's partition (placed as __consumer_offsets places
+groups) added to the transaction as AddOffsetsToTxn adds it, and the offset written there as
+TxnOffsetCommit writes it, the producer's transactional batch of an offset record, whose offset
+is the record's own number. It commits if every record was acknowledged (acks=all), else aborts
 and bumps its epoch with InitProducerId (KIP-360); it sometimes aborts anyway. A producer told
 it is fenced stops, and another takes its place. The faults: fence_producer starts a second
 producer of an id while the first runs on (a zombie, whose writes must never be visible);
