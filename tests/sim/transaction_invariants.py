@@ -21,7 +21,8 @@ batches are never records). On every leader, unfenced, at each step:
 
 After the schedule, once every transaction has ended (finish): every partition's leader has
 LSO = HW, and every acknowledged record of a committed transaction is visible to read_committed
-on every partition the transaction wrote to: a transaction's records become visible on all of
+on every partition the transaction wrote to (where its log still holds it: the replication
+checker answers for one a compacted log lost): a transaction's records become visible on all of
 its partitions or, aborted, on none. And a group coordinator's load of each leader's partition
 (offsets_log.load) holds no offset pending and, of each group, the offset of its last committed
 transaction.
@@ -44,7 +45,7 @@ from replog.replica.results import READ_COMMITTED
 from replog.storage.batch_format import CONTROL_BATCH_BIT, TRANSACTIONAL_BIT, producer_fields
 from replog.storage.control_batches import decode_marker
 from replog.storage.records import batch_headers
-from tests.sim.invariants import READ_ALL_BYTES, Violation, running_leaders
+from tests.sim.invariants import READ_ALL_BYTES, Violation, records_below, running_leaders
 
 INPUT_TOPIC = "input"  # what the transactional producers' groups consume, committing offsets of
 
@@ -86,6 +87,11 @@ class TransactionChecker:
         self._transactions[number] = transaction
         if fenced:
             transaction.fenced_records.add(number)
+
+    def aborted(self, number: int) -> bool:
+        """Whether record `number` is of a transaction its coordinator decided to abort."""
+        transaction = self._transactions.get(number)
+        return transaction is not None and transaction.committed is False
 
     def found(self, violation: str) -> None:
         self._found.append(violation)
@@ -167,7 +173,9 @@ class TransactionChecker:
 
     def _check_visible(self, leaders: Mapping[int, Partition], transactions: list[Transaction]) -> None:
         visible: dict[int, set[int]] = {}
+        logged: dict[int, set[int]] = {}  # the records in each leader's log: a compacted one may have lost superseded ones
         for partition, replica in leaders.items():
+            logged[partition] = set(records_below(replica, replica.log_end_offset).values())
             if replica.last_stable_offset != replica.high_watermark:
                 raise Violation(f"a transaction never ended: {replica.topic}-{partition} LSO={replica.last_stable_offset} "
                                 f"hw={replica.high_watermark} after every transaction was completed")
@@ -179,13 +187,12 @@ class TransactionChecker:
             if transaction.committed is None:
                 raise Violation(f"transaction {transaction.name} never decided")
             missing = sorted(number for number, partition in transaction.acknowledged.items()
-                             if transaction.committed and number not in visible[partition])
+                             if transaction.committed and number in logged[partition] - visible[partition])
             if missing:
                 shown = sorted(number for number in transaction.acknowledged if number not in missing)
                 raise Violation(f"committed transaction {transaction.name} only partly visible: records {missing} are not "
                                 f"(on partitions {sorted({transaction.acknowledged[number] for number in missing})}), "
                                 f"records {shown} are")
-
 
     async def _check_offsets(self, leaders: Mapping[int, Partition], transactions: list[Transaction]) -> dict[str, int]:
         """The table a group coordinator taking each leader's partition over would load holds,

@@ -266,8 +266,8 @@ class ModelCoordinator:
             self._complete_later(transactional_id, self._metadata[transactional_id])
 
 
-Produce = Callable[[int, Callable[[int, bytes], bytearray], Callable[[Partition, bytearray], Awaitable[AppendResult]]],
-                   Awaitable[object]]
+Produce = Callable[[int, Callable[[int, bytes], bytearray], Callable[[Partition, bytearray], Awaitable[AppendResult]],
+                    bytes | None], Awaitable[object]]
 
 
 class TransactionalProducers:
@@ -375,19 +375,20 @@ class TransactionalProducers:
 
         def records(number: int, key: bytes) -> list[tuple[bytes, bytes]]:
             """The offset committed is the record's own number: the checker knows its transaction by it."""
-            value = OffsetValue(number, -1, transaction.name, number)
-            return [(encode_key(OffsetKey(group, INPUT_TOPIC, 0)), encode_offset_value(value))]
+            return [(key, encode_offset_value(OffsetValue(number, -1, transaction.name, number)))]
 
-        number = await self._append(transactional_id, transaction, partition, sequences, records)
+        number = await self._append(transactional_id, transaction, partition, sequences, records,
+                                    encode_key(OffsetKey(group, INPUT_TOPIC, 0)))
         if number is None:
             return ErrorCode.unknown_server_error
         transaction.offsets[group] = number
         return ErrorCode.none
 
     async def _append(self, transactional_id: str, transaction: Transaction, partition: int, sequences: dict[int, int],
-                      records: Callable[[int, bytes], list[tuple[bytes, bytes]]] = lambda number, key: [(key, b"t" * 16)]
-                      ) -> int | None:
-        """The number of the record appended and acknowledged, None if it was not."""
+                      records: Callable[[int, bytes], list[tuple[bytes, bytes]]] = lambda number, key: [(key, b"t" * 16)],
+                      key: bytes | None = None) -> int | None:
+        """The number of the record appended and acknowledged, None if it was not. `records(number,
+        key)`: its record; `key`: the key to give it, None for any."""
         producer_id, producer_epoch = transaction.producer_id, transaction.producer_epoch
 
         def encode(number: int, key: bytes) -> bytearray:
@@ -406,7 +407,7 @@ class TransactionalProducers:
                     return AppendResult(error, -1, -1, replica.log_start_offset)
             return await replica.append_as_leader(batch, -1, self._produce_timeout_ms, verification_guard=guard)
 
-        ack = await self._produce(partition, encode, serve)
+        ack = await self._produce(partition, encode, serve, key)
         if ack is None:
             return None
         sequences[partition] = sequences.get(partition, 0) + 1
