@@ -33,6 +33,7 @@ import traceback
 import pytest
 
 from replog.security.acls import AclBinding, AclPermissionType
+from replog.groups.pending_offsets import PendingOffsets
 from replog.replica.partition import Partition
 from tests.sim.simulation import BROKER_ACLS, TRANSACTIONAL_EVERY, TRANSACTIONAL_SEED, Outcome, Simulation
 
@@ -230,9 +231,15 @@ def _aborted_transactions_dropped() -> None:
     Partition.read_for_consumer = without_aborted
 
 
+def _offsets_applied_on_abort() -> None:
+    end = PendingOffsets.end
+    PendingOffsets.end = lambda pending, producer_id, committed, *args: end(pending, producer_id, True, *args)
+
+
 # A rule of transactions broken by hand, and what the invariants must then say.
 BROKEN_RULES = {"lso-at-hw": (_lso_at_high_watermark, "LSO past an open transaction"),
-                "aborted-transactions-dropped": (_aborted_transactions_dropped, "of aborted transaction")}
+                "aborted-transactions-dropped": (_aborted_transactions_dropped, "of aborted transaction"),
+                "offsets-applied-on-abort": (_offsets_applied_on_abort, "committed in aborted transaction")}
 BROKEN_RULE_SEEDS = 10  # transactional seeds tried for one that catches the broken rule
 
 
