@@ -32,7 +32,7 @@ without compaction. A record superseded in one replica may still be in another, 
 from a follower that fetched past it after its leader had cleaned it; comparing each key's
 latest record below the smaller HW instead would be wrong after a restart, whose HW comes from
 a checkpoint older than the HW the cleaner had used. A record of an aborted transaction may be
-absent too (a cleaner removes those). Tombstones are not produced, so no record goes without a
+absent too (a cleaner removes those), and never supersedes another. Tombstones are not produced, so no record goes without a
 later one of its key. A record's key is the one it was produced with: the
 checker reads batch headers only (one record a batch, whose bytes the CRC covers).
 
@@ -194,6 +194,7 @@ class Checker:
             return True
         committed = max(self._committed.get(partition, 0), replica.high_watermark)
         return any(later > offset and (later < committed or contents.numbers[later] in self._acked_numbers)
+                   and not self._aborted(contents.numbers[later])
                    for later in contents.offsets_of_key.get(self._keys[number], ()))
 
     def _contents(self, replica: Partition, holder: str) -> LogContents:
