@@ -31,8 +31,9 @@ smaller HW alike; where both replicas hold a record at an offset it is the same 
 without compaction. A record superseded in one replica may still be in another, or absent
 from a follower that fetched past it after its leader had cleaned it; comparing each key's
 latest record below the smaller HW instead would be wrong after a restart, whose HW comes from
-a checkpoint older than the HW the cleaner had used. Tombstones are not produced, so no record
-goes without a later one of its key. A record's key is the one it was produced with: the
+a checkpoint older than the HW the cleaner had used. A record of an aborted transaction may be
+absent too (a cleaner removes those), and never supersedes another. Tombstones are not produced, so no record goes without a
+later one of its key. A record's key is the one it was produced with: the
 checker reads batch headers only (one record a batch, whose bytes the CRC covers).
 
 All of it holds per incarnation of the topic (incarnations.py): a topic deleted and created
@@ -116,11 +117,13 @@ class LogContents(NamedTuple):
 
 class Checker:
     def __init__(self, trace, store_isr: Callable[[str, int], tuple[int, ...]],
-                 store_leader: Callable[[str, int], LeaderRecord | None], compacted: bool):
+                 store_leader: Callable[[str, int], LeaderRecord | None], compacted: bool,
+                 aborted: Callable[[int], bool] = lambda number: False):
         self._trace = trace
         self._store_isr = store_isr  # the ISR the store names now: who is electable
         self._store_leader = store_leader  # the leader node now: where producers go
         self._compacted = compacted  # the topic's logs may be cleaned: records may go once superseded
+        self._aborted = aborted  # whether record number's transaction aborted: a cleaner removes it
         self.incarnations = Incarnations()
         self.acks: list[Ack] = []
         self._acked_numbers: set[int] = set()
@@ -187,8 +190,11 @@ class Checker:
         above what the checker saw of the leaders')."""
         if not self._compacted:
             return False
+        if self._aborted(number):
+            return True
         committed = max(self._committed.get(partition, 0), replica.high_watermark)
         return any(later > offset and (later < committed or contents.numbers[later] in self._acked_numbers)
+                   and not self._aborted(contents.numbers[later])
                    for later in contents.offsets_of_key.get(self._keys[number], ()))
 
     def _contents(self, replica: Partition, holder: str) -> LogContents:

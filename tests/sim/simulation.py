@@ -30,7 +30,7 @@ refused is a broken check, not a fault to survive. The nemesis's alter_acls adds
 operator's ACL beside the brokers', so that the node holding theirs is rewritten and read again
 by every broker's ACL feed while the faults go on.
 
-One schedule in TRANSACTIONAL_EVERY (by seed, never a compacted one) also runs transactions
+One schedule in TRANSACTIONAL_EVERY (by seed, compacted in one of TRANSACTIONAL_COMPACTED_EVERY) also runs transactions
 (transactions.py): transactional producers writing to both partitions beside the plain producer,
 a modelled transaction coordinator writing the markers with replog's partitions' own
 write_txn_marker, and the faults of transactions: coordinator failovers, lost marker replies,
@@ -131,9 +131,11 @@ LIVELOCK_STEPS = 50_000  # a healthy schedule never spins this long at one insta
 FAULTS = ("alter_config", "flaky_store", "cut_link", "isolate", "suspend", "expire", "pause", "crash", "power_loss",
           "recreate_topic", "refuse_connections", "reassign", "alter_acls")
 # Transactional schedules: the seeds equal to TRANSACTIONAL_SEED modulo TRANSACTIONAL_EVERY, none of
-# them a multiple of COMPACTED_EVERY (the cleaner's transactional rules are not what they test).
+# them a multiple of COMPACTED_EVERY; one in TRANSACTIONAL_COMPACTED_EVERY of them has a compacted
+# topic too, whose cleaners apply their transactional rules (aborted records and markers removed).
 TRANSACTIONAL_EVERY = 12
 TRANSACTIONAL_SEED = 1
+TRANSACTIONAL_COMPACTED_EVERY = 2
 TRANSACTIONAL_FAULTS = tuple(fault for fault in FAULTS if fault != "recreate_topic") + (
     "coordinator_failover", "fence_producer", "stall_producer")
 REASSIGNMENT_CANCEL_CHANCE = 0.3
@@ -161,7 +163,9 @@ class Simulation:
         self.seed = seed
         self._acls = acls
         self.rng = random.Random(seed)
-        self.compacted = seed % COMPACTED_EVERY == 0
+        self.transactional = seed % TRANSACTIONAL_EVERY == TRANSACTIONAL_SEED
+        self.compacted = seed % COMPACTED_EVERY == 0 or (
+            self.transactional and seed // TRANSACTIONAL_EVERY % TRANSACTIONAL_COMPACTED_EVERY == 1)
         self._overrides = {**TOPIC_OVERRIDES, **COMPACTED_OVERRIDES} if self.compacted else TOPIC_OVERRIDES
         self._altered_settings = ALTERED_COMPACTED_SETTINGS if self.compacted else ALTERED_SETTINGS
         self.root = root / f"seed-{seed}"
@@ -169,10 +173,10 @@ class Simulation:
         self.loop = VirtualTimeLoop(after_step=self._after_step)
         self.loop.set_exception_handler(self._loop_exception)
         self._partitions = [(TOPIC, partition) for partition in range(PARTITIONS)]
-        self.checker = Checker(self.note, self._store_isr, self._store_leader, self.compacted)
-        self.transactional = seed % TRANSACTIONAL_EVERY == TRANSACTIONAL_SEED
-        self._faults = TRANSACTIONAL_FAULTS if self.transactional else FAULTS
         self.transaction_checker = TransactionChecker()
+        self.checker = Checker(self.note, self._store_isr, self._store_leader, self.compacted,
+                               self.transaction_checker.aborted)
+        self._faults = TRANSACTIONAL_FAULTS if self.transactional else FAULTS
         self._coordinator = ModelCoordinator(self.rng, self.note, self.loop.time, self._named_leader, self.transaction_checker)
         self._transactional_producers = TransactionalProducers(self.rng, self.note, self._coordinator,
                                                                self.transaction_checker, self.produce, PARTITIONS,
@@ -377,16 +381,17 @@ class Simulation:
         return await self.produce(partition, _plain_batch, _append_plain) is not None
 
     async def produce(self, partition: int, encode: Callable[[int, bytes], bytearray],
-                      serve: Callable[[Partition, bytearray], Awaitable[AppendResult]]) -> Ack | None:
+                      serve: Callable[[Partition, bytearray], Awaitable[AppendResult]], key: bytes | None = None) -> Ack | None:
         """One record to the leader the store names: `encode(number, key)` makes its batch, whose
         timestamp is the record's number (what the checker reads of every batch), and
-        `serve(replica, batch)` appends it there with acks=all, as the leader broker's task."""
+        `serve(replica, batch)` appends it there with acks=all, as the leader broker's task. Its
+        key is `key`, or one of KEYS."""
         _, broker, replica = await self._named_leader(partition)
         if replica is None:
             return None
         self._next_record += 1
         number, epoch, incarnation = self._next_record, replica.leader_epoch, self.checker.incarnations.current
-        key = self.rng.choice(KEYS)
+        key = key or self.rng.choice(KEYS)
         self.checker.produced(number, key)
         appending = broker.spawn(serve(replica, encode(number, key)))
         done, _ = await asyncio.wait({appending}, timeout=PRODUCE_TIMEOUT_MS / 1000 + 1)
@@ -650,8 +655,8 @@ class Simulation:
                                             f"hw={replica.high_watermark if replica else None}"
                                             for partition, replica in leaders.items()))
             await asyncio.sleep(POLL_S)
-        self.transaction_checker.finish(leaders, self._coordinator.transactions)
-        self.note(f"transactions ended: {len(self._coordinator.transactions)}")
+        offsets = await self.transaction_checker.finish(leaders, self._coordinator.transactions)
+        self.note(f"transactions ended: {len(self._coordinator.transactions)}; groups' offsets {offsets}")
 
     async def _working_leader(self, partition: int) -> bool:
         record, _, replica = await self._named_leader(partition)

@@ -33,7 +33,9 @@ import traceback
 import pytest
 
 from replog.security.acls import AclBinding, AclPermissionType
+from replog.groups.pending_offsets import PendingOffsets
 from replog.replica.partition import Partition
+from replog.storage import cleaner
 from tests.sim.simulation import BROKER_ACLS, TRANSACTIONAL_EVERY, TRANSACTIONAL_SEED, Outcome, Simulation
 
 FAST_SCHEDULES = 300  # the first tenth of CI's seeds
@@ -230,9 +232,23 @@ def _aborted_transactions_dropped() -> None:
     Partition.read_for_consumer = without_aborted
 
 
+def _offsets_applied_on_abort() -> None:
+    end = PendingOffsets.end
+    PendingOffsets.end = lambda pending, producer_id, committed, *args: end(pending, producer_id, True, *args)
+
+
+def _aborted_records_kept_by_the_cleaner() -> None:
+    """The cleaner takes aborted transactions' records for live ones: kept, and superseding
+    the committed records of their keys."""
+    aborted = cleaner._Transactions.aborted
+    cleaner._Transactions.aborted = lambda transactions, header, batch: aborted(transactions, header, batch) and False
+
+
 # A rule of transactions broken by hand, and what the invariants must then say.
 BROKEN_RULES = {"lso-at-hw": (_lso_at_high_watermark, "LSO past an open transaction"),
-                "aborted-transactions-dropped": (_aborted_transactions_dropped, "of aborted transaction")}
+                "aborted-transactions-dropped": (_aborted_transactions_dropped, "of aborted transaction"),
+                "offsets-applied-on-abort": (_offsets_applied_on_abort, "committed in aborted transaction"),
+                "aborted-records-kept-by-the-cleaner": (_aborted_records_kept_by_the_cleaner, "acknowledged record")}
 BROKEN_RULE_SEEDS = 10  # transactional seeds tried for one that catches the broken rule
 
 

@@ -14,12 +14,18 @@ batches are never records). On every leader, unfenced, at each step:
   unstable offset also holds back while a marker is above the HW; replog's leaders release a
   transaction once its marker is in their log, which is safe because the coordinator decided
   the outcome before writing any marker and writes it again to the next leader.)
-- the LSO never goes back while the replica leads at one epoch.
+- the LSO never goes back while the replica leads at one epoch;
+- the offsets a group coordinator would load from the leader's log (offsets_log's table, kept
+  up with the log as it grows) hold, as committed, only offsets of transactions the coordinator
+  decided to commit: offsets committed in a transaction apply only if it commits.
 
 After the schedule, once every transaction has ended (finish): every partition's leader has
 LSO = HW, and every acknowledged record of a committed transaction is visible to read_committed
-on every partition the transaction wrote to: a transaction's records become visible on all of
-its partitions or, aborted, on none.
+on every partition the transaction wrote to (where its log still holds it: the replication
+checker answers for one a compacted log lost): a transaction's records become visible on all of
+its partitions or, aborted, on none. And a group coordinator's load of each leader's partition
+(offsets_log.load) holds no offset pending and, of each group, the offset of its last committed
+transaction.
 
 Records are one a batch, numbered by the batch's timestamp as the replication checker reads
 them; the checker reads the log's batch headers and producer fields only, and a marker's
@@ -32,12 +38,16 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from replog.groups import offsets_log
+from replog.groups.placement import partition_for
 from replog.replica.partition import Partition
 from replog.replica.results import READ_COMMITTED
 from replog.storage.batch_format import CONTROL_BATCH_BIT, TRANSACTIONAL_BIT, producer_fields
 from replog.storage.control_batches import decode_marker
 from replog.storage.records import batch_headers
-from tests.sim.invariants import READ_ALL_BYTES, Violation, running_leaders
+from tests.sim.invariants import READ_ALL_BYTES, Violation, records_below, running_leaders
+
+INPUT_TOPIC = "input"  # what the transactional producers' groups consume, committing offsets of
 
 
 @dataclasses.dataclass(eq=False)
@@ -51,6 +61,7 @@ class Transaction:
     committed: bool | None = None  # None until the coordinator decides (writes Prepare*)
     acknowledged: dict[int, int] = dataclasses.field(default_factory=dict)  # record number -> partition
     fenced_records: set[int] = dataclasses.field(default_factory=set)  # appended by its fenced producer
+    offsets: dict[str, int] = dataclasses.field(default_factory=dict)  # group -> the offset it committed, acknowledged
 
 
 @dataclasses.dataclass
@@ -62,6 +73,7 @@ class _LeaderView:
     read: int  # read_committed has read up to here
     last_stable_offset: int = -1
     open_first_offsets: dict[int, int] = dataclasses.field(default_factory=dict)  # producer id -> first offset
+    offsets: offsets_log.Table = dataclasses.field(default_factory=offsets_log.Table)  # the log scanned, as loaded
 
 
 class TransactionChecker:
@@ -75,6 +87,11 @@ class TransactionChecker:
         self._transactions[number] = transaction
         if fenced:
             transaction.fenced_records.add(number)
+
+    def aborted(self, number: int) -> bool:
+        """Whether record `number` is of a transaction its coordinator decided to abort."""
+        transaction = self._transactions.get(number)
+        return transaction is not None and transaction.committed is False
 
     def found(self, violation: str) -> None:
         self._found.append(violation)
@@ -98,6 +115,7 @@ class TransactionChecker:
         view.last_stable_offset = last_stable_offset
         if view.scanned < replica.log_end_offset:
             _scan(view)
+            self._check_applied(view.offsets, where)
         high_watermark = replica.high_watermark
         if last_stable_offset > min([high_watermark, *view.open_first_offsets.values()]):
             raise Violation(f"LSO past an open transaction: {where} LSO={last_stable_offset} hw={high_watermark}, "
@@ -146,11 +164,18 @@ class TransactionChecker:
                 visible.append((header.base_offset, header.max_timestamp))
         return visible
 
-    def finish(self, leaders: Mapping[int, Partition], transactions: list[Transaction]) -> None:
+    async def finish(self, leaders: Mapping[int, Partition], transactions: list[Transaction]) -> dict[str, int]:
         """Every transaction has ended and `leaders` (partition -> its leader replica) lead:
-        nothing is unstable, and each committed transaction is visible on all its partitions."""
+        nothing is unstable, each committed transaction is visible on all its partitions, and
+        the groups' offsets are those of their last committed transactions (group -> offset)."""
+        self._check_visible(leaders, transactions)
+        return await self._check_offsets(leaders, transactions)
+
+    def _check_visible(self, leaders: Mapping[int, Partition], transactions: list[Transaction]) -> None:
         visible: dict[int, set[int]] = {}
+        logged: dict[int, set[int]] = {}  # the records in each leader's log: a compacted one may have lost superseded ones
         for partition, replica in leaders.items():
+            logged[partition] = set(records_below(replica, replica.log_end_offset).values())
             if replica.last_stable_offset != replica.high_watermark:
                 raise Violation(f"a transaction never ended: {replica.topic}-{partition} LSO={replica.last_stable_offset} "
                                 f"hw={replica.high_watermark} after every transaction was completed")
@@ -162,12 +187,48 @@ class TransactionChecker:
             if transaction.committed is None:
                 raise Violation(f"transaction {transaction.name} never decided")
             missing = sorted(number for number, partition in transaction.acknowledged.items()
-                             if transaction.committed and number not in visible[partition])
+                             if transaction.committed and number in logged[partition] - visible[partition])
             if missing:
                 shown = sorted(number for number in transaction.acknowledged if number not in missing)
                 raise Violation(f"committed transaction {transaction.name} only partly visible: records {missing} are not "
                                 f"(on partitions {sorted({transaction.acknowledged[number] for number in missing})}), "
                                 f"records {shown} are")
+
+    async def _check_offsets(self, leaders: Mapping[int, Partition], transactions: list[Transaction]) -> dict[str, int]:
+        """The table a group coordinator taking each leader's partition over would load holds,
+        of each group, the offset its last committed transaction committed, none if none did:
+        an offset committed in a transaction applies only if the transaction commits."""
+        expected: dict[str, int] = {}
+        for transaction in transactions:  # in the order begun, which is the order ended per transactional id
+            if transaction.committed:
+                expected.update(transaction.offsets)
+        for partition, replica in leaders.items():
+            where = f"{replica.topic}-{partition} broker {replica.local_broker_id} epoch {replica.leader_epoch}"
+            table = await offsets_log.load(replica)
+            if pending := sorted(table.pending.groups()):
+                raise Violation(f"offsets of groups {pending} still pending in {where} after every transaction ended")
+            self._check_applied(table, where)
+            for group, number in expected.items():
+                held = table.offsets.get(group, {}).get((INPUT_TOPIC, 0))
+                if partition_for(group, len(leaders)) == partition and (held is None or held.offset != number):
+                    raise Violation(f"group {group} holds {held} at {where}, not offset {number} of its last "
+                                    f"committed transaction {self._transactions[number].name}")
+        return expected
+
+    def _check_applied(self, table: offsets_log.Table, where: str) -> None:
+        """Every offset the table holds as committed is of a transaction its coordinator decided to commit."""
+        for group, offsets in table.offsets.items():
+            number = offsets[INPUT_TOPIC, 0].offset
+            transaction = self._transactions.get(number)
+            if transaction is None or not transaction.committed:
+                state = "no" if transaction is None else "open" if transaction.committed is None else "aborted"
+                raise Violation(f"group {group} holds offset {number} committed in {state} transaction "
+                                f"{offsets[INPUT_TOPIC, 0].metadata} at {where}")
+
+
+def group_of(transactional_id: str) -> str:
+    """The group whose input a transactional id's producer consumes, committing its offsets."""
+    return f"{transactional_id}-group"
 
 
 def _scan(view: _LeaderView) -> None:
@@ -176,6 +237,7 @@ def _scan(view: _LeaderView) -> None:
     replica = view.replica
     for piece in replica.log.read(view.scanned, READ_ALL_BYTES):
         buf = piece.read()
+        offsets_log.apply_batches(replica, view.offsets, buf, view.scanned)
         for header in batch_headers(buf):
             if header.last_offset < view.scanned or not header.attributes & TRANSACTIONAL_BIT:
                 continue

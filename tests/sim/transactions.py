@@ -19,7 +19,11 @@ writes one to RECORDS_MAX records a transaction, each to a partition it first ad
 transaction (AddPartitionsToTxn), each batch with its producer id, epoch and sequence, appended
 as the produce handler appends it: KIP-890's verification asks the coordinator first when the
 partition says the batch needs it (Partition.needs_verification), and the append carries the
-guard taken before asking. It commits if every record was acknowledged (acks=all), else aborts
+guard taken before asking. Then, as a consume-transform-produce loop does, it commits its group's
+input offset in the transaction: the group's partition (placed as __consumer_offsets places
+groups) added to the transaction as AddOffsetsToTxn adds it, and the offset written there as
+TxnOffsetCommit writes it, the producer's transactional batch of an offset record, whose offset
+is the record's own number. It commits if every record was acknowledged (acks=all), else aborts
 and bumps its epoch with InitProducerId (KIP-360); it sometimes aborts anyway. A producer told
 it is fenced stops, and another takes its place. The faults: fence_producer starts a second
 producer of an id while the first runs on (a zombie, whose writes must never be visible);
@@ -39,9 +43,10 @@ from kio.schema.errors import ErrorCode
 
 from replog.replica.partition import Partition
 from replog.replica.results import AppendResult
-from replog.storage.batch_format import TRANSACTIONAL_BIT, NewRecord, encode_batch
+from replog.groups.placement import partition_for
+from replog.groups.records import OffsetKey, OffsetValue, encode_key, encode_offset_value, encode_transactional_batch
 from replog.storage.control_batches import ControlType, Marker
-from tests.sim.transaction_invariants import Transaction, TransactionChecker
+from tests.sim.transaction_invariants import INPUT_TOPIC, Transaction, TransactionChecker, group_of
 
 TRANSACTIONAL_IDS = ("app-0", "app-1")
 FIRST_PRODUCER_ID = 1000
@@ -261,8 +266,8 @@ class ModelCoordinator:
             self._complete_later(transactional_id, self._metadata[transactional_id])
 
 
-Produce = Callable[[int, Callable[[int, bytes], bytearray], Callable[[Partition, bytearray], Awaitable[AppendResult]]],
-                   Awaitable[object]]
+Produce = Callable[[int, Callable[[int, bytes], bytearray], Callable[[Partition, bytearray], Awaitable[AppendResult]],
+                    bytes | None], Awaitable[object]]
 
 
 class TransactionalProducers:
@@ -333,13 +338,18 @@ class TransactionalProducers:
                         failed = True
                         break
                     transaction = added
-                if not await self._append(transactional_id, transaction, partition, sequences):
+                if await self._append(transactional_id, transaction, partition, sequences) is None:
                     failed = True
                     break
                 await asyncio.sleep(self._rng.uniform(*THINK_S) + self._stalls.pop(transactional_id, 0.0))
             if transaction is None:
                 await asyncio.sleep(RETRY_S)
                 continue
+            if not failed:
+                error = await self._commit_offsets(transactional_id, transaction, sequences)
+                if error is ErrorCode.producer_fenced:
+                    return
+                failed = error is not ErrorCode.none
             committed = not failed and self._rng.random() >= VOLUNTARY_ABORT_CHANCE
             error, _ = await _answered(lambda: self._coordinator.end_txn(transactional_id, producer_id, producer_epoch, committed))
             if error is ErrorCode.producer_fenced:
@@ -352,15 +362,40 @@ class TransactionalProducers:
         error, identity = await _answered(lambda: self._coordinator.init_producer_id(transactional_id, current))
         return identity if error is ErrorCode.none else None
 
-    async def _append(self, transactional_id: str, transaction: Transaction, partition: int,
-                      sequences: dict[int, int]) -> bool:
+    async def _commit_offsets(self, transactional_id: str, transaction: Transaction, sequences: dict[int, int]) -> ErrorCode:
+        """sendOffsetsToTransaction: the group's partition added to the transaction (AddOffsetsToTxn),
+        then the offset of its input written there as the producer's batch (TxnOffsetCommit)."""
+        group = group_of(transactional_id)
+        partition = partition_for(group, self._partitions)
+        if partition not in transaction.partitions:
+            error, _ = await _answered(lambda: self._coordinator.add_partition(
+                transactional_id, transaction.producer_id, transaction.producer_epoch, partition))
+            if error is not ErrorCode.none:
+                return error
+
+        def records(number: int, key: bytes) -> list[tuple[bytes, bytes]]:
+            """The offset committed is the record's own number: the checker knows its transaction by it."""
+            return [(key, encode_offset_value(OffsetValue(number, -1, transaction.name, number)))]
+
+        number = await self._append(transactional_id, transaction, partition, sequences, records,
+                                    encode_key(OffsetKey(group, INPUT_TOPIC, 0)))
+        if number is None:
+            return ErrorCode.unknown_server_error
+        transaction.offsets[group] = number
+        return ErrorCode.none
+
+    async def _append(self, transactional_id: str, transaction: Transaction, partition: int, sequences: dict[int, int],
+                      records: Callable[[int, bytes], list[tuple[bytes, bytes]]] = lambda number, key: [(key, b"t" * 16)],
+                      key: bytes | None = None) -> int | None:
+        """The number of the record appended and acknowledged, None if it was not. `records(number,
+        key)`: its record; `key`: the key to give it, None for any."""
         producer_id, producer_epoch = transaction.producer_id, transaction.producer_epoch
 
         def encode(number: int, key: bytes) -> bytearray:
             fenced = self._coordinator.producer_epoch(transactional_id) != producer_epoch
             self._checker.appended(number, transaction, fenced)
-            return encode_batch([NewRecord(key, b"t" * 16)], number, producer_id=producer_id, producer_epoch=producer_epoch,
-                                base_sequence=sequences.get(partition, 0), attributes=TRANSACTIONAL_BIT)
+            return encode_transactional_batch(records(number, key), number, producer_id, producer_epoch,
+                                              sequences.get(partition, 0))
 
         async def serve(replica: Partition, batch: bytearray) -> AppendResult:
             """The produce handler on the leader: KIP-890's verification, then the append."""
@@ -372,12 +407,12 @@ class TransactionalProducers:
                     return AppendResult(error, -1, -1, replica.log_start_offset)
             return await replica.append_as_leader(batch, -1, self._produce_timeout_ms, verification_guard=guard)
 
-        ack = await self._produce(partition, encode, serve)
+        ack = await self._produce(partition, encode, serve, key)
         if ack is None:
-            return False
+            return None
         sequences[partition] = sequences.get(partition, 0) + 1
         transaction.acknowledged[ack.number] = partition
-        return True
+        return ack.number
 
 
 async def _answered(request: Callable[[], Awaitable[tuple[ErrorCode, object]]]) -> tuple[ErrorCode, object]:

@@ -150,12 +150,14 @@ async def load(partition: Partition, table: AppliesRecords | None = None) -> Any
             raise LoadAborted(f"reading {partition.topic}-{partition.partition_id} at {offset} failed: {error}") from error
         if not data:
             break
-        offset = _apply_batches(partition, table, data, offset)
+        offset = apply_batches(partition, table, data, offset)
     _check_still_leading(partition, epoch)
     return table
 
 
-def _apply_batches(partition: Partition, table: AppliesRecords, data: bytes, offset: int) -> int:
+def apply_batches(partition: Partition, table: AppliesRecords, data: bytes, offset: int) -> int:
+    """The complete batches of `data`, read from `partition` at `offset`, applied to `table`: the
+    offset after them. A load's step, also for a table kept up with a log as it grows."""
     start = offset
     for batch in decode_batches(data):  # bounded by the chunk's size
         if batch.skipped:
