@@ -5,6 +5,7 @@ markers -> completion, fencing and timeouts, and a failover that finishes what w
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 
 import pytest
@@ -226,6 +227,17 @@ async def test_spent_epochs_give_the_id_a_new_producer_id(led):
     # Its answer lost, the producer asks again with the old id: it is given the same answer.
     again = await coordinator.init_producer_id(ID, TIMEOUT_MS, init.producer_id, EPOCH_EXHAUSTED)
     assert (again.error, again.producer_id, again.producer_epoch) == (ErrorCode.none, rotated.producer_id, 0)
+
+
+async def test_ids_held_are_bounded_and_known_ones_still_served(led):
+    coordinator, _, _, _ = led
+    coordinator.config = dataclasses.replace(coordinator.config, ids_max=2)
+    first = await coordinator.init_producer_id("first", TIMEOUT_MS)
+    assert (await coordinator.init_producer_id("second", TIMEOUT_MS)).error == ErrorCode.none
+    assert (await coordinator.init_producer_id("third", TIMEOUT_MS)).error == ErrorCode.coordinator_not_available
+    assert coordinator.describe(["third"])[0].error == ErrorCode.transactional_id_not_found
+    again = await coordinator.init_producer_id("first", TIMEOUT_MS)
+    assert (again.error, again.producer_id, again.producer_epoch) == (ErrorCode.none, first.producer_id, 1)
 
 
 async def test_a_new_leader_finishes_what_the_log_decided_and_requests_move_with_leadership(led):

@@ -95,6 +95,10 @@ class TransactionConfig:
     remove_expired_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup.interval.ms
     write_timeout_ms: int = 5000  # acks=-1 writes to __transaction_state (offsets.commit.timeout.ms)
     offsets_topic_partitions: int = 50  # to place a group's __consumer_offsets partition (AddOffsetsToTxn)
+    # Ids held in memory, as the group coordinator bounds its groups: an InitProducerId that
+    # would make one more is refused COORDINATOR_NOT_AVAILABLE, which clients retry, while
+    # expiry (transactional.id.expiration.ms) makes room.
+    ids_max: int = 100_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,6 +229,8 @@ class TransactionCoordinator(PartitionOwner):
         if error is not None:
             return InitResult(error)
         if transactional_id not in self._transactions:
+            if len(self._transactions) >= self.config.ids_max:
+                return InitResult(ErrorCode.coordinator_not_available)
             new_id = await self._producer_ids.next_id()
             error = self.owns(transactional_id)
             if error is not None:
