@@ -9,7 +9,9 @@ import time
 
 from replog.net.codec import ApiKey
 
-from ..protocol import GROUP_KEY, coordinated, create_topic
+from tests.support.polling import wait_until
+
+from ..protocol import GROUP_KEY, TOPIC_READY_TIMEOUT_S, coordinated, create_topic
 from ..targets import Target
 from .groups import _stable_member
 from .registry import scenario
@@ -106,7 +108,10 @@ def transactional_commits_refused(target: Target) -> dict:
               "member": commit(member=member, generation=generation, instance="differential-txn-instance")}
     zombie = ids
     _end(target, "differential-txn-refused", ids, committed=False)
-    _init(target, "differential-txn-refused")
+    # A new producer of the id, once the abort's markers are written (CONCURRENT_TRANSACTIONS
+    # until then, as a client retries it): its epoch fences the old one.
+    wait_until(lambda: _init(target, "differential-txn-refused")["error_code"] != "concurrent_transactions",
+               f"a new producer of differential-txn-refused on {target.name}", TOPIC_READY_TIMEOUT_S)
     result["zombie"] = _commit(target, "differential-txn-refused", zombie, group, {(topic, 0): 2})
     unverified = _init(target, "differential-txn-no-offsets")  # never added the group to a transaction
     result["not_in_the_transaction"] = _commit(target, "differential-txn-no-offsets", unverified, group, {(topic, 0): 3})
